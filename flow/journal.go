@@ -1,0 +1,104 @@
+package flow
+
+import "fmt"
+
+// Journal retains the logical messages of one resumable subscription
+// direction (TCP, PROTOCOL.md §8) that were started but not yet released
+// by credit, with their stable message ids and cumulative positions. It
+// outlives connections: after a drop, Resume reconciles the peer's
+// accepted/released positions and yields the messages to replay with the
+// same ids.
+//
+// Bound: a message starts only while outstanding < window, so the journal
+// retains less than WindowBytes + MaximumMessageBytes UTF-16 bytes of the
+// limits in force (RetainedBytes).
+//
+// A Journal is not safe for concurrent use; it belongs to whoever owns the
+// channel's current subscription.
+type Journal struct {
+	entries  ring[journalEntry]
+	last     Position // last appended message
+	released Position // last message released by credit
+}
+
+type journalEntry struct {
+	id, start, end int64
+	msg            Message
+}
+
+// NewJournal returns an empty journal at position {0, 0}.
+func NewJournal() *Journal { return &Journal{} }
+
+// Last returns the id and end position of the newest message.
+func (j *Journal) Last() Position { return j.last }
+
+// Released returns the newest position released by credit.
+func (j *Journal) Released() Position { return j.released }
+
+// RetainedBytes returns the UTF-16 bytes of retained messages.
+func (j *Journal) RetainedBytes() int64 { return j.last.Position - j.released.Position }
+
+// Len returns the number of retained messages.
+func (j *Journal) Len() int { return j.entries.Len() }
+
+func (j *Journal) append(id, start, end int64, m Message) {
+	j.entries.Push(journalEntry{id, start, end, m})
+	j.last = Position{id, end}
+}
+
+// release drops the messages that end at or before consumed, which the
+// caller has validated as a boundary.
+func (j *Journal) release(consumed int64) {
+	for j.entries.Len() > 0 && j.entries.Peek().end <= consumed {
+		e := j.entries.Pop()
+		j.released = Position{e.id, e.end}
+	}
+}
+
+// boundary reports whether p names the end of a retained message, or the
+// released position itself.
+func (j *Journal) boundary(p Position) bool {
+	if p == j.released {
+		return true
+	}
+	for i := 0; i < j.entries.Len(); i++ {
+		e := j.entries.At(i)
+		if e.end == p.Position {
+			return e.id == p.MessageID
+		}
+		if e.end > p.Position {
+			return false
+		}
+	}
+	return false
+}
+
+// ResumePoint is the result of reconciling a peer's positions with a
+// journal: where the resumed subscription's counters start and which
+// messages it replays first.
+type ResumePoint struct {
+	Accepted Position // what the peer has
+	Released Position // what the peer has released (now also the journal's)
+}
+
+// Resume checks the peer's accepted and released positions against the
+// journal: released ≤ accepted ≤ the newest message, released not older
+// than what credit already released, both on message boundaries with
+// matching ids. On success the journal releases up to released. On failure
+// it returns an error wrapping ErrResume and is unchanged.
+func (j *Journal) Resume(accepted, released Position) (ResumePoint, error) {
+	switch {
+	case released.Position > accepted.Position || released.MessageID > accepted.MessageID:
+		return ResumePoint{}, fmt.Errorf("%w: released %v beyond accepted %v", ErrResume, released, accepted)
+	case accepted.Position > j.last.Position || accepted.MessageID > j.last.MessageID:
+		return ResumePoint{}, fmt.Errorf("%w: accepted %v beyond last sent %v", ErrResume, accepted, j.last)
+	case released.Position < j.released.Position:
+		return ResumePoint{}, fmt.Errorf("%w: released %v older than credited %v", ErrResume, released, j.released)
+	case !j.boundary(accepted):
+		return ResumePoint{}, fmt.Errorf("%w: accepted %v is not a message boundary", ErrResume, accepted)
+	case !j.boundary(released):
+		return ResumePoint{}, fmt.Errorf("%w: released %v is not a message boundary", ErrResume, released)
+	}
+	j.release(released.Position)
+	return ResumePoint{Accepted: accepted, Released: released}, nil
+}

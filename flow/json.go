@@ -1,0 +1,109 @@
+package flow
+
+import (
+	"unicode/utf8"
+)
+
+// The JSON string encoding used everywhere in ahpd (frames, logical
+// messages). It escapes only what JSON requires: '"', '\\' and the control
+// characters U+0000–U+001F. It does not escape '<', '>', '&', U+2028 or
+// U+2029 (encoding/json does; RFC 8259 and ECMAScript 2019 JSON.parse do not
+// need it), so terminal output is not inflated. Invalid UTF-8 bytes are
+// written as U+FFFD, one per byte, so the output is always valid UTF-8 and
+// a valid WebSocket text message.
+
+const hexDigits = "0123456789abcdef"
+
+// escapeLen[c] is the escaped length in bytes of the ASCII byte c: 1 when it
+// is written as itself, 2 for the short escapes, 6 for \u00XX.
+var escapeLen [utf8.RuneSelf]uint8
+
+func init() {
+	for c := 0; c < utf8.RuneSelf; c++ {
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+			escapeLen[c] = 2
+		case c < 0x20:
+			escapeLen[c] = 6
+		default:
+			escapeLen[c] = 1
+		}
+	}
+}
+
+// AppendJSONString appends s to dst as a quoted JSON string and returns the
+// extended buffer.
+func AppendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = appendEscaped(dst, s)
+	return append(dst, '"')
+}
+
+// appendEscaped appends the JSON-escaped body of s (without quotes).
+func appendEscaped(dst []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if escapeLen[c] == 1 {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			dst = appendEscapedASCII(dst, c)
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\uFFFD"...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(dst, s[start:]...)
+}
+
+func appendEscapedASCII(dst []byte, c byte) []byte {
+	switch c {
+	case '"':
+		return append(dst, '\\', '"')
+	case '\\':
+		return append(dst, '\\', '\\')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+}
+
+// EscapedLen returns the size in UTF-16 bytes of the JSON string body that
+// AppendJSONString writes for s, quotes excluded. Escapes are ASCII, so
+// each escaped character counts 2 per output character. It does not
+// allocate.
+func EscapedLen(s string) int64 {
+	var n int64
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			n += int64(escapeLen[c]) * 2
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		n += utf16Width(r)
+		i += size
+	}
+	return n
+}

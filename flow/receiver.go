@@ -1,0 +1,136 @@
+package flow
+
+import "fmt"
+
+// Position names a point in one direction of a subscription: the id of a
+// logical message and the cumulative UTF-16 bytes at its end
+// (PROTOCOL.md §8 resume). {0, 0} is the start.
+type Position struct {
+	MessageID int64 `json:"messageId"`
+	Position  int64 `json:"position"`
+}
+
+// Receiver is the receiving side of one subscription direction: it
+// reassembles frames into logical messages, enforces the limits it granted
+// (frame size, message size, and the window — its only memory bound), and
+// decides when to send channel/credit (PROTOCOL.md §4–§5).
+//
+// Memory: the reassembly buffer holds at most one message,
+// MaximumMessageBytes UTF-16 bytes (at most 1.5× that in UTF-8).
+//
+// A Receiver is not safe for concurrent use.
+type Receiver struct {
+	limits ReceiveLimits
+
+	buf      []byte
+	active   bool
+	curID    int64
+	curBytes int64
+
+	received  int64    // payload bytes received, partial message included
+	accepted  Position // last complete message
+	released  Position // last message released by the consumer
+	announced int64    // last consumedBytes sent to the peer
+}
+
+// NewReceiver returns a Receiver granting limits, at position 0.
+func NewReceiver(limits ReceiveLimits) *Receiver {
+	return &Receiver{limits: limits}
+}
+
+// Limits returns the limits the receiver granted.
+func (r *Receiver) Limits() ReceiveLimits { return r.limits }
+
+// Accepted returns the last complete message received.
+func (r *Receiver) Accepted() Position { return r.accepted }
+
+// Released returns the last message the consumer released.
+func (r *Receiver) Released() Position { return r.released }
+
+// Announced returns the last consumedBytes handed out by Credit.
+func (r *Receiver) Announced() int64 { return r.announced }
+
+// Frame accepts one decoded frame whose whole text is frameBytes UTF-16
+// bytes. When the frame completes a message, Frame returns its text and
+// end position; the text aliases the receiver's buffer and is valid until
+// the next call. Errors are subscription-level (see ResetCode); after one
+// the subscription is reset and the Receiver must not be used again.
+func (r *Receiver) Frame(frameBytes int64, f *Frame) (msg []byte, end Position, err error) {
+	if frameBytes > r.limits.MaximumFrameBytes {
+		return nil, Position{}, fmt.Errorf("%w: %d > %d", ErrFrameTooLarge, frameBytes, r.limits.MaximumFrameBytes)
+	}
+	if !r.active {
+		if f.MessageID != r.accepted.MessageID+1 {
+			return nil, Position{}, fmt.Errorf("%w: got %d, want %d", ErrMessageID, f.MessageID, r.accepted.MessageID+1)
+		}
+		// The sender may start only while sent − consumed < window, and
+		// it knows at most the credit we announced.
+		if r.received-r.announced >= r.limits.WindowBytes {
+			return nil, Position{}, fmt.Errorf("%w: outstanding %d, window %d", ErrWindowExceeded, r.received-r.announced, r.limits.WindowBytes)
+		}
+		r.active, r.curID, r.curBytes, r.buf = true, f.MessageID, 0, r.buf[:0]
+	} else if f.MessageID != r.curID {
+		return nil, Position{}, fmt.Errorf("%w: got %d while message %d is incomplete", ErrMessageID, f.MessageID, r.curID)
+	}
+	before := len(r.buf)
+	buf, n, err := f.AppendData(r.buf)
+	if err != nil {
+		return nil, Position{}, err
+	}
+	r.buf = buf
+	r.curBytes += n
+	r.received += n
+	if r.curBytes > r.limits.MaximumMessageBytes {
+		r.buf = r.buf[:before]
+		return nil, Position{}, fmt.Errorf("%w: more than %d", ErrMessageTooLarge, r.limits.MaximumMessageBytes)
+	}
+	if !f.Final {
+		return nil, Position{}, nil
+	}
+	if r.curBytes == 0 {
+		return nil, Position{}, ErrEmptyMessage
+	}
+	r.active = false
+	r.accepted = Position{r.curID, r.received}
+	return r.buf, r.accepted, nil
+}
+
+// DiscardPartial drops an incomplete message (the connection carrying it
+// ended); the next message must again be the one after Accepted.
+func (r *Receiver) DiscardPartial() {
+	r.active = false
+	r.received = r.accepted.Position
+	r.buf = r.buf[:0]
+	if cap(r.buf) > int(r.limits.MaximumFrameBytes) {
+		r.buf = nil // do not pin a large buffer while idle
+	}
+}
+
+// Release records that the consumer released every message up to and
+// including p (a position returned by Frame), in order. It returns the
+// consumedBytes to announce and whether to announce it now: when at least
+// a quarter of the window is unannounced, or when everything received has
+// been released, so the sender is never left waiting on sub-threshold
+// credit.
+func (r *Receiver) Release(p Position) (consumed int64, send bool, err error) {
+	if p.Position < r.released.Position || p.MessageID < r.released.MessageID ||
+		p.Position > r.accepted.Position || p.MessageID > r.accepted.MessageID {
+		return 0, false, fmt.Errorf("%w: release %v after %v, accepted %v", ErrReleaseOrder, p, r.released, r.accepted)
+	}
+	r.released = p
+	pending := r.released.Position - r.announced
+	if pending > 0 && (pending >= r.limits.WindowBytes/4 || r.released.Position == r.received) {
+		r.announced = r.released.Position
+		return r.announced, true, nil
+	}
+	return r.announced, false, nil
+}
+
+// Resume restores a Receiver kept across a reconnect to the positions
+// agreed in the resume exchange: the peer resends every message after
+// Accepted. The announced credit becomes what the peer is told was
+// released.
+func (r *Receiver) Resume() {
+	r.DiscardPartial()
+	r.announced = r.released.Position
+}

@@ -1,0 +1,474 @@
+package flow
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// SenderConfig bounds one connection's outbound path (PROTOCOL.md §6).
+// Zero fields take the defaults.
+type SenderConfig struct {
+	// Quantum is the deficit-round-robin quantum in wire bytes (UTF-8
+	// bytes of frames handed to the transport): about one frame. A ready subscription waits for at most about Quantum +
+	// one frame of each busier neighbour per round. Default 16 KiB.
+	Quantum int64
+	// TransportFrames and TransportBytes bound what has been handed to
+	// the transport and not yet written: Next hands out a frame only
+	// while fewer than TransportFrames (default 2) items and fewer than
+	// TransportBytes (default 64 KiB) are in flight — one item is always
+	// allowed when nothing is.
+	TransportFrames int
+	TransportBytes  int64
+	// ControlMessages and ControlBytes bound the control lane
+	// (responses, resets, coalesced credit excluded). Past either,
+	// Control fails with ErrControlOverflow and the connection is cut
+	// off. Defaults 1024 and 4 MiB.
+	ControlMessages int
+	ControlBytes    int64
+	// MaxLifecycle bounds the lifecycle messages of one subscription.
+	// Default 4.
+	MaxLifecycle int
+}
+
+func (c SenderConfig) withDefaults() SenderConfig {
+	if c.Quantum == 0 {
+		c.Quantum = 16 << 10
+	}
+	if c.TransportFrames == 0 {
+		c.TransportFrames = 2
+	}
+	if c.TransportBytes == 0 {
+		c.TransportBytes = 64 << 10
+	}
+	if c.ControlMessages == 0 {
+		c.ControlMessages = 1024
+	}
+	if c.ControlBytes == 0 {
+		c.ControlBytes = 4 << 20
+	}
+	if c.MaxLifecycle == 0 {
+		c.MaxLifecycle = 4
+	}
+	return c
+}
+
+// Validate rejects negative values, naming the field.
+func (c SenderConfig) Validate() error {
+	switch {
+	case c.Quantum < 0:
+		return &LimitError{"Quantum", "must not be negative"}
+	case c.TransportFrames < 0:
+		return &LimitError{"TransportFrames", "must not be negative"}
+	case c.TransportBytes < 0:
+		return &LimitError{"TransportBytes", "must not be negative"}
+	case c.ControlMessages < 0:
+		return &LimitError{"ControlMessages", "must not be negative"}
+	case c.ControlBytes < 0:
+		return &LimitError{"ControlBytes", "must not be negative"}
+	case c.MaxLifecycle < 0:
+		return &LimitError{"MaxLifecycle", "must not be negative"}
+	}
+	return nil
+}
+
+// StreamConfig describes one subscription as the Sender sees it.
+type StreamConfig struct {
+	Channel        string
+	SubscriptionID string
+	// Source produces the host→client logical messages.
+	Source Source
+	// Send are the client's receive limits (host→client direction).
+	Send ReceiveLimits
+	// Receive are the host's receive limits (client→host direction); a
+	// Receiver is made from them unless Receiver is set.
+	Receive  ReceiveLimits
+	Receiver *Receiver
+	// Journal, when set, retains sent messages for resume (TCP).
+	Journal *Journal
+	// Resume, when set with Journal, continues the journal's position
+	// space: counters start at the peer's positions and every message
+	// after Resume.Accepted is replayed first, with its original id.
+	Resume *ResumePoint
+}
+
+// Stream is one subscription inside a Sender: its send window, its
+// fragmenter, its Receiver and its place in the scheduler. Its methods are
+// for the Sender's owner only.
+type Stream struct {
+	channel, id string
+	src         Source
+	win         *SendWindow
+	recv        *Receiver
+	frag        Fragmenter
+	nextID      int64
+	journal     *Journal
+	replay      ring[journalEntry]
+	lifecycles  int
+	closed      bool
+
+	// scheduler state
+	prev, next   *Stream
+	inRing       bool
+	deficit      int64
+	creditQueued bool
+}
+
+// Channel returns the channel URI.
+func (st *Stream) Channel() string { return st.channel }
+
+// SubscriptionID returns the subscription id.
+func (st *Stream) SubscriptionID() string { return st.id }
+
+// Window returns the host→client send window.
+func (st *Stream) Window() *SendWindow { return st.win }
+
+// Receiver returns the client→host receiver.
+func (st *Stream) Receiver() *Receiver { return st.recv }
+
+// Journal returns the resume journal, or nil.
+func (st *Stream) Journal() *Journal { return st.journal }
+
+// NextMessageID returns the id the next new message will get.
+func (st *Stream) NextMessageID() int64 { return st.nextID }
+
+// StreamError is a subscription-level failure found while producing
+// frames; the owner resets that subscription (code ResetCode(Err)).
+type StreamError struct {
+	Stream *Stream
+	Err    error
+}
+
+func (e *StreamError) Error() string {
+	return "subscription " + e.Stream.id + ": " + e.Err.Error()
+}
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// Sender multiplexes the outbound side of one connection: a control lane
+// that goes first, and a deficit-round-robin scheduler over the
+// subscriptions that are ready, feeding a transport that holds a bounded
+// amount (PROTOCOL.md §6). Frames are produced lazily, one at a time, when
+// the transport has room: nothing is queued below the Sources but the
+// bounded control lane.
+//
+// A Sender is not safe for concurrent use; one goroutine owns it and
+// everything it returns.
+type Sender struct {
+	cfg SenderConfig
+
+	control      ring[[]byte]
+	controlBytes int64
+	credits      ring[*Stream]
+
+	head *Stream // ready ring (circular doubly linked); nil when empty
+	n    int     // streams open
+
+	inflightFrames int
+	inflightBytes  int64
+}
+
+// NewSender returns a Sender; cfg is validated and defaulted.
+func NewSender(cfg SenderConfig) (*Sender, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Sender{cfg: cfg.withDefaults()}, nil
+}
+
+// Open adds a subscription. It is not ready until Wake.
+func (s *Sender) Open(cfg StreamConfig) (*Stream, error) {
+	if err := cfg.Send.Validate(); err != nil {
+		return nil, err
+	}
+	recv := cfg.Receiver
+	if recv == nil {
+		if err := cfg.Receive.Validate(); err != nil {
+			return nil, err
+		}
+		recv = NewReceiver(cfg.Receive)
+	}
+	st := &Stream{
+		channel: cfg.Channel,
+		id:      cfg.SubscriptionID,
+		src:     cfg.Source,
+		win:     NewSendWindow(cfg.Send),
+		recv:    recv,
+		nextID:  1,
+		journal: cfg.Journal,
+	}
+	// Check that the envelope leaves room for data at all.
+	if err := st.frag.Reset(st.channel, st.id, MaxSafeInteger, "", cfg.Send.MaximumFrameBytes); err != nil {
+		return nil, err
+	}
+	if cfg.Journal != nil {
+		j := cfg.Journal
+		st.nextID = j.last.MessageID + 1
+		st.win.sent, st.win.consumed = j.last.Position, j.released.Position
+		if cfg.Resume != nil {
+			if cfg.Resume.Released != j.released {
+				return nil, fmt.Errorf("%w: resume point does not match the journal", ErrResume)
+			}
+			st.win.sent = cfg.Resume.Accepted.Position
+		}
+		for i := 0; i < j.entries.Len(); i++ {
+			e := j.entries.At(i)
+			if e.end <= st.win.sent {
+				st.win.bounds.Push(e.end)
+			} else {
+				st.replay.Push(e)
+			}
+		}
+	}
+	s.n++
+	return st, nil
+}
+
+// Close removes a subscription: nothing more of it is produced, and its
+// queued credit is dropped.
+func (s *Sender) Close(st *Stream) {
+	if st.closed {
+		return
+	}
+	st.closed = true
+	s.unlink(st)
+	s.n--
+}
+
+// Streams returns the number of open subscriptions.
+func (s *Sender) Streams() int { return s.n }
+
+// Wake marks st as possibly having something to send (its Source got new
+// messages). O(1).
+func (s *Sender) Wake(st *Stream) {
+	if st.closed || st.inRing {
+		return
+	}
+	st.inRing = true
+	st.deficit = 0
+	if s.head == nil {
+		st.prev, st.next = st, st
+		s.head = st
+		return
+	}
+	tail := s.head.prev
+	st.prev, st.next = tail, s.head
+	tail.next = st
+	s.head.prev = st
+}
+
+func (s *Sender) unlink(st *Stream) {
+	if !st.inRing {
+		return
+	}
+	st.inRing = false
+	if st.next == st {
+		s.head = nil
+	} else {
+		st.prev.next = st.next
+		st.next.prev = st.prev
+		if s.head == st {
+			s.head = st.next
+		}
+	}
+	st.prev, st.next = nil, nil
+}
+
+// Credit applies a channel/credit from the client. When the window
+// reopens, the stream is woken. An error is subscription-level.
+func (s *Sender) Credit(st *Stream, consumed int64) error {
+	if st.closed {
+		return nil
+	}
+	advanced, err := st.win.Credit(consumed)
+	if err != nil {
+		return err
+	}
+	if advanced {
+		if st.journal != nil {
+			st.journal.release(consumed)
+		}
+		s.Wake(st)
+	}
+	return nil
+}
+
+// QueueCredit schedules a channel/credit for st's Receiver. At most one is
+// pending per subscription; it carries the newest value when written.
+func (s *Sender) QueueCredit(st *Stream) {
+	if st.closed || st.creditQueued {
+		return
+	}
+	st.creditQueued = true
+	s.credits.Push(st)
+}
+
+// Control queues a control message (response, reset, notification that is
+// not framed). It fails with ErrControlOverflow past the lane's bounds.
+func (s *Sender) Control(msg []byte) error {
+	if s.control.Len() >= s.cfg.ControlMessages || s.controlBytes+int64(len(msg)) > s.cfg.ControlBytes {
+		return ErrControlOverflow
+	}
+	s.control.Push(msg)
+	s.controlBytes += int64(len(msg))
+	return nil
+}
+
+// ControlLen returns the queued control messages and their bytes.
+func (s *Sender) ControlLen() (int, int64) { return s.control.Len(), s.controlBytes }
+
+// TransportFull reports whether the transport holds its bound.
+func (s *Sender) TransportFull() bool {
+	return s.inflightFrames > 0 &&
+		(s.inflightFrames >= s.cfg.TransportFrames || s.inflightBytes >= s.cfg.TransportBytes)
+}
+
+// Written tells the Sender the transport finished writing an item of n
+// bytes that Next handed out.
+func (s *Sender) Written(n int) {
+	s.inflightFrames--
+	s.inflightBytes -= int64(n)
+	if s.inflightFrames < 0 || s.inflightBytes < 0 {
+		panic("flow: Sender.Written without a matching Next")
+	}
+}
+
+// Pending reports whether anything could be handed out if the transport
+// had room.
+func (s *Sender) Pending() bool {
+	return s.control.Len() > 0 || s.credits.Len() > 0 || s.head != nil
+}
+
+// Next hands out the next item for the transport, appended to dst: a
+// control message (a queued one is returned as is, dst unused), else the
+// next frame of the scheduled subscription. It returns nil when the
+// transport is full or nothing is ready. A subscription-level failure is
+// returned as *StreamError with the stream already closed; the owner
+// resets it and calls Next again.
+func (s *Sender) Next(dst []byte) ([]byte, error) {
+	if s.TransportFull() {
+		return nil, nil
+	}
+	for s.credits.Len() > 0 {
+		st := s.credits.Pop()
+		st.creditQueued = false
+		if st.closed {
+			continue
+		}
+		return s.handOut(appendCredit(dst, st)), nil
+	}
+	if s.control.Len() > 0 {
+		msg := s.control.Pop()
+		s.controlBytes -= int64(len(msg))
+		return s.handOut(msg), nil
+	}
+	for s.head != nil {
+		st := s.head
+		if st.deficit <= 0 {
+			// A new turn: grant a quantum and go to the back, so every
+			// ready stream gets one turn per round.
+			st.deficit += s.cfg.Quantum
+			if st.deficit <= 0 {
+				// Still in debt from a frame much larger than the
+				// quantum: wait for more rounds.
+				s.head = st.next
+				continue
+			}
+		}
+		frame, wire, ok, err := st.nextFrame(dst, s.cfg.MaxLifecycle)
+		if err != nil {
+			s.Close(st)
+			return nil, &StreamError{st, err}
+		}
+		if !ok {
+			s.unlink(st)
+			continue
+		}
+		st.deficit -= wire
+		if st.deficit <= 0 {
+			s.head = st.next
+		}
+		return s.handOut(frame), nil
+	}
+	return nil, nil
+}
+
+func (s *Sender) handOut(b []byte) []byte {
+	s.inflightFrames++
+	s.inflightBytes += int64(len(b))
+	return b
+}
+
+// nextFrame produces the stream's next frame, starting a message if none
+// is active. wire is the frame's size on the wire (UTF-8 bytes), charged
+// to the deficit.
+func (st *Stream) nextFrame(dst []byte, maxLifecycle int) (frame []byte, wire int64, ok bool, err error) {
+	if !st.win.Active() {
+		var m Message
+		var id int64
+		replay := st.replay.Len() > 0
+		if replay {
+			e := st.replay.Pop()
+			m, id = e.msg, e.id
+		} else {
+			var got bool
+			m, got = st.src.Pull(st.win.MayStart(), st.win.limits.MaximumMessageBytes)
+			if !got {
+				return nil, 0, false, nil
+			}
+			id = st.nextID
+		}
+		size := UTF16Len(m.Text)
+		if replay {
+			err = st.win.startReplay(size)
+		} else {
+			if m.Class == Lifecycle {
+				st.lifecycles++
+				if st.lifecycles > maxLifecycle {
+					return nil, 0, false, fmt.Errorf("%w: more than %d lifecycle messages", ErrSourceContract, maxLifecycle)
+				}
+			}
+			err = st.win.Start(size, m.Class)
+		}
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if err := st.frag.Reset(st.channel, st.id, id, m.Text, st.win.limits.MaximumFrameBytes); err != nil {
+			return nil, 0, false, err
+		}
+		if !replay {
+			if st.journal != nil {
+				st.journal.append(id, st.win.msgEnd-size, st.win.msgEnd, m)
+			}
+			st.nextID++
+		}
+	}
+	start := len(dst)
+	dst, payload, final := st.frag.Next(dst)
+	st.win.Reserve(payload)
+	if final {
+		st.win.Finish()
+	}
+	return dst, int64(len(dst) - start), true, nil
+}
+
+// startReplay starts a journalled message again: it was admitted under the
+// window when first sent, so the start rule does not apply.
+func (w *SendWindow) startReplay(size int64) error {
+	if w.active {
+		return fmt.Errorf("%w: a message is already active", ErrSourceContract)
+	}
+	w.active = true
+	w.msgEnd = w.sent + size
+	w.bounds.Push(w.msgEnd)
+	return nil
+}
+
+// appendCredit encodes channel/credit for st's Receiver.
+func appendCredit(dst []byte, st *Stream) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":`...)
+	dst = AppendJSONString(dst, st.channel)
+	dst = append(dst, `,"subscriptionId":`...)
+	dst = AppendJSONString(dst, st.id)
+	dst = append(dst, `,"consumedBytes":`...)
+	dst = strconv.AppendInt(dst, st.recv.Announced(), 10)
+	return append(dst, `}}`...)
+}

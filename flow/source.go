@@ -1,0 +1,47 @@
+package flow
+
+// Class is the delivery class of a logical message (PROTOCOL.md §4).
+type Class uint8
+
+const (
+	// Data messages are credit-gated: one may start only while the
+	// subscription's outstanding bytes are below its window.
+	Data Class = iota
+	// Lifecycle messages (terminal/exit, tcp/eof, tcp/closed) may start
+	// without window credit, but only after the subscription's earlier
+	// messages have been scheduled. Each is at most MaxLifecycleBytes and
+	// their bytes still count as sent.
+	Lifecycle
+)
+
+// MaxLifecycleBytes bounds one lifecycle message, in UTF-16 bytes (§4).
+const MaxLifecycleBytes = 1024
+
+// Message is one logical message: a complete, serialized JSON-RPC 2.0
+// notification object such as
+// {"jsonrpc":"2.0","method":"terminal/output","params":{"data":"..."}}.
+// Its text is independent of the subscription that carries it, so one
+// serialized message can be shared by many viewers.
+type Message struct {
+	Text  string
+	Class Class
+}
+
+// Source produces the logical messages of one subscription, in order. The
+// connection's owner calls Pull only when the subscription may start a new
+// message; the Source keeps its own bounded queue and loss policy
+// (terminal: snapshot; telemetry: explicit drop; TCP: stop reading).
+//
+// Pull returns the next message to start. When dataAllowed is false the
+// window is exhausted and only a Lifecycle message may be returned (and
+// only when no earlier data is still queued in the Source). The returned
+// text must be at most maxMessageBytes UTF-16 bytes (UTF16Len); a larger
+// one is refused with ErrMessageTooLarge and never sent. ok is false when
+// there is nothing to send now; the Source then calls its wake-up hook
+// when that changes.
+//
+// Pull is called from the connection's owner goroutine only; a Source fed
+// by another goroutine guards its queue itself.
+type Source interface {
+	Pull(dataAllowed bool, maxMessageBytes int64) (m Message, ok bool)
+}
