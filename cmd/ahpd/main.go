@@ -1,0 +1,13 @@
+// Command ahpd serves terminals, telemetry and TCP sockets to WebSocket
+// viewers over AHP/1. See README.md and PROTOCOL.md.
+package main
+
+import (
+	"os"
+
+	"github.com/ahp-dev/ahpd/daemon"
+)
+
+func main() {
+	os.Exit(daemon.Main(os.Args[1:], os.Stderr))
+}

@@ -1,0 +1,343 @@
+// Package client is a Go client of AHP/1 (PROTOCOL.md): it dials the
+// daemon's WebSocket, initializes, subscribes with flow control, reassembles
+// frames, returns credit when the caller releases messages, and sends
+// client→host logical messages under the host's limits. ahpctl and the
+// daemon's integration tests use it.
+//
+// Concurrency: a Conn is safe for concurrent use. One reader goroutine per
+// Conn delivers messages; Close stops it and waits for it.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"github.com/coder/websocket"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// Error is a JSON-RPC error returned by the host.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
+
+// Options configure Dial.
+type Options struct {
+	// Token is sent in initialize; empty sends none.
+	Token string
+	// Header is added to the upgrade request (e.g. Origin, Authorization).
+	Header http.Header
+	// ClientName defaults to "ahpctl".
+	ClientName string
+	// ReadLimit bounds one inbound WebSocket message; default 32 MiB.
+	ReadLimit int64
+	// Deflate offers permessage-deflate.
+	Deflate bool
+}
+
+// InitializeResult is the host's answer to initialize.
+type InitializeResult struct {
+	ProtocolVersion string `json:"protocolVersion"`
+	Server          struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"server"`
+	Capabilities struct {
+		FlowControl struct {
+			HostReceiveDefaults flow.ReceiveLimits `json:"hostReceiveDefaults"`
+			Maximums            flow.ReceiveLimits `json:"maximums"`
+		} `json:"flowControl"`
+	} `json:"capabilities"`
+	Access struct {
+		Role string `json:"role"`
+	} `json:"access"`
+	ReconnectToken string `json:"reconnectToken"`
+}
+
+// Notification is a top-level notification from the host that is not a
+// frame or credit (e.g. channel/reset).
+type Notification struct {
+	Method string
+	Params json.RawMessage
+}
+
+// Conn is one AHP/1 connection.
+type Conn struct {
+	ws   *websocket.Conn
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	writeMu sync.Mutex // serializes writes
+
+	mu       sync.Mutex // guards the fields below
+	nextID   int
+	pending  map[string]chan response
+	psubs    map[string]*Sub // subscribe requests awaiting their response
+	subs     map[string]*Sub
+	notes    []Notification
+	noteSig  chan struct{}
+	err      error
+}
+
+type response struct {
+	Result json.RawMessage `json:"result"`
+	Error  *Error          `json:"error"`
+}
+
+// Dial connects to url (ws://host:port/v1/ws) and initializes.
+func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResult, error) {
+	if opts.ClientName == "" {
+		opts.ClientName = "ahpctl"
+	}
+	mode := websocket.CompressionDisabled
+	if opts.Deflate {
+		mode = websocket.CompressionContextTakeover
+	}
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+		Subprotocols:    []string{"ahp.v1"},
+		HTTPHeader:      opts.Header,
+		CompressionMode: mode,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	limit := opts.ReadLimit
+	if limit == 0 {
+		limit = 32 << 20
+	}
+	ws.SetReadLimit(limit)
+	c := &Conn{ws: ws, done: make(chan struct{}), pending: map[string]chan response{}, psubs: map[string]*Sub{}, subs: map[string]*Sub{}, noteSig: make(chan struct{}, 1)}
+	c.wg.Go(c.readLoop)
+	params := map[string]any{
+		"protocolVersion": "ahp/1",
+		"client":          map[string]string{"name": opts.ClientName, "version": "dev"},
+		"capabilities":    map[string]any{"flowControl": true},
+	}
+	if opts.Token != "" {
+		params["token"] = opts.Token
+	}
+	var res InitializeResult
+	if err := c.Call(ctx, "initialize", params, &res); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, &res, nil
+}
+
+// WS returns the underlying WebSocket (for tests that misbehave on purpose).
+func (c *Conn) WS() *websocket.Conn { return c.ws }
+
+// Close closes the connection and waits for the reader.
+func (c *Conn) Close() error {
+	err := c.ws.Close(websocket.StatusNormalClosure, "")
+	c.wg.Wait()
+	return err
+}
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended, once Done is closed. A close
+// frame from the host is a websocket.CloseError (see CloseStatus).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// SendRaw writes one text message as is.
+func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	return c.ws.Write(ctx, websocket.MessageText, b)
+}
+
+// Call sends a request and waits for its response; result may be nil.
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	return c.call(ctx, method, params, result, nil)
+}
+
+// call is Call; a non-nil sub is registered under the request id so the
+// reader can install it the moment the response arrives.
+func (c *Conn) call(ctx context.Context, method string, params, result any, sub *Sub) error {
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.nextID++
+	id := strconv.Itoa(c.nextID)
+	ch := make(chan response, 1)
+	c.pending[id] = ch
+	if sub != nil {
+		c.psubs[id] = sub
+	}
+	c.mu.Unlock()
+	p, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	msg := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":`)
+	msg = flow.AppendJSONString(msg, method)
+	msg = append(msg, `,"params":`...)
+	msg = append(msg, p...)
+	msg = append(msg, '}')
+	if err := c.SendRaw(ctx, msg); err != nil {
+		return err
+	}
+	select {
+	case r := <-ch:
+		if r.Error != nil {
+			return r.Error
+		}
+		if result != nil {
+			return json.Unmarshal(r.Result, result)
+		}
+		return nil
+	case <-c.done:
+		return c.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Notifications returns and clears the notifications received so far,
+// waiting for at least one until ctx ends.
+func (c *Conn) Notifications(ctx context.Context) ([]Notification, error) {
+	for {
+		c.mu.Lock()
+		n := c.notes
+		c.notes = nil
+		c.mu.Unlock()
+		if len(n) > 0 {
+			return n, nil
+		}
+		select {
+		case <-c.noteSig:
+		case <-c.done:
+			return nil, c.Err()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (c *Conn) readLoop() {
+	var f flow.Frame
+	var err error
+	defer func() {
+		c.mu.Lock()
+		c.err = err
+		for _, s := range c.subs {
+			s.fail(err)
+		}
+		c.mu.Unlock()
+		close(c.done)
+	}()
+	for {
+		var typ websocket.MessageType
+		var b []byte
+		typ, b, err = c.ws.Read(context.Background())
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			err = errors.New("host sent a binary message")
+			return
+		}
+		if ferr := flow.DecodeFrame(b, &f); ferr == nil {
+			c.onFrame(b, &f)
+			continue
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+			response
+		}
+		if jerr := json.Unmarshal(b, &m); jerr != nil {
+			err = fmt.Errorf("host sent invalid JSON: %w", jerr)
+			return
+		}
+		switch {
+		case m.Method == "channel/credit":
+			var p struct {
+				SubscriptionID string `json:"subscriptionId"`
+				ConsumedBytes  int64  `json:"consumedBytes"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			c.mu.Lock()
+			if s := c.subs[p.SubscriptionID]; s != nil {
+				s.onCredit(p.ConsumedBytes)
+			}
+			c.mu.Unlock()
+		case m.Method != "":
+			if m.Method == "channel/reset" {
+				var p struct {
+					SubscriptionID string `json:"subscriptionId"`
+					Code           string `json:"code"`
+					Message        string `json:"message"`
+				}
+				_ = json.Unmarshal(m.Params, &p)
+				c.mu.Lock()
+				if s := c.subs[p.SubscriptionID]; s != nil {
+					s.fail(&ResetError{Code: p.Code, Message: p.Message})
+					delete(c.subs, p.SubscriptionID)
+				}
+				c.mu.Unlock()
+			}
+			c.mu.Lock()
+			c.notes = append(c.notes, Notification{m.Method, m.Params})
+			c.mu.Unlock()
+			select {
+			case c.noteSig <- struct{}{}:
+			default:
+			}
+		default:
+			c.mu.Lock()
+			ch := c.pending[string(m.ID)]
+			delete(c.pending, string(m.ID))
+			if s := c.psubs[string(m.ID)]; s != nil {
+				delete(c.psubs, string(m.ID))
+				if m.Error == nil {
+					s.init(m.Result)
+					c.subs[s.ID] = s
+				}
+			}
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- m.response
+			}
+		}
+	}
+}
+
+func (c *Conn) onFrame(raw []byte, f *flow.Frame) {
+	c.mu.Lock()
+	s := c.subs[f.SubscriptionID]
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	size := flow.UTF16Len(unsafe.String(unsafe.SliceData(raw), len(raw)))
+	s.onFrame(size, f)
+}
+
+// ResetError reports a channel/reset of a subscription.
+type ResetError struct {
+	Code    string
+	Message string
+}
+
+func (e *ResetError) Error() string { return "channel/reset " + e.Code + ": " + e.Message }

@@ -1,0 +1,281 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// Message is one reassembled logical message of a subscription.
+type Message struct {
+	Method string
+	Params json.RawMessage
+	Text   []byte
+	// End is the message's position, to pass to Release.
+	End flow.Position
+}
+
+// FlowControl is the negotiated pair of limits.
+type FlowControl struct {
+	ClientReceive flow.ReceiveLimits `json:"clientReceive"`
+	HostReceive   flow.ReceiveLimits `json:"hostReceive"`
+}
+
+// Sub is one subscription. Next/Release consume host→client messages;
+// Send sends client→host messages. Safe for concurrent use.
+type Sub struct {
+	c       *Conn
+	ID      string
+	Channel string
+	Flow    FlowControl
+	Initial string
+
+	mu     sync.Mutex // guards everything below
+	recv   *flow.Receiver
+	queue  []Message
+	sig    chan struct{} // a message or an error arrived
+	err    error
+	win    *flow.SendWindow
+	nextID int64
+	credit chan struct{} // host credit arrived
+	frag   flow.Fragmenter
+	sendMu sync.Mutex // one outbound message at a time
+}
+
+// Subscribe subscribes to channel; limits nil takes the host's defaults.
+func (c *Conn) Subscribe(ctx context.Context, channel string, limits *flow.ReceiveLimits) (*Sub, error) {
+	params := map[string]any{"channel": channel}
+	if limits != nil {
+		params["flowControl"] = map[string]any{"receive": limits}
+	}
+	s := &Sub{c: c, Channel: channel, sig: make(chan struct{}, 1), credit: make(chan struct{}, 1), nextID: 1}
+	// The reader installs s the moment the response arrives, before it
+	// reads the frames that follow it.
+	if err := c.call(ctx, "subscribe", params, nil, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Sub) init(result json.RawMessage) {
+	var res struct {
+		SubscriptionID string      `json:"subscriptionId"`
+		FlowControl    FlowControl `json:"flowControl"`
+		Initial        struct {
+			Kind string `json:"kind"`
+		} `json:"initial"`
+	}
+	_ = json.Unmarshal(result, &res)
+	s.ID, s.Flow, s.Initial = res.SubscriptionID, res.FlowControl, res.Initial.Kind
+	s.recv = flow.NewReceiver(res.FlowControl.ClientReceive)
+	s.win = flow.NewSendWindow(res.FlowControl.HostReceive)
+}
+
+// Err returns why the subscription ended, or nil.
+func (s *Sub) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *Sub) fail(err error) {
+	if s.err == nil {
+		if err == nil {
+			err = errors.New("connection closed")
+		}
+		s.err = err
+	}
+	select {
+	case s.sig <- struct{}{}:
+	default:
+	}
+	select {
+	case s.credit <- struct{}{}:
+	default:
+	}
+}
+
+// onFrame runs on the reader goroutine.
+func (s *Sub) onFrame(size int64, f *flow.Frame) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	text, end, err := s.recv.Frame(size, f)
+	if err != nil {
+		s.fail(err)
+		reset := []byte(`{"jsonrpc":"2.0","method":"channel/reset","params":{"channel":`)
+		reset = flow.AppendJSONString(reset, s.Channel)
+		reset = append(reset, `,"subscriptionId":`...)
+		reset = flow.AppendJSONString(reset, s.ID)
+		reset = append(reset, `,"code":`...)
+		reset = flow.AppendJSONString(reset, flow.ResetCode(err))
+		reset = append(reset, `,"message":`...)
+		reset = flow.AppendJSONString(reset, err.Error())
+		reset = append(reset, `}}`...)
+		go func() { _ = s.c.SendRaw(context.Background(), reset) }()
+		return
+	}
+	if text == nil {
+		return
+	}
+	m := Message{Text: append([]byte(nil), text...), End: end}
+	var env struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(m.Text, &env) == nil {
+		m.Method, m.Params = env.Method, env.Params
+	}
+	s.queue = append(s.queue, m)
+	select {
+	case s.sig <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Sub) onCredit(consumed int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.win.Credit(consumed); err != nil {
+		s.fail(err)
+		return
+	}
+	select {
+	case s.credit <- struct{}{}:
+	default:
+	}
+}
+
+// Next returns the next logical message, waiting until ctx ends. The
+// caller releases it with Release once consumed.
+func (s *Sub) Next(ctx context.Context) (Message, error) {
+	for {
+		s.mu.Lock()
+		if len(s.queue) > 0 {
+			m := s.queue[0]
+			s.queue[0] = Message{}
+			s.queue = s.queue[1:]
+			s.mu.Unlock()
+			return m, nil
+		}
+		err := s.err
+		s.mu.Unlock()
+		if err != nil {
+			return Message{}, err
+		}
+		select {
+		case <-s.sig:
+		case <-ctx.Done():
+			return Message{}, ctx.Err()
+		}
+	}
+}
+
+// Queued returns the number of messages received and not yet taken.
+func (s *Sub) Queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// Release releases every message up to m (in order) and sends credit
+// when the receiver's policy says so.
+func (s *Sub) Release(ctx context.Context, m Message) error {
+	s.mu.Lock()
+	consumed, send, err := s.recv.Release(m.End)
+	s.mu.Unlock()
+	if err != nil || !send {
+		return err
+	}
+	return s.SendCredit(ctx, consumed)
+}
+
+// SendCredit sends channel/credit with consumedBytes as is (tests use it
+// to misbehave).
+func (s *Sub) SendCredit(ctx context.Context, consumed int64) error {
+	b := []byte(`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":`)
+	b = flow.AppendJSONString(b, s.Channel)
+	b = append(b, `,"subscriptionId":`...)
+	b = flow.AppendJSONString(b, s.ID)
+	b = append(b, `,"consumedBytes":`...)
+	b = strconv.AppendInt(b, consumed, 10)
+	b = append(b, `}}`...)
+	return s.c.SendRaw(ctx, b)
+}
+
+// Send sends one client→host logical message (a complete JSON-RPC
+// notification) in frames under the host's limits, waiting for window.
+func (s *Sub) Send(ctx context.Context, text string) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	size := flow.UTF16Len(text)
+	for {
+		s.mu.Lock()
+		if s.err != nil {
+			err := s.err
+			s.mu.Unlock()
+			return err
+		}
+		if s.win.MayStart() {
+			if err := s.win.Start(size, flow.Data); err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			s.mu.Unlock()
+			break
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.credit:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := s.frag.Reset(s.Channel, s.ID, s.nextID, text, s.Flow.HostReceive.MaximumFrameBytes); err != nil {
+		return err
+	}
+	s.nextID++
+	var buf []byte
+	for {
+		frame, payload, final := s.frag.Next(buf[:0])
+		buf = frame
+		s.mu.Lock()
+		s.win.Reserve(payload)
+		if final {
+			s.win.Finish()
+		}
+		s.mu.Unlock()
+		if err := s.c.SendRaw(ctx, frame); err != nil {
+			return err
+		}
+		if final {
+			return nil
+		}
+	}
+}
+
+// Unsubscribe ends the subscription.
+func (s *Sub) Unsubscribe(ctx context.Context) error {
+	err := s.c.Call(ctx, "unsubscribe", map[string]string{"subscriptionId": s.ID}, nil)
+	s.c.mu.Lock()
+	delete(s.c.subs, s.ID)
+	s.c.mu.Unlock()
+	return err
+}
+
+// AppendNotification builds a JSON-RPC notification text with params
+// marshalled by encoding/json (for small client→host messages).
+func AppendNotification(dst []byte, method string, params any) []byte {
+	p, _ := json.Marshal(params)
+	dst = append(dst, `{"jsonrpc":"2.0","method":`...)
+	dst = flow.AppendJSONString(dst, method)
+	dst = append(dst, `,"params":`...)
+	dst = append(dst, p...)
+	return append(dst, '}')
+}

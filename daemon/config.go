@@ -1,0 +1,221 @@
+package daemon
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// Limits are the per-connection bounds of PROTOCOL.md §9 and the
+// flow-control defaults and maximums of §3. Zero fields take the defaults
+// (DefaultLimits). They may change at run time; a change applies to new
+// connections and subscriptions, and to timers of existing ones.
+type Limits struct {
+	// MaxBufferedBytes bounds what one connection holds for its client:
+	// queued control messages, frames in the transport and inbound
+	// messages waiting (each counted at length + 1 KiB). Default 64 MiB.
+	MaxBufferedBytes int64
+	// MaxOutputStall closes a connection (1008) whose socket took none of
+	// the bytes it had to write for this long. Default 60 s.
+	MaxOutputStall time.Duration
+	// MaxSubscriptions per connection; more get -32004. Default 1024.
+	MaxSubscriptions int
+	// MaxIDLength bounds JSON-RPC ids, channel ids and subscription ids
+	// (characters). Default 1024.
+	MaxIDLength int
+	// MaxInboundMessageBytes bounds one inbound WebSocket message; larger
+	// closes with 1009. Default 1 MiB.
+	MaxInboundMessageBytes int64
+	// HeartbeatInterval is the ping period; a connection with no pong and
+	// no inbound traffic for 3 intervals is closed. Default 15 s.
+	HeartbeatInterval time.Duration
+	// InitializeTimeout is how long a connection may take to initialize
+	// (§2). Default 10 s.
+	InitializeTimeout time.Duration
+	// ClientReceiveDefaults apply when a subscribe omits flowControl.
+	// Default window 1 MiB, frame 64 KiB, message 1 MiB.
+	ClientReceiveDefaults flow.ReceiveLimits
+	// ClientReceiveMaximums cap what a client may request. Default window
+	// 64 MiB, frame 1 MiB, message 16 MiB.
+	ClientReceiveMaximums flow.ReceiveLimits
+	// HostReceive are the host's receive limits for client→host data.
+	// Default window 256 KiB, frame 64 KiB, message 256 KiB. The frame
+	// limit must not exceed MaxInboundMessageBytes.
+	HostReceive flow.ReceiveLimits
+	// TerminalViewerBacklog is how much live output a terminal viewer may
+	// fall behind beyond its window before it is dropped and resnapshotted.
+	// Default 1 MiB.
+	TerminalViewerBacklog int64
+}
+
+// DefaultLimits returns the documented defaults.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxBufferedBytes:       64 << 20,
+		MaxOutputStall:         60 * time.Second,
+		MaxSubscriptions:       1024,
+		MaxIDLength:            1024,
+		MaxInboundMessageBytes: 1 << 20,
+		HeartbeatInterval:      15 * time.Second,
+		InitializeTimeout:      10 * time.Second,
+		ClientReceiveDefaults:  flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 1 << 20},
+		ClientReceiveMaximums:  flow.ReceiveLimits{WindowBytes: 64 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 16 << 20},
+		HostReceive:            flow.ReceiveLimits{WindowBytes: 256 << 10, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 256 << 10},
+		TerminalViewerBacklog:  1 << 20,
+	}
+}
+
+// WithDefaults returns a copy with zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxBufferedBytes == 0 {
+		l.MaxBufferedBytes = d.MaxBufferedBytes
+	}
+	if l.MaxOutputStall == 0 {
+		l.MaxOutputStall = d.MaxOutputStall
+	}
+	if l.MaxSubscriptions == 0 {
+		l.MaxSubscriptions = d.MaxSubscriptions
+	}
+	if l.MaxIDLength == 0 {
+		l.MaxIDLength = d.MaxIDLength
+	}
+	if l.MaxInboundMessageBytes == 0 {
+		l.MaxInboundMessageBytes = d.MaxInboundMessageBytes
+	}
+	if l.HeartbeatInterval == 0 {
+		l.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if l.InitializeTimeout == 0 {
+		l.InitializeTimeout = d.InitializeTimeout
+	}
+	if l.ClientReceiveDefaults == (flow.ReceiveLimits{}) {
+		l.ClientReceiveDefaults = d.ClientReceiveDefaults
+	}
+	if l.ClientReceiveMaximums == (flow.ReceiveLimits{}) {
+		l.ClientReceiveMaximums = d.ClientReceiveMaximums
+	}
+	if l.HostReceive == (flow.ReceiveLimits{}) {
+		l.HostReceive = d.HostReceive
+	}
+	if l.TerminalViewerBacklog == 0 {
+		l.TerminalViewerBacklog = d.TerminalViewerBacklog
+	}
+	return l
+}
+
+// Validate rejects contradictions, naming the field.
+func (l Limits) Validate() error {
+	bad := func(field, why string) error { return fmt.Errorf("limits: %s: %s", field, why) }
+	switch {
+	case l.MaxBufferedBytes < 1<<20:
+		return bad("maxBufferedBytes", "must be at least 1 MiB")
+	case l.MaxOutputStall < 100*time.Millisecond:
+		return bad("maxOutputStall", "must be at least 100ms")
+	case l.MaxSubscriptions < 1:
+		return bad("maxSubscriptions", "must be at least 1")
+	case l.MaxIDLength < 16:
+		return bad("maxIdLength", "must be at least 16")
+	case l.MaxInboundMessageBytes < 4096:
+		return bad("maxInboundMessageBytes", "must be at least 4096")
+	case l.HeartbeatInterval < 100*time.Millisecond:
+		return bad("heartbeatInterval", "must be at least 100ms")
+	case l.InitializeTimeout < 100*time.Millisecond:
+		return bad("initializeTimeout", "must be at least 100ms")
+	case l.TerminalViewerBacklog < 64<<10:
+		return bad("terminalViewerBacklog", "must be at least 64 KiB")
+	}
+	for _, f := range []struct {
+		name string
+		v    flow.ReceiveLimits
+	}{{"clientReceiveDefaults", l.ClientReceiveDefaults}, {"clientReceiveMaximums", l.ClientReceiveMaximums}, {"hostReceive", l.HostReceive}} {
+		if err := f.v.Validate(); err != nil {
+			return bad(f.name+"."+err.(*flow.LimitError).Field, err.(*flow.LimitError).Reason)
+		}
+	}
+	if _, err := flow.Negotiate(l.ClientReceiveDefaults, l.ClientReceiveMaximums); err != nil {
+		return bad("clientReceiveDefaults", err.Error())
+	}
+	// UTF-16 bytes of a frame are at least its UTF-8 bytes / 1.5; keep
+	// the host's frame limit within one inbound WebSocket message.
+	if l.HostReceive.MaximumFrameBytes/2 > l.MaxInboundMessageBytes {
+		return bad("hostReceive.maximumFrameBytes", "must fit in maxInboundMessageBytes")
+	}
+	return nil
+}
+
+// Config is the daemon's configuration. Zero fields take defaults.
+type Config struct {
+	// Listen is the HTTP + WebSocket address. Default 127.0.0.1:7681.
+	Listen string
+	// StateDir holds admin.token (0600). Default $STATE_DIRECTORY, else
+	// $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd.
+	StateDir string
+	// AllowedOrigins lists host:port values a browser's Origin may have.
+	// Default: the listen address, and for a loopback listener also
+	// localhost, 127.0.0.1 and [::1] on the same port.
+	AllowedOrigins []string
+	// WebsocketCompression is "deflate" (default) or "none".
+	WebsocketCompression string
+	// DefaultTerminal starts one terminal running the login shell when no
+	// other channel is configured. Default true (see NoDefaultTerminal).
+	NoDefaultTerminal bool
+	// ShutdownTimeout bounds a graceful shutdown. Default 10 s.
+	ShutdownTimeout time.Duration
+	// TicketTTL is the lifetime of the single-use ticket in the URL that
+	// the daemon prints at start. Default 10 min.
+	TicketTTL time.Duration
+	Limits    Limits
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
+		return filepath.SplitList(d)[0]
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "ahpd")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "ahpd")
+	}
+	return filepath.Join(os.TempDir(), "ahpd-state")
+}
+
+// WithDefaults returns a copy with defaults applied.
+func (c Config) WithDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:7681"
+	}
+	if c.StateDir == "" {
+		c.StateDir = defaultStateDir()
+	}
+	if c.WebsocketCompression == "" {
+		c.WebsocketCompression = "deflate"
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.TicketTTL == 0 {
+		c.TicketTTL = 10 * time.Minute
+	}
+	c.Limits = c.Limits.WithDefaults()
+	return c
+}
+
+// Validate checks a defaulted Config.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen: %v", err)
+	}
+	if c.WebsocketCompression != "deflate" && c.WebsocketCompression != "none" {
+		return fmt.Errorf("websocketCompression: must be deflate or none, got %q", c.WebsocketCompression)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("shutdownTimeout: must be positive")
+	}
+	return c.Limits.Validate()
+}

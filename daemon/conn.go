@@ -1,0 +1,524 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/coder/websocket"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// closeError ends a connection with a WebSocket close code.
+type closeError struct {
+	code   websocket.StatusCode
+	reason string
+}
+
+func (e *closeError) Error() string { return fmt.Sprintf("close %d: %s", e.code, e.reason) }
+
+func closeWith(code websocket.StatusCode, format string, args ...any) error {
+	return &closeError{code, fmt.Sprintf(format, args...)}
+}
+
+// inbound is one WebSocket message from the reader goroutine.
+type inbound struct {
+	data   []byte
+	binary bool
+}
+
+// release is a client→host message whose consumer is done with it.
+type release struct {
+	sub *subscription
+	pos flow.Position
+}
+
+// subscription is one delivery generation on one channel. Owned by the
+// connection's run loop, except wakeQueued which wake() guards with
+// conn.wakeMu.
+type subscription struct {
+	id      string
+	ch      *Channel
+	stream  *flow.Stream
+	viewer  Viewer
+	ended   bool
+	inQueue bool // guarded by conn.wakeMu
+}
+
+// conn is one viewer connection. Three goroutines serve it: the reader
+// (WebSocket → inbox), the writer (out → WebSocket) and the run loop, which
+// owns every other field and all flow state. A pinger keeps it alive. All
+// end when the connection ends, and serve waits for them.
+type conn struct {
+	srv    *Server
+	ws     *websocket.Conn
+	log    *slog.Logger
+	id     string
+	remote string
+	bearer string // token from the Authorization header, if any
+	opened time.Time
+
+	// Owned by run.
+	limits      Limits
+	sender      *flow.Sender
+	subs        map[string]*subscription
+	nextSub     int
+	grant       Grant
+	initialized bool
+	inflight    int
+	lastWrite   time.Time
+	lastAlive   time.Time
+	free        [][]byte
+	frame       flow.Frame
+
+	inbox    chan inbound     // reader → run
+	inBytes  atomic.Int64     // bytes waiting in inbox (+1 KiB each)
+	out      chan []byte      // run → writer
+	written  chan []byte      // writer → run: the slice it finished
+	alive    chan struct{}    // pinger → run: a pong arrived
+	kick     chan string      // control plane → run
+	wakeSig  chan struct{}    // producers → run
+	wakeMu   sync.Mutex       // guards woken, releases
+	woken    []*subscription  // subscriptions whose Source has news
+	releases []release        // client→host messages consumed
+
+	// Counters, read by the control plane.
+	stats connStats
+}
+
+type connStats struct {
+	framesIn, framesOut, bytesIn, bytesOut atomic.Int64
+	droppedNotifications                   atomic.Int64
+	resets                                 atomic.Int64
+}
+
+func (c *conn) wake(s *subscription) {
+	c.wakeMu.Lock()
+	if !s.inQueue {
+		s.inQueue = true
+		c.woken = append(c.woken, s)
+	}
+	c.wakeMu.Unlock()
+	select {
+	case c.wakeSig <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) released(s *subscription, p flow.Position) {
+	c.wakeMu.Lock()
+	c.releases = append(c.releases, release{s, p})
+	c.wakeMu.Unlock()
+	select {
+	case c.wakeSig <- struct{}{}:
+	default:
+	}
+}
+
+// serve runs the connection until it ends and returns after every
+// goroutine it started has stopped.
+func (c *conn) serve(shutdown context.Context) {
+	// The I/O goroutines get their own context: the WebSocket library
+	// drops the connection when a Read or Write context ends, and at
+	// shutdown we want a 1001 close frame, not a dropped socket.
+	ioCtx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.readLoop(ioCtx) })
+	wg.Go(func() { c.writeLoop(ioCtx) })
+	wg.Go(func() { c.pingLoop(ioCtx) })
+
+	err := c.run(shutdown)
+	code, reason := websocket.StatusNormalClosure, ""
+	var ce *closeError
+	switch {
+	case errors.As(err, &ce):
+		code, reason = ce.code, ce.reason
+	case err != nil:
+		code, reason = websocket.StatusInternalError, "internal error"
+	}
+	for _, s := range c.subs {
+		c.endSub(s)
+	}
+	if ce == nil || ce.code != websocket.StatusPolicyViolation || !strings.HasPrefix(ce.reason, "output stalled") {
+		c.flushControl(2 * time.Second)
+	}
+	close(c.out) // the writer finishes what it holds, then exits
+	c.log.Info("connection closing", "conn", c.id, "code", int(code), "reason", reason)
+	// Close sends the close frame after the writer's pending frames and
+	// waits (bounded by the library, 5 s) for the peer's.
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = c.ws.Close(code, reason)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		_ = c.ws.CloseNow()
+		<-closed
+	}
+	cancel()
+	wg.Wait()
+}
+
+// flushControl writes what the control lane still holds (e.g. the error
+// response that explains a close) before the close frame, for at most d.
+func (c *conn) flushControl(d time.Duration) {
+	timeout := time.After(d)
+	for {
+		if err := c.pump(); err != nil {
+			return
+		}
+		if c.inflight == 0 && !c.sender.Pending() {
+			return
+		}
+		select {
+		case b := <-c.written:
+			c.inflight--
+			c.sender.Written(len(b))
+		case <-timeout:
+			return
+		}
+	}
+}
+
+func (c *conn) readLoop(ctx context.Context) {
+	defer close(c.inbox)
+	for {
+		typ, b, err := c.ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		m := inbound{data: b, binary: typ != websocket.MessageText}
+		n := c.inBytes.Add(int64(len(b)) + 1024)
+		if n > c.srv.Limits().MaxBufferedBytes {
+			m = inbound{binary: false, data: nil}
+			select {
+			case c.inbox <- m: // nil data: over the inbound bound
+			case <-ctx.Done():
+			}
+			return
+		}
+		select {
+		case c.inbox <- m:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (c *conn) writeLoop(ctx context.Context) {
+	for b := range c.out {
+		if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+			// Drain so run never blocks; it ends on the reader's exit.
+			for range c.out {
+			}
+			return
+		}
+		c.written <- b
+	}
+}
+
+func (c *conn) pingLoop(ctx context.Context) {
+	for {
+		iv := c.srv.Limits().HeartbeatInterval
+		t := time.NewTimer(iv)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 3*iv)
+		err := c.ws.Ping(pctx)
+		cancel()
+		if err == nil {
+			select {
+			case c.alive <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// run is the connection's owner loop.
+func (c *conn) run(ctx context.Context) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := c.pump(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return closeWith(websocket.StatusGoingAway, "host shutting down")
+		case reason := <-c.kick:
+			return closeWith(websocket.StatusPolicyViolation, "%s", reason)
+		case m, ok := <-c.inbox:
+			if !ok {
+				return nil // the peer closed or the socket failed
+			}
+			c.inBytes.Add(-int64(len(m.data)) - 1024)
+			c.lastAlive = time.Now()
+			if m.binary {
+				return closeWith(websocket.StatusUnsupportedData, "binary messages are not supported; send JSON text")
+			}
+			if m.data == nil {
+				return closeWith(websocket.StatusPolicyViolation, "too many inbound bytes waiting (maxBufferedBytes)")
+			}
+			if err := c.handle(m.data); err != nil {
+				return err
+			}
+		case b := <-c.written:
+			c.inflight--
+			c.sender.Written(len(b))
+			c.stats.framesOut.Add(1)
+			c.stats.bytesOut.Add(int64(len(b)))
+			c.lastWrite = time.Now()
+			if cap(b) <= 2<<20 && len(c.free) < 4 {
+				c.free = append(c.free, b[:0])
+			}
+		case <-c.alive:
+			c.lastAlive = time.Now()
+		case <-c.wakeSig:
+			c.drainWakes()
+		case now := <-tick.C:
+			if err := c.checkTimers(now); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (c *conn) drainWakes() {
+	c.wakeMu.Lock()
+	woken, rel := c.woken, c.releases
+	c.woken, c.releases = nil, nil
+	for _, s := range woken {
+		s.inQueue = false
+	}
+	c.wakeMu.Unlock()
+	for _, s := range woken {
+		if !s.ended {
+			c.sender.Wake(s.stream)
+		}
+	}
+	for _, r := range rel {
+		if r.sub.ended {
+			continue
+		}
+		_, send, err := r.sub.stream.Receiver().Release(r.pos)
+		if err != nil {
+			c.resetSub(r.sub, flow.CodeProtocolError, err.Error())
+			continue
+		}
+		if send {
+			c.sender.QueueCredit(r.sub.stream)
+		}
+	}
+}
+
+func (c *conn) checkTimers(now time.Time) error {
+	l := c.srv.Limits()
+	if !c.initialized && now.Sub(c.opened) > l.InitializeTimeout {
+		return closeWith(websocket.StatusPolicyViolation, "initialize not received within %v", l.InitializeTimeout)
+	}
+	if c.inflight > 0 && now.Sub(c.lastWrite) > l.MaxOutputStall {
+		c.ws.CloseNow() // no close frame can get through a stalled socket
+		return closeWith(websocket.StatusPolicyViolation, "output stalled for %v (maxOutputStall)", l.MaxOutputStall)
+	}
+	if now.Sub(c.lastAlive) > 3*l.HeartbeatInterval {
+		return closeWith(websocket.StatusPolicyViolation, "no pong or traffic for %v", 3*l.HeartbeatInterval)
+	}
+	return nil
+}
+
+// pump hands frames to the writer while the transport has room.
+func (c *conn) pump() error {
+	for {
+		var buf []byte
+		if n := len(c.free); n > 0 {
+			buf, c.free = c.free[n-1], c.free[:n-1]
+		}
+		b, err := c.sender.Next(buf)
+		if err != nil {
+			var se *flow.StreamError
+			if errors.As(err, &se) {
+				for _, s := range c.subs {
+					if s.stream == se.Stream {
+						c.resetSub(s, flow.ResetCode(se.Err), se.Err.Error())
+					}
+				}
+				continue
+			}
+			return err
+		}
+		if b == nil {
+			if buf != nil {
+				c.free = append(c.free, buf)
+			}
+			return nil
+		}
+		if cap(buf) > 0 && &b[:1][0] != &buf[:1][0] {
+			c.free = append(c.free, buf) // a control message was handed out
+		}
+		if c.inflight == 0 {
+			c.lastWrite = time.Now() // the stall clock starts now
+		}
+		c.inflight++
+		c.out <- b // never blocks: out holds the transport bound
+	}
+}
+
+// queue sends a control message (response, reset).
+func (c *conn) queue(b []byte) error {
+	if err := c.sender.Control(b); err != nil {
+		return closeWith(websocket.StatusPolicyViolation, "too many unread responses: the client is not reading")
+	}
+	return nil
+}
+
+func (c *conn) respond(req *request, result any, rerr *RPCError) error {
+	if req.isNotification() {
+		return nil
+	}
+	return c.queue(encodeResponse(req.ID, result, rerr))
+}
+
+// handle processes one inbound text message.
+func (c *conn) handle(b []byte) error {
+	trim := strings.TrimLeft(unsafe.String(unsafe.SliceData(b), len(b)), " \t\r\n")
+	if strings.HasPrefix(trim, "[") {
+		return c.queue(encodeResponse(nil, nil, rpcErr(CodeInvalidRequest, "batches are not supported")))
+	}
+	if c.initialized && len(b) > 0 {
+		err := flow.DecodeFrame(b, &c.frame)
+		switch {
+		case err == nil:
+			return c.handleFrame(b)
+		case errors.Is(err, flow.ErrNotFrame):
+			// An ordinary message.
+		case errors.Is(err, flow.ErrBadJSON):
+			return c.queue(encodeResponse(nil, nil, rpcErr(CodeParse, "parse error: "+err.Error())))
+		default:
+			// A channel/frame with bad params: reset its subscription if
+			// it names one, else drop and count.
+			if s := c.subs[c.frame.SubscriptionID]; s != nil {
+				c.resetSub(s, flow.CodeProtocolError, err.Error())
+				return nil
+			}
+			c.stats.droppedNotifications.Add(1)
+			return nil
+		}
+	}
+	var req request
+	if err := json.Unmarshal(b, &req); err != nil {
+		return c.queue(encodeResponse(nil, nil, rpcErr(CodeParse, "parse error: "+err.Error())))
+	}
+	if len(req.ID) > c.limits.MaxIDLength+2 || !validID(req.ID) {
+		return c.queue(encodeResponse(nil, nil, rpcErr(CodeInvalidRequest, "invalid or too long id")))
+	}
+	if req.JSONRPC != "2.0" || req.Method == "" {
+		return c.respondOr(&req, rpcErr(CodeInvalidRequest, `invalid request: need "jsonrpc":"2.0" and a method`))
+	}
+	if !c.initialized && req.Method != "initialize" {
+		_ = c.respond(&req, nil, rpcErr(CodeUnauthorized, "initialize first"))
+		return closeWith(websocket.StatusPolicyViolation, "message before initialize")
+	}
+	return c.dispatch(&req)
+}
+
+// respondOr answers a request with rerr; a notification is dropped.
+func (c *conn) respondOr(req *request, rerr *RPCError) error {
+	if req.isNotification() {
+		c.stats.droppedNotifications.Add(1)
+		return nil
+	}
+	return c.queue(encodeResponse(req.ID, nil, rerr))
+}
+
+func (c *conn) handleFrame(raw []byte) error {
+	f := &c.frame
+	c.stats.framesIn.Add(1)
+	c.stats.bytesIn.Add(int64(len(raw)))
+	s := c.subs[f.SubscriptionID]
+	if s == nil || s.ch.URI != f.Channel {
+		c.stats.droppedNotifications.Add(1)
+		return nil
+	}
+	size := flow.UTF16Len(unsafe.String(unsafe.SliceData(raw), len(raw)))
+	msg, pos, err := s.stream.Receiver().Frame(size, f)
+	if err != nil {
+		c.resetSub(s, flow.ResetCode(err), err.Error())
+		return nil
+	}
+	if msg == nil {
+		return nil
+	}
+	return c.deliver(s, msg, pos)
+}
+
+// deliver hands a complete client→host logical message to its channel.
+func (c *conn) deliver(s *subscription, msg []byte, pos flow.Position) error {
+	var m struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+		Params  struct {
+			Data *string `json:"data"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(msg, &m); err != nil || m.JSONRPC != "2.0" {
+		c.resetSub(s, flow.CodeProtocolError, "logical message is not a JSON-RPC 2.0 notification")
+		return nil
+	}
+	switch {
+	case s.ch.term != nil && m.Method == "terminal/input":
+		if c.grant.Role != RoleControl {
+			c.resetSub(s, "forbidden", "view role cannot send input")
+			return nil
+		}
+		if m.Params.Data == nil {
+			c.resetSub(s, flow.CodeProtocolError, "terminal/input needs params.data")
+			return nil
+		}
+		err := s.ch.term.Input([]byte(*m.Params.Data), func() { c.released(s, pos) })
+		if err != nil {
+			c.resetSub(s, "overflow", err.Error())
+		}
+		return nil
+	default:
+		c.resetSub(s, flow.CodeProtocolError, fmt.Sprintf("unexpected %q on %s", m.Method, s.ch.Type))
+		return nil
+	}
+}
+
+// resetSub ends a subscription with channel/reset (§7).
+func (c *conn) resetSub(s *subscription, code, msg string) {
+	if s.ended {
+		return
+	}
+	c.stats.resets.Add(1)
+	c.log.Debug("subscription reset", "conn", c.id, "sub", s.id, "channel", s.ch.URI, "code", code)
+	_ = c.sender.Control(encodeReset(s.ch.URI, s.id, code, msg))
+	c.endSub(s)
+}
+
+// endSub releases a subscription's resources.
+func (c *conn) endSub(s *subscription) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	c.sender.Close(s.stream)
+	s.viewer.Close()
+	s.ch.viewers.Add(-1)
+	delete(c.subs, s.id)
+}

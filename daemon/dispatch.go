@@ -1,0 +1,297 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/coder/websocket"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// dispatch runs one JSON-RPC request or notification (PROTOCOL.md §2–§7).
+func (c *conn) dispatch(req *request) error {
+	switch req.Method {
+	case "initialize":
+		return c.initialize(req)
+	case "channels/list":
+		return c.channelsList(req)
+	case "subscribe":
+		return c.subscribe(req)
+	case "unsubscribe":
+		return c.unsubscribe(req)
+	case "channel/credit":
+		return c.credit(req)
+	case "channel/reset":
+		return c.clientReset(req)
+	case "terminal/resize":
+		return c.terminalResize(req)
+	}
+	return c.respondOr(req, rpcErr(CodeMethodNotFound, fmt.Sprintf("method not found: %q", req.Method)))
+}
+
+// decodeParams unmarshals params, answering -32602 on failure.
+func decodeParams(req *request, v any) *RPCError {
+	if len(req.Params) == 0 {
+		return rpcErr(CodeInvalidParams, "params missing")
+	}
+	if err := json.Unmarshal(req.Params, v); err != nil {
+		return rpcErr(CodeInvalidParams, "invalid params: "+err.Error())
+	}
+	return nil
+}
+
+type initializeParams struct {
+	ProtocolVersion string  `json:"protocolVersion"`
+	Token           *string `json:"token"`
+	Client          struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"client"`
+}
+
+type initializeResult struct {
+	ProtocolVersion string `json:"protocolVersion"`
+	Server          struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"server"`
+	Capabilities struct {
+		FlowControl struct {
+			HostReceiveDefaults flow.ReceiveLimits `json:"hostReceiveDefaults"`
+			Maximums            flow.ReceiveLimits `json:"maximums"`
+			ClientDefaults      flow.ReceiveLimits `json:"clientReceiveDefaults"`
+		} `json:"flowControl"`
+	} `json:"capabilities"`
+	Limits struct {
+		MaxIDLength            int   `json:"maxIdLength"`
+		MaxInboundMessageBytes int64 `json:"maxInboundMessageBytes"`
+		MaxSubscriptions       int   `json:"maxSubscriptions"`
+		HeartbeatIntervalMs    int64 `json:"heartbeatIntervalMs"`
+	} `json:"limits"`
+	Access struct {
+		Role     string   `json:"role"`
+		Channels []string `json:"channels,omitempty"`
+	} `json:"access"`
+	ReconnectToken string `json:"reconnectToken,omitempty"`
+}
+
+func (c *conn) initialize(req *request) error {
+	if c.initialized {
+		return c.respondOr(req, rpcErr(CodeInvalidRequest, "already initialized"))
+	}
+	var p initializeParams
+	if e := decodeParams(req, &p); e != nil {
+		_ = c.respond(req, nil, e)
+		return closeWith(websocket.StatusPolicyViolation, "bad initialize")
+	}
+	if p.ProtocolVersion != "ahp/1" {
+		_ = c.respond(req, nil, rpcErr(CodeInvalidParams, fmt.Sprintf("protocolVersion: unsupported %q, want \"ahp/1\"", p.ProtocolVersion)))
+		return closeWith(websocket.StatusPolicyViolation, "unsupported protocol version")
+	}
+	secret := c.bearer
+	if p.Token != nil {
+		secret = *p.Token
+	}
+	grant, err := c.srv.tokens.Authenticate(secret)
+	if err != nil {
+		c.log.Info("authentication failed", "conn", c.id, "remote", c.remote, "err", err)
+		_ = c.respond(req, nil, rpcErr(CodeUnauthorized, "unauthorized: "+err.Error()))
+		return closeWith(websocket.StatusPolicyViolation, "unauthorized")
+	}
+	c.grant = grant
+	c.initialized = true
+	var r initializeResult
+	r.ProtocolVersion = "ahp/1"
+	r.Server.Name, r.Server.Version = "ahpd", Version
+	r.Capabilities.FlowControl.HostReceiveDefaults = c.limits.HostReceive
+	r.Capabilities.FlowControl.Maximums = c.limits.ClientReceiveMaximums
+	r.Capabilities.FlowControl.ClientDefaults = c.limits.ClientReceiveDefaults
+	r.Limits.MaxIDLength = c.limits.MaxIDLength
+	r.Limits.MaxInboundMessageBytes = c.limits.MaxInboundMessageBytes
+	r.Limits.MaxSubscriptions = c.limits.MaxSubscriptions
+	r.Limits.HeartbeatIntervalMs = c.limits.HeartbeatInterval.Milliseconds()
+	r.Access.Role = grant.Role.String()
+	r.Access.Channels = grant.Channels
+	if grant.SingleUse {
+		// A ticket works once; the page needs a credential to reconnect
+		// with. It gets one with the same rights, for a day.
+		g := grant
+		g.SingleUse = false
+		g.Expires = c.srv.now().Add(c.srv.cfg.ReconnectTokenTTL())
+		r.ReconnectToken, _ = c.srv.tokens.Mint(g)
+	}
+	c.log.Info("viewer initialized", "conn", c.id, "client", p.Client.Name, "clientVersion", p.Client.Version, "role", grant.Role.String())
+	return c.respond(req, r, nil)
+}
+
+func (c *conn) channelsList(req *request) error {
+	list := []ChannelInfo{}
+	for _, ch := range c.srv.registry.List() {
+		if c.grant.Allows(ch.URI) {
+			list = append(list, ch.info())
+		}
+	}
+	return c.respond(req, map[string]any{"channels": list}, nil)
+}
+
+type subscribeParams struct {
+	Channel     string `json:"channel"`
+	FlowControl *struct {
+		Receive *flow.ReceiveLimits `json:"receive"`
+	} `json:"flowControl"`
+	Resume *json.RawMessage `json:"resume"`
+}
+
+func (c *conn) subscribe(req *request) error {
+	var p subscribeParams
+	if e := decodeParams(req, &p); e != nil {
+		return c.respondOr(req, e)
+	}
+	if len(p.Channel) > c.limits.MaxIDLength {
+		return c.respondOr(req, rpcErr(CodeInvalidRequest, "channel: longer than maxIdLength"))
+	}
+	ch, ok := c.srv.registry.Get(p.Channel)
+	if !ok {
+		return c.respondOr(req, rpcErr(CodeChannelNotFound, "channel not found: "+p.Channel))
+	}
+	if !c.grant.Allows(ch.URI) {
+		return c.respondOr(req, rpcErr(CodeForbidden, "forbidden: the credential does not reach "+ch.URI))
+	}
+	if ch.State() == "closed" || ch.term == nil {
+		return c.respondOr(req, rpcErr(CodeChannelNotFound, "channel not available: "+p.Channel))
+	}
+	if len(c.subs) >= c.limits.MaxSubscriptions {
+		return c.respondOr(req, rpcErr(CodeLimitExceeded, fmt.Sprintf("limit exceeded: at most %d subscriptions per connection (maxSubscriptions)", c.limits.MaxSubscriptions)))
+	}
+	want := c.limits.ClientReceiveDefaults
+	if p.FlowControl != nil && p.FlowControl.Receive != nil {
+		want = *p.FlowControl.Receive
+	}
+	got, err := flow.Negotiate(want, c.limits.ClientReceiveMaximums)
+	if err != nil {
+		return c.respondOr(req, rpcErr(CodeInvalidParams, "flowControl.receive."+err.Error()))
+	}
+	c.nextSub++
+	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch}
+	// A wake before the subscription is registered is harmless: the run
+	// loop handles it after this function returns.
+	s.viewer = ch.term.Attach(func() { c.wake(s) })
+	st, err := c.sender.Open(flow.StreamConfig{
+		Channel:        ch.URI,
+		SubscriptionID: s.id,
+		Source:         s.viewer,
+		Send:           got,
+		Receive:        c.limits.HostReceive,
+	})
+	if err != nil {
+		s.viewer.Close()
+		return c.respondOr(req, rpcErr(CodeInvalidParams, "flowControl.receive: "+err.Error()))
+	}
+	s.stream = st
+	// The response goes to the control lane, which is written before any
+	// frame: no frame of s can precede it (§3).
+	result := map[string]any{
+		"subscriptionId": s.id,
+		"flowControl":    map[string]any{"clientReceive": got, "hostReceive": c.limits.HostReceive},
+		"initial":        map[string]string{"kind": "snapshot"},
+	}
+	if err := c.respond(req, result, nil); err != nil {
+		c.sender.Close(st)
+		s.viewer.Close()
+		return err
+	}
+	ch.viewers.Add(1)
+	c.subs[s.id] = s
+	c.sender.Wake(st)
+	c.log.Info("subscribed", "conn", c.id, "sub", s.id, "channel", ch.URI)
+	return nil
+}
+
+type subRef struct {
+	Channel        string `json:"channel"`
+	SubscriptionID string `json:"subscriptionId"`
+}
+
+func (c *conn) lookup(req *request, ref subRef) (*subscription, error) {
+	s := c.subs[ref.SubscriptionID]
+	if s == nil || (ref.Channel != "" && ref.Channel != s.ch.URI) {
+		return nil, c.respondOr(req, rpcErr(CodeUnknownSubscriber, "unknown subscription: "+ref.SubscriptionID))
+	}
+	return s, nil
+}
+
+func (c *conn) unsubscribe(req *request) error {
+	var p subRef
+	if e := decodeParams(req, &p); e != nil {
+		return c.respondOr(req, e)
+	}
+	s, err := c.lookup(req, p)
+	if s == nil {
+		return err
+	}
+	c.endSub(s)
+	c.log.Info("unsubscribed", "conn", c.id, "sub", s.id, "channel", s.ch.URI)
+	return c.respond(req, map[string]any{}, nil)
+}
+
+func (c *conn) credit(req *request) error {
+	var p struct {
+		subRef
+		ConsumedBytes *int64 `json:"consumedBytes"`
+	}
+	if e := decodeParams(req, &p); e != nil || p.ConsumedBytes == nil {
+		c.stats.droppedNotifications.Add(1)
+		if s := c.subs[p.SubscriptionID]; s != nil {
+			c.resetSub(s, flow.CodeInvalidCredit, "channel/credit needs an integer consumedBytes")
+		}
+		return nil
+	}
+	s := c.subs[p.SubscriptionID]
+	if s == nil || (p.Channel != "" && p.Channel != s.ch.URI) {
+		c.stats.droppedNotifications.Add(1)
+		return nil
+	}
+	if err := c.sender.Credit(s.stream, *p.ConsumedBytes); err != nil {
+		c.resetSub(s, flow.ResetCode(err), err.Error())
+	}
+	return nil
+}
+
+func (c *conn) clientReset(req *request) error {
+	var p subRef
+	if e := decodeParams(req, &p); e != nil {
+		c.stats.droppedNotifications.Add(1)
+		return nil
+	}
+	if s := c.subs[p.SubscriptionID]; s != nil {
+		c.endSub(s)
+	}
+	return nil
+}
+
+func (c *conn) terminalResize(req *request) error {
+	var p struct {
+		subRef
+		Rows int `json:"rows"`
+		Cols int `json:"cols"`
+	}
+	if e := decodeParams(req, &p); e != nil {
+		return c.respondOr(req, e)
+	}
+	s, err := c.lookup(req, p.subRef)
+	if s == nil {
+		return err
+	}
+	if s.ch.term == nil {
+		return c.respondOr(req, rpcErr(CodeInvalidParams, "not a terminal subscription"))
+	}
+	if c.grant.Role != RoleControl {
+		return c.respondOr(req, rpcErr(CodeForbidden, "forbidden: view role cannot resize"))
+	}
+	if err := s.ch.term.Resize(p.Rows, p.Cols); err != nil {
+		return c.respondOr(req, rpcErr(CodeInvalidParams, err.Error()))
+	}
+	return c.respond(req, map[string]any{}, nil)
+}

@@ -1,0 +1,105 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// JSON-RPC error codes (PROTOCOL.md §7).
+const (
+	CodeParse             = -32700
+	CodeInvalidRequest    = -32600
+	CodeMethodNotFound    = -32601
+	CodeInvalidParams     = -32602
+	CodeUnauthorized      = -32001
+	CodeChannelNotFound   = -32002
+	CodeForbidden         = -32003
+	CodeLimitExceeded     = -32004
+	CodeUnknownSubscriber = -32005
+	CodeResumeFailed      = -32006
+	CodeChannelBusy       = -32007
+	CodeInternal          = -32603
+)
+
+// RPCError is a JSON-RPC error object.
+type RPCError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *RPCError) Error() string { return e.Message }
+
+func rpcErr(code int, msg string) *RPCError { return &RPCError{Code: code, Message: msg} }
+
+// request is an inbound JSON-RPC message (request or notification).
+type request struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+func (r *request) isNotification() bool { return len(r.ID) == 0 }
+
+// validID reports whether a JSON-RPC id is a string, number or null.
+func validID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return true
+	}
+	switch id[0] {
+	case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return true
+	}
+	return false
+}
+
+// encodeResponse serializes a result or error response.
+func encodeResponse(id json.RawMessage, result any, rerr *RPCError) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b := []byte(`{"jsonrpc":"2.0","id":`)
+	b = append(b, id...)
+	if rerr != nil {
+		b = append(b, `,"error":{"code":`...)
+		b = strconv.AppendInt(b, int64(rerr.Code), 10)
+		b = append(b, `,"message":`...)
+		b = flow.AppendJSONString(b, rerr.Message)
+		return append(b, `}}`...)
+	}
+	r, err := json.Marshal(result)
+	if err != nil {
+		return encodeResponse(id, nil, rpcErr(CodeInternal, "internal error"))
+	}
+	b = append(b, `,"result":`...)
+	b = append(b, r...)
+	return append(b, '}')
+}
+
+// encodeNotification serializes a top-level notification.
+func encodeNotification(method string, params any) []byte {
+	b := []byte(`{"jsonrpc":"2.0","method":`)
+	b = flow.AppendJSONString(b, method)
+	p, _ := json.Marshal(params)
+	b = append(b, `,"params":`...)
+	b = append(b, p...)
+	return append(b, '}')
+}
+
+// encodeReset serializes channel/reset (§7).
+func encodeReset(channel, sub, code, msg string) []byte {
+	b := []byte(`{"jsonrpc":"2.0","method":"channel/reset","params":{"channel":`)
+	b = flow.AppendJSONString(b, channel)
+	b = append(b, `,"subscriptionId":`...)
+	b = flow.AppendJSONString(b, sub)
+	b = append(b, `,"code":`...)
+	b = flow.AppendJSONString(b, code)
+	b = append(b, `,"message":`...)
+	b = flow.AppendJSONString(b, msg)
+	return append(b, `}}`...)
+}
+
+var errParams = errors.New("invalid params")

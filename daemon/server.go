@@ -1,0 +1,417 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ahp-dev/ahpd/daemon/webui"
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// Version is the daemon's version, set at link time.
+var Version = "dev"
+
+// Subprotocol is the WebSocket subprotocol of AHP/1.
+const Subprotocol = "ahp.v1"
+
+// ReconnectTokenTTL returns the lifetime of the token given to a viewer
+// that authenticated with a single-use ticket.
+func (c Config) ReconnectTokenTTL() time.Duration { return 24 * time.Hour }
+
+// TerminalSpec describes a terminal to create.
+type TerminalSpec struct {
+	ID         string
+	Title      string
+	Command    []string // empty: the login shell
+	Env        []string
+	Dir        string
+	Rows, Cols int
+	Scrollback int
+}
+
+// TerminalFactory starts a terminal; the daemon's default uses package pty.
+type TerminalFactory func(spec TerminalSpec, backlog int64, log *slog.Logger) (Terminal, error)
+
+// Server is the viewer side of ahpd: the HTTP listener with the WebSocket
+// endpoint and the web page, the channel registry and the tokens.
+type Server struct {
+	cfg         Config
+	log         *slog.Logger
+	tokens      *Tokens
+	registry    *Registry
+	limits      atomic.Pointer[Limits]
+	newTerminal TerminalFactory
+	now         func() time.Time
+
+	connCtx    context.Context // parent of every connection; cancelled at shutdown
+	stopConns  context.CancelFunc
+	connWG     sync.WaitGroup
+	mu         sync.Mutex // guards conns, nextConn, origins, closing
+	closing    bool       // set at shutdown; no connection is added after it
+	conns      map[*conn]struct{}
+	nextConn   int
+	origins    []string
+	adminToken string
+}
+
+// Options are the daemon's collaborators; zero fields take defaults.
+type Options struct {
+	Logger *slog.Logger
+	// Tokens overrides loading admin.token from the state dir.
+	Tokens *Tokens
+	// NewTerminal overrides the PTY-backed terminal factory.
+	NewTerminal TerminalFactory
+}
+
+// New validates cfg and builds a Server. It creates the state directory
+// and admin token if needed.
+func New(cfg Config, opts Options) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	tokens := opts.Tokens
+	if tokens == nil {
+		t, path, err := LoadTokens(cfg.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("admin token", "path", path)
+		tokens = t
+	}
+	nt := opts.NewTerminal
+	if nt == nil {
+		nt = newPTYTerminal
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:         cfg,
+		log:         log,
+		tokens:      tokens,
+		registry:    newRegistry(),
+		newTerminal: nt,
+		now:         time.Now,
+		connCtx:     ctx,
+		stopConns:   cancel,
+		conns:       map[*conn]struct{}{},
+	}
+	l := cfg.Limits
+	s.limits.Store(&l)
+	return s, nil
+}
+
+// Config returns the defaulted configuration.
+func (s *Server) Config() Config { return s.cfg }
+
+// Tokens returns the token store.
+func (s *Server) Tokens() *Tokens { return s.tokens }
+
+// Registry returns the channel registry.
+func (s *Server) Registry() *Registry { return s.registry }
+
+// Limits returns the limits in force.
+func (s *Server) Limits() Limits { return *s.limits.Load() }
+
+// SetLimits validates and installs new limits: they apply to new
+// connections and subscriptions at once, and to timers of existing ones.
+func (s *Server) SetLimits(l Limits) error {
+	l = l.WithDefaults()
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	s.limits.Store(&l)
+	s.log.Info("limits changed")
+	return nil
+}
+
+// CreateTerminal starts a terminal channel.
+func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
+	if spec.ID != "" {
+		if err := validChannelID(spec.ID); err != nil {
+			return nil, err
+		}
+		if _, ok := s.registry.Get(schemeTerminal + spec.ID); ok {
+			return nil, fmt.Errorf("%w: %s", ErrChannelExists, schemeTerminal+spec.ID)
+		}
+	}
+	t, err := s.newTerminal(spec, s.Limits().TerminalViewerBacklog, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("start terminal: %w", err)
+	}
+	ch := &Channel{Type: "terminal", Label: spec.Title, term: t}
+	if err := s.registry.add(schemeTerminal, spec.ID, ch); err != nil {
+		_ = t.Close()
+		return nil, err
+	}
+	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type)
+	return ch, nil
+}
+
+// CloseChannel closes and removes a channel.
+func (s *Server) CloseChannel(uri string) error {
+	ch, ok := s.registry.remove(uri)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
+	}
+	ch.closed.Store(true)
+	if ch.term != nil {
+		_ = ch.term.Close()
+	}
+	s.log.Info("channel closed", "channel", uri)
+	return nil
+}
+
+// Ticket mints a single-use credential for the given channels and role.
+func (s *Server) Ticket(channels []string, role Role, ttl time.Duration) string {
+	secret, _ := s.tokens.Mint(Grant{Channels: channels, Role: role, SingleUse: true, Expires: s.now().Add(ttl)})
+	return secret
+}
+
+// BrowserURL returns a URL that opens channel in the web page with a
+// single-use ticket in the fragment (never sent to a server, never logged).
+func (s *Server) BrowserURL(base string, channel string, role Role) string {
+	var ch []string
+	if channel != "" {
+		ch = []string{channel}
+	}
+	frag := "ticket=" + url.QueryEscape(s.Ticket(ch, role, s.cfg.TicketTTL))
+	if channel != "" {
+		frag += "&channel=" + url.QueryEscape(channel)
+	}
+	return strings.TrimSuffix(base, "/") + "/#" + frag
+}
+
+// Handler returns the HTTP handler: /v1/ws, /healthz and the web page.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/ws", s.serveWS)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("/", webui.Handler())
+	return mux
+}
+
+// setOrigins computes the default Origin allow-list for the address the
+// listener got (the port may have been 0).
+func (s *Server) setOrigins(addr net.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.cfg.AllowedOrigins) > 0 {
+		s.origins = lowerAll(s.cfg.AllowedOrigins)
+		return
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return
+	}
+	cfgHost, _, _ := net.SplitHostPort(s.cfg.Listen)
+	s.origins = []string{strings.ToLower(net.JoinHostPort(cfgHost, port)), strings.ToLower(net.JoinHostPort(host, port))}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || cfgHost == "localhost" {
+		s.origins = append(s.origins, "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
+	}
+}
+
+func lowerAll(in []string) []string {
+	out := make([]string, len(in))
+	for i, v := range in {
+		out[i] = strings.ToLower(v)
+	}
+	return out
+}
+
+// originAllowed implements §2: an Origin, when present, must be allowed.
+func (s *Server) originAllowed(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := strings.ToLower(u.Host)
+	if u.Port() == "" {
+		switch u.Scheme {
+		case "http":
+			host += ":80"
+		case "https":
+			host += ":443"
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.origins, host)
+}
+
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	if !s.originAllowed(r) {
+		s.log.Warn("upgrade refused: origin not allowed", "origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
+		http.Error(w, "origin not allowed", http.StatusForbidden)
+		return
+	}
+	if s.connCtx.Err() != nil {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	opts := &websocket.AcceptOptions{
+		Subprotocols:       []string{Subprotocol},
+		InsecureSkipVerify: true, // Origin checked above against our own list
+		CompressionMode:    websocket.CompressionDisabled,
+	}
+	if s.cfg.WebsocketCompression == "deflate" {
+		opts.CompressionMode = websocket.CompressionContextTakeover
+		opts.CompressionThreshold = 1024
+	}
+	ws, err := websocket.Accept(w, r, opts)
+	if err != nil {
+		return // Accept wrote the HTTP error
+	}
+	limits := s.Limits()
+	ws.SetReadLimit(limits.MaxInboundMessageBytes)
+	if ws.Subprotocol() != Subprotocol {
+		_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
+		return
+	}
+	sender, err := flow.NewSender(flow.SenderConfig{})
+	if err != nil {
+		_ = ws.Close(websocket.StatusInternalError, "internal error")
+		return
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ws.Close(websocket.StatusGoingAway, "host shutting down")
+		return
+	}
+	s.nextConn++
+	id := "c" + strconv.Itoa(s.nextConn)
+	now := time.Now()
+	c := &conn{
+		srv:       s,
+		ws:        ws,
+		log:       s.log,
+		id:        id,
+		remote:    r.RemoteAddr,
+		bearer:    bearerToken(r),
+		opened:    now,
+		limits:    limits,
+		sender:    sender,
+		subs:      map[string]*subscription{},
+		lastWrite: now,
+		lastAlive: now,
+		inbox:     make(chan inbound, 16),
+		out:       make(chan []byte, 4),
+		written:   make(chan []byte, 4),
+		alive:     make(chan struct{}, 1),
+		kick:      make(chan string, 1),
+		wakeSig:   make(chan struct{}, 1),
+	}
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	s.log.Info("connection opened", "conn", id, "remote", r.RemoteAddr)
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.connWG.Done()
+	}()
+	c.serve(s.connCtx)
+}
+
+func bearerToken(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// Kick closes a connection with 1008 and reason.
+func (s *Server) Kick(connID, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.id == connID {
+			select {
+			case c.kick <- reason:
+			default:
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("viewer not found: %s", connID)
+}
+
+// Serve serves HTTP on ln until ctx is cancelled, then shuts down: every
+// connection closes with 1001, terminals are hung up, and Serve returns
+// within the shutdown timeout.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.setOrigins(ln.Addr())
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	s.shutdown(hs)
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) {
+			return e
+		}
+		return nil
+	}
+	return err
+}
+
+func (s *Server) shutdown(hs *http.Server) {
+	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	_ = hs.Shutdown(sctx) // stops accepting; hijacked WebSockets are ours
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.stopConns() // each connection closes with 1001
+	done := make(chan struct{})
+	go func() { s.connWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-sctx.Done():
+		s.log.Warn("shutdown timeout: closing remaining connections")
+		s.mu.Lock()
+		for c := range s.conns {
+			_ = c.ws.CloseNow()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	for _, ch := range s.registry.List() {
+		_ = s.CloseChannel(ch.URI)
+	}
+}

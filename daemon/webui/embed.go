@@ -1,0 +1,167 @@
+// Package webui serves the ahpd web page: the bundle that `npm run build`
+// writes to dist/ (an AHP/1 client with an xterm.js terminal), embedded
+// into the binary.
+//
+// In git, dist/ holds only .gitkeep, so `go build` works in a clone where
+// nobody ran npm; the handler then serves a page that says how to build
+// the web page (`make web`, i.e. `cd daemon/webui && npm ci && npm run build`).
+//
+// The handler is immutable after construction and safe for concurrent use.
+package webui
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+)
+
+//go:embed all:dist
+var dist embed.FS
+
+// Handler returns the handler for the web page, to be mounted at "/" next
+// to the WebSocket endpoint /v1/ws.
+func Handler() http.Handler {
+	sub, err := fs.Sub(dist, "dist")
+	if err != nil {
+		// "dist" is a literal valid path; fs.Sub cannot fail on it.
+		panic(err)
+	}
+	return newHandler(sub)
+}
+
+// asset is one file of the bundle, read once.
+type asset struct {
+	body        []byte
+	etag        string
+	contentType string
+}
+
+type handler struct {
+	assets map[string]asset // by URL path, "/" for index.html
+}
+
+// newHandler builds the handler over files, the contents of dist/. Without
+// index.html it serves the build instructions at "/" and 404 elsewhere.
+func newHandler(files fs.FS) http.Handler {
+	h := &handler{assets: make(map[string]asset)}
+	_ = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasPrefix(path.Base(p), ".") {
+			return nil // unreadable entries and dotfiles (.gitkeep) are not served
+		}
+		body, err := fs.ReadFile(files, p)
+		if err != nil {
+			return nil
+		}
+		h.assets["/"+p] = newAsset(p, body)
+		return nil
+	})
+	if a, ok := h.assets["/index.html"]; ok {
+		h.assets["/"] = a
+	} else {
+		h.assets = map[string]asset{"/": newAsset("index.html", []byte(notBuiltPage))}
+	}
+	return h
+}
+
+func newAsset(name string, body []byte) asset {
+	sum := sha256.Sum256(body)
+	ct := mime.TypeByExtension(path.Ext(name))
+	switch path.Ext(name) {
+	case ".html":
+		ct = "text/html; charset=utf-8"
+	case ".js", ".mjs":
+		ct = "text/javascript; charset=utf-8"
+	case ".css":
+		ct = "text/css; charset=utf-8"
+	case ".map", ".json":
+		ct = "application/json"
+	case ".txt":
+		ct = "text/plain; charset=utf-8"
+	}
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	return asset{body: body, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, contentType: ct}
+}
+
+// hostPattern is what a Host header must look like to be named in the
+// Content-Security-Policy (it must not carry ';' or spaces into the header).
+var hostPattern = regexp.MustCompile(`^[A-Za-z0-9.\-]+(:[0-9]+)?$|^\[[0-9A-Fa-f:.]+\](:[0-9]+)?$`)
+
+// contentSecurityPolicy allows scripts only from this origin and
+// connections only to it. style-src needs 'unsafe-inline' because xterm.js
+// injects <style> elements (its scrollbar and DOM renderer) and has no
+// nonce option; inline styles cannot run script.
+func contentSecurityPolicy(host string) string {
+	connect := "'self'"
+	if hostPattern.MatchString(host) {
+		// Older browsers do not let 'self' match ws: and wss:.
+		connect += " ws://" + host + " wss://" + host
+	}
+	return "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
+		"img-src 'self' data:; font-src 'self'; connect-src " + connect + "; " +
+		"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Content-Security-Policy", contentSecurityPolicy(r.Host))
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		hd.Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	a, ok := h.assets[r.URL.Path]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	hd.Set("Content-Type", a.contentType)
+	// File names carry no content hash, so every file is revalidated; the
+	// ETag makes that a 304.
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("ETag", a.etag)
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+}
+
+// notBuiltPage is served at "/" when the bundle was not built.
+const notBuiltPage = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>ahpd — web page not built</title>
+<style>
+body { background: #0f1115; color: #d7dae0; font: 15px/1.5 system-ui, sans-serif; margin: 0; }
+main { max-width: 40rem; margin: 12vh auto; padding: 0 1.5rem; }
+h1 { font-size: 1.3rem; }
+code, pre { font-family: ui-monospace, Menlo, Consolas, monospace; background: #161a20; }
+pre { padding: .8rem 1rem; border: 1px solid #262b33; border-radius: 4px; }
+code { padding: 1px 4px; }
+</style>
+</head>
+<body>
+<main>
+<h1>The ahpd web page was not built into this binary</h1>
+<p>This ahpd was compiled from a source tree where the web bundle
+(<code>daemon/webui/dist/</code>) had not been built. Build it, then rebuild ahpd:</p>
+<pre>make web
+# which runs:
+cd daemon/webui &amp;&amp; npm ci &amp;&amp; npm run build</pre>
+<p>It needs Node.js 20 or later. Terminals stay reachable meanwhile with
+<code>ahpctl attach URI</code>.</p>
+</main>
+</body>
+</html>
+`

@@ -1,0 +1,394 @@
+// main.js — the ahpd web page: channel list, one attached xterm.js
+// terminal, a status line. Protocol work lives in ahp.js.
+
+import { Terminal } from '@xterm/xterm';
+import { FitAddon } from '@xterm/addon-fit';
+import { Unicode11Addon } from '@xterm/addon-unicode11';
+import '@xterm/xterm/css/xterm.css';
+import './style.css';
+
+import { Client, ErrorCode, WS_PATH } from './ahp.js';
+import { CredentialStore, formatFragment, parseFragment } from './credentials.js';
+import { terminalConsumer } from './terminal.js';
+
+const VERSION = '0.1.0';
+const LATENCY_INTERVAL_MS = 5000;
+const RESIZE_DEBOUNCE_MS = 150;
+
+const $ = (id) => document.getElementById(id);
+const el = {
+  channels: $('channels'),
+  notice: $('notice'),
+  terminal: $('terminal'),
+  status: $('status'),
+  connection: $('status-connection'),
+  channel: $('status-channel'),
+  viewOnly: $('status-view-only'),
+  role: $('status-role'),
+  size: $('status-size'),
+  latency: $('status-latency'),
+};
+
+// ui is the page state; render() draws it and window.ahpTest exposes it.
+const ui = {
+  connection: 'connecting', // connecting | connected | reconnecting | closed
+  attempt: 0,
+  retryAt: 0,
+  closeCode: null,
+  closeReason: '',
+  error: null,
+  role: null,
+  channels: [],
+  channel: null, // selected channel URI
+  subscriptionId: null,
+  ready: false, // channel/ready of the current subscription applied
+  rows: 0,
+  cols: 0,
+  latencyMs: null,
+  exit: null,
+  ended: null, // {code, message} of the last subscription end
+};
+
+// ---- terminal -------------------------------------------------------------
+
+const term = new Terminal({
+  allowProposedApi: true, // term.unicode is a proposed API
+  cursorBlink: true,
+  fontFamily: 'ui-monospace, "SFMono-Regular", "JetBrains Mono", Menlo, Consolas, monospace',
+  fontSize: 13,
+  scrollback: 10000,
+  theme: { background: '#0f1115', foreground: '#d7dae0', cursor: '#d7dae0', selectionBackground: '#2d4a66' },
+});
+const fit = new FitAddon();
+term.loadAddon(fit);
+term.loadAddon(new Unicode11Addon());
+term.unicode.activeVersion = '11'; // §8: widths follow Unicode 11, like the host's emulator
+term.open(el.terminal);
+{
+  const d = fit.proposeDimensions();
+  if (d) term.resize(d.cols, d.rows);
+}
+
+// ---- connection -----------------------------------------------------------
+
+const credentials = new CredentialStore(safeSessionStorage());
+const fragment = credentials.takeFromLocation(window.location, window.history);
+ui.channel = fragment.get('channel') || null;
+
+const client = new Client({
+  url: `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${WS_PATH}`,
+  credentials,
+  clientVersion: VERSION,
+});
+
+let attachment = null;
+
+const consumer = {
+  onSubscribed(sub, session) {
+    ui.subscriptionId = sub.id;
+    ui.ready = false;
+    ui.exit = null;
+    ui.ended = null;
+    ui.role = session.role;
+    hideNotice();
+    render();
+  },
+  ...terminalConsumer(term, {
+    onSize(rows, cols) {
+      ui.rows = rows;
+      ui.cols = cols;
+      render();
+      scheduleResizeRequest();
+    },
+    onReady() {
+      ui.ready = true;
+      render();
+      scheduleResizeRequest();
+    },
+    onExit({ code, signal }) {
+      ui.exit = { code, signal };
+      showNotice(`The process exited${signal ? ` (signal ${signal})` : code != null ? ` with code ${code}` : ''}.`);
+      render();
+    },
+  }),
+  onEnd(info) {
+    ui.subscriptionId = null;
+    ui.ready = false;
+    if (info.code !== 'connection-closed' && info.code !== 'unsubscribed') {
+      ui.ended = { code: info.code, message: info.message };
+      showNotice(`Detached from ${ui.channel}: ${info.code}${info.message ? ' — ' + info.message : ''}. ` +
+        'Select the channel to attach again.', true);
+    }
+    render();
+  },
+  onSubscribeError(err) {
+    const why = err.code === ErrorCode.CHANNEL_NOT_FOUND ? 'no such channel'
+      : err.code === ErrorCode.FORBIDDEN ? 'this link does not grant access to it'
+        : err.message;
+    showNotice(`Cannot attach ${ui.channel}: ${why}.`, true);
+  },
+};
+
+function attach(channel) {
+  if (attachment && attachment.channel === channel) {
+    if (attachment.subscription) return;
+    attachment.detach();
+  } else if (attachment) {
+    attachment.detach();
+  }
+  ui.channel = channel;
+  ui.ended = null;
+  ui.exit = null;
+  setFragmentChannel(channel);
+  attachment = client.attach(channel, consumer);
+  render();
+}
+
+function setFragmentChannel(channel) {
+  const frag = parseFragment(location.hash);
+  frag.set('channel', channel);
+  history.replaceState(history.state ?? null, '', location.pathname + location.search + formatFragment(frag));
+}
+
+client.on('state', (s) => {
+  ui.connection = s.state;
+  ui.attempt = s.attempt ?? 0;
+  ui.retryAt = s.retryAt ?? 0;
+  if (s.state === 'connected') {
+    ui.closeCode = null;
+    ui.closeReason = '';
+    ui.error = null;
+    ui.role = s.role;
+  } else if (s.closeCode !== undefined || s.closeReason) {
+    ui.closeCode = s.closeCode ?? null;
+    ui.closeReason = s.closeReason ?? '';
+  }
+  if (s.state !== 'connected') ui.latencyMs = null;
+  if (s.error) ui.error = s.error;
+  if (s.error === 'no-credential') showAuthHelp('This page needs a link with a ticket.');
+  if (s.error === 'unauthorized') showAuthHelp('The link was refused: it was already used or has expired.');
+  render();
+});
+
+client.on('session', async (session) => {
+  applyRole(session.role);
+  await refreshChannels(session);
+  if (!attachment) {
+    const first = ui.channels.find((c) => c.type === 'terminal');
+    const channel = ui.channel || first?.channel;
+    if (channel) attach(channel);
+    else showNotice(['No terminal to attach. Create one with ', code('ahpctl terminal create -- bash'), '.']);
+  }
+});
+
+function applyRole(role) {
+  ui.role = role;
+  term.options.disableStdin = role !== 'control';
+}
+
+// pingSince is when the outstanding channels/list round trip started (0: none).
+let pingSince = 0;
+
+async function refreshChannels(session) {
+  const t0 = performance.now();
+  pingSince = t0;
+  try {
+    ui.channels = await session.listChannels();
+    ui.latencyMs = Math.round(performance.now() - t0);
+  } catch {
+    return; // closed meanwhile; the state handler shows it
+  } finally {
+    pingSince = 0;
+  }
+  renderChannels();
+  render();
+}
+
+// Every 5 s: one channels/list round trip, which is both the latency
+// measure and the liveness check. A host that has not answered for three
+// intervals is treated as gone (the browser may not notice a dead TCP
+// connection for minutes); closing the session starts the reconnect.
+setInterval(() => {
+  const session = client.session;
+  if (!session || ui.connection !== 'connected') return;
+  if (pingSince) {
+    if (performance.now() - pingSince > 3 * LATENCY_INTERVAL_MS) {
+      pingSince = 0;
+      session.close(4000, 'host not responding');
+    }
+    return;
+  }
+  refreshChannels(session);
+}, LATENCY_INTERVAL_MS);
+// The reconnect countdown ticks once a second.
+setInterval(() => {
+  if (ui.connection === 'reconnecting') render();
+}, 1000);
+
+// ---- input and resize -----------------------------------------------------
+
+term.onData((data) => {
+  const sub = attachment?.subscription;
+  if (!sub || ui.role !== 'control') return; // view-only: nothing is sent
+  sub.sendInput(data);
+});
+term.onBinary((data) => {
+  // Binary strings carry bytes as U+0000–U+00FF; terminal/input is UTF-8
+  // text, so only the ASCII part can travel unchanged.
+  const sub = attachment?.subscription;
+  if (!sub || ui.role !== 'control' || /[^\x00-\x7f]/.test(data)) return;
+  sub.sendInput(data);
+});
+
+let resizeTimer = null;
+let lastRequested = '';
+function scheduleResizeRequest() {
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(requestResize, RESIZE_DEBOUNCE_MS);
+}
+function requestResize() {
+  const sub = attachment?.subscription;
+  if (!sub || ui.role !== 'control' || !ui.ready) return;
+  const d = fit.proposeDimensions();
+  if (!d || !(d.rows > 0 && d.cols > 0)) return;
+  if (d.rows === ui.rows && d.cols === ui.cols) return;
+  const key = `${sub.id}:${d.rows}x${d.cols}`;
+  if (key === lastRequested) return;
+  lastRequested = key;
+  // The host answers with a terminal/resize notice in the stream, which
+  // resizes xterm in order with the output.
+  sub.resize(d.rows, d.cols).catch((err) => {
+    if (err.code === ErrorCode.FORBIDDEN) applyRole('view');
+  });
+}
+new ResizeObserver(scheduleResizeRequest).observe(el.terminal);
+
+// ---- rendering ------------------------------------------------------------
+
+function render() {
+  el.status.dataset.state = ui.connection;
+  let text;
+  switch (ui.connection) {
+    case 'connected':
+      text = 'connected';
+      break;
+    case 'connecting':
+      text = 'connecting…';
+      break;
+    case 'reconnecting': {
+      const s = Math.max(0, Math.ceil((ui.retryAt - Date.now()) / 1000));
+      text = ui.retryAt && s > 0 ? `reconnecting in ${s}s` : 'reconnecting…';
+      if (ui.closeCode != null) text += ` (closed ${ui.closeCode}${ui.closeReason ? ': ' + ui.closeReason : ''})`;
+      break;
+    }
+    default:
+      text = 'closed';
+      if (ui.closeCode != null || ui.closeReason) {
+        text += ` (${[ui.closeCode, ui.closeReason].filter((x) => x != null && x !== '').join(': ')})`;
+      } else if (ui.error) text += ` (${ui.error})`;
+  }
+  el.connection.textContent = text;
+  el.channel.textContent = ui.channel ? ui.channel + (ui.exit ? ' — exited' : ui.subscriptionId && !ui.ready ? ' — loading' : '') : '';
+  el.role.textContent = ui.role ? `role ${ui.role}` : '';
+  el.viewOnly.hidden = ui.role !== 'view';
+  el.size.textContent = ui.rows ? `${ui.rows}×${ui.cols}` : '';
+  el.latency.textContent = ui.latencyMs != null ? `${ui.latencyMs} ms` : '';
+  for (const li of el.channels.children) li.classList.toggle('active', li.dataset.channel === ui.channel);
+}
+
+function renderChannels() {
+  const items = ui.channels.map((c) => {
+    const li = document.createElement('li');
+    li.dataset.testid = 'channel-item';
+    li.dataset.channel = c.channel;
+    li.dataset.type = c.type;
+    li.className = `type-${c.type} state-${c.state}`;
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.disabled = c.type !== 'terminal';
+    b.title = c.type === 'terminal' ? c.channel : `${c.channel} (${c.type} channels cannot be shown here yet)`;
+    const title = document.createElement('span');
+    title.className = 'title';
+    title.textContent = c.title || c.channel;
+    const meta = document.createElement('span');
+    meta.className = 'meta';
+    meta.textContent = `${c.type} · ${c.state} · ${c.viewers} viewer${c.viewers === 1 ? '' : 's'}`;
+    b.append(title, meta);
+    b.addEventListener('click', () => attach(c.channel));
+    li.append(b);
+    return li;
+  });
+  if (items.length === 0) {
+    const li = document.createElement('li');
+    li.className = 'empty';
+    li.textContent = 'no channels';
+    items.push(li);
+  }
+  el.channels.replaceChildren(...items);
+}
+
+// showNotice shows text (a string, or an array of strings and nodes).
+function showNotice(content, isError = false) {
+  el.notice.hidden = false;
+  el.notice.dataset.testid = 'notice';
+  el.notice.classList.toggle('error', isError);
+  el.notice.replaceChildren(...(Array.isArray(content) ? content : [content]));
+}
+
+function hideNotice() {
+  el.notice.hidden = true;
+  el.notice.textContent = '';
+}
+
+function showAuthHelp(why) {
+  showNotice([
+    `${why} On the machine running ahpd, run `,
+    code('ahpctl open ahp-terminal:/ID'),
+    ' (', code('ahpctl channels list'), ' shows the IDs) and open the URL it prints.',
+  ], true);
+  el.notice.dataset.testid = 'auth-help';
+}
+
+function code(text) {
+  const c = document.createElement('code');
+  c.textContent = text;
+  return c;
+}
+
+function safeSessionStorage() {
+  try {
+    return window.sessionStorage;
+  } catch {
+    return null;
+  }
+}
+
+// ---- test hook ------------------------------------------------------------
+
+window.ahpTest = {
+  /** state returns a copy of the page state plus the current flow counters. */
+  state() {
+    const sub = attachment?.subscription;
+    return {
+      ...ui,
+      channels: ui.channels.map((c) => ({ ...c })),
+      termRows: term.rows,
+      termCols: term.cols,
+      receive: sub ? sub.receiveState() : null,
+      send: sub ? sub.sendState() : null,
+    };
+  },
+  /** screenText returns the visible lines of the terminal, right-trimmed. */
+  screenText() {
+    const b = term.buffer.active;
+    const lines = [];
+    for (let y = 0; y < term.rows; y++) lines.push(b.getLine(b.viewportY + y)?.translateToString(true) ?? '');
+    return lines.join('\n');
+  },
+  attach,
+  client,
+  term,
+};
+
+render();
+client.start();
