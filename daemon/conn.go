@@ -73,22 +73,24 @@ type conn struct {
 	nextSub     int
 	grant       Grant
 	initialized bool
+	clientName  string
 	inflight    int
 	lastWrite   time.Time
 	lastAlive   time.Time
 	free        [][]byte
 	frame       flow.Frame
 
-	inbox    chan inbound     // reader → run
-	inBytes  atomic.Int64     // bytes waiting in inbox (+1 KiB each)
-	out      chan []byte      // run → writer
-	written  chan []byte      // writer → run: the slice it finished
-	alive    chan struct{}    // pinger → run: a pong arrived
-	kick     chan string      // control plane → run
-	wakeSig  chan struct{}    // producers → run
-	wakeMu   sync.Mutex       // guards woken, releases
-	woken    []*subscription  // subscriptions whose Source has news
-	releases []release        // client→host messages consumed
+	inbox    chan inbound         // reader → run
+	inBytes  atomic.Int64         // bytes waiting in inbox (+1 KiB each)
+	out      chan []byte          // run → writer
+	written  chan []byte          // writer → run: the slice it finished
+	alive    chan struct{}        // pinger → run: a pong arrived
+	kick     chan string          // control plane → run
+	queries  chan chan ViewerInfo // control plane → run
+	wakeSig  chan struct{}        // producers → run
+	wakeMu   sync.Mutex           // guards woken, releases
+	woken    []*subscription      // subscriptions whose Source has news
+	releases []release            // client→host messages consumed
 
 	// Counters, read by the control plane.
 	stats connStats
@@ -261,7 +263,10 @@ func (c *conn) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return closeWith(websocket.StatusGoingAway, "host shutting down")
 		case reason := <-c.kick:
+			c.srv.events.publish(Event{Kind: "viewer.kicked", Viewer: c.id, Detail: reason})
 			return closeWith(websocket.StatusPolicyViolation, "%s", reason)
+		case reply := <-c.queries:
+			reply <- c.info()
 		case m, ok := <-c.inbox:
 			if !ok {
 				return nil // the peer closed or the socket failed
@@ -332,6 +337,7 @@ func (c *conn) checkTimers(now time.Time) error {
 		return closeWith(websocket.StatusPolicyViolation, "initialize not received within %v", l.InitializeTimeout)
 	}
 	if c.inflight > 0 && now.Sub(c.lastWrite) > l.MaxOutputStall {
+		c.srv.events.publish(Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "output stalled; closing"})
 		c.ws.CloseNow() // no close frame can get through a stalled socket
 		return closeWith(websocket.StatusPolicyViolation, "output stalled for %v (maxOutputStall)", l.MaxOutputStall)
 	}

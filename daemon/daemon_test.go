@@ -80,7 +80,10 @@ func start(t *testing.T, real bool, mutate func(*daemon.Config)) *harness {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimRight(string(p), "\n")); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
 
 func (h *harness) term(id string) (*daemon.Channel, *fakeTerm) {
 	h.t.Helper()

@@ -122,6 +122,8 @@ func (c *conn) initialize(req *request) error {
 		g.Expires = c.srv.now().Add(c.srv.cfg.ReconnectTokenTTL())
 		r.ReconnectToken, _ = c.srv.tokens.Mint(g)
 	}
+	c.clientName = p.Client.Name
+	c.srv.events.publish(Event{Kind: "viewer.joined", Viewer: c.id, Detail: p.Client.Name})
 	c.log.Info("viewer initialized", "conn", c.id, "client", p.Client.Name, "clientVersion", p.Client.Version, "role", grant.Role.String())
 	return c.respond(req, r, nil)
 }

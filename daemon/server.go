@@ -56,15 +56,15 @@ type Server struct {
 	newTerminal TerminalFactory
 	now         func() time.Time
 
-	connCtx    context.Context // parent of every connection; cancelled at shutdown
-	stopConns  context.CancelFunc
-	connWG     sync.WaitGroup
-	mu         sync.Mutex // guards conns, nextConn, origins, closing
-	closing    bool       // set at shutdown; no connection is added after it
-	conns      map[*conn]struct{}
-	nextConn   int
-	origins    []string
-	adminToken string
+	connCtx   context.Context // parent of every connection; cancelled at shutdown
+	stopConns context.CancelFunc
+	connWG    sync.WaitGroup
+	mu        sync.Mutex // guards conns, nextConn, origins, closing
+	closing   bool       // set at shutdown; no connection is added after it
+	conns     map[*conn]struct{}
+	nextConn  int
+	origins   []string
+	events    eventBus
 }
 
 // Options are the daemon's collaborators; zero fields take defaults.
@@ -138,6 +138,7 @@ func (s *Server) SetLimits(l Limits) error {
 	}
 	s.limits.Store(&l)
 	s.log.Info("limits changed")
+	s.events.publish(Event{Kind: "limits.changed"})
 	return nil
 }
 
@@ -161,6 +162,7 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 		return nil, err
 	}
 	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type)
+	s.events.publish(Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	return ch, nil
 }
 
@@ -175,6 +177,7 @@ func (s *Server) CloseChannel(uri string) error {
 		_ = ch.term.Close()
 	}
 	s.log.Info("channel closed", "channel", uri)
+	s.events.publish(Event{Kind: "channel.closed", Channel: uri})
 	return nil
 }
 
@@ -323,6 +326,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		written:   make(chan []byte, 4),
 		alive:     make(chan struct{}, 1),
 		kick:      make(chan string, 1),
+		queries:   make(chan chan ViewerInfo),
 		wakeSig:   make(chan struct{}, 1),
 	}
 	s.conns[c] = struct{}{}
@@ -330,6 +334,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.log.Info("connection opened", "conn", id, "remote", r.RemoteAddr)
 	defer func() {
+		if c.initialized {
+			s.events.publish(Event{Kind: "viewer.left", Viewer: id})
+		}
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()

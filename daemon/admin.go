@@ -1,0 +1,110 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+)
+
+// ViewerStats are optional counters a channel's Viewer may report.
+type ViewerStats struct {
+	BytesDropped int64 // output dropped by the loss policy
+	Snapshots    int64 // snapshots sent (initial included)
+	Queued       int64 // bytes queued for this viewer, not yet pulled
+}
+
+// statsViewer is implemented by viewers that keep ViewerStats.
+type statsViewer interface {
+	Stats() ViewerStats
+}
+
+// SubscriptionInfo describes one subscription of a viewer connection.
+type SubscriptionInfo struct {
+	ID          string
+	Channel     string
+	Sent        int64 // host→client bytes reserved (UTF-16)
+	Consumed    int64 // host→client bytes credited by the client
+	Outstanding int64
+	Window      int64
+	Stalled     bool // the window is shut
+	ViewerStats
+}
+
+// ViewerInfo describes one viewer connection.
+type ViewerInfo struct {
+	ID            string
+	Remote        string
+	Client        string
+	Role          string
+	Opened        time.Time
+	Initialized   bool
+	FramesIn      int64
+	FramesOut     int64
+	BytesIn       int64
+	BytesOut      int64
+	Resets        int64
+	Dropped       int64 // notifications for unknown subscriptions
+	Subscriptions []SubscriptionInfo
+}
+
+// ErrViewerNotFound is returned for an unknown connection id.
+var ErrViewerNotFound = errors.New("viewer not found")
+
+// inspect asks the connection's run loop for its state.
+func (c *conn) inspect(ctx context.Context) (ViewerInfo, bool) {
+	reply := make(chan ViewerInfo, 1)
+	select {
+	case c.queries <- reply:
+	case <-ctx.Done():
+		return ViewerInfo{}, false
+	}
+	select {
+	case v := <-reply:
+		return v, true
+	case <-ctx.Done():
+		return ViewerInfo{}, false
+	}
+}
+
+// info builds ViewerInfo; run loop only.
+func (c *conn) info() ViewerInfo {
+	v := ViewerInfo{
+		ID: c.id, Remote: c.remote, Client: c.clientName, Role: c.grant.Role.String(), Opened: c.opened,
+		Initialized: c.initialized,
+		FramesIn:    c.stats.framesIn.Load(), FramesOut: c.stats.framesOut.Load(),
+		BytesIn: c.stats.bytesIn.Load(), BytesOut: c.stats.bytesOut.Load(),
+		Resets: c.stats.resets.Load(), Dropped: c.stats.droppedNotifications.Load(),
+	}
+	for _, s := range c.subs {
+		w := s.stream.Window()
+		si := SubscriptionInfo{
+			ID: s.id, Channel: s.ch.URI, Sent: w.Sent(), Consumed: w.Consumed(), Outstanding: w.Outstanding(),
+			Window: w.Limits().WindowBytes, Stalled: w.Outstanding() >= w.Limits().WindowBytes,
+		}
+		if sv, ok := s.viewer.(statsViewer); ok {
+			si.ViewerStats = sv.Stats()
+		}
+		v.Subscriptions = append(v.Subscriptions, si)
+	}
+	sort.Slice(v.Subscriptions, func(i, j int) bool { return v.Subscriptions[i].ID < v.Subscriptions[j].ID })
+	return v
+}
+
+// Viewers lists the viewer connections.
+func (s *Server) Viewers(ctx context.Context) []ViewerInfo {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	out := make([]ViewerInfo, 0, len(conns))
+	for _, c := range conns {
+		if v, ok := c.inspect(ctx); ok {
+			out = append(out, v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Opened.Before(out[j].Opened) })
+	return out
+}

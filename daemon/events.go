@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"sync"
+	"time"
+)
+
+// Event is something an operator may watch (ahpctl events).
+type Event struct {
+	Time    time.Time
+	Kind    string // channel.created, channel.exited, channel.closed, viewer.joined, viewer.left, viewer.stalled, viewer.kicked, limits.changed
+	Channel string
+	Viewer  string
+	Detail  string
+}
+
+// eventBus fans events out to watchers. Each watcher has a bounded queue;
+// a watcher that falls behind loses its oldest events and is told how many
+// in the next event's Detail, so a slow watcher never blocks the daemon.
+type eventBus struct {
+	mu       sync.Mutex // guards watchers
+	watchers map[*watcher]struct{}
+}
+
+type watcher struct {
+	mu      sync.Mutex // guards queue and lost
+	queue   []Event
+	lost    int
+	signal  chan struct{}
+	maxSize int
+}
+
+const watcherQueue = 256
+
+func (b *eventBus) publish(e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for w := range b.watchers {
+		w.mu.Lock()
+		if len(w.queue) >= w.maxSize {
+			w.queue = w.queue[1:]
+			w.lost++
+		}
+		w.queue = append(w.queue, e)
+		w.mu.Unlock()
+		select {
+		case w.signal <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Watch returns a function that blocks for the next events (or until
+// done is closed) and a function that stops watching.
+func (s *Server) Watch() (next func(done <-chan struct{}) ([]Event, int, bool), stop func()) {
+	w := &watcher{signal: make(chan struct{}, 1), maxSize: watcherQueue}
+	b := &s.events
+	b.mu.Lock()
+	if b.watchers == nil {
+		b.watchers = map[*watcher]struct{}{}
+	}
+	b.watchers[w] = struct{}{}
+	b.mu.Unlock()
+	next = func(done <-chan struct{}) ([]Event, int, bool) {
+		for {
+			w.mu.Lock()
+			q, lost := w.queue, w.lost
+			w.queue, w.lost = nil, 0
+			w.mu.Unlock()
+			if len(q) > 0 || lost > 0 {
+				return q, lost, true
+			}
+			select {
+			case <-w.signal:
+			case <-done:
+				return nil, 0, false
+			}
+		}
+	}
+	stop = func() {
+		b.mu.Lock()
+		delete(b.watchers, w)
+		b.mu.Unlock()
+	}
+	return next, stop
+}

@@ -1,0 +1,213 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// These tests run real PTYs behind a real daemon over loopback WebSockets.
+
+// shellSpec runs /bin/sh with a recognisable prompt and no rc files.
+func shellSpec(id string, command ...string) daemon.TerminalSpec {
+	if len(command) == 0 {
+		command = []string{"/bin/sh"}
+	}
+	return daemon.TerminalSpec{ID: id, Command: command, Env: []string{"PS1=PROMPT> ", "HOME=/tmp", "TERM=xterm-256color"}, Rows: 24, Cols: 80}
+}
+
+// viewer collects a subscription's terminal output, releasing every
+// message as it is read (like xterm.js's write callback).
+type viewer struct {
+	t     *testing.T
+	sub   *client.Sub
+	out   strings.Builder
+	kinds []string
+}
+
+func (h *harness) subscribe(token, uri string, limits *flow.ReceiveLimits) (*client.Conn, *viewer) {
+	h.t.Helper()
+	c := h.dial(token)
+	sub, err := c.Subscribe(ctxT(h.t), uri, limits)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c, &viewer{t: h.t, sub: sub}
+}
+
+// next reads one message, records it and releases it.
+func (v *viewer) next(ctx context.Context) (client.Message, error) {
+	m, err := v.sub.Next(ctx)
+	if err != nil {
+		return m, err
+	}
+	v.kinds = append(v.kinds, m.Method)
+	if m.Method == "terminal/output" {
+		var p struct {
+			Data string `json:"data"`
+		}
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			v.t.Fatalf("terminal/output params: %v", err)
+		}
+		v.out.WriteString(p.Data)
+	}
+	return m, v.sub.Release(ctx, m)
+}
+
+// until reads until the collected output satisfies ok or d passes.
+func (v *viewer) until(d time.Duration, ok func(out string) bool) {
+	v.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for !ok(v.out.String()) {
+		if _, err := v.next(ctx); err != nil {
+			tail := v.out.String()
+			if len(tail) > 400 {
+				tail = tail[len(tail)-400:]
+			}
+			v.t.Fatalf("waiting for output: %v; last output: %q", err, tail)
+		}
+	}
+}
+
+func (v *viewer) send(text string) {
+	v.t.Helper()
+	msg := string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": text}))
+	if err := v.sub.Send(ctxT(v.t), msg); err != nil {
+		v.t.Fatal(err)
+	}
+}
+
+func TestPTYEchoRoundTrip(t *testing.T) {
+	h := start(t, true, nil)
+	ch, err := h.srv.CreateTerminal(shellSpec("sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, v := h.subscribe(adminToken, ch.URI, nil)
+	v.until(10*time.Second, func(o string) bool { return strings.Contains(o, "PROMPT> ") })
+	if v.kinds[0] != "terminal/reset" {
+		t.Fatalf("first message %s, want terminal/reset", v.kinds[0])
+	}
+	v.send("echo hel''lo\r")
+	v.until(10*time.Second, func(o string) bool { return strings.Contains(o, "\nhello") })
+}
+
+func TestTwoViewersSeeIdenticalOutput(t *testing.T) {
+	h := start(t, true, nil)
+	ch, err := h.srv.CreateTerminal(shellSpec("gen", "/bin/sh", "-c", "read x; seq 1 30000; echo DONE; read y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, a := h.subscribe(adminToken, ch.URI, nil)
+	_, b := h.subscribe(adminToken, ch.URI, nil)
+	for _, v := range []*viewer{a, b} {
+		v.until(10*time.Second, func(string) bool { return len(v.kinds) > 0 && v.kinds[len(v.kinds)-1] == "channel/ready" })
+		v.out.Reset()
+	}
+	a.send("\r")
+	for _, v := range []*viewer{a, b} {
+		v.until(20*time.Second, func(o string) bool { return strings.Contains(o, "DONE") })
+	}
+	if a.out.String() != b.out.String() {
+		t.Fatalf("viewers differ: %d vs %d bytes", a.out.Len(), b.out.Len())
+	}
+	if !strings.Contains(a.out.String(), "\r\n29999\r\n30000\r\n") {
+		t.Fatalf("output misses lines")
+	}
+}
+
+// A viewer that never returns credit must not hold back one that does;
+// when its credit returns it gets a fresh snapshot.
+func TestStalledViewerDoesNotHoldBackOthers(t *testing.T) {
+	h := start(t, true, nil)
+	ch, err := h.srv.CreateTerminal(shellSpec("flood", "/bin/sh", "-c", "read x; head -c 20000000 /dev/zero | tr '\\0' 'a'; echo; echo FLOOD-END; read y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := &flow.ReceiveLimits{WindowBytes: 64 << 10, MaximumFrameBytes: 16 << 10, MaximumMessageBytes: 64 << 10}
+	_, stalled := h.subscribe(adminToken, ch.URI, small)
+	_, fast := h.subscribe(adminToken, ch.URI, nil)
+	fast.until(10*time.Second, func(string) bool { return len(fast.kinds) > 0 && fast.kinds[len(fast.kinds)-1] == "channel/ready" })
+	fast.out.Reset()
+	fast.send("\r")
+	// The fast viewer receives every byte, in order, while the other
+	// never credits.
+	fast.until(60*time.Second, func(o string) bool { return strings.Contains(o, "FLOOD-END") })
+	if n := strings.Count(fast.out.String(), "a"); n != 20000000 {
+		t.Fatalf("fast viewer got %d 'a', want 20000000", n)
+	}
+	// The stalled viewer was handed at most its window plus one message.
+	var last client.Message
+	var held int64
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		m, err := stalled.sub.Next(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		held += flow.UTF16Len(string(m.Text))
+		last = m
+	}
+	if held == 0 || held >= small.WindowBytes+small.MaximumMessageBytes {
+		t.Fatalf("stalled viewer holds %d bytes, want 0 < held < window+maxMessage = %d", held, small.WindowBytes+small.MaximumMessageBytes)
+	}
+	// Its credit returns: it gets reset + snapshot + channel/ready, and
+	// the snapshot shows the screen as it is now.
+	stalled.kinds = nil
+	stalled.out.Reset()
+	if err := stalled.sub.Release(ctxT(t), last); err != nil {
+		t.Fatal(err)
+	}
+	stalled.until(20*time.Second, func(string) bool {
+		n := len(stalled.kinds)
+		return n > 0 && stalled.kinds[n-1] == "channel/ready"
+	})
+	if stalled.kinds[0] != "terminal/reset" {
+		t.Fatalf("after the stall: %v, want terminal/reset first", stalled.kinds)
+	}
+	if !strings.Contains(stalled.out.String(), "FLOOD-END") {
+		t.Fatalf("snapshot does not show the end of the flood: %q", tail(stalled.out.String(), 300))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// Ctrl-C typed under a `yes` flood reaches the PTY and the prompt is back
+// quickly: input and control never queue behind output.
+func TestCtrlCUnderFlood(t *testing.T) {
+	h := start(t, true, nil)
+	ch, err := h.srv.CreateTerminal(shellSpec("yes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, v := h.subscribe(adminToken, ch.URI, nil)
+	v.until(10*time.Second, func(o string) bool { return strings.Contains(o, "PROMPT> ") })
+	v.send("yes\r")
+	v.until(10*time.Second, func(o string) bool { return strings.Count(o, "y\r\n") > 20000 })
+	v.out.Reset()
+	sent := time.Now()
+	v.send("\x03")
+	v.until(20*time.Second, func(o string) bool { return strings.Contains(o, "PROMPT> ") })
+	took := time.Since(sent)
+	limit := 200 * time.Millisecond
+	if raceEnabled {
+		limit *= 5 // the race detector slows every goroutine several-fold
+	}
+	t.Logf("Ctrl-C to prompt under flood: %v", took)
+	if took > limit {
+		t.Errorf("Ctrl-C to prompt took %v, want < %v", took, limit)
+	}
+}
