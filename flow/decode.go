@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -19,6 +20,7 @@ type Frame struct {
 	Final          bool
 	rawData        []byte // escaped JSON string body, aliases the input
 	dataEscaped    bool   // rawData contains a backslash
+	dataASCII      bool   // rawData is all ASCII (so valid UTF-8)
 	hasData        bool
 	hasMessageID   bool
 }
@@ -40,7 +42,10 @@ var (
 // ErrBadFrame when the params are missing or of the wrong type. The data
 // field is validated by AppendData. f aliases b until AppendData is done.
 func DecodeFrame(b []byte, f *Frame) error {
-	*f = Frame{}
+	// Keep the previous ids: a Frame reused for the same subscription
+	// then decodes without allocating (see unescapeInto).
+	channel, sub := f.Channel, f.SubscriptionID
+	*f = Frame{Channel: channel, SubscriptionID: sub}
 	d := decoder{b: b}
 	d.ws()
 	if !d.consume('{') {
@@ -54,10 +59,21 @@ func DecodeFrame(b []byte, f *Frame) error {
 	err := d.object(func(key []byte) error {
 		switch string(key) {
 		case "jsonrpc":
+			if !d.atString() {
+				// Valid JSON of the wrong type: not JSON-RPC 2.0.
+				version = nil
+				return d.skip()
+			}
 			s, _, err := d.str()
 			version = s
 			return err
 		case "method":
+			if !d.atString() {
+				// Not a method name, so not a frame: the caller's
+				// ordinary decoder reports the invalid request.
+				method, isFrame = nil, false
+				return d.skip()
+			}
 			s, _, err := d.str()
 			method = s
 			isFrame = string(s) == "channel/frame"
@@ -113,28 +129,35 @@ func decodeFrameParams(d *decoder, f *Frame) error {
 	err := d.object(func(key []byte) error {
 		switch string(key) {
 		case "channel":
+			if !d.atString() {
+				return errors.New("channel must be a string")
+			}
 			s, esc, err := d.str()
 			if err != nil {
 				return err
 			}
-			f.Channel, err = unescapeString(s, esc)
 			hasChannel = true
-			return err
+			return unescapeInto(&f.Channel, s, esc)
 		case "subscriptionId":
+			if !d.atString() {
+				return errors.New("subscriptionId must be a string")
+			}
 			s, esc, err := d.str()
 			if err != nil {
 				return err
 			}
-			f.SubscriptionID, err = unescapeString(s, esc)
 			hasSub = true
-			return err
+			return unescapeInto(&f.SubscriptionID, s, esc)
 		case "messageId":
 			n, err := d.posInt()
 			f.MessageID, f.hasMessageID = n, true
 			return err
 		case "data":
+			if !d.atString() {
+				return errors.New("data must be a string")
+			}
 			s, esc, err := d.str()
-			f.rawData, f.dataEscaped, f.hasData = s, esc, true
+			f.rawData, f.dataEscaped, f.dataASCII, f.hasData = s, esc, d.ascii, true
 			return err
 		case "final":
 			v, err := d.boolean()
@@ -148,7 +171,14 @@ func decodeFrameParams(d *decoder, f *Frame) error {
 		if errors.Is(err, ErrBadJSON) {
 			return err
 		}
-		return fmt.Errorf("%w: %v", ErrBadFrame, err)
+		// Keep the cause too (ErrSurrogate for a lone surrogate in an id).
+		return fmt.Errorf("%w: %w", ErrBadFrame, err)
+	}
+	if !hasChannel {
+		f.Channel = ""
+	}
+	if !hasSub {
+		f.SubscriptionID = ""
 	}
 	switch {
 	case !hasChannel:
@@ -171,17 +201,21 @@ func decodeFrameParams(d *decoder, f *Frame) error {
 func (f *Frame) AppendData(dst []byte) ([]byte, int64, error) {
 	s := f.rawData
 	if !f.dataEscaped {
-		if !utf8.Valid(s) {
+		if f.dataASCII {
+			return append(dst, s...), 2 * int64(len(s)), nil
+		}
+		n, ok := validUTF16Len(s)
+		if !ok {
 			return dst, 0, fmt.Errorf("%w: invalid UTF-8 in data", ErrBadFrame)
 		}
-		return append(dst, s...), utf16LenBytes(s), nil
+		return append(dst, s...), n, nil
 	}
 	start := len(dst)
-	dst, err := appendUnescaped(dst, s)
+	dst, n, err := appendUnescaped(dst, s)
 	if err != nil {
 		return dst[:start], 0, err
 	}
-	return dst, utf16LenBytes(dst[start:]), nil
+	return dst, n, nil
 }
 
 // Data returns the decoded data string (a convenience for tests and slow
@@ -191,75 +225,101 @@ func (f *Frame) Data() (string, error) {
 	return string(b), err
 }
 
-func unescapeString(s []byte, escaped bool) (string, error) {
+// unescapeInto sets *dst to the decoded string body s, keeping the old
+// string (no allocation) when it is equal.
+func unescapeInto(dst *string, s []byte, escaped bool) error {
 	if !escaped {
 		if !utf8.Valid(s) {
-			return "", fmt.Errorf("%w: invalid UTF-8", ErrBadFrame)
+			return fmt.Errorf("%w: invalid UTF-8", ErrBadFrame)
 		}
-		return string(s), nil
+		if *dst != string(s) { // compares without allocating
+			*dst = string(s)
+		}
+		return nil
 	}
-	b, err := appendUnescaped(nil, s)
-	return string(b), err
+	b, _, err := appendUnescaped(nil, s)
+	*dst = string(b)
+	return err
 }
 
-// appendUnescaped decodes a JSON string body (between the quotes).
-func appendUnescaped(dst, s []byte) ([]byte, error) {
+// appendUnescaped decodes a JSON string body (between the quotes) onto
+// dst and returns the decoded size in UTF-16 bytes, validating UTF-8 and
+// surrogate pairs in the same pass.
+func appendUnescaped(dst, s []byte) ([]byte, int64, error) {
+	var n int64
+	run := 0 // start of the bytes not yet copied
 	for i := 0; i < len(s); {
-		// Copy the run up to the next backslash.
-		j := i
-		for j < len(s) && s[j] != '\\' {
-			j++
-		}
-		if !utf8.Valid(s[i:j]) {
-			return dst, fmt.Errorf("%w: invalid UTF-8", ErrBadFrame)
-		}
-		dst = append(dst, s[i:j]...)
-		if j == len(s) {
-			break
-		}
-		if j+1 >= len(s) {
-			return dst, fmt.Errorf("%w: truncated escape", ErrBadJSON)
-		}
-		switch c := s[j+1]; c {
-		case '"', '\\', '/':
-			dst = append(dst, c)
-			i = j + 2
-		case 'n':
-			dst, i = append(dst, '\n'), j+2
-		case 'r':
-			dst, i = append(dst, '\r'), j+2
-		case 't':
-			dst, i = append(dst, '\t'), j+2
-		case 'b':
-			dst, i = append(dst, '\b'), j+2
-		case 'f':
-			dst, i = append(dst, '\f'), j+2
-		case 'u':
-			r, ok := hex4(s, j+2)
-			if !ok {
-				return dst, fmt.Errorf("%w: bad \\u escape", ErrBadJSON)
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return dst, 0, fmt.Errorf("%w: invalid UTF-8", ErrBadFrame)
 			}
-			i = j + 6
+			n += utf16Width(r)
+			i += size
+			continue
+		}
+		if c != '\\' {
+			// Skip 8 plain ASCII bytes at a time.
+			if i+8 <= len(s) {
+				x := binary.LittleEndian.Uint64(s[i:])
+				b := x ^ (lsb * '\\')
+				if ((b-lsb)&^b|x)&msb == 0 {
+					n += 16
+					i += 8
+					continue
+				}
+			}
+			n += 2
+			i++
+			continue
+		}
+		dst = append(dst, s[run:i]...)
+		if i+1 >= len(s) {
+			return dst, 0, fmt.Errorf("%w: truncated escape", ErrBadJSON)
+		}
+		n += 2 // every escape but a surrogate pair is one UTF-16 unit
+		switch e := s[i+1]; e {
+		case '"', '\\', '/':
+			dst, i = append(dst, e), i+2
+		case 'n':
+			dst, i = append(dst, '\n'), i+2
+		case 'r':
+			dst, i = append(dst, '\r'), i+2
+		case 't':
+			dst, i = append(dst, '\t'), i+2
+		case 'b':
+			dst, i = append(dst, '\b'), i+2
+		case 'f':
+			dst, i = append(dst, '\f'), i+2
+		case 'u':
+			r, ok := hex4(s, i+2)
+			if !ok {
+				return dst, 0, fmt.Errorf("%w: bad \\u escape", ErrBadJSON)
+			}
+			i += 6
 			if utf16.IsSurrogate(r) {
 				if r >= 0xdc00 || i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
-					return dst, ErrSurrogate
+					return dst, 0, ErrSurrogate
 				}
 				r2, ok := hex4(s, i+2)
 				if !ok {
-					return dst, fmt.Errorf("%w: bad \\u escape", ErrBadJSON)
+					return dst, 0, fmt.Errorf("%w: bad \\u escape", ErrBadJSON)
 				}
 				r = utf16.DecodeRune(r, r2)
 				if r == utf8.RuneError {
-					return dst, ErrSurrogate
+					return dst, 0, ErrSurrogate
 				}
 				i += 6
+				n += 2
 			}
 			dst = utf8.AppendRune(dst, r)
 		default:
-			return dst, fmt.Errorf("%w: bad escape \\%c", ErrBadJSON, c)
+			return dst, 0, fmt.Errorf("%w: bad escape \\%c", ErrBadJSON, e)
 		}
+		run = i
 	}
-	return dst, nil
+	return append(dst, s[run:]...), n, nil
 }
 
 func hex4(s []byte, i int) (rune, bool) {
@@ -288,6 +348,7 @@ type decoder struct {
 	b     []byte
 	i     int
 	depth int
+	ascii bool // the last string scanned by str was all ASCII
 }
 
 const maxDepth = 64
@@ -302,6 +363,11 @@ func (d *decoder) ws() {
 		}
 	}
 }
+
+// atString reports whether a string value starts at d.i. Fields of the
+// wrong type are valid JSON: they are ErrBadFrame (or not a frame), not
+// ErrBadJSON.
+func (d *decoder) atString() bool { return d.i < len(d.b) && d.b[d.i] == '"' }
 
 func (d *decoder) consume(c byte) bool {
 	if d.i < len(d.b) && d.b[d.i] == c {
@@ -348,28 +414,51 @@ func (d *decoder) object(member func(key []byte) error) error {
 }
 
 // str scans a string at d.i and returns its body (still escaped) and
-// whether it contains escapes. Control characters are rejected.
+// whether it contains escapes. Control characters and malformed escapes
+// are rejected.
 func (d *decoder) str() ([]byte, bool, error) {
 	if !d.consume('"') {
 		return nil, false, fmt.Errorf("%w: expected string at %d", ErrBadJSON, d.i)
 	}
 	start := d.i
 	escaped := false
+	ascii := true
 	b := d.b
 	for i := start; i < len(b); i++ {
+		var plain bool
+		i, plain = stringEnd(b, i)
+		ascii = ascii && plain
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		if c == '"' {
 			d.i = i + 1
+			d.ascii = ascii
 			return b[start:i], escaped, nil
 		}
 		if c == '\\' {
+			// Validate the escape's syntax here, so that everything
+			// DecodeFrame accepts is valid JSON; surrogate pairing is
+			// checked when the string is decoded.
 			escaped = true
 			i++
+			if i >= len(b) {
+				break
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if _, ok := hex4(b, i+1); !ok {
+					return nil, false, fmt.Errorf("%w: bad \\u escape", ErrBadJSON)
+				}
+				i += 4
+			default:
+				return nil, false, fmt.Errorf("%w: bad escape \\%c", ErrBadJSON, b[i])
+			}
 			continue
 		}
-		if c < 0x20 {
-			return nil, false, fmt.Errorf("%w: control character in string", ErrBadJSON)
-		}
+		return nil, false, fmt.Errorf("%w: control character in string", ErrBadJSON)
 	}
 	return nil, false, fmt.Errorf("%w: unterminated string", ErrBadJSON)
 }
@@ -395,6 +484,9 @@ func (d *decoder) lit(s string) bool {
 // posInt reads a JSON number that must be a positive safe integer.
 func (d *decoder) posInt() (int64, error) {
 	start := d.i
+	if d.i >= len(d.b) || (d.b[d.i] != '-' && (d.b[d.i] < '0' || d.b[d.i] > '9')) {
+		return 0, errNumberForm
+	}
 	if err := d.number(); err != nil {
 		return 0, err
 	}
@@ -413,7 +505,8 @@ func (d *decoder) number() error {
 		d.i++
 		digits++
 	}
-	if digits == 0 {
+	if digits == 0 || (digits > 1 && d.b[d.i-digits] == '0') {
+		// RFC 8259: no leading zeros.
 		return fmt.Errorf("%w: bad number at %d", ErrBadJSON, start)
 	}
 	if d.consume('.') {

@@ -31,6 +31,36 @@
 // time, so below the Sources there is never more than the bounded control
 // lane and TransportFrames/TransportBytes in the transport.
 //
+// # Bounds (each proved by a test)
+//
+//   - SendWindow: a data message starts only while outstanding < window, so
+//     outstanding < window + maxMessage with data only; lifecycle messages
+//     (at most MaxLifecycleMessages of at most MaxLifecycleBytes each) start
+//     without credit and add at most 4 KiB. The credit ledger holds at most
+//     (window+maxMessage)/2 + 1 boundaries (TestSendWindowBounds,
+//     FuzzCreditLedger).
+//   - Receiver: a message may start at received − announced ≥ window only
+//     if it is one of at most MaxLifecycleMessages lifecycle-sized ones;
+//     the reassembly buffer holds at most maxMessage + one frame
+//     (TestReceiverMemoryBound, FuzzReceiver).
+//   - Journal: RetainedBytes < window + maxMessage (+ the lifecycle
+//     allowance) of the limits in force (TestJournalBound).
+//   - Transport: at most TransportFrames items and TransportBytes bytes
+//     handed out and not yet Written, except one item of any size when
+//     nothing is in flight (TestSenderTransportBound). The control lane is
+//     bounded by ControlMessages/ControlBytes; queued credit by one entry
+//     per subscription.
+//   - Scheduler latency: deficits count wire bytes, and a turn hands out
+//     frames only while the deficit is positive, so it takes less than
+//     Quantum + F bytes (F = the largest frame). A subscription that
+//     becomes ready therefore waits for less than Quantum + F bytes of
+//     each subscription ahead of it in the ring; with one busy neighbour,
+//     its first frame follows at most Quantum + F − 1 bytes of that
+//     neighbour (TestSchedulerLatencyProperty). With N always-ready
+//     subscriptions started together, their byte totals stay within
+//     Quantum + F − 1 of each other at every step
+//     (TestSchedulerFairnessProperty).
+//
 // # Errors
 //
 // Violations by the peer are values, never panics: subscription-level

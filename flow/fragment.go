@@ -2,6 +2,7 @@ package flow
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"unicode/utf8"
 )
@@ -44,11 +45,12 @@ func init() {
 // A Fragmenter is not safe for concurrent use. Its zero value is ready for
 // Reset.
 type Fragmenter struct {
-	msg     string
-	off     int
-	head    []byte // envelope up to and including `"data":"`
-	budget  int64  // UTF-16 bytes available for the escaped data body
-	started bool
+	msg      string
+	off      int
+	head     []byte // envelope up to and including `"data":"`
+	headSize int64  // UTF-16 bytes of head
+	budget   int64  // UTF-16 bytes available for the escaped data body
+	started  bool
 }
 
 // Reset prepares f to fragment msg as message id on the given channel and
@@ -67,7 +69,8 @@ func (f *Fragmenter) Reset(channel, subscriptionID string, id int64, msg string,
 	// The head is valid UTF-8 (AppendJSONString guarantees it), so its
 	// UTF-16 size is UTF16Len of its text. The final suffix is always
 	// reserved: it costs 26 bytes at most and keeps the pass single.
-	f.budget = maxFrameBytes - utf16LenBytes(h) - 2*int64(len(frameSuffixFin))
+	f.headSize = utf16LenBytes(h)
+	f.budget = maxFrameBytes - f.headSize - 2*int64(len(frameSuffixFin))
 	f.msg, f.off, f.started = msg, 0, false
 	if f.budget < maxCharCost {
 		return ErrEnvelopeTooLarge
@@ -86,6 +89,18 @@ func (f *Fragmenter) Remaining() string { return f.msg[f.off:] }
 // final frame. Calling Next after the final frame returns dst unchanged
 // and final true with zero payload.
 func (f *Fragmenter) Next(dst []byte) (frame []byte, payload int64, final bool) {
+	return f.next(dst, math.MaxInt64)
+}
+
+// minFrame returns the UTF-16 size of the smallest frame next can cut
+// with progress: the envelope and the costliest character.
+func (f *Fragmenter) minFrame() int64 {
+	return f.headSize + 2*int64(len(frameSuffixFin)) + maxCharCost
+}
+
+// next is Next with the frame further capped at maxFrame UTF-16 bytes,
+// which must be at least minFrame() (the Sender's transport room).
+func (f *Fragmenter) next(dst []byte, maxFrame int64) (frame []byte, payload int64, final bool) {
 	if f.Done() {
 		return dst, 0, true
 	}
@@ -93,54 +108,52 @@ func (f *Fragmenter) Next(dst []byte) (frame []byte, payload int64, final bool) 
 	dst = append(dst, f.head...)
 	s := f.msg
 	i := f.off
-	var used int64
-	budget := f.budget
+	// run is the start of the bytes already accepted but not yet copied:
+	// plain ASCII and valid multi-byte sequences are copied in bulk.
+	run := i
+	left := min(f.budget, maxFrame-f.headSize-2*int64(len(frameSuffixFin)))
 	for i < len(s) {
 		c := s[i]
 		if safeByte[c] {
-			// Copy the longest run of plain ASCII that fits.
-			limit := i + int((budget-used)/2)
-			if limit > len(s) {
-				limit = len(s)
+			// The longest run of plain ASCII that fits, 8 bytes at a time.
+			limit := i + int(min(left/2, int64(len(s)-i)))
+			if limit == i {
+				break // no room for even one byte
 			}
-			j := i + 1
-			for j < limit && safeByte[s[j]] {
-				j++
-			}
-			if j > limit { // no room for even one byte
-				break
-			}
-			dst = append(dst, s[i:j]...)
-			used += int64(j-i) * 2
+			j := plainPrefix(s, i+1, limit)
+			left -= int64(j-i) * 2
 			payload += int64(j-i) * 2
 			i = j
 			continue
 		}
 		if c < utf8.RuneSelf {
 			cost := int64(escapeLen[c]) * 2
-			if used+cost > budget {
+			if cost > left {
 				break
 			}
+			dst = append(dst, s[run:i]...)
 			dst = appendEscapedASCII(dst, c)
-			used += cost
+			left -= cost
 			payload += 2
 			i++
+			run = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		w := utf16Width(r)
-		if used+w > budget {
+		if w > left {
 			break
 		}
 		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[run:i]...)
 			dst = append(dst, "\uFFFD"...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
+			run = i + 1
 		}
-		used += w
+		left -= w
 		payload += w
 		i += size
 	}
+	dst = append(dst, s[run:i]...)
 	f.off = i
 	if i >= len(s) {
 		return append(dst, frameSuffixFin...), payload, true

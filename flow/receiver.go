@@ -15,17 +15,26 @@ type Position struct {
 // (frame size, message size, and the window — its only memory bound), and
 // decides when to send channel/credit (PROTOCOL.md §4–§5).
 //
-// Memory: the reassembly buffer holds at most one message,
-// MaximumMessageBytes UTF-16 bytes (at most 1.5× that in UTF-8).
+// Window: a message may start only while received − announced <
+// WindowBytes, except lifecycle messages (§4), which start without credit:
+// at most MaxLifecycleMessages messages may start beyond the window, each
+// at most MaxLifecycleBytes. So received − announced < WindowBytes +
+// MaximumMessageBytes + MaxLifecycleMessages × MaxLifecycleBytes.
+//
+// Memory: the reassembly buffer holds at most one message plus the frame
+// that overflows it: MaximumMessageBytes + MaximumFrameBytes UTF-16 bytes,
+// at most 1.5× that in UTF-8.
 //
 // A Receiver is not safe for concurrent use.
 type Receiver struct {
 	limits ReceiveLimits
 
-	buf      []byte
-	active   bool
-	curID    int64
-	curBytes int64
+	buf       []byte
+	active    bool
+	curID     int64
+	curBytes  int64
+	curBeyond bool // the active message started beyond the window
+	beyond    int  // messages started beyond the window (lifecycle)
 
 	received  int64    // payload bytes received, partial message included
 	accepted  Position // last complete message
@@ -63,12 +72,17 @@ func (r *Receiver) Frame(frameBytes int64, f *Frame) (msg []byte, end Position, 
 		if f.MessageID != r.accepted.MessageID+1 {
 			return nil, Position{}, fmt.Errorf("%w: got %d, want %d", ErrMessageID, f.MessageID, r.accepted.MessageID+1)
 		}
-		// The sender may start only while sent − consumed < window, and
-		// it knows at most the credit we announced.
-		if r.received-r.announced >= r.limits.WindowBytes {
+		// The sender may start a data message only while sent −
+		// consumed < window, and it knows at most the credit we
+		// announced. Beyond that only lifecycle messages may start.
+		beyond := r.received-r.announced >= r.limits.WindowBytes
+		if beyond && r.beyond >= MaxLifecycleMessages {
 			return nil, Position{}, fmt.Errorf("%w: outstanding %d, window %d", ErrWindowExceeded, r.received-r.announced, r.limits.WindowBytes)
 		}
-		r.active, r.curID, r.curBytes, r.buf = true, f.MessageID, 0, r.buf[:0]
+		if beyond {
+			r.beyond++
+		}
+		r.active, r.curID, r.curBytes, r.curBeyond, r.buf = true, f.MessageID, 0, beyond, r.buf[:0]
 	} else if f.MessageID != r.curID {
 		return nil, Position{}, fmt.Errorf("%w: got %d while message %d is incomplete", ErrMessageID, f.MessageID, r.curID)
 	}
@@ -84,6 +98,11 @@ func (r *Receiver) Frame(frameBytes int64, f *Frame) (msg []byte, end Position, 
 		r.buf = r.buf[:before]
 		return nil, Position{}, fmt.Errorf("%w: more than %d", ErrMessageTooLarge, r.limits.MaximumMessageBytes)
 	}
+	if r.curBeyond && r.curBytes > MaxLifecycleBytes {
+		r.buf = r.buf[:before]
+		return nil, Position{}, fmt.Errorf("%w: a message started beyond the window (outstanding %d, window %d) and is larger than a lifecycle message",
+			ErrWindowExceeded, r.received-r.curBytes-r.announced, r.limits.WindowBytes)
+	}
 	if !f.Final {
 		return nil, Position{}, nil
 	}
@@ -98,6 +117,9 @@ func (r *Receiver) Frame(frameBytes int64, f *Frame) (msg []byte, end Position, 
 // DiscardPartial drops an incomplete message (the connection carrying it
 // ended); the next message must again be the one after Accepted.
 func (r *Receiver) DiscardPartial() {
+	if r.active && r.curBeyond {
+		r.beyond-- // it will be resent and counted again
+	}
 	r.active = false
 	r.received = r.accepted.Position
 	r.buf = r.buf[:0]
@@ -113,8 +135,12 @@ func (r *Receiver) DiscardPartial() {
 // been released, so the sender is never left waiting on sub-threshold
 // credit.
 func (r *Receiver) Release(p Position) (consumed int64, send bool, err error) {
+	// p must lie between Released and Accepted, and name the same
+	// message as either of them exactly when it is at its position.
 	if p.Position < r.released.Position || p.MessageID < r.released.MessageID ||
-		p.Position > r.accepted.Position || p.MessageID > r.accepted.MessageID {
+		p.Position > r.accepted.Position || p.MessageID > r.accepted.MessageID ||
+		(p.Position == r.released.Position) != (p.MessageID == r.released.MessageID) ||
+		(p.Position == r.accepted.Position) != (p.MessageID == r.accepted.MessageID) {
 		return 0, false, fmt.Errorf("%w: release %v after %v, accepted %v", ErrReleaseOrder, p, r.released, r.accepted)
 	}
 	r.released = p

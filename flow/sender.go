@@ -2,6 +2,7 @@ package flow
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -13,10 +14,10 @@ type SenderConfig struct {
 	// one frame of each busier neighbour per round. Default 16 KiB.
 	Quantum int64
 	// TransportFrames and TransportBytes bound what has been handed to
-	// the transport and not yet written: Next hands out a frame only
-	// while fewer than TransportFrames (default 2) items and fewer than
-	// TransportBytes (default 64 KiB) are in flight — one item is always
-	// allowed when nothing is.
+	// the transport and not yet written: at most TransportFrames
+	// (default 2) items and TransportBytes (default 64 KiB) bytes are in
+	// flight, except that one item of any size is allowed when nothing
+	// is. A frame is cut to fit the bytes left (see Sender.Next).
 	TransportFrames int
 	TransportBytes  int64
 	// ControlMessages and ControlBytes bound the control lane
@@ -26,7 +27,8 @@ type SenderConfig struct {
 	ControlMessages int
 	ControlBytes    int64
 	// MaxLifecycle bounds the lifecycle messages of one subscription.
-	// Default 4.
+	// Default and maximum MaxLifecycleMessages (a receiver accepts no
+	// more beyond its window).
 	MaxLifecycle int
 }
 
@@ -47,7 +49,7 @@ func (c SenderConfig) withDefaults() SenderConfig {
 		c.ControlBytes = 4 << 20
 	}
 	if c.MaxLifecycle == 0 {
-		c.MaxLifecycle = 4
+		c.MaxLifecycle = MaxLifecycleMessages
 	}
 	return c
 }
@@ -65,8 +67,8 @@ func (c SenderConfig) Validate() error {
 		return &LimitError{"ControlMessages", "must not be negative"}
 	case c.ControlBytes < 0:
 		return &LimitError{"ControlBytes", "must not be negative"}
-	case c.MaxLifecycle < 0:
-		return &LimitError{"MaxLifecycle", "must not be negative"}
+	case c.MaxLifecycle < 0 || c.MaxLifecycle > MaxLifecycleMessages:
+		return &LimitError{"MaxLifecycle", fmt.Sprintf("must be between 0 and %d", MaxLifecycleMessages)}
 	}
 	return nil
 }
@@ -105,6 +107,7 @@ type Stream struct {
 	replay      ring[journalEntry]
 	lifecycles  int
 	closed      bool
+	minFrame    int64 // UTF-16 bytes of the smallest frame that carries a character
 
 	// scheduler state
 	prev, next   *Stream
@@ -195,10 +198,12 @@ func (s *Sender) Open(cfg StreamConfig) (*Stream, error) {
 		nextID:  1,
 		journal: cfg.Journal,
 	}
-	// Check that the envelope leaves room for data at all.
+	// Check that the envelope leaves room for data at all, and note the
+	// smallest frame that always makes progress (largest id).
 	if err := st.frag.Reset(st.channel, st.id, MaxSafeInteger, "", cfg.Send.MaximumFrameBytes); err != nil {
 		return nil, err
 	}
+	st.minFrame = st.frag.minFrame()
 	if cfg.Journal != nil {
 		j := cfg.Journal
 		st.nextID = j.last.MessageID + 1
@@ -343,22 +348,50 @@ func (s *Sender) Pending() bool {
 // transport is full or nothing is ready. A subscription-level failure is
 // returned as *StreamError with the stream already closed; the owner
 // resets it and calls Next again.
+//
+// The transport bound: while items are in flight, an item is handed out
+// only if it fits in the TransportBytes left. A control message or credit
+// that does not fit waits (control keeps its priority); a frame is cut to
+// fit, and when even a minimal frame does not fit, Next waits for Written.
+// Frames are capped in UTF-16 bytes at 2/3 of the wire bytes left, since
+// every character we write takes at most 1.5 UTF-8 bytes per UTF-16 byte.
+//
+// Pass dst with length 0 (its capacity is reused); the length of the
+// returned item is what Written takes.
 func (s *Sender) Next(dst []byte) ([]byte, error) {
 	if s.TransportFull() {
 		return nil, nil
 	}
+	room := int64(math.MaxInt64)
+	if s.inflightFrames > 0 {
+		room = s.cfg.TransportBytes - s.inflightBytes
+	}
 	for s.credits.Len() > 0 {
-		st := s.credits.Pop()
-		st.creditQueued = false
+		st := s.credits.Peek()
 		if st.closed {
+			s.credits.Pop()
+			st.creditQueued = false
 			continue
 		}
-		return s.handOut(appendCredit(dst, st)), nil
+		b := appendCredit(dst, st)
+		if int64(len(b)) > room {
+			return nil, nil
+		}
+		s.credits.Pop()
+		st.creditQueued = false
+		return s.handOut(b), nil
 	}
 	if s.control.Len() > 0 {
+		if int64(len(s.control.Peek())) > room {
+			return nil, nil
+		}
 		msg := s.control.Pop()
 		s.controlBytes -= int64(len(msg))
 		return s.handOut(msg), nil
+	}
+	maxFrame := int64(math.MaxInt64)
+	if room != math.MaxInt64 {
+		maxFrame = room * 2 / 3
 	}
 	for s.head != nil {
 		st := s.head
@@ -373,7 +406,12 @@ func (s *Sender) Next(dst []byte) ([]byte, error) {
 				continue
 			}
 		}
-		frame, wire, ok, err := st.nextFrame(dst, s.cfg.MaxLifecycle)
+		if maxFrame < st.minFrame {
+			// Not even a minimal frame fits in the transport's room:
+			// wait for Written (something is in flight).
+			return nil, nil
+		}
+		frame, wire, ok, err := st.nextFrame(dst, s.cfg.MaxLifecycle, maxFrame)
 		if err != nil {
 			s.Close(st)
 			return nil, &StreamError{st, err}
@@ -400,7 +438,7 @@ func (s *Sender) handOut(b []byte) []byte {
 // nextFrame produces the stream's next frame, starting a message if none
 // is active. wire is the frame's size on the wire (UTF-8 bytes), charged
 // to the deficit.
-func (st *Stream) nextFrame(dst []byte, maxLifecycle int) (frame []byte, wire int64, ok bool, err error) {
+func (st *Stream) nextFrame(dst []byte, maxLifecycle int, maxFrame int64) (frame []byte, wire int64, ok bool, err error) {
 	if !st.win.Active() {
 		var m Message
 		var id int64
@@ -442,7 +480,7 @@ func (st *Stream) nextFrame(dst []byte, maxLifecycle int) (frame []byte, wire in
 		}
 	}
 	start := len(dst)
-	dst, payload, final := st.frag.Next(dst)
+	dst, payload, final := st.frag.next(dst, maxFrame)
 	st.win.Reserve(payload)
 	if final {
 		st.win.Finish()

@@ -17,6 +17,14 @@ const (
 // MaxLifecycleBytes bounds one lifecycle message, in UTF-16 bytes (§4).
 const MaxLifecycleBytes = 1024
 
+// MaxLifecycleMessages bounds the lifecycle messages of one subscription
+// direction. §4 allows at most one of each kind (terminal/exit, tcp/eof,
+// tcp/closed); a SendWindow refuses more, and a Receiver accepts at most
+// this many messages that start beyond its window (each at most
+// MaxLifecycleBytes). Lifecycle messages are why outstanding bytes may
+// reach window + maxMessage + MaxLifecycleMessages × MaxLifecycleBytes.
+const MaxLifecycleMessages = 4
+
 // Message is one logical message: a complete, serialized JSON-RPC 2.0
 // notification object such as
 // {"jsonrpc":"2.0","method":"terminal/output","params":{"data":"..."}}.

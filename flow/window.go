@@ -5,16 +5,23 @@ import "fmt"
 // SendWindow is a sender's soft window and credit ledger for one
 // subscription and direction (PROTOCOL.md §5).
 //
-// A new logical message may start only when no message is active and
+// A new data message may start only when no message is active and
 // outstanding = sent − consumed < WindowBytes; a started message may finish
 // beyond the window; bytes are reserved as frames are scheduled. Because a
 // message is at most MaximumMessageBytes, outstanding < WindowBytes +
-// MaximumMessageBytes always holds.
+// MaximumMessageBytes holds while only data messages are sent. Lifecycle
+// messages start without credit (§4): at most MaxLifecycleMessages of
+// them, each at most MaxLifecycleBytes, so in general outstanding <
+// WindowBytes + MaximumMessageBytes + MaxLifecycleMessages ×
+// MaxLifecycleBytes.
 //
 // The ledger keeps the end position of every started message that has not
 // been credited yet, so a consumedBytes value can be checked against
-// message boundaries. Every message is at least 2 bytes and messages start
-// only below the window, so the ledger holds at most
+// message boundaries. Its bound: the uncredited data messages start at
+// distinct positions in [consumed, consumed+WindowBytes) at least 2 bytes
+// apart (a message is at least one character), so there are at most
+// (WindowBytes−1)/2 + 1 of them, plus at most MaxLifecycleMessages
+// lifecycle messages; since MaximumMessageBytes ≥ 1024 that is at most
 // (WindowBytes+MaximumMessageBytes)/2 + 1 entries.
 //
 // A SendWindow is not safe for concurrent use.
@@ -25,6 +32,8 @@ type SendWindow struct {
 	active   bool
 	msgEnd   int64
 	bounds   ring[int64]
+	// lifecycles counts lifecycle messages started (≤ MaxLifecycleMessages).
+	lifecycles int
 }
 
 // NewSendWindow returns a window at position 0 under the given limits.
@@ -64,10 +73,15 @@ func (w *SendWindow) Start(size int64, class Class) error {
 		return fmt.Errorf("%w: %d > %d", ErrMessageTooLarge, size, w.limits.MaximumMessageBytes)
 	case class == Lifecycle && size > MaxLifecycleBytes:
 		return fmt.Errorf("%w: lifecycle message of %d bytes", ErrSourceContract, size)
+	case class == Lifecycle && w.lifecycles >= MaxLifecycleMessages:
+		return fmt.Errorf("%w: more than %d lifecycle messages", ErrSourceContract, MaxLifecycleMessages)
 	case class == Data && w.sent-w.consumed >= w.limits.WindowBytes:
 		return fmt.Errorf("%w: data message started with the window shut", ErrSourceContract)
 	case w.sent+size > MaxSafeInteger:
 		return fmt.Errorf("%w: position would pass 2^53-1", ErrSourceContract)
+	}
+	if class == Lifecycle {
+		w.lifecycles++
 	}
 	w.active = true
 	w.msgEnd = w.sent + size

@@ -1,0 +1,194 @@
+package flow_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// jsonFrame is the envelope as encoding/json sees it.
+type jsonFrame struct {
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	Params  struct {
+		Channel        string `json:"channel"`
+		SubscriptionID string `json:"subscriptionId"`
+		MessageID      int64  `json:"messageId"`
+		Data           string `json:"data"`
+		Final          bool   `json:"final"`
+	} `json:"params"`
+}
+
+// fragmentAll fragments msg and checks every frame against the rules of
+// PROTOCOL.md §4: it fits, decodes with DecodeFrame and encoding/json to
+// the expected envelope, reports its payload, never ends inside a UTF-8
+// sequence or surrogate pair, and only the last is final. It returns the
+// frames.
+func fragmentAll(t testing.TB, channel, sub string, id int64, msg string, maxFrame int64) [][]byte {
+	t.Helper()
+	var f flow.Fragmenter
+	if err := f.Reset(channel, sub, id, msg, maxFrame); err != nil {
+		t.Fatalf("Reset(%q, %q, %d, len %d, %d) = %v", channel, sub, id, len(msg), maxFrame, err)
+	}
+	var frames [][]byte
+	var data strings.Builder
+	for i := 0; ; i++ {
+		if f.Done() {
+			t.Fatalf("Done() before the final frame")
+		}
+		frame, payload, final := f.Next(nil)
+		frames = append(frames, frame)
+		if size := flow.UTF16Len(string(frame)); size > maxFrame {
+			t.Fatalf("frame %d: UTF16Len = %d, want ≤ %d", i, size, maxFrame)
+		}
+		if !utf8.Valid(frame) {
+			t.Fatalf("frame %d is not valid UTF-8: %q", i, frame)
+		}
+		var fr flow.Frame
+		if err := flow.DecodeFrame(frame, &fr); err != nil {
+			t.Fatalf("DecodeFrame(frame %d %s) = %v", i, frame, err)
+		}
+		d, err := fr.Data()
+		if err != nil {
+			t.Fatalf("frame %d: Data() = %v", i, err)
+		}
+		if fr.Channel != replaceInvalid(channel) || fr.SubscriptionID != replaceInvalid(sub) || fr.MessageID != id || fr.Final != final {
+			t.Fatalf("frame %d decodes to %+v, want channel %q sub %q id %d final %v", i, fr, channel, sub, id, final)
+		}
+		var jf jsonFrame
+		if err := json.Unmarshal(frame, &jf); err != nil {
+			t.Fatalf("encoding/json rejects frame %d %s: %v", i, frame, err)
+		}
+		if jf.JSONRPC != "2.0" || jf.Method != "channel/frame" || jf.Params.Data != d ||
+			jf.Params.Channel != fr.Channel || jf.Params.SubscriptionID != fr.SubscriptionID ||
+			jf.Params.MessageID != id || jf.Params.Final != final {
+			t.Fatalf("encoding/json decodes frame %d to %+v, DecodeFrame to %+v", i, jf, fr)
+		}
+		if p := flow.UTF16Len(d); p != payload {
+			t.Fatalf("frame %d: payload = %d, want UTF16Len(data) = %d", i, payload, p)
+		}
+		if !final && payload == 0 {
+			t.Fatalf("frame %d: no progress", i)
+		}
+		data.WriteString(d)
+		if final {
+			break
+		}
+	}
+	if !f.Done() {
+		t.Fatalf("Done() = false after the final frame")
+	}
+	if frame, payload, final := f.Next([]byte("x")); string(frame) != "x" || payload != 0 || !final {
+		t.Fatalf("Next after the final frame = %q, %d, %v; want dst, 0, true", frame, payload, final)
+	}
+	if got, want := data.String(), replaceInvalid(msg); got != want {
+		t.Fatalf("reassembled %d bytes != message %d bytes\n got %.200q\nwant %.200q", len(got), len(want), got, want)
+	}
+	return frames
+}
+
+func TestFragmenter(t *testing.T) {
+	emoji := strings.Repeat("😀", 2000)
+	tests := []struct {
+		name string
+		msg  string
+	}{
+		{"empty data", ""},
+		{"short", `{"jsonrpc":"2.0","method":"terminal/output","params":{"data":"hi"}}`},
+		{"ascii", strings.Repeat("abcdefghij", 1000)},
+		{"escapes", strings.Repeat("\x1b[1;31m\"q\"\\b\\<>&\n\t\x00", 400)},
+		{"only ESC", strings.Repeat("\x1b", 4096)},
+		{"only <", strings.Repeat("<", 4096)},
+		{"json-heavy", strings.Repeat(notification("terminal/output", `say "hi" \ bye`), 200)},
+		{"cjk", strings.Repeat("日本語の文章です。", 800)},
+		{"emoji", emoji},
+		{"mixed", strings.Repeat("a日😀\"\x1b", 1500)},
+		{"invalid utf8", strings.Repeat("a\xff\xc3b\xed\xa0\x80", 700)},
+		{"u2028", strings.Repeat("\u2028\u2029", 1000)},
+	}
+	for _, tt := range tests {
+		for _, maxFrame := range []int64{1024, 1025, 1030, 4096, 16 << 10} {
+			t.Run(fmt.Sprintf("%s/%d", tt.name, maxFrame), func(t *testing.T) {
+				frames := fragmentAll(t, "ahp-terminal:/t1", "s1", 42, tt.msg, maxFrame)
+				if len(tt.msg) > 0 && len(frames) > 1 {
+					// Frames are full: every non-final frame is within one
+					// character's cost of the limit.
+					for i, fr := range frames[:len(frames)-1] {
+						if size := flow.UTF16Len(string(fr)); size < maxFrame-2*26-12 {
+							t.Errorf("frame %d: size %d wastes room under %d", i, size, maxFrame)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestFragmenterSurrogateBoundary puts an emoji at every offset around a
+// frame boundary: the pair is never split (PROTOCOL.md §4; lessons b.7).
+func TestFragmenterSurrogateBoundary(t *testing.T) {
+	for pad := 0; pad < 600; pad++ {
+		msg := strings.Repeat("a", pad) + "😀" + strings.Repeat("b", 600) + "😀😀"
+		fragmentAll(t, "c", "s", 1, msg, 1024)
+	}
+	for pad := 0; pad < 40; pad++ {
+		msg := strings.Repeat("\x1b", pad) + strings.Repeat("😀x", 400)
+		fragmentAll(t, "c", "s", 7, msg, 1024)
+	}
+}
+
+func TestFragmenterEnvelope(t *testing.T) {
+	long := strings.Repeat("c", 600)
+	tests := []struct {
+		channel, sub string
+		id           int64
+		maxFrame     int64
+		wantErr      bool
+	}{
+		{"c", "s", 1, 1024, false},
+		{"ahp-terminal:/x", "sub-1", flow.MaxSafeInteger, 1024, false},
+		{"日本", "\"s\"\x01", 1, 1024, false},
+		{long, long, 1, 1024, true},
+		{long, long, 1, 8192, false},
+		{strings.Repeat("\x00", 80), "s", 1, 1024, true}, // 80 × 12 bytes of escapes
+	}
+	for _, tt := range tests {
+		var f flow.Fragmenter
+		err := f.Reset(tt.channel, tt.sub, tt.id, "data", tt.maxFrame)
+		if tt.wantErr {
+			if !errors.Is(err, flow.ErrEnvelopeTooLarge) {
+				t.Errorf("Reset(len %d, len %d, %d) = %v, want ErrEnvelopeTooLarge", len(tt.channel), len(tt.sub), tt.maxFrame, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Reset(%q, %q, %d) = %v", tt.channel, tt.sub, tt.maxFrame, err)
+			continue
+		}
+		fragmentAll(t, tt.channel, tt.sub, tt.id, strings.Repeat("d😀\x1b", 500), tt.maxFrame)
+	}
+}
+
+// TestFragmenterReuse checks steady state: a reused Fragmenter and output
+// buffer allocate nothing per frame.
+func TestFragmenterReuse(t *testing.T) {
+	msg := strings.Repeat("hello \x1b[0m 日本 😀 \"x\"", 2000)
+	var f flow.Fragmenter
+	buf := make([]byte, 0, 32<<10)
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := f.Reset("ahp-terminal:/t", "s1", 99, msg, 16<<10); err != nil {
+			t.Fatal(err)
+		}
+		for !f.Done() {
+			buf, _, _ = f.Next(buf[:0])
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("fragmenting with reused buffers: %v allocs per message, want 0", allocs)
+	}
+}

@@ -1,0 +1,282 @@
+package flow_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// journalled opens a TCP-like stream over j and returns it with its source.
+func journalled(t *testing.T, s *flow.Sender, j *flow.Journal, resume *flow.ResumePoint, sub string, send flow.ReceiveLimits) (*flow.Stream, *fakeSource) {
+	t.Helper()
+	src := &fakeSource{}
+	st, err := s.Open(flow.StreamConfig{
+		Channel: "ahp-tcp:/x", SubscriptionID: sub, Source: src,
+		Send: send, Receive: limits(64*KiB, 16*KiB, 64*KiB),
+		Journal: j, Resume: resume,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Journal() != j {
+		t.Fatal("Stream.Journal() is not the configured journal")
+	}
+	return st, src
+}
+
+// drain hands out everything and returns the completed messages (id → data)
+// in order, reassembled.
+func drain(t *testing.T, s *flow.Sender) []sentMsg {
+	t.Helper()
+	var out []sentMsg
+	var cur []byte
+	for {
+		it, ok := next(t, s)
+		if !ok {
+			return out
+		}
+		if it.kind != "frame" {
+			continue
+		}
+		cur = append(cur, it.data...)
+		if it.final {
+			out = append(out, sentMsg{it.id, string(cur)})
+			cur = nil
+		}
+	}
+}
+
+type sentMsg struct {
+	id   int64
+	text string
+}
+
+func tcpData(n int, size int64) string { return sized(fmt.Sprintf("d%d", n), size) }
+
+func TestJournalRetainsUntilCredit(t *testing.T) {
+	j := flow.NewJournal()
+	s := newSender(t, flow.SenderConfig{})
+	st, src := journalled(t, s, j, nil, "s1", limits(4096, 1024, 2048))
+	for i := range 5 {
+		src.push(dataMsg(tcpData(i, 1000)))
+	}
+	s.Wake(st)
+	got := drain(t, s)
+	// 1000, 2000, 3000, 4000 < 4096 … the fifth starts at 4000 < 4096.
+	if len(got) != 5 || j.Len() != 5 || j.Last() != (flow.Position{MessageID: 5, Position: 5000}) {
+		t.Fatalf("sent %d, journal holds %d, last %+v; want 5, 5, {5 5000}", len(got), j.Len(), j.Last())
+	}
+	if j.RetainedBytes() != 5000 {
+		t.Fatalf("RetainedBytes() = %d, want 5000", j.RetainedBytes())
+	}
+	if err := s.Credit(st, 2000); err != nil {
+		t.Fatal(err)
+	}
+	if j.Len() != 3 || j.Released() != (flow.Position{MessageID: 2, Position: 2000}) || j.RetainedBytes() != 3000 {
+		t.Fatalf("after Credit(2000): Len %d Released %+v Retained %d", j.Len(), j.Released(), j.RetainedBytes())
+	}
+	// Credit the journal never saw as a boundary is rejected and changes
+	// nothing.
+	if err := s.Credit(st, 2500); !errors.Is(err, flow.ErrCreditOffBoundary) {
+		t.Fatalf("Credit(2500) = %v, want ErrCreditOffBoundary", err)
+	}
+	if j.Len() != 3 {
+		t.Fatalf("journal changed after a refused credit")
+	}
+}
+
+// TestJournalBound: a peer that never releases: the journal stays below
+// window + maxMessage with data only, and below window + maxMessage +
+// MaxLifecycleMessages × MaxLifecycleBytes with lifecycle messages.
+func TestJournalBound(t *testing.T) {
+	for _, l := range []flow.ReceiveLimits{limits(1024, 1024, 1024), limits(4096, 1024, 8192), limits(64*KiB, 16*KiB, 64*KiB)} {
+		j := flow.NewJournal()
+		s := newSender(t, flow.SenderConfig{})
+		n := 0
+		gen := func(int) flow.Message {
+			n++
+			sizes := []int64{l.MaximumMessageBytes, 64, l.MaximumMessageBytes - 2, 200}
+			return dataMsg(tcpData(n, sizes[n%len(sizes)]))
+		}
+		st, src := journalled(t, s, j, nil, "s", l)
+		src.gen = gen
+		s.Wake(st)
+		drain(t, s)
+		if r := j.RetainedBytes(); r >= l.WindowBytes+l.MaximumMessageBytes {
+			t.Errorf("%+v: RetainedBytes() = %d ≥ window + maxMessage", l, r)
+		}
+		src.gen = nil
+		for i := range flow.MaxLifecycleMessages {
+			src.push(lifecycleMsg(tcpData(1000+i, flow.MaxLifecycleBytes)))
+		}
+		s.Wake(st)
+		drain(t, s)
+		if r, bound := j.RetainedBytes(), l.WindowBytes+l.MaximumMessageBytes+flow.MaxLifecycleMessages*flow.MaxLifecycleBytes; r >= bound {
+			t.Errorf("%+v: RetainedBytes() = %d with lifecycle messages ≥ %d", l, r, bound)
+		}
+		if c := flow.JournalCap(j); c > 2*(j.Len()+8) {
+			t.Errorf("%+v: journal ring capacity %d for %d entries", l, c, j.Len())
+		}
+	}
+}
+
+// setupResume sends 6 messages of 500 bytes (ends 500 … 3000) on a
+// journalled stream and credits 1000; it returns the journal.
+func setupResume(t *testing.T) (*flow.Journal, []sentMsg) {
+	t.Helper()
+	j := flow.NewJournal()
+	s := newSender(t, flow.SenderConfig{})
+	st, src := journalled(t, s, j, nil, "old", limits(8192, 1024, 2048))
+	for i := range 6 {
+		src.push(dataMsg(tcpData(i, 500)))
+	}
+	s.Wake(st)
+	sent := drain(t, s)
+	if err := s.Credit(st, 1000); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(st)
+	return j, sent
+}
+
+func TestJournalResume(t *testing.T) {
+	j, sent := setupResume(t)
+	// The client got messages 1–4 (accepted {4, 2000}) and released 3.
+	accepted := flow.Position{MessageID: 4, Position: 2000}
+	released := flow.Position{MessageID: 3, Position: 1500}
+	rp, err := j.Resume(accepted, released)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp.Accepted != accepted || rp.Released != released || j.Released() != released || j.Len() != 3 {
+		t.Fatalf("Resume = %+v; journal released %+v len %d", rp, j.Released(), j.Len())
+	}
+	s := newSender(t, flow.SenderConfig{})
+	st, src := journalled(t, s, j, &rp, "new", limits(8192, 1024, 2048))
+	if st.NextMessageID() != 7 || st.Window().Sent() != 2000 || st.Window().Consumed() != 1500 {
+		t.Fatalf("resumed stream: next id %d, sent %d, consumed %d; want 7, 2000, 1500",
+			st.NextMessageID(), st.Window().Sent(), st.Window().Consumed())
+	}
+	src.push(dataMsg(tcpData(6, 300)), dataMsg(tcpData(7, 300)))
+	s.Wake(st)
+	got := drain(t, s)
+	want := append([]sentMsg{}, sent[4:]...) // messages 5 and 6 replayed
+	want = append(want, sentMsg{7, tcpData(6, 300)}, sentMsg{8, tcpData(7, 300)})
+	if len(got) != len(want) {
+		t.Fatalf("resumed stream sent %d messages, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("message %d: id %d %.30q, want id %d %.30q", i, got[i].id, got[i].text, want[i].id, want[i].text)
+		}
+	}
+	// Credit continues in the journal's position space.
+	if err := s.Credit(st, 2500); err != nil {
+		t.Fatalf("Credit(2500) = %v", err)
+	}
+	if j.Released() != (flow.Position{MessageID: 5, Position: 2500}) {
+		t.Fatalf("journal released %+v, want {5 2500}", j.Released())
+	}
+	if err := s.Credit(st, 3300); err != nil {
+		t.Fatalf("Credit(3300) = %v", err)
+	}
+	if err := s.Credit(st, 3500); !errors.Is(err, flow.ErrCreditOffBoundary) {
+		t.Fatalf("Credit(3500) = %v, want ErrCreditOffBoundary", err)
+	}
+	if err := s.Credit(st, 3601); !errors.Is(err, flow.ErrCreditBeyondSent) {
+		t.Fatalf("Credit(3601) = %v, want ErrCreditBeyondSent", err)
+	}
+	if err := s.Credit(st, 3600); err != nil || j.Len() != 0 {
+		t.Fatalf("Credit(3600) = %v, journal len %d", err, j.Len())
+	}
+}
+
+func TestJournalResumeInvalid(t *testing.T) {
+	p := func(id, pos int64) flow.Position { return flow.Position{MessageID: id, Position: pos} }
+	tests := []struct {
+		name               string
+		accepted, released flow.Position
+	}{
+		{"accepted beyond last", p(7, 3500), p(2, 1000)},
+		{"accepted id beyond last", p(7, 3000), p(2, 1000)},
+		{"accepted position beyond last", p(6, 3500), p(2, 1000)},
+		{"released beyond accepted", p(3, 1500), p(4, 2000)},
+		{"released position beyond accepted", p(4, 2000), p(4, 2500)},
+		{"released older than credited", p(4, 2000), p(1, 500)},
+		{"released zero after credit", p(4, 2000), p(0, 0)},
+		{"accepted off boundary", p(4, 1900), p(2, 1000)},
+		{"released off boundary", p(4, 2000), p(3, 1400)},
+		{"accepted id mismatch", p(3, 2000), p(2, 1000)},
+		{"released id mismatch", p(4, 2000), p(2, 1500)},
+		{"released credited id mismatch", p(4, 2000), p(1, 1000)},
+		{"negative", p(-1, -500), p(-1, -500)},
+	}
+	for _, tt := range tests {
+		j, _ := setupResume(t)
+		last, rel, n, ret := j.Last(), j.Released(), j.Len(), j.RetainedBytes()
+		if _, err := j.Resume(tt.accepted, tt.released); !errors.Is(err, flow.ErrResume) {
+			t.Errorf("%s: Resume(%+v, %+v) = %v, want ErrResume", tt.name, tt.accepted, tt.released, err)
+		}
+		if j.Last() != last || j.Released() != rel || j.Len() != n || j.RetainedBytes() != ret {
+			t.Errorf("%s: journal changed by a failed Resume", tt.name)
+		}
+	}
+	// Valid edge cases.
+	for _, tt := range []struct{ accepted, released flow.Position }{
+		{p(2, 1000), p(2, 1000)},
+		{p(6, 3000), p(6, 3000)},
+		{p(6, 3000), p(2, 1000)},
+	} {
+		j, _ := setupResume(t)
+		if _, err := j.Resume(tt.accepted, tt.released); err != nil {
+			t.Errorf("Resume(%+v, %+v) = %v, want nil", tt.accepted, tt.released, err)
+		}
+	}
+	// A fresh journal resumes from {0, 0}.
+	if _, err := flow.NewJournal().Resume(flow.Position{}, flow.Position{}); err != nil {
+		t.Errorf("fresh journal: Resume({0 0}, {0 0}) = %v", err)
+	}
+	// A ResumePoint that does not match the journal is refused by Open.
+	j, _ := setupResume(t)
+	s := newSender(t, flow.SenderConfig{})
+	_, err := s.Open(flow.StreamConfig{Channel: "c", SubscriptionID: "s", Source: &fakeSource{},
+		Send: limits(8192, 1024, 2048), Receive: limits(8192, 1024, 2048), Journal: j,
+		Resume: &flow.ResumePoint{Accepted: p(4, 2000), Released: p(3, 1500)}})
+	if !errors.Is(err, flow.ErrResume) {
+		t.Errorf("Open with a stale ResumePoint = %v, want ErrResume", err)
+	}
+}
+
+// TestJournalResumeMidMessage: the connection drops while a message is
+// partly sent; the resumed stream replays it whole with the same id.
+func TestJournalResumeMidMessage(t *testing.T) {
+	j := flow.NewJournal()
+	s := newSender(t, flow.SenderConfig{})
+	st, src := journalled(t, s, j, nil, "old", limits(8192, 1024, 8192))
+	big := tcpData(1, 5000)
+	src.push(dataMsg(tcpData(0, 500)), dataMsg(big))
+	s.Wake(st)
+	for range 3 { // message 1, then two frames of message 2
+		next(t, s)
+	}
+	if !st.Window().Active() {
+		t.Fatal("message 2 should be in progress")
+	}
+	s.Close(st)
+	rp, err := j.Resume(flow.Position{MessageID: 1, Position: 500}, flow.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := newSender(t, flow.SenderConfig{})
+	st2, _ := journalled(t, s2, j, &rp, "new", limits(8192, 1024, 8192))
+	s2.Wake(st2)
+	got := drain(t, s2)
+	if len(got) != 1 || got[0] != (sentMsg{2, big}) {
+		t.Fatalf("replayed %v, want message 2 whole", got)
+	}
+	if st2.NextMessageID() != 3 || st2.Window().Sent() != 5500 {
+		t.Fatalf("next id %d, sent %d; want 3, 5500", st2.NextMessageID(), st2.Window().Sent())
+	}
+}

@@ -1,0 +1,104 @@
+package flow
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+)
+
+// Word-at-a-time scanning for the hot paths (fragmenting and decoding
+// frames). Each function looks at 8 bytes per step with the classic SWAR
+// test: for a word v, (v − 0x01…01) &^ v & 0x80…80 flags the zero bytes of
+// v, and (v − 0x01…01·n) &^ v flags the bytes below n. A borrow can only
+// set flags above the lowest byte that really matches, so "some byte
+// matches" and "the lowest flagged byte" are exact.
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// load64 reads 8 bytes of s at i, little-endian (one load on amd64/arm64).
+func load64(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// specialBytes flags, with each byte's high bit, the bytes of x that are a
+// control character, '"' or '\\'.
+func specialBytes(x uint64) uint64 {
+	q := x ^ (lsb * '"')
+	b := x ^ (lsb * '\\')
+	return (((x - lsb*0x20) &^ x) | ((q - lsb) &^ q) | ((b - lsb) &^ b)) & msb
+}
+
+// plainPrefix returns the index of the first byte in s[i:limit] that is
+// not written as itself in a JSON string (control characters, '"', '\\'
+// and non-ASCII bytes), or limit.
+func plainPrefix(s string, i, limit int) int {
+	for i+8 <= limit {
+		x := load64(s, i)
+		if m := specialBytes(x) | x&msb; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	for i < limit && safeByte[s[i]] {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index of the first byte of b[i:] that is '"',
+// '\\' or a control character, or len(b), and whether the bytes before it
+// were all ASCII.
+func stringEnd(b []byte, i int) (int, bool) {
+	var high uint64
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		// Non-ASCII bytes never stop a string: mask their flags out.
+		if m := specialBytes(x) &^ x; m != 0 {
+			k := bits.TrailingZeros64(m) / 8
+			high |= x & (1<<(8*k) - 1) // only the bytes before the stop
+			return i + k, high&msb == 0
+		}
+		high |= x
+		i += 8
+	}
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c == '"' || c == '\\' || c < 0x20 {
+			break
+		}
+		high |= uint64(c)
+	}
+	return i, high&msb == 0
+}
+
+// validUTF16Len reports whether b is valid UTF-8 and returns its size in
+// UTF-16 bytes, in one pass.
+func validUTF16Len(b []byte) (int64, bool) {
+	var n int64
+	i := 0
+	for i < len(b) {
+		if i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:])&msb == 0 {
+			n += 16
+			i += 8
+			continue
+		}
+		c := b[i]
+		if c < utf8.RuneSelf {
+			n += 2
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return 0, false
+		}
+		n += utf16Width(r)
+		i += size
+	}
+	return n, true
+}
