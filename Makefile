@@ -2,10 +2,11 @@
 # `make test` runs every check CI runs.
 GO      ?= go
 WEBUI   := daemon/webui
+CHROMIUM ?= /usr/bin/chromium
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/ahp-dev/ahpd/daemon.Version=$(VERSION)
 
-.PHONY: all build run web web-test test lint fuzz bench gen clean
+.PHONY: all build run web web-test e2e test lint fuzz bench gen clean
 
 all: build
 
@@ -25,6 +26,13 @@ $(WEBUI)/dist/index.html: $(WEBUI)/package.json $(WEBUI)/package-lock.json $(wil
 web-test: web
 	cd $(WEBUI) && npm test
 
+# The real-browser test: bin/ahpd and headless Chromium (Debian's, never a
+# downloaded one) via playwright-core. Screenshots and logs go to
+# $(WEBUI)/e2e/artifacts/ (or $$ARTIFACTS_DIR).
+e2e: build
+	@test -x $(CHROMIUM) || { echo "make e2e: no browser at $(CHROMIUM) (apt-get install chromium)" >&2; exit 1; }
+	cd $(WEBUI) && AHPD_BIN=$(CURDIR)/bin/ahpd CHROMIUM_BIN=$(CHROMIUM) npm run e2e
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -35,8 +43,14 @@ fuzz:
 
 test: lint web
 	$(GO) test -race -count=1 ./...
+	# Latency targets are checked without the race detector's slowdown.
+	$(GO) test -count=1 -run 'TestCtrlCUnderFlood' ./daemon/
 	$(MAKE) fuzz
 	$(MAKE) web-test
+	@if [ -x $(CHROMIUM) ]; then $(MAKE) e2e; \
+	elif [ "$$CI" = true ]; then \
+	  echo "make test: FAIL: CI=true but $(CHROMIUM) is missing; the browser test must run in CI (.ci/run installs chromium)" >&2; exit 1; \
+	else echo "make test: SKIPPED the browser test: no $(CHROMIUM) (apt-get install chromium, then make e2e)"; fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./flow/ ./pty/ ./daemon/

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -39,43 +40,61 @@ type harness struct {
 // when real is true); it is shut down when the test ends.
 func start(t *testing.T, real bool, mutate func(*daemon.Config)) *harness {
 	t.Helper()
-	h := &harness{t: t}
-	cfg := daemon.Config{Listen: "127.0.0.1:0", StateDir: t.TempDir(), NoDefaultTerminal: true, WebsocketCompression: "none"}
+	var logw io.Writer = io.Discard
+	if testing.Verbose() {
+		logw = testWriter{t}
+	}
+	h, stop, err := startServer(t.TempDir(), real, mutate, logw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.t = t
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return h
+}
+
+// startServer starts a daemon with its state in dir; stop shuts it down
+// and reports a Serve error or a shutdown that took too long.
+func startServer(dir string, real bool, mutate func(*daemon.Config), logw io.Writer) (*harness, func() error, error) {
+	h := &harness{}
+	cfg := daemon.Config{Listen: "127.0.0.1:0", StateDir: dir, NoDefaultTerminal: true, WebsocketCompression: "none"}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	opts := daemon.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: daemon.NewTokens(adminToken)}
-	if testing.Verbose() {
-		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
+	opts := daemon.Options{Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})), Tokens: daemon.NewTokens(adminToken)}
 	if !real {
 		opts.NewTerminal = newFakeFactory(&h.terms, &h.termMu)
 	}
 	srv, err := daemon.New(cfg, opts)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
+	stop := func() error {
 		cancel()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("Serve: %v", err)
+				return fmt.Errorf("Serve: %w", err)
 			}
+			return nil
 		case <-time.After(15 * time.Second):
-			t.Error("Serve did not return within 15s of shutdown")
+			return errors.New("Serve did not return within 15s of shutdown")
 		}
-	})
+	}
 	h.srv, h.addr = srv, ln.Addr().String()
 	h.url = "ws://" + h.addr + "/v1/ws"
-	return h
+	return h, stop, nil
 }
 
 type testWriter struct{ t *testing.T }

@@ -1,10 +1,46 @@
 package daemon
 
 import (
-	"errors"
 	"log/slog"
+
+	"github.com/ahp-dev/ahpd/pty"
 )
 
-var newPTYTerminal TerminalFactory = func(TerminalSpec, int64, *slog.Logger) (Terminal, error) {
-	return nil, errors.New("TEMPORARY: pty not wired yet")
+// newPTYTerminal is the default TerminalFactory: a real PTY with the
+// host's VT emulator (package pty).
+func newPTYTerminal(spec TerminalSpec, backlog int64, log *slog.Logger) (Terminal, error) {
+	t, err := pty.Start(pty.Config{
+		Command:       spec.Command,
+		Env:           spec.Env,
+		Dir:           spec.Dir,
+		Rows:          spec.Rows,
+		Cols:          spec.Cols,
+		Scrollback:    spec.Scrollback,
+		ViewerBacklog: int(backlog),
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ptyTerminal{t}, nil
+}
+
+type ptyTerminal struct{ *pty.Terminal }
+
+func (p ptyTerminal) Attach(wake func()) Viewer { return ptyViewer{p.Terminal.Attach(wake)} }
+
+func (p ptyTerminal) Running() bool { return p.State() == "running" }
+
+func (p ptyTerminal) Title() string {
+	if t, ok := any(p.Terminal).(interface{ Title() string }); ok {
+		return t.Title()
+	}
+	return ""
+}
+
+type ptyViewer struct{ *pty.Viewer }
+
+func (v ptyViewer) Stats() ViewerStats {
+	s := v.Viewer.Stats()
+	return ViewerStats{BytesDropped: s.BytesDropped, Snapshots: s.Snapshots, Queued: s.Queued}
 }

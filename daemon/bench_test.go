@@ -1,0 +1,303 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// Benchmarks compare the daemon with the raw PTY measured in the same run
+// (CI machines are noisy: ratios, not absolute numbers, are the result).
+// Run: go test -run '^$' -bench . -benchtime 3x ./daemon/
+
+const benchFileSize = 64 << 20
+
+func benchFile(b *testing.B) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "data.txt")
+	line := []byte(strings.Repeat("the quick brown fox jumps over the lazy dog 0123456789 ", 2) + "\n")
+	buf := make([]byte, 0, benchFileSize)
+	for len(buf)+len(line) <= benchFileSize {
+		buf = append(buf, line...)
+	}
+	if err := os.WriteFile(path, buf, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// rawPTYRead runs `cat path` on a PTY and reads it to the end.
+func rawPTYRead(b *testing.B, path string) (int64, time.Duration) {
+	cmd := exec.Command("cat", path)
+	start := time.Now()
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	var n int64
+	for {
+		k, err := f.Read(buf)
+		n += int64(k)
+		if err != nil {
+			break
+		}
+	}
+	d := time.Since(start)
+	f.Close()
+	_ = cmd.Wait()
+	return n, d
+}
+
+// countingViewer reads a subscription, releasing as it goes, until the
+// output contains marker; it returns output bytes (UTF-8) seen after ready.
+func drainUntil(ctx context.Context, sub *client.Sub, marker string) (int64, error) {
+	var n int64
+	var tailBuf string
+	for {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return n, err
+		}
+		if m.Method == "terminal/output" {
+			var p struct {
+				Data string `json:"data"`
+			}
+			if err := json.Unmarshal(m.Params, &p); err != nil {
+				return n, err
+			}
+			n += int64(len(p.Data))
+			tailBuf = tail(tailBuf+p.Data, 64)
+		}
+		if err := sub.Release(ctx, m); err != nil {
+			return n, err
+		}
+		if strings.Contains(tailBuf, marker) {
+			return n, nil
+		}
+	}
+}
+
+// skipToReady consumes the initial snapshot.
+func skipToReady(ctx context.Context, sub *client.Sub) error {
+	for {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if err := sub.Release(ctx, m); err != nil {
+			return err
+		}
+		if m.Method == "channel/ready" {
+			return nil
+		}
+	}
+}
+
+var bigWindow = &flow.ReceiveLimits{WindowBytes: 8 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20}
+
+func benchThroughput(b *testing.B, viewers int) {
+	path := benchFile(b)
+	var rawRate, ahpRate float64
+	for i := 0; i < b.N; i++ {
+		n, rawD := rawPTYRead(b, path)
+		rawRate += float64(n) / rawD.Seconds()
+
+		h := startBench(b)
+		ch, err := h.srv.CreateTerminal(shellSpec("cat", "/bin/sh", "-c", "read x; cat "+path+"; echo; echo BENCH-END; read y"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		subs := make([]*client.Sub, viewers)
+		for v := range subs {
+			c, _, err := client.Dial(context.Background(), h.url, client.Options{Token: adminToken})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if subs[v], err = c.Subscribe(context.Background(), ch.URI, bigWindow); err != nil {
+				b.Fatal(err)
+			}
+			if err := skipToReady(context.Background(), subs[v]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		var wg sync.WaitGroup
+		got := make([]int64, viewers)
+		startT := time.Now()
+		if err := subs[0].Send(ctx, string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "\r"}))); err != nil {
+			b.Fatal(err)
+		}
+		for v := range subs {
+			wg.Go(func() {
+				n, err := drainUntil(ctx, subs[v], "BENCH-END")
+				if err != nil {
+					b.Error(err)
+				}
+				got[v] = n
+			})
+		}
+		wg.Wait()
+		d := time.Since(startT)
+		cancel()
+		var total int64
+		for _, g := range got {
+			total += g
+			if g < n {
+				// A viewer that fell behind the PTY got a snapshot
+				// instead of part of the stream; report it.
+				b.ReportMetric(float64(n-g), "lost-bytes")
+			}
+		}
+		b.Logf("raw %d bytes in %v; ahpd %d bytes in %v", n, rawD, total, d)
+		ahpRate += float64(total) / d.Seconds()
+		h.stop()
+	}
+	b.ReportMetric(rawRate/float64(b.N)/1e6, "raw-MB/s")
+	b.ReportMetric(ahpRate/float64(b.N)/1e6, "ahpd-MB/s")
+	b.ReportMetric(ahpRate/rawRate, "ratio")
+}
+
+func BenchmarkTerminalThroughput1Viewer(b *testing.B)  { benchThroughput(b, 1) }
+func BenchmarkTerminalThroughput8Viewers(b *testing.B) { benchThroughput(b, 8) }
+
+// BenchmarkEchoLatency: a keystroke through ahpd (input frame → PTY → echo
+// → output frame) against the same keystroke on a raw PTY, idle and while
+// a neighbour subscription on the same connection floods.
+func BenchmarkEchoLatency(b *testing.B) {
+	const samples = 300
+	raw := rawEcho(b, samples)
+	h := startBench(b)
+	defer h.stop()
+	ch, err := h.srv.CreateTerminal(shellSpec("echo", "/bin/sh", "-c", "stty raw -echo; exec cat"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	flood, err := h.srv.CreateTerminal(shellSpec("flood", "/bin/sh", "-c", "read x; exec yes"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, _, err := client.Dial(context.Background(), h.url, client.Options{Token: adminToken})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(context.Background(), ch.URI, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	idle := ahpEcho(b, sub, samples)
+	fsub, err := c.Subscribe(context.Background(), flood.URI, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = drainUntil(ctx, fsub, "\x00never") })
+	_ = fsub.Send(ctx, string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "\r"})))
+	time.Sleep(200 * time.Millisecond) // let the flood reach full speed
+	busy := ahpEcho(b, sub, samples)
+	cancel()
+	wg.Wait()
+	b.ReportMetric(pct(raw, 50), "raw-p50-µs")
+	b.ReportMetric(pct(raw, 99), "raw-p99-µs")
+	b.ReportMetric(pct(idle, 50), "idle-p50-µs")
+	b.ReportMetric(pct(idle, 99), "idle-p99-µs")
+	b.ReportMetric(pct(busy, 50), "flood-p50-µs")
+	b.ReportMetric(pct(busy, 99), "flood-p99-µs")
+	b.ReportMetric(pct(idle, 99)/pct(raw, 99), "idle-p99-ratio")
+}
+
+func pct(d []time.Duration, p int) float64 {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[(len(s)-1)*p/100].Microseconds())
+}
+
+func rawEcho(b *testing.B, n int) []time.Duration {
+	cmd := exec.Command("/bin/sh", "-c", "stty raw -echo; exec cat")
+	f, err := pty.Start(cmd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { f.Close(); _ = cmd.Wait() }()
+	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
+	out := make([]time.Duration, 0, n)
+	buf := make([]byte, 64)
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		if _, err := f.Write([]byte{'x'}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadAtLeast(f, buf, 1); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, time.Since(t))
+	}
+	return out
+}
+
+func ahpEcho(b *testing.B, sub *client.Sub, n int) []time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := skipToReady(ctx, sub); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	for sub.Queued() > 0 {
+		m, _ := sub.Next(ctx)
+		_ = sub.Release(ctx, m)
+	}
+	input := string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "x"}))
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		if err := sub.Send(ctx, input); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			m, err := sub.Next(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = sub.Release(ctx, m)
+			if m.Method == "terminal/output" && strings.Contains(string(m.Params), "x") {
+				break
+			}
+		}
+		out = append(out, time.Since(t))
+	}
+	return out
+}
+
+// benchHarness is a daemon for benchmarks.
+type benchHarness struct {
+	*harness
+	stop func()
+}
+
+func startBench(b *testing.B) *benchHarness {
+	h, stop, err := startServer(b.TempDir(), true, nil, io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &benchHarness{h, func() {
+		if err := stop(); err != nil {
+			b.Error(err)
+		}
+	}}
+}
