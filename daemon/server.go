@@ -294,7 +294,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
 		return
 	}
-	sender, err := flow.NewSender(flow.SenderConfig{})
+	// The connection holds its control lane, the transport's two frames and
+	// inbound messages waiting; terminal output is shared by all viewers of
+	// a terminal (each holds a cursor), so the lane's share of
+	// maxBufferedBytes is what bounds this connection's own memory.
+	sender, err := flow.NewSender(flow.SenderConfig{ControlBytes: min(4<<20, limits.MaxBufferedBytes/4)})
 	if err != nil {
 		_ = ws.Close(websocket.StatusInternalError, "internal error")
 		return
