@@ -1,0 +1,151 @@
+package pty
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Emulator exposes the headless emulator to the black-box tests.
+type Emulator struct{ e *emulator }
+
+func NewEmulator(rows, cols, scrollback int) *Emulator {
+	return &Emulator{newEmulator(rows, cols, scrollback)}
+}
+
+func (e *Emulator) Write(s string)        { e.e.write(s) }
+func (e *Emulator) Resize(rows, cols int) { e.e.resize(rows, cols) }
+func (e *Emulator) Reset(rows, cols int) {
+	sb := e.e.sb.max
+	*e = Emulator{newEmulator(rows, cols, sb)}
+}
+func (e *Emulator) Snapshot() string       { return e.e.snapshot() }
+func (e *Emulator) Answer(q string) string { return string(e.e.answer(q)) }
+func (e *Emulator) Cursor() (x, y int, pending bool) {
+	return e.e.x, e.e.y, e.e.pending
+}
+func (e *Emulator) ScrollbackLen() int { return e.e.sb.len() }
+func (e *Emulator) Title() string      { return e.e.title }
+func (e *Emulator) Alt() bool          { return e.e.alt }
+
+// LineText returns the text of screen row y (of the active screen) with
+// empty cells as spaces and trailing spaces removed.
+func (e *Emulator) LineText(y int) string {
+	return e.e.lineText(e.e.cur().lines[y])
+}
+
+func (e *emulator) lineText(line []cell) string {
+	var b strings.Builder
+	for _, c := range line {
+		switch {
+		case c.ch == tailRune:
+		case c.ch == 0:
+			b.WriteByte(' ')
+		default:
+			b.WriteString(e.cellText(c.ch))
+		}
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// Emulator returns a copy of the terminal's emulator once it has applied
+// everything read so far.
+func (t *Terminal) EmulatorCopy() *Emulator {
+	t.emuMu.Lock()
+	defer t.emuMu.Unlock()
+	snap := t.emu.snapshot()
+	c := newEmulator(t.emu.rows, t.emu.cols, t.emu.sb.max)
+	c.write(snap)
+	return &Emulator{c}
+}
+
+// WithEmulator runs f with the terminal's own emulator locked.
+func (t *Terminal) WithEmulator(f func(*Emulator)) {
+	t.emuMu.Lock()
+	defer t.emuMu.Unlock()
+	f(&Emulator{t.emu})
+}
+
+// Diff lists every difference in model state between a and b: cells
+// (text and attributes) of both screens and the scrollback, cursor, pen,
+// modes, title, scroll regions, saved cursors, charsets, colours, tabs.
+func Diff(a, b *Emulator) []string {
+	var d []string
+	x, y := a.e, b.e
+	add := func(f string, args ...any) {
+		if len(d) < 40 {
+			d = append(d, fmt.Sprintf(f, args...))
+		}
+	}
+	if x.rows != y.rows || x.cols != y.cols {
+		add("size %dx%d vs %dx%d", x.rows, x.cols, y.rows, y.cols)
+		return d
+	}
+	cellStr := func(e *emulator, c cell) string {
+		return fmt.Sprintf("%q fg=%08x bg=%08x", e.cellText(c.ch)+map[bool]string{true: "<tail>"}[c.ch == tailRune], c.fg, c.bg)
+	}
+	cmpLine := func(what string, la, lb []cell) {
+		n := max(len(la), len(lb))
+		for i := 0; i < n; i++ {
+			var ca, cb cell
+			if i < len(la) {
+				ca = la[i]
+			}
+			if i < len(lb) {
+				cb = lb[i]
+			}
+			if cellStr(x, ca) != cellStr(y, cb) {
+				add("%s col %d: %s vs %s", what, i, cellStr(x, ca), cellStr(y, cb))
+			}
+		}
+	}
+	if x.sb.len() != y.sb.len() {
+		add("scrollback %d vs %d lines", x.sb.len(), y.sb.len())
+	} else {
+		for i := 0; i < x.sb.len(); i++ {
+			cmpLine(fmt.Sprintf("scrollback %d", i), x.sb.at(i).cells, y.sb.at(i).cells)
+		}
+	}
+	for k := 0; k < 2; k++ {
+		if k == 1 && !x.alt && !y.alt {
+			continue
+		}
+		for r := 0; r < x.rows; r++ {
+			cmpLine(fmt.Sprintf("screen %d row %d", k, r), x.scr[k].lines[r], y.scr[k].lines[r])
+		}
+		if x.scr[k].top != y.scr[k].top || x.scr[k].bot != y.scr[k].bot {
+			add("screen %d region %d-%d vs %d-%d", k, x.scr[k].top, x.scr[k].bot, y.scr[k].top, y.scr[k].bot)
+		}
+		if x.scr[k].saved != y.scr[k].saved {
+			add("screen %d saved %+v vs %+v", k, x.scr[k].saved, y.scr[k].saved)
+		}
+	}
+	type st struct {
+		X, Y                                   int
+		Pending, Alt                           bool
+		Fg, Bg                                 uint32
+		CK, KP, Origin, AW, Blink, Hidden, Ins bool
+		LNM, Focus, BP                         bool
+		Mouse, Enc, Style                      int
+		Title                                  string
+		Charsets                               [4]byte
+		GL                                     int
+		Pal                                    string
+		Dyn                                    [3]string
+		Tabs                                   string
+	}
+	get := func(e *emulator) st {
+		cs := e.charsets
+		for i := range cs {
+			if cs[i] == 'B' {
+				cs[i] = 0
+			}
+		}
+		return st{e.x, e.y, e.pending, e.alt, e.fg, e.bg, e.cursorKeys, e.keypad, e.origin, e.autowrap,
+			e.cursorBlink, e.cursorHidden, e.insert, e.lnm, e.focus, e.bracketedPaste, e.mouse, e.mouseEnc,
+			e.cursorStyle, e.title, cs, e.gl, fmt.Sprint(e.palette), e.dynamic, fmt.Sprint(e.tabs)}
+	}
+	if sa, sb := get(x), get(y); sa != sb {
+		add("state %+v\n   vs %+v", sa, sb)
+	}
+	return d
+}

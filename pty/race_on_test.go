@@ -1,0 +1,5 @@
+//go:build race
+
+package pty_test
+
+const raceEnabled = true

@@ -1,0 +1,714 @@
+package pty
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/creack/pty"
+)
+
+// readSize is the PTY read buffer; one item of the stream log holds at most
+// this many bytes of output (plus a held-back query prefix).
+const readSize = 64 << 10
+
+// State of a Terminal's process.
+const (
+	StateRunning = "running"
+	StateExited  = "exited"
+)
+
+// item is one entry of the stream log: output text (immutable, shared by
+// all viewers) with the queries removed from it, or a size change.
+type item struct {
+	seq   uint64
+	start int64 // stream position (output bytes before this item)
+	text  string
+	qs    []query
+
+	resize     bool
+	rows, cols int
+
+	escOnce sync.Once
+	esc     string // JSON-escaped text, quotes excluded
+	esc16   int64  // UTF-16 size of esc
+}
+
+func (it *item) end() int64 { return it.start + int64(len(it.text)) }
+
+// escaped returns the JSON string body of the text and its UTF-16 size,
+// computed once and shared by every viewer.
+func (it *item) escaped() (string, int64) {
+	it.escOnce.Do(func() {
+		b := appendJSONString(make([]byte, 0, len(it.text)+len(it.text)/8+8), it.text)
+		it.esc = string(b[1 : len(b)-1])
+		it.esc16 = escapedLen16(it.text)
+	})
+	return it.esc, it.esc16
+}
+
+// ExitStatus describes how the process ended: Code when it exited, Signal
+// (a name such as "SIGKILL", or "SIG<n>" for a signal without a name) when
+// a signal killed it.
+type ExitStatus struct {
+	Code   int
+	Signal string
+}
+
+// Stats are counters of a Terminal.
+type Stats struct {
+	State       string // StateRunning or StateExited
+	BytesRead   int64  // raw bytes read from the PTY
+	Viewers     int    // attached viewers
+	Retained    int64  // output bytes held in the shared stream log
+	EmulatorLag int64  // output bytes read but not yet applied to the emulator
+	Replies     int64  // query replies written (or queued) to the PTY
+	RepliesLost int64  // query replies dropped because ReplyQueue was full
+}
+
+// Terminal is one process on a PTY, served to many viewers. See doc.go.
+type Terminal struct {
+	cfg    Config
+	log    *slog.Logger
+	cmd    *exec.Cmd
+	master *os.File
+	pid    int
+
+	closing    chan struct{} // closed when Close starts
+	done       chan struct{} // closed when the emulator and writer must stop
+	readerDone chan struct{} // closed by the reader after its last item
+	waitDone   chan struct{} // closed by the waiter after cmd.Wait
+	exitDone   chan struct{} // closed after the exit status is published
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+
+	emuWake  chan struct{} // reader → emulator: new items (cap 1)
+	emuProg  chan struct{} // emulator → reader: progress (cap 1)
+	inWake   chan struct{} // Input/emulator → writer: queued data (cap 1)
+	resizeMu sync.Mutex    // orders ioctl and resize items
+
+	// mu guards the stream log, viewers, input queue and state below.
+	mu         sync.Mutex
+	items      []*item
+	firstSeq   uint64 // seq of items[0]
+	endSeq     uint64 // seq of the next item
+	endPos     int64  // stream position after the last item
+	retained   int64
+	emuDoneSeq uint64 // items before this seq have been applied
+	emuDonePos int64
+	viewers    map[*Viewer]struct{}
+	rows, cols int
+	exited     bool
+	exit       ExitStatus
+	exitMsg    string
+	bytesRead  int64
+	replies    int64
+	lostReply  int64
+	inQ        []input
+	inBytes    int
+	replyBytes int
+	inBroken   bool
+
+	// emuMu guards the emulator and the snapshot cache.
+	emuMu      sync.Mutex
+	emu        *emulator
+	emuApplied uint64 // seq of the next item to apply
+	emuPos     int64
+	snapSeq    uint64
+	snapText   string
+	snapRows   int
+	snapCols   int
+	snapValid  bool
+}
+
+type input struct {
+	data  []byte
+	done  func()
+	reply bool
+}
+
+// Start starts cfg.Command on a new PTY.
+func Start(cfg Config) (*Terminal, error) {
+	login := len(cfg.Command) == 0
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	path := cfg.Command[0]
+	if !strings.Contains(path, "/") {
+		p, err := exec.LookPath(path)
+		if err != nil {
+			return nil, fmt.Errorf("pty: start %q: %w", path, err)
+		}
+		path = p
+	}
+	cmd := &exec.Cmd{Path: path, Args: append([]string(nil), cfg.Command...), Dir: cfg.Dir}
+	if login {
+		cmd.Args[0] = "-" + filepath.Base(path)
+	}
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	hasTerm := false
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "TERM=") {
+			hasTerm = true
+		}
+	}
+	if !hasTerm {
+		env = append(append([]string(nil), env...), "TERM="+cfg.Term)
+	}
+	cmd.Env = env
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: uint16(cfg.Rows), Cols: uint16(cfg.Cols)})
+	if err != nil {
+		return nil, fmt.Errorf("pty: start %q: %w", cfg.Command[0], err)
+	}
+	master, err := pollable(f)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("pty: start %q: %w", cfg.Command[0], err)
+	}
+	t := &Terminal{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		cmd:        cmd,
+		master:     master,
+		pid:        cmd.Process.Pid,
+		closing:    make(chan struct{}),
+		done:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		waitDone:   make(chan struct{}),
+		exitDone:   make(chan struct{}),
+		emuWake:    make(chan struct{}, 1),
+		emuProg:    make(chan struct{}, 1),
+		inWake:     make(chan struct{}, 1),
+		viewers:    make(map[*Viewer]struct{}),
+		rows:       cfg.Rows,
+		cols:       cfg.Cols,
+		emu:        newEmulator(cfg.Rows, cfg.Cols, cfg.Scrollback),
+	}
+	t.wg.Add(4)
+	go t.reader()
+	go t.waiter()
+	go t.emulate()
+	go t.writer()
+	t.log.Info("terminal started", "pid", t.pid, "command", cfg.Command[0], "rows", cfg.Rows, "cols", cfg.Cols)
+	return t, nil
+}
+
+// pollable turns the blocking PTY master from creack/pty into a
+// non-blocking file served by the runtime poller, so that Close interrupts
+// a pending Read or Write.
+func pollable(f *os.File) (*os.File, error) {
+	fd, err := syscall.Dup(int(f.Fd()))
+	_ = f.Close()
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		_ = syscall.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "/dev/ptmx"), nil
+}
+
+// Close hangs up the process group (SIGHUP, then SIGKILL after
+// KillTimeout), reaps the process, and returns once every goroutine the
+// Terminal started has ended. Attached viewers can still pull what was
+// queued for them, including terminal/exit. Close is idempotent.
+func (t *Terminal) Close() error {
+	t.closeOnce.Do(func() {
+		close(t.closing)
+		select {
+		case <-t.waitDone:
+		default:
+			_ = syscall.Kill(-t.pid, syscall.SIGHUP)
+			timer := time.NewTimer(t.cfg.KillTimeout)
+			select {
+			case <-t.waitDone:
+			case <-timer.C:
+				_ = syscall.Kill(-t.pid, syscall.SIGKILL)
+				<-t.waitDone
+			}
+			timer.Stop()
+		}
+		// Let the reader reach EIO by itself (output written just before
+		// exit is not lost), but not forever: a background process may
+		// still hold the PTY open.
+		timer := time.NewTimer(500 * time.Millisecond)
+		select {
+		case <-t.readerDone:
+		case <-timer.C:
+		}
+		timer.Stop()
+		_ = t.master.Close()
+		<-t.exitDone
+		close(t.done)
+		t.wg.Wait()
+		t.mu.Lock()
+		for _, in := range t.inQ {
+			if in.done != nil {
+				defer in.done()
+			}
+		}
+		t.inQ = nil
+		t.mu.Unlock()
+		t.log.Info("terminal closed", "pid", t.pid)
+	})
+	return nil
+}
+
+// State returns StateRunning or StateExited.
+func (t *Terminal) State() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.exited {
+		return StateExited
+	}
+	return StateRunning
+}
+
+// Exit returns the exit status once the process has exited and all its
+// output has been read.
+func (t *Terminal) Exit() (ExitStatus, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.exit, t.exited
+}
+
+// Size returns the current size in rows and columns.
+func (t *Terminal) Size() (rows, cols int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rows, t.cols
+}
+
+// Pid returns the process id of the command.
+func (t *Terminal) Pid() int { return t.pid }
+
+// Stats returns the terminal's counters.
+func (t *Terminal) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := Stats{
+		State:       StateRunning,
+		BytesRead:   t.bytesRead,
+		Viewers:     len(t.viewers),
+		Retained:    t.retained,
+		EmulatorLag: t.endPos - t.emuDonePos,
+		Replies:     t.replies,
+		RepliesLost: t.lostReply,
+	}
+	if t.exited {
+		s.State = StateExited
+	}
+	return s
+}
+
+// Resize sets the PTY size (rows and cols in 1..MaxSize). Viewers receive
+// terminal/resize in stream order.
+func (t *Terminal) Resize(rows, cols int) error {
+	if rows < 1 || rows > MaxSize || cols < 1 || cols > MaxSize {
+		return fmt.Errorf("%w: %dx%d, want 1..%d", ErrInvalidSize, rows, cols, MaxSize)
+	}
+	select {
+	case <-t.closing:
+		return ErrClosed
+	default:
+	}
+	t.resizeMu.Lock()
+	defer t.resizeMu.Unlock()
+	t.mu.Lock()
+	same, exited := t.rows == rows && t.cols == cols, t.exited
+	t.mu.Unlock()
+	if exited {
+		return ErrExited
+	}
+	if same {
+		return nil
+	}
+	if err := setSize(t.master, rows, cols); err != nil {
+		return fmt.Errorf("pty: resize: %w", err)
+	}
+	t.mu.Lock()
+	t.rows, t.cols = rows, cols
+	wake := t.appendLocked(&item{resize: true, rows: rows, cols: cols})
+	t.mu.Unlock()
+	t.wakeAll(wake)
+	return nil
+}
+
+func setSize(f *os.File, rows, cols int) error {
+	ws := pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)}
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var errno syscall.Errno
+	err = sc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCSWINSZ, uintptr(unsafe.Pointer(&ws)))
+	})
+	if err != nil {
+		return err
+	}
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// Input queues data to be written to the PTY by the Terminal's writer
+// goroutine, which calls done (if not nil) once it has been written, or
+// discarded because the PTY failed or the Terminal closed. It never blocks.
+// data must not be modified until done is called. It returns ErrInputFull
+// when the queue would exceed Config.InputQueue bytes.
+func (t *Terminal) Input(data []byte, done func()) error {
+	select {
+	case <-t.closing:
+		return ErrClosed
+	default:
+	}
+	t.mu.Lock()
+	switch {
+	case t.exited:
+		t.mu.Unlock()
+		return ErrExited
+	case t.inBytes+len(data) > t.cfg.InputQueue:
+		t.mu.Unlock()
+		return ErrInputFull
+	}
+	t.inQ = append(t.inQ, input{data: data, done: done})
+	t.inBytes += len(data)
+	t.mu.Unlock()
+	signal(t.inWake)
+	return nil
+}
+
+// queueReply queues a query reply; it is dropped when ReplyQueue is full.
+func (t *Terminal) queueReply(b []byte) {
+	t.mu.Lock()
+	if t.replyBytes+len(b) > t.cfg.ReplyQueue {
+		t.lostReply++
+		t.mu.Unlock()
+		return
+	}
+	t.replies++
+	t.inQ = append(t.inQ, input{data: b, reply: true})
+	t.replyBytes += len(b)
+	t.mu.Unlock()
+	signal(t.inWake)
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// writer writes queued input and replies to the PTY, in order.
+func (t *Terminal) writer() {
+	defer t.wg.Done()
+	for {
+		select {
+		case <-t.inWake:
+		case <-t.done:
+			return
+		}
+		for {
+			t.mu.Lock()
+			if len(t.inQ) == 0 {
+				t.mu.Unlock()
+				break
+			}
+			in := t.inQ[0]
+			t.inQ[0] = input{}
+			t.inQ = t.inQ[1:]
+			broken := t.inBroken
+			t.mu.Unlock()
+			var err error
+			if !broken {
+				_, err = t.master.Write(in.data)
+			}
+			t.mu.Lock()
+			if in.reply {
+				t.replyBytes -= len(in.data)
+			} else {
+				t.inBytes -= len(in.data)
+			}
+			if err != nil {
+				t.inBroken = true
+			}
+			t.mu.Unlock()
+			if in.done != nil {
+				in.done()
+			}
+		}
+	}
+}
+
+// reader reads the PTY until EIO (or Close), filters, and appends items.
+func (t *Terminal) reader() {
+	defer t.wg.Done()
+	defer close(t.readerDone)
+	var f filter
+	buf := make([]byte, readSize)
+	for {
+		n, err := t.master.Read(buf)
+		if n > 0 {
+			text, qs := f.feed(buf[:n], false)
+			t.appendOutput(n, text, qs)
+		}
+		if err != nil {
+			if !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) && !errors.Is(err, io.EOF) {
+				t.log.Warn("terminal read failed", "pid", t.pid, "err", err)
+			}
+			break
+		}
+	}
+	text, qs := f.feed(nil, true)
+	t.appendOutput(0, text, qs)
+}
+
+func (t *Terminal) appendOutput(n int, text string, qs []query) {
+	t.mu.Lock()
+	t.bytesRead += int64(n)
+	var wake []func()
+	if text != "" || len(qs) > 0 {
+		wake = t.appendLocked(&item{text: text, qs: qs})
+	}
+	t.mu.Unlock()
+	t.wakeAll(wake)
+	signal(t.emuWake)
+	// The emulator is not a viewer: it may pause the reader, but only when
+	// it falls more than EmulatorBacklog behind.
+	for {
+		t.mu.Lock()
+		lag := t.endPos - t.emuDonePos
+		t.mu.Unlock()
+		if lag <= int64(t.cfg.EmulatorBacklog) {
+			return
+		}
+		select {
+		case <-t.emuProg:
+		case <-t.closing:
+			return
+		}
+	}
+}
+
+// appendLocked appends an item to the stream log and returns the wake
+// hooks to call once t.mu is released.
+func (t *Terminal) appendLocked(it *item) []func() {
+	it.seq = t.endSeq
+	it.start = t.endPos
+	t.endSeq++
+	t.endPos += int64(len(it.text))
+	t.retained += int64(len(it.text))
+	t.items = append(t.items, it)
+	wake := t.trimLocked(nil)
+	for v := range t.viewers {
+		if v.waiting {
+			v.waiting = false
+			wake = append(wake, v.wake)
+		}
+	}
+	return wake
+}
+
+// trimLocked drops items that the emulator has applied and that no viewer
+// within its backlog still needs. Viewers left behind are marked for a
+// snapshot and returned hooks are appended to wake.
+func (t *Terminal) trimLocked(wake []func()) []func() {
+	minSeq := t.endSeq
+	for v := range t.viewers {
+		if v.live && v.seq >= t.firstSeq && v.seq < minSeq {
+			minSeq = v.seq
+		}
+	}
+	limit := t.endPos - int64(t.cfg.ViewerBacklog)
+	k := 0
+	for k < len(t.items) {
+		it := t.items[k]
+		if it.seq >= t.emuDoneSeq || (it.seq >= minSeq && it.end() > limit) {
+			break
+		}
+		t.retained -= int64(len(it.text))
+		t.items[k] = nil
+		k++
+	}
+	if k == 0 {
+		return wake
+	}
+	t.items = t.items[k:]
+	t.firstSeq += uint64(k)
+	for v := range t.viewers {
+		if v.live && v.seq < t.firstSeq {
+			// Overflow: the viewer's queue is gone; it gets a snapshot when
+			// it next pulls (PROTOCOL.md §8).
+			v.live = false
+			v.dropped += t.items0Start() - v.pos
+			if v.waiting {
+				v.waiting = false
+				wake = append(wake, v.wake)
+			}
+		}
+	}
+	return wake
+}
+
+// items0Start is the stream position of the oldest retained item.
+func (t *Terminal) items0Start() int64 {
+	if len(t.items) > 0 {
+		return t.items[0].start
+	}
+	return t.endPos
+}
+
+func (t *Terminal) wakeAll(hooks []func()) {
+	for _, w := range hooks {
+		w()
+	}
+}
+
+// waiter reaps the process and publishes the exit once all output is read.
+func (t *Terminal) waiter() {
+	defer t.wg.Done()
+	err := t.cmd.Wait()
+	close(t.waitDone)
+	<-t.readerDone
+	st := exitStatus(t.cmd.ProcessState, err)
+	var msg []byte
+	msg = append(msg, `{"jsonrpc":"2.0","method":"terminal/exit","params":{`...)
+	if st.Signal != "" {
+		msg = append(msg, `"signal":`...)
+		msg = appendJSONString(msg, st.Signal)
+	} else {
+		msg = append(msg, `"code":`...)
+		msg = strconv.AppendInt(msg, int64(st.Code), 10)
+	}
+	msg = append(msg, "}}"...)
+	t.mu.Lock()
+	t.exited = true
+	t.exit = st
+	t.exitMsg = string(msg)
+	var wake []func()
+	for v := range t.viewers {
+		v.waiting = false
+		wake = append(wake, v.wake)
+	}
+	t.mu.Unlock()
+	close(t.exitDone)
+	t.wakeAll(wake)
+	if st.Signal != "" {
+		t.log.Info("terminal exited", "pid", t.pid, "signal", st.Signal)
+	} else {
+		t.log.Info("terminal exited", "pid", t.pid, "code", st.Code)
+	}
+}
+
+func exitStatus(ps *os.ProcessState, err error) ExitStatus {
+	if ps == nil {
+		return ExitStatus{Code: -1}
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ExitStatus{Signal: signalName(ws.Signal())}
+	}
+	return ExitStatus{Code: ps.ExitCode()}
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
+	syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGCHLD: "SIGCHLD", syscall.SIGCONT: "SIGCONT", syscall.SIGSTOP: "SIGSTOP",
+	syscall.SIGTSTP: "SIGTSTP", syscall.SIGTTIN: "SIGTTIN", syscall.SIGTTOU: "SIGTTOU",
+	syscall.SIGURG: "SIGURG", syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ",
+	syscall.SIGVTALRM: "SIGVTALRM", syscall.SIGPROF: "SIGPROF", syscall.SIGWINCH: "SIGWINCH",
+	syscall.SIGIO: "SIGIO", syscall.SIGSYS: "SIGSYS",
+}
+
+// signalName returns the conventional name of s ("SIGKILL"), or "SIG<n>".
+func signalName(s syscall.Signal) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	return "SIG" + strconv.Itoa(int(s))
+}
+
+// emulate applies items to the emulator, answers queries at their point in
+// the stream, and lets the reader and the log trim move on.
+func (t *Terminal) emulate() {
+	defer t.wg.Done()
+	var batch []*item
+	for {
+		t.mu.Lock()
+		batch = batch[:0]
+		for s := t.emuDoneSeq; s < t.endSeq && len(batch) < 64; s++ {
+			batch = append(batch, t.items[s-t.firstSeq])
+		}
+		t.mu.Unlock()
+		if len(batch) == 0 {
+			select {
+			case <-t.emuWake:
+				continue
+			case <-t.done:
+				return
+			}
+		}
+		var replies [][]byte
+		t.emuMu.Lock()
+		for _, it := range batch {
+			replies = t.applyLocked(it, replies)
+		}
+		t.emuMu.Unlock()
+		for _, r := range replies {
+			t.queueReply(r)
+		}
+		last := batch[len(batch)-1]
+		t.mu.Lock()
+		t.emuDoneSeq = last.seq + 1
+		t.emuDonePos = last.end()
+		wake := t.trimLocked(nil)
+		t.mu.Unlock()
+		t.wakeAll(wake)
+		signal(t.emuProg)
+	}
+}
+
+// applyLocked applies one item to the emulator (t.emuMu held).
+func (t *Terminal) applyLocked(it *item, replies [][]byte) [][]byte {
+	e := t.emu
+	if it.resize {
+		e.resize(it.rows, it.cols)
+	} else {
+		prev := 0
+		for _, q := range it.qs {
+			e.write(it.text[prev:q.off])
+			prev = q.off
+			if r := e.answer(q.raw); len(r) > 0 {
+				replies = append(replies, r)
+			}
+		}
+		e.write(it.text[prev:])
+	}
+	t.emuApplied = it.seq + 1
+	t.emuPos = it.end()
+	t.snapValid = false
+	return replies
+}

@@ -1,0 +1,367 @@
+package pty
+
+import (
+	"strconv"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+const (
+	outPrefix = `{"jsonrpc":"2.0","method":"terminal/output","params":{"data":"`
+	outSuffix = `"}}`
+	readyMsg  = `{"jsonrpc":"2.0","method":"channel/ready","params":{}}`
+	// outEnvelope16 is the UTF-16 size of a terminal/output message
+	// without its data.
+	outEnvelope16 = 2 * int64(len(outPrefix)+len(outSuffix))
+	// maxGather bounds the items one Pull looks at.
+	maxGather = 64
+)
+
+// Viewer is one subscriber to a Terminal's output. It implements
+// flow.Source: its first pulls yield a snapshot (terminal/reset, the
+// terminal/output that rebuilds the screen, channel/ready), then live
+// output, terminal/resize notices and finally terminal/exit. Pull must be
+// called from one goroutine at a time; everything else is safe for
+// concurrent use.
+type Viewer struct {
+	t    *Terminal
+	wake func()
+
+	// Guarded by t.mu.
+	live    bool   // false: a snapshot must come before live output
+	seq     uint64 // next item to deliver
+	off     int    // byte offset of the cursor in that item's text
+	pos     int64  // stream position of the cursor
+	waiting bool   // Pull found nothing to send; wake on news
+	dropped int64
+	closed  bool
+
+	// Owned by the pulling goroutine.
+	snap     *snapState
+	exitSent bool
+	refs     []*item
+	buf      []byte
+	tmp      []byte
+
+	sent      atomic.Int64
+	snapshots atomic.Int64
+}
+
+type snapState struct {
+	text       string
+	off        int
+	rows, cols int
+	stage      int // 0 reset, 1 output, 2 ready
+}
+
+// ViewerStats are counters of one viewer.
+type ViewerStats struct {
+	BytesSent    int64 // UTF-16 bytes of all messages returned by Pull
+	BytesDropped int64 // output bytes dropped because the backlog overflowed
+	Snapshots    int64 // snapshots started (the initial one included)
+	Queued       int64 // output bytes queued for the viewer and not yet pulled
+}
+
+var _ flow.Source = (*Viewer)(nil)
+
+// Attach adds a viewer. wake is called (never with a lock held that wake's
+// implementer could need; it must not block) whenever the viewer has
+// something new to pull; it may be nil.
+func (t *Terminal) Attach(wake func()) *Viewer {
+	if wake == nil {
+		wake = func() {}
+	}
+	v := &Viewer{t: t, wake: wake}
+	t.mu.Lock()
+	t.viewers[v] = struct{}{}
+	n := len(t.viewers)
+	t.mu.Unlock()
+	t.log.Debug("viewer attached", "pid", t.pid, "viewers", n)
+	wake()
+	return v
+}
+
+// Close detaches the viewer. Later pulls return nothing.
+func (v *Viewer) Close() {
+	t := v.t
+	t.mu.Lock()
+	if v.closed {
+		t.mu.Unlock()
+		return
+	}
+	v.closed = true
+	delete(t.viewers, v)
+	n := len(t.viewers)
+	t.mu.Unlock()
+	t.log.Debug("viewer detached", "pid", t.pid, "viewers", n)
+}
+
+// Stats returns the viewer's counters.
+func (v *Viewer) Stats() ViewerStats {
+	t := v.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := ViewerStats{
+		BytesSent:    v.sent.Load(),
+		BytesDropped: v.dropped,
+		Snapshots:    v.snapshots.Load(),
+	}
+	if v.live && !v.closed {
+		s.Queued = t.endPos - v.pos
+	}
+	return s
+}
+
+// Pull implements flow.Source.
+func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool) {
+	if v.snap != nil {
+		if !dataAllowed {
+			return flow.Message{}, false
+		}
+		return v.nextSnap(maxMessageBytes)
+	}
+	t := v.t
+	t.mu.Lock()
+	if v.closed {
+		t.mu.Unlock()
+		return flow.Message{}, false
+	}
+	if !v.live {
+		if !dataAllowed {
+			v.waiting = true
+			t.mu.Unlock()
+			return flow.Message{}, false
+		}
+		t.mu.Unlock()
+		v.startSnapshot()
+		return v.nextSnap(maxMessageBytes)
+	}
+	// Skip items with nothing for viewers (queries only).
+	for v.seq < t.endSeq {
+		it := t.items[v.seq-t.firstSeq]
+		if it.resize || v.off < len(it.text) {
+			break
+		}
+		v.seq++
+		v.off = 0
+	}
+	if v.seq == t.endSeq {
+		if t.exited && !v.exitSent {
+			v.exitSent = true
+			msg := t.exitMsg
+			t.mu.Unlock()
+			v.sent.Add(flow.UTF16Len(msg))
+			return flow.Message{Text: msg, Class: flow.Lifecycle}, true
+		}
+		v.waiting = true
+		t.mu.Unlock()
+		return flow.Message{}, false
+	}
+	if !dataAllowed {
+		v.waiting = true
+		t.mu.Unlock()
+		return flow.Message{}, false
+	}
+	refs := v.refs[:0]
+	for s := v.seq; s < t.endSeq && len(refs) < maxGather; s++ {
+		refs = append(refs, t.items[s-t.firstSeq])
+	}
+	v.refs = refs
+	seq, off, pos := v.seq, v.off, v.pos
+	t.mu.Unlock()
+
+	var text string
+	var size int64
+	if refs[0].resize {
+		it := refs[0]
+		text = resizeMsg(it.rows, it.cols)
+		size = 2 * int64(len(text))
+		seq++
+	} else {
+		text, size, seq, off, pos = v.buildOutput(refs, seq, off, pos, maxMessageBytes)
+	}
+	clear(v.refs)
+
+	t.mu.Lock()
+	if v.live && !v.closed {
+		v.seq, v.off, v.pos = seq, off, pos
+	}
+	t.mu.Unlock()
+	v.sent.Add(size)
+	return flow.Message{Text: text, Class: flow.Data}, true
+}
+
+// buildOutput packs as much output from refs (starting at off in refs[0])
+// as fits in one terminal/output message of at most max UTF-16 bytes.
+// Whole items are copied from their shared escaped form; only an item cut
+// by the limit is escaped here.
+func (v *Viewer) buildOutput(refs []*item, seq uint64, off int, pos int64, max int64) (string, int64, uint64, int, int64) {
+	budget := max - outEnvelope16
+	used := int64(0)
+	b := append(v.buf[:0], outPrefix...)
+	for _, it := range refs {
+		if it.resize {
+			break
+		}
+		if off == 0 {
+			esc, esc16 := it.escaped()
+			if used+esc16 <= budget {
+				b = append(b, esc...)
+				used += esc16
+				pos += int64(len(it.text))
+				seq++
+				continue
+			}
+		}
+		k, n16 := fitPrefix(it.text[off:], budget-used)
+		if k > 0 {
+			v.tmp = flow.AppendJSONString(v.tmp[:0], it.text[off:off+k])
+			b = append(b, v.tmp[1:len(v.tmp)-1]...)
+			used += n16
+			off += k
+			pos += int64(k)
+			if off == len(it.text) {
+				seq++
+				off = 0
+			}
+		}
+		break
+	}
+	b = append(b, outSuffix...)
+	v.buf = b
+	return string(b), outEnvelope16 + used, seq, off, pos
+}
+
+func resizeMsg(rows, cols int) string {
+	b := make([]byte, 0, 80)
+	b = append(b, `{"jsonrpc":"2.0","method":"terminal/resize","params":{"rows":`...)
+	b = strconv.AppendInt(b, int64(rows), 10)
+	b = append(b, `,"cols":`...)
+	b = strconv.AppendInt(b, int64(cols), 10)
+	b = append(b, "}}"...)
+	return string(b)
+}
+
+func resetMsg(rows, cols int) string {
+	b := make([]byte, 0, 80)
+	b = append(b, `{"jsonrpc":"2.0","method":"terminal/reset","params":{"rows":`...)
+	b = strconv.AppendInt(b, int64(rows), 10)
+	b = append(b, `,"cols":`...)
+	b = strconv.AppendInt(b, int64(cols), 10)
+	b = append(b, "}}"...)
+	return string(b)
+}
+
+// startSnapshot takes the emulator state and moves the viewer's cursor to
+// exactly the point of the stream that state reflects, so snapshot plus
+// the live output after it is what a viewer of the whole stream saw.
+func (v *Viewer) startSnapshot() {
+	t := v.t
+	t.emuMu.Lock()
+	if !t.snapValid {
+		t.snapText = t.emu.snapshot()
+		t.snapRows, t.snapCols = t.emu.rows, t.emu.cols
+		t.snapValid = true
+	}
+	s := &snapState{text: t.snapText, rows: t.snapRows, cols: t.snapCols}
+	t.mu.Lock()
+	first := !v.live && v.seq == 0 && v.pos == 0 && v.snapshots.Load() == 0
+	v.live = true
+	v.seq, v.off, v.pos = t.emuApplied, 0, t.emuPos
+	t.mu.Unlock()
+	t.emuMu.Unlock()
+	v.snap = s
+	v.snapshots.Add(1)
+	if !first {
+		t.log.Debug("viewer resynchronized with a snapshot", "pid", t.pid)
+	}
+}
+
+func (v *Viewer) nextSnap(max int64) (flow.Message, bool) {
+	s := v.snap
+	var text string
+	var size int64
+	switch s.stage {
+	case 0:
+		text = resetMsg(s.rows, s.cols)
+		size = 2 * int64(len(text))
+		s.stage = 1
+		if s.text == "" {
+			s.stage = 2
+		}
+	case 1:
+		budget := max - outEnvelope16
+		k, n16 := fitPrefix(s.text[s.off:], budget)
+		b := append(v.buf[:0], outPrefix...)
+		v.tmp = flow.AppendJSONString(v.tmp[:0], s.text[s.off:s.off+k])
+		b = append(b, v.tmp[1:len(v.tmp)-1]...)
+		b = append(b, outSuffix...)
+		v.buf = b
+		text = string(b)
+		size = outEnvelope16 + n16
+		s.off += k
+		if s.off == len(s.text) {
+			s.stage = 2
+		}
+	default:
+		text = readyMsg
+		size = 2 * int64(len(text))
+		v.snap = nil
+	}
+	v.sent.Add(size)
+	return flow.Message{Text: text, Class: flow.Data}, true
+}
+
+// escLen16 is the UTF-16 size of each ASCII byte once JSON-escaped the way
+// flow.AppendJSONString does it.
+var escLen16 [utf8.RuneSelf]int64
+
+func init() {
+	for c := 0; c < utf8.RuneSelf; c++ {
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+			escLen16[c] = 4
+		case c < 0x20:
+			escLen16[c] = 12
+		default:
+			escLen16[c] = 2
+		}
+	}
+}
+
+// fitPrefix returns the longest prefix of s (valid UTF-8), in bytes, whose
+// escaped UTF-16 size is at most budget, and that size. It never splits a
+// UTF-8 sequence.
+func fitPrefix(s string, budget int64) (int, int64) {
+	var n int64
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			w := escLen16[c]
+			if n+w > budget {
+				break
+			}
+			n += w
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		w := int64(2)
+		if r >= 0x10000 {
+			w = 4
+		}
+		if n+w > budget {
+			break
+		}
+		n += w
+		i += size
+	}
+	return i, n
+}
+
+func escapedLen16(s string) int64 { return flow.EscapedLen(s) }
+
+func appendJSONString(dst []byte, s string) []byte { return flow.AppendJSONString(dst, s) }
