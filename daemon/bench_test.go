@@ -109,7 +109,9 @@ func skipToReady(ctx context.Context, sub *client.Sub) error {
 
 var bigWindow = &flow.ReceiveLimits{WindowBytes: 8 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20}
 
-func benchThroughput(b *testing.B, viewers int) {
+func benchThroughput(b *testing.B, viewers int) { benchThroughputWith(b, viewers, false) }
+
+func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 	path := benchFile(b)
 	var rawRate, ahpRate float64
 	for i := 0; i < b.N; i++ {
@@ -132,6 +134,17 @@ func benchThroughput(b *testing.B, viewers int) {
 				b.Fatal(err)
 			}
 			if err := skipToReady(context.Background(), subs[v]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if stalledNeighbour {
+			// A subscription that takes its snapshot and never credits.
+			c, _, err := client.Dial(context.Background(), h.url, client.Options{Token: adminToken})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Subscribe(context.Background(), ch.URI, &flow.ReceiveLimits{WindowBytes: 64 << 10, MaximumFrameBytes: 16 << 10, MaximumMessageBytes: 64 << 10}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -174,6 +187,10 @@ func benchThroughput(b *testing.B, viewers int) {
 
 func BenchmarkTerminalThroughput1Viewer(b *testing.B)  { benchThroughput(b, 1) }
 func BenchmarkTerminalThroughput8Viewers(b *testing.B) { benchThroughput(b, 8) }
+
+// One viewer that credits, beside one that never does: its rate should
+// match the single-viewer case (the PTY is never paused by a viewer).
+func BenchmarkTerminalThroughputStalledNeighbour(b *testing.B) { benchThroughputWith(b, 1, true) }
 
 // BenchmarkEchoLatency: a keystroke through ahpd (input frame → PTY → echo
 // → output frame) against the same keystroke on a raw PTY, idle and while
