@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,13 +126,7 @@ func (s *Sub) onFrame(size int64, f *flow.Frame) {
 		return
 	}
 	m := Message{Text: append([]byte(nil), text...), End: end}
-	var env struct {
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-	}
-	if json.Unmarshal(m.Text, &env) == nil {
-		m.Method, m.Params = env.Method, env.Params
-	}
+	m.Method, m.Params = splitEnvelope(m.Text)
 	s.queue = append(s.queue, m)
 	select {
 	case s.sig <- struct{}{}:
@@ -278,4 +273,28 @@ func AppendNotification(dst []byte, method string, params any) []byte {
 	dst = append(dst, `,"params":`...)
 	dst = append(dst, p...)
 	return append(dst, '}')
+}
+
+// splitEnvelope returns the method and params of a logical message. Host
+// messages have the canonical shape {"jsonrpc":"2.0","method":"M","params":P},
+// which is sliced without scanning the (possibly large) params; anything
+// else goes through encoding/json.
+func splitEnvelope(text []byte) (string, json.RawMessage) {
+	const head = `{"jsonrpc":"2.0","method":"`
+	if bytes.HasPrefix(text, []byte(head)) && bytes.HasSuffix(text, []byte("}")) {
+		rest := text[len(head):]
+		if i := bytes.IndexByte(rest, '"'); i > 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
+			after := rest[i+1:]
+			const p = `,"params":`
+			if bytes.HasPrefix(after, []byte(p)) {
+				return string(rest[:i]), after[len(p) : len(after)-1]
+			}
+		}
+	}
+	var env struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	_ = json.Unmarshal(text, &env)
+	return env.Method, env.Params
 }
