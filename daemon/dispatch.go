@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -97,7 +98,11 @@ func (c *conn) initialize(req *request) error {
 	grant, err := c.srv.tokens.Authenticate(secret)
 	if err != nil {
 		c.log.Info("authentication failed", "conn", c.id, "remote", c.remote, "err", err)
-		_ = c.respond(req, nil, rpcErr(CodeUnauthorized, "unauthorized: "+err.Error()))
+		msg := "unauthorized: unknown, used or revoked token"
+		if errors.Is(err, ErrTokenExpired) {
+			msg = "unauthorized: token expired"
+		}
+		_ = c.respond(req, nil, rpcErr(CodeUnauthorized, msg))
 		return closeWith(websocket.StatusPolicyViolation, "unauthorized")
 	}
 	c.grant = grant

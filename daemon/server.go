@@ -194,9 +194,11 @@ func (s *Server) BrowserURL(base string, channel string, role Role) string {
 	if channel != "" {
 		ch = []string{channel}
 	}
-	frag := "ticket=" + url.QueryEscape(s.Ticket(ch, role, s.cfg.TicketTTL))
+	// Tickets are base64url and channel URIs use only letters, digits,
+	// "-_.:/": nothing needs escaping in a fragment.
+	frag := "ticket=" + s.Ticket(ch, role, s.cfg.TicketTTL)
 	if channel != "" {
-		frag += "&channel=" + url.QueryEscape(channel)
+		frag += "&channel=" + channel
 	}
 	return strings.TrimSuffix(base, "/") + "/#" + frag
 }

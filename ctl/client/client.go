@@ -79,14 +79,14 @@ type Conn struct {
 
 	writeMu sync.Mutex // serializes writes
 
-	mu       sync.Mutex // guards the fields below
-	nextID   int
-	pending  map[string]chan response
-	psubs    map[string]*Sub // subscribe requests awaiting their response
-	subs     map[string]*Sub
-	notes    []Notification
-	noteSig  chan struct{}
-	err      error
+	mu      sync.Mutex // guards the fields below
+	nextID  int
+	pending map[string]chan response
+	psubs   map[string]*Sub // subscribe requests awaiting their response
+	subs    map[string]*Sub
+	notes   []Notification
+	noteSig chan struct{}
+	err     error
 }
 
 type response struct {

@@ -92,6 +92,9 @@ const consumer = {
     ui.role = session.role;
     hideNotice();
     render();
+    // The list fetched at connect predates this subscription: refresh it so
+    // the viewer count includes this page.
+    if (!pingSince) refreshChannels(session);
   },
   ...terminalConsumer(term, {
     onSize(rows, cols) {
@@ -341,7 +344,12 @@ function hideNotice() {
 }
 
 function showAuthHelp(why) {
-  showNotice([
+  // The link's #channel= names the channel; without it, say how to find one.
+  showNotice(ui.channel ? [
+    `${why} On the machine running ahpd, run `,
+    code(`ahpctl open ${ui.channel}`),
+    ' and open the URL it prints.',
+  ] : [
     `${why} On the machine running ahpd, run `,
     code('ahpctl open ahp-terminal:/ID'),
     ' (', code('ahpctl channels list'), ' shows the IDs) and open the URL it prints.',

@@ -1,0 +1,372 @@
+// browser.test.mjs — the real-browser end-to-end test: the built daemon
+// (bin/ahpd, with the embedded page) and headless Debian Chromium driven by
+// playwright-core. Run with `make e2e` or `npm run e2e` after `make build`.
+//
+// Environment:
+//   AHPD_BIN       the daemon binary (default: <repo>/bin/ahpd)
+//   AHPCTL_BIN     mints the view-only link (default: ahpctl beside AHPD_BIN;
+//                  without it that part is skipped)
+//   CHROMIUM_BIN   the browser (default: /usr/bin/chromium); never downloaded
+//   ARTIFACTS_DIR  where screenshots and logs go (default: e2e/artifacts/)
+//   CI=true        a missing browser or daemon fails instead of skipping
+//
+// Everything is on loopback, every wait is bounded, and the whole file has
+// a 60 s budget.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+const repoRoot = resolve(here, '../../..');
+const AHPD_BIN = resolve(process.env.AHPD_BIN || join(repoRoot, 'bin/ahpd'));
+const AHPCTL_BIN = resolve(process.env.AHPCTL_BIN || join(AHPD_BIN, '../ahpctl'));
+const CHROMIUM_BIN = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
+const ARTIFACTS_DIR = resolve(process.env.ARTIFACTS_DIR || join(here, 'artifacts'));
+const CI = process.env.CI === 'true';
+
+const ARTIFACTS = ['terminal.png', 'view-only.png', 'terminal-after-reload.png', 'after-shutdown.png',
+  'ticket-reused.png', 'failure-page1.png', 'failure-page2.png', 'failure-page3.png', 'failure-page4.png',
+  'daemon.log', 'e2e.log'];
+const CHANNEL = 'ahp-terminal:/shell';
+const PROMPT = 'e2e$ ';
+const STEP_MS = 10_000; // bound of every single wait
+const LAUNCH_MS = 30_000; // starting Chromium (seconds on a loaded 2-core machine)
+const CHROMIUM_ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--disable-dev-shm-usage',
+];
+
+const missing = !existsSync(CHROMIUM_BIN) ? `no browser at ${CHROMIUM_BIN} (apt-get install chromium)`
+  : !existsSync(AHPD_BIN) ? `no daemon at ${AHPD_BIN} (make build)` : null;
+if (missing && CI) throw new Error(`e2e: ${missing}`);
+
+test('browser: type `echo hello` into the page and see the output', { skip: missing ?? false, timeout: 60_000 }, async (t) => {
+  const { chromium } = await import('playwright-core');
+  await mkdir(ARTIFACTS_DIR, { recursive: true });
+  for (const f of ARTIFACTS) await rm(join(ARTIFACTS_DIR, f), { force: true });
+  const tmp = await mkdtemp(join(tmpdir(), 'ahpd-e2e-'));
+  const home = join(tmp, 'home');
+  const stateDir = join(tmp, 'state');
+  await mkdir(home, { recursive: true });
+  // A login /bin/sh reads /etc/profile (which sets PS1 to '# ' for root),
+  // then $HOME/.profile (absent: HOME is empty), then $ENV for an
+  // interactive shell: the prompt is set there.
+  const shrc = join(home, 'shrc');
+  await writeFile(shrc, `PS1='${PROMPT}'\n`);
+
+  const log = [];
+  const note = (line) => log.push(`${new Date().toISOString()} ${line}`);
+  let daemon = null;
+  let browser = null;
+  const daemonOut = [];
+  let daemonExit = null;
+  const pages = new Map(); // name → page, for a screenshot when the test fails
+  let passed = false;
+
+  t.after(async () => {
+    if (!passed) {
+      for (const [name, p] of pages) {
+        if (!p.isClosed()) await p.screenshot({ path: join(ARTIFACTS_DIR, `failure-${name}.png`), timeout: 3000 }).catch(() => {});
+      }
+    }
+    await browser?.close().catch(() => {});
+    if (daemon && !daemonExit) daemon.kill('SIGKILL');
+    await writeFile(join(ARTIFACTS_DIR, 'daemon.log'), daemonOut.join('')).catch(() => {});
+    await writeFile(join(ARTIFACTS_DIR, 'e2e.log'), log.join('\n') + '\n').catch(() => {});
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  // ---- the daemon -----------------------------------------------------------
+
+  const controlSock = join(tmp, 'control.sock');
+  daemon = spawn(AHPD_BIN, ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--control', controlSock], {
+    cwd: home,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      PATH: '/usr/local/bin:/usr/bin:/bin',
+      HOME: home,
+      SHELL: '/bin/sh',
+      ENV: shrc,
+      PS1: PROMPT,
+      LANG: 'C.UTF-8',
+      TZ: 'UTC',
+    },
+  });
+  const exited = new Promise((res) => daemon.on('exit', (code, signal) => {
+    daemonExit = { code, signal };
+    note(`daemon exited code=${code} signal=${signal}`);
+    res(daemonExit);
+  }));
+  daemon.stdout.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
+  daemon.stderr.setEncoding('utf8');
+  const url = await within(STEP_MS, 'the daemon to print its URL', new Promise((res, rej) => {
+    let buf = '';
+    daemon.stderr.on('data', (s) => {
+      daemonOut.push(s);
+      buf += s;
+      const m = /Open (http:\/\/127\.0\.0\.1:\d+\/#ticket=[^\s&]+&channel=\S+)/.exec(buf);
+      if (m) res(m[1]);
+    });
+    exited.then((e) => rej(new Error(`daemon exited (${e.code ?? e.signal}) before printing a URL:\n${buf}`)));
+  }));
+  const base = new URL(url).origin;
+  note(`daemon at ${base}`);
+  // The daemon percent-encodes the channel (ahp-terminal%3A%2Fshell).
+  assert.equal(decodeURIComponent(/&channel=(\S+)$/.exec(url)[1]), CHANNEL);
+
+  // ---- the browser ----------------------------------------------------------
+
+  note('step: starting Chromium');
+  browser = await chromium.launch({ executablePath: CHROMIUM_BIN, args: CHROMIUM_ARGS, timeout: LAUNCH_MS });
+  const context = await browser.newContext({ viewport: { width: 1100, height: 640 }, deviceScaleFactor: 1 });
+  context.setDefaultTimeout(STEP_MS);
+  const problems = [];
+  let shuttingDown = false; // after SIGTERM the page's reconnects are refused
+  const watch = (page, name) => {
+    pages.set(name, page);
+    page.on('pageerror', (e) => problems.push(`${name}: uncaught ${e.message}`));
+    page.on('console', (m) => {
+      note(`${name} console.${m.type()}: ${m.text()}`);
+      if (m.type() !== 'error') return;
+      if (shuttingDown && /ERR_CONNECTION_REFUSED/.test(m.text())) return;
+      problems.push(`${name}: console error: ${m.text()}`);
+    });
+    page.on('requestfailed', (r) => note(`${name} request failed: ${r.url()} ${r.failure()?.errorText}`));
+  };
+
+  note('step: opening the ticket URL');
+  const page = await context.newPage();
+  watch(page, 'page1');
+  await page.goto(url);
+  note('page loaded');
+  await waitAttached(page);
+  note('attached');
+
+  // The ticket is taken out of the address bar; the channel stays.
+  assert.ok(!page.url().includes('ticket='), `ticket left in the URL: ${page.url()}`);
+  assert.ok(page.url().endsWith(`#channel=${CHANNEL}`), page.url());
+  assert.equal(await text(page, 'status-connection'), 'connected');
+  assert.equal(await text(page, 'status-channel'), CHANNEL);
+  assert.equal(await text(page, 'status-role'), 'role control');
+  assert.equal(await page.getByTestId('view-only').isVisible(), false);
+  assert.equal(await page.getByTestId('channel-item').count(), 1);
+  assert.equal(await page.getByTestId('channel-item').getAttribute('data-channel'), CHANNEL);
+  await waitFor(page, 'the channel list to count this viewer',
+    () => document.querySelector('[data-testid=channel-item] .meta')?.textContent === 'terminal · running · 1 viewer');
+
+  // The page asks for its own size once attached; the host's answer resizes
+  // xterm, and the terminal then fills the stage.
+  await waitFor(page, 'the terminal to take the size of the window', () => {
+    const s = window.ahpTest.state();
+    return s.rows === s.termRows && s.cols === s.termCols && !(s.rows === 24 && s.cols === 80);
+  });
+  const fill = await page.evaluate(() => {
+    const box = document.querySelector('[data-testid=terminal]').getBoundingClientRect();
+    const screen = document.querySelector('.xterm-screen').getBoundingClientRect();
+    const s = window.ahpTest.state();
+    return { box, screen, rows: s.rows, cols: s.cols };
+  });
+  note(`terminal ${fill.rows}x${fill.cols}; container ${JSON.stringify(fill.box)}; screen ${JSON.stringify(fill.screen)}`);
+  const cellH = fill.screen.height / fill.rows;
+  const cellW = fill.screen.width / fill.cols;
+  assert.ok(fill.box.height - fill.screen.height < 2 * cellH + 8, `terminal does not fill the height: ${JSON.stringify(fill)}`);
+  assert.ok(fill.box.width - fill.screen.width < 2 * cellW + 24, `terminal does not fill the width: ${JSON.stringify(fill)}`);
+  assert.equal(await text(page, 'status-size'), `${fill.rows}×${fill.cols}`);
+
+  // ---- type a command -------------------------------------------------------
+
+  note('step: typing echo hello');
+  await waitScreen(page, 'the prompt', (lines, prompt) => lines.some((l) => l.startsWith(prompt.trimEnd())), PROMPT);
+  await page.getByTestId('terminal').click();
+  await typeLine(page, 'echo hello');
+  await waitScreen(page, 'the output `hello`', (lines) => {
+    const i = lines.findIndex((l) => /echo hello$/.test(l));
+    return i >= 0 && lines.slice(i + 1).some((l) => l === 'hello');
+  });
+  // A real shell: arithmetic is evaluated, the PTY has the page's size,
+  // and non-ASCII input and output (a wide CJK pair) survive both ways.
+  await typeLine(page, 'echo e2e-$((6*7)); stty size; echo héllo-日本');
+  await waitScreen(page, 'the shell to evaluate, report the size and echo UTF-8',
+    (lines, size) => lines.includes('e2e-42') && lines.includes(size) && lines.includes('héllo-日本'),
+    `${fill.rows} ${fill.cols}`);
+  await waitFor(page, 'the latency measure', () => window.ahpTest.state().latencyMs != null);
+  await page.screenshot({ path: join(ARTIFACTS_DIR, 'terminal.png') });
+  note(`screen after echo:\n${await screenText(page)}`);
+
+  // ---- a second viewer ------------------------------------------------------
+  // Tickets are minted by the daemon only (one is printed); the second tab
+  // uses the admin token from the state directory as its #token=.
+
+  note('step: second viewer');
+  const admin = (await readFile(join(stateDir, 'admin.token'), 'utf8')).trim();
+  const page2 = await context.newPage();
+  watch(page2, 'page2');
+  await page2.goto(`${base}/#token=${encodeURIComponent(admin)}&channel=${CHANNEL}`);
+  await waitAttached(page2);
+  await waitScreen(page2, 'the snapshot with `hello`', (lines) => lines.includes('hello'));
+  await waitFor(page2, 'the channel list to count two viewers',
+    () => document.querySelector('[data-testid=channel-item] .meta')?.textContent === 'terminal · running · 2 viewers');
+  await page2.getByTestId('terminal').click();
+  await typeLine(page2, 'echo second-viewer');
+  for (const p of [page2, page]) {
+    await waitScreen(p, 'output typed in the second tab', (lines) => lines.includes('second-viewer'));
+  }
+  await page2.close();
+
+  // ---- a view-only viewer ---------------------------------------------------
+  // `ahpctl open --role view URI` mints a view-only ticket link.
+
+  if (!existsSync(AHPCTL_BIN)) {
+    t.diagnostic(`view-only check skipped: no ${AHPCTL_BIN}`);
+  } else {
+    note('step: view-only viewer');
+    const viewUrl = (await run(AHPCTL_BIN, ['open', '--role', 'view', CHANNEL], { AHP_CONTROL: controlSock })).trim();
+    note(`view-only link: ${viewUrl.replace(/ticket=[^&]+/, 'ticket=…')}`);
+    assert.match(viewUrl, /^http:\/\/127\.0\.0\.1:\d+\/#ticket=/);
+    const page3 = await context.newPage();
+    watch(page3, 'page3');
+    await page3.goto(viewUrl);
+    await waitAttached(page3);
+    assert.equal(await text(page3, 'status-role'), 'role view');
+    assert.equal(await page3.getByTestId('view-only').isVisible(), true);
+    await waitScreen(page3, 'the snapshot in the view-only tab', (lines) => lines.includes('hello'));
+    // Keys typed in the view-only tab go nowhere ...
+    await page3.getByTestId('terminal').click();
+    await typeLine(page3, 'echo from-viewer');
+    // ... while output typed in the control tab reaches it. The shell handles
+    // input in order, so once the marker is out, the viewer's line would be too.
+    await page.getByTestId('terminal').click();
+    await typeLine(page, 'echo marker-after-viewer');
+    for (const p of [page, page3]) {
+      const lines = await waitScreen(p, 'the marker', (l) => l.includes('marker-after-viewer'));
+      assert.ok(!lines.some((l) => l.includes('from-viewer')), `view-only input reached the shell:\n${lines.join('\n')}`);
+    }
+    const sent = await page3.evaluate(() => window.ahpTest.state().send);
+    assert.equal(sent?.sentBytes, 0, `the view-only tab sent input: ${JSON.stringify(sent)}`);
+    await page3.screenshot({ path: join(ARTIFACTS_DIR, 'view-only.png') });
+    await page3.close();
+  }
+
+  // ---- the printed ticket works once ----------------------------------------
+
+  note('step: reusing the ticket');
+  const page4 = await context.newPage();
+  watch(page4, 'page4');
+  await page4.goto(url);
+  await waitFor(page4, 'the page to report the used ticket', () => window.ahpTest.state().error === 'unauthorized');
+  assert.equal(await page4.getByTestId('auth-help').isVisible(), true);
+  assert.match(await page4.getByTestId('auth-help').textContent(), /already used or has expired.*ahpctl open ahp-terminal:\/shell and open the URL/);
+  assert.equal(await page4.evaluate(() => window.ahpTest.state().subscriptionId), null);
+  await page4.screenshot({ path: join(ARTIFACTS_DIR, 'ticket-reused.png') });
+  await page4.close();
+
+  // ---- reload: reconnect token and snapshot ---------------------------------
+
+  note('step: reloading');
+  await page.reload();
+  await waitAttached(page);
+  assert.equal(await text(page, 'status-role'), 'role control');
+  await waitScreen(page, '`hello` after the reload', (lines) => lines.includes('hello') && lines.includes('second-viewer'));
+  await page.getByTestId('terminal').click();
+  await typeLine(page, 'echo after-reload');
+  await waitScreen(page, 'output typed after the reload', (lines) => lines.includes('after-reload'));
+  await page.screenshot({ path: join(ARTIFACTS_DIR, 'terminal-after-reload.png') });
+
+  // ---- shutdown -------------------------------------------------------------
+
+  note('step: SIGTERM');
+  assert.deepEqual(problems, [], 'the page logged errors');
+  shuttingDown = true;
+  daemon.kill('SIGTERM');
+  const exit = await within(STEP_MS, 'the daemon to exit after SIGTERM', exited);
+  assert.deepEqual(exit, { code: 0, signal: null }, 'SIGTERM must exit 0');
+  // Every connection was closed with 1001 (going away): the page says so.
+  await waitFor(page, 'the page to see close 1001', () => window.ahpTest.state().closeCode === 1001);
+  assert.match(await text(page, 'status-connection'), /1001/);
+  await page.screenshot({ path: join(ARTIFACTS_DIR, 'after-shutdown.png') });
+
+  assert.deepEqual(problems, [], 'the page logged errors');
+  passed = true;
+});
+
+// ---- helpers ----------------------------------------------------------------
+
+async function within(ms, what, promise) {
+  let timer;
+  const timeout = new Promise((_, rej) => {
+    timer = setTimeout(() => rej(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function waitFor(page, what, fn, arg) {
+  try {
+    await page.waitForFunction(fn, arg, { timeout: STEP_MS, polling: 50 });
+  } catch (e) {
+    const state = await page.evaluate(() => window.ahpTest?.state()).catch(() => null);
+    throw new Error(`waiting for ${what}: ${e.message.split('\n')[0]}\npage state: ${JSON.stringify(state)}`);
+  }
+}
+
+// waitAttached waits until the page is connected and its subscription has
+// applied channel/ready.
+async function waitAttached(page) {
+  await waitFor(page, 'the page to connect and attach', () => {
+    const s = window.ahpTest?.state();
+    return s && s.connection === 'connected' && s.ready && s.subscriptionId != null;
+  });
+}
+
+// waitScreen waits until pred(lines of the visible screen, arg) holds.
+async function waitScreen(page, what, pred, arg) {
+  const deadline = Date.now() + STEP_MS;
+  for (;;) {
+    const lines = (await screenText(page)).split('\n');
+    if (pred(lines, arg)) return lines;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; screen:\n${lines.join('\n')}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+// run runs a command with a bounded wait and returns its stdout.
+function run(bin, args, env) {
+  return new Promise((res, rej) => {
+    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    let out = '';
+    let err = '';
+    p.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
+    p.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
+    const timer = setTimeout(() => p.kill('SIGKILL'), STEP_MS);
+    p.on('error', rej);
+    p.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) res(out);
+      else rej(new Error(`${bin} ${args.join(' ')}: exit ${code ?? signal}\n${err}`));
+    });
+  });
+}
+
+// typeLine types text and Enter as key presses into the focused terminal.
+async function typeLine(page, text) {
+  await page.keyboard.type(text, { delay: 5 });
+  await page.keyboard.press('Enter');
+}
+
+function screenText(page) {
+  return page.evaluate(() => window.ahpTest.screenText());
+}
+
+function text(page, testid) {
+  return page.getByTestId(testid).textContent();
+}
