@@ -4,9 +4,14 @@ GO      ?= go
 WEBUI   := daemon/webui
 CHROMIUM ?= /usr/bin/chromium
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/ahp-dev/ahpd/daemon.Version=$(VERSION)
+LDFLAGS := -X github.com/ahp-dev/ahpd/daemon.Version=$(VERSION) -X github.com/ahp-dev/ahpd/ctl.Version=$(VERSION)
+# Pinned code generators, installed from the Go module proxy by `make gen`.
+BUF_VERSION                := v1.75.0
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e test lint fuzz bench gen clean
+.PHONY: all build run web web-test e2e test lint fuzz bench gen proto-tools proto-check clean
 
 all: build
 
@@ -54,6 +59,21 @@ test: lint web
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./flow/ ./pty/ ./daemon/
+
+proto-tools:
+	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+# Regenerates proto/ahp/v1/*.pb.go after buf lint.
+gen: proto-tools
+	cd proto && PATH="$(GOBIN):$$PATH" buf lint && PATH="$(GOBIN):$$PATH" buf generate
+
+# CI: generated code is current, lint passes, and no breaking change since
+# the previous commit (skipped until proto/ exists there).
+proto-check: gen
+	git diff --exit-code -- proto/
+	if git cat-file -e HEAD~1:proto/buf.yaml 2>/dev/null; then cd proto && PATH="$(GOBIN):$$PATH" buf breaking --against '../.git#ref=HEAD~1,subdir=proto'; fi
 
 clean:
 	rm -rf bin $(WEBUI)/node_modules

@@ -166,6 +166,10 @@ type Config struct {
 	NoDefaultTerminal bool
 	// ShutdownTimeout bounds a graceful shutdown. Default 10 s.
 	ShutdownTimeout time.Duration
+	// MetricsPublic serves /metrics without a token. Default false: a
+	// request needs Authorization: Bearer with the admin token or a token
+	// that reaches every channel.
+	MetricsPublic bool
 	// TicketTTL is the lifetime of the single-use ticket in the URL that
 	// the daemon prints at start. Default 10 min.
 	TicketTTL time.Duration

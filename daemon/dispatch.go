@@ -152,6 +152,8 @@ type subscribeParams struct {
 }
 
 func (c *conn) subscribe(req *request) error {
+	// Limits changed at run time apply to new subscriptions at once (§10).
+	c.limits = c.srv.Limits()
 	var p subscribeParams
 	if e := decodeParams(req, &p); e != nil {
 		return c.respondOr(req, e)

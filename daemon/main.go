@@ -34,7 +34,9 @@ func Main(args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:7681", "HTTP and WebSocket listen `address`")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "state `directory` holding admin.token (default $STATE_DIRECTORY, else $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd)")
 	fs.StringVar(&cfg.WebsocketCompression, "websocket-compression", "deflate", "permessage-deflate: deflate or none")
+	fs.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "serve /metrics without a token")
 	noTerm := fs.Bool("no-default-terminal", false, "do not start the default terminal running the login shell")
+	controlPath := fs.String("control", "", "gRPC control `socket`, mode 0660 (default $RUNTIME_DIRECTORY/ahpd.sock, else $XDG_RUNTIME_DIR/ahpd/control.sock, else STATE_DIR/control.sock; \"none\" disables it)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
@@ -75,6 +77,13 @@ func Main(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cp, err := srv.StartControl(ctx, ControlOptions{Path: *controlPath, HTTPAddr: ln.Addr().String()})
+	if err != nil {
+		fmt.Fprintf(stderr, "ahpd: control: %v\n", err)
+		ln.Close()
+		return 1
+	}
+	defer cp.Close()
 
 	base := "http://" + ln.Addr().String()
 	if !cfg.NoDefaultTerminal {

@@ -65,6 +65,7 @@ type Server struct {
 	nextConn  int
 	origins   []string
 	events    eventBus
+	bg        sync.WaitGroup // per-channel watchers (exit events); waited at shutdown
 }
 
 // Options are the daemon's collaborators; zero fields take defaults.
@@ -163,6 +164,15 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 	}
 	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type)
 	s.events.publish(Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
+	if n, ok := t.(exitNotifier); ok {
+		// Ends when the process exits; shutdown closes every channel, so
+		// shutdown waits for it through s.bg.
+		s.bg.Go(func() {
+			<-n.Exited()
+			s.log.Info("channel exited", "channel", ch.URI, "status", n.ExitDetail())
+			s.events.publish(Event{Kind: "channel.exited", Channel: ch.URI, Detail: n.ExitDetail()})
+		})
+	}
 	return ch, nil
 }
 
@@ -211,6 +221,7 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	mux.Handle("GET /metrics", s.MetricsHandler(MetricsOptions{Public: s.cfg.MetricsPublic}))
 	mux.Handle("/", webui.Handler())
 	return mux
 }
@@ -372,7 +383,7 @@ func (s *Server) Kick(connID, reason string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("viewer not found: %s", connID)
+	return fmt.Errorf("%w: %s", ErrViewerNotFound, connID)
 }
 
 // Serve serves HTTP on ln until ctx is cancelled, then shuts down: every
@@ -427,4 +438,11 @@ func (s *Server) shutdown(hs *http.Server) {
 	for _, ch := range s.registry.List() {
 		_ = s.CloseChannel(ch.URI)
 	}
+	s.bg.Wait()
+}
+
+// exitNotifier is implemented by terminals that report their exit.
+type exitNotifier interface {
+	Exited() <-chan struct{}
+	ExitDetail() string
 }

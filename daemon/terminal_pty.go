@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"log/slog"
+	"strconv"
 
 	"github.com/ahp-dev/ahpd/pty"
 )
@@ -43,4 +44,16 @@ type ptyViewer struct{ *pty.Viewer }
 func (v ptyViewer) Stats() ViewerStats {
 	s := v.Viewer.Stats()
 	return ViewerStats{BytesDropped: s.BytesDropped, Snapshots: s.Snapshots, Queued: s.Queued}
+}
+
+// ExitDetail describes the exit status ("code 0", "signal SIGHUP").
+func (p ptyTerminal) ExitDetail() string {
+	st, ok := p.Exit()
+	switch {
+	case !ok:
+		return "running"
+	case st.Signal != "":
+		return "signal " + st.Signal
+	}
+	return "code " + strconv.Itoa(st.Code)
 }

@@ -281,6 +281,10 @@ func (t *Terminal) State() string {
 	return StateRunning
 }
 
+// Exited returns a channel that is closed once the exit status is
+// published (after all output was queued for viewers).
+func (t *Terminal) Exited() <-chan struct{} { return t.exitDone }
+
 // Exit returns the exit status once the process has exited and all its
 // output has been read.
 func (t *Terminal) Exit() (ExitStatus, bool) {

@@ -240,7 +240,9 @@ func (c *Conn) readLoop() {
 		c.mu.Lock()
 		c.err = err
 		for _, s := range c.subs {
+			s.mu.Lock() // fail's fields are guarded by s.mu (lock order c.mu → s.mu, as in onCredit)
 			s.fail(err)
+			s.mu.Unlock()
 		}
 		c.mu.Unlock()
 		close(c.done)
@@ -292,7 +294,9 @@ func (c *Conn) readLoop() {
 				_ = json.Unmarshal(m.Params, &p)
 				c.mu.Lock()
 				if s := c.subs[p.SubscriptionID]; s != nil {
+					s.mu.Lock()
 					s.fail(&ResetError{Code: p.Code, Message: p.Message})
+					s.mu.Unlock()
 					delete(c.subs, p.SubscriptionID)
 				}
 				c.mu.Unlock()

@@ -1,0 +1,14 @@
+// Command ahpctl manages ahpd over its gRPC control socket: terminals,
+// tokens, limits, viewers, events, and `attach` to a terminal from this
+// one. See ctl/ and PROTOCOL.md §10.
+package main
+
+import (
+	"os"
+
+	"github.com/ahp-dev/ahpd/ctl"
+)
+
+func main() {
+	os.Exit(ctl.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

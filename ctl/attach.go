@@ -1,0 +1,409 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+const attachHelp = `attach is a native AHP/1 viewer in this terminal: the terminal is put in raw
+mode, every key goes to the channel's program, the program's output is written
+here, and the channel is resized to this terminal's size (again on every window
+size change). Output is credited to the daemon only once written, so a slow
+terminal slows only this viewer.
+
+Detach: Ctrl-] then d. Ctrl-] twice sends one Ctrl-] to the program.
+
+If the connection drops, attach reconnects (for up to a minute) and the daemon
+sends a fresh snapshot of the screen; keys typed while disconnected are dropped,
+never replayed. attach ends when the program exits. Credentials: attach mints a
+single-use ticket over the control socket and keeps the reconnect token the
+daemon returns; nothing is written to disk.`
+
+// detachKey is Ctrl-]; the key after it decides (d detaches).
+const detachKey = 0x1d
+
+// Errors that end an attach.
+var (
+	errDetached = errors.New("detached")
+	errStdinEOF = errors.New("stdin closed")
+)
+
+// exitedError reports that the program exited.
+type exitedError struct {
+	Code   *int   `json:"code"`
+	Signal string `json:"signal"`
+}
+
+func (e *exitedError) Error() string {
+	switch {
+	case e.Signal != "":
+		return "the program was killed by " + e.Signal
+	case e.Code != nil:
+		return fmt.Sprintf("the program exited with status %d", *e.Code)
+	}
+	return "the program exited"
+}
+
+func setupAttach(fs *flag.FlagSet) action {
+	readOnly := fs.Bool("read-only", false, "view only: no keys are sent and the channel is not resized")
+	return func(ctx context.Context, a *app, args []string) error {
+		in, okIn := a.stdin.(*os.File)
+		out, okOut := a.stdout.(*os.File)
+		if !okIn || !okOut || !isTerminal(in) {
+			return fmt.Errorf("attach needs a terminal on stdin (for a browser use 'ahpctl open %s')", args[0])
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		info, err := c.daemon.GetInfo(rctx, &ahpv1.GetInfoRequest{})
+		if err == nil {
+			_, err = c.channels.GetChannel(rctx, &ahpv1.GetChannelRequest{Channel: args[0]})
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+		at := &attacher{a: a, c: c, uri: args[0], wsURL: info.WebsocketUrl, readOnly: *readOnly, in: in, out: out}
+		return at.run(ctx)
+	}
+}
+
+// attacher is one `ahpctl attach`. Its run loop owns every field; the
+// stdin reader and the per-session output goroutine only send to it.
+type attacher struct {
+	a        *app
+	c        *clients
+	uri      string
+	wsURL    string
+	readOnly bool
+	in, out  *os.File
+
+	reconnectToken string
+	prefix         bool   // Ctrl-] seen, waiting for the next key
+	carry          []byte // an incomplete UTF-8 sequence from the last read
+}
+
+func (at *attacher) run(ctx context.Context) error {
+	restore, err := makeRaw(at.in)
+	if err != nil {
+		return fmt.Errorf("attach: raw mode: %w", err)
+	}
+	// The stdin reader cannot be interrupted (a blocking read of the
+	// terminal); it ends with the process. With 64 reads pending it waits,
+	// and the terminal holds further keys.
+	keys := make(chan []byte, 64)
+	go readKeys(at.in, keys)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+
+	err = at.loop(ctx, keys, winch)
+	// Leave the terminal usable: normal screen, visible cursor, no mouse
+	// or paste modes, default attributes; then cooked mode.
+	_, _ = io.WriteString(at.out, "\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[?2004l\x1b[?1l\x1b>\x1b[0m\r\n")
+	restore()
+	var ee *exitedError
+	switch {
+	case errors.Is(err, errDetached), errors.Is(err, errStdinEOF):
+		fmt.Fprintf(at.a.stderr, "[detached from %s]\n", at.uri)
+		return nil
+	case errors.As(err, &ee):
+		fmt.Fprintf(at.a.stderr, "[%s: %v]\n", at.uri, ee)
+		return nil
+	case ctx.Err() != nil:
+		return nil
+	}
+	return err
+}
+
+// loop connects, runs sessions and reconnects until detach, exit or a
+// permanent error.
+func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan os.Signal) error {
+	const giveUp = time.Minute
+	backoff := 100 * time.Millisecond
+	var failingSince time.Time
+	for {
+		conn, sub, err := at.connect(ctx)
+		if err == nil {
+			failingSince = time.Time{}
+			backoff = 100 * time.Millisecond
+			err = at.session(ctx, conn, sub, keys, winch)
+			conn.Close()
+			var ee *exitedError
+			if errors.Is(err, errDetached) || errors.Is(err, errStdinEOF) || errors.As(err, &ee) || ctx.Err() != nil {
+				return err
+			}
+		}
+		if permanent(err) {
+			return err
+		}
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		} else if time.Since(failingSince) > giveUp {
+			return fmt.Errorf("attach: could not reconnect for %v: %w", giveUp, err)
+		}
+		at.status("connection lost (%v); reconnecting… (Ctrl-] d detaches)", err)
+		if err := at.wait(ctx, backoff, keys); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// status prints a line between sessions (the terminal is in raw mode).
+func (at *attacher) status(format string, args ...any) {
+	fmt.Fprintf(at.out, "\r\n\x1b[0m[ahpctl: %s]\r\n", fmt.Sprintf(format, args...))
+}
+
+// wait sleeps d while watching the keys for the detach sequence; other keys
+// are dropped.
+func (at *attacher) wait(ctx context.Context, d time.Duration, keys <-chan []byte) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case b, ok := <-keys:
+			if !ok {
+				return errStdinEOF
+			}
+			if _, detach := at.feed(b); detach {
+				return errDetached
+			}
+		}
+	}
+}
+
+// permanent reports errors that reconnecting cannot fix.
+func permanent(err error) bool {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		return ce.Code == -32002 || ce.Code == -32003 // channel not found, forbidden
+	}
+	return false
+}
+
+// connect dials the WebSocket with the reconnect token (else a fresh
+// single-use ticket) and subscribes.
+func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, error) {
+	ctx, cancel := context.WithTimeout(ctx, at.a.timeout)
+	defer cancel()
+	var conn *client.Conn
+	var res *client.InitializeResult
+	var err error
+	if at.reconnectToken != "" {
+		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: at.reconnectToken, ClientName: "ahpctl attach"})
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Code == -32001 {
+			at.reconnectToken = "" // expired, or the daemon restarted
+		}
+	}
+	if conn == nil {
+		ticket, terr := at.ticket(ctx)
+		if terr != nil {
+			return nil, nil, terr
+		}
+		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: ticket, ClientName: "ahpctl attach"})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if res.ReconnectToken != "" {
+		at.reconnectToken = res.ReconnectToken
+	}
+	sub, err := conn.Subscribe(ctx, at.uri, nil)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, sub, nil
+}
+
+// ticket mints a single-use ticket for this channel over the control socket.
+func (at *attacher) ticket(ctx context.Context) (string, error) {
+	role := ahpv1.Role_ROLE_CONTROL
+	if at.readOnly {
+		role = ahpv1.Role_ROLE_VIEW
+	}
+	res, err := at.c.tokens.CreateToken(ctx, &ahpv1.CreateTokenRequest{
+		Channels: []string{at.uri}, Role: role, SingleUse: true, Ttl: durationpb.New(time.Minute),
+	})
+	if err != nil {
+		return "", fmt.Errorf("mint a ticket: %s", at.a.describe(err))
+	}
+	return res.Secret, nil
+}
+
+// session serves one connection: keys → terminal/input, SIGWINCH →
+// terminal/resize, and (in a goroutine it waits for) output → stdout.
+func (at *attacher) session(ctx context.Context, conn *client.Conn, sub *client.Sub, keys <-chan []byte, winch <-chan os.Signal) error {
+	ctx, cancel := context.WithCancel(ctx)
+	outErr := make(chan error, 1)
+	go func() { outErr <- at.output(ctx, sub) }()
+	defer func() {
+		cancel()
+		conn.Close() // ends sub.Next
+		<-outErr
+	}()
+	at.resize(ctx, conn, sub)
+	for {
+		select {
+		case err := <-outErr:
+			outErr <- err // for the deferred wait
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-winch:
+			at.resize(ctx, conn, sub)
+		case b, ok := <-keys:
+			if !ok {
+				return errStdinEOF
+			}
+			data, detach := at.feed(b)
+			if len(data) > 0 && !at.readOnly {
+				msg := client.AppendNotification(nil, "terminal/input", map[string]string{"data": string(data)})
+				if err := sub.Send(ctx, string(msg)); err != nil {
+					return err
+				}
+			}
+			if detach {
+				return errDetached
+			}
+		}
+	}
+}
+
+// output writes the subscription's messages to stdout and releases each
+// once written (PROTOCOL.md §5: credit follows consumption).
+func (at *attacher) output(ctx context.Context, sub *client.Sub) error {
+	for {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return err
+		}
+		switch m.Method {
+		case "terminal/output":
+			var p struct {
+				Data string `json:"data"`
+			}
+			if err := json.Unmarshal(m.Params, &p); err != nil {
+				return fmt.Errorf("terminal/output: %w", err)
+			}
+			if _, err := io.WriteString(at.out, p.Data); err != nil {
+				return err
+			}
+		case "terminal/reset":
+			// A snapshot follows: full reset, scrollback included (§8).
+			if _, err := io.WriteString(at.out, "\x1bc\x1b[3J"); err != nil {
+				return err
+			}
+		case "terminal/exit":
+			var e exitedError
+			_ = json.Unmarshal(m.Params, &e)
+			_ = sub.Release(ctx, m)
+			return &e
+		}
+		if err := sub.Release(ctx, m); err != nil {
+			return err
+		}
+	}
+}
+
+// resize asks the daemon to size the PTY like this terminal.
+func (at *attacher) resize(ctx context.Context, conn *client.Conn, sub *client.Sub) {
+	if at.readOnly {
+		return
+	}
+	rows, cols, err := terminalSize(at.out)
+	if err != nil || rows <= 0 || cols <= 0 {
+		return
+	}
+	rows, cols = min(rows, 1000), min(cols, 1000)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = conn.Call(rctx, "terminal/resize", map[string]any{"channel": sub.Channel, "subscriptionId": sub.ID, "rows": rows, "cols": cols}, nil)
+}
+
+// feed runs keys through the detach detector and the UTF-8 joiner: it
+// returns the bytes to send and whether Ctrl-] d was typed.
+func (at *attacher) feed(b []byte) ([]byte, bool) {
+	out := make([]byte, 0, len(at.carry)+len(b)+1)
+	out = append(out, at.carry...)
+	at.carry = at.carry[:0]
+	for _, c := range b {
+		if at.prefix {
+			at.prefix = false
+			switch c {
+			case 'd', 'D':
+				return out, true
+			case detachKey:
+				out = append(out, detachKey)
+			default:
+				out = append(out, detachKey, c)
+			}
+			continue
+		}
+		if c == detachKey {
+			at.prefix = true
+			continue
+		}
+		out = append(out, c)
+	}
+	// Keep an incomplete trailing UTF-8 sequence for the next read, so a
+	// character split across reads is not turned into U+FFFD.
+	if n := incompleteTail(out); n > 0 {
+		at.carry = append(at.carry, out[len(out)-n:]...)
+		out = out[:len(out)-n]
+	}
+	return out, false
+}
+
+// incompleteTail returns the length of a trailing partial UTF-8 sequence.
+func incompleteTail(b []byte) int {
+	for i := 1; i <= 3 && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if c < 0x80 {
+			return 0
+		}
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return i
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+func readKeys(in io.Reader, keys chan<- []byte) {
+	defer close(keys)
+	buf := make([]byte, 4096)
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			keys <- append([]byte(nil), buf[:n]...)
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,614 @@
+package ctl
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+// rootCommand is ahpctl's command tree. TCP and telemetry verbs of
+// PROTOCOL.md §10 (tcp allow|create, telemetry create|push, forward) are
+// absent: the daemon has no such channel types yet.
+func rootCommand() *command {
+	return &command{sub: []*command{
+		{name: "status", summary: "Show the daemon's version, addresses and health", maxArgs: 0, setup: setupStatus,
+			examples: []string{"ahpctl status", "ahpctl status -o json"}},
+		{name: "channels", aliases: []string{"channel", "ch"}, summary: "List, describe and close channels", sub: []*command{
+			{name: "list", aliases: []string{"ls"}, summary: "List the channels", maxArgs: 0, setup: setupChannelsList,
+				examples: []string{"ahpctl channels list", "ahpctl channels list --type terminal -o json"}},
+			{name: "get", args: "URI", summary: "Describe a channel", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupChannelsGet,
+				examples: []string{"ahpctl channels get ahp-terminal:/shell -o json"}},
+			{name: "close", aliases: []string{"rm"}, args: "URI", summary: "Close a channel (a terminal's process is hung up)", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupChannelsClose,
+				help:     "A terminal's process group gets --signal first (if given), then up to --grace to exit,\nthen the PTY is hung up (SIGHUP, then SIGKILL after the daemon's kill timeout).",
+				examples: []string{"ahpctl channels close ahp-terminal:/build", "ahpctl channels close ahp-terminal:/build --signal INT --grace 5s"}},
+		}},
+		{name: "terminal", aliases: []string{"terminals", "term"}, summary: "Create and resize terminals", sub: []*command{
+			{name: "create", args: "[--] [CMD [ARG...]]", summary: "Start a terminal and print its channel URI", maxArgs: -1, rawTail: true, complete: "shell", setup: setupTerminalCreate,
+				help:     "Without CMD it runs the daemon user's login shell. Everything after the first\nargument that is not a flag is the command line. The working directory defaults\nto ahpctl's current directory (like tmux new-session).",
+				examples: []string{"ahpctl terminal create", "ahpctl terminal create --id build --rows 40 --cols 120 -- make -j8", "ahpctl terminal create --env TERM=xterm --cwd /srv -- htop"}},
+			{name: "resize", args: "URI", summary: "Resize a terminal", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupTerminalResize,
+				examples: []string{"ahpctl terminal resize ahp-terminal:/build --rows 50 --cols 160"}},
+		}},
+		{name: "token", aliases: []string{"tokens"}, summary: "Mint, list and revoke viewer tokens", sub: []*command{
+			{name: "create", summary: "Mint a token and print it alone on one line", maxArgs: 0, setup: setupTokenCreate,
+				help:     "The secret is shown once. Tokens live in the daemon's memory only: a restart\nrevokes them. Without --channel the token reaches every channel.",
+				examples: []string{"ahpctl token create --channel ahp-terminal:/shell --role view --ttl 1h", "ahpctl token create --single-use --role control"}},
+			{name: "list", aliases: []string{"ls"}, summary: "List live tokens (never their secrets)", maxArgs: 0, setup: setupTokenList,
+				examples: []string{"ahpctl token list -o json"}},
+			{name: "revoke", aliases: []string{"rm"}, args: "ID", summary: "Revoke a token", minArgs: 1, maxArgs: 1, complete: "token", setup: setupTokenRevoke,
+				examples: []string{"ahpctl token revoke tok-3"}},
+		}},
+		{name: "limits", aliases: []string{"limit"}, summary: "Show and change the daemon's limits (PROTOCOL.md §9)", sub: []*command{
+			{name: "get", summary: "Show the limits in force and their defaults", maxArgs: 0, setup: setupLimitsGet,
+				examples: []string{"ahpctl limits get", "ahpctl limits get -o json"}},
+			{name: "set", args: "KEY=VALUE...", summary: "Change limits", minArgs: 1, maxArgs: -1, complete: "limit", setup: setupLimitsSet,
+				help:     "Durations use Go syntax (500ms, 2s, 1m30s); sizes are integers with an optional\nKiB, MiB or GiB suffix; VALUE \"default\" (or 0) restores the default. The change\napplies at once to new connections and to the timers of existing ones; the\nresult is validated as a whole and nothing changes if a value is refused.\nKeys: " + limitKeyNames() + ".",
+				examples: []string{"ahpctl limits set maxOutputStall=2s maxBufferedBytes=8MiB", "ahpctl limits set maxSubscriptions=2 heartbeatInterval=5s", "ahpctl limits set clientReceiveDefaults.windowBytes=256KiB"}},
+		}},
+		{name: "viewers", aliases: []string{"viewer"}, summary: "List and disconnect viewer connections", sub: []*command{
+			{name: "list", aliases: []string{"ls"}, summary: "List viewer connections and their subscriptions", maxArgs: 0, setup: setupViewersList,
+				examples: []string{"ahpctl viewers list", "ahpctl viewers list -o json"}},
+			{name: "kick", args: "ID", summary: "Disconnect a viewer (WebSocket close 1008 with the reason)", minArgs: 1, maxArgs: 1, complete: "viewer", setup: setupViewersKick,
+				examples: []string{"ahpctl viewers kick c3 --reason 'maintenance'"}},
+		}},
+		{name: "stats", summary: "Show traffic counters per connection and per channel", maxArgs: 0, setup: setupStats,
+			examples: []string{"ahpctl stats", "ahpctl stats -o json"}},
+		{name: "events", summary: "Follow the daemon's events until interrupted", maxArgs: 0, setup: setupEvents,
+			examples: []string{"ahpctl events", "ahpctl events -o json --kind viewer.kicked --kind viewer.stalled", "ahpctl events --count 1 --kind channel.created"}},
+		{name: "attach", args: "URI", summary: "Attach this terminal to a terminal channel (Ctrl-] d detaches)", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupAttach,
+			help:     attachHelp,
+			examples: []string{"ahpctl attach ahp-terminal:/shell", "ahpctl attach --read-only ahp-terminal:/build"}},
+		{name: "open", args: "URI", summary: "Print a browser URL with a single-use ticket", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupOpen,
+			help:     "The ticket is in the URL fragment, which browsers never send to a server; it\nworks once and expires after the daemon's ticket TTL (default 10 minutes).",
+			examples: []string{"ahpctl open ahp-terminal:/shell", "ahpctl open --browser --role view ahp-terminal:/build"}},
+		{name: "completion", args: "bash|zsh|fish", summary: "Print a shell completion script", minArgs: 1, maxArgs: 1, setup: setupCompletion,
+			examples: []string{"source <(ahpctl completion bash)", "ahpctl completion zsh > \"${fpath[1]}/_ahpctl\"", "ahpctl completion fish > ~/.config/fish/completions/ahpctl.fish"}},
+		{name: "version", summary: "Print ahpctl's version", maxArgs: 0, setup: func(*flag.FlagSet) action {
+			return func(_ context.Context, a *app, _ []string) error {
+				fmt.Fprintln(a.stdout, "ahpctl", Version)
+				return nil
+			}
+		}},
+		{name: "__complete", hidden: true, args: "channels|viewers|tokens", minArgs: 1, maxArgs: 1, setup: setupComplete},
+	}}
+}
+
+func setupStatus(fs *flag.FlagSet) action {
+	o := outputFlag(fs)
+	return func(ctx context.Context, a *app, _ []string) error {
+		if err := checkOutput(*o); err != nil {
+			return err
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		info, err := c.daemon.GetInfo(rctx, &ahpv1.GetInfoRequest{})
+		if err != nil {
+			return err
+		}
+		health := "UNKNOWN"
+		if h, err := healthpb.NewHealthClient(a.cc).Check(rctx, &healthpb.HealthCheckRequest{}); err == nil {
+			health = h.Status.String()
+		}
+		v := statusView{
+			Version: info.Version, Health: health, Pid: info.Pid, Listen: info.ListenAddress, BaseURL: info.BaseUrl,
+			WebSocketURL: info.WebsocketUrl, Control: info.ControlSocket, StateDir: info.StateDir,
+			Started: info.StartTime.AsTime(), Uptime: time.Since(info.StartTime.AsTime()).Round(time.Second).String(),
+			Compression: info.WebsocketCompression, Channels: info.Channels, Connections: info.Connections,
+		}
+		if *o == "json" {
+			return a.printJSON(v)
+		}
+		tw := a.table()
+		for _, kv := range [][2]any{
+			{"version", v.Version}, {"health", v.Health}, {"pid", v.Pid}, {"uptime", v.Uptime},
+			{"listen", v.Listen}, {"web page", v.BaseURL}, {"websocket", v.WebSocketURL}, {"compression", v.Compression},
+			{"control socket", v.Control}, {"state dir", v.StateDir}, {"channels", v.Channels}, {"connections", v.Connections},
+		} {
+			fmt.Fprintf(tw, "%s:\t%v\n", kv[0], kv[1])
+		}
+		return tw.Flush()
+	}
+}
+
+func setupChannelsList(fs *flag.FlagSet) action {
+	o := outputFlag(fs)
+	typ := fs.String("type", "", "only channels of this `type`: terminal, telemetry or tcp")
+	return func(ctx context.Context, a *app, _ []string) error {
+		if err := checkOutput(*o); err != nil {
+			return err
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		res, err := c.channels.ListChannels(rctx, &ahpv1.ListChannelsRequest{Type: *typ})
+		if err != nil {
+			return err
+		}
+		views := make([]channelView, 0, len(res.Channels))
+		for _, ch := range res.Channels {
+			views = append(views, toChannelView(ch))
+		}
+		if *o == "json" {
+			return a.printJSON(views)
+		}
+		return a.printChannels(views)
+	}
+}
+
+func setupChannelsGet(fs *flag.FlagSet) action {
+	o := outputFlag(fs)
+	return func(ctx context.Context, a *app, args []string) error {
+		if err := checkOutput(*o); err != nil {
+			return err
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		res, err := c.channels.GetChannel(rctx, &ahpv1.GetChannelRequest{Channel: args[0]})
+		if err != nil {
+			return err
+		}
+		v := toChannelView(res.Channel)
+		if *o == "json" {
+			return a.printJSON(v)
+		}
+		return a.printChannels([]channelView{v})
+	}
+}
+
+func setupChannelsClose(fs *flag.FlagSet) action {
+	sig := fs.String("signal", "", "send this `signal` (TERM, INT, KILL, a number) to a terminal's process group first")
+	grace := fs.Duration("grace", 0, "after --signal, wait up to this `duration` for the process to exit (at most 60s)")
+	return func(ctx context.Context, a *app, args []string) error {
+		if *grace != 0 && *sig == "" {
+			return usagef("channels close: --grace needs --signal")
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(ctx, a.timeout+*grace)
+		defer cancel()
+		_, err = c.channels.CloseChannel(rctx, &ahpv1.CloseChannelRequest{Channel: args[0], Signal: *sig, Grace: durationpb.New(*grace)})
+		return err
+	}
+}
+
+func setupTerminalCreate(fs *flag.FlagSet) action {
+	id := fs.String("id", "", "channel `ID` (letters, digits, - _ .); default: the next number")
+	title := fs.String("title", "", "`title` shown by viewers until the program sets one")
+	rows := fs.Int("rows", 0, "height in `cells` (default 24)")
+	cols := fs.Int("cols", 0, "width in `cells` (default 80)")
+	cwd := fs.String("cwd", "", "working `directory` (default: ahpctl's current directory)")
+	var env stringList
+	fs.Var(&env, "env", "add `KEY=VALUE` to the environment (repeatable)")
+	clearEnv := fs.Bool("clear-env", false, "start with only the --env entries, not the daemon's environment")
+	scrollback := fs.Int("scrollback", 0, "scrollback `lines` kept for snapshots (default 10000, -1 none)")
+	return func(ctx context.Context, a *app, args []string) error {
+		dir := *cwd
+		if dir == "" {
+			dir, _ = os.Getwd()
+		} else if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		req := &ahpv1.CreateTerminalRequest{
+			Id: *id, Title: *title, Rows: int32(*rows), Cols: int32(*cols), Cwd: dir,
+			Env: env, ClearEnv: *clearEnv, Scrollback: int32(*scrollback),
+		}
+		if len(args) > 0 {
+			req.Command, req.Args = args[0], args[1:]
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		res, err := c.terminals.CreateTerminal(rctx, req)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stdout, res.Channel.Uri)
+		return nil
+	}
+}
+
+func setupTerminalResize(fs *flag.FlagSet) action {
+	rows := fs.Int("rows", 0, "height in `cells` (required)")
+	cols := fs.Int("cols", 0, "width in `cells` (required)")
+	return func(ctx context.Context, a *app, args []string) error {
+		if *rows == 0 || *cols == 0 {
+			return usagef("terminal resize: --rows and --cols are required")
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		_, err = c.terminals.ResizeTerminal(rctx, &ahpv1.ResizeTerminalRequest{Channel: args[0], Rows: int32(*rows), Cols: int32(*cols)})
+		return err
+	}
+}
+
+func parseRole(s string) (ahpv1.Role, error) {
+	switch s {
+	case "view":
+		return ahpv1.Role_ROLE_VIEW, nil
+	case "control":
+		return ahpv1.Role_ROLE_CONTROL, nil
+	}
+	return 0, usagef("--role must be view or control, got %q", s)
+}
+
+func roleName(r ahpv1.Role) string {
+	switch r {
+	case ahpv1.Role_ROLE_VIEW:
+		return "view"
+	case ahpv1.Role_ROLE_CONTROL:
+		return "control"
+	}
+	return "-"
+}
+
+func setupTokenCreate(fs *flag.FlagSet) action {
+	var channels stringList
+	fs.Var(&channels, "channel", "channel `URI` the token reaches (repeatable; default: every channel)")
+	role := fs.String("role", "view", "`role`: view (output only) or control (input and resize too)")
+	ttl := fs.Duration("ttl", 0, "lifetime (default 24h for a token, the daemon's ticket TTL for --single-use)")
+	single := fs.Bool("single-use", false, "mint a ticket that works for one connection")
+	return func(ctx context.Context, a *app, _ []string) error {
+		r, err := parseRole(*role)
+		if err != nil {
+			return err
+		}
+		if *ttl < 0 {
+			return usagef("token create: --ttl must not be negative")
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		req := &ahpv1.CreateTokenRequest{Channels: channels, Role: r, SingleUse: *single}
+		if *ttl > 0 {
+			req.Ttl = durationpb.New(*ttl)
+		}
+		res, err := c.tokens.CreateToken(rctx, req)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stdout, res.Secret)
+		return nil
+	}
+}
+
+func setupTokenList(fs *flag.FlagSet) action {
+	o := outputFlag(fs)
+	return func(ctx context.Context, a *app, _ []string) error {
+		if err := checkOutput(*o); err != nil {
+			return err
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		res, err := c.tokens.ListTokens(rctx, &ahpv1.ListTokensRequest{})
+		if err != nil {
+			return err
+		}
+		views := make([]tokenView, 0, len(res.Tokens))
+		for _, t := range res.Tokens {
+			views = append(views, toTokenView(t))
+		}
+		if *o == "json" {
+			return a.printJSON(views)
+		}
+		tw := a.table("ID", "ROLE", "CHANNELS", "EXPIRES", "SINGLE-USE")
+		for _, t := range views {
+			chs := strings.Join(t.Channels, ",")
+			if chs == "" {
+				chs = "*"
+			}
+			exp := "never"
+			if t.Expires != nil {
+				exp = t.Expires.Local().Format(time.DateTime)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", t.ID, t.Role, chs, exp, t.SingleUse)
+		}
+		return tw.Flush()
+	}
+}
+
+func setupTokenRevoke(*flag.FlagSet) action {
+	return func(ctx context.Context, a *app, args []string) error {
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		_, err = c.tokens.RevokeToken(rctx, &ahpv1.RevokeTokenRequest{Id: args[0]})
+		return err
+	}
+}
+
+func setupLimitsGet(fs *flag.FlagSet) action {
+	o := outputFlag(fs)
+	return func(ctx context.Context, a *app, _ []string) error {
+		if err := checkOutput(*o); err != nil {
+			return err
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		res, err := c.limits.GetLimits(rctx, &ahpv1.GetLimitsRequest{})
+		if err != nil {
+			return err
+		}
+		if *o == "json" {
+			return a.printJSON(map[string]limitsView{"effective": toLimitsView(res.Effective), "defaults": toLimitsView(res.Defaults)})
+		}
+		tw := a.table("KEY", "VALUE", "DEFAULT")
+		for _, k := range limitKeys {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", k.name, formatLimit(k.kind, k.get(res.Effective)), formatLimit(k.kind, k.get(res.Defaults)))
+		}
+		return tw.Flush()
+	}
+}
+
+func setupLimitsSet(*flag.FlagSet) action {
+	return func(ctx context.Context, a *app, args []string) error {
+		req, err := parseLimitAssignments(args)
+		if err != nil {
+			return err
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		res, err := c.limits.SetLimits(rctx, req)
+		if err != nil {
+			return err
+		}
+		for _, name := range res.Changed {
+			k, _ := findLimitKey(name)
+			fmt.Fprintf(a.stdout, "%s=%s\n", name, formatLimit(k.kind, k.get(res.Effective)))
+		}
+		return nil
+	}
+}
+
+func setupViewersList(fs *flag.FlagSet) action {
+	o := outputFlag(fs)
+	return func(ctx context.Context, a *app, _ []string) error {
+		if err := checkOutput(*o); err != nil {
+			return err
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		res, err := c.viewers.ListViewers(rctx, &ahpv1.ListViewersRequest{})
+		if err != nil {
+			return err
+		}
+		views := make([]viewerView, 0, len(res.Viewers))
+		for _, v := range res.Viewers {
+			views = append(views, toViewerView(v))
+		}
+		if *o == "json" {
+			return a.printJSON(views)
+		}
+		return a.printViewers(views)
+	}
+}
+
+func setupViewersKick(fs *flag.FlagSet) action {
+	reason := fs.String("reason", "", "`reason` sent in the close frame (at most 123 bytes; default \"disconnected by operator\")")
+	return func(ctx context.Context, a *app, args []string) error {
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		_, err = c.viewers.DisconnectViewer(rctx, &ahpv1.DisconnectViewerRequest{Id: args[0], Reason: *reason})
+		return err
+	}
+}
+
+func setupStats(fs *flag.FlagSet) action {
+	o := outputFlag(fs)
+	return func(ctx context.Context, a *app, _ []string) error {
+		if err := checkOutput(*o); err != nil {
+			return err
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		res, err := c.daemon.GetStats(rctx, &ahpv1.GetStatsRequest{})
+		if err != nil {
+			return err
+		}
+		v := toStatsView(res)
+		if *o == "json" {
+			return a.printJSON(v)
+		}
+		return a.printStats(v)
+	}
+}
+
+func setupEvents(fs *flag.FlagSet) action {
+	o := outputFlag(fs)
+	var kinds stringList
+	fs.Var(&kinds, "kind", "only events of this `kind` (repeatable): channel.created, channel.exited, channel.closed, viewer.joined, viewer.left, viewer.stalled, viewer.kicked, limits.changed")
+	channel := fs.String("channel", "", "only events about this channel `URI`")
+	count := fs.Int("count", 0, "exit after this many events (default: follow until interrupted)")
+	return func(ctx context.Context, a *app, _ []string) error {
+		if err := checkOutput(*o); err != nil {
+			return err
+		}
+		if *count < 0 {
+			return usagef("events: --count must not be negative")
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := c.daemon.WatchEvents(ctx, &ahpv1.WatchEventsRequest{Kinds: kinds, Channel: *channel})
+		if err != nil {
+			return err
+		}
+		seen := 0
+		for {
+			res, err := stream.Recv()
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil // interrupted
+				}
+				return err
+			}
+			if res.Lost > 0 {
+				fmt.Fprintf(a.stderr, "ahpctl: %d events lost (this watcher fell behind)\n", res.Lost)
+			}
+			for _, e := range res.Events {
+				v := eventView{Time: e.Time.AsTime(), Kind: e.Kind, Channel: e.Channel, Viewer: e.Viewer, Detail: e.Detail}
+				if *o == "json" {
+					if err := a.printJSONLine(v); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprintf(a.stdout, "%s  %-15s %-24s %-6s %s\n", v.Time.Local().Format("15:04:05.000"), v.Kind, dash(v.Channel), dash(v.Viewer), v.Detail)
+				}
+				if seen++; *count > 0 && seen >= *count {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func setupOpen(fs *flag.FlagSet) action {
+	browser := fs.Bool("browser", false, "also open the URL with xdg-open (or $BROWSER)")
+	role := fs.String("role", "control", "`role` of the ticket: view or control")
+	return func(ctx context.Context, a *app, args []string) error {
+		r, err := parseRole(*role)
+		if err != nil {
+			return err
+		}
+		c, err := a.clients()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.rpc(ctx)
+		defer cancel()
+		res, err := c.tokens.CreateBrowserLink(rctx, &ahpv1.CreateBrowserLinkRequest{Channel: args[0], Role: r})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stdout, res.Url)
+		if *browser {
+			return openBrowser(a.getenv, res.Url)
+		}
+		return nil
+	}
+}
+
+// openBrowser starts $BROWSER or the platform's opener, without waiting.
+func openBrowser(getenv func(string) string, url string) error {
+	name := getenv("BROWSER")
+	if name == "" {
+		name = "xdg-open"
+		if runtime.GOOS == "darwin" {
+			name = "open"
+		}
+	}
+	cmd := exec.Command(name, url)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("open the browser with %s: %w (the URL is printed above)", name, err)
+	}
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// setupComplete prints completion candidates fetched from the daemon; it
+// prints nothing (and exits 0) when the daemon cannot be reached.
+func setupComplete(*flag.FlagSet) action {
+	return func(ctx context.Context, a *app, args []string) error {
+		c, err := a.clients()
+		if err != nil {
+			return nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		switch args[0] {
+		case "channels":
+			if res, err := c.channels.ListChannels(rctx, &ahpv1.ListChannelsRequest{}); err == nil {
+				for _, ch := range res.Channels {
+					fmt.Fprintln(a.stdout, ch.Uri)
+				}
+			}
+		case "viewers":
+			if res, err := c.viewers.ListViewers(rctx, &ahpv1.ListViewersRequest{}); err == nil {
+				for _, v := range res.Viewers {
+					fmt.Fprintln(a.stdout, v.Id)
+				}
+			}
+		case "tokens":
+			if res, err := c.tokens.ListTokens(rctx, &ahpv1.ListTokensRequest{}); err == nil {
+				for _, t := range res.Tokens {
+					fmt.Fprintln(a.stdout, t.Id)
+				}
+			}
+		case "limits":
+			for _, k := range limitKeys {
+				fmt.Fprintln(a.stdout, k.name+"=")
+			}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,596 @@
+package ctl_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/creack/pty"
+	"go.uber.org/goleak"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+)
+
+// These tests build the real ahpd and ahpctl binaries and drive them as
+// black boxes: a daemon on a loopback port with its control socket in a
+// temporary directory, real PTYs, and ahpctl attach inside a PTY.
+
+var bin struct {
+	dir         string
+	ahpd, ctl   string
+	err         error
+	once        sync.Once
+	buildOutput string
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if bin.dir != "" {
+			os.RemoveAll(bin.dir)
+		}
+	}))
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// raceAhpctl builds ahpctl with -race too when the tests run with it. It is
+// off until ctl/client's Sub.fail is called under Sub.mu on connection loss
+// and channel/reset (a data race the attach reconnect test hits).
+const raceAhpctl = true
+
+// binaries builds ahpd and ahpctl once per test binary (with -race when the
+// tests run with it).
+func binaries(t *testing.T) (ahpd, ahpctl string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds binaries; skipped with -short")
+	}
+	bin.once.Do(func() {
+		bin.dir, bin.err = os.MkdirTemp("", "ahpctl-e2e-")
+		if bin.err != nil {
+			return
+		}
+		bin.ahpd, bin.ctl = filepath.Join(bin.dir, "ahpd"), filepath.Join(bin.dir, "ahpctl")
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		for _, b := range []struct {
+			pkg  string
+			race bool
+		}{{"github.com/ahp-dev/ahpd/cmd/ahpd", raceEnabled}, {"github.com/ahp-dev/ahpd/cmd/ahpctl", raceEnabled && raceAhpctl}} {
+			args := []string{"build", "-o", bin.dir + "/"}
+			if b.race {
+				args = append(args, "-race")
+			}
+			out, err := exec.CommandContext(ctx, goTool(), append(args, b.pkg)...).CombinedOutput()
+			if err != nil {
+				bin.buildOutput, bin.err = string(out), err
+				return
+			}
+		}
+	})
+	if bin.err != nil {
+		t.Fatalf("go build: %v\n%s", bin.err, bin.buildOutput)
+	}
+	return bin.ahpd, bin.ctl
+}
+
+type daemonProc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	addr    string
+	control string
+	ahpctl  string
+	exited  chan error
+	logMu   sync.Mutex
+	log     bytes.Buffer
+}
+
+// startDaemon runs ahpd with a loopback listener, a state dir and a control
+// socket in t.TempDir(); it is stopped with SIGTERM when the test ends.
+func startDaemon(t *testing.T) *daemonProc {
+	t.Helper()
+	ahpd, ahpctl := binaries(t)
+	dir := t.TempDir()
+	d := &daemonProc{t: t, control: filepath.Join(dir, "ctl.sock"), ahpctl: ahpctl, exited: make(chan error, 1)}
+	d.cmd = exec.Command(ahpd, "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"),
+		"--control", d.control, "--no-default-terminal", "--log-level", "debug")
+	d.cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
+	stderr, err := d.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`msg=listening addr=(\S+)`)
+		for sc.Scan() {
+			line := sc.Text()
+			d.logMu.Lock()
+			d.log.WriteString(line + "\n")
+			d.logMu.Unlock()
+			if m := re.FindStringSubmatch(line); m != nil {
+				ready <- m[1]
+			}
+		}
+	}()
+	go func() {
+		<-logDone
+		d.exited <- d.cmd.Wait()
+	}()
+	select {
+	case d.addr = <-ready:
+	case err := <-d.exited:
+		t.Fatalf("ahpd exited at start: %v\n%s", err, d.logs())
+	case <-time.After(30 * time.Second):
+		d.cmd.Process.Kill()
+		t.Fatalf("ahpd did not start within 30s\n%s", d.logs())
+	}
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			d.stop()
+		}
+		if t.Failed() {
+			t.Logf("ahpd log:\n%s", d.logs())
+		}
+	})
+	return d
+}
+
+func (d *daemonProc) logs() string {
+	d.logMu.Lock()
+	defer d.logMu.Unlock()
+	return d.log.String()
+}
+
+// stop sends SIGTERM and checks a clean exit within the shutdown timeout.
+func (d *daemonProc) stop() {
+	d.t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.exited:
+		if err != nil {
+			d.t.Errorf("ahpd exit after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.exited
+		d.t.Error("ahpd did not exit within 20s of SIGTERM")
+	}
+}
+
+// ctl runs ahpctl against the daemon and returns stdout, stderr and the
+// exit status.
+func (d *daemonProc) ctl(args ...string) (string, string, int) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, d.ahpctl, append([]string{"--control", d.control}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		d.t.Fatalf("ahpctl %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// mustCtl runs ahpctl and fails the test unless it exits 0.
+func (d *daemonProc) mustCtl(args ...string) string {
+	d.t.Helper()
+	out, errOut, code := d.ctl(args...)
+	if code != 0 {
+		d.t.Fatalf("ahpctl %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+	}
+	return out
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+type channelJSON struct {
+	Channel string `json:"channel"`
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	State   string `json:"state"`
+	Viewers int64  `json:"viewers"`
+	Rows    int    `json:"rows"`
+	Cols    int    `json:"cols"`
+}
+
+type viewerJSON struct {
+	ID            string `json:"id"`
+	Client        string `json:"client"`
+	Role          string `json:"role"`
+	Subscriptions []struct {
+		Channel string `json:"channel"`
+	} `json:"subscriptions"`
+}
+
+func TestE2ETerminalTokenChannelsLimits(t *testing.T) {
+	d := startDaemon(t)
+	if out := d.mustCtl("terminal", "create", "--id", "e2e", "--rows", "30", "--cols", "100", "--", "/bin/sh"); out != "ahp-terminal:/e2e\n" {
+		t.Fatalf("terminal create printed %q, want the URI alone", out)
+	}
+	if _, errOut, code := d.ctl("terminal", "create", "--id", "e2e"); code != 1 || !strings.Contains(errOut, "ahp-terminal:/e2e") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("duplicate terminal: exit %d, stderr %q; want 1 and one line naming the channel", code, errOut)
+	}
+
+	var list []channelJSON
+	if err := json.Unmarshal([]byte(d.mustCtl("channels", "list", "-o", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Channel != "ahp-terminal:/e2e" || list[0].Type != "terminal" || list[0].State != "running" || list[0].Rows != 30 || list[0].Cols != 100 {
+		t.Fatalf("channels list -o json = %+v", list)
+	}
+	if table := d.mustCtl("channels", "list"); !strings.HasPrefix(table, "CHANNEL ") || !strings.Contains(table, "ahp-terminal:/e2e") {
+		t.Fatalf("channels list table:\n%s", table)
+	}
+
+	tok := d.mustCtl("token", "create", "--channel", "ahp-terminal:/e2e", "--role", "view", "--ttl", "1m")
+	if !regexp.MustCompile(`^ahp_[A-Za-z0-9_-]{43}\n$`).MatchString(tok) {
+		t.Fatalf("token create printed %q, want the token alone on a line", tok)
+	}
+	c, res, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: strings.TrimSpace(tok)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Access.Role != "view" {
+		t.Fatalf("role = %q, want view", res.Access.Role)
+	}
+	c.Close()
+	var tokens []struct {
+		ID       string   `json:"id"`
+		Role     string   `json:"role"`
+		Channels []string `json:"channels"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("token", "list", "-o", "json")), &tokens); err != nil || len(tokens) != 1 || tokens[0].Role != "view" {
+		t.Fatalf("token list -o json = %+v, %v", tokens, err)
+	}
+	d.mustCtl("token", "revoke", tokens[0].ID)
+	if _, _, code := d.ctl("token", "revoke", tokens[0].ID); code != 1 {
+		t.Fatalf("revoking twice: exit %d, want 1", code)
+	}
+
+	if out := d.mustCtl("limits", "set", "maxOutputStall=2s", "maxBufferedBytes=8MiB", "maxSubscriptions=2", "heartbeatInterval=5s"); out != "maxBufferedBytes=8MiB\nmaxOutputStall=2s\nmaxSubscriptions=2\nheartbeatInterval=5s\n" {
+		t.Fatalf("limits set printed %q", out)
+	}
+	var lim struct {
+		Effective map[string]any `json:"effective"`
+		Defaults  map[string]any `json:"defaults"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("limits", "get", "-o", "json")), &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Effective["maxOutputStall"] != "2s" || lim.Effective["maxBufferedBytes"] != float64(8<<20) || lim.Effective["maxSubscriptions"] != float64(2) || lim.Defaults["maxOutputStall"] != "1m0s" {
+		t.Fatalf("limits get -o json = %+v", lim)
+	}
+	_, errOut, code := d.ctl("limits", "set", "maxOutputStall=1ms")
+	if code != 1 || !strings.Contains(errOut, "invalid argument: maxOutputStall") {
+		t.Fatalf("invalid limit: exit %d, stderr %q", code, errOut)
+	}
+	if _, _, code := d.ctl("limits", "set", "noSuchLimit=1"); code != 2 {
+		t.Fatalf("unknown key: exit %d, want 2", code)
+	}
+	if _, errOut, code := d.ctl("channels", "get", "ahp-terminal:/nope"); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("get a missing channel: exit %d, stderr %q", code, errOut)
+	}
+	if _, _, code := d.ctl("viewers", "kick"); code != 2 {
+		t.Fatalf("viewers kick without ID: exit %d, want 2", code)
+	}
+	var status struct {
+		Health       string `json:"health"`
+		WebSocketURL string `json:"websocketUrl"`
+		Channels     int    `json:"channels"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("status", "-o", "json")), &status); err != nil || status.Health != "SERVING" || status.WebSocketURL != "ws://"+d.addr+"/v1/ws" || status.Channels != 1 {
+		t.Fatalf("status -o json = %+v, %v", status, err)
+	}
+	if u := d.mustCtl("open", "ahp-terminal:/e2e"); !strings.HasPrefix(u, "http://"+d.addr+"/#ticket=ahp_") {
+		t.Fatalf("open printed %q", u)
+	}
+	var stats struct {
+		Channels []struct {
+			Channel string `json:"channel"`
+		} `json:"channels"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("stats", "-o", "json")), &stats); err != nil || len(stats.Channels) != 1 {
+		t.Fatalf("stats -o json = %+v, %v", stats, err)
+	}
+	d.mustCtl("channels", "close", "ahp-terminal:/e2e", "--signal", "TERM", "--grace", "2s")
+	if out := d.mustCtl("channels", "list", "-o", "json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("channels after close = %s", out)
+	}
+	// A clean SIGTERM removes the control socket.
+	d.stop()
+	if _, err := os.Stat(d.control); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("control socket after shutdown: %v", err)
+	}
+	if _, errOut, code := d.ctl("status"); code != 1 || !strings.Contains(errOut, "is ahpd running?") {
+		t.Fatalf("status without a daemon: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// ptyScreen collects what a process writes to its PTY.
+type ptyScreen struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	sig  chan struct{}
+	done chan struct{}
+}
+
+func newPTYScreen(f *os.File) *ptyScreen {
+	s := &ptyScreen{sig: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		b := make([]byte, 4096)
+		for {
+			n, err := f.Read(b)
+			if n > 0 {
+				s.mu.Lock()
+				s.buf.Write(b[:n])
+				s.mu.Unlock()
+				select {
+				case s.sig <- struct{}{}:
+				default:
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *ptyScreen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// waitFor waits until the output after offset from matches re.
+func (s *ptyScreen) waitFor(t *testing.T, from int, re *regexp.Regexp) int {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		out := s.String()
+		if loc := re.FindStringIndex(out[min(from, len(out)):]); loc != nil {
+			return from + loc[1]
+		}
+		select {
+		case <-s.sig:
+		case <-s.done:
+			if loc := re.FindStringIndex(s.String()[from:]); loc != nil {
+				return from + loc[1]
+			}
+			t.Fatalf("PTY closed before %q; output:\n%q", re, s.String())
+		case <-deadline:
+			t.Fatalf("no %q within 20s; output:\n%q", re, s.String())
+		}
+	}
+}
+
+func TestE2EAttachKickAndEvents(t *testing.T) {
+	d := startDaemon(t)
+	d.mustCtl("terminal", "create", "--id", "sh", "--env", "PS1=PROMPT> ", "--env", "HOME=/tmp", "--", "/bin/sh")
+
+	// Follow events in the background.
+	ectx, ecancel := context.WithCancel(context.Background())
+	defer ecancel()
+	events := exec.CommandContext(ectx, d.ahpctl, "--control", d.control, "events", "-o", "json")
+	evOut, err := events.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Start(); err != nil {
+		t.Fatal(err)
+	}
+	evLines := make(chan string, 256)
+	go func() {
+		defer close(evLines)
+		sc := bufio.NewScanner(evOut)
+		for sc.Scan() {
+			evLines <- sc.Text()
+		}
+	}()
+	defer func() {
+		ecancel()
+		for range evLines {
+		}
+		_ = events.Wait()
+	}()
+	// The watch is in place once an event created after it shows up.
+	waitEvent := func(kind, field, value string) map[string]string {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case line, ok := <-evLines:
+				if !ok {
+					t.Fatalf("ahpctl events ended while waiting for %s", kind)
+				}
+				var e map[string]string
+				if err := json.Unmarshal([]byte(line), &e); err != nil {
+					t.Fatalf("events -o json line %q: %v", line, err)
+				}
+				if e["kind"] == kind && (field == "" || e[field] == value) {
+					return e
+				}
+			case <-deadline:
+				t.Fatalf("no %s event within 20s", kind)
+			}
+		}
+	}
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("probe%d", i)
+		d.mustCtl("terminal", "create", "--id", id, "--", "/bin/sh")
+		select {
+		case line := <-evLines:
+			if strings.Contains(line, `"channel.created"`) {
+				goto watching
+			}
+		case <-time.After(time.Second):
+		}
+		if i == 20 {
+			t.Fatal("ahpctl events shows no channel.created")
+		}
+	}
+watching:
+
+	// Attach inside a PTY, type a command, check the screen.
+	cmd := exec.Command(d.ahpctl, "--control", d.control, "attach", "ahp-terminal:/sh")
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	screen := newPTYScreen(f)
+	attachDone := make(chan error, 1)
+	go func() { attachDone <- cmd.Wait() }()
+	pos := screen.waitFor(t, 0, regexp.MustCompile(`PROMPT> `))
+	if _, err := f.Write([]byte("echo h''i-from-attach\r")); err != nil {
+		t.Fatal(err)
+	}
+	pos = screen.waitFor(t, pos, regexp.MustCompile(`\r\nhi-from-attach\r\n`))
+	waitEvent("viewer.joined", "detail", "ahpctl attach")
+
+	// The attach viewer resized the PTY to its terminal (24x80 → 24x80 is
+	// no change, so resize the PTY and watch the channel follow).
+	if err := pty.Setsize(f, &pty.Winsize{Rows: 33, Cols: 101}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var ch channelJSON
+		if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", "ahp-terminal:/sh", "-o", "json")), &ch); err != nil {
+			t.Fatal(err)
+		}
+		if ch.Rows == 33 && ch.Cols == 101 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("channel size = %dx%d after SIGWINCH, want 33x101", ch.Rows, ch.Cols)
+		}
+		time.Sleep(50 * time.Millisecond) // polling another process's state
+	}
+
+	// Kick the attach viewer: it reconnects and gets a snapshot.
+	var viewers []viewerJSON
+	if err := json.Unmarshal([]byte(d.mustCtl("viewers", "list", "-o", "json")), &viewers); err != nil {
+		t.Fatal(err)
+	}
+	var attachID string
+	for _, v := range viewers {
+		if v.Client == "ahpctl attach" && len(v.Subscriptions) == 1 && v.Subscriptions[0].Channel == "ahp-terminal:/sh" && v.Role == "control" {
+			attachID = v.ID
+		}
+	}
+	if attachID == "" {
+		t.Fatalf("viewers list -o json = %+v, want the attach viewer", viewers)
+	}
+	d.mustCtl("viewers", "kick", attachID, "--reason", "test kick")
+	if e := waitEvent("viewer.kicked", "viewer", attachID); e["detail"] != "test kick" {
+		t.Fatalf("viewer.kicked = %v", e)
+	}
+	pos = screen.waitFor(t, pos, regexp.MustCompile(`reconnecting`))
+	pos = screen.waitFor(t, pos, regexp.MustCompile(`\x1bc`)) // the snapshot's full reset
+	if _, err := f.Write([]byte("echo a''gain\r")); err != nil {
+		t.Fatal(err)
+	}
+	pos = screen.waitFor(t, pos, regexp.MustCompile(`\r\nagain\r\n`))
+
+	// Detach with Ctrl-] d.
+	if _, err := f.Write([]byte{0x1d, 'd'}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-attachDone:
+		if err != nil {
+			t.Fatalf("attach exit: %v; output:\n%q", err, screen.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("attach did not exit after Ctrl-] d; output:\n%q", screen.String())
+	}
+	screen.waitFor(t, pos, regexp.MustCompile(`\[detached from ahp-terminal:/sh\]`))
+
+	// Kicking a plain WebSocket viewer closes it with 1008 and the reason.
+	tok := strings.TrimSpace(d.mustCtl("token", "create", "--role", "view"))
+	c, _, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: tok, ClientName: "kick-me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	joined := waitEvent("viewer.joined", "detail", "kick-me")
+	d.mustCtl("viewers", "kick", joined["viewer"], "--reason", "bye from e2e")
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("kicked viewer not closed")
+	}
+	var ce websocket.CloseError
+	if !errors.As(c.Err(), &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != "bye from e2e" {
+		t.Fatalf("kicked viewer closed with %v, want 1008 %q", c.Err(), "bye from e2e")
+	}
+	waitEvent("viewer.left", "viewer", joined["viewer"])
+}
+
+func TestE2ECompletionScripts(t *testing.T) {
+	_, ahpctl := binaries(t)
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		out, err := exec.Command(ahpctl, "completion", shell).Output()
+		if err != nil {
+			t.Fatalf("completion %s: %v", shell, err)
+		}
+		if !bytes.Contains(out, []byte("ahpctl")) {
+			t.Fatalf("completion %s printed %q", shell, out)
+		}
+		path, err := exec.LookPath(shell)
+		if err != nil {
+			continue // the shell is not installed: no syntax check
+		}
+		script := filepath.Join(t.TempDir(), "c")
+		if err := os.WriteFile(script, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(path, "-n", script).CombinedOutput(); err != nil {
+			t.Fatalf("%s -n: %v\n%s", shell, err, out)
+		}
+	}
+	if err := exec.Command(ahpctl, "completion", "tcsh").Run(); err == nil {
+		t.Fatal("completion tcsh succeeded")
+	} else if ee := new(exec.ExitError); errors.As(err, &ee) && ee.ExitCode() != 2 {
+		t.Fatalf("completion tcsh: exit %d, want 2", ee.ExitCode())
+	}
+}

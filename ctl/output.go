@@ -1,0 +1,288 @@
+package ctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+// The JSON views of -o json: stable field names (those of PROTOCOL.md
+// where it names them), sizes as integers, durations in Go syntax.
+
+type statusView struct {
+	Version      string    `json:"version"`
+	Health       string    `json:"health"`
+	Pid          int64     `json:"pid"`
+	Listen       string    `json:"listen"`
+	BaseURL      string    `json:"baseUrl"`
+	WebSocketURL string    `json:"websocketUrl"`
+	Control      string    `json:"controlSocket"`
+	StateDir     string    `json:"stateDir"`
+	Started      time.Time `json:"started"`
+	Uptime       string    `json:"uptime"`
+	Compression  string    `json:"websocketCompression"`
+	Channels     int64     `json:"channels"`
+	Connections  int64     `json:"connections"`
+}
+
+type channelView struct {
+	Channel string `json:"channel"`
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Title   string `json:"title"`
+	State   string `json:"state"`
+	Viewers int64  `json:"viewers"`
+	Rows    int32  `json:"rows,omitempty"`
+	Cols    int32  `json:"cols,omitempty"`
+	Pid     int64  `json:"pid,omitempty"`
+}
+
+func toChannelView(c *ahpv1.Channel) channelView {
+	return channelView{Channel: c.Uri, ID: c.Id, Type: c.Type, Title: c.Title, State: c.State, Viewers: c.Viewers, Rows: c.Rows, Cols: c.Cols, Pid: c.Pid}
+}
+
+type tokenView struct {
+	ID        string     `json:"id"`
+	Role      string     `json:"role"`
+	Channels  []string   `json:"channels"` // empty: every channel
+	Expires   *time.Time `json:"expires,omitempty"`
+	SingleUse bool       `json:"singleUse"`
+}
+
+func toTokenView(t *ahpv1.Token) tokenView {
+	v := tokenView{ID: t.Id, Role: roleName(t.Role), Channels: t.Channels, SingleUse: t.SingleUse}
+	if v.Channels == nil {
+		v.Channels = []string{}
+	}
+	if t.ExpireTime != nil {
+		exp := t.ExpireTime.AsTime()
+		v.Expires = &exp
+	}
+	return v
+}
+
+type receiveView struct {
+	WindowBytes         int64 `json:"windowBytes"`
+	MaximumFrameBytes   int64 `json:"maximumFrameBytes"`
+	MaximumMessageBytes int64 `json:"maximumMessageBytes"`
+}
+
+type limitsView struct {
+	MaxBufferedBytes       int64       `json:"maxBufferedBytes"`
+	MaxOutputStall         string      `json:"maxOutputStall"`
+	MaxSubscriptions       int64       `json:"maxSubscriptions"`
+	MaxIDLength            int64       `json:"maxIdLength"`
+	MaxInboundMessageBytes int64       `json:"maxInboundMessageBytes"`
+	HeartbeatInterval      string      `json:"heartbeatInterval"`
+	InitializeTimeout      string      `json:"initializeTimeout"`
+	ClientReceiveDefaults  receiveView `json:"clientReceiveDefaults"`
+	ClientReceiveMaximums  receiveView `json:"clientReceiveMaximums"`
+	HostReceive            receiveView `json:"hostReceive"`
+	TerminalViewerBacklog  int64       `json:"terminalViewerBacklog"`
+}
+
+func toReceiveView(r *ahpv1.ReceiveLimits) receiveView {
+	return receiveView{r.GetWindowBytes(), r.GetMaximumFrameBytes(), r.GetMaximumMessageBytes()}
+}
+
+func toLimitsView(l *ahpv1.Limits) limitsView {
+	return limitsView{
+		MaxBufferedBytes: l.GetMaxBufferedBytes(), MaxOutputStall: l.GetMaxOutputStall().AsDuration().String(),
+		MaxSubscriptions: l.GetMaxSubscriptions(), MaxIDLength: l.GetMaxIdLength(), MaxInboundMessageBytes: l.GetMaxInboundMessageBytes(),
+		HeartbeatInterval: l.GetHeartbeatInterval().AsDuration().String(), InitializeTimeout: l.GetInitializeTimeout().AsDuration().String(),
+		ClientReceiveDefaults: toReceiveView(l.GetClientReceiveDefaults()), ClientReceiveMaximums: toReceiveView(l.GetClientReceiveMaximums()),
+		HostReceive: toReceiveView(l.GetHostReceive()), TerminalViewerBacklog: l.GetTerminalViewerBacklog(),
+	}
+}
+
+type subscriptionView struct {
+	ID               string `json:"subscriptionId"`
+	Channel          string `json:"channel"`
+	SentBytes        int64  `json:"sentBytes"`
+	ConsumedBytes    int64  `json:"consumedBytes"`
+	OutstandingBytes int64  `json:"outstandingBytes"`
+	WindowBytes      int64  `json:"windowBytes"`
+	Stalled          bool   `json:"stalled"`
+	DroppedBytes     int64  `json:"droppedBytes"`
+	Snapshots        int64  `json:"snapshots"`
+	QueuedBytes      int64  `json:"queuedBytes"`
+}
+
+type viewerView struct {
+	ID                   string             `json:"id"`
+	Remote               string             `json:"remoteAddress"`
+	Client               string             `json:"client"`
+	Role                 string             `json:"role"`
+	Opened               time.Time          `json:"opened"`
+	Initialized          bool               `json:"initialized"`
+	FramesIn             int64              `json:"framesIn"`
+	BytesIn              int64              `json:"bytesIn"`
+	MessagesOut          int64              `json:"messagesOut"`
+	BytesOut             int64              `json:"bytesOut"`
+	Resets               int64              `json:"resets"`
+	DroppedNotifications int64              `json:"droppedNotifications"`
+	Subscriptions        []subscriptionView `json:"subscriptions"`
+}
+
+func toViewerView(v *ahpv1.Viewer) viewerView {
+	out := viewerView{
+		ID: v.Id, Remote: v.RemoteAddress, Client: v.Client, Role: roleName(v.Role), Opened: v.OpenTime.AsTime(), Initialized: v.Initialized,
+		FramesIn: v.FramesIn, BytesIn: v.BytesIn, MessagesOut: v.MessagesOut, BytesOut: v.BytesOut, Resets: v.Resets,
+		DroppedNotifications: v.DroppedNotifications, Subscriptions: []subscriptionView{},
+	}
+	for _, s := range v.Subscriptions {
+		out.Subscriptions = append(out.Subscriptions, subscriptionView{
+			ID: s.Id, Channel: s.Channel, SentBytes: s.SentBytes, ConsumedBytes: s.ConsumedBytes, OutstandingBytes: s.OutstandingBytes,
+			WindowBytes: s.WindowBytes, Stalled: s.Stalled, DroppedBytes: s.DroppedBytes, Snapshots: s.Snapshots, QueuedBytes: s.QueuedBytes,
+		})
+	}
+	return out
+}
+
+type countersView struct {
+	FramesIn             int64 `json:"framesIn"`
+	BytesIn              int64 `json:"bytesIn"`
+	MessagesOut          int64 `json:"messagesOut"`
+	BytesOut             int64 `json:"bytesOut"`
+	Resets               int64 `json:"resets"`
+	DroppedNotifications int64 `json:"droppedNotifications"`
+	Subscriptions        int64 `json:"subscriptions"`
+}
+
+type connStatsView struct {
+	Viewer string `json:"viewer"`
+	countersView
+}
+
+type channelStatsView struct {
+	Channel       string `json:"channel"`
+	Type          string `json:"type"`
+	Viewers       int64  `json:"viewers"`
+	SentBytes     int64  `json:"sentBytes"`
+	ConsumedBytes int64  `json:"consumedBytes"`
+	DroppedBytes  int64  `json:"droppedBytes"`
+	Snapshots     int64  `json:"snapshots"`
+	Stalled       int64  `json:"stalled"`
+}
+
+type statsView struct {
+	Totals      countersView       `json:"totals"`
+	Connections []connStatsView    `json:"connections"`
+	Channels    []channelStatsView `json:"channels"`
+}
+
+func toCountersView(c *ahpv1.ConnectionCounters) countersView {
+	return countersView{c.GetFramesIn(), c.GetBytesIn(), c.GetMessagesOut(), c.GetBytesOut(), c.GetResets(), c.GetDroppedNotifications(), c.GetSubscriptions()}
+}
+
+func toStatsView(s *ahpv1.GetStatsResponse) statsView {
+	v := statsView{Totals: toCountersView(s.Totals), Connections: []connStatsView{}, Channels: []channelStatsView{}}
+	for _, c := range s.Connections {
+		v.Connections = append(v.Connections, connStatsView{c.Viewer, toCountersView(c.Counters)})
+	}
+	for _, c := range s.Channels {
+		v.Channels = append(v.Channels, channelStatsView{c.Channel, c.Type, c.Viewers, c.SentBytes, c.ConsumedBytes, c.DroppedBytes, c.Snapshots, c.Stalled})
+	}
+	return v
+}
+
+type eventView struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Channel string    `json:"channel,omitempty"`
+	Viewer  string    `json:"viewer,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// printJSONLine prints one compact JSON object per line (for streams).
+func (a *app) printJSONLine(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// table returns a tabwriter on stdout with the header written.
+func (a *app) table(header ...string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	if len(header) > 0 {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
+	return tw
+}
+
+func (a *app) printChannels(views []channelView) error {
+	tw := a.table("CHANNEL", "TYPE", "STATE", "VIEWERS", "SIZE", "PID", "TITLE")
+	for _, c := range views {
+		size, pid := "-", "-"
+		if c.Rows > 0 {
+			size = fmt.Sprintf("%dx%d", c.Cols, c.Rows)
+		}
+		if c.Pid > 0 {
+			pid = fmt.Sprint(c.Pid)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", c.Channel, c.Type, c.State, c.Viewers, size, pid, c.Title)
+	}
+	return tw.Flush()
+}
+
+func (a *app) printViewers(views []viewerView) error {
+	tw := a.table("ID", "CLIENT", "ROLE", "REMOTE", "AGE", "SUBS", "BYTES OUT", "BYTES IN", "RESETS")
+	for _, v := range views {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", v.ID, dash(v.Client), v.Role, v.Remote,
+			time.Since(v.Opened).Round(time.Second), len(v.Subscriptions), v.BytesOut, v.BytesIn, v.Resets)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var subs [][2]any
+	for _, v := range views {
+		for _, s := range v.Subscriptions {
+			subs = append(subs, [2]any{v.ID, s})
+		}
+	}
+	if len(subs) == 0 {
+		return nil
+	}
+	fmt.Fprintln(a.stdout)
+	tw = a.table("VIEWER", "SUB", "CHANNEL", "OUTSTANDING", "WINDOW", "STALLED", "DROPPED", "SNAPSHOTS", "QUEUED")
+	for _, vs := range subs {
+		s := vs[1].(subscriptionView)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%v\t%d\t%d\t%d\n", vs[0], s.ID, s.Channel, s.OutstandingBytes, s.WindowBytes, s.Stalled, s.DroppedBytes, s.Snapshots, s.QueuedBytes)
+	}
+	return tw.Flush()
+}
+
+func (a *app) printStats(v statsView) error {
+	tw := a.table("VIEWER", "FRAMES IN", "BYTES IN", "MESSAGES OUT", "BYTES OUT", "RESETS", "DROPPED", "SUBS")
+	row := func(name string, c countersView) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, c.FramesIn, c.BytesIn, c.MessagesOut, c.BytesOut, c.Resets, c.DroppedNotifications, c.Subscriptions)
+	}
+	for _, c := range v.Connections {
+		row(c.Viewer, c.countersView)
+	}
+	row("total", v.Totals)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout)
+	tw = a.table("CHANNEL", "TYPE", "VIEWERS", "SENT", "CONSUMED", "DROPPED", "SNAPSHOTS", "STALLED")
+	for _, c := range v.Channels {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", c.Channel, c.Type, c.Viewers, c.SentBytes, c.ConsumedBytes, c.DroppedBytes, c.Snapshots, c.Stalled)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "\nCounters cover open connections; SENT/CONSUMED are UTF-16 bytes of live subscriptions.")
+	return nil
+}

@@ -1,0 +1,362 @@
+package daemon
+
+// The control plane's service logic (PROTOCOL.md §10): plain Go methods on
+// *Server that the gRPC layer (service_grpc.go) adapts one line per RPC and
+// that tests may call directly. Errors are classified by the sentinels and
+// *ArgError below; service_grpc.go maps them to gRPC codes in one place.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// ArgError reports an invalid argument of a control-plane request. Field
+// is the argument's name as the API spells it in JSON (e.g. "rows",
+// "env[2]", "maxOutputStall", "clientReceiveDefaults.windowBytes").
+type ArgError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ArgError) Error() string { return e.Field + ": " + e.Reason }
+
+func argErr(field, format string, args ...any) error {
+	return &ArgError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Errors of the control-plane services (see also ErrChannelNotFound,
+// ErrChannelExists, ErrViewerNotFound).
+var (
+	// ErrTokenNotFound: no live token has the id.
+	ErrTokenNotFound = errors.New("token not found")
+	// ErrTooMany: a bound on live objects (tokens, watchers) was reached.
+	ErrTooMany = errors.New("too many")
+	// ErrUnsupported: the channel cannot do what was asked.
+	ErrUnsupported = errors.New("not supported")
+	// ErrNotRunning: the channel's process has exited.
+	ErrNotRunning = errors.New("process has exited")
+	// ErrShuttingDown: the daemon is stopping.
+	ErrShuttingDown = errors.New("daemon shutting down")
+)
+
+// Bounds of control-plane requests.
+const (
+	maxTerminalSize  = 1000 // rows or cols; pty.MaxSize
+	maxScrollback    = 1_000_000
+	maxTitleBytes    = 256
+	maxCloseGrace    = 60 * time.Second
+	maxCloseReason   = 123 // bytes in a WebSocket close frame
+	maxLiveTokens    = 10_000
+	maxTokenChannels = 256
+	maxTokenTTL      = 366 * 24 * time.Hour
+	defaultTokenTTL  = 24 * time.Hour
+)
+
+// ChannelDetail describes a channel for the control plane.
+type ChannelDetail struct {
+	ChannelInfo
+	ID         string
+	Rows, Cols int // 0 if unknown
+	Pid        int // 0 if unknown
+}
+
+// Optional capabilities of a Terminal (the PTY-backed one has them).
+type (
+	terminalSizer  interface{ Size() (rows, cols int) }
+	terminalPider  interface{ Pid() int }
+	terminalSignal interface{ Signal(os.Signal) error }
+)
+
+func (c *Channel) detail() ChannelDetail {
+	d := ChannelDetail{ChannelInfo: c.info(), ID: c.ID}
+	if s, ok := c.term.(terminalSizer); ok {
+		d.Rows, d.Cols = s.Size()
+	}
+	if p, ok := c.term.(terminalPider); ok {
+		d.Pid = p.Pid()
+	}
+	return d
+}
+
+// ListChannels returns the channels in creation order, only those of type
+// typ if it is not empty.
+func (s *Server) ListChannels(typ string) []ChannelDetail {
+	out := []ChannelDetail{}
+	for _, ch := range s.registry.List() {
+		if typ == "" || ch.Type == typ {
+			out = append(out, ch.detail())
+		}
+	}
+	return out
+}
+
+// GetChannel describes the channel with uri.
+func (s *Server) GetChannel(uri string) (ChannelDetail, error) {
+	ch, ok := s.registry.Get(uri)
+	if !ok {
+		return ChannelDetail{}, fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
+	}
+	return ch.detail(), nil
+}
+
+// parseSignal accepts TERM, SIGTERM, sigterm or 15.
+func parseSignal(name string) (unix.Signal, error) {
+	if n, err := strconv.Atoi(name); err == nil {
+		if n < 1 || n > 64 {
+			return 0, argErr("signal", "%d is not a signal number (1–64)", n)
+		}
+		return unix.Signal(n), nil
+	}
+	up := strings.ToUpper(name)
+	if !strings.HasPrefix(up, "SIG") {
+		up = "SIG" + up
+	}
+	if sig := unix.SignalNum(up); sig != 0 {
+		return sig, nil
+	}
+	return 0, argErr("signal", "unknown signal %q", name)
+}
+
+// CloseChannelWith closes the channel with uri. For a terminal whose
+// process runs, sig (if not empty) is first sent to the process group,
+// and the process is given up to grace to exit before the PTY is hung up.
+// It reports whether the process exited during grace.
+func (s *Server) CloseChannelWith(ctx context.Context, uri, sig string, grace time.Duration) (bool, error) {
+	var signum unix.Signal
+	if sig != "" {
+		n, err := parseSignal(sig)
+		if err != nil {
+			return false, err
+		}
+		signum = n
+	}
+	if grace < 0 || grace > maxCloseGrace {
+		return false, argErr("grace", "must be between 0 and %v", maxCloseGrace)
+	}
+	ch, ok := s.registry.Get(uri)
+	if !ok {
+		return false, fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
+	}
+	exited := false
+	if signum != 0 && ch.term != nil && ch.term.Running() {
+		if err := signalTerminal(ch.term, signum); err != nil {
+			return false, fmt.Errorf("signal %s: %w", uri, err)
+		}
+		s.log.Info("channel signalled", "channel", uri, "signal", unix.SignalName(signum))
+		exited = waitExit(ctx, ch.term, grace)
+	}
+	if err := s.CloseChannel(uri); err != nil {
+		return false, err
+	}
+	return exited, nil
+}
+
+func signalTerminal(t Terminal, sig unix.Signal) error {
+	if ts, ok := t.(terminalSignal); ok {
+		return ts.Signal(sig)
+	}
+	p, ok := t.(terminalPider)
+	if !ok || p.Pid() <= 0 {
+		return fmt.Errorf("%w: this terminal cannot take signals", ErrUnsupported)
+	}
+	// The PTY's process leads its own session and process group.
+	if err := unix.Kill(-p.Pid(), sig); err != nil {
+		if err := unix.Kill(p.Pid(), sig); err != nil && !errors.Is(err, unix.ESRCH) {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitExit waits up to grace for the terminal's process to exit.
+func waitExit(ctx context.Context, t Terminal, grace time.Duration) bool {
+	if grace <= 0 {
+		return !t.Running()
+	}
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for t.Running() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return !t.Running()
+		case <-ctx.Done():
+			return !t.Running()
+		}
+	}
+	return true
+}
+
+// TerminalRequest describes a terminal for StartTerminal.
+type TerminalRequest struct {
+	ID         string
+	Title      string
+	Command    string   // empty: the login shell
+	Args       []string // argv[1:]
+	Env        []string // KEY=VALUE added to the daemon's environment
+	ClearEnv   bool     // use exactly Env
+	Cwd        string   // absolute; empty: the daemon's
+	Rows, Cols int      // 0: 24×80
+	Scrollback int      // lines; 0 default, -1 none
+}
+
+// Validate checks r, naming the first invalid field.
+func (r TerminalRequest) Validate() error {
+	if r.ID != "" {
+		if err := validChannelID(r.ID); err != nil {
+			return argErr("id", "%s", strings.TrimPrefix(err.Error(), ErrBadChannelID.Error()+": "))
+		}
+	}
+	if len(r.Title) > maxTitleBytes || !utf8.ValidString(r.Title) {
+		return argErr("title", "must be valid UTF-8 of at most %d bytes", maxTitleBytes)
+	}
+	if r.Command == "" && len(r.Args) > 0 {
+		return argErr("args", "arguments need a command")
+	}
+	for i, e := range r.Env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" || strings.ContainsRune(e, 0) {
+			return argErr(fmt.Sprintf("env[%d]", i), "want KEY=VALUE, got %q", e)
+		}
+	}
+	if r.Cwd != "" {
+		if !filepath.IsAbs(r.Cwd) {
+			return argErr("cwd", "must be an absolute path, got %q", r.Cwd)
+		}
+		fi, err := os.Stat(r.Cwd)
+		if err != nil {
+			return argErr("cwd", "%v", errors.Unwrap(err))
+		}
+		if !fi.IsDir() {
+			return argErr("cwd", "%s is not a directory", r.Cwd)
+		}
+	}
+	if r.Command != "" {
+		if strings.ContainsRune(r.Command, 0) {
+			return argErr("command", "contains NUL")
+		}
+		if !strings.Contains(r.Command, "/") {
+			if _, err := exec.LookPath(r.Command); err != nil {
+				return argErr("command", "%q not found in the daemon's PATH", r.Command)
+			}
+		} else if filepath.IsAbs(r.Command) {
+			if _, err := os.Stat(r.Command); err != nil {
+				return argErr("command", "%v", err)
+			}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"rows", r.Rows}, {"cols", r.Cols}} {
+		if f.v < 0 || f.v > maxTerminalSize {
+			return argErr(f.name, "must be between 1 and %d (0 for the default), got %d", maxTerminalSize, f.v)
+		}
+	}
+	if r.Scrollback < -1 || r.Scrollback > maxScrollback {
+		return argErr("scrollback", "must be between -1 and %d, got %d", maxScrollback, r.Scrollback)
+	}
+	return nil
+}
+
+// mergeEnv returns base with the entries of add (later entries win).
+func mergeEnv(base, add []string) []string {
+	idx := map[string]int{}
+	out := make([]string, 0, len(base)+len(add))
+	for _, e := range append(append([]string(nil), base...), add...) {
+		k, _, _ := strings.Cut(e, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = e
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, e)
+	}
+	return out
+}
+
+// StartTerminal validates r and starts a terminal channel.
+func (s *Server) StartTerminal(r TerminalRequest) (*Channel, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if s.connCtx.Err() != nil {
+		return nil, ErrShuttingDown
+	}
+	spec := TerminalSpec{ID: r.ID, Title: r.Title, Dir: r.Cwd, Rows: r.Rows, Cols: r.Cols, Scrollback: r.Scrollback}
+	if r.Command != "" {
+		spec.Command = append([]string{r.Command}, r.Args...)
+	}
+	switch {
+	case r.ClearEnv:
+		spec.Env = append([]string{}, r.Env...)
+	case len(r.Env) > 0:
+		spec.Env = mergeEnv(os.Environ(), r.Env)
+	}
+	ch, err := s.CreateTerminal(spec)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return nil, argErr("command", "%v", err)
+		}
+		return nil, err
+	}
+	// Shutdown closes the channels it finds after stopping connections; a
+	// channel registered after that point is ours to close.
+	if s.connCtx.Err() != nil {
+		_ = s.CloseChannel(ch.URI)
+		return nil, ErrShuttingDown
+	}
+	return ch, nil
+}
+
+// ResizeTerminal sets the size of the terminal with uri.
+func (s *Server) ResizeTerminal(uri string, rows, cols int) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"rows", rows}, {"cols", cols}} {
+		if f.v < 1 || f.v > maxTerminalSize {
+			return argErr(f.name, "must be between 1 and %d, got %d", maxTerminalSize, f.v)
+		}
+	}
+	ch, ok := s.registry.Get(uri)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
+	}
+	if ch.term == nil {
+		return fmt.Errorf("%w: %s is not a terminal", ErrUnsupported, uri)
+	}
+	if !ch.term.Running() {
+		return fmt.Errorf("%w: %s", ErrNotRunning, uri)
+	}
+	if err := ch.term.Resize(rows, cols); err != nil {
+		if !ch.term.Running() {
+			return fmt.Errorf("%w: %s", ErrNotRunning, uri)
+		}
+		return fmt.Errorf("resize %s: %w", uri, err)
+	}
+	return nil
+}
+
+// validChannelURI checks that uri is a well-formed channel URI.
+func validChannelURI(uri string) error {
+	for _, scheme := range []string{schemeTerminal, schemeTelemetry, schemeTCP} {
+		if id, ok := strings.CutPrefix(uri, scheme); ok {
+			return validChannelID(id)
+		}
+	}
+	return fmt.Errorf("%q is not a channel URI (ahp-terminal:/ID, ahp-telemetry:/ID or ahp-tcp:/ID)", uri)
+}

@@ -1,0 +1,531 @@
+package daemon
+
+// The gRPC adapter of the control plane: one line per RPC over the service
+// methods (service*.go), the conversions to and from proto/ahp/v1, and the
+// one mapping of service errors to gRPC codes. It lives in package daemon
+// (not daemon/control) because it needs *Server, and daemon/main.go starts
+// it: daemon/control, which daemon imports, holds the transport.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/ahp-dev/ahpd/daemon/control"
+	"github.com/ahp-dev/ahpd/flow"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+// ControlOptions configure StartControl.
+type ControlOptions struct {
+	// Path of the control socket. Empty: control.DefaultPath(StateDir);
+	// "none": no control plane.
+	Path string
+	// HTTPAddr is the address the HTTP listener is bound to (host:port),
+	// reported by GetInfo and used in URLs.
+	HTTPAddr string
+	// MaxWatchers bounds concurrent WatchEvents streams. Default 64.
+	MaxWatchers int
+}
+
+// ControlPlane is the running gRPC control server.
+type ControlPlane struct {
+	srv  *control.Server
+	ln   *control.Listener
+	done chan struct{} // closed when Serve and the stopper have returned
+	stop chan struct{} // closed by Close
+	once sync.Once
+	err  error
+}
+
+// StartControl listens on the control socket and serves the gRPC API until
+// ctx is cancelled or Close is called; then it stops gracefully, bounded by
+// the shutdown timeout (streams end at once, unary calls may finish). With
+// Path "none" it returns nil, nil; a nil *ControlPlane's methods are no-ops.
+func (s *Server) StartControl(ctx context.Context, opts ControlOptions) (*ControlPlane, error) {
+	if opts.Path == "none" {
+		return nil, nil
+	}
+	if opts.Path == "" {
+		opts.Path = control.DefaultPath(s.cfg.StateDir)
+	}
+	if opts.MaxWatchers == 0 {
+		opts.MaxWatchers = 64
+	}
+	ln, err := control.Listen(opts.Path)
+	if err != nil {
+		return nil, err
+	}
+	cs := control.NewServer(control.Options{
+		Logger: s.log,
+		HealthServices: []string{
+			ahpv1.DaemonService_ServiceDesc.ServiceName, ahpv1.ChannelService_ServiceDesc.ServiceName,
+			ahpv1.TerminalService_ServiceDesc.ServiceName, ahpv1.TokenService_ServiceDesc.ServiceName,
+			ahpv1.LimitsService_ServiceDesc.ServiceName, ahpv1.ViewerService_ServiceDesc.ServiceName,
+		},
+	})
+	g := &grpcServer{s: s, opts: opts, path: ln.Path(), started: time.Now(), stopping: cs.Context()}
+	g.register(cs.GRPC)
+	cp := &ControlPlane{srv: cs, ln: ln, done: make(chan struct{}), stop: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() { served <- cs.Serve(ln) }()
+	go func() {
+		defer close(cp.done)
+		var err error
+		select {
+		case <-ctx.Done():
+		case <-cp.stop:
+		case err = <-served:
+			served <- err
+		}
+		cs.Stop(s.cfg.ShutdownTimeout)
+		cp.err = <-served
+		_ = ln.Close()
+	}()
+	s.log.Info("control socket listening", "path", ln.Path())
+	return cp, nil
+}
+
+// Path returns the control socket's path.
+func (cp *ControlPlane) Path() string {
+	if cp == nil {
+		return ""
+	}
+	return cp.ln.Path()
+}
+
+// Close stops the control plane (if ctx has not already) and waits until
+// it has stopped and the socket is removed.
+func (cp *ControlPlane) Close() error {
+	if cp == nil {
+		return nil
+	}
+	cp.once.Do(func() { close(cp.stop) })
+	<-cp.done
+	return cp.err
+}
+
+// grpcServer adapts the service methods to the generated interfaces.
+type grpcServer struct {
+	ahpv1.UnimplementedDaemonServiceServer
+	ahpv1.UnimplementedChannelServiceServer
+	ahpv1.UnimplementedTerminalServiceServer
+	ahpv1.UnimplementedTokenServiceServer
+	ahpv1.UnimplementedLimitsServiceServer
+	ahpv1.UnimplementedViewerServiceServer
+
+	s        *Server
+	opts     ControlOptions
+	path     string
+	started  time.Time
+	stopping context.Context // cancelled when the control plane stops
+	watchers atomic.Int64
+}
+
+func (g *grpcServer) register(r grpc.ServiceRegistrar) {
+	ahpv1.RegisterDaemonServiceServer(r, g)
+	ahpv1.RegisterChannelServiceServer(r, g)
+	ahpv1.RegisterTerminalServiceServer(r, g)
+	ahpv1.RegisterTokenServiceServer(r, g)
+	ahpv1.RegisterLimitsServiceServer(r, g)
+	ahpv1.RegisterViewerServiceServer(r, g)
+}
+
+// reply converts a service result: (nil, status) on error, else (v, nil).
+func reply[T any](v T, err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, grpcError(err)
+	}
+	return v, nil
+}
+
+// --- DaemonService
+
+func (g *grpcServer) GetInfo(context.Context, *ahpv1.GetInfoRequest) (*ahpv1.GetInfoResponse, error) {
+	return g.info(), nil
+}
+
+func (g *grpcServer) GetStats(ctx context.Context, _ *ahpv1.GetStatsRequest) (*ahpv1.GetStatsResponse, error) {
+	return toStats(g.s.Stats(ctx)), nil
+}
+
+func (g *grpcServer) WatchEvents(req *ahpv1.WatchEventsRequest, stream grpc.ServerStreamingServer[ahpv1.WatchEventsResponse]) error {
+	if g.watchers.Add(1) > int64(g.opts.MaxWatchers) {
+		g.watchers.Add(-1)
+		return grpcError(fmt.Errorf("%w: %d event watchers (the maximum)", ErrTooMany, g.opts.MaxWatchers))
+	}
+	defer g.watchers.Add(-1)
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	defer context.AfterFunc(g.stopping, cancel)()
+	err := g.s.WatchEvents(ctx, EventFilter{Kinds: req.GetKinds(), Channel: req.GetChannel()}, func(evs []Event, lost int) error {
+		return stream.Send(toEvents(evs, lost))
+	})
+	if g.stopping.Err() != nil && stream.Context().Err() == nil {
+		return grpcError(ErrShuttingDown)
+	}
+	return grpcError(err)
+}
+
+// --- ChannelService
+
+func (g *grpcServer) ListChannels(_ context.Context, req *ahpv1.ListChannelsRequest) (*ahpv1.ListChannelsResponse, error) {
+	return &ahpv1.ListChannelsResponse{Channels: mapSlice(g.s.ListChannels(req.GetType()), toChannel)}, nil
+}
+
+func (g *grpcServer) GetChannel(_ context.Context, req *ahpv1.GetChannelRequest) (*ahpv1.GetChannelResponse, error) {
+	d, err := g.s.GetChannel(req.GetChannel())
+	return reply(&ahpv1.GetChannelResponse{Channel: toChannel(d)}, err)
+}
+
+func (g *grpcServer) CloseChannel(ctx context.Context, req *ahpv1.CloseChannelRequest) (*ahpv1.CloseChannelResponse, error) {
+	exited, err := g.s.CloseChannelWith(ctx, req.GetChannel(), req.GetSignal(), req.GetGrace().AsDuration())
+	return reply(&ahpv1.CloseChannelResponse{ExitedBeforeHangup: exited}, err)
+}
+
+// --- TerminalService
+
+func (g *grpcServer) CreateTerminal(_ context.Context, req *ahpv1.CreateTerminalRequest) (*ahpv1.CreateTerminalResponse, error) {
+	ch, err := g.s.StartTerminal(TerminalRequest{
+		ID: req.GetId(), Title: req.GetTitle(), Command: req.GetCommand(), Args: req.GetArgs(),
+		Env: req.GetEnv(), ClearEnv: req.GetClearEnv(), Cwd: req.GetCwd(),
+		Rows: int(req.GetRows()), Cols: int(req.GetCols()), Scrollback: int(req.GetScrollback()),
+	})
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &ahpv1.CreateTerminalResponse{Channel: toChannel(ch.detail())}, nil
+}
+
+func (g *grpcServer) ResizeTerminal(_ context.Context, req *ahpv1.ResizeTerminalRequest) (*ahpv1.ResizeTerminalResponse, error) {
+	return reply(&ahpv1.ResizeTerminalResponse{}, g.s.ResizeTerminal(req.GetChannel(), int(req.GetRows()), int(req.GetCols())))
+}
+
+// --- TokenService
+
+func (g *grpcServer) CreateToken(_ context.Context, req *ahpv1.CreateTokenRequest) (*ahpv1.CreateTokenResponse, error) {
+	ttl, err := durationArg("ttl", req.GetTtl())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	secret, info, err := g.s.CreateToken(TokenRequest{Channels: req.GetChannels(), Role: fromRole(req.GetRole(), RoleView), TTL: ttl, SingleUse: req.GetSingleUse()})
+	return reply(&ahpv1.CreateTokenResponse{Secret: secret, Token: toToken(info)}, err)
+}
+
+func (g *grpcServer) ListTokens(context.Context, *ahpv1.ListTokensRequest) (*ahpv1.ListTokensResponse, error) {
+	return &ahpv1.ListTokensResponse{Tokens: mapSlice(g.s.ListTokens(), toToken)}, nil
+}
+
+func (g *grpcServer) RevokeToken(_ context.Context, req *ahpv1.RevokeTokenRequest) (*ahpv1.RevokeTokenResponse, error) {
+	return reply(&ahpv1.RevokeTokenResponse{}, g.s.RevokeToken(req.GetId()))
+}
+
+func (g *grpcServer) CreateBrowserLink(_ context.Context, req *ahpv1.CreateBrowserLinkRequest) (*ahpv1.CreateBrowserLinkResponse, error) {
+	url, exp, err := g.s.BrowserLink(g.baseURL(), req.GetChannel(), fromRole(req.GetRole(), RoleControl))
+	return reply(&ahpv1.CreateBrowserLinkResponse{Url: url, ExpireTime: timestamppb.New(exp)}, err)
+}
+
+// --- LimitsService
+
+func (g *grpcServer) GetLimits(context.Context, *ahpv1.GetLimitsRequest) (*ahpv1.GetLimitsResponse, error) {
+	return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.Limits()), Defaults: toLimits(DefaultLimits())}, nil
+}
+
+func (g *grpcServer) SetLimits(_ context.Context, req *ahpv1.SetLimitsRequest) (*ahpv1.SetLimitsResponse, error) {
+	fields, from, err := fromLimitsRequest(req)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	now, changed, err := g.s.UpdateLimits(fields, from)
+	return reply(&ahpv1.SetLimitsResponse{Effective: toLimits(now), Changed: changed}, err)
+}
+
+// --- ViewerService
+
+func (g *grpcServer) ListViewers(ctx context.Context, _ *ahpv1.ListViewersRequest) (*ahpv1.ListViewersResponse, error) {
+	return &ahpv1.ListViewersResponse{Viewers: mapSlice(g.s.ListViewers(ctx), toViewer)}, nil
+}
+
+func (g *grpcServer) DisconnectViewer(_ context.Context, req *ahpv1.DisconnectViewerRequest) (*ahpv1.DisconnectViewerResponse, error) {
+	return reply(&ahpv1.DisconnectViewerResponse{}, g.s.DisconnectViewer(req.GetId(), req.GetReason()))
+}
+
+// grpcError is the one mapping of service errors to gRPC status codes.
+// An *ArgError also carries a google.rpc.BadRequest naming the field.
+func grpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var ae *ArgError
+	if errors.As(err, &ae) {
+		st := status.New(codes.InvalidArgument, err.Error())
+		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: ae.Field, Description: ae.Reason}}}); derr == nil {
+			st = d
+		}
+		return st.Err()
+	}
+	code := codes.Internal
+	switch {
+	case errors.Is(err, ErrBadChannelID):
+		code = codes.InvalidArgument
+	case errors.Is(err, ErrChannelNotFound), errors.Is(err, ErrViewerNotFound), errors.Is(err, ErrTokenNotFound):
+		code = codes.NotFound
+	case errors.Is(err, ErrChannelExists):
+		code = codes.AlreadyExists
+	case errors.Is(err, ErrUnauthorized), errors.Is(err, ErrTokenExpired):
+		code = codes.PermissionDenied
+	case errors.Is(err, ErrTooMany):
+		code = codes.ResourceExhausted
+	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrNotRunning):
+		code = codes.FailedPrecondition
+	case errors.Is(err, ErrShuttingDown):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	}
+	return status.Error(code, err.Error())
+}
+
+// --- conversions
+
+func mapSlice[T, U any](in []T, f func(T) U) []U {
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
+
+// httpHost returns the HTTP address with an unspecified host replaced by
+// loopback, so that URLs built from it work on this machine.
+func (g *grpcServer) httpHost() string {
+	host, port, err := net.SplitHostPort(g.opts.HTTPAddr)
+	if err != nil {
+		return g.opts.HTTPAddr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func (g *grpcServer) baseURL() string { return "http://" + g.httpHost() + "/" }
+
+func (g *grpcServer) info() *ahpv1.GetInfoResponse {
+	cfg := g.s.Config()
+	stateDir, _ := filepath.Abs(cfg.StateDir)
+	return &ahpv1.GetInfoResponse{
+		Version:              Version,
+		ListenAddress:        g.opts.HTTPAddr,
+		WebsocketUrl:         "ws://" + g.httpHost() + "/v1/ws",
+		BaseUrl:              g.baseURL(),
+		ControlSocket:        g.path,
+		StateDir:             stateDir,
+		Pid:                  int64(os.Getpid()),
+		StartTime:            timestamppb.New(g.started),
+		WebsocketCompression: cfg.WebsocketCompression,
+		TicketTtl:            durationpb.New(cfg.TicketTTL),
+		Channels:             int64(len(g.s.Registry().List())),
+		Connections:          int64(g.s.ConnectionCount()),
+	}
+}
+
+func toChannel(d ChannelDetail) *ahpv1.Channel {
+	return &ahpv1.Channel{
+		Uri: d.Channel, Id: d.ID, Type: d.Type, Title: d.Title, State: d.State, Viewers: d.Viewers,
+		Rows: int32(d.Rows), Cols: int32(d.Cols), Pid: int64(d.Pid),
+	}
+}
+
+func toRole(r Role) ahpv1.Role {
+	if r == RoleControl {
+		return ahpv1.Role_ROLE_CONTROL
+	}
+	return ahpv1.Role_ROLE_VIEW
+}
+
+func fromRole(r ahpv1.Role, def Role) Role {
+	switch r {
+	case ahpv1.Role_ROLE_VIEW:
+		return RoleView
+	case ahpv1.Role_ROLE_CONTROL:
+		return RoleControl
+	case ahpv1.Role_ROLE_UNSPECIFIED:
+		return def
+	}
+	return Role(-1) // refused by validation
+}
+
+func toToken(t TokenInfo) *ahpv1.Token {
+	p := &ahpv1.Token{Id: t.ID, Channels: t.Grant.Channels, Role: toRole(t.Grant.Role), SingleUse: t.Grant.SingleUse}
+	if !t.Grant.Expires.IsZero() {
+		p.ExpireTime = timestamppb.New(t.Grant.Expires)
+	}
+	return p
+}
+
+func durationArg(field string, d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, argErr(field, "%v", err)
+	}
+	return d.AsDuration(), nil
+}
+
+func toReceive(r flow.ReceiveLimits) *ahpv1.ReceiveLimits {
+	return &ahpv1.ReceiveLimits{WindowBytes: r.WindowBytes, MaximumFrameBytes: r.MaximumFrameBytes, MaximumMessageBytes: r.MaximumMessageBytes}
+}
+
+func toLimits(l Limits) *ahpv1.Limits {
+	return &ahpv1.Limits{
+		MaxBufferedBytes:       l.MaxBufferedBytes,
+		MaxOutputStall:         durationpb.New(l.MaxOutputStall),
+		MaxSubscriptions:       int64(l.MaxSubscriptions),
+		MaxIdLength:            int64(l.MaxIDLength),
+		MaxInboundMessageBytes: l.MaxInboundMessageBytes,
+		HeartbeatInterval:      durationpb.New(l.HeartbeatInterval),
+		InitializeTimeout:      durationpb.New(l.InitializeTimeout),
+		ClientReceiveDefaults:  toReceive(l.ClientReceiveDefaults),
+		ClientReceiveMaximums:  toReceive(l.ClientReceiveMaximums),
+		HostReceive:            toReceive(l.HostReceive),
+		TerminalViewerBacklog:  l.TerminalViewerBacklog,
+	}
+}
+
+// protoLimitPaths maps update_mask paths (proto names) to limit names.
+var protoLimitPaths = func() map[string]string {
+	m := map[string]string{}
+	for _, f := range LimitFields() {
+		m[snakeCase(f.Name)] = f.Name
+	}
+	for _, g := range receiveGroups {
+		m[snakeCase(g)] = g
+	}
+	return m
+}()
+
+// snakeCase turns maxIdLength into max_id_length (dots kept).
+func snakeCase(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func fromLimitsRequest(req *ahpv1.SetLimitsRequest) ([]string, Limits, error) {
+	var fields []string
+	for _, p := range req.GetUpdateMask().GetPaths() {
+		name, ok := protoLimitPaths[p]
+		if !ok {
+			return nil, Limits{}, argErr("updateMask", "unknown field %q", p)
+		}
+		fields = append(fields, name)
+	}
+	p := req.GetLimits()
+	var l Limits
+	var err error
+	dur := func(field string, d *durationpb.Duration) time.Duration {
+		v, e := durationArg(field, d)
+		if e != nil && err == nil {
+			err = e
+		}
+		return v
+	}
+	recv := func(r *ahpv1.ReceiveLimits) flow.ReceiveLimits {
+		return flow.ReceiveLimits{WindowBytes: r.GetWindowBytes(), MaximumFrameBytes: r.GetMaximumFrameBytes(), MaximumMessageBytes: r.GetMaximumMessageBytes()}
+	}
+	l = Limits{
+		MaxBufferedBytes:       p.GetMaxBufferedBytes(),
+		MaxOutputStall:         dur("maxOutputStall", p.GetMaxOutputStall()),
+		MaxSubscriptions:       int(p.GetMaxSubscriptions()),
+		MaxIDLength:            int(p.GetMaxIdLength()),
+		MaxInboundMessageBytes: p.GetMaxInboundMessageBytes(),
+		HeartbeatInterval:      dur("heartbeatInterval", p.GetHeartbeatInterval()),
+		InitializeTimeout:      dur("initializeTimeout", p.GetInitializeTimeout()),
+		ClientReceiveDefaults:  recv(p.GetClientReceiveDefaults()),
+		ClientReceiveMaximums:  recv(p.GetClientReceiveMaximums()),
+		HostReceive:            recv(p.GetHostReceive()),
+		TerminalViewerBacklog:  p.GetTerminalViewerBacklog(),
+	}
+	return fields, l, err
+}
+
+func toViewer(v ViewerInfo) *ahpv1.Viewer {
+	p := &ahpv1.Viewer{
+		Id: v.ID, RemoteAddress: v.Remote, Client: v.Client, OpenTime: timestamppb.New(v.Opened), Initialized: v.Initialized,
+		FramesIn: v.FramesIn, BytesIn: v.BytesIn, MessagesOut: v.FramesOut, BytesOut: v.BytesOut,
+		Resets: v.Resets, DroppedNotifications: v.Dropped,
+	}
+	if v.Initialized {
+		p.Role = ahpv1.Role_ROLE_VIEW
+		if v.Role == RoleControl.String() {
+			p.Role = ahpv1.Role_ROLE_CONTROL
+		}
+	}
+	for _, s := range v.Subscriptions {
+		p.Subscriptions = append(p.Subscriptions, &ahpv1.Subscription{
+			Id: s.ID, Channel: s.Channel, SentBytes: s.Sent, ConsumedBytes: s.Consumed, OutstandingBytes: s.Outstanding,
+			WindowBytes: s.Window, Stalled: s.Stalled, DroppedBytes: s.BytesDropped, Snapshots: s.Snapshots, QueuedBytes: s.Queued,
+		})
+	}
+	return p
+}
+
+func toCounters(c ConnectionCounters) *ahpv1.ConnectionCounters {
+	return &ahpv1.ConnectionCounters{
+		FramesIn: c.FramesIn, BytesIn: c.BytesIn, MessagesOut: c.MessagesOut, BytesOut: c.BytesOut,
+		Resets: c.Resets, DroppedNotifications: c.DroppedNotifications, Subscriptions: c.Subscriptions,
+	}
+}
+
+func toStats(st Stats) *ahpv1.GetStatsResponse {
+	p := &ahpv1.GetStatsResponse{Totals: toCounters(st.Totals)}
+	for _, c := range st.Connections {
+		p.Connections = append(p.Connections, &ahpv1.ConnectionStats{Viewer: c.Viewer, Counters: toCounters(c.ConnectionCounters)})
+	}
+	for _, c := range st.Channels {
+		p.Channels = append(p.Channels, &ahpv1.ChannelStats{
+			Channel: c.Channel, Type: c.Type, Viewers: c.Viewers, SentBytes: c.SentBytes, ConsumedBytes: c.Consumed,
+			DroppedBytes: c.DroppedBytes, Snapshots: c.Snapshots, Stalled: c.Stalled,
+		})
+	}
+	return p
+}
+
+func toEvents(evs []Event, lost int) *ahpv1.WatchEventsResponse {
+	p := &ahpv1.WatchEventsResponse{Lost: int64(lost)}
+	for _, e := range evs {
+		p.Events = append(p.Events, &ahpv1.Event{Time: timestamppb.New(e.Time), Kind: e.Kind, Channel: e.Channel, Viewer: e.Viewer, Detail: e.Detail})
+	}
+	return p
+}

@@ -1,0 +1,132 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// MetricsOptions configure MetricsHandler.
+type MetricsOptions struct {
+	// Public serves /metrics without a token. Default false: a request
+	// needs `Authorization: Bearer TOKEN` with the admin token or a minted
+	// token that reaches every channel (its channel list is empty).
+	Public bool
+	// ScrapeTimeout bounds collecting the per-connection counters. Default 5 s.
+	ScrapeTimeout time.Duration
+}
+
+// MetricsHandler returns the Prometheus endpoint: the counters of GetStats
+// (per connection and per channel, and their totals), gauges of channels,
+// connections and tokens, and the Go runtime and process collectors. Mount
+// it on the HTTP listener, e.g. mux.Handle("GET /metrics", s.MetricsHandler(MetricsOptions{})).
+func (s *Server) MetricsHandler(opts MetricsOptions) http.Handler {
+	if opts.ScrapeTimeout == 0 {
+		opts.ScrapeTimeout = 5 * time.Second
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&metricsCollector{s: s, timeout: opts.ScrapeTimeout},
+	)
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil, MaxRequestsInFlight: 4, Timeout: opts.ScrapeTimeout + time.Second})
+	if opts.Public {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g, err := s.tokens.Authenticate(bearerToken(r))
+		if err != nil || !g.Admin && len(g.Channels) > 0 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ahpd metrics"`)
+			http.Error(w, "metrics need Authorization: Bearer with the admin token or a token for all channels", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+var (
+	connLabels = []string{"viewer"}
+	chanLabels = []string{"channel", "type"}
+
+	descInfo        = prometheus.NewDesc("ahpd_info", "Build information; the value is 1.", []string{"version"}, nil)
+	descConnections = prometheus.NewDesc("ahpd_connections", "Open viewer WebSocket connections.", nil, nil)
+	descChannels    = prometheus.NewDesc("ahpd_channels", "Channels in the registry by type and state.", []string{"type", "state"}, nil)
+	descTokens      = prometheus.NewDesc("ahpd_tokens", "Live minted tokens (the admin token excluded).", nil, nil)
+
+	descFramesIn    = prometheus.NewDesc("ahpd_connection_frames_in_total", "channel/frame messages received on the connection.", connLabels, nil)
+	descBytesIn     = prometheus.NewDesc("ahpd_connection_bytes_in_total", "UTF-8 bytes of the frames received on the connection.", connLabels, nil)
+	descMessagesOut = prometheus.NewDesc("ahpd_connection_messages_out_total", "WebSocket messages written to the connection (frames, responses, credit, resets).", connLabels, nil)
+	descBytesOut    = prometheus.NewDesc("ahpd_connection_bytes_out_total", "UTF-8 bytes written to the connection, before compression.", connLabels, nil)
+	descResets      = prometheus.NewDesc("ahpd_connection_resets_total", "channel/reset sent to the connection.", connLabels, nil)
+	descDropped     = prometheus.NewDesc("ahpd_connection_dropped_notifications_total", "Notifications dropped (unknown subscription, malformed).", connLabels, nil)
+	descSubs        = prometheus.NewDesc("ahpd_connection_subscriptions", "Live subscriptions of the connection.", connLabels, nil)
+
+	descChanViewers   = prometheus.NewDesc("ahpd_channel_viewers", "Live subscriptions to the channel.", chanLabels, nil)
+	descChanSent      = prometheus.NewDesc("ahpd_channel_sent_bytes", "UTF-16 bytes sent on the channel's live subscriptions.", chanLabels, nil)
+	descChanConsumed  = prometheus.NewDesc("ahpd_channel_consumed_bytes", "UTF-16 bytes credited on the channel's live subscriptions.", chanLabels, nil)
+	descChanDropped   = prometheus.NewDesc("ahpd_channel_dropped_bytes", "Output bytes dropped by the loss policy for the channel's live subscriptions.", chanLabels, nil)
+	descChanSnapshots = prometheus.NewDesc("ahpd_channel_snapshots", "Snapshots sent on the channel's live subscriptions.", chanLabels, nil)
+	descChanStalled   = prometheus.NewDesc("ahpd_channel_stalled_subscriptions", "Live subscriptions of the channel whose window is shut.", chanLabels, nil)
+)
+
+// metricsCollector reads Stats at each scrape. Per-connection series are
+// counters (they only grow while the connection lives and vanish with it);
+// per-channel sums are gauges, since they drop when a viewer leaves.
+type metricsCollector struct {
+	s       *Server
+	timeout time.Duration
+}
+
+func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		descInfo, descConnections, descChannels, descTokens,
+		descFramesIn, descBytesIn, descMessagesOut, descBytesOut, descResets, descDropped, descSubs,
+		descChanViewers, descChanSent, descChanConsumed, descChanDropped, descChanSnapshots, descChanStalled,
+	} {
+		ch <- d
+	}
+}
+
+func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+	defer cancel()
+	st := m.s.Stats(ctx)
+	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(descInfo, 1, Version)
+	gauge(descConnections, int64(m.s.ConnectionCount()))
+	gauge(descTokens, int64(len(m.s.tokens.List())))
+	states := map[[2]string]int64{}
+	for _, c := range m.s.registry.List() {
+		states[[2]string{c.Type, c.State()}]++
+	}
+	for k, n := range states {
+		gauge(descChannels, n, k[0], k[1])
+	}
+	for _, c := range st.Connections {
+		counter(descFramesIn, c.FramesIn, c.Viewer)
+		counter(descBytesIn, c.BytesIn, c.Viewer)
+		counter(descMessagesOut, c.MessagesOut, c.Viewer)
+		counter(descBytesOut, c.BytesOut, c.Viewer)
+		counter(descResets, c.Resets, c.Viewer)
+		counter(descDropped, c.DroppedNotifications, c.Viewer)
+		gauge(descSubs, c.Subscriptions, c.Viewer)
+	}
+	for _, c := range st.Channels {
+		gauge(descChanViewers, c.Viewers, c.Channel, c.Type)
+		gauge(descChanSent, c.SentBytes, c.Channel, c.Type)
+		gauge(descChanConsumed, c.Consumed, c.Channel, c.Type)
+		gauge(descChanDropped, c.DroppedBytes, c.Channel, c.Type)
+		gauge(descChanSnapshots, c.Snapshots, c.Channel, c.Type)
+		gauge(descChanStalled, c.Stalled, c.Channel, c.Type)
+	}
+}

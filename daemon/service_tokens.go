@@ -1,0 +1,71 @@
+package daemon
+
+import (
+	"fmt"
+	"time"
+)
+
+// TokenRequest describes a credential for CreateToken.
+type TokenRequest struct {
+	// Channels the token reaches (URIs, need not exist yet); empty: all.
+	Channels []string
+	Role     Role
+	// TTL is the lifetime; 0 means 24 h for a token and the ticket TTL for
+	// a single-use ticket.
+	TTL       time.Duration
+	SingleUse bool
+}
+
+// CreateToken validates r and mints a token. The secret is returned once;
+// the store keeps only its digest.
+func (s *Server) CreateToken(r TokenRequest) (secret string, info TokenInfo, err error) {
+	if len(r.Channels) > maxTokenChannels {
+		return "", TokenInfo{}, argErr("channels", "at most %d channels, got %d", maxTokenChannels, len(r.Channels))
+	}
+	for i, uri := range r.Channels {
+		if err := validChannelURI(uri); err != nil {
+			return "", TokenInfo{}, argErr(fmt.Sprintf("channels[%d]", i), "%v", err)
+		}
+	}
+	if r.Role != RoleView && r.Role != RoleControl {
+		return "", TokenInfo{}, argErr("role", "must be view or control")
+	}
+	switch {
+	case r.TTL < 0 || r.TTL > maxTokenTTL:
+		return "", TokenInfo{}, argErr("ttl", "must be between 0 and %v, got %v", maxTokenTTL, r.TTL)
+	case r.TTL == 0 && r.SingleUse:
+		r.TTL = s.cfg.TicketTTL
+	case r.TTL == 0:
+		r.TTL = defaultTokenTTL
+	}
+	if n := len(s.tokens.List()); n >= maxLiveTokens {
+		return "", TokenInfo{}, fmt.Errorf("%w: %d live tokens (the maximum); revoke some or let them expire", ErrTooMany, n)
+	}
+	g := Grant{Channels: r.Channels, Role: r.Role, SingleUse: r.SingleUse, Expires: s.now().Add(r.TTL)}
+	secret, id := s.tokens.Mint(g)
+	s.log.Info("token created", "token", id, "role", r.Role.String(), "channels", len(r.Channels), "singleUse", r.SingleUse, "ttl", r.TTL)
+	return secret, TokenInfo{ID: id, Grant: g}, nil
+}
+
+// ListTokens lists the live tokens, without secrets, ordered by id.
+func (s *Server) ListTokens() []TokenInfo { return s.tokens.List() }
+
+// RevokeToken removes the token with id.
+func (s *Server) RevokeToken(id string) error {
+	if !s.tokens.Revoke(id) {
+		return fmt.Errorf("%w: %s", ErrTokenNotFound, id)
+	}
+	s.log.Info("token revoked", "token", id)
+	return nil
+}
+
+// BrowserLink returns the web page URL (base is http://HOST:PORT) that
+// opens the existing channel uri with a fresh single-use ticket, and when
+// the ticket expires.
+func (s *Server) BrowserLink(base, uri string, role Role) (string, time.Time, error) {
+	if _, ok := s.registry.Get(uri); !ok {
+		return "", time.Time{}, fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
+	}
+	expires := s.now().Add(s.cfg.TicketTTL)
+	return s.BrowserURL(base, uri, role), expires, nil
+}

@@ -1,0 +1,218 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// viewerQueryTimeout bounds how long ListViewers waits for one connection's
+// run loop; a connection that is closing does not answer and is left out.
+const viewerQueryTimeout = 500 * time.Millisecond
+
+// viewerQueryParallel bounds the connections inspected at once.
+const viewerQueryParallel = 16
+
+// ConnectionCount returns the number of open viewer connections.
+func (s *Server) ConnectionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// ListViewers lists the open connections, oldest first. Unlike Viewers it
+// waits at most viewerQueryTimeout for each connection, so a connection
+// that is closing is left out instead of holding up the list.
+func (s *Server) ListViewers(ctx context.Context) []ViewerInfo {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	infos := make([]ViewerInfo, len(conns))
+	ok := make([]bool, len(conns))
+	sem := make(chan struct{}, viewerQueryParallel)
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			qctx, cancel := context.WithTimeout(ctx, viewerQueryTimeout)
+			defer cancel()
+			infos[i], ok[i] = c.inspect(qctx)
+		})
+	}
+	wg.Wait()
+	out := make([]ViewerInfo, 0, len(conns))
+	for i := range infos {
+		if ok[i] {
+			out = append(out, infos[i])
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Opened.Equal(out[j].Opened) {
+			return out[i].Opened.Before(out[j].Opened)
+		}
+		return connNumber(out[i].ID) < connNumber(out[j].ID)
+	})
+	return out
+}
+
+// connNumber orders ids "c2" before "c10".
+func connNumber(id string) int {
+	n := 0
+	for _, r := range strings.TrimPrefix(id, "c") {
+		if r < '0' || r > '9' {
+			return 0
+		}
+		n = n*10 + int(r-'0')
+	}
+	return n
+}
+
+// DisconnectViewer closes the connection id with WebSocket close code 1008
+// and reason (at most 123 bytes of UTF-8; empty: "disconnected by
+// operator").
+func (s *Server) DisconnectViewer(id, reason string) error {
+	if len(reason) > maxCloseReason || !utf8.ValidString(reason) {
+		return argErr("reason", "must be valid UTF-8 of at most %d bytes (a WebSocket close frame), got %d bytes", maxCloseReason, len(reason))
+	}
+	if reason == "" {
+		reason = "disconnected by operator"
+	}
+	if err := s.Kick(id, reason); err != nil {
+		return fmt.Errorf("%w: %s", ErrViewerNotFound, id)
+	}
+	s.log.Info("viewer disconnected by operator", "conn", id, "reason", reason)
+	return nil
+}
+
+// ConnectionCounters are the counters of a connection (see ViewerInfo).
+type ConnectionCounters struct {
+	FramesIn, BytesIn, MessagesOut, BytesOut int64
+	Resets, DroppedNotifications             int64
+	Subscriptions                            int64
+}
+
+func (a *ConnectionCounters) add(b ConnectionCounters) {
+	a.FramesIn += b.FramesIn
+	a.BytesIn += b.BytesIn
+	a.MessagesOut += b.MessagesOut
+	a.BytesOut += b.BytesOut
+	a.Resets += b.Resets
+	a.DroppedNotifications += b.DroppedNotifications
+	a.Subscriptions += b.Subscriptions
+}
+
+// ConnectionStats are the counters of one open connection.
+type ConnectionStats struct {
+	Viewer string
+	ConnectionCounters
+}
+
+// ChannelStats sum the counters of a channel's live subscriptions.
+type ChannelStats struct {
+	Channel, Type string
+	Viewers       int64
+	SentBytes     int64 // UTF-16
+	Consumed      int64 // UTF-16
+	DroppedBytes  int64
+	Snapshots     int64
+	Stalled       int64
+}
+
+// Stats are the daemon's traffic counters. Totals sum the open
+// connections: a connection's counters leave them when it closes.
+type Stats struct {
+	Totals      ConnectionCounters
+	Connections []ConnectionStats
+	Channels    []ChannelStats
+}
+
+// Stats collects the counters of the open connections and their channels.
+func (s *Server) Stats(ctx context.Context) Stats {
+	var st Stats
+	byURI := map[string]*ChannelStats{}
+	for _, ch := range s.registry.List() {
+		st.Channels = append(st.Channels, ChannelStats{Channel: ch.URI, Type: ch.Type})
+	}
+	for i := range st.Channels {
+		byURI[st.Channels[i].Channel] = &st.Channels[i]
+	}
+	for _, v := range s.ListViewers(ctx) {
+		c := ConnectionCounters{
+			FramesIn: v.FramesIn, BytesIn: v.BytesIn, MessagesOut: v.FramesOut, BytesOut: v.BytesOut,
+			Resets: v.Resets, DroppedNotifications: v.Dropped, Subscriptions: int64(len(v.Subscriptions)),
+		}
+		st.Connections = append(st.Connections, ConnectionStats{Viewer: v.ID, ConnectionCounters: c})
+		st.Totals.add(c)
+		for _, sub := range v.Subscriptions {
+			cs := byURI[sub.Channel]
+			if cs == nil {
+				continue // closed meanwhile
+			}
+			cs.Viewers++
+			cs.SentBytes += sub.Sent
+			cs.Consumed += sub.Consumed
+			cs.DroppedBytes += sub.BytesDropped
+			cs.Snapshots += sub.Snapshots
+			if sub.Stalled {
+				cs.Stalled++
+			}
+		}
+	}
+	return st
+}
+
+// EventFilter selects events for WatchEvents.
+type EventFilter struct {
+	Kinds   []string // empty: all
+	Channel string   // empty: all
+}
+
+func (f EventFilter) match(e Event) bool {
+	return (len(f.Kinds) == 0 || slices.Contains(f.Kinds, e.Kind)) && (f.Channel == "" || f.Channel == e.Channel)
+}
+
+// maxEventKinds bounds EventFilter.Kinds.
+const maxEventKinds = 32
+
+// WatchEvents calls send with each batch of events matching f (and the
+// count of events lost because the watcher fell behind) until ctx ends or
+// send fails. The first call has no events: it is made once the watch is in
+// place. It returns ctx's error or send's.
+func (s *Server) WatchEvents(ctx context.Context, f EventFilter, send func(events []Event, lost int) error) error {
+	if len(f.Kinds) > maxEventKinds {
+		return argErr("kinds", "at most %d kinds", maxEventKinds)
+	}
+	next, stop := s.Watch()
+	defer stop()
+	// An empty first batch tells the caller the watch is in place.
+	if err := send(nil, 0); err != nil {
+		return err
+	}
+	for {
+		evs, lost, ok := next(ctx.Done())
+		if !ok {
+			return ctx.Err()
+		}
+		out := evs[:0]
+		for _, e := range evs {
+			if f.match(e) {
+				out = append(out, e)
+			}
+		}
+		if len(out) == 0 && lost == 0 {
+			continue
+		}
+		if err := send(out, lost); err != nil {
+			return err
+		}
+	}
+}
