@@ -31,8 +31,9 @@ func closeWith(code websocket.StatusCode, format string, args ...any) error {
 
 // inbound is one WebSocket message from the reader goroutine.
 type inbound struct {
-	data   []byte
-	binary bool
+	data     []byte
+	binary   bool
+	overflow bool // inbound messages waiting passed maxBufferedBytes
 }
 
 // release is a client→host message whose consumer is done with it.
@@ -202,9 +203,8 @@ func (c *conn) readLoop(ctx context.Context) {
 		m := inbound{data: b, binary: typ != websocket.MessageText}
 		n := c.inBytes.Add(int64(len(b)) + 1024)
 		if n > c.srv.Limits().MaxBufferedBytes {
-			m = inbound{binary: false, data: nil}
 			select {
-			case c.inbox <- m: // nil data: over the inbound bound
+			case c.inbox <- inbound{overflow: true}:
 			case <-ctx.Done():
 			}
 			return
@@ -276,7 +276,7 @@ func (c *conn) run(ctx context.Context) error {
 			if m.binary {
 				return closeWith(websocket.StatusUnsupportedData, "binary messages are not supported; send JSON text")
 			}
-			if m.data == nil {
+			if m.overflow {
 				return closeWith(websocket.StatusPolicyViolation, "too many inbound bytes waiting (maxBufferedBytes)")
 			}
 			if err := c.handle(m.data); err != nil {

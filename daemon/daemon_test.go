@@ -339,6 +339,10 @@ func TestBatchIsRejectedButConnectionStays(t *testing.T) {
 	if got := readJSON(t, ws); !strings.Contains(got, `"code":-32700`) {
 		t.Fatalf("parse error response = %s", got)
 	}
+	_ = ws.Write(ctx, websocket.MessageText, []byte{})
+	if got := readJSON(t, ws); !strings.Contains(got, `"code":-32700`) {
+		t.Fatalf("empty message response = %s, want -32700", got)
+	}
 	_ = ws.Write(ctx, websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":4,"method":"nope"}`))
 	if got := readJSON(t, ws); !strings.Contains(got, `"code":-32601`) {
 		t.Fatalf("unknown method response = %s", got)
