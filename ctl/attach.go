@@ -93,6 +93,7 @@ type attacher struct {
 	wsURL    string
 	readOnly bool
 	in, out  *os.File
+	buf      []byte // decoded output, reused (owned by the output loop)
 
 	reconnectToken string
 	prefix         bool   // Ctrl-] seen, waiting for the next key
@@ -302,13 +303,11 @@ func (at *attacher) output(ctx context.Context, sub *client.Sub) error {
 		}
 		switch m.Method {
 		case "terminal/output":
-			var p struct {
-				Data string `json:"data"`
-			}
-			if err := json.Unmarshal(m.Params, &p); err != nil {
+			var err error
+			if at.buf, err = m.AppendTerminalData(at.buf[:0]); err != nil {
 				return fmt.Errorf("terminal/output: %w", err)
 			}
-			if _, err := io.WriteString(at.out, p.Data); err != nil {
+			if _, err := at.out.Write(at.buf); err != nil {
 				return err
 			}
 		case "terminal/reset":

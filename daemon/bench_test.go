@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -67,20 +66,18 @@ func rawPTYRead(b *testing.B, path string) (int64, time.Duration) {
 func drainUntil(ctx context.Context, sub *client.Sub, marker string) (int64, error) {
 	var n int64
 	var tailBuf string
+	var data []byte
 	for {
 		m, err := sub.Next(ctx)
 		if err != nil {
 			return n, err
 		}
 		if m.Method == "terminal/output" {
-			var p struct {
-				Data string `json:"data"`
-			}
-			if err := json.Unmarshal(m.Params, &p); err != nil {
+			if data, err = m.AppendTerminalData(data[:0]); err != nil {
 				return n, err
 			}
-			n += int64(len(p.Data))
-			tailBuf = tail(tailBuf+p.Data, 64)
+			n += int64(len(data))
+			tailBuf = tail(tailBuf+string(data[max(0, len(data)-64):]), 64)
 		}
 		if err := sub.Release(ctx, m); err != nil {
 			return n, err

@@ -590,3 +590,12 @@ func (d *decoder) skip() error {
 	}
 	return fmt.Errorf("%w: unexpected character at %d", ErrBadJSON, d.i)
 }
+
+// AppendUnescaped appends the decoded form of a JSON string body (the text
+// between the quotes) to dst and returns it with the decoded size in UTF-16
+// bytes. It rejects invalid UTF-8, bad escapes and lone surrogates, like
+// AppendData. Clients use it to read a large string field without
+// encoding/json.
+func AppendUnescaped(dst, body []byte) ([]byte, int64, error) {
+	return appendUnescaped(dst, body)
+}

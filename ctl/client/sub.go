@@ -298,3 +298,45 @@ func splitEnvelope(text []byte) (string, json.RawMessage) {
 	_ = json.Unmarshal(text, &env)
 	return env.Method, env.Params
 }
+
+// AppendTerminalData appends the decoded data of a terminal/output message
+// to dst. The canonical params {"data":"…"} are decoded without
+// encoding/json; other shapes fall back to it.
+func (m Message) AppendTerminalData(dst []byte) ([]byte, error) {
+	const head, tail = `{"data":"`, `"}`
+	p := m.Params
+	if bytes.HasPrefix(p, []byte(head)) && bytes.HasSuffix(p, []byte(tail)) {
+		body := p[len(head) : len(p)-len(tail)]
+		if !hasBareQuote(body) {
+			out, _, err := flow.AppendUnescaped(dst, body)
+			return out, err
+		}
+	}
+	var v struct {
+		Data string `json:"data"`
+	}
+	if err := json.Unmarshal(p, &v); err != nil {
+		return dst, err
+	}
+	return append(dst, v.Data...), nil
+}
+
+// hasBareQuote reports whether a JSON string body contains a '"' that is
+// not escaped, i.e. the string would end before the body does.
+func hasBareQuote(body []byte) bool {
+	for i := 0; ; {
+		j := bytes.IndexByte(body[i:], '"')
+		if j < 0 {
+			return false
+		}
+		k := i + j
+		n := 0
+		for k-n-1 >= 0 && body[k-n-1] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return true
+		}
+		i = k + 1
+	}
+}

@@ -15,3 +15,17 @@ func TestSplitEnvelope(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendTerminalData(t *testing.T) {
+	for _, tc := range []struct{ params, want string }{
+		{`{"data":"a\u001b[1mb\"c\\"}`, "a\x1b[1mb\"c\\"},
+		{`{"data":"\ud83d\ude00 中"}`, "😀 中"},
+		{`{"data":"x","y":"z"}`, "x"},
+		{`{"y":1,"data":"q"}`, "q"},
+	} {
+		got, err := Message{Method: "terminal/output", Params: []byte(tc.params)}.AppendTerminalData(nil)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("AppendTerminalData(%s) = %q, %v; want %q", tc.params, got, err, tc.want)
+		}
+	}
+}
