@@ -391,6 +391,7 @@ func (s *Server) Kick(connID, reason string) error {
 // within the shutdown timeout.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.setOrigins(ln.Addr())
+	ln = sndbufListener{ln}
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -445,4 +446,23 @@ func (s *Server) shutdown(hs *http.Server) {
 type exitNotifier interface {
 	Exited() <-chan struct{}
 	ExitDetail() string
+}
+
+// socketSendBuffer caps the kernel's send buffer of each viewer socket.
+// Frames queued in the kernel are beyond the scheduler's reach: with
+// Linux's autotuning a loopback socket buffers megabytes, and a keystroke's
+// echo would wait behind all of a flooding neighbour's bytes in it (§6 bounds
+// what waits ahead of an interactive frame). 256 KiB keeps that wait to a
+// few milliseconds at loopback speeds while a single viewer still reaches
+// full throughput.
+const socketSendBuffer = 256 << 10
+
+type sndbufListener struct{ net.Listener }
+
+func (l sndbufListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(socketSendBuffer)
+	}
+	return c, err
 }
