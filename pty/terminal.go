@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -93,6 +94,8 @@ type Terminal struct {
 	closeOnce  sync.Once
 
 	emuWake  chan struct{} // reader → emulator: new items (cap 1)
+	emuTimer *time.Timer   // reader → emulator: a lazy wake-up (see emuLazy)
+	emuArmed atomic.Bool   // emuTimer is pending
 	emuProg  chan struct{} // emulator → reader: progress (cap 1)
 	inWake   chan struct{} // Input/emulator → writer: queued data (cap 1)
 	resizeMu sync.Mutex    // orders ioctl and resize items
@@ -199,6 +202,11 @@ func Start(cfg Config) (*Terminal, error) {
 		cols:       cfg.Cols,
 		emu:        newEmulator(cfg.Rows, cfg.Cols, cfg.Scrollback),
 	}
+	t.emuTimer = time.AfterFunc(time.Hour, func() {
+		t.emuArmed.Store(false)
+		signal(t.emuWake)
+	})
+	t.emuTimer.Stop()
 	t.wg.Add(4)
 	go t.reader()
 	go t.waiter()
@@ -258,6 +266,7 @@ func (t *Terminal) Close() error {
 		<-t.exitDone
 		close(t.done)
 		t.wg.Wait()
+		t.emuTimer.Stop()
 		t.mu.Lock()
 		for _, in := range t.inQ {
 			if in.done != nil {
@@ -416,6 +425,13 @@ func (t *Terminal) queueReply(b []byte) {
 	signal(t.inWake)
 }
 
+// emuBatch and emuLazy bound how far and how long the emulator may lag
+// behind the reader before it is woken.
+const (
+	emuBatch = 64 << 10
+	emuLazy  = 2 * time.Millisecond
+)
+
 func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -494,9 +510,19 @@ func (t *Terminal) appendOutput(n int, text string, qs []query) {
 	if text != "" || len(qs) > 0 {
 		wake = t.appendLocked(&item{text: text, qs: qs})
 	}
+	lag := t.endPos - t.emuDonePos
 	t.mu.Unlock()
 	t.wakeAll(wake)
-	signal(t.emuWake)
+	// Waking the emulator for every read (a few KiB during a flood) costs a
+	// thread wake-up each time and slows the reader, and with it the PTY.
+	// Queries need an answer now and a large lag must not grow; otherwise
+	// the emulator catches up within emuLazy (a viewer's snapshot is
+	// consistent whatever the emulator's position: it continues from there).
+	if len(qs) > 0 || n == 0 || lag >= emuBatch {
+		signal(t.emuWake)
+	} else if t.emuArmed.CompareAndSwap(false, true) {
+		t.emuTimer.Reset(emuLazy)
+	}
 	// The emulator is not a viewer: it may pause the reader, but only when
 	// it falls more than EmulatorBacklog behind.
 	for {
