@@ -11,7 +11,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e test lint fuzz bench gen proto-tools proto-check clean
+.PHONY: all build run web web-test e2e test lint fuzz bench gen proto-tools proto-check clean install
 
 all: build
 
@@ -74,6 +74,13 @@ gen: proto-tools
 proto-check: gen
 	git diff --exit-code -- proto/
 	if git cat-file -e HEAD~1:proto/buf.yaml 2>/dev/null; then cd proto && PATH="$(GOBIN):$$PATH" buf breaking --against '../.git#ref=HEAD~1,subdir=proto'; fi
+
+# Installs bin/ahpd, bin/ahpctl, the systemd units and the example config
+# (install.sh: PREFIX=/usr/local, DESTDIR for packagers). Run `make build`
+# first as yourself; then `sudo make install`.
+PREFIX ?= /usr/local
+install:
+	PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' ./install.sh
 
 clean:
 	rm -rf bin $(WEBUI)/node_modules

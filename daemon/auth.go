@@ -54,6 +54,11 @@ type Grant struct {
 	SingleUse bool
 	// Admin marks the admin token.
 	Admin bool
+	// ID is the token's id, filled in by Authenticate ("" for admin).
+	ID string
+	// Parent is the id of the token this one was derived from (a
+	// reconnect token from a ticket); revoking the parent revokes it.
+	Parent string
 }
 
 // Allows reports whether the grant reaches channel.
@@ -156,6 +161,7 @@ func (t *Tokens) Mint(g Grant) (secret, id string) {
 	t.nextID++
 	id = fmt.Sprintf("tok-%d", t.nextID)
 	g.Admin = false
+	g.ID = ""
 	g.Channels = slices.Clone(g.Channels)
 	t.byHash[h] = &tokenEntry{id: id, grant: g}
 	t.gcLocked()
@@ -187,22 +193,34 @@ func (t *Tokens) Authenticate(secret string) (Grant, error) {
 			return Grant{}, ErrUnauthorized
 		}
 		e.used = true
-		delete(t.byHash, h)
+		// Kept (marked used) until it expires, so that revoking it still
+		// revokes the reconnect tokens derived from it.
 	}
-	return e.grant, nil
+	g := e.grant
+	g.ID = e.id
+	return g, nil
 }
 
-// Revoke removes the token with id; it reports whether it existed.
+// Revoke removes the token with id and every token derived from it; it
+// reports whether it existed.
 func (t *Tokens) Revoke(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	found := false
 	for h, e := range t.byHash {
 		if e.id == id {
 			delete(t.byHash, h)
-			return true
+			found = true
 		}
 	}
-	return false
+	if found {
+		for h, e := range t.byHash {
+			if e.grant.Parent == id {
+				delete(t.byHash, h)
+			}
+		}
+	}
+	return found
 }
 
 // List returns the live tokens, without secrets.
@@ -212,6 +230,9 @@ func (t *Tokens) List() []TokenInfo {
 	t.gcLocked()
 	out := make([]TokenInfo, 0, len(t.byHash))
 	for _, e := range t.byHash {
+		if e.used {
+			continue // a spent ticket is no credential any more
+		}
 		out = append(out, TokenInfo{ID: e.id, Grant: e.grant, Used: e.used})
 	}
 	slices.SortFunc(out, func(a, b TokenInfo) int { return strings.Compare(a.ID, b.ID) })

@@ -142,8 +142,14 @@ func (l Limits) Validate() error {
 	}
 	// UTF-16 bytes of a frame are at least its UTF-8 bytes / 1.5; keep
 	// the host's frame limit within one inbound WebSocket message.
-	if l.HostReceive.MaximumFrameBytes/2 > l.MaxInboundMessageBytes {
-		return bad("hostReceive.maximumFrameBytes", "must fit in maxInboundMessageBytes")
+	// A frame of F UTF-16 bytes is at most 1.5·F bytes of UTF-8 (a
+	// 3-byte character is one UTF-16 unit): it must fit one inbound
+	// WebSocket message.
+	if l.HostReceive.MaximumFrameBytes*3/2 > l.MaxInboundMessageBytes {
+		return bad("hostReceive.maximumFrameBytes", "must fit in maxInboundMessageBytes (UTF-8 can be 1.5× the UTF-16 size)")
+	}
+	if l.MaxBufferedBytes < l.MaxInboundMessageBytes+1024 {
+		return bad("maxBufferedBytes", "must hold at least one inbound message (maxInboundMessageBytes + 1 KiB)")
 	}
 	return nil
 }

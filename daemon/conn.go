@@ -75,23 +75,26 @@ type conn struct {
 	grant       Grant
 	initialized bool
 	clientName  string
+	partial     int64 // bytes of incomplete client→host messages, all subscriptions
+	fatal       error // set where a return value cannot carry it; run closes with it
 	inflight    int
 	lastWrite   time.Time
 	lastAlive   time.Time
 	free        [][]byte
 	frame       flow.Frame
 
-	inbox    chan inbound         // reader → run
-	inBytes  atomic.Int64         // bytes waiting in inbox (+1 KiB each)
-	out      chan []byte          // run → writer
-	written  chan []byte          // writer → run: the slice it finished
-	alive    chan struct{}        // pinger → run: a pong arrived
-	kick     chan string          // control plane → run
-	queries  chan chan ViewerInfo // control plane → run
-	wakeSig  chan struct{}        // producers → run
-	wakeMu   sync.Mutex           // guards woken, releases
-	woken    []*subscription      // subscriptions whose Source has news
-	releases []release            // client→host messages consumed
+	inbox       chan inbound         // reader → run
+	inBytes     atomic.Int64         // bytes waiting in inbox (+1 KiB each)
+	out         chan []byte          // run → writer
+	written     chan []byte          // writer → run: the slice it finished
+	writeFailed chan struct{}        // closed by the writer when a write fails
+	alive       chan struct{}        // pinger → run: a pong arrived
+	kick        chan string          // control plane → run
+	queries     chan chan ViewerInfo // control plane → run
+	wakeSig     chan struct{}        // producers → run
+	wakeMu      sync.Mutex           // guards woken, releases
+	woken       []*subscription      // subscriptions whose Source has news
+	releases    []release            // client→host messages consumed
 
 	// Counters, read by the control plane.
 	stats connStats
@@ -187,6 +190,8 @@ func (c *conn) flushControl(d time.Duration) {
 		case b := <-c.written:
 			c.inflight--
 			c.sender.Written(len(b))
+		case <-c.writeFailed:
+			return
 		case <-timeout:
 			return
 		}
@@ -220,6 +225,7 @@ func (c *conn) readLoop(ctx context.Context) {
 func (c *conn) writeLoop(ctx context.Context) {
 	for b := range c.out {
 		if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+			close(c.writeFailed)
 			// Drain so run never blocks; it ends on the reader's exit.
 			for range c.out {
 			}
@@ -256,6 +262,9 @@ func (c *conn) run(ctx context.Context) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		if c.fatal != nil {
+			return c.fatal
+		}
 		if err := c.pump(); err != nil {
 			return err
 		}
@@ -333,6 +342,13 @@ func (c *conn) drainWakes() {
 
 func (c *conn) checkTimers(now time.Time) error {
 	l := c.srv.Limits()
+	for _, s := range c.subs {
+		if s.ch.closed.Load() {
+			// The operator closed the channel: end its subscriptions so
+			// they release the terminal (§7 channel-closed).
+			c.resetSub(s, "channel-closed", "the channel was closed")
+		}
+	}
 	if !c.initialized && now.Sub(c.opened) > l.InitializeTimeout {
 		return closeWith(websocket.StatusPolicyViolation, "initialize not received within %v", l.InitializeTimeout)
 	}
@@ -401,6 +417,9 @@ func (c *conn) respond(req *request, result any, rerr *RPCError) error {
 
 // handle processes one inbound text message.
 func (c *conn) handle(b []byte) error {
+	if !c.initialized {
+		return c.handleFirst(b)
+	}
 	trim := strings.TrimLeft(unsafe.String(unsafe.SliceData(b), len(b)), " \t\r\n")
 	if strings.HasPrefix(trim, "[") {
 		return c.queue(encodeResponse(nil, nil, rpcErr(CodeInvalidRequest, "batches are not supported")))
@@ -435,11 +454,24 @@ func (c *conn) handle(b []byte) error {
 	if req.JSONRPC != "2.0" || req.Method == "" {
 		return c.respondOr(&req, rpcErr(CodeInvalidRequest, `invalid request: need "jsonrpc":"2.0" and a method`))
 	}
-	if !c.initialized && req.Method != "initialize" {
-		_ = c.respond(&req, nil, rpcErr(CodeUnauthorized, "initialize first"))
-		return closeWith(websocket.StatusPolicyViolation, "message before initialize")
-	}
 	return c.dispatch(&req)
+}
+
+// handleFirst handles a message before initialize succeeded: only an
+// initialize request is accepted; anything else (a batch, invalid JSON, a
+// frame, another method) gets -32001 and the connection closes (§2).
+func (c *conn) handleFirst(b []byte) error {
+	var req request
+	if err := json.Unmarshal(b, &req); err == nil && req.Method == "initialize" && !req.isNotification() &&
+		req.JSONRPC == "2.0" && len(req.ID) <= c.limits.MaxIDLength+2 && validID(req.ID) {
+		return c.dispatch(&req)
+	}
+	id := req.ID
+	if len(id) > c.limits.MaxIDLength+2 || !validID(id) {
+		id = nil
+	}
+	_ = c.queue(encodeResponse(id, nil, rpcErr(CodeUnauthorized, "initialize first")))
+	return closeWith(websocket.StatusPolicyViolation, "message before initialize")
 }
 
 // respondOr answers a request with rerr; a notification is dropped.
@@ -460,16 +492,32 @@ func (c *conn) handleFrame(raw []byte) error {
 		c.stats.droppedNotifications.Add(1)
 		return nil
 	}
+	if c.grant.Role != RoleControl {
+		// Every client→host message today is input; refuse it before
+		// buffering any of it.
+		c.resetSub(s, "forbidden", "view role cannot send data")
+		return nil
+	}
 	size := flow.UTF16Len(unsafe.String(unsafe.SliceData(raw), len(raw)))
-	msg, pos, err := s.stream.Receiver().Frame(size, f)
+	r := s.stream.Receiver()
+	before := r.Buffered()
+	msg, pos, err := r.Frame(size, f)
+	c.partial += int64(r.Buffered() - before)
 	if err != nil {
 		c.resetSub(s, flow.ResetCode(err), err.Error())
 		return nil
 	}
 	if msg == nil {
+		// Incomplete messages of all subscriptions together stay within
+		// a quarter of maxBufferedBytes.
+		if c.partial > c.limits.MaxBufferedBytes/4 {
+			c.resetSub(s, "overflow", "too many bytes of incomplete messages on this connection")
+		}
 		return nil
 	}
-	return c.deliver(s, msg, pos)
+	err = c.deliver(s, msg, pos)
+	r.DropBuffer()
+	return err
 }
 
 // deliver hands a complete client→host logical message to its channel.
@@ -513,7 +561,9 @@ func (c *conn) resetSub(s *subscription, code, msg string) {
 	}
 	c.stats.resets.Add(1)
 	c.log.Debug("subscription reset", "conn", c.id, "sub", s.id, "channel", s.ch.URI, "code", code)
-	_ = c.sender.Control(encodeReset(s.ch.URI, s.id, code, msg))
+	if err := c.sender.Control(encodeReset(s.ch.URI, s.id, code, msg)); err != nil {
+		c.fatal = closeWith(websocket.StatusPolicyViolation, "too many unread responses: the client is not reading")
+	}
 	c.endSub(s)
 }
 
@@ -523,7 +573,10 @@ func (c *conn) endSub(s *subscription) {
 		return
 	}
 	s.ended = true
-	c.sender.Close(s.stream)
+	if s.stream != nil {
+		c.partial -= int64(s.stream.Receiver().Buffered())
+		c.sender.Close(s.stream)
+	}
 	s.viewer.Close()
 	s.ch.viewers.Add(-1)
 	delete(c.subs, s.id)

@@ -606,3 +606,89 @@ func TestShutdownClosesWith1001(t *testing.T) {
 	}
 	_ = c
 }
+
+func TestCloseChannelResetsSubscriptions(t *testing.T) {
+	h := start(t, false, nil)
+	ch, _ := h.term("t")
+	c := h.dial(adminToken)
+	if _, err := c.Subscribe(ctxT(t), ch.URI, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.srv.CloseChannel(ch.URI); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := c.Notifications(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes[0].Method != "channel/reset" || !strings.Contains(string(notes[0].Params), `"channel-closed"`) {
+		t.Fatalf("got %s %s, want channel/reset channel-closed", notes[0].Method, notes[0].Params)
+	}
+}
+
+func TestViewRoleFrameIsRefusedBeforeBuffering(t *testing.T) {
+	h := start(t, false, nil)
+	ch, _ := h.term("t")
+	view, _ := h.srv.Tokens().Mint(daemon.Grant{Role: daemon.RoleView})
+	c := h.dial(view)
+	sub, err := c.Subscribe(ctxT(t), ch.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A non-final frame: nothing is complete, yet the subscription is reset.
+	frame := `{"jsonrpc":"2.0","method":"channel/frame","params":{"channel":"` + ch.URI + `","subscriptionId":"` + sub.ID + `","messageId":1,"data":"{\"jsonrpc\":\"2.0\""}}`
+	if err := c.SendRaw(ctxT(t), []byte(frame)); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := c.Notifications(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes[0].Method != "channel/reset" || !strings.Contains(string(notes[0].Params), `"forbidden"`) {
+		t.Fatalf("got %s %s, want channel/reset forbidden", notes[0].Method, notes[0].Params)
+	}
+}
+
+func TestMalformedFrameResetsNothing(t *testing.T) {
+	h := start(t, false, nil)
+	ch, ft := h.term("t")
+	c := h.dial(adminToken)
+	sub, err := c.Subscribe(ctxT(t), ch.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Send(ctxT(t), string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "a"}))); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SendRaw(ctxT(t), []byte(`{"jsonrpc":"2.0","method":"channel/frame"}`))
+	if err := sub.Send(ctxT(t), string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "b"}))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ft.Input_() != "ab" {
+		if time.Now().After(deadline) || sub.Err() != nil {
+			t.Fatalf("input = %q, sub err %v; a malformed frame must not reset the subscription", ft.Input_(), sub.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Revoking a ticket also revokes the reconnect token it was traded for.
+func TestRevokingTicketRevokesReconnectToken(t *testing.T) {
+	h := start(t, false, nil)
+	secret, id := h.srv.Tokens().Mint(daemon.Grant{Role: daemon.RoleView, SingleUse: true, Expires: time.Now().Add(time.Minute)})
+	c, res, err := client.Dial(ctxT(t), h.url, client.Options{Token: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if res.ReconnectToken == "" {
+		t.Fatal("no reconnect token")
+	}
+	if !h.srv.Tokens().Revoke(id) {
+		t.Fatal("Revoke(ticket) = false")
+	}
+	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: res.ReconnectToken}); rpcCode(err) != daemon.CodeUnauthorized {
+		t.Fatalf("reconnect token after revoking its ticket: %v, want -32001", err)
+	}
+}

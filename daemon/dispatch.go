@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -124,12 +125,14 @@ func (c *conn) initialize(req *request) error {
 		// with. It gets one with the same rights, for a day.
 		g := grant
 		g.SingleUse = false
+		g.Parent = grant.ID // revoking the ticket revokes this token too
 		g.Expires = c.srv.now().Add(c.srv.cfg.ReconnectTokenTTL())
 		r.ReconnectToken, _ = c.srv.tokens.Mint(g)
 	}
-	c.clientName = p.Client.Name
-	c.srv.events.publish(Event{Kind: "viewer.joined", Viewer: c.id, Detail: p.Client.Name})
-	c.log.Info("viewer initialized", "conn", c.id, "client", p.Client.Name, "clientVersion", p.Client.Version, "role", grant.Role.String())
+	c.clientName = truncate(p.Client.Name, 128)
+	p.Client.Version = truncate(p.Client.Version, 128)
+	c.srv.events.publish(Event{Kind: "viewer.joined", Viewer: c.id, Detail: c.clientName})
+	c.log.Info("viewer initialized", "conn", c.id, "client", c.clientName, "clientVersion", p.Client.Version, "role", grant.Role.String())
 	return c.respond(req, r, nil)
 }
 
@@ -195,6 +198,7 @@ func (c *conn) subscribe(req *request) error {
 		Receive:        c.limits.HostReceive,
 	})
 	if err != nil {
+		s.ended = true // a wake queued by Attach must not reach the Sender
 		s.viewer.Close()
 		return c.respondOr(req, rpcErr(CodeInvalidParams, "flowControl.receive: "+err.Error()))
 	}
@@ -207,6 +211,7 @@ func (c *conn) subscribe(req *request) error {
 		"initial":        map[string]string{"kind": "snapshot"},
 	}
 	if err := c.respond(req, result, nil); err != nil {
+		s.ended = true
 		c.sender.Close(st)
 		s.viewer.Close()
 		return err
@@ -303,4 +308,16 @@ func (c *conn) terminalResize(req *request) error {
 		return c.respondOr(req, rpcErr(CodeInvalidParams, err.Error()))
 	}
 	return c.respond(req, map[string]any{}, nil)
+}
+
+// truncate bounds a client-supplied string before it reaches logs and
+// events, at a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

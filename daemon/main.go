@@ -8,9 +8,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
 	"syscall"
+	"time"
+
+	"github.com/ahp-dev/ahpd/daemon/control"
 )
 
 const usage = `ahpd serves terminals, telemetry and TCP sockets to browsers and ahpctl
@@ -18,10 +24,18 @@ over one WebSocket protocol (AHP/1) with per-viewer flow control.
 
 Usage:
   ahpd [flags]
+  ahpd --check-config [--config FILE] [flags]
 
 With no flags it listens on 127.0.0.1:7681, starts one terminal running your
 login shell, and prints a URL (with a single-use ticket) that opens it in the
 browser. The admin token lives in the state directory (mode 0600).
+
+Settings come from the defaults, then the config file (see --config and
+systemd/config.example.toml), then the flags. SIGHUP re-reads the config file
+and applies its limits and logLevel without dropping connections; SIGINT and
+SIGTERM shut down gracefully. Under systemd, ahpd takes its listeners from
+socket activation (ahpd.socket), reports READY/RELOADING/STOPPING and
+watchdog pings on $NOTIFY_SOCKET, and logs with journald priorities.
 
 Flags:
 `
@@ -30,14 +44,17 @@ Flags:
 func Main(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ahpd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg Config
-	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:7681", "HTTP and WebSocket listen `address`")
-	fs.StringVar(&cfg.StateDir, "state-dir", "", "state `directory` holding admin.token (default $STATE_DIRECTORY, else $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd)")
-	fs.StringVar(&cfg.WebsocketCompression, "websocket-compression", "deflate", "permessage-deflate: deflate or none")
-	fs.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "serve /metrics without a token")
-	noTerm := fs.Bool("no-default-terminal", false, "do not start the default terminal running the login shell")
-	controlPath := fs.String("control", "", "gRPC control `socket`, mode 0660 (default $RUNTIME_DIRECTORY/ahpd.sock, else $XDG_RUNTIME_DIR/ahpd/control.sock, else STATE_DIR/control.sock; \"none\" disables it)")
-	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	fl := defaultSettings()
+	fs.StringVar(&fl.Listen, "listen", "127.0.0.1:7681", "HTTP and WebSocket listen `address` (ignored when socket activation passes the listener)")
+	fs.StringVar(&fl.StateDir, "state-dir", "", "state `directory` holding admin.token (default $STATE_DIRECTORY, else $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd)")
+	fs.StringVar(&fl.WebsocketCompression, "websocket-compression", "deflate", "permessage-deflate: deflate or none")
+	fs.BoolVar(&fl.MetricsPublic, "metrics-public", false, "serve /metrics without a token")
+	fs.BoolVar(&fl.NoDefaultTerminal, "no-default-terminal", false, "do not start the default terminal running the login shell")
+	fs.StringVar(&fl.Control, "control", "", "gRPC control `socket`, mode 0660 (default $RUNTIME_DIRECTORY/ahpd.sock, else $XDG_RUNTIME_DIR/ahpd/control.sock, else STATE_DIR/control.sock; \"none\" disables it; ignored when socket activation passes it)")
+	fs.StringVar(&fl.LogLevel, "log-level", "info", "log `level`: debug, info, warn, error")
+	fs.StringVar(&fl.LogFormat, "log-format", "auto", "log `format`: text; journal (\"<6>message key=value\", no timestamps); auto: journal when stderr is journald's stream ($JOURNAL_STREAM), else text")
+	configFlag := fs.String("config", "", "config `file` (default: the first that exists of $CONFIGURATION_DIRECTORY/config.toml, $XDG_CONFIG_HOME/ahpd/config.toml (~/.config/ahpd/config.toml), /etc/ahpd/config.toml; \"none\": no file)")
+	checkConfig := fs.Bool("check-config", false, "validate the config file and flags, print the result and exit: 0 valid, 1 not")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
@@ -57,31 +74,136 @@ func Main(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ahpd", Version)
 		return 0
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "ahpd: --log-level: %v\n", err)
-		return 2
+	flagged := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { flagged[f.Name] = true })
+	path := findConfig(*configFlag)
+	s, _, err := loadSettings(path, fl, flagged)
+	if *checkConfig {
+		return reportCheck(stderr, *configFlag, path, err)
 	}
-	cfg.NoDefaultTerminal = *noTerm
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if err != nil {
+		printErr(stderr, "config", err)
+		var ce *ConfigError
+		if errors.As(err, &ce) && ce.Path == "" {
+			return 2 // a bad flag value is a usage error
+		}
+		return 1
+	}
+	return run(s, runOptions{configFlag: *configFlag, configPath: path, fromFlags: fl, flagged: flagged}, stderr)
+}
 
-	srv, err := New(cfg, Options{Logger: log})
+// printErr writes err with one "ahpd: " prefix per line (errors.Join
+// puts each config problem on its own line).
+func printErr(w io.Writer, what string, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(w, "ahpd: %s: %s\n", what, line)
+	}
+}
+
+func reportCheck(w io.Writer, flagValue, path string, err error) int {
 	if err != nil {
-		fmt.Fprintf(stderr, "ahpd: %v\n", err)
+		printErr(w, "config", err)
 		return 1
 	}
-	ln, err := net.Listen("tcp", srv.Config().Listen)
-	if err != nil {
-		fmt.Fprintf(stderr, "ahpd: listen: %v\n", err)
+	if path == "" {
+		if flagValue == "none" {
+			fmt.Fprintln(w, "ahpd: config: no file (--config none); the flags and defaults are valid")
+		} else {
+			fmt.Fprintf(w, "ahpd: config: no file (looked for %s); the flags and defaults are valid\n", strings.Join(defaultConfigPaths(), ", "))
+		}
+		return 0
+	}
+	fmt.Fprintf(w, "ahpd: config: %s is valid\n", path)
+	return 0
+}
+
+type runOptions struct {
+	configFlag string // --config as given: "", "none" or a path
+	configPath string // the file loaded at start, "" for none
+	fromFlags  settings
+	flagged    map[string]bool
+}
+
+func run(s settings, ro runOptions, stderr io.Writer) int {
+	level := new(slog.LevelVar)
+	_ = level.UnmarshalText([]byte(s.LogLevel)) // validated by loadSettings
+	journal := s.LogFormat == "journal" || s.LogFormat == "auto" && journalStderr(stderr)
+	var h slog.Handler
+	if journal {
+		h = newJournalHandler(stderr, level)
+	} else {
+		h = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	}
+	log := slog.New(h)
+	// fatal reports why the daemon cannot start, as an error for journald.
+	fatal := func(format string, args ...any) int {
+		msg := "ahpd: " + fmt.Sprintf(format, args...)
+		if journal {
+			msg = "<3>" + strings.ReplaceAll(msg, "\n", "\n<3>")
+		}
+		fmt.Fprintln(stderr, msg)
 		return 1
 	}
+	if ro.configPath != "" {
+		log.Info("config file", "path", ro.configPath)
+	}
+
+	// Catch SIGHUP before anything can send it: its default action would
+	// end the daemon.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cp, err := srv.StartControl(ctx, ControlOptions{Path: *controlPath, HTTPAddr: ln.Addr().String()})
+
+	// Read (and clear) systemd's variables before any terminal starts.
+	sd, err := notifierFromEnv()
 	if err != nil {
-		fmt.Fprintf(stderr, "ahpd: control: %v\n", err)
+		log.Warn("not notifying systemd", "err", err)
+	}
+	wd, err := watchdogFromEnv()
+	if err != nil {
+		log.Warn("watchdog disabled", "err", err)
+	}
+	act, err := listenersFromEnv()
+	if err != nil {
+		return fatal("%v", err)
+	}
+
+	cfg := s.Config
+	if act.HTTP != nil {
+		cfg.Listen = act.HTTP.Addr().String()
+		log.Info("HTTP listener from socket activation", "addr", cfg.Listen)
+	}
+	srv, err := New(cfg, Options{Logger: log})
+	if err != nil {
+		act.Close()
+		return fatal("%v", err)
+	}
+	ln := act.HTTP
+	if ln == nil {
+		if ln, err = net.Listen("tcp", srv.Config().Listen); err != nil {
+			act.Close()
+			return fatal("listen: %v", err)
+		}
+	}
+	copts := ControlOptions{Path: s.Control, HTTPAddr: ln.Addr().String()}
+	var cp *ControlPlane
+	if act.Control != nil {
+		cl, err := control.FromListener(act.Control)
+		if err != nil {
+			act.Control.Close()
+			ln.Close()
+			return fatal("control: %v", err)
+		}
+		if s.Control != "" && s.Control != cl.Path() {
+			log.Warn("control socket from socket activation differs from --control/control; using it", "path", cl.Path(), "configured", s.Control)
+		}
+		copts.Listener = cl
+	}
+	if cp, err = srv.StartControl(ctx, copts); err != nil {
 		ln.Close()
-		return 1
+		return fatal("control: %v", err)
 	}
 	defer cp.Close()
 
@@ -89,18 +211,175 @@ func Main(args []string, stderr io.Writer) int {
 	if !cfg.NoDefaultTerminal {
 		ch, err := srv.CreateTerminal(TerminalSpec{ID: "shell", Title: "shell"})
 		if err != nil {
-			fmt.Fprintf(stderr, "ahpd: default terminal: %v\n", err)
 			ln.Close()
-			return 1
+			return fatal("default terminal: %v", err)
 		}
-		fmt.Fprintf(stderr, "\n  Open %s in your browser (single-use link, valid %v)\n\n",
-			srv.BrowserURL(base, ch.URI, RoleControl), srv.Config().TicketTTL)
+		if journal {
+			// The journal is kept and read by others: no ticket in it.
+			log.Info("default terminal started; print a browser link with: ahpctl open "+ch.URI, "channel", ch.URI)
+		} else {
+			fmt.Fprintf(stderr, "\n  Open %s in your browser (single-use link, valid %v)\n\n",
+				srv.BrowserURL(base, ch.URI, RoleControl), srv.Config().TicketTTL)
+		}
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "version", Version)
+	log.Info("listening", "addr", ln.Addr().String(), "control", cp.Path(), "version", Version)
+
+	r := &runner{
+		srv: srv, log: log, level: level, sd: sd, watchdog: wd, opts: ro, started: s,
+		status: fmt.Sprintf("serving %s; control socket %s", base, cp.Path()),
+		probe:  healthURL(ln.Addr()),
+		// No proxy from the environment, no kept-alive connection.
+		hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+	}
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	var loop sync.WaitGroup
+	loop.Go(func() { r.loop(loopCtx, ctx, hup) })
+	defer func() { stopLoop(); loop.Wait() }()
+
+	// Both listeners are bound and listening: a connection made now is
+	// queued by the kernel and served as soon as Serve runs.
+	r.notify("READY=1\nSTATUS=" + r.status)
 	if err := srv.Serve(ctx, ln); err != nil {
-		fmt.Fprintf(stderr, "ahpd: %v\n", err)
-		return 1
+		return fatal("%v", err)
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// runner is the daemon's main loop: SIGHUP reloads, watchdog pings.
+type runner struct {
+	srv      *Server
+	log      *slog.Logger
+	level    *slog.LevelVar
+	sd       *notifier
+	watchdog time.Duration // WatchdogSec; 0: none
+	opts     runOptions
+	started  settings // in force since start: keys that need a restart
+	status   string   // STATUS= for systemctl status
+	probe    string   // URL of /healthz on our own listener
+	hc       *http.Client
+}
+
+func (r *runner) notify(state string) {
+	if err := r.sd.Notify(state); err != nil {
+		r.log.Warn("sd_notify failed", "err", err)
+	}
+}
+
+// loop runs until ctx is cancelled (after Serve returns). serving is
+// cancelled when shutdown begins: the loop then sends STOPPING=1, and from
+// then on the watchdog pings without probing, since the HTTP listener is
+// closing.
+func (r *runner) loop(ctx, serving context.Context, hup <-chan os.Signal) {
+	stopping := serving.Done()
+	var tick <-chan time.Time
+	if r.watchdog > 0 && r.sd != nil {
+		// sd_watchdog_enabled(3): ping at half the interval.
+		t := time.NewTicker(r.watchdog / 2)
+		defer t.Stop()
+		tick = t.C
+		r.log.Info("watchdog enabled", "interval", r.watchdog)
+	}
+	healthy := true
+	for {
+		select {
+		case <-ctx.Done():
+			if stopping != nil && serving.Err() != nil {
+				r.notify("STOPPING=1\nSTATUS=shutting down") // select chose this case first
+			}
+			return
+		case <-stopping:
+			r.notify("STOPPING=1\nSTATUS=shutting down")
+			stopping = nil
+		case <-hup:
+			r.reload()
+		case <-tick:
+			if serving.Err() == nil {
+				if err := r.check(ctx); err != nil {
+					if healthy {
+						r.log.Error("watchdog: health check failed; not pinging systemd", "err", err)
+					}
+					healthy = false
+					continue
+				}
+				if !healthy {
+					r.log.Info("watchdog: health check passes again")
+				}
+				healthy = true
+			}
+			r.notify("WATCHDOG=1")
+		}
+	}
+}
+
+// check is the watchdog's health check: the registry's lock is free and
+// the HTTP server answers /healthz on its own listener within a quarter of
+// the watchdog interval (half the ping period). A miss skips one ping;
+// systemd restarts the service only after a whole interval without one.
+func (r *runner) check(ctx context.Context) error {
+	_ = r.srv.Registry().List()
+	if r.probe == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(r.watchdog/4, 50*time.Millisecond))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.probe, nil)
+	if err != nil {
+		return err
+	}
+	res, err := r.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1024))
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /healthz: %s", res.Status)
+	}
+	return nil
+}
+
+// healthURL is /healthz on addr, with an unspecified IP (0.0.0.0, ::)
+// replaced by loopback.
+func healthURL(addr net.Addr) string {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	ip := ta.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+		if ta.IP != nil && ta.IP.To4() == nil {
+			ip = net.IPv6loopback
+		}
+	}
+	return "http://" + net.JoinHostPort(ip.String(), fmt.Sprint(ta.Port)) + "/healthz"
+}
+
+// reload re-reads the config file (the one given by --config, or the
+// first default path that exists now) and applies its limits and
+// logLevel; a bad file changes nothing. Keys that need a restart are
+// reported if they changed.
+func (r *runner) reload() {
+	r.notify(fmt.Sprintf("RELOADING=1\nSTATUS=reloading\nMONOTONIC_USEC=%d", monotonicUsec()))
+	defer r.notify("READY=1\nSTATUS=" + r.status)
+	path := findConfig(r.opts.configFlag)
+	s, _, err := loadSettings(path, r.opts.fromFlags, r.opts.flagged)
+	if err != nil {
+		r.log.Error("reload failed; nothing changed", "err", err)
+		return
+	}
+	_, changed, err := r.srv.UpdateLimits(nil, s.Limits)
+	if err != nil {
+		r.log.Error("reload failed; nothing changed", "err", err)
+		return
+	}
+	_ = r.level.UnmarshalText([]byte(s.LogLevel))
+	for _, key := range restartOnlyChanges(r.started, s) {
+		r.log.Warn("reload: "+key+" changed; restart ahpd to apply it", "key", key)
+	}
+	if path == "" {
+		path = "none"
+	}
+	r.log.Info("config reloaded", "path", path, "limitsChanged", changed, "logLevel", s.LogLevel)
 }

@@ -153,6 +153,9 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 			return nil, fmt.Errorf("%w: %s", ErrChannelExists, schemeTerminal+spec.ID)
 		}
 	}
+	if s.isClosing() {
+		return nil, ErrShuttingDown
+	}
 	t, err := s.newTerminal(spec, s.Limits().TerminalViewerBacklog, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("start terminal: %w", err)
@@ -164,14 +167,26 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 	}
 	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type)
 	s.events.publish(Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
-	if n, ok := t.(exitNotifier); ok {
+	s.mu.Lock()
+	closing := s.closing
+	n, notify := t.(exitNotifier)
+	if !closing && notify {
+		s.bg.Add(1) // under s.mu: shutdown's Wait cannot race this Add
+	}
+	s.mu.Unlock()
+	if closing {
+		_ = s.CloseChannel(ch.URI)
+		return nil, ErrShuttingDown
+	}
+	if notify {
 		// Ends when the process exits; shutdown closes every channel, so
 		// shutdown waits for it through s.bg.
-		s.bg.Go(func() {
+		go func() {
+			defer s.bg.Done()
 			<-n.Exited()
 			s.log.Info("channel exited", "channel", ch.URI, "status", n.ExitDetail())
 			s.events.publish(Event{Kind: "channel.exited", Channel: ch.URI, Detail: n.ExitDetail()})
-		})
+		}()
 	}
 	return ch, nil
 }
@@ -326,25 +341,26 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	id := "c" + strconv.Itoa(s.nextConn)
 	now := time.Now()
 	c := &conn{
-		srv:       s,
-		ws:        ws,
-		log:       s.log,
-		id:        id,
-		remote:    r.RemoteAddr,
-		bearer:    bearerToken(r),
-		opened:    now,
-		limits:    limits,
-		sender:    sender,
-		subs:      map[string]*subscription{},
-		lastWrite: now,
-		lastAlive: now,
-		inbox:     make(chan inbound, 16),
-		out:       make(chan []byte, 4),
-		written:   make(chan []byte, 4),
-		alive:     make(chan struct{}, 1),
-		kick:      make(chan string, 1),
-		queries:   make(chan chan ViewerInfo),
-		wakeSig:   make(chan struct{}, 1),
+		srv:         s,
+		ws:          ws,
+		log:         s.log,
+		id:          id,
+		remote:      r.RemoteAddr,
+		bearer:      bearerToken(r),
+		opened:      now,
+		limits:      limits,
+		sender:      sender,
+		subs:        map[string]*subscription{},
+		lastWrite:   now,
+		lastAlive:   now,
+		inbox:       make(chan inbound, 16),
+		out:         make(chan []byte, 4),
+		written:     make(chan []byte, 4),
+		alive:       make(chan struct{}, 1),
+		kick:        make(chan string, 1),
+		queries:     make(chan chan ViewerInfo),
+		writeFailed: make(chan struct{}),
+		wakeSig:     make(chan struct{}, 1),
 	}
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
@@ -368,6 +384,12 @@ func bearerToken(r *http.Request) string {
 		return strings.TrimSpace(h[7:])
 	}
 	return ""
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
 }
 
 // Kick closes a connection with 1008 and reason.
@@ -418,11 +440,18 @@ func (s *Server) shutdown(hs *http.Server) {
 	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	_ = hs.Shutdown(sctx) // stops accepting; hijacked WebSockets are ours
 	s.mu.Lock()
-	s.closing = true
+	s.closing = true // no new connection or channel from here on
 	s.mu.Unlock()
 	s.stopConns() // each connection closes with 1001
+	// Stop accepting and let plain HTTP requests finish, alongside the
+	// WebSocket closes: a slow page download must not eat their budget.
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		_ = hs.Shutdown(sctx) // hijacked WebSockets are ours, not its
+	}()
+	defer func() { <-httpDone }()
 	done := make(chan struct{})
 	go func() { s.connWG.Wait(); close(done) }()
 	select {
@@ -436,9 +465,12 @@ func (s *Server) shutdown(hs *http.Server) {
 		s.mu.Unlock()
 		<-done
 	}
+	// Hang up every terminal at once: each may take its kill timeout.
+	var wg sync.WaitGroup
 	for _, ch := range s.registry.List() {
-		_ = s.CloseChannel(ch.URI)
+		wg.Go(func() { _ = s.CloseChannel(ch.URI) })
 	}
+	wg.Wait()
 	s.bg.Wait()
 }
 

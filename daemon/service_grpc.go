@@ -40,6 +40,9 @@ type ControlOptions struct {
 	HTTPAddr string
 	// MaxWatchers bounds concurrent WatchEvents streams. Default 64.
 	MaxWatchers int
+	// Listener, when set, is an already listening control socket (socket
+	// activation); Path is then ignored.
+	Listener *control.Listener
 }
 
 // ControlPlane is the running gRPC control server.
@@ -57,7 +60,7 @@ type ControlPlane struct {
 // the shutdown timeout (streams end at once, unary calls may finish). With
 // Path "none" it returns nil, nil; a nil *ControlPlane's methods are no-ops.
 func (s *Server) StartControl(ctx context.Context, opts ControlOptions) (*ControlPlane, error) {
-	if opts.Path == "none" {
+	if opts.Path == "none" && opts.Listener == nil {
 		return nil, nil
 	}
 	if opts.Path == "" {
@@ -66,9 +69,12 @@ func (s *Server) StartControl(ctx context.Context, opts ControlOptions) (*Contro
 	if opts.MaxWatchers == 0 {
 		opts.MaxWatchers = 64
 	}
-	ln, err := control.Listen(opts.Path)
-	if err != nil {
-		return nil, err
+	ln := opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = control.Listen(opts.Path); err != nil {
+			return nil, err
+		}
 	}
 	cs := control.NewServer(control.Options{
 		Logger: s.log,
@@ -96,7 +102,7 @@ func (s *Server) StartControl(ctx context.Context, opts ControlOptions) (*Contro
 		cp.err = <-served
 		_ = ln.Close()
 	}()
-	s.log.Info("control socket listening", "path", ln.Path())
+	s.log.Info("control socket listening", "path", ln.Path(), "activated", opts.Listener != nil)
 	return cp, nil
 }
 

@@ -42,6 +42,17 @@ var (
 // ErrBadFrame when the params are missing or of the wrong type. The data
 // field is validated by AppendData. f aliases b until AppendData is done.
 func DecodeFrame(b []byte, f *Frame) error {
+	err := decodeFrame(b, f)
+	if err != nil {
+		// The ids may be left from an earlier frame (they are kept to
+		// avoid allocating): an error must never name a subscription the
+		// message did not.
+		f.Channel, f.SubscriptionID = "", ""
+	}
+	return err
+}
+
+func decodeFrame(b []byte, f *Frame) error {
 	// Keep the previous ids: a Frame reused for the same subscription
 	// then decodes without allocating (see unescapeInto).
 	channel, sub := f.Channel, f.SubscriptionID

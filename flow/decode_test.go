@@ -172,3 +172,24 @@ func TestDecodeFrameAllocs(t *testing.T) {
 		t.Errorf("DecodeFrame without ids on a reused Frame succeeded: %+v", f)
 	}
 }
+
+// A malformed frame after a valid one must not name the earlier frame's
+// subscription (the daemon would reset the wrong one).
+func TestDecodeFrameErrorClearsIDs(t *testing.T) {
+	var f flow.Frame
+	if err := flow.DecodeFrame([]byte(`{"jsonrpc":"2.0","method":"channel/frame","params":{"channel":"c","subscriptionId":"s1","messageId":1,"data":"x","final":true}}`), &f); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{
+		`{"jsonrpc":"2.0","method":"channel/frame"}`,
+		`{"jsonrpc":"2.0","method":"channel/frame","params":[]}`,
+		`{"jsonrpc":"2.0","method":"channel/frame","params":{"messageId":0,"subscriptionId":"s1"}}`,
+	} {
+		if err := flow.DecodeFrame([]byte(bad), &f); err == nil {
+			t.Fatalf("DecodeFrame(%s) succeeded", bad)
+		}
+		if f.SubscriptionID != "" || f.Channel != "" {
+			t.Errorf("DecodeFrame(%s) left ids %q %q", bad, f.Channel, f.SubscriptionID)
+		}
+	}
+}

@@ -114,6 +114,23 @@ func (r *Receiver) Frame(frameBytes int64, f *Frame) (msg []byte, end Position, 
 	return r.buf, r.accepted, nil
 }
 
+// Buffered returns the bytes (UTF-8) held for the incomplete message.
+func (r *Receiver) Buffered() int {
+	if !r.active {
+		return 0
+	}
+	return len(r.buf)
+}
+
+// DropBuffer releases the reassembly buffer's memory when it is larger
+// than one frame, so an idle subscription does not pin the memory of its
+// largest message. Call it after the message Frame returned is processed.
+func (r *Receiver) DropBuffer() {
+	if !r.active && cap(r.buf) > int(r.limits.MaximumFrameBytes) {
+		r.buf = nil
+	}
+}
+
 // DiscardPartial drops an incomplete message (the connection carrying it
 // ended); the next message must again be the one after Accepted.
 func (r *Receiver) DiscardPartial() {

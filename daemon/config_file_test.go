@@ -1,0 +1,229 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfigValues(t *testing.T) {
+	text := strings.Join([]string{
+		"# comment",
+		"",
+		`listen = "0.0.0.0:8080"   # trailing comment`,
+		`stateDir = '/var/lib/ahpd/x#y'`,
+		`websocketCompression = none`,
+		`metricsPublic = true`,
+		`defaultTerminal = false`,
+		`logLevel = "debug"`,
+		`shutdownTimeout = "3s"`,
+		`ticketTTL = 1m`,
+		`allowedOrigins = ["a.example:443", 'b.example:80',]`,
+		`maxBufferedBytes = "8MiB"`,
+		`maxOutputStall = 2s`,
+		`maxSubscriptions = 1_000`,
+		`hostReceive.windowBytes = "512KiB"`,
+		`heartbeatInterval = default`,
+	}, "\n")
+	cf, err := parseConfig("c.toml", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := defaultSettings()
+	if err := cf.apply(&s, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := settings{
+		Config: Config{
+			Listen: "0.0.0.0:8080", StateDir: "/var/lib/ahpd/x#y", WebsocketCompression: "none",
+			MetricsPublic: true, NoDefaultTerminal: true, ShutdownTimeout: 3 * time.Second, TicketTTL: time.Minute,
+			AllowedOrigins: []string{"a.example:443", "b.example:80"},
+		},
+		LogLevel: "debug", LogFormat: "auto",
+	}
+	want.Limits = DefaultLimits()
+	want.Limits.MaxBufferedBytes = 8 << 20
+	want.Limits.MaxOutputStall = 2 * time.Second
+	want.Limits.MaxSubscriptions = 1000
+	want.Limits.HostReceive.WindowBytes = 512 << 10
+	if got := s; !reflect.DeepEqual(got, want) {
+		t.Fatalf("settings =\n%+v\nwant\n%+v", got, want)
+	}
+	if l := cf.line("maxOutputStall"); l != 13 {
+		t.Fatalf("line(maxOutputStall) = %d, want 13", l)
+	}
+}
+
+// configErrorCases are bad files and the start of the message they get.
+var configErrorCases = []struct {
+	text, want string
+}{
+	{"[limits]\n", "c.toml:1: tables are not supported"},
+	{"listen\n", "c.toml:1: want key = value"},
+	{"\n\nmaxoutputstall = 2s\n", "c.toml:3: maxoutputstall: unknown key (did you mean maxOutputStall?)"},
+	{"bogus = 1\n", "c.toml:1: bogus: unknown key"},
+	{"\"listen\" = \"x\"\n", "c.toml:1: bad key"},
+	{"listen = \n", "c.toml:1: listen: missing value"},
+	{"listen = \"127.0.0.1:1\n", "c.toml:1: listen: unterminated string"},
+	{"listen = \"a\" b\n", "c.toml:1: listen: unexpected \"b\" after the value"},
+	{"listen = \"\"\"x\"\"\"\n", "c.toml:1: listen: multi-line strings are not supported"},
+	{"allowedOrigins = [\"a:1\",\n", "c.toml:1: allowedOrigins: unterminated array"},
+	{"allowedOrigins = { a = 1 }\n", "c.toml:1: allowedOrigins: inline tables are not supported"},
+	{"maxOutputStall = 1s\nmaxOutputStall = 2s\n", "c.toml:2: maxOutputStall: given twice (first on line 1)"},
+}
+
+// configApplyCases parse but carry a bad value.
+var configApplyCases = []struct {
+	text, want string
+}{
+	{"maxOutputStall = fast\n", "c.toml:1: maxOutputStall: want a duration"},
+	{"maxOutputStall = -1s\n", "c.toml:1: maxOutputStall: must not be negative"},
+	{"maxBufferedBytes = 8MB\n", "c.toml:1: maxBufferedBytes: want an integer with an optional KiB, MiB or GiB suffix"},
+	{"maxBufferedBytes = 99999999999GiB\n", "c.toml:1: maxBufferedBytes: \"99999999999GiB\" is too large"},
+	{"maxSubscriptions = 1.5\n", "c.toml:1: maxSubscriptions: want an integer"},
+	{"metricsPublic = yes\n", "c.toml:1: metricsPublic: want true or false"},
+	{"websocketCompression = gzip\n", "c.toml:1: websocketCompression: want one of deflate, none"},
+	{"logLevel = loud\n", "c.toml:1: logLevel: want one of debug, info, warn, error"},
+	{"listen = [\"a:1\"]\n", "c.toml:1: listen: want a single value, not an array"},
+	{"allowedOrigins = [\"https://a.example\"]\n", "c.toml:1: allowedOrigins: want host:port values"},
+}
+
+// configValidateCases parse and apply but fail Config.Validate.
+var configValidateCases = []struct {
+	text, want string
+}{
+	{"# x\nmaxOutputStall = 1ms\n", "c.toml:2: maxOutputStall: must be at least 100ms"},
+	{"listen = nohost\n", "c.toml:1: listen: "},
+	{"maxBufferedBytes = 1KiB\n", "c.toml:1: maxBufferedBytes: must be at least 1 MiB"},
+	{"hostReceive.maximumFrameBytes = 8MiB\n", "c.toml:1: hostReceive.maximumFrameBytes: "},
+	{"ticketTTL = 1ms\n", "c.toml:1: ticketTTL: must be at least 1s"},
+}
+
+func loadText(t *testing.T, text string, fromFlags settings, flagged map[string]bool) (settings, error) {
+	t.Helper()
+	path := t.TempDir() + "/c.toml"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := loadSettings(path, fromFlags, flagged)
+	if err != nil {
+		// Messages name the temporary path; the cases say c.toml.
+		err = errors.New(strings.ReplaceAll(err.Error(), path, "c.toml"))
+	}
+	return s, err
+}
+
+func TestConfigErrorsNameLineAndKey(t *testing.T) {
+	var all []struct{ text, want string }
+	all = append(all, configErrorCases...)
+	all = append(all, configApplyCases...)
+	all = append(all, configValidateCases...)
+	for _, c := range all {
+		_, err := loadText(t, c.text, defaultSettings(), nil)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("load(%q) = %v, want an error starting %q", c.text, err, c.want)
+		}
+	}
+}
+
+func TestConfigReportsEveryBadLine(t *testing.T) {
+	_, err := loadText(t, "a = 1\nlisten = \"x:1\"\nb = 2\n", defaultSettings(), nil)
+	if err == nil || !strings.Contains(err.Error(), "c.toml:1: a:") || !strings.Contains(err.Error(), "c.toml:3: b:") {
+		t.Fatalf("err = %v, want lines 1 and 3 reported", err)
+	}
+}
+
+func TestFlagsOverrideFile(t *testing.T) {
+	fl := defaultSettings()
+	fl.Listen = "127.0.0.1:9"
+	fl.LogLevel = "warn"
+	// The file's listen is invalid, but the flag replaces it, so it is not
+	// even looked at; logLevel too.
+	s, err := loadText(t, "listen = nohost\nlogLevel = debug\nmaxSubscriptions = 7\n", fl, map[string]bool{"listen": true, "log-level": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Listen != "127.0.0.1:9" || s.LogLevel != "warn" || s.Limits.MaxSubscriptions != 7 {
+		t.Fatalf("settings = listen %q logLevel %q maxSubscriptions %d", s.Listen, s.LogLevel, s.Limits.MaxSubscriptions)
+	}
+	// A bad flag is named as a flag.
+	fl.Listen = "nohost"
+	if _, err := loadText(t, "", fl, map[string]bool{"listen": true}); err == nil || !strings.HasPrefix(err.Error(), "--listen: ") {
+		t.Fatalf("bad --listen: err = %v, want it named", err)
+	}
+}
+
+// TestExampleConfigDocumentsEveryKey uncomments every "# key = value" line
+// of systemd/config.example.toml: every key must be there, the file must
+// load, and each limit's documented value must be its default.
+func TestExampleConfigDocumentsEveryKey(t *testing.T) {
+	b, err := os.ReadFile("../systemd/config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^# ([A-Za-z][A-Za-z0-9_.]*) = (.*)$`)
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		seen[m[1]] = true
+		out = append(out, m[1]+" = "+m[2])
+	}
+	for _, k := range configKeys {
+		if !seen[k.name] {
+			t.Errorf("config.example.toml does not document %s", k.name)
+		}
+	}
+	// allowedOrigins' example is not the default (which is computed).
+	s, err := loadText(t, strings.Join(out, "\n")+"\n", defaultSettings(), nil)
+	if err != nil {
+		t.Fatalf("the example, uncommented: %v", err)
+	}
+	if s.Limits != DefaultLimits() {
+		t.Errorf("the example's limits are not the defaults:\n%+v\nwant\n%+v", s.Limits, DefaultLimits())
+	}
+	d := Config{}.WithDefaults()
+	if s.Listen != d.Listen || s.ShutdownTimeout != d.ShutdownTimeout || s.TicketTTL != d.TicketTTL || s.WebsocketCompression != d.WebsocketCompression {
+		t.Errorf("the example's daemon keys are not the defaults: %+v", s.Config)
+	}
+}
+
+func TestParseSizeValue(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+	}{{"0", 0}, {"default", 0}, {"4096", 4096}, {"64KiB", 64 << 10}, {"8 MiB", 8 << 20}, {"1gib", 1 << 30}, {"1_048_576", 1 << 20}} {
+		if got, err := parseSizeValue(c.in); err != nil || got != c.want {
+			t.Errorf("parseSizeValue(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+	}
+}
+
+// FuzzParseConfig: the parser never panics, and what it accepts applies
+// and validates without panicking either.
+func FuzzParseConfig(f *testing.F) {
+	for _, c := range configErrorCases {
+		f.Add(c.text)
+	}
+	for _, c := range configApplyCases {
+		f.Add(c.text)
+	}
+	f.Add("listen = \"127.0.0.1:1\"\nallowedOrigins = [\"a:1\", 'b:2']\nhostReceive.windowBytes = 1MiB # x\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		cf, err := parseConfig("f", text)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is not a *ConfigError", err)
+			}
+			return
+		}
+		s := defaultSettings()
+		if cf.apply(&s, nil) == nil {
+			_ = s.validate(cf, nil)
+		}
+	})
+}
