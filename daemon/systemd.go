@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
 )
 
 // listenFDsStart is SD_LISTEN_FDS_START: the first passed descriptor.
