@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/pty"
 )
 
 // closeError ends a connection with a WebSocket close code.
@@ -544,7 +545,11 @@ func (c *conn) deliver(s *subscription, msg []byte, pos flow.Position) error {
 			return nil
 		}
 		err := s.ch.term.Input([]byte(*m.Params.Data), func() { c.released(s, pos) })
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, pty.ErrExited), errors.Is(err, pty.ErrClosed):
+			c.resetSub(s, "channel-closed", "the terminal has exited")
+		default:
 			c.resetSub(s, "overflow", err.Error())
 		}
 		return nil

@@ -18,7 +18,11 @@ func newPTYTerminal(spec TerminalSpec, backlog int64, log *slog.Logger) (Termina
 		Cols:          spec.Cols,
 		Scrollback:    spec.Scrollback,
 		ViewerBacklog: int(backlog),
-		Logger:        log,
+		// Input the host has credited must not be refused: this covers
+		// several viewers each sending a full host window (256 KiB UTF-16,
+		// up to 384 KiB of UTF-8, plus one message) at once.
+		InputQueue: 4 << 20,
+		Logger:     log,
 	})
 	if err != nil {
 		return nil, err

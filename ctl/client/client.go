@@ -156,10 +156,18 @@ func (c *Conn) Err() error {
 }
 
 // SendRaw writes one text message as is.
+//
+// The write itself is not bound to ctx: the WebSocket library drops the
+// whole connection when a write's context ends mid-write, and one slow call
+// must not end every subscription. ctx is checked before writing; a write
+// blocked on a stalled socket ends when the connection is closed.
 func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	return c.ws.Write(ctx, websocket.MessageText, b)
+	return c.ws.Write(context.Background(), websocket.MessageText, b)
 }
 
 // Call sends a request and waits for its response; result may be nil.
@@ -196,6 +204,13 @@ func (c *Conn) call(ctx context.Context, method string, params, result any, sub 
 	if err := c.SendRaw(ctx, msg); err != nil {
 		return err
 	}
+	defer func() {
+		// A call that gave up must not leave its entries behind.
+		c.mu.Lock()
+		delete(c.pending, id)
+		delete(c.psubs, id)
+		c.mu.Unlock()
+	}()
 	select {
 	case r := <-ch:
 		if r.Error != nil {
@@ -211,6 +226,9 @@ func (c *Conn) call(ctx context.Context, method string, params, result any, sub 
 		return ctx.Err()
 	}
 }
+
+// maxNotes bounds the notifications kept for Notifications.
+const maxNotes = 1024
 
 // Notifications returns and clears the notifications received so far,
 // waiting for at least one until ctx ends.
@@ -302,6 +320,9 @@ func (c *Conn) readLoop() {
 				c.mu.Unlock()
 			}
 			c.mu.Lock()
+			if len(c.notes) >= maxNotes {
+				c.notes = c.notes[1:] // nobody is reading them: keep the newest
+			}
 			c.notes = append(c.notes, Notification{m.Method, m.Params})
 			c.mu.Unlock()
 			select {

@@ -119,7 +119,9 @@ func (s *Sub) onFrame(size int64, f *flow.Frame) {
 		reset = append(reset, `,"message":`...)
 		reset = flow.AppendJSONString(reset, err.Error())
 		reset = append(reset, `}}`...)
-		go func() { _ = s.c.SendRaw(context.Background(), reset) }()
+		// Not under s.mu (the reader holds it): the Conn's WaitGroup
+		// tracks the goroutine so Close waits for it.
+		s.c.wg.Go(func() { _ = s.c.SendRaw(context.Background(), reset) })
 		return
 	}
 	if text == nil {
@@ -261,6 +263,9 @@ func (s *Sub) Unsubscribe(ctx context.Context) error {
 	s.c.mu.Lock()
 	delete(s.c.subs, s.ID)
 	s.c.mu.Unlock()
+	s.mu.Lock()
+	s.fail(errors.New("unsubscribed"))
+	s.mu.Unlock()
 	return err
 }
 
