@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,10 +52,12 @@ func rootCommand() *command {
 		}},
 		{name: "limits", aliases: []string{"limit"}, summary: "Show and change the daemon's limits (PROTOCOL.md §9)", sub: []*command{
 			{name: "get", summary: "Show the limits in force and their defaults", maxArgs: 0, setup: setupLimitsGet,
-				examples: []string{"ahpctl limits get", "ahpctl limits get -o json"}},
+				examples: []string{"ahpctl limits get", "ahpctl limits get -o json", "ahpctl limits get --channel ahp-terminal:/build"}},
 			{name: "set", args: "KEY=VALUE...", summary: "Change limits", minArgs: 1, maxArgs: -1, complete: "limit", setup: setupLimitsSet,
-				help:     "Durations use Go syntax (500ms, 2s, 1m30s); sizes are integers with an optional\nKiB, MiB or GiB suffix; VALUE \"default\" (or 0) restores the default. The change\napplies at once to new connections and to the timers of existing ones; the\nresult is validated as a whole and nothing changes if a value is refused.\nKeys: " + limitKeyNames() + ".",
-				examples: []string{"ahpctl limits set maxOutputStall=2s maxBufferedBytes=8MiB", "ahpctl limits set maxSubscriptions=2 heartbeatInterval=5s", "ahpctl limits set clientReceiveDefaults.windowBytes=256KiB"}},
+				help: "Durations use Go syntax (500ms, 2s, 1m30s); sizes are integers with an optional\nKiB, MiB or GiB suffix; VALUE \"default\" (or 0) restores the default. The change\napplies at once to new connections and to the timers of existing ones; the\nresult is validated as a whole and nothing changes if a value is refused.\nWith --channel, only the flow-control limits (clientReceiveDefaults.*,\nclientReceiveMaximums.*, hostReceive.*) may be set, for new subscriptions of\nthat channel; KEY=default removes the channel's override.\nKeys: " + limitKeyNames() + ".",
+				examples: []string{"ahpctl limits set maxOutputStall=2s maxBufferedBytes=8MiB", "ahpctl limits set maxSubscriptions=2 heartbeatInterval=5s", "ahpctl limits set clientReceiveDefaults.windowBytes=256KiB",
+					"ahpctl limits set --channel ahp-terminal:/build clientReceiveMaximums.windowBytes=1MiB",
+					"ahpctl limits set --channel ahp-terminal:/build clientReceiveMaximums.windowBytes=default"}},
 		}},
 		{name: "viewers", aliases: []string{"viewer"}, summary: "List and disconnect viewer connections", sub: []*command{
 			{name: "list", aliases: []string{"ls"}, summary: "List viewer connections and their subscriptions", maxArgs: 0, setup: setupViewersList,
@@ -359,6 +362,7 @@ func setupTokenRevoke(*flag.FlagSet) action {
 
 func setupLimitsGet(fs *flag.FlagSet) action {
 	o := outputFlag(fs)
+	channel := fs.String("channel", "", "show the limits a new subscription of channel `URI` gets (with its overrides)")
 	return func(ctx context.Context, a *app, _ []string) error {
 		if err := checkOutput(*o); err != nil {
 			return err
@@ -369,26 +373,47 @@ func setupLimitsGet(fs *flag.FlagSet) action {
 		}
 		rctx, cancel := a.rpc(ctx)
 		defer cancel()
-		res, err := c.limits.GetLimits(rctx, &ahpv1.GetLimitsRequest{})
+		res, err := c.limits.GetLimits(rctx, &ahpv1.GetLimitsRequest{Channel: *channel})
 		if err != nil {
 			return err
 		}
 		if *o == "json" {
-			return a.printJSON(map[string]limitsView{"effective": toLimitsView(res.Effective), "defaults": toLimitsView(res.Defaults)})
+			return a.printJSON(map[string]any{"effective": toLimitsView(res.Effective), "defaults": toLimitsView(res.Defaults), "overridden": res.Overridden})
 		}
 		tw := a.table("KEY", "VALUE", "DEFAULT")
 		for _, k := range limitKeys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", k.name, formatLimit(k.kind, k.get(res.Effective)), formatLimit(k.kind, k.get(res.Defaults)))
+			v := formatLimit(k.kind, k.get(res.Effective))
+			if slices.Contains(res.Overridden, k.name) {
+				v += " (channel)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", k.name, v, formatLimit(k.kind, k.get(res.Defaults)))
 		}
 		return tw.Flush()
 	}
 }
 
-func setupLimitsSet(*flag.FlagSet) action {
+func setupLimitsSet(fs *flag.FlagSet) action {
+	channel := fs.String("channel", "", "override flow-control limits for channel `URI` only (KEY=default removes an override)")
 	return func(ctx context.Context, a *app, args []string) error {
 		req, err := parseLimitAssignments(args)
 		if err != nil {
 			return err
+		}
+		if *channel != "" {
+			req.Channel = *channel
+			defaults := 0
+			for _, arg := range args {
+				if strings.HasSuffix(arg, "=default") {
+					defaults++
+				}
+			}
+			switch defaults {
+			case 0:
+			case len(args):
+				req.Clear = true
+			default:
+				return usagef("limits set --channel: set values and remove overrides (KEY=default) in separate calls")
+			}
 		}
 		c, err := a.clients()
 		if err != nil {

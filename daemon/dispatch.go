@@ -177,11 +177,13 @@ func (c *conn) subscribe(req *request) error {
 	if len(c.subs) >= c.limits.MaxSubscriptions {
 		return c.respondOr(req, rpcErr(CodeLimitExceeded, fmt.Sprintf("limit exceeded: at most %d subscriptions per connection (maxSubscriptions)", c.limits.MaxSubscriptions)))
 	}
-	want := c.limits.ClientReceiveDefaults
+	// The channel's overrides of the flow-control limits, if any.
+	chl := c.srv.LimitsFor(ch.URI)
+	want := chl.ClientReceiveDefaults
 	if p.FlowControl != nil && p.FlowControl.Receive != nil {
 		want = *p.FlowControl.Receive
 	}
-	got, err := flow.Negotiate(want, c.limits.ClientReceiveMaximums)
+	got, err := flow.Negotiate(want, chl.ClientReceiveMaximums)
 	if err != nil {
 		return c.respondOr(req, rpcErr(CodeInvalidParams, "flowControl.receive."+err.Error()))
 	}
@@ -195,7 +197,7 @@ func (c *conn) subscribe(req *request) error {
 		SubscriptionID: s.id,
 		Source:         s.viewer,
 		Send:           got,
-		Receive:        c.limits.HostReceive,
+		Receive:        chl.HostReceive,
 	})
 	if err != nil {
 		s.ended = true // a wake queued by Attach must not reach the Sender
@@ -207,7 +209,7 @@ func (c *conn) subscribe(req *request) error {
 	// frame: no frame of s can precede it (§3).
 	result := map[string]any{
 		"subscriptionId": s.id,
-		"flowControl":    map[string]any{"clientReceive": got, "hostReceive": c.limits.HostReceive},
+		"flowControl":    map[string]any{"clientReceive": got, "hostReceive": chl.HostReceive},
 		"initial":        map[string]string{"kind": "snapshot"},
 	}
 	if err := c.respond(req, result, nil); err != nil {

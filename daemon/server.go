@@ -65,6 +65,7 @@ type Server struct {
 	nextConn  int
 	origins   []string
 	events    eventBus
+	chLimits  map[string]channelLimits // per-channel overrides; guarded by mu
 	bg        sync.WaitGroup // per-channel watchers (exit events); waited at shutdown
 }
 
@@ -198,6 +199,9 @@ func (s *Server) CloseChannel(uri string) error {
 		return fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
 	}
 	ch.closed.Store(true)
+	s.mu.Lock()
+	delete(s.chLimits, uri)
+	s.mu.Unlock()
 	if ch.term != nil {
 		_ = ch.term.Close()
 	}

@@ -248,7 +248,13 @@ func (g *grpcServer) CreateBrowserLink(_ context.Context, req *ahpv1.CreateBrows
 
 // --- LimitsService
 
-func (g *grpcServer) GetLimits(context.Context, *ahpv1.GetLimitsRequest) (*ahpv1.GetLimitsResponse, error) {
+func (g *grpcServer) GetLimits(_ context.Context, req *ahpv1.GetLimitsRequest) (*ahpv1.GetLimitsResponse, error) {
+	if ch := req.GetChannel(); ch != "" {
+		if _, ok := g.s.Registry().Get(ch); !ok {
+			return nil, grpcError(fmt.Errorf("%w: %s", ErrChannelNotFound, ch))
+		}
+		return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.LimitsFor(ch)), Defaults: toLimits(DefaultLimits()), Overridden: g.s.ChannelOverrides(ch)}, nil
+	}
 	return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.Limits()), Defaults: toLimits(DefaultLimits())}, nil
 }
 
@@ -256,6 +262,16 @@ func (g *grpcServer) SetLimits(_ context.Context, req *ahpv1.SetLimitsRequest) (
 	fields, from, err := fromLimitsRequest(req)
 	if err != nil {
 		return nil, grpcError(err)
+	}
+	if ch := req.GetChannel(); ch != "" {
+		if len(fields) == 0 {
+			return nil, grpcError(argErr("update_mask", "name the limits to override for the channel"))
+		}
+		now, changed, err := g.s.UpdateChannelLimits(ch, fields, from, req.GetClear())
+		return reply(&ahpv1.SetLimitsResponse{Effective: toLimits(now), Changed: changed}, err)
+	}
+	if req.GetClear() {
+		return nil, grpcError(argErr("clear", "only with channel"))
 	}
 	now, changed, err := g.s.UpdateLimits(fields, from)
 	return reply(&ahpv1.SetLimitsResponse{Effective: toLimits(now), Changed: changed}, err)

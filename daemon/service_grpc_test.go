@@ -665,3 +665,56 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 }
+
+func TestControlPerChannelLimits(t *testing.T) {
+	h := start(t, false, nil)
+	a, _ := h.term("a")
+	b, _ := h.term("b")
+	cl := h.control()
+	ctx := ctxT(t)
+	mask := func(paths ...string) *fieldmaskpb.FieldMask { return &fieldmaskpb.FieldMask{Paths: paths} }
+	// Only per-subscription limits may be overridden.
+	_, err := cl.limits.SetLimits(ctx, &ahpv1.SetLimitsRequest{Channel: a.URI, Limits: &ahpv1.Limits{MaxSubscriptions: 3}, UpdateMask: mask("max_subscriptions")})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "maxSubscriptions") {
+		t.Fatalf("per-channel maxSubscriptions: %v, want InvalidArgument naming it", err)
+	}
+	if _, err := cl.limits.SetLimits(ctx, &ahpv1.SetLimitsRequest{Channel: "ahp-terminal:/nope", Limits: &ahpv1.Limits{ClientReceiveMaximums: &ahpv1.ReceiveLimits{WindowBytes: 4096}}, UpdateMask: mask("client_receive_maximums.window_bytes")}); status.Code(err) != codes.NotFound {
+		t.Fatalf("unknown channel: %v, want NotFound", err)
+	}
+	res, err := cl.limits.SetLimits(ctx, &ahpv1.SetLimitsRequest{Channel: a.URI, Limits: &ahpv1.Limits{ClientReceiveMaximums: &ahpv1.ReceiveLimits{WindowBytes: 2 << 20}}, UpdateMask: mask("client_receive_maximums.window_bytes")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Effective.ClientReceiveMaximums.WindowBytes != 2<<20 {
+		t.Fatalf("effective = %v", res.Effective.ClientReceiveMaximums)
+	}
+	// New subscriptions of a are capped; b is not.
+	c := h.dial(adminToken)
+	big := &flow.ReceiveLimits{WindowBytes: 8 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 1 << 20}
+	sa, err := c.Subscribe(ctx, a.URI, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Subscribe(ctx, b.URI, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa.Flow.ClientReceive.WindowBytes != 2<<20 || sb.Flow.ClientReceive.WindowBytes != 8<<20 {
+		t.Fatalf("windows = %d (a), %d (b); want 2 MiB and %d", sa.Flow.ClientReceive.WindowBytes, sb.Flow.ClientReceive.WindowBytes, 8<<20)
+	}
+	got, err := cl.limits.GetLimits(ctx, &ahpv1.GetLimitsRequest{Channel: a.URI})
+	if err != nil || len(got.Overridden) != 1 || got.Overridden[0] != "clientReceiveMaximums.windowBytes" {
+		t.Fatalf("GetLimits(a) overridden = %v, %v", got.GetOverridden(), err)
+	}
+	// Clearing restores the daemon's value.
+	if _, err := cl.limits.SetLimits(ctx, &ahpv1.SetLimitsRequest{Channel: a.URI, Clear: true, Limits: &ahpv1.Limits{}, UpdateMask: mask("client_receive_maximums.window_bytes")}); err != nil {
+		t.Fatal(err)
+	}
+	sa2, err := c.Subscribe(ctx, a.URI, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa2.Flow.ClientReceive.WindowBytes != 8<<20 {
+		t.Fatalf("after clear: window %d, want %d", sa2.Flow.ClientReceive.WindowBytes, 8<<20)
+	}
+}

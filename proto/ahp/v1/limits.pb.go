@@ -127,8 +127,8 @@ type Limits struct {
 	// are lowered). Default window 64 MiB, frame 1 MiB, message 16 MiB.
 	ClientReceiveMaximums *ReceiveLimits `protobuf:"bytes,9,opt,name=client_receive_maximums,json=clientReceiveMaximums,proto3" json:"client_receive_maximums,omitempty"`
 	// host_receive are the host's limits for client→host data. Default
-	// window 256 KiB, frame 64 KiB, message 256 KiB. maximum_frame_bytes / 2
-	// must not exceed max_inbound_message_bytes.
+	// window 256 KiB, frame 64 KiB, message 256 KiB. maximum_frame_bytes × 3/2
+	// (its largest UTF-8 size) must not exceed max_inbound_message_bytes.
 	HostReceive *ReceiveLimits `protobuf:"bytes,10,opt,name=host_receive,json=hostReceive,proto3" json:"host_receive,omitempty"`
 	// terminal_viewer_backlog is how much live output (bytes) a terminal
 	// viewer may fall behind beyond its window before its queue is dropped and
@@ -246,9 +246,13 @@ func (x *Limits) GetTerminalViewerBacklog() int64 {
 	return 0
 }
 
-// GetLimitsRequest has no parameters.
+// GetLimitsRequest selects whose limits to report.
 type GetLimitsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// channel, when set, asks for the limits a new subscription of that
+	// channel gets: the daemon's, with the channel's overrides. NOT_FOUND for
+	// an unknown channel.
+	Channel       string `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -283,13 +287,23 @@ func (*GetLimitsRequest) Descriptor() ([]byte, []int) {
 	return file_ahp_v1_limits_proto_rawDescGZIP(), []int{2}
 }
 
+func (x *GetLimitsRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
 // GetLimitsResponse holds the limits.
 type GetLimitsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// effective are the limits in force.
 	Effective *Limits `protobuf:"bytes,1,opt,name=effective,proto3" json:"effective,omitempty"`
 	// defaults are the built-in defaults.
-	Defaults      *Limits `protobuf:"bytes,2,opt,name=defaults,proto3" json:"defaults,omitempty"`
+	Defaults *Limits `protobuf:"bytes,2,opt,name=defaults,proto3" json:"defaults,omitempty"`
+	// overridden lists the JSON names of the fields the channel overrides
+	// (empty without a channel).
+	Overridden    []string `protobuf:"bytes,3,rep,name=overridden,proto3" json:"overridden,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +352,13 @@ func (x *GetLimitsResponse) GetDefaults() *Limits {
 	return nil
 }
 
+func (x *GetLimitsResponse) GetOverridden() []string {
+	if x != nil {
+		return x.Overridden
+	}
+	return nil
+}
+
 // SetLimitsRequest carries the new values and which of them to apply.
 type SetLimitsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -348,7 +369,16 @@ type SetLimitsRequest struct {
 	// "max_output_stall", "host_receive" (all three of its fields) or
 	// "client_receive_defaults.window_bytes". Empty replaces every field (zero
 	// fields take their defaults).
-	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// channel, when set, changes that channel's overrides instead of the
+	// daemon's limits. Only the per-subscription limits may be overridden
+	// (client_receive_defaults, client_receive_maximums, host_receive, or
+	// their fields); other fields are INVALID_ARGUMENT, and update_mask must
+	// not be empty. The change applies to new subscriptions of the channel.
+	Channel string `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
+	// clear, with channel, removes the overrides named in update_mask, so the
+	// daemon's values apply again.
+	Clear         bool `protobuf:"varint,4,opt,name=clear,proto3" json:"clear,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -395,6 +425,20 @@ func (x *SetLimitsRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
 		return x.UpdateMask
 	}
 	return nil
+}
+
+func (x *SetLimitsRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *SetLimitsRequest) GetClear() bool {
+	if x != nil {
+		return x.Clear
+	}
+	return false
 }
 
 // SetLimitsResponse reports the change.
@@ -474,15 +518,21 @@ const file_ahp_v1_limits_proto_rawDesc = "" +
 	"\x17client_receive_maximums\x18\t \x01(\v2\x15.ahp.v1.ReceiveLimitsR\x15clientReceiveMaximums\x128\n" +
 	"\fhost_receive\x18\n" +
 	" \x01(\v2\x15.ahp.v1.ReceiveLimitsR\vhostReceive\x126\n" +
-	"\x17terminal_viewer_backlog\x18\v \x01(\x03R\x15terminalViewerBacklog\"\x12\n" +
-	"\x10GetLimitsRequest\"m\n" +
+	"\x17terminal_viewer_backlog\x18\v \x01(\x03R\x15terminalViewerBacklog\",\n" +
+	"\x10GetLimitsRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\"\x8d\x01\n" +
 	"\x11GetLimitsResponse\x12,\n" +
 	"\teffective\x18\x01 \x01(\v2\x0e.ahp.v1.LimitsR\teffective\x12*\n" +
-	"\bdefaults\x18\x02 \x01(\v2\x0e.ahp.v1.LimitsR\bdefaults\"w\n" +
+	"\bdefaults\x18\x02 \x01(\v2\x0e.ahp.v1.LimitsR\bdefaults\x12\x1e\n" +
+	"\n" +
+	"overridden\x18\x03 \x03(\tR\n" +
+	"overridden\"\xa7\x01\n" +
 	"\x10SetLimitsRequest\x12&\n" +
 	"\x06limits\x18\x01 \x01(\v2\x0e.ahp.v1.LimitsR\x06limits\x12;\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask\"[\n" +
+	"updateMask\x12\x18\n" +
+	"\achannel\x18\x03 \x01(\tR\achannel\x12\x14\n" +
+	"\x05clear\x18\x04 \x01(\bR\x05clear\"[\n" +
 	"\x11SetLimitsResponse\x12,\n" +
 	"\teffective\x18\x01 \x01(\v2\x0e.ahp.v1.LimitsR\teffective\x12\x18\n" +
 	"\achanged\x18\x02 \x03(\tR\achanged2\x93\x01\n" +
