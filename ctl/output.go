@@ -151,6 +151,16 @@ type countersView struct {
 	Resets               int64 `json:"resets"`
 	DroppedNotifications int64 `json:"droppedNotifications"`
 	Subscriptions        int64 `json:"subscriptions"`
+	WireBytesOut         int64 `json:"wireBytesOut"`
+	WireBytesIn          int64 `json:"wireBytesIn"`
+}
+
+// ratio is the wire/message ratio of output (compression), "-" if unknown.
+func (c countersView) ratio() string {
+	if c.BytesOut == 0 || c.WireBytesOut == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(c.WireBytesOut)/float64(c.BytesOut))
 }
 
 type connStatsView struct {
@@ -176,7 +186,7 @@ type statsView struct {
 }
 
 func toCountersView(c *ahpv1.ConnectionCounters) countersView {
-	return countersView{c.GetFramesIn(), c.GetBytesIn(), c.GetMessagesOut(), c.GetBytesOut(), c.GetResets(), c.GetDroppedNotifications(), c.GetSubscriptions()}
+	return countersView{c.GetFramesIn(), c.GetBytesIn(), c.GetMessagesOut(), c.GetBytesOut(), c.GetResets(), c.GetDroppedNotifications(), c.GetSubscriptions(), c.GetWireBytesOut(), c.GetWireBytesIn()}
 }
 
 func toStatsView(s *ahpv1.GetStatsResponse) statsView {
@@ -264,9 +274,9 @@ func (a *app) printViewers(views []viewerView) error {
 }
 
 func (a *app) printStats(v statsView) error {
-	tw := a.table("VIEWER", "FRAMES IN", "BYTES IN", "MESSAGES OUT", "BYTES OUT", "RESETS", "DROPPED", "SUBS")
+	tw := a.table("VIEWER", "FRAMES IN", "BYTES IN", "MESSAGES OUT", "BYTES OUT", "WIRE OUT", "RATIO", "RESETS", "DROPPED", "SUBS")
 	row := func(name string, c countersView) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, c.FramesIn, c.BytesIn, c.MessagesOut, c.BytesOut, c.Resets, c.DroppedNotifications, c.Subscriptions)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\n", name, c.FramesIn, c.BytesIn, c.MessagesOut, c.BytesOut, c.WireBytesOut, c.ratio(), c.Resets, c.DroppedNotifications, c.Subscriptions)
 	}
 	for _, c := range v.Connections {
 		row(c.Viewer, c.countersView)

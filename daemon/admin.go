@@ -45,6 +45,8 @@ type ViewerInfo struct {
 	BytesOut      int64
 	Resets        int64
 	Dropped       int64 // notifications for unknown subscriptions
+	WireBytesOut  int64 // bytes written to the socket (compressed, framed)
+	WireBytesIn   int64 // bytes read from the socket
 	Subscriptions []SubscriptionInfo
 }
 
@@ -75,6 +77,9 @@ func (c *conn) info() ViewerInfo {
 		FramesIn:    c.stats.framesIn.Load(), FramesOut: c.stats.framesOut.Load(),
 		BytesIn: c.stats.bytesIn.Load(), BytesOut: c.stats.bytesOut.Load(),
 		Resets: c.stats.resets.Load(), Dropped: c.stats.droppedNotifications.Load(),
+	}
+	if c.wire != nil {
+		v.WireBytesOut, v.WireBytesIn = c.wire.out.Load(), c.wire.in.Load()
 	}
 	for _, s := range c.subs {
 		w := s.stream.Window()

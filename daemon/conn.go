@@ -65,7 +65,8 @@ type conn struct {
 	log    *slog.Logger
 	id     string
 	remote string
-	bearer string // token from the Authorization header, if any
+	wire   *countingConn // the socket's byte counts; nil if not ours
+	bearer string        // token from the Authorization header, if any
 	opened time.Time
 
 	// Owned by run.

@@ -692,3 +692,34 @@ func TestRevokingTicketRevokesReconnectToken(t *testing.T) {
 		t.Fatalf("reconnect token after revoking its ticket: %v, want -32001", err)
 	}
 }
+
+// With permessage-deflate, repetitive output crosses the socket in far
+// fewer bytes, and the stats say so (wire bytes vs message bytes).
+func TestCompressionShowsInStats(t *testing.T) {
+	h := start(t, false, func(c *daemon.Config) { c.WebsocketCompression = "deflate" })
+	ch, ft := h.term("t")
+	c, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: adminToken, Deflate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(ctxT(t), ch.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &viewer{t: t, sub: sub}
+	for i := 0; i < 20; i++ { // messages within the default 1 MiB limit
+		ft.Emit(strings.Repeat("all work and no play makes jack a dull boy\r\n", 1000))
+	}
+	ft.Emit("END")
+	v.until(10*time.Second, func(o string) bool { return strings.Contains(o, "END") })
+	st := h.srv.Stats(ctxT(t))
+	if len(st.Connections) != 1 {
+		t.Fatalf("connections = %d", len(st.Connections))
+	}
+	cc := st.Connections[0].ConnectionCounters
+	if cc.BytesOut < 800000 || cc.WireBytesOut == 0 || cc.WireBytesOut*5 > cc.BytesOut {
+		t.Fatalf("bytes out %d, wire %d: want a compression ratio below 1/5", cc.BytesOut, cc.WireBytesOut)
+	}
+	t.Logf("compression: %d message bytes → %d wire bytes (%.3f)", cc.BytesOut, cc.WireBytesOut, float64(cc.WireBytesOut)/float64(cc.BytesOut))
+}

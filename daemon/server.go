@@ -66,7 +66,7 @@ type Server struct {
 	origins   []string
 	events    eventBus
 	chLimits  map[string]channelLimits // per-channel overrides; guarded by mu
-	bg        sync.WaitGroup // per-channel watchers (exit events); waited at shutdown
+	bg        sync.WaitGroup           // per-channel watchers (exit events); waited at shutdown
 }
 
 // Options are the daemon's collaborators; zero fields take defaults.
@@ -350,6 +350,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		log:         s.log,
 		id:          id,
 		remote:      r.RemoteAddr,
+		wire:        socketOf(r),
 		bearer:      bearerToken(r),
 		opened:      now,
 		limits:      limits,
@@ -419,7 +420,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.setOrigins(ln.Addr())
 	ln = sndbufListener{ln}
 	hs := &http.Server{
-		Handler:           s.Handler(),
+		Handler: s.Handler(),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
@@ -493,12 +497,44 @@ type exitNotifier interface {
 // full throughput.
 const socketSendBuffer = 256 << 10
 
+// sndbufListener caps each accepted socket's send buffer and counts its
+// bytes (for the compression ratio in stats: the WebSocket library does
+// not report compressed sizes).
 type sndbufListener struct{ net.Listener }
 
 func (l sndbufListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
+	if err != nil {
+		return c, err
+	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetWriteBuffer(socketSendBuffer)
 	}
-	return c, err
+	return &countingConn{Conn: c}, nil
+}
+
+// countingConn counts the bytes through a socket.
+type countingConn struct {
+	net.Conn
+	in, out atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.out.Add(int64(n))
+	return n, err
+}
+
+type connKey struct{}
+
+// socketOf returns the counting socket under an HTTP request, if any.
+func socketOf(r *http.Request) *countingConn {
+	c, _ := r.Context().Value(connKey{}).(*countingConn)
+	return c
 }

@@ -527,6 +527,7 @@ func toCounters(c ConnectionCounters) *ahpv1.ConnectionCounters {
 	return &ahpv1.ConnectionCounters{
 		FramesIn: c.FramesIn, BytesIn: c.BytesIn, MessagesOut: c.MessagesOut, BytesOut: c.BytesOut,
 		Resets: c.Resets, DroppedNotifications: c.DroppedNotifications, Subscriptions: c.Subscriptions,
+		WireBytesOut: c.WireBytesOut, WireBytesIn: c.WireBytesIn,
 	}
 }
 

@@ -62,6 +62,7 @@ var (
 	descBytesIn     = prometheus.NewDesc("ahpd_connection_bytes_in_total", "UTF-8 bytes of the frames received on the connection.", connLabels, nil)
 	descMessagesOut = prometheus.NewDesc("ahpd_connection_messages_out_total", "WebSocket messages written to the connection (frames, responses, credit, resets).", connLabels, nil)
 	descBytesOut    = prometheus.NewDesc("ahpd_connection_bytes_out_total", "UTF-8 bytes written to the connection, before compression.", connLabels, nil)
+	descWireOut     = prometheus.NewDesc("ahpd_connection_wire_bytes_out_total", "Bytes written to the connection's socket (after compression and framing).", connLabels, nil)
 	descResets      = prometheus.NewDesc("ahpd_connection_resets_total", "channel/reset sent to the connection.", connLabels, nil)
 	descDropped     = prometheus.NewDesc("ahpd_connection_dropped_notifications_total", "Notifications dropped (unknown subscription, malformed).", connLabels, nil)
 	descSubs        = prometheus.NewDesc("ahpd_connection_subscriptions", "Live subscriptions of the connection.", connLabels, nil)
@@ -85,7 +86,7 @@ type metricsCollector struct {
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descInfo, descConnections, descChannels, descTokens,
-		descFramesIn, descBytesIn, descMessagesOut, descBytesOut, descResets, descDropped, descSubs,
+		descFramesIn, descBytesIn, descMessagesOut, descBytesOut, descWireOut, descResets, descDropped, descSubs,
 		descChanViewers, descChanSent, descChanConsumed, descChanDropped, descChanSnapshots, descChanStalled,
 	} {
 		ch <- d
@@ -117,6 +118,7 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descBytesIn, c.BytesIn, c.Viewer)
 		counter(descMessagesOut, c.MessagesOut, c.Viewer)
 		counter(descBytesOut, c.BytesOut, c.Viewer)
+		counter(descWireOut, c.WireBytesOut, c.Viewer)
 		counter(descResets, c.Resets, c.Viewer)
 		counter(descDropped, c.DroppedNotifications, c.Viewer)
 		gauge(descSubs, c.Subscriptions, c.Viewer)

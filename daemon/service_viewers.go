@@ -98,6 +98,7 @@ type ConnectionCounters struct {
 	FramesIn, BytesIn, MessagesOut, BytesOut int64
 	Resets, DroppedNotifications             int64
 	Subscriptions                            int64
+	WireBytesOut, WireBytesIn                int64 // socket bytes: compressed, framed
 }
 
 func (a *ConnectionCounters) add(b ConnectionCounters) {
@@ -108,6 +109,8 @@ func (a *ConnectionCounters) add(b ConnectionCounters) {
 	a.Resets += b.Resets
 	a.DroppedNotifications += b.DroppedNotifications
 	a.Subscriptions += b.Subscriptions
+	a.WireBytesOut += b.WireBytesOut
+	a.WireBytesIn += b.WireBytesIn
 }
 
 // ConnectionStats are the counters of one open connection.
@@ -149,6 +152,7 @@ func (s *Server) Stats(ctx context.Context) Stats {
 		c := ConnectionCounters{
 			FramesIn: v.FramesIn, BytesIn: v.BytesIn, MessagesOut: v.FramesOut, BytesOut: v.BytesOut,
 			Resets: v.Resets, DroppedNotifications: v.Dropped, Subscriptions: int64(len(v.Subscriptions)),
+			WireBytesOut: v.WireBytesOut, WireBytesIn: v.WireBytesIn,
 		}
 		st.Connections = append(st.Connections, ConnectionStats{Viewer: v.ID, ConnectionCounters: c})
 		st.Totals.add(c)

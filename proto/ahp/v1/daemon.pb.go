@@ -264,8 +264,7 @@ func (*GetStatsRequest) Descriptor() ([]byte, []int) {
 // GetStatsResponse holds the counters. The daemon keeps counters per live
 // connection: when a connection ends its counters leave the totals, so the
 // totals are sums over the connections open now, not lifetime totals.
-// WebSocket compression ratios are not reported: the WebSocket library does
-// not expose the compressed byte counts.
+// The compression ratio of a connection is wire_bytes_out / bytes_out.
 type GetStatsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// totals sums the connection counters below.
@@ -351,6 +350,13 @@ type ConnectionCounters struct {
 	DroppedNotifications int64 `protobuf:"varint,6,opt,name=dropped_notifications,json=droppedNotifications,proto3" json:"dropped_notifications,omitempty"`
 	// subscriptions is the number of live subscriptions (a gauge).
 	Subscriptions int64 `protobuf:"varint,7,opt,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	// wire_bytes_out counts the bytes written to the connection's socket:
+	// after permessage-deflate, WebSocket framing and the upgrade response
+	// included. wire_bytes_out / bytes_out is the compression ratio.
+	WireBytesOut int64 `protobuf:"varint,8,opt,name=wire_bytes_out,json=wireBytesOut,proto3" json:"wire_bytes_out,omitempty"`
+	// wire_bytes_in counts the bytes read from the socket (compressed,
+	// framing and the upgrade request included).
+	WireBytesIn   int64 `protobuf:"varint,9,opt,name=wire_bytes_in,json=wireBytesIn,proto3" json:"wire_bytes_in,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -430,6 +436,20 @@ func (x *ConnectionCounters) GetDroppedNotifications() int64 {
 func (x *ConnectionCounters) GetSubscriptions() int64 {
 	if x != nil {
 		return x.Subscriptions
+	}
+	return 0
+}
+
+func (x *ConnectionCounters) GetWireBytesOut() int64 {
+	if x != nil {
+		return x.WireBytesOut
+	}
+	return 0
+}
+
+func (x *ConnectionCounters) GetWireBytesIn() int64 {
+	if x != nil {
+		return x.WireBytesIn
 	}
 	return 0
 }
@@ -824,7 +844,7 @@ const file_ahp_v1_daemon_proto_rawDesc = "" +
 	"\x10GetStatsResponse\x122\n" +
 	"\x06totals\x18\x01 \x01(\v2\x1a.ahp.v1.ConnectionCountersR\x06totals\x129\n" +
 	"\vconnections\x18\x02 \x03(\v2\x17.ahp.v1.ConnectionStatsR\vconnections\x120\n" +
-	"\bchannels\x18\x03 \x03(\v2\x14.ahp.v1.ChannelStatsR\bchannels\"\xff\x01\n" +
+	"\bchannels\x18\x03 \x03(\v2\x14.ahp.v1.ChannelStatsR\bchannels\"\xc9\x02\n" +
 	"\x12ConnectionCounters\x12\x1b\n" +
 	"\tframes_in\x18\x01 \x01(\x03R\bframesIn\x12\x19\n" +
 	"\bbytes_in\x18\x02 \x01(\x03R\abytesIn\x12!\n" +
@@ -832,7 +852,9 @@ const file_ahp_v1_daemon_proto_rawDesc = "" +
 	"\tbytes_out\x18\x04 \x01(\x03R\bbytesOut\x12\x16\n" +
 	"\x06resets\x18\x05 \x01(\x03R\x06resets\x123\n" +
 	"\x15dropped_notifications\x18\x06 \x01(\x03R\x14droppedNotifications\x12$\n" +
-	"\rsubscriptions\x18\a \x01(\x03R\rsubscriptions\"a\n" +
+	"\rsubscriptions\x18\a \x01(\x03R\rsubscriptions\x12$\n" +
+	"\x0ewire_bytes_out\x18\b \x01(\x03R\fwireBytesOut\x12\"\n" +
+	"\rwire_bytes_in\x18\t \x01(\x03R\vwireBytesIn\"a\n" +
 	"\x0fConnectionStats\x12\x16\n" +
 	"\x06viewer\x18\x01 \x01(\tR\x06viewer\x126\n" +
 	"\bcounters\x18\x02 \x01(\v2\x1a.ahp.v1.ConnectionCountersR\bcounters\"\xf9\x01\n" +
