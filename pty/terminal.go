@@ -121,6 +121,7 @@ type Terminal struct {
 	inBytes    int
 	replyBytes int
 	inBroken   bool
+	writing    bool // the writer goroutine is writing an item it popped (guarded by mu)
 
 	// emuMu guards the emulator and the snapshot cache.
 	emuMu      sync.Mutex
@@ -403,6 +404,27 @@ func (t *Terminal) Input(data []byte, done func()) error {
 		t.mu.Unlock()
 		return ErrInputFull
 	}
+	if len(t.inQ) == 0 && !t.writing && !t.inBroken {
+		// Nothing queued or being written: try the write right here, once
+		// and without blocking (a keystroke then skips a hand-off to the
+		// writer goroutine). What the PTY does not take now is queued.
+		n, err := t.tryWrite(data)
+		switch {
+		case err != nil && !errors.Is(err, syscall.EAGAIN):
+			t.inBroken = true
+			n = len(data)
+		case n < 0:
+			n = 0
+		}
+		if n == len(data) {
+			t.mu.Unlock()
+			if done != nil {
+				done()
+			}
+			return nil
+		}
+		data = data[n:]
+	}
 	t.inQ = append(t.inQ, input{data: data, done: done})
 	t.inBytes += len(data)
 	t.mu.Unlock()
@@ -411,6 +433,24 @@ func (t *Terminal) Input(data []byte, done func()) error {
 }
 
 // queueReply queues a query reply; it is dropped when ReplyQueue is full.
+// tryWrite makes one non-blocking write attempt to the PTY; t.mu is held
+// (the attempt never blocks, and holding the lock keeps input in order).
+func (t *Terminal) tryWrite(p []byte) (int, error) {
+	rc, err := t.master.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		n, werr = syscall.Write(int(fd), p)
+		return true // one attempt: never wait for writability here
+	}); err != nil {
+		return 0, err
+	}
+	return n, werr
+}
+
 func (t *Terminal) queueReply(b []byte) {
 	t.mu.Lock()
 	if t.replyBytes+len(b) > t.cfg.ReplyQueue {
@@ -458,6 +498,7 @@ func (t *Terminal) writer() {
 			t.inQ[0] = input{}
 			t.inQ = t.inQ[1:]
 			broken := t.inBroken
+			t.writing = true
 			t.mu.Unlock()
 			var err error
 			if !broken {
@@ -472,6 +513,7 @@ func (t *Terminal) writer() {
 			if err != nil {
 				t.inBroken = true
 			}
+			t.writing = false
 			t.mu.Unlock()
 			if in.done != nil {
 				in.done()
