@@ -91,6 +91,7 @@ type conn struct {
 	written     chan []byte          // writer → run: the slice it finished
 	writeFailed chan struct{}        // closed by the writer when a write fails
 	alive       chan struct{}        // pinger → run: a pong arrived
+	pingFailed  chan error           // pinger → run: a ping failed (cap 1)
 	kick        chan string          // control plane → run
 	queries     chan chan ViewerInfo // control plane → run
 	wakeSig     chan struct{}        // producers → run
@@ -255,7 +256,19 @@ func (c *conn) pingLoop(ctx context.Context) {
 			case c.alive <- struct{}{}:
 			default:
 			}
+			continue
 		}
+		if ctx.Err() != nil {
+			return
+		}
+		// No pong within 3 intervals, or the ping could not even be
+		// written (the library then drops the socket): tell the run loop,
+		// so the close is logged and reported for what it is.
+		select {
+		case c.pingFailed <- err:
+		default:
+		}
+		return
 	}
 }
 
@@ -304,6 +317,14 @@ func (c *conn) run(ctx context.Context) error {
 			}
 		case <-c.alive:
 			c.lastAlive = time.Now()
+		case err := <-c.pingFailed:
+			if time.Since(c.lastAlive) < 3*c.srv.Limits().HeartbeatInterval {
+				// Traffic arrived meanwhile: the peer is alive but the
+				// socket could not take a ping; that is an output stall.
+				c.srv.events.publish(Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "ping could not be written"})
+				return closeWith(websocket.StatusPolicyViolation, "output stalled: ping could not be written (%v)", err)
+			}
+			return closeWith(websocket.StatusPolicyViolation, "no pong or traffic for %v", 3*c.srv.Limits().HeartbeatInterval)
 		case <-c.wakeSig:
 			c.drainWakes()
 		case now := <-tick.C:

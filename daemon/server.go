@@ -362,6 +362,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		out:         make(chan []byte, 4),
 		written:     make(chan []byte, 4),
 		alive:       make(chan struct{}, 1),
+		pingFailed:  make(chan error, 1),
 		kick:        make(chan string, 1),
 		queries:     make(chan chan ViewerInfo),
 		writeFailed: make(chan struct{}),
