@@ -16,7 +16,7 @@ func TestParseSize(t *testing.T) {
 		ok   bool
 	}{
 		{"0", 0, true}, {"1024", 1024, true}, {"8MiB", 8 << 20, true}, {"8mib", 8 << 20, true},
-		{"64KiB", 64 << 10, true}, {"2GiB", 2 << 30, true}, {"1 MiB", 1 << 20, true}, {"-1", -1, true},
+		{"64KiB", 64 << 10, true}, {"2GiB", 2 << 30, true}, {"1 MiB", 1 << 20, true}, {"-1", 0, false},
 		{"8MB", 0, false}, {"x", 0, false}, {"", 0, false}, {"1.5MiB", 0, false}, {"9999999999GiB", 0, false},
 	} {
 		got, err := parseSize(tc.in)

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"fmt"
+	"github.com/ahp-dev/ahpd/internal/units"
 	"strconv"
 	"strings"
 	"time"
@@ -102,26 +103,7 @@ func findLimitKey(k string) (limitKey, bool) {
 }
 
 // parseSize parses an integer with an optional KiB, MiB or GiB suffix.
-func parseSize(s string) (int64, error) {
-	num, mult := s, int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}} {
-		if strings.HasSuffix(strings.ToLower(s), u.suffix) {
-			num, mult = strings.TrimSpace(s[:len(s)-len(u.suffix)]), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseInt(num, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("want an integer with an optional KiB, MiB or GiB suffix, got %q", s)
-	}
-	if v > (1<<63-1)/mult || v < -(1<<63-1)/mult {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	return v * mult, nil
-}
+func parseSize(s string) (int64, error) { return units.ParseSize(s) }
 
 // parseLimitAssignments turns KEY=VALUE arguments into a SetLimits request.
 // VALUE "default" (or 0) restores the default.

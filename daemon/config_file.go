@@ -21,6 +21,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/ahp-dev/ahpd/internal/units"
 	"io"
 	"log/slog"
 	"os"
@@ -168,34 +169,13 @@ func parseDurationValue(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// parseSizeValue parses an integer with an optional KiB, MiB or GiB
-// suffix, as `ahpctl limits set` does (ctl/limits.go; the daemon may not
-// import ctl, so the few lines are repeated here). "default" is 0.
+// parseSizeValue parses a size as `ahpctl limits set` does
+// (internal/units); "default" is 0.
 func parseSizeValue(s string) (int64, error) {
 	if s == "default" {
 		return 0, nil
 	}
-	num, mult := s, int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}} {
-		if strings.HasSuffix(strings.ToLower(s), u.suffix) {
-			num, mult = strings.TrimSpace(s[:len(s)-len(u.suffix)]), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseInt(strings.ReplaceAll(num, "_", ""), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("want an integer with an optional KiB, MiB or GiB suffix, got %q", s)
-	}
-	if v < 0 {
-		return 0, fmt.Errorf("must not be negative, got %q", s)
-	}
-	if v > (1<<63-1)/mult {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	return v * mult, nil
+	return units.ParseSize(s)
 }
 
 func parseCountValue(s string) (int64, error) {

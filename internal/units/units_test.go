@@ -1,0 +1,31 @@
+package units
+
+import "testing"
+
+func TestParseSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true}, {"65536", 65536, true}, {"64KiB", 64 << 10, true}, {"8 MiB", 8 << 20, true},
+		{"1gib", 1 << 30, true}, {"1_000", 1000, true}, {"-1", 0, false}, {"1.5MiB", 0, false},
+		{"MiB", 0, false}, {"9999999999GiB", 0, false}, {"", 0, false},
+	} {
+		got, err := ParseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"0", "64KiB", "8 MiB", "-1", "9999999999GiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if v, err := ParseSize(s); err == nil && v < 0 {
+			t.Fatalf("ParseSize(%q) = %d", s, v)
+		}
+	})
+}
