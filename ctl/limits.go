@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"fmt"
-	"github.com/ahp-dev/ahpd/internal/units"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+
+	"github.com/ahp-dev/ahpd/internal/units"
 )
 
 // Kinds of limit values.

@@ -21,7 +21,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/ahp-dev/ahpd/internal/units"
 	"io"
 	"log/slog"
 	"os"
@@ -29,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ahp-dev/ahpd/internal/units"
 )
 
 // maxConfigBytes bounds the config file.
