@@ -28,8 +28,10 @@ type Viewer interface {
 // Terminal is what the daemon needs of a terminal channel (package pty).
 type Terminal interface {
 	// Attach adds a viewer whose first messages are a snapshot; wake is
-	// called (non-blocking) when it has something new to pull.
-	Attach(wake func()) Viewer
+	// called (non-blocking) when it has something new to pull. window is
+	// the viewer's flow-control window: it may fall behind by that much
+	// plus the terminal's backlog before it is resnapshotted (§8).
+	Attach(wake func(), window int64) Viewer
 	// Input queues data for the PTY and calls done once it is written.
 	Input(data []byte, done func()) error
 	// Resize changes the PTY size.

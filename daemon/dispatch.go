@@ -191,7 +191,7 @@ func (c *conn) subscribe(req *request) error {
 	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch}
 	// A wake before the subscription is registered is harmless: the run
 	// loop handles it after this function returns.
-	s.viewer = ch.term.Attach(func() { c.wake(s) })
+	s.viewer = ch.term.Attach(func() { c.wake(s) }, got.WindowBytes)
 	st, err := c.sender.Open(flow.StreamConfig{
 		Channel:        ch.URI,
 		SubscriptionID: s.id,

@@ -53,7 +53,7 @@ func (t *fakeTerm) Emit(data string) {
 	}
 }
 
-func (t *fakeTerm) Attach(wake func()) daemon.Viewer {
+func (t *fakeTerm) Attach(wake func(), _ int64) daemon.Viewer {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	v := &fakeViewer{t: t, wake: wake}

@@ -32,7 +32,9 @@ func newPTYTerminal(spec TerminalSpec, backlog int64, log *slog.Logger) (Termina
 
 type ptyTerminal struct{ *pty.Terminal }
 
-func (p ptyTerminal) Attach(wake func()) Viewer { return ptyViewer{p.Terminal.Attach(wake)} }
+func (p ptyTerminal) Attach(wake func(), window int64) Viewer {
+	return ptyViewer{p.Terminal.AttachWindow(wake, window)}
+}
 
 func (p ptyTerminal) Running() bool { return p.State() == "running" }
 

@@ -606,12 +606,16 @@ func (t *Terminal) appendLocked(it *item) []func() {
 // snapshot and returned hooks are appended to wake.
 func (t *Terminal) trimLocked(wake []func()) []func() {
 	minSeq := t.endSeq
+	keep := int64(t.cfg.ViewerBacklog) // the largest allowance of a live viewer
 	for v := range t.viewers {
 		if v.live && v.seq >= t.firstSeq && v.seq < minSeq {
 			minSeq = v.seq
 		}
+		if v.live && v.allowance > keep {
+			keep = v.allowance
+		}
 	}
-	limit := t.endPos - int64(t.cfg.ViewerBacklog)
+	limit := t.endPos - keep
 	k := 0
 	for k < len(t.items) {
 		it := t.items[k]
@@ -622,17 +626,16 @@ func (t *Terminal) trimLocked(wake []func()) []func() {
 		t.items[k] = nil
 		k++
 	}
-	if k == 0 {
-		return wake
+	if k > 0 {
+		t.items = t.items[k:]
+		t.firstSeq += uint64(k)
 	}
-	t.items = t.items[k:]
-	t.firstSeq += uint64(k)
 	for v := range t.viewers {
-		if v.live && v.seq < t.firstSeq {
+		if v.live && (v.seq < t.firstSeq || t.endPos-v.pos > max(v.allowance, int64(t.cfg.ViewerBacklog))) {
 			// Overflow: the viewer's queue is gone; it gets a snapshot when
 			// it next pulls (PROTOCOL.md §8).
 			v.live = false
-			v.dropped += t.items0Start() - v.pos
+			v.dropped += t.endPos - v.pos // its whole queue
 			if v.waiting {
 				v.waiting = false
 				wake = append(wake, v.wake)
@@ -640,14 +643,6 @@ func (t *Terminal) trimLocked(wake []func()) []func() {
 		}
 	}
 	return wake
-}
-
-// items0Start is the stream position of the oldest retained item.
-func (t *Terminal) items0Start() int64 {
-	if len(t.items) > 0 {
-		return t.items[0].start
-	}
-	return t.endPos
 }
 
 func (t *Terminal) wakeAll(hooks []func()) {

@@ -30,13 +30,14 @@ type Viewer struct {
 	wake func()
 
 	// Guarded by t.mu.
-	live    bool   // false: a snapshot must come before live output
-	seq     uint64 // next item to deliver
-	off     int    // byte offset of the cursor in that item's text
-	pos     int64  // stream position of the cursor
-	waiting bool   // Pull found nothing to send; wake on news
-	dropped int64
-	closed  bool
+	live      bool   // false: a snapshot must come before live output
+	seq       uint64 // next item to deliver
+	off       int    // byte offset of the cursor in that item's text
+	pos       int64  // stream position of the cursor
+	waiting   bool   // Pull found nothing to send; wake on news
+	allowance int64  // output bytes it may fall behind: window + ViewerBacklog
+	dropped   int64
+	closed    bool
 
 	// Owned by the pulling goroutine.
 	snap     *snapState
@@ -69,11 +70,18 @@ var _ flow.Source = (*Viewer)(nil)
 // Attach adds a viewer. wake is called (never with a lock held that wake's
 // implementer could need; it must not block) whenever the viewer has
 // something new to pull; it may be nil.
-func (t *Terminal) Attach(wake func()) *Viewer {
+func (t *Terminal) Attach(wake func()) *Viewer { return t.AttachWindow(wake, 0) }
+
+// AttachWindow is Attach for a viewer whose flow-control window is window
+// UTF-16 bytes: it may fall behind by its window plus ViewerBacklog before
+// its queue is dropped (PROTOCOL.md §8), since output it may still receive
+// under its window is not a backlog. The shared log then keeps up to the
+// largest such allowance among live viewers.
+func (t *Terminal) AttachWindow(wake func(), window int64) *Viewer {
 	if wake == nil {
 		wake = func() {}
 	}
-	v := &Viewer{t: t, wake: wake}
+	v := &Viewer{t: t, wake: wake, allowance: int64(t.cfg.ViewerBacklog) + max(window, 0)}
 	t.mu.Lock()
 	t.viewers[v] = struct{}{}
 	n := len(t.viewers)
