@@ -93,11 +93,10 @@ func setupStatus(fs *flag.FlagSet) action {
 		if err := checkOutput(*o); err != nil {
 			return err
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		info, err := c.daemon.GetInfo(rctx, &ahpv1.GetInfoRequest{})
 		if err != nil {
@@ -135,11 +134,10 @@ func setupChannelsList(fs *flag.FlagSet) action {
 		if err := checkOutput(*o); err != nil {
 			return err
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		res, err := c.channels.ListChannels(rctx, &ahpv1.ListChannelsRequest{Type: *typ})
 		if err != nil {
@@ -162,11 +160,10 @@ func setupChannelsGet(fs *flag.FlagSet) action {
 		if err := checkOutput(*o); err != nil {
 			return err
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		res, err := c.channels.GetChannel(rctx, &ahpv1.GetChannelRequest{Channel: args[0]})
 		if err != nil {
@@ -222,11 +219,10 @@ func setupTerminalCreate(fs *flag.FlagSet) action {
 		if len(args) > 0 {
 			req.Command, req.Args = args[0], args[1:]
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		res, err := c.terminals.CreateTerminal(rctx, req)
 		if err != nil {
@@ -244,11 +240,10 @@ func setupTerminalResize(fs *flag.FlagSet) action {
 		if *rows == 0 || *cols == 0 {
 			return usagef("terminal resize: --rows and --cols are required")
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		_, err = c.terminals.ResizeTerminal(rctx, &ahpv1.ResizeTerminalRequest{Channel: args[0], Rows: int32(*rows), Cols: int32(*cols)})
 		return err
@@ -289,11 +284,10 @@ func setupTokenCreate(fs *flag.FlagSet) action {
 		if *ttl < 0 {
 			return usagef("token create: --ttl must not be negative")
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		req := &ahpv1.CreateTokenRequest{Channels: channels, Role: r, SingleUse: *single}
 		if *ttl > 0 {
@@ -314,11 +308,10 @@ func setupTokenList(fs *flag.FlagSet) action {
 		if err := checkOutput(*o); err != nil {
 			return err
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		res, err := c.tokens.ListTokens(rctx, &ahpv1.ListTokensRequest{})
 		if err != nil {
@@ -349,11 +342,10 @@ func setupTokenList(fs *flag.FlagSet) action {
 
 func setupTokenRevoke(*flag.FlagSet) action {
 	return func(ctx context.Context, a *app, args []string) error {
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		_, err = c.tokens.RevokeToken(rctx, &ahpv1.RevokeTokenRequest{Id: args[0]})
 		return err
@@ -367,11 +359,10 @@ func setupLimitsGet(fs *flag.FlagSet) action {
 		if err := checkOutput(*o); err != nil {
 			return err
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		res, err := c.limits.GetLimits(rctx, &ahpv1.GetLimitsRequest{Channel: *channel})
 		if err != nil {
@@ -415,11 +406,10 @@ func setupLimitsSet(fs *flag.FlagSet) action {
 				return usagef("limits set --channel: set values and remove overrides (KEY=default) in separate calls")
 			}
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		res, err := c.limits.SetLimits(rctx, req)
 		if err != nil {
@@ -439,11 +429,10 @@ func setupViewersList(fs *flag.FlagSet) action {
 		if err := checkOutput(*o); err != nil {
 			return err
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		res, err := c.viewers.ListViewers(rctx, &ahpv1.ListViewersRequest{})
 		if err != nil {
@@ -463,11 +452,10 @@ func setupViewersList(fs *flag.FlagSet) action {
 func setupViewersKick(fs *flag.FlagSet) action {
 	reason := fs.String("reason", "", "`reason` sent in the close frame (at most 123 bytes; default \"disconnected by operator\")")
 	return func(ctx context.Context, a *app, args []string) error {
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		_, err = c.viewers.DisconnectViewer(rctx, &ahpv1.DisconnectViewerRequest{Id: args[0], Reason: *reason})
 		return err
@@ -480,11 +468,10 @@ func setupStats(fs *flag.FlagSet) action {
 		if err := checkOutput(*o); err != nil {
 			return err
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		res, err := c.daemon.GetStats(rctx, &ahpv1.GetStatsRequest{})
 		if err != nil {
@@ -565,11 +552,10 @@ func setupOpen(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		c, err := a.clients()
+		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
-		rctx, cancel := a.rpc(ctx)
 		defer cancel()
 		res, err := c.tokens.CreateBrowserLink(rctx, &ahpv1.CreateBrowserLinkRequest{Channel: args[0], Role: r})
 		if err != nil {

@@ -257,6 +257,17 @@ func (a *app) rpc(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, a.timeout)
 }
 
+// connect returns the control-plane clients and a context bounded by the
+// request timeout; the caller defers cancel.
+func (a *app) connect(ctx context.Context) (*clients, context.Context, context.CancelFunc, error) {
+	c, err := a.clients()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rctx, cancel := a.rpc(ctx)
+	return c, rctx, cancel, nil
+}
+
 // clients of the control plane.
 type clients struct {
 	daemon    ahpv1.DaemonServiceClient
