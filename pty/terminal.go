@@ -631,7 +631,11 @@ func (t *Terminal) trimLocked(wake []func()) []func() {
 		t.firstSeq += uint64(k)
 	}
 	for v := range t.viewers {
-		if v.live && (v.seq < t.firstSeq || t.endPos-v.pos > max(v.allowance, int64(t.cfg.ViewerBacklog))) {
+		// A viewer overflows when its cursor falls off the log, or falls
+		// more than its allowance behind the newest output — counting only
+		// output the emulator has applied, so a viewer resuming from a
+		// snapshot (taken at the emulator's position) is not behind.
+		if v.live && (v.seq < t.firstSeq || v.pos < min(t.emuDonePos, t.endPos-max(v.allowance, int64(t.cfg.ViewerBacklog)))) {
 			// Overflow: the viewer's queue is gone; it gets a snapshot when
 			// it next pulls (PROTOCOL.md §8).
 			v.live = false
