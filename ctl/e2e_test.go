@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +22,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
+
+	"github.com/ahp-dev/ahpd/internal/testbin"
 )
 
 // These tests build the real ahpd and ahpctl binaries and drive them as
@@ -30,11 +31,10 @@ import (
 // temporary directory, real PTYs, and ahpctl attach inside a PTY.
 
 var bin struct {
-	dir         string
-	ahpd, ctl   string
-	err         error
-	once        sync.Once
-	buildOutput string
+	dir       string
+	ahpd, ctl string
+	err       error
+	once      sync.Once
 }
 
 func TestMain(m *testing.M) {
@@ -44,18 +44,6 @@ func TestMain(m *testing.M) {
 		}
 	}))
 }
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
-// raceAhpctl builds ahpctl with -race too when the tests run with it. It is
-// off until ctl/client's Sub.fail is called under Sub.mu on connection loss
-// and channel/reset (a data race the attach reconnect test hits).
-const raceAhpctl = true
 
 // binaries builds ahpd and ahpctl once per test binary (with -race when the
 // tests run with it).
@@ -70,25 +58,10 @@ func binaries(t *testing.T) (ahpd, ahpctl string) {
 			return
 		}
 		bin.ahpd, bin.ctl = filepath.Join(bin.dir, "ahpd"), filepath.Join(bin.dir, "ahpctl")
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		defer cancel()
-		for _, b := range []struct {
-			pkg  string
-			race bool
-		}{{"github.com/ahp-dev/ahpd/cmd/ahpd", raceEnabled}, {"github.com/ahp-dev/ahpd/cmd/ahpctl", raceEnabled && raceAhpctl}} {
-			args := []string{"build", "-o", bin.dir + "/"}
-			if b.race {
-				args = append(args, "-race")
-			}
-			out, err := exec.CommandContext(ctx, goTool(), append(args, b.pkg)...).CombinedOutput()
-			if err != nil {
-				bin.buildOutput, bin.err = string(out), err
-				return
-			}
-		}
+		bin.err = testbin.Build(bin.dir, raceEnabled, testbin.Commands...)
 	})
 	if bin.err != nil {
-		t.Fatalf("go build: %v\n%s", bin.err, bin.buildOutput)
+		t.Fatal(bin.err)
 	}
 	return bin.ahpd, bin.ctl
 }

@@ -442,7 +442,7 @@ func TestScopedTokens(t *testing.T) {
 	if notes[0].Method != "channel/reset" || !strings.Contains(string(notes[0].Params), `"code":"forbidden"`) {
 		t.Fatalf("view input: %s %s, want channel/reset forbidden", notes[0].Method, notes[0].Params)
 	}
-	if got := ft.Input_(); got != "" {
+	if got := ft.inputText(); got != "" {
 		t.Fatalf("view input reached the terminal: %q", got)
 	}
 	// Single-use tickets work once and hand out a reconnect token.
@@ -484,9 +484,9 @@ func TestControlInputReachesTerminal(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for ft.Input_() != want.String() {
+	for ft.inputText() != want.String() {
 		if time.Now().After(deadline) {
-			t.Fatalf("terminal got %d bytes, want %d", len(ft.Input_()), want.Len())
+			t.Fatalf("terminal got %d bytes, want %d", len(ft.inputText()), want.Len())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -665,9 +665,9 @@ func TestMalformedFrameResetsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for ft.Input_() != "ab" {
+	for ft.inputText() != "ab" {
 		if time.Now().After(deadline) || sub.Err() != nil {
-			t.Fatalf("input = %q, sub err %v; a malformed frame must not reset the subscription", ft.Input_(), sub.Err())
+			t.Fatalf("input = %q, sub err %v; a malformed frame must not reset the subscription", ft.inputText(), sub.Err())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -73,7 +73,8 @@ func (t *fakeTerm) Input(data []byte, done func()) error {
 	return nil
 }
 
-func (t *fakeTerm) Input_() string {
+// inputText is everything the terminal received as input.
+func (t *fakeTerm) inputText() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.input)
@@ -93,12 +94,6 @@ func (t *fakeTerm) Close() error {
 	t.closed = true
 	t.mu.Unlock()
 	return nil
-}
-
-func (t *fakeTerm) viewerCount() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.viewers)
 }
 
 type fakeViewer struct {

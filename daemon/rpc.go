@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"encoding/json"
-	"errors"
 	"strconv"
 
 	"github.com/ahp-dev/ahpd/flow"
@@ -79,16 +78,6 @@ func encodeResponse(id json.RawMessage, result any, rerr *RPCError) []byte {
 	return append(b, '}')
 }
 
-// encodeNotification serializes a top-level notification.
-func encodeNotification(method string, params any) []byte {
-	b := []byte(`{"jsonrpc":"2.0","method":`)
-	b = flow.AppendJSONString(b, method)
-	p, _ := json.Marshal(params)
-	b = append(b, `,"params":`...)
-	b = append(b, p...)
-	return append(b, '}')
-}
-
 // encodeReset serializes channel/reset (§7).
 func encodeReset(channel, sub, code, msg string) []byte {
 	b := []byte(`{"jsonrpc":"2.0","method":"channel/reset","params":{"channel":`)
@@ -101,5 +90,3 @@ func encodeReset(channel, sub, code, msg string) []byte {
 	b = flow.AppendJSONString(b, msg)
 	return append(b, `}}`...)
 }
-
-var errParams = errors.New("invalid params")

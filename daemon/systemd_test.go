@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +29,8 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+
+	"github.com/ahp-dev/ahpd/internal/testbin"
 )
 
 // TestSystemd builds ahpd and ahpctl once (with -race when the tests run
@@ -39,13 +40,8 @@ func TestSystemd(t *testing.T) {
 		t.Skip("builds and runs the ahpd binary")
 	}
 	bin := t.TempDir()
-	args := []string{"build", "-o", bin + "/"}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/ahp-dev/ahpd/cmd/ahpd", "github.com/ahp-dev/ahpd/cmd/ahpctl")
-	if out, err := exec.Command(goTool(), args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := testbin.Build(bin, raceEnabled, testbin.Commands...); err != nil {
+		t.Fatal(err)
 	}
 	t.Run("NotifyReadyWatchdogStopping", func(t *testing.T) { testNotifyReadyWatchdogStopping(t, bin) })
 	t.Run("SocketActivation", func(t *testing.T) { testSocketActivation(t, bin) })
@@ -53,13 +49,6 @@ func TestSystemd(t *testing.T) {
 	t.Run("ReloadOnSIGHUP", func(t *testing.T) { testReloadOnSIGHUP(t, bin) })
 	t.Run("CheckConfig", func(t *testing.T) { testCheckConfig(t, bin) })
 	t.Run("UnitsVerifyAfterInstall", func(t *testing.T) { testUnitsVerifyAfterInstall(t, bin) })
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
 // notifySocket is a fake NOTIFY_SOCKET: it collects the datagrams.

@@ -128,7 +128,6 @@ type Terminal struct {
 	emu        *emulator
 	emuApplied uint64 // seq of the next item to apply
 	emuPos     int64
-	snapSeq    uint64
 	snapText   string
 	snapRows   int
 	snapCols   int
