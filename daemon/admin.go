@@ -95,21 +95,3 @@ func (c *conn) info() ViewerInfo {
 	sort.Slice(v.Subscriptions, func(i, j int) bool { return v.Subscriptions[i].ID < v.Subscriptions[j].ID })
 	return v
 }
-
-// Viewers lists the viewer connections.
-func (s *Server) Viewers(ctx context.Context) []ViewerInfo {
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	out := make([]ViewerInfo, 0, len(conns))
-	for _, c := range conns {
-		if v, ok := c.inspect(ctx); ok {
-			out = append(out, v)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Opened.Before(out[j].Opened) })
-	return out
-}

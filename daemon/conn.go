@@ -397,10 +397,8 @@ func (c *conn) pump() error {
 		if err != nil {
 			var se *flow.StreamError
 			if errors.As(err, &se) {
-				for _, s := range c.subs {
-					if s.stream == se.Stream {
-						c.resetSub(s, flow.ResetCode(se.Err), se.Err.Error())
-					}
+				if s := c.subs[se.Stream.SubscriptionID()]; s != nil {
+					c.resetSub(s, flow.ResetCode(se.Err), se.Err.Error())
 				}
 				continue
 			}
@@ -412,8 +410,10 @@ func (c *conn) pump() error {
 			}
 			return nil
 		}
-		if cap(buf) > 0 && &b[:1][0] != &buf[:1][0] {
-			c.free = append(c.free, buf) // a control message was handed out
+		if cap(buf) > 0 && unsafe.SliceData(b) != unsafe.SliceData(buf) {
+			// b is a queued control message, or a frame that outgrew buf:
+			// buf itself was not used.
+			c.free = append(c.free, buf)
 		}
 		if c.inflight == 0 {
 			c.lastWrite = time.Now() // the stall clock starts now

@@ -17,7 +17,7 @@ func waitViewers(t *testing.T, h *harness, n int, within time.Duration) {
 	deadline := time.Now().Add(within)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		got := len(h.srv.Viewers(ctx))
+		got := len(h.srv.ListViewers(ctx))
 		cancel()
 		if got == n {
 			return
@@ -77,7 +77,7 @@ func TestOutputStallDropsConnection(t *testing.T) {
 		ft.Emit(chunk)
 		if i%16 == 15 {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			n := len(h.srv.Viewers(ctx))
+			n := len(h.srv.ListViewers(ctx))
 			cancel()
 			if n == 1 {
 				break
