@@ -10,6 +10,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/flow"
+
+	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
 // dispatch runs one JSON-RPC request or notification (PROTOCOL.md §2–§7).
@@ -53,32 +55,6 @@ type initializeParams struct {
 	} `json:"client"`
 }
 
-type initializeResult struct {
-	ProtocolVersion string `json:"protocolVersion"`
-	Server          struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	} `json:"server"`
-	Capabilities struct {
-		FlowControl struct {
-			HostReceiveDefaults flow.ReceiveLimits `json:"hostReceiveDefaults"`
-			Maximums            flow.ReceiveLimits `json:"maximums"`
-			ClientDefaults      flow.ReceiveLimits `json:"clientReceiveDefaults"`
-		} `json:"flowControl"`
-	} `json:"capabilities"`
-	Limits struct {
-		MaxIDLength            int   `json:"maxIdLength"`
-		MaxInboundMessageBytes int64 `json:"maxInboundMessageBytes"`
-		MaxSubscriptions       int   `json:"maxSubscriptions"`
-		HeartbeatIntervalMs    int64 `json:"heartbeatIntervalMs"`
-	} `json:"limits"`
-	Access struct {
-		Role     string   `json:"role"`
-		Channels []string `json:"channels,omitempty"`
-	} `json:"access"`
-	ReconnectToken string `json:"reconnectToken,omitempty"`
-}
-
 func (c *conn) initialize(req *request) error {
 	if c.initialized {
 		return c.respondOr(req, rpcErr(CodeInvalidRequest, "already initialized"))
@@ -108,7 +84,7 @@ func (c *conn) initialize(req *request) error {
 	}
 	c.grant = grant
 	c.initialized = true
-	var r initializeResult
+	var r wire.InitializeResult
 	r.ProtocolVersion = "ahp/1"
 	r.Server.Name, r.Server.Version = "ahpd", Version
 	r.Capabilities.FlowControl.HostReceiveDefaults = c.limits.HostReceive
@@ -207,11 +183,10 @@ func (c *conn) subscribe(req *request) error {
 	s.stream = st
 	// The response goes to the control lane, which is written before any
 	// frame: no frame of s can precede it (§3).
-	result := map[string]any{
-		"subscriptionId": s.id,
-		"flowControl":    map[string]any{"clientReceive": got, "hostReceive": chl.HostReceive},
-		"initial":        map[string]string{"kind": "snapshot"},
-	}
+	var result wire.SubscribeResult
+	result.SubscriptionID = s.id
+	result.FlowControl = wire.FlowControl{ClientReceive: got, HostReceive: chl.HostReceive}
+	result.Initial.Kind = "snapshot"
 	if err := c.respond(req, result, nil); err != nil {
 		s.ended = true
 		c.sender.Close(st)

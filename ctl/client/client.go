@@ -21,6 +21,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
 // Error is a JSON-RPC error returned by the host.
@@ -46,23 +47,7 @@ type Options struct {
 }
 
 // InitializeResult is the host's answer to initialize.
-type InitializeResult struct {
-	ProtocolVersion string `json:"protocolVersion"`
-	Server          struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	} `json:"server"`
-	Capabilities struct {
-		FlowControl struct {
-			HostReceiveDefaults flow.ReceiveLimits `json:"hostReceiveDefaults"`
-			Maximums            flow.ReceiveLimits `json:"maximums"`
-		} `json:"flowControl"`
-	} `json:"capabilities"`
-	Access struct {
-		Role string `json:"role"`
-	} `json:"access"`
-	ReconnectToken string `json:"reconnectToken"`
-}
+type InitializeResult = wire.InitializeResult
 
 // Notification is a top-level notification from the host that is not a
 // frame or credit (e.g. channel/reset).

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
 // Message is one reassembled logical message of a subscription.
@@ -21,10 +22,7 @@ type Message struct {
 }
 
 // FlowControl is the negotiated pair of limits.
-type FlowControl struct {
-	ClientReceive flow.ReceiveLimits `json:"clientReceive"`
-	HostReceive   flow.ReceiveLimits `json:"hostReceive"`
-}
+type FlowControl = wire.FlowControl
 
 // Sub is one subscription. Next/Release consume host→client messages;
 // Send sends client→host messages. Safe for concurrent use.
@@ -63,13 +61,7 @@ func (c *Conn) Subscribe(ctx context.Context, channel string, limits *flow.Recei
 }
 
 func (s *Sub) init(result json.RawMessage) {
-	var res struct {
-		SubscriptionID string      `json:"subscriptionId"`
-		FlowControl    FlowControl `json:"flowControl"`
-		Initial        struct {
-			Kind string `json:"kind"`
-		} `json:"initial"`
-	}
+	var res wire.SubscribeResult
 	_ = json.Unmarshal(result, &res)
 	s.ID, s.Flow, s.Initial = res.SubscriptionID, res.FlowControl, res.Initial.Kind
 	s.recv = flow.NewReceiver(res.FlowControl.ClientReceive)

@@ -1,0 +1,49 @@
+// Package wire holds the JSON shapes of AHP/1 results that both the daemon
+// and the Go client speak (PROTOCOL.md §2–§3), so the two cannot drift.
+package wire
+
+import "github.com/ahp-dev/ahpd/flow"
+
+// InitializeResult is the result of initialize (§2).
+type InitializeResult struct {
+	ProtocolVersion string `json:"protocolVersion"`
+	Server          struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"server"`
+	Capabilities struct {
+		FlowControl struct {
+			HostReceiveDefaults flow.ReceiveLimits `json:"hostReceiveDefaults"`
+			Maximums            flow.ReceiveLimits `json:"maximums"`
+			ClientDefaults      flow.ReceiveLimits `json:"clientReceiveDefaults"`
+		} `json:"flowControl"`
+	} `json:"capabilities"`
+	Limits struct {
+		MaxIDLength            int   `json:"maxIdLength"`
+		MaxInboundMessageBytes int64 `json:"maxInboundMessageBytes"`
+		MaxSubscriptions       int   `json:"maxSubscriptions"`
+		HeartbeatIntervalMs    int64 `json:"heartbeatIntervalMs"`
+	} `json:"limits"`
+	Access struct {
+		Role     string   `json:"role"`
+		Channels []string `json:"channels,omitempty"`
+	} `json:"access"`
+	// ReconnectToken is issued to a session opened with a single-use
+	// ticket (docs/protocol-decisions.md).
+	ReconnectToken string `json:"reconnectToken,omitempty"`
+}
+
+// FlowControl is the negotiated pair of limits in a subscribe result (§3).
+type FlowControl struct {
+	ClientReceive flow.ReceiveLimits `json:"clientReceive"`
+	HostReceive   flow.ReceiveLimits `json:"hostReceive"`
+}
+
+// SubscribeResult is the result of subscribe (§3).
+type SubscribeResult struct {
+	SubscriptionID string      `json:"subscriptionId"`
+	FlowControl    FlowControl `json:"flowControl"`
+	Initial        struct {
+		Kind string `json:"kind"`
+	} `json:"initial"`
+}
