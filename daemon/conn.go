@@ -79,7 +79,6 @@ type conn struct {
 	clientName  string
 	partial     int64 // bytes of incomplete client→host messages, all subscriptions
 	fatal       error // set where a return value cannot carry it; run closes with it
-	inflight    int
 	lastWrite   time.Time
 	lastAlive   time.Time
 	free        [][]byte
@@ -186,12 +185,11 @@ func (c *conn) flushControl(d time.Duration) {
 		if err := c.pump(); err != nil {
 			return
 		}
-		if c.inflight == 0 && !c.sender.Pending() {
+		if c.sender.InFlight() == 0 && !c.sender.Pending() {
 			return
 		}
 		select {
 		case b := <-c.written:
-			c.inflight--
 			c.sender.Written(len(b))
 		case <-c.writeFailed:
 			return
@@ -307,7 +305,6 @@ func (c *conn) run(ctx context.Context) error {
 				return err
 			}
 		case b := <-c.written:
-			c.inflight--
 			c.sender.Written(len(b))
 			c.stats.framesOut.Add(1)
 			c.stats.bytesOut.Add(int64(len(b)))
@@ -375,7 +372,7 @@ func (c *conn) checkTimers(now time.Time) error {
 	if !c.initialized && now.Sub(c.opened) > l.InitializeTimeout {
 		return closeWith(websocket.StatusPolicyViolation, "initialize not received within %v", l.InitializeTimeout)
 	}
-	if c.inflight > 0 && now.Sub(c.lastWrite) > l.MaxOutputStall {
+	if c.sender.InFlight() > 0 && now.Sub(c.lastWrite) > l.MaxOutputStall {
 		c.srv.events.publish(Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "output stalled; closing"})
 		c.ws.CloseNow() // no close frame can get through a stalled socket
 		return closeWith(websocket.StatusPolicyViolation, "output stalled for %v (maxOutputStall)", l.MaxOutputStall)
@@ -415,10 +412,9 @@ func (c *conn) pump() error {
 			// buf itself was not used.
 			c.free = append(c.free, buf)
 		}
-		if c.inflight == 0 {
-			c.lastWrite = time.Now() // the stall clock starts now
+		if c.sender.InFlight() == 1 {
+			c.lastWrite = time.Now() // the first item in flight starts the stall clock
 		}
-		c.inflight++
 		c.out <- b // never blocks: out holds the transport bound
 	}
 }

@@ -326,6 +326,9 @@ func (s *Sender) TransportFull() bool {
 		(s.inflightFrames >= s.cfg.TransportFrames || s.inflightBytes >= s.cfg.TransportBytes)
 }
 
+// InFlight returns the number of items handed out and not yet Written.
+func (s *Sender) InFlight() int { return s.inflightFrames }
+
 // Written tells the Sender the transport finished writing an item of n
 // bytes that Next handed out.
 func (s *Sender) Written(n int) {
