@@ -1,7 +1,9 @@
 package pty
 
 import (
+	"math/bits"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // The headless emulator: an xterm.js-compatible model of screen, scrollback,
@@ -83,10 +85,7 @@ func (s *scrollback) push(src []cell, wrapped bool) {
 	if s.max <= 0 {
 		return
 	}
-	end := len(src)
-	for end > 0 && src[end-1] == (cell{}) {
-		end--
-	}
+	end := usedLen(src)
 	if len(s.lines) < s.max {
 		s.lines = append(s.lines, sbLine{cells: append([]cell(nil), src[:end]...), wrapped: wrapped})
 		return
@@ -94,7 +93,31 @@ func (s *scrollback) push(src []cell, wrapped bool) {
 	slot := &s.lines[s.head]
 	slot.cells = append(slot.cells[:0], src[:end]...)
 	slot.wrapped = wrapped
-	s.head = (s.head + 1) % len(s.lines)
+	if s.head++; s.head == len(s.lines) {
+		s.head = 0
+	}
+}
+
+// usedLen returns the length of line without its trailing erased cells
+// (cell{}). It skips zero memory 32 bytes at a time: a full-width line
+// with a few characters at its start is pushed to the scrollback each time
+// output scrolls.
+func usedLen(line []cell) int {
+	const size = int(unsafe.Sizeof(cell{}))
+	n := len(line) * size // bytes
+	if n == 0 {
+		return 0
+	}
+	p := unsafe.Pointer(unsafe.SliceData(line))
+	word := func(off int) uint64 { return *(*uint64)(unsafe.Add(p, off)) }
+	for n >= 32 && word(n-8)|word(n-16)|word(n-24)|word(n-32) == 0 {
+		n -= 32
+	}
+	k := (n + size - 1) / size // cells that may hold a non-zero byte
+	for k > 0 && line[k-1] == (cell{}) {
+		k--
+	}
+	return k
 }
 
 func (s *scrollback) clear() {
@@ -200,10 +223,7 @@ func (e *emulator) write(s string) {
 		c := s[i]
 		if e.st == stGround {
 			if c >= 0x20 && c < 0x7F {
-				j := i + 1
-				for j < len(s) && s[j] >= 0x20 && s[j] < 0x7F {
-					j++
-				}
+				j := printableEnd(s, i+1)
 				e.printASCII(s[i:j])
 				i = j
 				continue
@@ -408,8 +428,9 @@ func (e *emulator) printASCII(s string) {
 			n = len(s) - i
 		}
 		x := e.x
-		for k := 0; k < n; k++ {
-			line[x+k] = cell{ch: rune(s[i+k]), fg: fg, bg: bg}
+		dst, src := line[x:x+n], s[i:i+n]
+		for k := range dst {
+			dst[k] = cell{ch: rune(src[k]), fg: fg, bg: bg}
 		}
 		i += n
 		x += n
@@ -425,6 +446,28 @@ func (e *emulator) printASCII(s string) {
 		}
 	}
 	e.lastChar = rune(s[len(s)-1])
+}
+
+// printableEnd returns the index of the first byte of s[i:] that is not
+// printable ASCII (0x20–0x7E), or len(s), looking at 8 bytes per step: for
+// a word x, (x − 0x20…20) &^ x flags bytes below 0x20, x + 0x01…01 sets the
+// high bit of 0x7F bytes, and x itself flags bytes from 0x80.
+func printableEnd(s string, i int) int {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	for i+8 <= len(s) {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		low := (x - lsb*0x20) &^ x
+		del := ((x &^ msb) + lsb) &^ x // high bit set iff the 7 low bits are all ones and the byte is < 0x80
+		if m := (low | del | x) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	for i < len(s) && s[i] >= 0x20 && s[i] < 0x7F {
+		i++
+	}
+	return i
 }
 
 // wrapLine moves to the start of the next line after a pending wrap,
@@ -660,13 +703,49 @@ func (e *emulator) scrollUp(n int, toScrollback bool) {
 		if toScrollback {
 			e.sb.push(first, scr.wrapped[top])
 		}
-		copy(scr.lines[top:bot], scr.lines[top+1:bot+1])
-		copy(scr.wrapped[top:bot], scr.wrapped[top+1:bot+1])
-		for i := range first {
-			first[i] = blank
+		if top == 0 && bot == len(scr.lines)-1 {
+			// The whole screen scrolls: slide the window over the spare
+			// capacity of lines and wrapped instead of moving every row
+			// (the common case of output scrolling by).
+			scr.slide()
+		} else {
+			copy(scr.lines[top:bot], scr.lines[top+1:bot+1])
+			copy(scr.wrapped[top:bot], scr.wrapped[top+1:bot+1])
 		}
+		fill(first, blank)
 		scr.lines[bot] = first
 		scr.wrapped[bot] = false
+	}
+}
+
+// slideRoom is how many scrolls a screen's row slices absorb before they
+// are moved back to the start of fresh arrays.
+const slideRoom = 256
+
+// slide drops row 0 and appends a slot at the bottom, whose content the
+// caller sets, in O(1) amortized time.
+func (s *screen) slide() {
+	rows := len(s.lines)
+	if cap(s.lines) == rows || cap(s.wrapped) == rows {
+		lines := make([][]cell, rows, rows+slideRoom)
+		copy(lines, s.lines)
+		wrapped := make([]bool, rows, rows+slideRoom)
+		copy(wrapped, s.wrapped)
+		s.lines, s.wrapped = lines, wrapped
+	}
+	s.lines[0] = nil
+	s.lines = s.lines[1 : rows+1]
+	s.wrapped = s.wrapped[1 : rows+1]
+}
+
+// fill sets every cell of line to c.
+func fill(line []cell, c cell) {
+	if c == (cell{}) {
+		clear(line)
+		return
+	}
+	for i := range line {
+		line[i] = c
 	}
 }
 

@@ -89,3 +89,5 @@ func BenchmarkSnapshot(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "bytes/snapshot")
 }
+
+func BenchmarkEmulatorYes(b *testing.B) { benchEmu(b, bytes.Repeat([]byte("y\r\n"), 1<<20/3)) }
