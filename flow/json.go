@@ -39,14 +39,18 @@ func AppendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// AppendEscaped appends the body of the JSON string AppendJSONString
+// writes for s, without the quotes.
+func AppendEscaped(dst []byte, s string) []byte { return appendEscaped(dst, s) }
+
 // appendEscaped appends the JSON-escaped body of s (without quotes).
 func appendEscaped(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if escapeLen[c] == 1 {
-				i++
+			if safeByte[c] {
+				i = plainPrefix(s, i+1, len(s))
 				continue
 			}
 			dst = append(dst, s[start:i]...)
@@ -97,6 +101,12 @@ func EscapedLen(s string) int64 {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
+			if safeByte[c] {
+				j := plainPrefix(s, i+1, len(s))
+				n += int64(j-i) * 2
+				i = j
+				continue
+			}
 			n += int64(escapeLen[c]) * 2
 			i++
 			continue

@@ -457,7 +457,10 @@ func (st *Stream) nextFrame(dst []byte, maxLifecycle int, maxFrame int64) (frame
 			}
 			id = st.nextID
 		}
-		size := UTF16Len(m.Text)
+		size := m.Size
+		if size == 0 || replay {
+			size = UTF16Len(m.Text)
+		}
 		if replay {
 			err = st.win.startReplay(size)
 		} else {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -681,4 +682,66 @@ func TestSenderManyStreams(t *testing.T) {
 	if frames != n/2 || s.Pending() {
 		t.Fatalf("drained %d frames, Pending %v; want %d, false", frames, s.Pending(), n/2)
 	}
+}
+
+// reusingSource builds every text in one buffer that it overwrites on the
+// next Pull — the strictest use of the Source contract — and reports each
+// text's Size.
+type reusingSource struct {
+	texts []string
+	buf   []byte
+}
+
+func (s *reusingSource) Pull(dataAllowed bool, _ int64) (flow.Message, bool) {
+	for i := range s.buf {
+		s.buf[i] = '#' // the previous text is gone from here on
+	}
+	if !dataAllowed || len(s.texts) == 0 {
+		return flow.Message{}, false
+	}
+	s.buf = append(s.buf[:0], s.texts[0]...)
+	s.texts = s.texts[1:]
+	text := unsafe.String(unsafe.SliceData(s.buf), len(s.buf))
+	return flow.Message{Text: text, Class: flow.Data, Size: flow.UTF16Len(text)}, true
+}
+
+// TestSenderSourceReusesText: the Sender is done with a text when it pulls
+// the next message, so a Source may reuse the memory (the terminal viewer
+// does); every message, cut into many frames, arrives intact.
+func TestSenderSourceReusesText(t *testing.T) {
+	var want []string
+	for i := range 20 {
+		want = append(want, sized(fmt.Sprint(i), int64(1500+i*298)))
+	}
+	s := newSender(t, flow.SenderConfig{})
+	st := open(t, s, "1", &reusingSource{texts: slices.Clone(want)}, limits(1024*KiB, 1024, 8*KiB))
+	s.Wake(st)
+	var got []string
+	var cur strings.Builder
+	for {
+		it, ok := next(t, s)
+		if !ok {
+			break
+		}
+		if it.kind != "frame" {
+			continue
+		}
+		cur.WriteString(it.data)
+		if it.final {
+			got = append(got, cur.String())
+			cur.Reset()
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d messages, want %d; first difference in %v", len(got), len(want), firstDiff(got, want))
+	}
+}
+
+func firstDiff(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("message %d: %.60q vs %.60q", i, a[i], b[i])
+		}
+	}
+	return "length"
 }

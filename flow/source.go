@@ -33,6 +33,9 @@ const MaxLifecycleMessages = 4
 type Message struct {
 	Text  string
 	Class Class
+	// Size is UTF16Len(Text) when the Source knows it (it often does,
+	// having just built the text), or 0 for the Sender to compute it.
+	Size int64
 }
 
 // Source produces the logical messages of one subscription, in order. The
@@ -50,6 +53,11 @@ type Message struct {
 //
 // Pull is called from the connection's owner goroutine only; a Source fed
 // by another goroutine guards its queue itself.
+//
+// The Sender is done with a message's Text when it pulls the next one: a
+// Source may build each Text in memory it reuses from one Pull to the
+// next after that. A stream that keeps a Journal retains texts for resume,
+// so its Source must hand out texts that stay unchanged.
 type Source interface {
 	Pull(dataAllowed bool, maxMessageBytes int64) (m Message, ok bool)
 }
