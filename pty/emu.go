@@ -60,8 +60,10 @@ type savedCursor struct {
 
 type screen struct {
 	lines    [][]cell
-	wrapped  []bool // wrapped[y]: line y continues line y-1 (autowrap)
-	top, bot int    // scroll region, inclusive rows
+	wrapped  []bool   // wrapped[y]: line y continues line y-1 (autowrap)
+	base     [][]cell // the arrays lines and wrapped slide over (see slide)
+	wbase    []bool
+	top, bot int // scroll region, inclusive rows
 	saved    savedCursor
 }
 
@@ -727,11 +729,16 @@ const slideRoom = 256
 func (s *screen) slide() {
 	rows := len(s.lines)
 	if cap(s.lines) == rows || cap(s.wrapped) == rows {
-		lines := make([][]cell, rows, rows+slideRoom)
-		copy(lines, s.lines)
-		wrapped := make([]bool, rows, rows+slideRoom)
-		copy(wrapped, s.wrapped)
-		s.lines, s.wrapped = lines, wrapped
+		// Out of room: move the rows back to the start of the arrays
+		// (allocated once per screen size).
+		if cap(s.base) < rows+slideRoom {
+			s.base = make([][]cell, rows+slideRoom)
+			s.wbase = make([]bool, rows+slideRoom)
+		}
+		n := copy(s.base, s.lines)
+		clear(s.base[n:])
+		copy(s.wbase, s.wrapped)
+		s.lines, s.wrapped = s.base[:rows], s.wbase[:rows]
 	}
 	s.lines[0] = nil
 	s.lines = s.lines[1 : rows+1]

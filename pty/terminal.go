@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"github.com/creack/pty"
+
+	"github.com/ahp-dev/ahpd/flow"
 )
 
 // readSize is the PTY read buffer; one item of the stream log holds at most
@@ -40,6 +42,7 @@ type item struct {
 	resize     bool
 	rows, cols int
 
+	readers atomic.Int32 // viewers that started reading the whole text
 	escOnce sync.Once
 	esc     string // JSON-escaped text, quotes excluded
 	esc16   int64  // UTF-16 size of esc
@@ -51,8 +54,8 @@ func (it *item) end() int64 { return it.start + int64(len(it.text)) }
 // computed once and shared by every viewer.
 func (it *item) escaped() (string, int64) {
 	it.escOnce.Do(func() {
-		b := appendJSONString(make([]byte, 0, len(it.text)+len(it.text)/8+8), it.text)
-		it.esc = string(b[1 : len(b)-1])
+		b := flow.AppendEscaped(make([]byte, 0, len(it.text)+len(it.text)/8+8), it.text)
+		it.esc = unsafe.String(unsafe.SliceData(b), len(b))
 		it.esc16 = escapedLen16(it.text)
 	})
 	return it.esc, it.esc16

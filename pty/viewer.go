@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -43,8 +44,8 @@ type Viewer struct {
 	snap     *snapState
 	exitSent bool
 	refs     []*item
-	buf      []byte
-	tmp      []byte
+	bufs     [2][]byte // message texts, reused every other Pull (flow.Source)
+	cur      int       // the buffer of the last message
 
 	sent      atomic.Int64
 	snapshots atomic.Int64
@@ -188,7 +189,9 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		size = 2 * int64(len(text))
 		seq++
 	} else {
-		text, size, seq, off, pos = v.buildOutput(refs, seq, off, pos, maxMessageBytes)
+		b := v.nextBuf()
+		b, size, seq, off, pos = v.buildOutput(b, refs, seq, off, pos, maxMessageBytes)
+		text = v.setBuf(b)
 	}
 	clear(v.refs)
 
@@ -198,24 +201,49 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 	}
 	t.mu.Unlock()
 	v.sent.Add(size)
-	return flow.Message{Text: text, Class: flow.Data}, true
+	return flow.Message{Text: text, Class: flow.Data, Size: size}, true
+}
+
+// nextBuf returns the buffer not holding the last message's text, empty:
+// the Sender is done with a text when it pulls the next message, so two
+// buffers let each text be built in place without a copy.
+func (v *Viewer) nextBuf() []byte {
+	v.cur ^= 1
+	return v.bufs[v.cur][:0]
+}
+
+// setBuf keeps b as the current buffer and returns its bytes as the text.
+func (v *Viewer) setBuf(b []byte) string {
+	v.bufs[v.cur] = b
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // buildOutput packs as much output from refs (starting at off in refs[0])
-// as fits in one terminal/output message of at most max UTF-16 bytes.
-// Whole items are copied from their shared escaped form; only an item cut
-// by the limit is escaped here.
-func (v *Viewer) buildOutput(refs []*item, seq uint64, off int, pos int64, max int64) (string, int64, uint64, int, int64) {
+// as fits in one terminal/output message of at most max UTF-16 bytes,
+// appended to b. A whole item is escaped straight into b by its first
+// reader; later readers (other viewers) copy the escaped form it then
+// shares. Only an item cut by the limit is escaped piecewise.
+func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos int64, max int64) ([]byte, int64, uint64, int, int64) {
 	budget := max - outEnvelope16
 	used := int64(0)
-	b := append(v.buf[:0], outPrefix...)
+	b = append(b, outPrefix...)
 	for _, it := range refs {
 		if it.resize {
 			break
 		}
 		if off == 0 {
-			esc, esc16 := it.escaped()
-			if used+esc16 <= budget {
+			if it.readers.Add(1) == 1 {
+				// The first viewer to read it: no shared copy yet.
+				n16 := flow.EscapedLen(it.text)
+				if used+n16 <= budget {
+					b = flow.AppendEscaped(b, it.text)
+					used += n16
+					pos += int64(len(it.text))
+					seq++
+					continue
+				}
+				it.readers.Add(-1) // it did not read it after all
+			} else if esc, esc16 := it.escaped(); used+esc16 <= budget {
 				b = append(b, esc...)
 				used += esc16
 				pos += int64(len(it.text))
@@ -225,8 +253,7 @@ func (v *Viewer) buildOutput(refs []*item, seq uint64, off int, pos int64, max i
 		}
 		k, n16 := fitPrefix(it.text[off:], budget-used)
 		if k > 0 {
-			v.tmp = flow.AppendJSONString(v.tmp[:0], it.text[off:off+k])
-			b = append(b, v.tmp[1:len(v.tmp)-1]...)
+			b = flow.AppendEscaped(b, it.text[off:off+k])
 			used += n16
 			off += k
 			pos += int64(k)
@@ -238,8 +265,7 @@ func (v *Viewer) buildOutput(refs []*item, seq uint64, off int, pos int64, max i
 		break
 	}
 	b = append(b, outSuffix...)
-	v.buf = b
-	return string(b), outEnvelope16 + used, seq, off, pos
+	return b, outEnvelope16 + used, seq, off, pos
 }
 
 func resizeMsg(rows, cols int) string {
@@ -302,12 +328,10 @@ func (v *Viewer) nextSnap(max int64) (flow.Message, bool) {
 	case 1:
 		budget := max - outEnvelope16
 		k, n16 := fitPrefix(s.text[s.off:], budget)
-		b := append(v.buf[:0], outPrefix...)
-		v.tmp = flow.AppendJSONString(v.tmp[:0], s.text[s.off:s.off+k])
-		b = append(b, v.tmp[1:len(v.tmp)-1]...)
+		b := append(v.nextBuf(), outPrefix...)
+		b = flow.AppendEscaped(b, s.text[s.off:s.off+k])
 		b = append(b, outSuffix...)
-		v.buf = b
-		text = string(b)
+		text = v.setBuf(b)
 		size = outEnvelope16 + n16
 		s.off += k
 		if s.off == len(s.text) {
@@ -319,7 +343,7 @@ func (v *Viewer) nextSnap(max int64) (flow.Message, bool) {
 		v.snap = nil
 	}
 	v.sent.Add(size)
-	return flow.Message{Text: text, Class: flow.Data}, true
+	return flow.Message{Text: text, Class: flow.Data, Size: size}, true
 }
 
 // escLen16 is the UTF-16 size of each ASCII byte once JSON-escaped the way
