@@ -81,7 +81,7 @@ type conn struct {
 	fatal       error // set where a return value cannot carry it; run closes with it
 	lastWrite   time.Time
 	lastAlive   time.Time
-	free        [][]byte
+	free        [maxFreeBufs][]byte // frame buffers to reuse, largest first (see getBuf)
 	frame       flow.Frame
 
 	inbox       chan inbound         // reader → run
@@ -309,9 +309,7 @@ func (c *conn) run(ctx context.Context) error {
 			c.stats.framesOut.Add(1)
 			c.stats.bytesOut.Add(int64(len(b)))
 			c.lastWrite = time.Now()
-			if cap(b) <= 2<<20 && len(c.free) < 4 {
-				c.free = append(c.free, b[:0])
-			}
+			c.putBuf(b)
 		case <-c.alive:
 			c.lastAlive = time.Now()
 		case err := <-c.pingFailed:
@@ -386,10 +384,7 @@ func (c *conn) checkTimers(now time.Time) error {
 // pump hands frames to the writer while the transport has room.
 func (c *conn) pump() error {
 	for {
-		var buf []byte
-		if n := len(c.free); n > 0 {
-			buf, c.free = c.free[n-1], c.free[:n-1]
-		}
+		buf := c.getBuf()
 		b, err := c.sender.Next(buf)
 		if err != nil {
 			var se *flow.StreamError
@@ -402,20 +397,50 @@ func (c *conn) pump() error {
 			return err
 		}
 		if b == nil {
-			if buf != nil {
-				c.free = append(c.free, buf)
-			}
+			c.putBuf(buf)
 			return nil
 		}
 		if cap(buf) > 0 && unsafe.SliceData(b) != unsafe.SliceData(buf) {
 			// b is a queued control message, or a frame that outgrew buf:
 			// buf itself was not used.
-			c.free = append(c.free, buf)
+			c.putBuf(buf)
 		}
 		if c.sender.InFlight() == 1 {
 			c.lastWrite = time.Now() // the first item in flight starts the stall clock
 		}
 		c.out <- b // never blocks: out holds the transport bound
+	}
+}
+
+// Frame buffers: frames vary from a few hundred bytes (credit) to the
+// negotiated maximum, so the largest kept buffer is handed out first and
+// the smallest is dropped when the list is full; a buffer larger than
+// maxKeptBuf is never kept. Together they bound what a connection holds
+// idle to maxFreeBufs × maxKeptBuf.
+const (
+	maxFreeBufs = 3
+	maxKeptBuf  = 2 << 20
+)
+
+func (c *conn) getBuf() []byte {
+	b := c.free[0]
+	copy(c.free[:], c.free[1:])
+	c.free[maxFreeBufs-1] = nil
+	return b
+}
+
+func (c *conn) putBuf(b []byte) {
+	if cap(b) == 0 || cap(b) > maxKeptBuf {
+		return
+	}
+	b = b[:0]
+	// Insert in decreasing order of capacity; the smallest falls off.
+	for i := range c.free {
+		if cap(b) > cap(c.free[i]) {
+			copy(c.free[i+1:], c.free[i:maxFreeBufs-1])
+			c.free[i] = b
+			return
+		}
 	}
 }
 
