@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -250,12 +251,16 @@ func (c *Conn) readLoop() {
 		c.mu.Unlock()
 		close(c.done)
 	}()
+	var buf []byte // reused: nothing below keeps a reference into it
 	for {
 		var typ websocket.MessageType
 		var b []byte
-		typ, b, err = c.ws.Read(context.Background())
+		typ, b, err = c.readMessage(buf)
 		if err != nil {
 			return
+		}
+		if cap(b) <= maxKeptReadBuf {
+			buf = b
 		}
 		if typ != websocket.MessageText {
 			err = errors.New("host sent a binary message")
@@ -329,6 +334,32 @@ func (c *Conn) readLoop() {
 			if ch != nil {
 				ch <- m.response
 			}
+		}
+	}
+}
+
+// maxKeptReadBuf bounds the read buffer kept between messages.
+const maxKeptReadBuf = 4 << 20
+
+// readMessage reads the next WebSocket message into buf's memory (grown as
+// needed; the connection's read limit bounds it).
+func (c *Conn) readMessage(buf []byte) (websocket.MessageType, []byte, error) {
+	typ, r, err := c.ws.Reader(context.Background())
+	if err != nil {
+		return 0, nil, err
+	}
+	b := buf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return typ, b, nil
+		}
+		if err != nil {
+			return 0, nil, err
 		}
 	}
 }
