@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -472,6 +473,9 @@ func (t *Terminal) queueReply(b []byte) {
 const (
 	emuBatch = 64 << 10
 	emuLazy  = 2 * time.Millisecond
+	// emuSlice is how much output the emulator applies between yields:
+	// about 0.1–1 ms of work.
+	emuSlice = 32 << 10
 )
 
 func signal(c chan struct{}) {
@@ -524,17 +528,57 @@ func (t *Terminal) writer() {
 	}
 }
 
+// wakeBatch is how much output the reader appends, while the PTY has more
+// to read, before it wakes the viewers waiting for it.
+const wakeBatch = 32 << 10
+
 // reader reads the PTY until EIO (or Close), filters, and appends items.
+//
+// Viewers waiting for output are woken when the PTY has nothing more to
+// read right now (so an echo is delivered at once) or after wakeBatch
+// bytes: during a flood, a wake-up per 4 KiB read (the line discipline's
+// buffer) would cost a thread wake-up each and slow the reader.
 func (t *Terminal) reader() {
 	defer t.wg.Done()
 	defer close(t.readerDone)
 	var f filter
 	buf := make([]byte, readSize)
+	rc, err := t.master.SyscallConn()
+	if err != nil {
+		t.log.Warn("terminal read failed", "pid", t.pid, "err", err)
+		return
+	}
+	var pending []func() // wake hooks held back
+	unwoken := 0         // bytes appended since the last wake-up
+	flush := func() {
+		t.wakeAll(pending)
+		clear(pending)
+		pending = pending[:0]
+		unwoken = 0
+	}
 	for {
-		n, err := t.master.Read(buf)
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, rerr = syscall.Read(int(fd), buf)
+			if rerr == syscall.EAGAIN {
+				flush() // nothing more for now: deliver what we have
+				return false
+			}
+			return true
+		})
+		if err == nil {
+			err = rerr
+		}
 		if n > 0 {
 			text, qs := f.feed(buf[:n], false)
-			t.appendOutput(n, text, qs)
+			pending = t.appendOutput(n, text, qs, pending)
+			if unwoken += n; unwoken >= wakeBatch {
+				flush()
+			}
+		}
+		if n == 0 && err == nil {
+			err = io.EOF
 		}
 		if err != nil {
 			if !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) && !errors.Is(err, io.EOF) {
@@ -544,19 +588,21 @@ func (t *Terminal) reader() {
 		}
 	}
 	text, qs := f.feed(nil, true)
-	t.appendOutput(0, text, qs)
+	pending = t.appendOutput(0, text, qs, pending)
+	flush()
 }
 
-func (t *Terminal) appendOutput(n int, text string, qs []query) {
+// appendOutput appends output to the log and returns wake, extended with
+// the hooks of viewers to wake. It may wait for the emulator to catch up;
+// it calls the hooks of wake first then.
+func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func()) []func() {
 	t.mu.Lock()
 	t.bytesRead += int64(n)
-	var wake []func()
 	if text != "" || len(qs) > 0 {
-		wake = t.appendLocked(&item{text: text, qs: qs})
+		wake = append(wake, t.appendLocked(&item{text: text, qs: qs})...)
 	}
 	lag := t.endPos - t.emuDonePos
 	t.mu.Unlock()
-	t.wakeAll(wake)
 	// Waking the emulator for every read (a few KiB during a flood) costs a
 	// thread wake-up each time and slows the reader, and with it the PTY.
 	// Queries need an answer now and a large lag must not grow; otherwise
@@ -574,12 +620,15 @@ func (t *Terminal) appendOutput(n int, text string, qs []query) {
 		lag := t.endPos - t.emuDonePos
 		t.mu.Unlock()
 		if lag <= int64(t.cfg.EmulatorBacklog) {
-			return
+			return wake
 		}
+		t.wakeAll(wake) // viewers need not wait for the emulator
+		clear(wake)
+		wake = wake[:0]
 		select {
 		case <-t.emuProg:
 		case <-t.closing:
-			return
+			return wake
 		}
 	}
 }
@@ -745,9 +794,19 @@ func (t *Terminal) emulate() {
 			}
 		}
 		var replies [][]byte
+		work := 0
 		t.emuMu.Lock()
 		for _, it := range batch {
 			replies = t.applyLocked(it, replies)
+			if work += len(it.text); work >= emuSlice {
+				// Let others have emuMu (a snapshot) and this thread
+				// (the Go scheduler preempts only every 10 ms): a flood
+				// must not hold up a neighbour's keystroke.
+				t.emuMu.Unlock()
+				runtime.Gosched()
+				work = 0
+				t.emuMu.Lock()
+			}
 		}
 		t.emuMu.Unlock()
 		for _, r := range replies {
