@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,6 +112,7 @@ func benchThroughput(b *testing.B, viewers int) { benchThroughputWith(b, viewers
 func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 	path := benchFile(b)
 	var rawRate, ahpRate float64
+	var cpu time.Duration
 	for i := 0; i < b.N; i++ {
 		n, rawD := rawPTYRead(b, path)
 		rawRate += float64(n) / rawD.Seconds()
@@ -148,6 +150,7 @@ func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		var wg sync.WaitGroup
 		got := make([]int64, viewers)
+		cpu0 := cpuTime()
 		startT := time.Now()
 		if err := subs[0].Send(ctx, string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "\r"}))); err != nil {
 			b.Fatal(err)
@@ -163,6 +166,7 @@ func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 		}
 		wg.Wait()
 		d := time.Since(startT)
+		cpu += cpuTime() - cpu0
 		cancel()
 		var total int64
 		for _, g := range got {
@@ -180,6 +184,16 @@ func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 	b.ReportMetric(rawRate/float64(b.N)/1e6, "raw-MB/s")
 	b.ReportMetric(ahpRate/float64(b.N)/1e6, "ahpd-MB/s")
 	b.ReportMetric(ahpRate/rawRate, "ratio")
+	// CPU of this process — the daemon and the in-process client(s)
+	// together — per MB of the file.
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N)/(benchFileSize/1e6), "cpu-ms/MB-with-client")
+}
+
+// cpuTime returns the user+system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 }
 
 func BenchmarkTerminalThroughput1Viewer(b *testing.B)  { benchThroughput(b, 1) }

@@ -108,12 +108,28 @@ func throughViewers(b *testing.B, n, k int) time.Duration {
 // same flood through a Terminal to one viewer, in the same run.
 func BenchmarkEndToEnd(b *testing.B) {
 	for b.Loop() {
+		rawCPU := cpuTime()
 		raw := rawPTY(b, benchBytes)
+		rawCPU = cpuTime() - rawCPU
+		e2eCPU := cpuTime()
 		e2e := throughViewers(b, benchBytes, 1)
+		e2eCPU = cpuTime() - e2eCPU
 		b.ReportMetric(float64(benchBytes)/raw.Seconds()/1e6, "raw-MB/s")
 		b.ReportMetric(float64(benchBytes)/e2e.Seconds()/1e6, "e2e-MB/s")
 		b.ReportMetric(raw.Seconds()/e2e.Seconds(), "ratio")
+		// CPU of this process (the reader, or the Terminal and its viewer)
+		// per MB; the writing processes and the kernel's tty work are not
+		// counted.
+		b.ReportMetric(float64(rawCPU.Milliseconds())/(benchBytes/1e6), "raw-cpu-ms/MB")
+		b.ReportMetric(float64(e2eCPU.Milliseconds())/(benchBytes/1e6), "e2e-cpu-ms/MB")
 	}
+}
+
+// cpuTime returns the user+system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 }
 
 // BenchmarkFanOut8 is BenchmarkEndToEnd with 8 viewers.
