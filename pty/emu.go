@@ -84,10 +84,15 @@ func (s *scrollback) len() int { return len(s.lines) }
 func (s *scrollback) at(i int) *sbLine { return &s.lines[(s.head+i)%len(s.lines)] }
 
 func (s *scrollback) push(src []cell, wrapped bool) {
+	s.pushUsed(src[:usedLen(src)], wrapped)
+}
+
+// pushUsed is push for a line already cut after its last non-erased cell.
+func (s *scrollback) pushUsed(src []cell, wrapped bool) {
 	if s.max <= 0 {
 		return
 	}
-	end := usedLen(src)
+	end := len(src)
 	if len(s.lines) < s.max {
 		s.lines = append(s.lines, sbLine{cells: append([]cell(nil), src[:end]...), wrapped: wrapped})
 		return
@@ -702,8 +707,9 @@ func (e *emulator) scrollUp(n int, toScrollback bool) {
 	blank := e.eraseCell()
 	for k := 0; k < n; k++ {
 		first := scr.lines[top]
+		used := usedLen(first) // the cells after it are cell{} already
 		if toScrollback {
-			e.sb.push(first, scr.wrapped[top])
+			e.sb.pushUsed(first[:used], scr.wrapped[top])
 		}
 		if top == 0 && bot == len(scr.lines)-1 {
 			// The whole screen scrolls: slide the window over the spare
@@ -714,7 +720,11 @@ func (e *emulator) scrollUp(n int, toScrollback bool) {
 			copy(scr.lines[top:bot], scr.lines[top+1:bot+1])
 			copy(scr.wrapped[top:bot], scr.wrapped[top+1:bot+1])
 		}
-		fill(first, blank)
+		if blank == (cell{}) {
+			clear(first[:used])
+		} else {
+			fill(first, blank)
+		}
 		scr.lines[bot] = first
 		scr.wrapped[bot] = false
 	}

@@ -662,8 +662,8 @@ func (t *Terminal) trimLocked(wake []func()) []func() {
 		if v.live && v.seq >= t.firstSeq && v.seq < minSeq {
 			minSeq = v.seq
 		}
-		if v.live && v.allowance > keep {
-			keep = v.allowance
+		if a := v.allowed(); v.live && a > keep {
+			keep = a
 		}
 	}
 	limit := t.endPos - keep
@@ -686,7 +686,7 @@ func (t *Terminal) trimLocked(wake []func()) []func() {
 		// more than its allowance behind the newest output — counting only
 		// output the emulator has applied, so a viewer resuming from a
 		// snapshot (taken at the emulator's position) is not behind.
-		if v.live && (v.seq < t.firstSeq || v.pos < min(t.emuDonePos, t.endPos-max(v.allowance, int64(t.cfg.ViewerBacklog)))) {
+		if v.live && (v.seq < t.firstSeq || v.pos < min(t.emuDonePos, t.endPos-max(v.allowed(), int64(t.cfg.ViewerBacklog)))) {
 			// Overflow: the viewer's queue is gone; it gets a snapshot when
 			// it next pulls (PROTOCOL.md §8).
 			v.live = false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -437,5 +438,65 @@ func TestDefaultShell(t *testing.T) {
 	}
 	if c := ms[len(ms)-1].Params.Code; c == nil || *c != 7 {
 		t.Fatalf("exit %+v", ms[len(ms)-1].Params)
+	}
+}
+
+// TestResnapshotGrace: a viewer that resumes from a snapshot while the
+// emulator lags (yes-style output keeps it EmulatorBacklog behind) is not
+// counted behind for output it could not have received yet: pulling
+// steadily after its snapshot, it gets live output, not a cascade of
+// snapshots. The log it keeps for that stays within its allowance plus
+// EmulatorBacklog.
+func TestResnapshotGrace(t *testing.T) {
+	const (
+		backlog    = 64 << 10
+		window     = 4 << 10
+		emuBacklog = 512 << 10
+		readSize   = 64 << 10
+	)
+	term := start(t, pty.Config{Command: sh("read x; yes | head -n 20000000"), ViewerBacklog: backlog, EmulatorBacklog: emuBacklog})
+	w := attach(t, term, window)
+	untilReady(t, w)
+	if err := term.Input([]byte("\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	var maxRetained int64
+	checked := 0
+	for round := 0; round < 5 && term.State() != pty.StateExited; round++ {
+		// Fall behind (again).
+		dropped := w.v.Stats().BytesDropped
+		for w.v.Stats().BytesDropped == dropped {
+			maxRetained = max(maxRetained, term.Stats().Retained)
+			time.Sleep(time.Millisecond)
+			if term.State() == pty.StateExited {
+				break
+			}
+		}
+		// Then pull steadily: one snapshot, then live output.
+		var methods []string
+		for len(methods) < 40 {
+			m, ok := w.pull(5 * time.Second)
+			if !ok || m.Method == "terminal/exit" {
+				break
+			}
+			methods = append(methods, m.Method)
+			maxRetained = max(maxRetained, term.Stats().Retained)
+		}
+		if len(methods) < 40 {
+			break // the flood ended
+		}
+		if methods[0] != "terminal/reset" {
+			t.Fatalf("round %d: after falling behind, first message %s", round, methods[0])
+		}
+		if k := slices.Index(methods[1:], "terminal/reset"); k >= 0 {
+			t.Fatalf("round %d: snapshotted again %d messages after the first snapshot, while pulling steadily: %v", round, k+1, methods)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("the flood ended before the viewer fell behind and resumed once")
+	}
+	if bound := int64(window + backlog + emuBacklog + readSize); maxRetained > bound {
+		t.Fatalf("terminal retained %d bytes, bound %d", maxRetained, bound)
 	}
 }

@@ -37,6 +37,8 @@ type Viewer struct {
 	pos       int64  // stream position of the cursor
 	waiting   bool   // Pull found nothing to send; wake on news
 	allowance int64  // output bytes it may fall behind: window + ViewerBacklog
+	grace     int64  // after a snapshot: output it already was behind (see allowed)
+	graceEnd  int64  // the stream position up to which grace applies
 	dropped   int64
 	closed    bool
 
@@ -90,6 +92,20 @@ func (t *Terminal) AttachWindow(wake func(), window int64) *Viewer {
 	t.log.Debug("viewer attached", "pid", t.pid, "viewers", n)
 	wake()
 	return v
+}
+
+// allowed returns how far the viewer may fall behind the newest output
+// (t.mu held): its allowance, plus — until it has caught up with what was
+// output when its snapshot was taken — the output the emulator had not
+// applied yet then. A snapshot shows the emulator's position, which may lag
+// the log by up to EmulatorBacklog; without the grace, a viewer resumed
+// from a snapshot could count as behind before its first pull and be
+// snapshotted again.
+func (v *Viewer) allowed() int64 {
+	if v.pos < v.graceEnd {
+		return v.allowance + v.grace
+	}
+	return v.allowance
 }
 
 // Close detaches the viewer. Later pulls return nothing.
@@ -304,6 +320,7 @@ func (v *Viewer) startSnapshot() {
 	first := !v.live && v.seq == 0 && v.pos == 0 && v.snapshots.Load() == 0
 	v.live = true
 	v.seq, v.off, v.pos = t.emuApplied, 0, t.emuPos
+	v.grace, v.graceEnd = t.endPos-t.emuPos, t.endPos
 	t.mu.Unlock()
 	t.emuMu.Unlock()
 	v.snap = s
