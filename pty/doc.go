@@ -25,22 +25,30 @@
 //
 // Each viewer is a cursor into the log. The PTY is never paused by a
 // viewer: an item is dropped from the log once the emulator has applied it
-// and it is either behind every live viewer or more than
-// Config.ViewerBacklog bytes behind the newest output. A viewer whose
+// and it is either behind every live viewer or more than the viewer's
+// allowance (its window plus Config.ViewerBacklog) behind the newest
+// output. A viewer whose
 // cursor falls off the log has lost its queue; on its next pull it gets a
 // snapshot: terminal/reset {rows, cols}, terminal/output that rebuilds the
 // emulator state, channel/ready, then live output from exactly the point
 // of the stream that state reflects. The snapshot is taken under the
 // emulator lock together with the emulator's position, so snapshot plus
-// the following live output equals the whole stream, cell for cell. A new
-// viewer starts the same way. A viewer that keeps up receives every byte
-// in order; memory is bounded by max(ViewerBacklog, EmulatorBacklog) plus
-// one read (64 KiB) per terminal, whatever the number of viewers. Output
-// items are shared, and each is JSON-escaped once for all viewers; a pull
-// packs whole items into one terminal/output message up to the viewer's
-// maxMessageBytes (UTF-16 size, escaping included) and only escapes itself
-// the part of an item that a message boundary cuts (never inside a UTF-8
-// sequence).
+// the following live output equals the whole stream, cell for cell. A
+// new viewer starts the same way. The emulator may lag the log when the
+// snapshot is taken, so a resumed viewer is already behind by that lag
+// before its first pull; it is granted that much on top of its allowance
+// until it has caught up with the output of that moment (else it would be
+// snapshotted again at once, and again). A viewer that keeps up receives
+// every byte in order; memory is bounded by the largest allowance plus
+// EmulatorBacklog plus one read (64 KiB) per terminal, whatever the number
+// of viewers. Output items are shared: the first viewer to read an item
+// escapes it straight into its message, and later readers copy the
+// escaped form it then shares; a pull packs whole items into one
+// terminal/output message up to the viewer's maxMessageBytes (UTF-16
+// size, escaping included) and escapes piecewise only the part of an item
+// that a message boundary cuts (never inside a UTF-8 sequence). Message
+// texts are built in two buffers per viewer that alternate (the
+// flow.Source contract allows it), not copied.
 //
 // Input is queued (bounded by Config.InputQueue, ErrInputFull beyond) to a
 // writer goroutine that writes it, and the query replies, to the PTY in
