@@ -149,3 +149,10 @@ func Diff(a, b *Emulator) []string {
 	}
 	return d
 }
+
+// StallEmulator stops the emulator (it waits for its lock) until the
+// returned function is called: the tests' way to make it lag the reader.
+func (t *Terminal) StallEmulator() (resume func()) {
+	t.emuMu.Lock()
+	return t.emuMu.Unlock
+}

@@ -51,7 +51,9 @@ func (f *filter) feed(p []byte, final bool) (string, []query) {
 	segStart := 0
 	seqStart := -1
 	var stBefore uint8
+	removed := false
 	remove := func(start, end int, q string, replacement string) {
+		removed = true
 		raw = append(raw, data[segStart:start]...)
 		raw = append(raw, replacement...)
 		f.segs = append(f.segs, len(raw))
@@ -59,11 +61,21 @@ func (f *filter) feed(p []byte, final bool) (string, []query) {
 		segStart = end
 	}
 	holdFrom := -1
+	escAt := -1 // the index of the next ESC at or after i, once looked up
 	for i := 0; i < len(data); {
 		if f.st == stGround && seqStart < 0 {
-			j := i
-			for j < len(data) && data[j] != 0x1b && data[j] != 0xc2 {
-				j++
+			// Skip to the next ESC or 0xC2 (the first byte of a C1
+			// control in UTF-8), with the library's vectorized search.
+			if escAt < i {
+				if escAt = bytes.IndexByte(data[i:], 0x1b); escAt < 0 {
+					escAt = len(data)
+				} else {
+					escAt += i
+				}
+			}
+			j := escAt
+			if k := bytes.IndexByte(data[i:escAt], 0xc2); k >= 0 {
+				j = i + k
 			}
 			if j == len(data) {
 				break
@@ -152,15 +164,21 @@ func (f *filter) feed(p []byte, final bool) (string, []query) {
 	if holdFrom < 0 && seqStart >= 0 && !final {
 		holdFrom = seqStart
 	}
+	end := len(data)
 	if holdFrom >= 0 {
-		raw = append(raw, data[segStart:holdFrom]...)
+		end = holdFrom
+	}
+	if !removed {
+		raw = data[:end] // nothing removed: no copy (f.raw keeps its buffer)
+	} else {
+		raw = append(raw, data[segStart:end]...)
+		f.raw = raw
+	}
+	if holdFrom >= 0 {
 		f.hold = append(f.hold[:0], data[holdFrom:]...)
 		f.holdSt = stBefore
 		f.st = stBefore
-	} else {
-		raw = append(raw, data[segStart:]...)
 	}
-	f.raw = raw
 
 	// UTF-8: each segment between removed queries is decoded on its own (a
 	// removed query interrupts a sequence, as it would in the terminal);
@@ -189,6 +207,9 @@ func (f *filter) feed(p []byte, final bool) (string, []query) {
 			f.u8 = append(f.u8, last[len(last)-t:]...)
 			last = last[:len(last)-t]
 		}
+	}
+	if len(out) == 0 && utf8.Valid(last) {
+		return string(last), qs // the common case: one copy
 	}
 	out = appendValidUTF8(out, last)
 	f.out = out

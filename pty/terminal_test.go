@@ -441,62 +441,84 @@ func TestDefaultShell(t *testing.T) {
 	}
 }
 
-// TestResnapshotGrace: a viewer that resumes from a snapshot while the
-// emulator lags (yes-style output keeps it EmulatorBacklog behind) is not
-// counted behind for output it could not have received yet: pulling
-// steadily after its snapshot, it gets live output, not a cascade of
-// snapshots. The log it keeps for that stays within its allowance plus
-// EmulatorBacklog.
+// methodOf returns the method of a serialized notification without decoding it.
+func methodOf(text string) string {
+	_, rest, _ := strings.Cut(text, `"method":"`)
+	m, _, _ := strings.Cut(rest, `"`)
+	return m
+}
+
+// TestResnapshotGrace: a viewer resumed from a snapshot while the emulator
+// lags the log by more than the viewer's allowance is not counted behind
+// for output it could not have received yet: pulling steadily after its
+// snapshot, it gets live output, not a second snapshot at once. The log
+// it keeps for that stays within its allowance plus EmulatorBacklog.
 func TestResnapshotGrace(t *testing.T) {
 	const (
-		backlog    = 64 << 10
-		window     = 4 << 10
-		emuBacklog = 512 << 10
+		backlog    = 512 << 10
+		maxMessage = 1 << 20
+		emuBacklog = 2 << 20
 		readSize   = 64 << 10
+		part1      = 1_088_895 // bytes of `seq 1 150000`, CRLF line ends
+		total      = 2_448_895 // and with `seq 150001 320000`
 	)
-	term := start(t, pty.Config{Command: sh("read x; yes | head -n 20000000"), ViewerBacklog: backlog, EmulatorBacklog: emuBacklog})
-	w := attach(t, term, window)
+	term := start(t, pty.Config{
+		Command:       sh("read x; seq 1 150000; read y; seq 150001 320000; read z"),
+		ViewerBacklog: backlog, EmulatorBacklog: emuBacklog,
+	})
+	w := attach(t, term, maxMessage)
 	untilReady(t, w)
-	if err := term.Input([]byte("\n"), nil); err != nil {
-		t.Fatal(err)
-	}
-	var maxRetained int64
-	checked := 0
-	for round := 0; round < 5 && term.State() != pty.StateExited; round++ {
-		// Fall behind (again).
-		dropped := w.v.Stats().BytesDropped
-		for w.v.Stats().BytesDropped == dropped {
-			maxRetained = max(maxRetained, term.Stats().Retained)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v, viewer %+v", what, term.Stats(), w.v.Stats())
+			}
 			time.Sleep(time.Millisecond)
-			if term.State() == pty.StateExited {
-				break
-			}
 		}
-		// Then pull steadily: one snapshot, then live output.
-		var methods []string
-		for len(methods) < 40 {
-			m, ok := w.pull(5 * time.Second)
-			if !ok || m.Method == "terminal/exit" {
-				break
-			}
-			methods = append(methods, m.Method)
-			maxRetained = max(maxRetained, term.Stats().Retained)
-		}
-		if len(methods) < 40 {
-			break // the flood ended
-		}
-		if methods[0] != "terminal/reset" {
-			t.Fatalf("round %d: after falling behind, first message %s", round, methods[0])
-		}
-		if k := slices.Index(methods[1:], "terminal/reset"); k >= 0 {
-			t.Fatalf("round %d: snapshotted again %d messages after the first snapshot, while pulling steadily: %v", round, k+1, methods)
-		}
-		checked++
 	}
-	if checked == 0 {
-		t.Fatal("the flood ended before the viewer fell behind and resumed once")
+	input := func(s string) {
+		if err := term.Input([]byte(s), nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if bound := int64(window + backlog + emuBacklog + readSize); maxRetained > bound {
+	// Part 1 while the emulator stands still; the viewer does not pull.
+	// Once the emulator has caught up, the viewer is 1 MB behind (more
+	// than its allowance) and has lost its queue.
+	resume := term.StallEmulator()
+	input("\n")
+	waitFor("part 1 not read", func() bool { return term.Stats().BytesRead >= part1 })
+	resume()
+	waitFor("the viewer did not overflow", func() bool {
+		return term.Stats().EmulatorLag == 0 && w.v.Stats().BytesDropped > 0
+	})
+	// Part 2 while the emulator stands still again, then the viewer
+	// pulls: its snapshot is 1.3 MB behind the newest output.
+	resume = term.StallEmulator()
+	input("\n")
+	waitFor("part 2 not read", func() bool { return term.Stats().BytesRead >= total })
+	maxRetained := term.Stats().Retained
+	resume()
+	var methods []string
+	for {
+		m, ok := w.pullRaw(500 * time.Millisecond)
+		if !ok {
+			if w.v.Stats().Queued > 0 {
+				t.Fatalf("the viewer stalled after %d messages", len(methods))
+			}
+			break // caught up: the command waits for input
+		}
+		methods = append(methods, methodOf(m.Text))
+		maxRetained = max(maxRetained, term.Stats().Retained)
+	}
+	if methods[0] != "terminal/reset" {
+		t.Fatalf("after falling behind, first message %s", methods[0])
+	}
+	if k := slices.Index(methods[1:], "terminal/reset"); k >= 0 {
+		t.Fatalf("snapshotted again %d messages after the first snapshot, while pulling steadily", k+1)
+	}
+	if bound := int64(backlog + emuBacklog + readSize); maxRetained > bound {
 		t.Fatalf("terminal retained %d bytes, bound %d", maxRetained, bound)
 	}
 }
