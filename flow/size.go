@@ -16,8 +16,12 @@ func UTF16Len(s string) int64 {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			// ASCII runs are the common case; count them without decoding.
+			// ASCII runs are the common case; count them without
+			// decoding, 8 bytes at a time.
 			j := i + 1
+			for j+8 <= len(s) && load64(s, j)&msb == 0 {
+				j += 8
+			}
 			for j < len(s) && s[j] < utf8.RuneSelf {
 				j++
 			}

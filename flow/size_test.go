@@ -33,6 +33,17 @@ var sizeCases = []string{
 	strings.Repeat("x", 100) + "😀",
 }
 
+// Runs of plain ASCII of every length around the 8-byte steps of the
+// word-at-a-time scans, ended by each kind of byte they stop at.
+func init() {
+	for k := 0; k <= 17; k++ {
+		run := strings.Repeat("x", k)
+		for _, stop := range []string{"日", "😀", "\xff", "\"", "\\", "\n", "\x00", "\x7f"} {
+			sizeCases = append(sizeCases, run+stop+run, stop+run, run+stop)
+		}
+	}
+}
+
 func TestUTF16Len(t *testing.T) {
 	for _, s := range sizeCases {
 		want := int64(2 * len(utf16.Encode([]rune(replaceInvalid(s)))))
