@@ -19,6 +19,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/daemon/webui"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/pty"
 )
 
 // Version is the daemon's version, set at link time.
@@ -100,7 +101,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	nt := opts.NewTerminal
 	if nt == nil {
-		nt = newPTYTerminal
+		// The daemon's terminals share its CPU: typing into one takes
+		// precedence over a flood in another (pty.Pacer).
+		pacer := &pty.Pacer{}
+		nt = func(spec TerminalSpec, backlog int64, log *slog.Logger) (Terminal, error) {
+			return newPTYTerminal(spec, backlog, log, pacer)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{

@@ -7,9 +7,9 @@ import (
 	"github.com/ahp-dev/ahpd/pty"
 )
 
-// newPTYTerminal is the default TerminalFactory: a real PTY with the
-// host's VT emulator (package pty).
-func newPTYTerminal(spec TerminalSpec, backlog int64, log *slog.Logger) (Terminal, error) {
+// newPTYTerminal is the default TerminalFactory (with the server's pacer):
+// a real PTY with the host's VT emulator (package pty).
+func newPTYTerminal(spec TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer) (Terminal, error) {
 	t, err := pty.Start(pty.Config{
 		Command:       spec.Command,
 		Env:           spec.Env,
@@ -23,6 +23,7 @@ func newPTYTerminal(spec TerminalSpec, backlog int64, log *slog.Logger) (Termina
 		// up to 384 KiB of UTF-8, plus one message) at once.
 		InputQueue: 4 << 20,
 		Logger:     log,
+		Pacer:      pacer,
 	})
 	if err != nil {
 		return nil, err

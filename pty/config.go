@@ -69,6 +69,10 @@ type Config struct {
 	KillTimeout time.Duration
 	// Logger receives lifecycle events. Default (nil): discard.
 	Logger *slog.Logger
+	// Pacer, when set and shared with other terminals, pauses this
+	// terminal's reader while it floods and another terminal is being
+	// typed into (see Pacer). Nil: never paused.
+	Pacer *Pacer
 }
 
 // withDefaults returns a copy of c with defaults applied.

@@ -271,6 +271,9 @@ func (t *Terminal) Close() error {
 		close(t.done)
 		t.wg.Wait()
 		t.emuTimer.Stop()
+		if t.cfg.Pacer != nil {
+			t.cfg.Pacer.forget(t)
+		}
 		t.mu.Lock()
 		for _, in := range t.inQ {
 			if in.done != nil {
@@ -406,6 +409,9 @@ func (t *Terminal) Input(data []byte, done func()) error {
 	case t.inBytes+len(data) > t.cfg.InputQueue:
 		t.mu.Unlock()
 		return ErrInputFull
+	}
+	if t.cfg.Pacer != nil {
+		t.cfg.Pacer.input(t)
 	}
 	if len(t.inQ) == 0 && !t.writing && !t.inBroken {
 		// Nothing queued or being written: try the write right here, once
@@ -550,6 +556,7 @@ func (t *Terminal) reader() {
 	}
 	var pending []func() // wake hooks held back
 	unwoken := 0         // bytes appended since the last wake-up
+	busy := 0            // reads in a row that found more output waiting
 	flush := func() {
 		t.wakeAll(pending)
 		clear(pending)
@@ -563,6 +570,7 @@ func (t *Terminal) reader() {
 			n, rerr = syscall.Read(int(fd), buf)
 			if rerr == syscall.EAGAIN {
 				flush() // nothing more for now: deliver what we have
+				busy = 0
 				return false
 			}
 			return true
@@ -575,6 +583,12 @@ func (t *Terminal) reader() {
 			pending = t.appendOutput(n, text, qs, pending)
 			if unwoken += n; unwoken >= wakeBatch {
 				flush()
+			}
+			if busy++; busy >= floodReads && t.cfg.Pacer != nil {
+				if d := t.cfg.Pacer.pause(t); d > 0 {
+					flush()
+					t.pauseFor(d)
+				}
 			}
 		}
 		if n == 0 && err == nil {
@@ -590,6 +604,16 @@ func (t *Terminal) reader() {
 	text, qs := f.feed(nil, true)
 	pending = t.appendOutput(0, text, qs, pending)
 	flush()
+}
+
+// pauseFor sleeps for d, or until Close starts.
+func (t *Terminal) pauseFor(d time.Duration) {
+	timer := time.NewTimer(d)
+	select {
+	case <-timer.C:
+	case <-t.closing:
+		timer.Stop()
+	}
 }
 
 // appendOutput appends output to the log and returns wake, extended with
