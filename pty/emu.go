@@ -67,9 +67,44 @@ type screen struct {
 	saved    savedCursor
 }
 
+// sbLine is one line of scrollback. A line of printable ASCII in the
+// default pen — most of what scrolls by — is kept as its bytes (plain), a
+// twelfth of its cells' size; any other line as its cells.
 type sbLine struct {
 	cells   []cell
+	plain   []byte
+	isPlain bool
 	wrapped bool
+}
+
+// line returns the cells of l: its own, or a plain line's decoded into
+// scratch (which it returns).
+func (l *sbLine) line(scratch []cell) []cell {
+	if !l.isPlain {
+		return l.cells
+	}
+	scratch = scratch[:0]
+	for _, c := range l.plain {
+		scratch = append(scratch, cell{ch: rune(c)})
+	}
+	return scratch
+}
+
+// set stores src in l, as bytes when it is plain.
+func (l *sbLine) set(src []cell, wrapped bool) {
+	l.wrapped = wrapped
+	plain := l.plain[:0]
+	for _, c := range src {
+		if c.fg != 0 || c.bg != 0 || c.ch < 0x20 || c.ch >= 0x7f {
+			l.isPlain = false
+			l.cells = append(l.cells[:0], src...)
+			return
+		}
+		plain = append(plain, byte(c.ch))
+	}
+	l.isPlain = true
+	l.plain = plain
+	l.cells = l.cells[:0]
 }
 
 // scrollback is a ring of at most max lines; slots are reused.
@@ -92,14 +127,12 @@ func (s *scrollback) pushUsed(src []cell, wrapped bool) {
 	if s.max <= 0 {
 		return
 	}
-	end := len(src)
 	if len(s.lines) < s.max {
-		s.lines = append(s.lines, sbLine{cells: append([]cell(nil), src[:end]...), wrapped: wrapped})
+		s.lines = append(s.lines, sbLine{})
+		s.lines[len(s.lines)-1].set(src, wrapped)
 		return
 	}
-	slot := &s.lines[s.head]
-	slot.cells = append(slot.cells[:0], src[:end]...)
-	slot.wrapped = wrapped
+	s.lines[s.head].set(src, wrapped)
 	if s.head++; s.head == len(s.lines) {
 		s.head = 0
 	}

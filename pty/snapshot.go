@@ -29,7 +29,8 @@ func (e *emulator) snapshot() string {
 		var wrapped bool
 		if i < n {
 			l := e.sb.at(i)
-			line, wrapped = l.cells, l.wrapped
+			w.scratch = l.line(w.scratch[:0])
+			line, wrapped = w.scratch, l.wrapped
 		} else {
 			line, wrapped = normal.lines[i-n], normal.wrapped[i-n]
 		}
@@ -182,11 +183,12 @@ func isBlankLine(l []cell) bool {
 func startsPrintable(c cell) bool { return c.ch > 0 }
 
 type snapWriter struct {
-	e      *emulator
-	b      []byte
-	fg, bg uint32  // pen of the viewer being rebuilt
-	cs     [4]byte // its designated charsets (0 = ASCII)
-	gl     int     // and which is invoked into GL
+	e       *emulator
+	b       []byte
+	scratch []cell  // a decoded scrollback line
+	fg, bg  uint32  // pen of the viewer being rebuilt
+	cs      [4]byte // its designated charsets (0 = ASCII)
+	gl      int     // and which is invoked into GL
 }
 
 func (w *snapWriter) str(s string) { w.b = append(w.b, s...) }
