@@ -7,15 +7,15 @@ import (
 
 // Pacer gives typing precedence over floods among the terminals that share
 // it (those of one daemon, which share its CPU). For Window after input to
-// one of them, the others' readers pause for Delay after each read once
-// their output has been flowing without a break for a while (a flood): a
-// flooding program then blocks on its full PTY, and the CPU that its
-// output would cost (reading, emulating, framing and sending it) goes to
-// the keystroke and its echo instead. The terminal typed into last is
-// never paused (Ctrl-C into a flood works as before), nor is output that
-// comes in bursts (a prompt, a screen redraw, an `ls`), and a flood alone,
-// with nobody typing elsewhere, runs at full speed. Viewers of a paused
-// terminal lose nothing: its output only arrives more slowly.
+// one of them, the others' readers pause for Delay after each read while
+// they flood (from more than 64 KiB read within 100 ms until a read finds
+// the PTY empty): a flooding program then blocks on its full PTY, and the
+// CPU that its output would cost (reading, emulating, framing and sending
+// it) goes to the keystroke and its echo instead. The terminal typed into
+// last is never paused (Ctrl-C into a flood works as before), nor is
+// output that comes in bursts (a prompt, a screen redraw, an `ls`), and a
+// flood alone, with nobody typing elsewhere, runs at full speed. Viewers
+// of a paused terminal lose nothing: its output only arrives more slowly.
 //
 // On a 2-core machine, `yes` in one terminal pushed the echo of a
 // keystroke in another past 10–50 ms (p99); see docs/benchmarks.md.
@@ -32,9 +32,12 @@ type Pacer struct {
 	who  atomic.Pointer[Terminal] // the terminal that received it
 }
 
-// floodReads is how many reads in a row, each finding more output waiting,
-// make a flood.
-const floodReads = 8
+// A terminal floods from when its reader has taken in more than floodBytes
+// within floodSpan until a read finds its PTY empty.
+const (
+	floodBytes = 64 << 10
+	floodSpan  = 100 * time.Millisecond
+)
 
 // epoch anchors the Pacer's monotonic times.
 var epoch = time.Now()

@@ -37,14 +37,14 @@ func TestPacerYieldsFloodToTyping(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	const d = 400 * time.Millisecond
+	const d = 600 * time.Millisecond
 	alone := readDuring(d, nil)
 	paced := readDuring(d, typed)
 	self := readDuring(d, flood)
 	t.Logf("flood read %d bytes alone, %d while another terminal is typed into, %d while typed into itself", alone, paced, self)
 	// One read of at most 4 KiB per pause, with slack for the reads
 	// before the flood is recognised.
-	if limit := int64(d/delay+1)*4096 + 64<<10; paced > limit {
+	if limit := int64(d/delay+1)*4096 + 128<<10; paced > limit {
 		t.Errorf("paced flood read %d bytes in %v, want at most %d", paced, d, limit)
 	}
 	if paced*3 > alone {

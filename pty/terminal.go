@@ -556,7 +556,11 @@ func (t *Terminal) reader() {
 	}
 	var pending []func() // wake hooks held back
 	unwoken := 0         // bytes appended since the last wake-up
-	busy := 0            // reads in a row that found more output waiting
+	// Flood detection (see Pacer): more than floodBytes read within
+	// floodSpan, until a read finds the PTY empty.
+	var spanStart time.Time
+	spanBytes := 0
+	flooding := false
 	flush := func() {
 		t.wakeAll(pending)
 		clear(pending)
@@ -570,7 +574,7 @@ func (t *Terminal) reader() {
 			n, rerr = syscall.Read(int(fd), buf)
 			if rerr == syscall.EAGAIN {
 				flush() // nothing more for now: deliver what we have
-				busy = 0
+				flooding = false
 				return false
 			}
 			return true
@@ -584,10 +588,18 @@ func (t *Terminal) reader() {
 			if unwoken += n; unwoken >= wakeBatch {
 				flush()
 			}
-			if busy++; busy >= floodReads && t.cfg.Pacer != nil {
-				if d := t.cfg.Pacer.pause(t); d > 0 {
-					flush()
-					t.pauseFor(d)
+			if t.cfg.Pacer != nil {
+				if now := time.Now(); now.Sub(spanStart) > floodSpan {
+					spanStart, spanBytes = now, 0
+				}
+				if spanBytes += n; spanBytes > floodBytes {
+					flooding = true
+				}
+				if flooding {
+					if d := t.cfg.Pacer.pause(t); d > 0 {
+						flush()
+						t.pauseFor(d)
+					}
 				}
 			}
 		}
