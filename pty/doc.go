@@ -13,7 +13,10 @@
 // stream log shared by every viewer and by the emulator. Only after EIO,
 // with every held byte flushed into the log, and after the process is
 // reaped is the exit published; a viewer receives terminal/exit once it has
-// pulled everything before it.
+// pulled everything before it. Viewers waiting for output are woken when
+// the PTY has nothing more to read at the moment (an echo goes out at once)
+// or every 32 KiB, not after every read. Terminals that share a Pacer (the
+// daemon's) give typing precedence over floods: see Pacer.
 //
 // The headless emulator consumes the same log asynchronously in its own
 // goroutine. It answers each removed query exactly once, at its point in
