@@ -65,17 +65,25 @@ func (f *filter) feed(p []byte, final bool) (string, []query) {
 	for i := 0; i < len(data); {
 		if f.st == stGround && seqStart < 0 {
 			// Skip to the next ESC or 0xC2 (the first byte of a C1
-			// control in UTF-8), with the library's vectorized search.
-			if escAt < i {
-				if escAt = bytes.IndexByte(data[i:], 0x1b); escAt < 0 {
-					escAt = len(data)
-				} else {
-					escAt += i
-				}
+			// control in UTF-8): a few bytes one by one (escape-dense
+			// output), then with the library's vectorized search.
+			j := i
+			for end := min(i+16, len(data)); j < end && data[j] != 0x1b && data[j] != 0xc2; {
+				j++
 			}
-			j := escAt
-			if k := bytes.IndexByte(data[i:escAt], 0xc2); k >= 0 {
-				j = i + k
+			if j == i+16 {
+				if escAt < j {
+					if escAt = bytes.IndexByte(data[j:], 0x1b); escAt < 0 {
+						escAt = len(data)
+					} else {
+						escAt += j
+					}
+				}
+				stop := escAt
+				if k := bytes.IndexByte(data[j:escAt], 0xc2); k >= 0 {
+					stop = j + k
+				}
+				j = stop
 			}
 			if j == len(data) {
 				break
