@@ -79,6 +79,9 @@ type Stats struct {
 	EmulatorLag int64  // output bytes read but not yet applied to the emulator
 	Replies     int64  // query replies written (or queued) to the PTY
 	RepliesLost int64  // query replies dropped because ReplyQueue was full
+	// Paced is the time the reader paused so that another terminal's
+	// typing went first (see Pacer).
+	Paced time.Duration
 }
 
 // Terminal is one process on a PTY, served to many viewers. See doc.go.
@@ -96,6 +99,8 @@ type Terminal struct {
 	exitDone   chan struct{} // closed after the exit status is published
 	wg         sync.WaitGroup
 	closeOnce  sync.Once
+
+	paced atomic.Int64 // nanoseconds the reader paused for the Pacer
 
 	emuWake  chan struct{} // reader → emulator: new items (cap 1)
 	emuTimer *time.Timer   // reader → emulator: a lazy wake-up (see emuLazy)
@@ -331,6 +336,7 @@ func (t *Terminal) Stats() Stats {
 		EmulatorLag: t.endPos - t.emuDonePos,
 		Replies:     t.replies,
 		RepliesLost: t.lostReply,
+		Paced:       time.Duration(t.paced.Load()),
 	}
 	if t.exited {
 		s.State = StateExited
@@ -556,11 +562,7 @@ func (t *Terminal) reader() {
 	}
 	var pending []func() // wake hooks held back
 	unwoken := 0         // bytes appended since the last wake-up
-	// Flood detection (see Pacer): more than floodBytes read within
-	// floodSpan, until a read finds the PTY empty.
-	var spanStart time.Time
-	spanBytes := 0
-	flooding := false
+	var pace pacing
 	flush := func() {
 		t.wakeAll(pending)
 		clear(pending)
@@ -574,7 +576,7 @@ func (t *Terminal) reader() {
 			n, rerr = syscall.Read(int(fd), buf)
 			if rerr == syscall.EAGAIN {
 				flush() // nothing more for now: deliver what we have
-				flooding = false
+				pace.flooding = false
 				return false
 			}
 			return true
@@ -588,19 +590,9 @@ func (t *Terminal) reader() {
 			if unwoken += n; unwoken >= wakeBatch {
 				flush()
 			}
-			if t.cfg.Pacer != nil {
-				if now := time.Now(); now.Sub(spanStart) > floodSpan {
-					spanStart, spanBytes = now, 0
-				}
-				if spanBytes += n; spanBytes > floodBytes {
-					flooding = true
-				}
-				if flooding {
-					if d := t.cfg.Pacer.pause(t); d > 0 {
-						flush()
-						t.pauseFor(d)
-					}
-				}
+			if d := pace.after(t, n); d > 0 {
+				flush()
+				t.pauseFor(d)
 			}
 		}
 		if n == 0 && err == nil {
@@ -616,6 +608,43 @@ func (t *Terminal) reader() {
 	text, qs := f.feed(nil, true)
 	pending = t.appendOutput(0, text, qs, pending)
 	flush()
+}
+
+// pacing is the reader's part of Pacer: flood detection (more than
+// floodBytes read within floodSpan, until a read finds the PTY empty) and
+// the pauses, logged when they start and stop.
+type pacing struct {
+	spanStart time.Time
+	spanBytes int
+	flooding  bool
+	paced     bool
+}
+
+// after accounts for a read of n bytes and returns how long to pause.
+func (p *pacing) after(t *Terminal, n int) time.Duration {
+	if t.cfg.Pacer == nil {
+		return 0
+	}
+	if now := time.Now(); now.Sub(p.spanStart) > floodSpan {
+		p.spanStart, p.spanBytes = now, 0
+	}
+	if p.spanBytes += n; p.spanBytes > floodBytes {
+		p.flooding = true
+	}
+	var d time.Duration
+	if p.flooding {
+		d = t.cfg.Pacer.pause(t)
+	}
+	if paced := d > 0; paced != p.paced {
+		p.paced = paced
+		if paced {
+			t.log.Debug("terminal output paced: it floods while another terminal is typed into", "pid", t.pid)
+		} else {
+			t.log.Debug("terminal output no longer paced", "pid", t.pid)
+		}
+	}
+	t.paced.Add(int64(d))
+	return d
 }
 
 // pauseFor sleeps for d, or until Close starts.
