@@ -77,8 +77,14 @@ func TestExitAfterAllOutput(t *testing.T) {
 }
 
 func TestExitSignal(t *testing.T) {
-	term := start(t, pty.Config{Command: sh("printf 'last words'; kill -9 $$")})
+	// The command waits for the viewer, so that its output is live, not
+	// part of the first snapshot.
+	term := start(t, pty.Config{Command: sh("stty -echo; read x; printf 'last words'; kill -9 $$")})
 	w := attach(t, term, 4096)
+	untilReady(t, w)
+	if err := term.Input([]byte("\n"), nil); err != nil {
+		t.Fatal(err)
+	}
 	ms := w.untilExit(10 * time.Second)
 	if got := liveText(ms); !strings.HasSuffix(got, "last words") {
 		t.Fatalf("output %q lacks the tail", got)
@@ -91,8 +97,12 @@ func TestExitSignal(t *testing.T) {
 func TestUTF8AcrossReadsAndInvalidBytes(t *testing.T) {
 	// The euro sign arrives split over two writes (and so two reads);
 	// \377 is invalid and must become U+FFFD.
-	term := start(t, pty.Config{Command: sh(`printf 'x\342\202'; sleep 0.3; printf '\254y\377z'`)})
+	term := start(t, pty.Config{Command: sh(`stty -echo; read x; printf 'x\342\202'; sleep 0.3; printf '\254y\377z'`)})
 	w := attach(t, term, 4096)
+	untilReady(t, w)
+	if err := term.Input([]byte("\n"), nil); err != nil {
+		t.Fatal(err)
+	}
 	got := liveText(w.untilExit(10 * time.Second))
 	if !strings.HasSuffix(got, "x€y\uFFFDz") {
 		t.Fatalf("got %q, want suffix %q", got, "x€y\uFFFDz")
@@ -113,10 +123,15 @@ func TestChunking(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, max := range []int64{1024, 1500, 64 << 10} {
-		term := start(t, pty.Config{Command: sh("stty raw; cat " + file)})
+		term := start(t, pty.Config{Command: sh("stty raw -echo; read x; cat " + file)})
 		w := attach(t, term, max)
+		untilReady(t, w)
+		if err := term.Input([]byte("\r"), nil); err != nil {
+			t.Fatal(err)
+		}
 		ms := w.untilExit(30 * time.Second)
-		if got := liveText(ms); got != content {
+		// The tty echoes the newline if it arrives before stty ran.
+		if got := strings.TrimPrefix(liveText(ms), "\r\n"); got != content {
 			t.Fatalf("max %d: output differs (%d vs %d bytes)", max, len(got), len(content))
 		}
 		// pull (via decode) already checked size, UTF-8 and JSON of each.
