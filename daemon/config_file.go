@@ -211,6 +211,11 @@ var configKeys = func() []configKey {
 			s.NoDefaultTerminal = !v
 			return err
 		}},
+		{name: "typingFirst", flag: "no-typing-first", set: func(s *settings, e configEntry) error {
+			v, err := parseBool(e)
+			s.NoTypingFirst = !v
+			return err
+		}},
 		{name: "logLevel", flag: "log-level", reload: true, set: setString(func(s *settings) *string { return &s.LogLevel }, "debug", "info", "warn", "error")},
 		{name: "logFormat", flag: "log-format", set: setString(func(s *settings) *string { return &s.LogFormat }, "auto", "text", "journal")},
 		{name: "shutdownTimeout", set: func(s *settings, e configEntry) error {
@@ -650,6 +655,7 @@ var flagSetters = map[string]func(dst, src *settings){
 	"websocket-compression": func(d, s *settings) { d.WebsocketCompression = s.WebsocketCompression },
 	"metrics-public":        func(d, s *settings) { d.MetricsPublic = s.MetricsPublic },
 	"no-default-terminal":   func(d, s *settings) { d.NoDefaultTerminal = s.NoDefaultTerminal },
+	"no-typing-first":       func(d, s *settings) { d.NoTypingFirst = s.NoTypingFirst },
 	"log-level":             func(d, s *settings) { d.LogLevel = s.LogLevel },
 	"log-format":            func(d, s *settings) { d.LogFormat = s.LogFormat },
 }
@@ -669,6 +675,7 @@ func restartOnlyChanges(a, b settings) []string {
 	add("websocketCompression", a.WebsocketCompression != b.WebsocketCompression)
 	add("metricsPublic", a.MetricsPublic != b.MetricsPublic)
 	add("defaultTerminal", a.NoDefaultTerminal != b.NoDefaultTerminal)
+	add("typingFirst", a.NoTypingFirst != b.NoTypingFirst)
 	add("logFormat", a.LogFormat != b.LogFormat)
 	add("shutdownTimeout", a.ShutdownTimeout != b.ShutdownTimeout)
 	add("ticketTTL", a.TicketTTL != b.TicketTTL)

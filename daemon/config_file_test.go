@@ -19,6 +19,7 @@ func TestParseConfigValues(t *testing.T) {
 		`websocketCompression = none`,
 		`metricsPublic = true`,
 		`defaultTerminal = false`,
+		`typingFirst = false`,
 		`logLevel = "debug"`,
 		`shutdownTimeout = "3s"`,
 		`ticketTTL = 1m`,
@@ -40,7 +41,7 @@ func TestParseConfigValues(t *testing.T) {
 	want := settings{
 		Config: Config{
 			Listen: "0.0.0.0:8080", StateDir: "/var/lib/ahpd/x#y", WebsocketCompression: "none",
-			MetricsPublic: true, NoDefaultTerminal: true, ShutdownTimeout: 3 * time.Second, TicketTTL: time.Minute,
+			MetricsPublic: true, NoDefaultTerminal: true, NoTypingFirst: true, ShutdownTimeout: 3 * time.Second, TicketTTL: time.Minute,
 			AllowedOrigins: []string{"a.example:443", "b.example:80"},
 		},
 		LogLevel: "debug", LogFormat: "auto",
@@ -53,8 +54,8 @@ func TestParseConfigValues(t *testing.T) {
 	if got := s; !reflect.DeepEqual(got, want) {
 		t.Fatalf("settings =\n%+v\nwant\n%+v", got, want)
 	}
-	if l := cf.line("maxOutputStall"); l != 13 {
-		t.Fatalf("line(maxOutputStall) = %d, want 13", l)
+	if l := cf.line("maxOutputStall"); l != 14 {
+		t.Fatalf("line(maxOutputStall) = %d, want 14", l)
 	}
 }
 

@@ -103,7 +103,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if nt == nil {
 		// The daemon's terminals share its CPU: typing into one takes
 		// precedence over a flood in another (pty.Pacer).
-		pacer := &pty.Pacer{}
+		var pacer *pty.Pacer
+		if !cfg.NoTypingFirst {
+			pacer = &pty.Pacer{}
+		}
 		nt = func(spec TerminalSpec, backlog int64, log *slog.Logger) (Terminal, error) {
 			return newPTYTerminal(spec, backlog, log, pacer)
 		}
