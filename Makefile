@@ -11,7 +11,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e test lint fuzz bench gen proto-tools proto-check clean install
+.PHONY: all build run web web-test e2e test lint fuzz bench bench-process gen proto-tools proto-check clean install
 
 all: build
 
@@ -59,6 +59,12 @@ test: lint web
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./flow/ ./pty/ ./daemon/
+
+# The daemon as deployed: bin/ahpd in its own process, measured from this
+# one against the raw PTY in the same run (throughput, CPU per MB, echo).
+bench-process:
+	$(GO) build -o bin/ ./cmd/ahpd
+	$(GO) run ./internal/ahpbench -ahpd bin/ahpd
 
 proto-tools:
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

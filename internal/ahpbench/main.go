@@ -1,0 +1,442 @@
+// Command ahpbench measures a real ahpd process the way it is deployed —
+// the daemon in its own process, the viewer in another (this one) — against
+// the raw PTY in the same run, and prints a table:
+//
+//   - throughput: `cat` of a 64 MiB text file to one viewer, as a ratio to
+//     reading the same PTY directly, and the daemon's CPU per MB (utime +
+//     stime from /proc);
+//   - keystroke echo p50/p99, idle and while a second subscription on the
+//     same connection floods (`yes`), against a raw PTY echo.
+//
+// Run it with `make bench-process` (which builds bin/ahpd first), or:
+//
+//	go build -o bin/ahpd ./cmd/ahpd && go run ./internal/ahpbench -ahpd bin/ahpd
+//
+// -procs N runs the daemon with GOMAXPROCS=N (default: its own default).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/flow"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+func main() {
+	bin := flag.String("ahpd", "bin/ahpd", "the ahpd binary to measure")
+	runs := flag.Int("runs", 3, "throughput runs (each one raw read and one through ahpd)")
+	samples := flag.Int("samples", 300, "keystrokes per echo measurement")
+	procs := flag.Int("procs", 0, "run the daemon with GOMAXPROCS set to this (0: the daemon's default)")
+	flag.Parse()
+	if err := run(*bin, *runs, *samples, *procs); err != nil {
+		fmt.Fprintln(os.Stderr, "ahpbench:", err)
+		os.Exit(1)
+	}
+}
+
+const fileSize = 64 << 20
+
+func run(bin string, runs, samples, procs int) error {
+	dir, err := os.MkdirTemp("", "ahpbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "data.txt")
+	if err := writeFile(file); err != nil {
+		return err
+	}
+	d, err := startDaemon(bin, dir, procs)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+
+	fmt.Printf("ahpbench: %s (GOMAXPROCS %s), %d runs\n\n", bin, map[bool]string{true: "default", false: strconv.Itoa(procs)}[procs == 0], runs)
+	fmt.Println("| run | raw PTY read | through ahpd | ratio | ahpd CPU | bytes lost |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	var ratios, cpus []float64
+	for i := 1; i <= runs; i++ {
+		raw, err := rawRead(file)
+		if err != nil {
+			return err
+		}
+		got, el, cpu, err := d.throughput(fmt.Sprintf("cat%d", i), file)
+		if err != nil {
+			return err
+		}
+		rawRate, rate := mbps(fileSize, raw), mbps(got, el)
+		msPerMB := float64(cpu.Milliseconds()) / (float64(fileSize) / 1e6)
+		ratios, cpus = append(ratios, rate/rawRate), append(cpus, msPerMB)
+		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.2f | %.1f ms/MB | %d |\n", i, rawRate, rate, rate/rawRate, msPerMB, max(0, fileSize-got))
+	}
+	fmt.Printf("\nmedian ratio %.2f, median ahpd CPU %.1f ms/MB\n\n", median(ratios), median(cpus))
+
+	raw, err := rawEcho(samples)
+	if err != nil {
+		return err
+	}
+	idle, flood, err := d.echo(samples)
+	if err != nil {
+		return err
+	}
+	fmt.Println("| echo | p50 | p99 | p99 / raw p99 |")
+	fmt.Println("|---|---:|---:|---:|")
+	for _, r := range []struct {
+		name string
+		d    []time.Duration
+	}{{"raw PTY", raw}, {"ahpd, idle", idle}, {"ahpd, neighbour flooding", flood}} {
+		fmt.Printf("| %s | %v | %v | %.2f |\n", r.name, pct(r.d, 50), pct(r.d, 99), float64(pct(r.d, 99))/float64(pct(raw, 99)))
+	}
+	return nil
+}
+
+func writeFile(path string) error {
+	line := []byte(strings.Repeat("the quick brown fox jumps over the lazy dog 0123456789 ", 2) + "\n")
+	buf := make([]byte, 0, fileSize)
+	for len(buf)+len(line) <= fileSize {
+		buf = append(buf, line...)
+	}
+	buf = append(buf, strings.Repeat("x", fileSize-len(buf))...)
+	return os.WriteFile(path, buf, 0o600)
+}
+
+func mbps(n int64, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e6 }
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100].Round(time.Microsecond)
+}
+
+// rawRead runs `cat path` on a PTY and reads it to the end.
+func rawRead(path string) (time.Duration, error) {
+	cmd := exec.Command("cat", path)
+	start := time.Now()
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { f.Close(); _ = cmd.Wait() }()
+	buf := make([]byte, 64<<10)
+	var n int64
+	for {
+		k, err := f.Read(buf)
+		n += int64(k)
+		if err != nil {
+			break
+		}
+	}
+	if n < fileSize {
+		return 0, fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
+	}
+	return time.Since(start), nil
+}
+
+// rawEcho times keystrokes on a raw PTY running `cat`.
+func rawEcho(n int) ([]time.Duration, error) {
+	cmd := exec.Command("/bin/sh", "-c", "stty raw -echo; exec cat")
+	f, err := pty.Start(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { f.Close(); _ = cmd.Wait() }()
+	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
+	out := make([]time.Duration, 0, n)
+	buf := make([]byte, 64)
+	for range n {
+		t := time.Now()
+		if _, err := f.Write([]byte{'x'}); err != nil {
+			return nil, err
+		}
+		if _, err := io.ReadAtLeast(f, buf, 1); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(t))
+	}
+	return out, nil
+}
+
+// daemon is a running ahpd.
+type daemon struct {
+	cmd   *exec.Cmd
+	url   string
+	token string
+	ctl   *grpc.ClientConn
+	terms ahpv1.TerminalServiceClient
+}
+
+func startDaemon(bin, dir string, procs int) (*daemon, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "control.sock")
+	cmd := exec.Command(bin, "--listen", addr, "--state-dir", state, "--control", sock,
+		"--no-default-terminal", "--websocket-compression", "none", "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Env = os.Environ()
+	if procs > 0 {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(procs))
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	d := &daemon{cmd: cmd, url: "ws://" + addr + "/v1/ws"}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tok, err := os.ReadFile(filepath.Join(state, "admin.token"))
+		_, serr := os.Stat(sock)
+		if err == nil && serr == nil && len(tok) > 0 {
+			d.token = strings.TrimSpace(string(tok))
+			break
+		}
+		if time.Now().After(deadline) {
+			d.stop()
+			return nil, errors.New("ahpd did not start within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.ctl, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		d.stop()
+		return nil, err
+	}
+	d.terms = ahpv1.NewTerminalServiceClient(d.ctl)
+	return d, nil
+}
+
+func (d *daemon) stop() {
+	if d.ctl != nil {
+		d.ctl.Close()
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// cpu returns the daemon's user+system CPU time so far.
+func (d *daemon) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which may hold spaces) in parentheses.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ is 100 on Linux
+}
+
+func (d *daemon) terminal(ctx context.Context, id string, script string) (string, error) {
+	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: id, Command: "/bin/sh", Args: []string{"-c", script}})
+	if err != nil {
+		return "", err
+	}
+	return r.GetChannel().GetUri(), nil
+}
+
+func (d *daemon) dial(ctx context.Context) (*client.Conn, error) {
+	c, _, err := client.Dial(ctx, d.url, client.Options{Token: d.token})
+	return c, err
+}
+
+var input = func(s string) string {
+	return string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": s}))
+}
+
+// throughput starts `cat path` in a new terminal and reads it through one
+// subscription, releasing every message at once; it returns the output
+// bytes received, the time and the daemon's CPU.
+func (d *daemon) throughput(id, path string) (int64, time.Duration, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	uri, err := d.terminal(ctx, id, "read x; cat "+path+"; echo; echo BENCH-END; read y")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	c, err := d.dial(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(ctx, uri, &flow.ReceiveLimits{WindowBytes: 8 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := untilReady(ctx, sub); err != nil {
+		return 0, 0, 0, err
+	}
+	cpu0, err := d.cpu()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	start := time.Now()
+	if err := sub.Send(ctx, input("\r")); err != nil {
+		return 0, 0, 0, err
+	}
+	var n int64
+	var data []byte
+	tail := ""
+	for !strings.Contains(tail, "BENCH-END") {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if m.Method == "terminal/output" {
+			if data, err = m.AppendTerminalData(data[:0]); err != nil {
+				return 0, 0, 0, err
+			}
+			n += int64(len(data))
+			tail += string(data[max(0, len(data)-32):])
+			tail = tail[max(0, len(tail)-64):]
+		}
+		if err := sub.Release(ctx, m); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	el := time.Since(start)
+	cpu1, err := d.cpu()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	// Output after the file: the newline we sent echoed, "\r\n" and the
+	// marker line.
+	return min(n, fileSize), el, cpu1 - cpu0, nil
+}
+
+func untilReady(ctx context.Context, sub *client.Sub) error {
+	for {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if err := sub.Release(ctx, m); err != nil {
+			return err
+		}
+		if m.Method == "channel/ready" {
+			return nil
+		}
+	}
+}
+
+// echo times keystrokes through ahpd, idle and while a second
+// subscription on the same connection floods.
+func (d *daemon) echo(n int) (idle, flood []time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	echoURI, err := d.terminal(ctx, "echo", "stty raw -echo; exec cat")
+	if err != nil {
+		return nil, nil, err
+	}
+	floodURI, err := d.terminal(ctx, "flood", "read x; exec yes")
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := d.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(ctx, echoURI, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := untilReady(ctx, sub); err != nil {
+		return nil, nil, err
+	}
+	if idle, err = keystrokes(ctx, sub, n); err != nil {
+		return nil, nil, err
+	}
+	fsub, err := c.Subscribe(ctx, floodURI, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	fctx, stop := context.WithCancel(ctx)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for {
+			m, err := fsub.Next(fctx)
+			if err != nil {
+				return
+			}
+			_ = fsub.Release(fctx, m)
+		}
+	}()
+	defer func() { stop(); <-drained }()
+	if err := fsub.Send(ctx, input("\r")); err != nil {
+		return nil, nil, err
+	}
+	time.Sleep(200 * time.Millisecond) // let the flood reach full speed
+	flood, err = keystrokes(ctx, sub, n)
+	return idle, flood, err
+}
+
+func keystrokes(ctx context.Context, sub *client.Sub, n int) ([]time.Duration, error) {
+	time.Sleep(100 * time.Millisecond) // let anything pending arrive, then drop it
+	for sub.Queued() > 0 {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		_ = sub.Release(ctx, m)
+	}
+	key := input("x")
+	out := make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		if err := sub.Send(ctx, key); err != nil {
+			return nil, err
+		}
+		for {
+			m, err := sub.Next(ctx)
+			if err != nil {
+				return nil, err
+			}
+			echoed := m.Method == "terminal/output" && strings.Contains(string(m.Params), "x")
+			if echoed {
+				out = append(out, time.Since(t))
+			}
+			if err := sub.Release(ctx, m); err != nil {
+				return nil, err
+			}
+			if echoed {
+				break
+			}
+		}
+	}
+	return out, nil
+}
