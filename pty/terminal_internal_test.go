@@ -3,6 +3,7 @@ package pty
 import (
 	"bytes"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,5 +55,68 @@ func TestEmulatorBacklogBound(t *testing.T) {
 	case <-term.exitDone:
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit after the emulator resumed")
+	}
+}
+
+// TestViewerIdleBuffers: a viewer that sent large messages keeps no
+// message buffer larger than idleBuf once it has nothing to send.
+func TestViewerIdleBuffers(t *testing.T) {
+	term, err := Start(Config{Command: []string{"/bin/sh", "-c", "stty raw -echo; read x; head -c 3000000 /dev/zero | tr '\\0' a; read y"}, ViewerBacklog: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	wake := make(chan struct{}, 1)
+	v := term.Attach(func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	defer v.Close()
+	// Take the initial snapshot first, so that what follows is live.
+	for {
+		m, ok := v.Pull(true, 1<<20)
+		if ok && m.Text == readyMsg {
+			break
+		}
+		if !ok {
+			<-wake
+		}
+	}
+	if err := term.Input([]byte("\r"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Let the output pile up, so that messages are large.
+	for term.Stats().BytesRead < 3000000 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	largest, got := 0, 0
+	deadline := time.After(20 * time.Second)
+	for got < 3000000 {
+		m, ok := v.Pull(true, 1<<20)
+		if !ok {
+			select {
+			case <-wake:
+			case <-deadline:
+				t.Fatalf("got %d of 3000000 bytes", got)
+			}
+			continue
+		}
+		if strings.HasPrefix(m.Text, outPrefix) {
+			got += strings.Count(m.Text[len(outPrefix):len(m.Text)-len(outSuffix)], "a")
+		}
+		largest = max(largest, cap(v.bufs[v.cur]))
+	}
+	if largest <= idleBuf {
+		t.Fatalf("the largest message buffer was %d bytes; the test needs messages above %d", largest, idleBuf)
+	}
+	if _, ok := v.Pull(true, 1<<20); ok {
+		t.Fatal("more output than the command wrote")
+	}
+	for i, b := range v.bufs {
+		if cap(b) > idleBuf {
+			t.Fatalf("idle viewer keeps a %d-byte buffer %d (bound %d)", cap(b), i, idleBuf)
+		}
 	}
 }

@@ -157,6 +157,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		if !dataAllowed {
 			v.waiting = true
 			t.mu.Unlock()
+			v.idle()
 			return flow.Message{}, false
 		}
 		t.mu.Unlock()
@@ -182,11 +183,13 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		}
 		v.waiting = true
 		t.mu.Unlock()
+		v.idle()
 		return flow.Message{}, false
 	}
 	if !dataAllowed {
 		v.waiting = true
 		t.mu.Unlock()
+		v.idle()
 		return flow.Message{}, false
 	}
 	refs := v.refs[:0]
@@ -226,6 +229,21 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 func (v *Viewer) nextBuf() []byte {
 	v.cur ^= 1
 	return v.bufs[v.cur][:0]
+}
+
+// idleBuf is the largest message buffer a viewer keeps while it has
+// nothing to send: a viewer that negotiated large messages does not hold
+// two of them while idle.
+const idleBuf = 64 << 10
+
+// idle drops large message buffers; Pull was called, so the Sender is done
+// with the last text.
+func (v *Viewer) idle() {
+	for i, b := range v.bufs {
+		if cap(b) > idleBuf {
+			v.bufs[i] = nil
+		}
+	}
 }
 
 // setBuf keeps b as the current buffer and returns its bytes as the text.
