@@ -3,20 +3,15 @@ package daemon_test
 import (
 	"context"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/termbench"
 )
 
 // Benchmarks compare the daemon with the raw PTY measured in the same run
@@ -28,38 +23,10 @@ const benchFileSize = 64 << 20
 func benchFile(b *testing.B) string {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "data.txt")
-	line := []byte(strings.Repeat("the quick brown fox jumps over the lazy dog 0123456789 ", 2) + "\n")
-	buf := make([]byte, 0, benchFileSize)
-	for len(buf)+len(line) <= benchFileSize {
-		buf = append(buf, line...)
-	}
-	if err := os.WriteFile(path, buf, 0o600); err != nil {
+	if err := termbench.WriteTextFile(path, benchFileSize); err != nil {
 		b.Fatal(err)
 	}
 	return path
-}
-
-// rawPTYRead runs `cat path` on a PTY and reads it to the end.
-func rawPTYRead(b *testing.B, path string) (int64, time.Duration) {
-	cmd := exec.Command("cat", path)
-	start := time.Now()
-	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
-	if err != nil {
-		b.Fatal(err)
-	}
-	buf := make([]byte, 64<<10)
-	var n int64
-	for {
-		k, err := f.Read(buf)
-		n += int64(k)
-		if err != nil {
-			break
-		}
-	}
-	d := time.Since(start)
-	f.Close()
-	_ = cmd.Wait()
-	return n, d
 }
 
 // countingViewer reads a subscription, releasing as it goes, until the
@@ -89,22 +56,6 @@ func drainUntil(ctx context.Context, sub *client.Sub, marker string) (int64, err
 	}
 }
 
-// skipToReady consumes the initial snapshot.
-func skipToReady(ctx context.Context, sub *client.Sub) error {
-	for {
-		m, err := sub.Next(ctx)
-		if err != nil {
-			return err
-		}
-		if err := sub.Release(ctx, m); err != nil {
-			return err
-		}
-		if m.Method == "channel/ready" {
-			return nil
-		}
-	}
-}
-
 var bigWindow = &flow.ReceiveLimits{WindowBytes: 8 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20}
 
 func benchThroughput(b *testing.B, viewers int) { benchThroughputWith(b, viewers, false) }
@@ -114,7 +65,10 @@ func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 	var rawRate, ahpRate float64
 	var cpu time.Duration
 	for i := 0; i < b.N; i++ {
-		n, rawD := rawPTYRead(b, path)
+		n, rawD, err := termbench.RawPTYRead(path)
+		if err != nil {
+			b.Fatal(err)
+		}
 		rawRate += float64(n) / rawD.Seconds()
 
 		h := startBench(b)
@@ -132,7 +86,7 @@ func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 			if subs[v], err = c.Subscribe(context.Background(), ch.URI, bigWindow); err != nil {
 				b.Fatal(err)
 			}
-			if err := skipToReady(context.Background(), subs[v]); err != nil {
+			if err := termbench.UntilReady(context.Background(), subs[v]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -150,9 +104,9 @@ func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		var wg sync.WaitGroup
 		got := make([]int64, viewers)
-		cpu0 := cpuTime()
+		cpu0 := termbench.CPUTime()
 		startT := time.Now()
-		if err := subs[0].Send(ctx, string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "\r"}))); err != nil {
+		if err := subs[0].Send(ctx, termbench.Input("\r")); err != nil {
 			b.Fatal(err)
 		}
 		for v := range subs {
@@ -166,7 +120,7 @@ func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 		}
 		wg.Wait()
 		d := time.Since(startT)
-		cpu += cpuTime() - cpu0
+		cpu += termbench.CPUTime() - cpu0
 		cancel()
 		var total int64
 		for _, g := range got {
@@ -189,13 +143,6 @@ func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N)/(benchFileSize/1e6), "cpu-ms/MB-with-client")
 }
 
-// cpuTime returns the user+system CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
-}
-
 func BenchmarkTerminalThroughput1Viewer(b *testing.B)  { benchThroughput(b, 1) }
 func BenchmarkTerminalThroughput8Viewers(b *testing.B) { benchThroughput(b, 8) }
 
@@ -208,7 +155,10 @@ func BenchmarkTerminalThroughputStalledNeighbour(b *testing.B) { benchThroughput
 // a neighbour subscription on the same connection floods.
 func BenchmarkEchoLatency(b *testing.B) {
 	const samples = 300
-	raw := rawEcho(b, samples)
+	raw, err := termbench.RawPTYEcho(samples)
+	if err != nil {
+		b.Fatal(err)
+	}
 	h := startBench(b)
 	defer h.stop()
 	ch, err := h.srv.CreateTerminal(shellSpec("echo", "/bin/sh", "-c", "stty raw -echo; exec cat"))
@@ -228,10 +178,10 @@ func BenchmarkEchoLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := skipToReady(context.Background(), sub); err != nil {
+	if err := termbench.UntilReady(context.Background(), sub); err != nil {
 		b.Fatal(err)
 	}
-	idle := ahpEcho(b, sub, samples)
+	idle := keystrokes(b, sub, samples)
 	fsub, err := c.Subscribe(context.Background(), flood.URI, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -239,9 +189,9 @@ func BenchmarkEchoLatency(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = drainUntil(ctx, fsub, "\x00never") })
-	_ = fsub.Send(ctx, string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "\r"})))
+	_ = fsub.Send(ctx, termbench.Input("\r"))
 	time.Sleep(200 * time.Millisecond) // let the flood reach full speed
-	busy := ahpEcho(b, sub, samples)
+	busy := keystrokes(b, sub, samples)
 	cancel()
 	wg.Wait()
 	b.ReportMetric(pct(raw, 50), "raw-p50-µs")
@@ -253,66 +203,19 @@ func BenchmarkEchoLatency(b *testing.B) {
 	b.ReportMetric(pct(idle, 99)/pct(raw, 99), "idle-p99-ratio")
 }
 
+// pct is the p-th percentile of d in µs.
 func pct(d []time.Duration, p int) float64 {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return float64(s[(len(s)-1)*p/100].Microseconds())
+	return float64(termbench.Percentile(d, p).Microseconds())
 }
 
-func rawEcho(b *testing.B, n int) []time.Duration {
-	cmd := exec.Command("/bin/sh", "-c", "stty raw -echo; exec cat")
-	f, err := pty.Start(cmd)
+func keystrokes(b *testing.B, sub *client.Sub, n int) []time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := termbench.Keystrokes(ctx, sub, n)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { f.Close(); _ = cmd.Wait() }()
-	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
-	out := make([]time.Duration, 0, n)
-	buf := make([]byte, 64)
-	for i := 0; i < n; i++ {
-		t := time.Now()
-		if _, err := f.Write([]byte{'x'}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadAtLeast(f, buf, 1); err != nil {
-			b.Fatal(err)
-		}
-		out = append(out, time.Since(t))
-	}
-	return out
-}
-
-func ahpEcho(b *testing.B, sub *client.Sub, n int) []time.Duration {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	time.Sleep(100 * time.Millisecond) // let anything pending arrive, then drop it
-	for sub.Queued() > 0 {
-		m, _ := sub.Next(ctx)
-		_ = sub.Release(ctx, m)
-	}
-	input := string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "x"}))
-	out := make([]time.Duration, 0, n)
-	for i := 0; i < n; i++ {
-		t := time.Now()
-		if err := sub.Send(ctx, input); err != nil {
-			b.Fatal(err)
-		}
-		for {
-			m, err := sub.Next(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			echoed := m.Method == "terminal/output" && strings.Contains(string(m.Params), "x")
-			if echoed {
-				out = append(out, time.Since(t)) // seen; crediting it is not part of the echo
-			}
-			_ = sub.Release(ctx, m)
-			if echoed {
-				break
-			}
-		}
-	}
-	return out
+	return d
 }
 
 // benchHarness is a daemon for benchmarks.

@@ -11,6 +11,7 @@ import (
 
 	cpty "github.com/creack/pty"
 
+	"github.com/ahp-dev/ahpd/internal/termbench"
 	"github.com/ahp-dev/ahpd/pty"
 )
 
@@ -108,12 +109,12 @@ func throughViewers(b *testing.B, n, k int) time.Duration {
 // same flood through a Terminal to one viewer, in the same run.
 func BenchmarkEndToEnd(b *testing.B) {
 	for b.Loop() {
-		rawCPU := cpuTime()
+		rawCPU := termbench.CPUTime()
 		raw := rawPTY(b, benchBytes)
-		rawCPU = cpuTime() - rawCPU
-		e2eCPU := cpuTime()
+		rawCPU = termbench.CPUTime() - rawCPU
+		e2eCPU := termbench.CPUTime()
 		e2e := throughViewers(b, benchBytes, 1)
-		e2eCPU = cpuTime() - e2eCPU
+		e2eCPU = termbench.CPUTime() - e2eCPU
 		b.ReportMetric(float64(benchBytes)/raw.Seconds()/1e6, "raw-MB/s")
 		b.ReportMetric(float64(benchBytes)/e2e.Seconds()/1e6, "e2e-MB/s")
 		b.ReportMetric(raw.Seconds()/e2e.Seconds(), "ratio")
@@ -123,13 +124,6 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.ReportMetric(float64(rawCPU.Milliseconds())/(benchBytes/1e6), "raw-cpu-ms/MB")
 		b.ReportMetric(float64(e2eCPU.Milliseconds())/(benchBytes/1e6), "e2e-cpu-ms/MB")
 	}
-}
-
-// cpuTime returns the user+system CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 }
 
 // BenchmarkFanOut8 is BenchmarkEndToEnd with 8 viewers.

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -31,12 +30,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/termbench"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -61,7 +60,7 @@ func run(bin string, runs, samples, procs int) error {
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "data.txt")
-	if err := writeFile(file); err != nil {
+	if err := termbench.WriteTextFile(file, fileSize); err != nil {
 		return err
 	}
 	d, err := startDaemon(bin, dir, procs)
@@ -75,9 +74,12 @@ func run(bin string, runs, samples, procs int) error {
 	fmt.Println("|---|---:|---:|---:|---:|---:|")
 	var ratios, cpus []float64
 	for i := 1; i <= runs; i++ {
-		raw, err := rawRead(file)
+		n, raw, err := termbench.RawPTYRead(file)
 		if err != nil {
 			return err
+		}
+		if n < fileSize {
+			return fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
 		}
 		got, el, cpu, err := d.throughput(fmt.Sprintf("cat%d", i), file)
 		if err != nil {
@@ -90,7 +92,7 @@ func run(bin string, runs, samples, procs int) error {
 	}
 	fmt.Printf("\nmedian ratio %.2f, median ahpd CPU %.1f ms/MB\n\n", median(ratios), median(cpus))
 
-	raw, err := rawEcho(samples)
+	raw, err := termbench.RawPTYEcho(samples)
 	if err != nil {
 		return err
 	}
@@ -104,19 +106,10 @@ func run(bin string, runs, samples, procs int) error {
 		name string
 		d    []time.Duration
 	}{{"raw PTY", raw}, {"ahpd, idle", idle}, {"ahpd, neighbour flooding", flood}} {
-		fmt.Printf("| %s | %v | %v | %.2f |\n", r.name, pct(r.d, 50), pct(r.d, 99), float64(pct(r.d, 99))/float64(pct(raw, 99)))
+		p50, p99 := termbench.Percentile(r.d, 50), termbench.Percentile(r.d, 99)
+		fmt.Printf("| %s | %v | %v | %.2f |\n", r.name, p50.Round(time.Microsecond), p99.Round(time.Microsecond), float64(p99)/float64(termbench.Percentile(raw, 99)))
 	}
 	return nil
-}
-
-func writeFile(path string) error {
-	line := []byte(strings.Repeat("the quick brown fox jumps over the lazy dog 0123456789 ", 2) + "\n")
-	buf := make([]byte, 0, fileSize)
-	for len(buf)+len(line) <= fileSize {
-		buf = append(buf, line...)
-	}
-	buf = append(buf, strings.Repeat("x", fileSize-len(buf))...)
-	return os.WriteFile(path, buf, 0o600)
 }
 
 func mbps(n int64, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e6 }
@@ -125,60 +118,6 @@ func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[(len(s)-1)*p/100].Round(time.Microsecond)
-}
-
-// rawRead runs `cat path` on a PTY and reads it to the end.
-func rawRead(path string) (time.Duration, error) {
-	cmd := exec.Command("cat", path)
-	start := time.Now()
-	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
-	if err != nil {
-		return 0, err
-	}
-	defer func() { f.Close(); _ = cmd.Wait() }()
-	buf := make([]byte, 64<<10)
-	var n int64
-	for {
-		k, err := f.Read(buf)
-		n += int64(k)
-		if err != nil {
-			break
-		}
-	}
-	if n < fileSize {
-		return 0, fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
-	}
-	return time.Since(start), nil
-}
-
-// rawEcho times keystrokes on a raw PTY running `cat`.
-func rawEcho(n int) ([]time.Duration, error) {
-	cmd := exec.Command("/bin/sh", "-c", "stty raw -echo; exec cat")
-	f, err := pty.Start(cmd)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { f.Close(); _ = cmd.Wait() }()
-	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
-	out := make([]time.Duration, 0, n)
-	buf := make([]byte, 64)
-	for range n {
-		t := time.Now()
-		if _, err := f.Write([]byte{'x'}); err != nil {
-			return nil, err
-		}
-		if _, err := io.ReadAtLeast(f, buf, 1); err != nil {
-			return nil, err
-		}
-		out = append(out, time.Since(t))
-	}
-	return out, nil
 }
 
 // daemon is a running ahpd.
@@ -273,10 +212,6 @@ func (d *daemon) dial(ctx context.Context) (*client.Conn, error) {
 	return c, err
 }
 
-var input = func(s string) string {
-	return string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": s}))
-}
-
 // throughput starts `cat path` in a new terminal and reads it through one
 // subscription, releasing every message at once; it returns the output
 // bytes received, the time and the daemon's CPU.
@@ -296,7 +231,7 @@ func (d *daemon) throughput(id, path string) (int64, time.Duration, time.Duratio
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	if err := untilReady(ctx, sub); err != nil {
+	if err := termbench.UntilReady(ctx, sub); err != nil {
 		return 0, 0, 0, err
 	}
 	cpu0, err := d.cpu()
@@ -304,7 +239,7 @@ func (d *daemon) throughput(id, path string) (int64, time.Duration, time.Duratio
 		return 0, 0, 0, err
 	}
 	start := time.Now()
-	if err := sub.Send(ctx, input("\r")); err != nil {
+	if err := sub.Send(ctx, termbench.Input("\r")); err != nil {
 		return 0, 0, 0, err
 	}
 	var n int64
@@ -337,21 +272,6 @@ func (d *daemon) throughput(id, path string) (int64, time.Duration, time.Duratio
 	return min(n, fileSize), el, cpu1 - cpu0, nil
 }
 
-func untilReady(ctx context.Context, sub *client.Sub) error {
-	for {
-		m, err := sub.Next(ctx)
-		if err != nil {
-			return err
-		}
-		if err := sub.Release(ctx, m); err != nil {
-			return err
-		}
-		if m.Method == "channel/ready" {
-			return nil
-		}
-	}
-}
-
 // echo times keystrokes through ahpd, idle and while a second
 // subscription on the same connection floods.
 func (d *daemon) echo(n int) (idle, flood []time.Duration, err error) {
@@ -374,10 +294,10 @@ func (d *daemon) echo(n int) (idle, flood []time.Duration, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := untilReady(ctx, sub); err != nil {
+	if err := termbench.UntilReady(ctx, sub); err != nil {
 		return nil, nil, err
 	}
-	if idle, err = keystrokes(ctx, sub, n); err != nil {
+	if idle, err = termbench.Keystrokes(ctx, sub, n); err != nil {
 		return nil, nil, err
 	}
 	fsub, err := c.Subscribe(ctx, floodURI, nil)
@@ -397,46 +317,10 @@ func (d *daemon) echo(n int) (idle, flood []time.Duration, err error) {
 		}
 	}()
 	defer func() { stop(); <-drained }()
-	if err := fsub.Send(ctx, input("\r")); err != nil {
+	if err := fsub.Send(ctx, termbench.Input("\r")); err != nil {
 		return nil, nil, err
 	}
 	time.Sleep(200 * time.Millisecond) // let the flood reach full speed
-	flood, err = keystrokes(ctx, sub, n)
+	flood, err = termbench.Keystrokes(ctx, sub, n)
 	return idle, flood, err
-}
-
-func keystrokes(ctx context.Context, sub *client.Sub, n int) ([]time.Duration, error) {
-	time.Sleep(100 * time.Millisecond) // let anything pending arrive, then drop it
-	for sub.Queued() > 0 {
-		m, err := sub.Next(ctx)
-		if err != nil {
-			return nil, err
-		}
-		_ = sub.Release(ctx, m)
-	}
-	key := input("x")
-	out := make([]time.Duration, 0, n)
-	for range n {
-		t := time.Now()
-		if err := sub.Send(ctx, key); err != nil {
-			return nil, err
-		}
-		for {
-			m, err := sub.Next(ctx)
-			if err != nil {
-				return nil, err
-			}
-			echoed := m.Method == "terminal/output" && strings.Contains(string(m.Params), "x")
-			if echoed {
-				out = append(out, time.Since(t))
-			}
-			if err := sub.Release(ctx, m); err != nil {
-				return nil, err
-			}
-			if echoed {
-				break
-			}
-		}
-	}
-	return out, nil
 }

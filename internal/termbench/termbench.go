@@ -1,0 +1,156 @@
+// Package termbench holds what the terminal benchmarks share: the raw PTY
+// baselines they compare against, the viewer side of an echo measurement,
+// and the process's CPU time. Used by the go test benchmarks of pty/ and
+// daemon/ and by internal/ahpbench.
+package termbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+)
+
+// WriteTextFile writes size bytes of 110-character text lines to path.
+func WriteTextFile(path string, size int) error {
+	line := []byte(strings.Repeat("the quick brown fox jumps over the lazy dog 0123456789 ", 2) + "\n")
+	buf := make([]byte, 0, size)
+	for len(buf)+len(line) <= size {
+		buf = append(buf, line...)
+	}
+	buf = append(buf, strings.Repeat("x", size-len(buf))...)
+	return os.WriteFile(path, buf, 0o600)
+}
+
+// RawPTYRead runs `cat path` on a PTY and reads it to the end: the
+// throughput baseline. It returns the bytes read and the time taken.
+func RawPTYRead(path string) (int64, time.Duration, error) {
+	cmd := exec.Command("cat", path)
+	start := time.Now()
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { f.Close(); _ = cmd.Wait() }()
+	buf := make([]byte, 64<<10)
+	var n int64
+	for {
+		k, err := f.Read(buf)
+		n += int64(k)
+		if err != nil {
+			break
+		}
+	}
+	return n, time.Since(start), nil
+}
+
+// RawPTYEcho times n keystrokes on a raw PTY running `cat`: the latency
+// baseline.
+func RawPTYEcho(n int) ([]time.Duration, error) {
+	cmd := exec.Command("/bin/sh", "-c", "stty raw -echo; exec cat")
+	f, err := pty.Start(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { f.Close(); _ = cmd.Wait() }()
+	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
+	out := make([]time.Duration, 0, n)
+	buf := make([]byte, 64)
+	for range n {
+		t := time.Now()
+		if _, err := f.Write([]byte{'x'}); err != nil {
+			return nil, err
+		}
+		if _, err := io.ReadAtLeast(f, buf, 1); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(t))
+	}
+	return out, nil
+}
+
+// Input returns a terminal/input notification carrying s.
+func Input(s string) string {
+	return string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": s}))
+}
+
+// UntilReady consumes a subscription's snapshot, up to channel/ready.
+func UntilReady(ctx context.Context, sub *client.Sub) error {
+	for {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if err := sub.Release(ctx, m); err != nil {
+			return err
+		}
+		if m.Method == "channel/ready" {
+			return nil
+		}
+	}
+}
+
+// Keystrokes times n keystrokes on sub, a terminal running
+// `stty raw -echo; exec cat`: from sending "x" to seeing it echoed
+// (releasing the echo is not part of it).
+func Keystrokes(ctx context.Context, sub *client.Sub, n int) ([]time.Duration, error) {
+	time.Sleep(100 * time.Millisecond) // let anything pending arrive, then drop it
+	for sub.Queued() > 0 {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		_ = sub.Release(ctx, m)
+	}
+	key := Input("x")
+	out := make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		if err := sub.Send(ctx, key); err != nil {
+			return nil, err
+		}
+		for {
+			m, err := sub.Next(ctx)
+			if err != nil {
+				return nil, err
+			}
+			echoed := m.Method == "terminal/output" && strings.Contains(string(m.Params), "x")
+			if echoed {
+				out = append(out, time.Since(t))
+			}
+			if err := sub.Release(ctx, m); err != nil {
+				return nil, err
+			}
+			if echoed {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// Percentile returns the p-th percentile of d.
+func Percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		panic(fmt.Sprintf("termbench: percentile %d of no samples", p))
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100]
+}
+
+// CPUTime returns the user+system CPU time this process has used.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+}
