@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,8 +45,21 @@ func main() {
 	runs := flag.Int("runs", 3, "throughput runs (each one raw read and one through ahpd)")
 	samples := flag.Int("samples", 300, "keystrokes per echo measurement")
 	procs := flag.Int("procs", 0, "run the daemon with GOMAXPROCS set to this (0: the daemon's default)")
+	profile := flag.String("cpuprofile", "", "write this process's (the viewer's) CPU profile to `file`")
 	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ahpbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*bin, *runs, *samples, *procs); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "ahpbench:", err)
 		os.Exit(1)
 	}
