@@ -1,6 +1,7 @@
 package pty
 
 import (
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -10,6 +11,9 @@ import (
 // rows×cols (PROTOCOL.md §8): scrollback, normal screen, saved cursors,
 // scroll regions, alternate screen when active, cursor, pen, charsets,
 // modes, title, colours and tab stops.
+// snapYield is how many lines the snapshot writes between yields.
+const snapYield = 256
+
 func (e *emulator) snapshot() string {
 	w := snapWriter{e: e}
 	w.b = make([]byte, 0, 64+(e.sb.len()+e.rows)*(e.cols/2+2))
@@ -25,6 +29,12 @@ func (e *emulator) snapshot() string {
 	}
 	var prevFull bool
 	for i := 0; i <= last; i++ {
+		if i%snapYield == snapYield-1 {
+			// A full scrollback takes milliseconds to write: let the
+			// daemon's other goroutines (other terminals' keystrokes)
+			// run meanwhile, on its one P.
+			runtime.Gosched()
+		}
 		var line []cell
 		var wrapped bool
 		if i < n {
