@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -40,6 +41,9 @@ type Terminal interface {
 	Running() bool
 	// Title is the window title the program set, if any.
 	Title() string
+	// Paced is how long the terminal's output has been paced so that
+	// typing into another terminal went first (pty.Pacer).
+	Paced() time.Duration
 	// Close hangs up the process and releases the PTY.
 	Close() error
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/flow"
@@ -89,6 +90,7 @@ func (t *fakeTerm) Resize(rows, cols int) error {
 
 func (t *fakeTerm) Running() bool { return true }
 func (t *fakeTerm) Title() string { return "" }
+func (t *fakeTerm) Paced() time.Duration { return 0 }
 func (t *fakeTerm) Close() error {
 	t.mu.Lock()
 	t.closed = true

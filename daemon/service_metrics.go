@@ -72,6 +72,7 @@ var (
 	descChanConsumed  = prometheus.NewDesc("ahpd_channel_consumed_bytes", "UTF-16 bytes credited on the channel's live subscriptions.", chanLabels, nil)
 	descChanDropped   = prometheus.NewDesc("ahpd_channel_dropped_bytes", "Output bytes dropped by the loss policy for the channel's live subscriptions.", chanLabels, nil)
 	descChanSnapshots = prometheus.NewDesc("ahpd_channel_snapshots", "Snapshots sent on the channel's live subscriptions.", chanLabels, nil)
+	descTermPaced     = prometheus.NewDesc("ahpd_terminal_paced_seconds_total", "Time the terminal's output was paced so that typing into another terminal went first (--no-typing-first turns pacing off).", []string{"channel"}, nil)
 	descChanStalled   = prometheus.NewDesc("ahpd_channel_stalled_subscriptions", "Live subscriptions of the channel whose window is shut.", chanLabels, nil)
 )
 
@@ -88,6 +89,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descInfo, descConnections, descChannels, descTokens,
 		descFramesIn, descBytesIn, descMessagesOut, descBytesOut, descWireOut, descResets, descDropped, descSubs,
 		descChanViewers, descChanSent, descChanConsumed, descChanDropped, descChanSnapshots, descChanStalled,
+		descTermPaced,
 	} {
 		ch <- d
 	}
@@ -112,6 +114,11 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, n := range states {
 		gauge(descChannels, n, k[0], k[1])
+	}
+	for _, c := range m.s.registry.List() {
+		if c.term != nil {
+			ch <- prometheus.MustNewConstMetric(descTermPaced, prometheus.CounterValue, c.term.Paced().Seconds(), c.URI)
+		}
 	}
 	for _, c := range st.Connections {
 		counter(descFramesIn, c.FramesIn, c.Viewer)

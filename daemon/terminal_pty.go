@@ -3,6 +3,7 @@ package daemon
 import (
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/ahp-dev/ahpd/pty"
 )
@@ -38,6 +39,8 @@ func (p ptyTerminal) Attach(wake func(), window int64) Viewer {
 }
 
 func (p ptyTerminal) Running() bool { return p.State() == "running" }
+
+func (p ptyTerminal) Paced() time.Duration { return p.Stats().Paced }
 
 func (p ptyTerminal) Title() string {
 	if t, ok := any(p.Terminal).(interface{ Title() string }); ok {
