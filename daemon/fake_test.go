@@ -88,8 +88,8 @@ func (t *fakeTerm) Resize(rows, cols int) error {
 	return nil
 }
 
-func (t *fakeTerm) Running() bool { return true }
-func (t *fakeTerm) Title() string { return "" }
+func (t *fakeTerm) Running() bool        { return true }
+func (t *fakeTerm) Title() string        { return "" }
 func (t *fakeTerm) Paced() time.Duration { return 0 }
 func (t *fakeTerm) Close() error {
 	t.mu.Lock()
