@@ -146,11 +146,25 @@ func TestQueries(t *testing.T) {
 	dir := t.TempDir()
 	got := filepath.Join(dir, "got")
 	want := "\x1b[?1;2c" + "\x1b[1;5R" + "\x1b]11;rgb:0000/0000/0000\x07" + "\x1b[0n" + "\x1b[1;9R"
-	script := fmt.Sprintf(`stty raw -echo; printf 'AB\033[cCD\033[6nEF\033]11;?\007GH\033[5n'; printf '\033['; sleep 0.3; printf '6nIJ'; head -c %d > %s; printf done`, len(want), got)
+	// The script prints R once the tty is raw and waits: the test sends
+	// the newline then, so that everything after is live output (not in
+	// the first snapshot) and nothing is echoed.
+	script := fmt.Sprintf(`stty raw -echo; printf R; read x; printf '\rAB\033[cCD\033[6nEF\033]11;?\007GH\033[5n'; printf '\033['; sleep 0.3; printf '6nIJ'; head -c %d > %s; printf done`, len(want), got)
 	term := start(t, pty.Config{Command: sh(script)})
 	w := attach(t, term, 4096)
+	untilReady(t, w)
+	for seen := ""; !strings.Contains(seen, "R"); {
+		m, ok := w.pull(5 * time.Second)
+		if !ok {
+			t.Fatal("the script did not start")
+		}
+		seen += m.Params.Data
+	}
+	if err := term.Input([]byte("\n"), nil); err != nil {
+		t.Fatal(err)
+	}
 	ms := w.untilExit(10 * time.Second)
-	live := liveText(ms)
+	live := strings.TrimPrefix(liveText(ms), "\r")
 	if live != "ABCDEFGHIJdone" {
 		t.Fatalf("viewer output %q, want the queries removed", live)
 	}
@@ -367,6 +381,7 @@ func TestInputQueueBound(t *testing.T) {
 func TestResize(t *testing.T) {
 	term := start(t, pty.Config{Command: sh("read x; stty size"), Rows: 24, Cols: 80})
 	w := attach(t, term, 4096)
+	untilReady(t, w) // so that the resize comes as a notice, not in the first snapshot
 	if err := term.Resize(0, 10); !errors.Is(err, pty.ErrInvalidSize) {
 		t.Fatalf("Resize(0,10) = %v", err)
 	}
@@ -444,6 +459,7 @@ func TestDefaultShell(t *testing.T) {
 	t.Setenv("SHELL", "/bin/sh")
 	term := start(t, pty.Config{})
 	w := attach(t, term, 4096)
+	untilReady(t, w)
 	if err := term.Input([]byte("echo $0; exit 7\n"), nil); err != nil {
 		t.Fatal(err)
 	}
