@@ -78,16 +78,18 @@ type sbLine struct {
 }
 
 // line returns the cells of l: its own, or a plain line's decoded into
-// scratch (which it returns).
-func (l *sbLine) line(scratch []cell) []cell {
+// *scratch, which only ever holds decoded cells (reusing it for l's own
+// cells would let the next decode overwrite them).
+func (l *sbLine) line(scratch *[]cell) []cell {
 	if !l.isPlain {
 		return l.cells
 	}
-	scratch = scratch[:0]
+	s := (*scratch)[:0]
 	for _, c := range l.plain {
-		scratch = append(scratch, cell{ch: rune(c)})
+		s = append(s, cell{ch: rune(c)})
 	}
-	return scratch
+	*scratch = s
+	return s
 }
 
 // set stores src in l, as bytes when it is plain.

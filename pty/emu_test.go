@@ -176,3 +176,28 @@ func TestEmulatorAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotLeavesScrollbackIntact: writing a snapshot does not change
+// the emulator; scrollback lines of cells and plain lines alternate here
+// (a decoded plain line once overwrote the cells of the line before it).
+func TestSnapshotLeavesScrollbackIntact(t *testing.T) {
+	var b strings.Builder
+	for i := range 20 {
+		if i%2 == 0 {
+			fmt.Fprintf(&b, "\x1b[31mcoloured line %d\x1b[0m\r\n", i)
+		} else {
+			fmt.Fprintf(&b, "plain line %d with more text than the other\r\n", i)
+		}
+	}
+	e := NewEmulator(3, 60, 100)
+	e.Write(b.String())
+	ref := NewEmulator(3, 60, 100)
+	ref.Write(b.String())
+	first := e.Snapshot()
+	if d := Diff(e, ref); len(d) > 0 {
+		t.Fatalf("the snapshot changed the emulator:\n%s", strings.Join(d, "\n"))
+	}
+	if second := e.Snapshot(); second != first {
+		t.Fatalf("a second snapshot differs from the first")
+	}
+}

@@ -102,7 +102,7 @@ func Diff(a, b *Emulator) []string {
 		add("scrollback %d vs %d lines", x.sb.len(), y.sb.len())
 	} else {
 		for i := 0; i < x.sb.len(); i++ {
-			cmpLine(fmt.Sprintf("scrollback %d", i), x.sb.at(i).line(nil), y.sb.at(i).line(nil))
+			cmpLine(fmt.Sprintf("scrollback %d", i), x.sb.at(i).line(new([]cell)), y.sb.at(i).line(new([]cell)))
 		}
 	}
 	for k := 0; k < 2; k++ {

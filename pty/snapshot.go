@@ -39,8 +39,7 @@ func (e *emulator) snapshot() string {
 		var wrapped bool
 		if i < n {
 			l := e.sb.at(i)
-			w.scratch = l.line(w.scratch[:0])
-			line, wrapped = w.scratch, l.wrapped
+			line, wrapped = l.line(&w.scratch), l.wrapped
 		} else {
 			line, wrapped = normal.lines[i-n], normal.wrapped[i-n]
 		}
