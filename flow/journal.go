@@ -1,6 +1,9 @@
 package flow
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Journal retains the logical messages of one resumable subscription
 // direction (TCP, PROTOCOL.md §8) that were started but not yet released
@@ -41,7 +44,11 @@ func (j *Journal) RetainedBytes() int64 { return j.last.Position - j.released.Po
 // Len returns the number of retained messages.
 func (j *Journal) Len() int { return j.entries.Len() }
 
+// append retains m, with a copy of its text: a Source may reuse a text's
+// memory once the Sender pulls the next message (Source).
 func (j *Journal) append(id, start, end int64, m Message) {
+	m.Text = strings.Clone(m.Text)
+	m.Size = end - start
 	j.entries.Push(journalEntry{id, start, end, m})
 	j.last = Position{id, end}
 }

@@ -3,6 +3,7 @@ package flow_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ahp-dev/ahpd/flow"
@@ -278,5 +279,46 @@ func TestJournalResumeMidMessage(t *testing.T) {
 	}
 	if st2.NextMessageID() != 3 || st2.Window().Sent() != 5500 {
 		t.Fatalf("next id %d, sent %d; want 3, 5500", st2.NextMessageID(), st2.Window().Sent())
+	}
+}
+
+// TestJournalKeepsTexts: a journalled stream's Source may reuse a text's
+// memory like any other (Source); what the journal replays after a
+// resume is still the text that was sent.
+func TestJournalKeepsTexts(t *testing.T) {
+	var texts []string
+	for i := range 4 {
+		texts = append(texts, tcpData(i, 500))
+	}
+	j := flow.NewJournal()
+	s := newSender(t, flow.SenderConfig{})
+	st, err := s.Open(flow.StreamConfig{
+		Channel: "ahp-tcp:/x", SubscriptionID: "old", Source: &reusingSource{texts: slices.Clone(texts)},
+		Send: limits(8192, 1024, 2048), Receive: limits(64*KiB, 16*KiB, 64*KiB), Journal: j,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wake(st)
+	if sent := drain(t, s); len(sent) != len(texts) {
+		t.Fatalf("sent %d messages, want %d", len(sent), len(texts))
+	}
+	s.Close(st)
+	// The peer received nothing: everything is replayed.
+	rp, err := j.Resume(flow.Position{}, flow.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := newSender(t, flow.SenderConfig{})
+	st2, _ := journalled(t, s2, j, &rp, "new", limits(8192, 1024, 2048))
+	s2.Wake(st2)
+	got := drain(t, s2)
+	if len(got) != len(texts) {
+		t.Fatalf("replayed %d messages, want %d", len(got), len(texts))
+	}
+	for i, m := range got {
+		if m.text != texts[i] {
+			t.Errorf("replayed message %d = %.40q, want %.40q", i, m.text, texts[i])
+		}
 	}
 }

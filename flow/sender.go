@@ -457,8 +457,8 @@ func (st *Stream) nextFrame(dst []byte, maxLifecycle int, maxFrame int64) (frame
 			}
 			id = st.nextID
 		}
-		size := m.Size
-		if size == 0 || replay {
+		size := m.Size // a journalled message's is always set
+		if size == 0 {
 			size = UTF16Len(m.Text)
 		}
 		if replay {

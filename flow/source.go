@@ -56,8 +56,7 @@ type Message struct {
 //
 // The Sender is done with a message's Text when it pulls the next one: a
 // Source may build each Text in memory it reuses from one Pull to the
-// next after that. A stream that keeps a Journal retains texts for resume,
-// so its Source must hand out texts that stay unchanged.
+// next after that (a Journal keeps its own copy for resume).
 type Source interface {
 	Pull(dataAllowed bool, maxMessageBytes int64) (m Message, ok bool)
 }
