@@ -634,9 +634,7 @@ func (e *emulator) insertCells(line []cell, x, n int, blank cell) {
 		line[x] = blank
 	}
 	copy(line[x+n:], line[x:e.cols-n])
-	for i := x; i < x+n; i++ {
-		line[i] = blank
-	}
+	fill(line[x:x+n], blank)
 	if line[e.cols-1].bg&aWide != 0 {
 		line[e.cols-1] = blank
 	}
@@ -742,7 +740,7 @@ func (e *emulator) scrollUp(n int, toScrollback bool) {
 	blank := e.eraseCell()
 	for k := 0; k < n; k++ {
 		first := scr.lines[top]
-		used := usedLen(first) // the cells after it are cell{} already
+		used := usedLen(first)
 		if toScrollback {
 			e.sb.pushUsed(first[:used], scr.wrapped[top])
 		}
@@ -755,11 +753,11 @@ func (e *emulator) scrollUp(n int, toScrollback bool) {
 			copy(scr.lines[top:bot], scr.lines[top+1:bot+1])
 			copy(scr.wrapped[top:bot], scr.wrapped[top+1:bot+1])
 		}
+		dirty := first
 		if blank == (cell{}) {
-			clear(first[:used])
-		} else {
-			fill(first, blank)
+			dirty = first[:used] // the cells after it are cell{} already
 		}
+		fill(dirty, blank)
 		scr.lines[bot] = first
 		scr.wrapped[bot] = false
 	}
@@ -813,9 +811,7 @@ func (e *emulator) scrollDown(n int) {
 		last := scr.lines[bot]
 		copy(scr.lines[top+1:bot+1], scr.lines[top:bot])
 		copy(scr.wrapped[top+1:bot+1], scr.wrapped[top:bot])
-		for i := range last {
-			last[i] = blank
-		}
+		fill(last, blank)
 		scr.lines[top] = last
 		scr.wrapped[top] = false
 	}
@@ -1074,9 +1070,7 @@ func (e *emulator) eraseRange(line []cell, x0, x1 int) {
 	if x1 < e.cols && line[x1].ch == tailRune {
 		line[x1] = blank
 	}
-	for i := x0; i < x1; i++ {
-		line[i] = blank
-	}
+	fill(line[x0:x1], blank)
 }
 
 // ex is the cursor column for erase operations: xterm.js keeps x == cols
@@ -1167,9 +1161,7 @@ func (e *emulator) deleteChars(n int) {
 		line[e.x-1] = blank
 	}
 	copy(line[e.x:], line[e.x+n:])
-	for i := e.cols - n; i < e.cols; i++ {
-		line[i] = blank
-	}
+	fill(line[e.cols-n:e.cols], blank)
 	if line[e.x].ch == tailRune {
 		line[e.x] = blank
 	}

@@ -67,8 +67,8 @@ func (f *filter) feed(p []byte, final bool) (string, []query) {
 			// Skip to the next ESC or 0xC2 (the first byte of a C1
 			// control in UTF-8): a few bytes one by one (escape-dense
 			// output), then with the library's vectorized search.
-			j := i
-			for end := min(i+16, len(data)); j < end && data[j] != 0x1b && data[j] != 0xc2; {
+			j, end := i, min(i+16, len(data))
+			for j < end && data[j] != 0x1b && data[j] != 0xc2 {
 				j++
 			}
 			if j == i+16 {

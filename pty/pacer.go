@@ -42,7 +42,7 @@ const (
 // epoch anchors the Pacer's monotonic times.
 var epoch = time.Now()
 
-func now() int64 { return int64(time.Since(epoch)) }
+func monoNow() int64 { return int64(time.Since(epoch)) }
 
 func (p *Pacer) window() int64 {
 	if p.Window > 0 {
@@ -61,13 +61,13 @@ func (p *Pacer) delay() time.Duration {
 // input records input to t.
 func (p *Pacer) input(t *Terminal) {
 	p.who.Store(t)
-	p.last.Store(now())
+	p.last.Store(monoNow())
 }
 
 // pause returns how long t's reader should pause now: Delay when another
 // terminal was typed into within Window, else 0.
 func (p *Pacer) pause(t *Terminal) time.Duration {
-	if p.who.Load() == t || now()-p.last.Load() >= p.window() {
+	if p.who.Load() == t || monoNow()-p.last.Load() >= p.window() {
 		return 0 // t is being typed into, or nobody is typing
 	}
 	return p.delay()

@@ -57,7 +57,7 @@ func (it *item) escaped() (string, int64) {
 	it.escOnce.Do(func() {
 		b := flow.AppendEscaped(make([]byte, 0, len(it.text)+len(it.text)/8+8), it.text)
 		it.esc = unsafe.String(unsafe.SliceData(b), len(b))
-		it.esc16 = escapedLen16(it.text)
+		it.esc16 = flow.EscapedLen(it.text)
 	})
 	return it.esc, it.esc16
 }
@@ -371,7 +371,7 @@ func (t *Terminal) Resize(rows, cols int) error {
 	}
 	t.mu.Lock()
 	t.rows, t.cols = rows, cols
-	wake := t.appendLocked(&item{resize: true, rows: rows, cols: cols})
+	wake := t.appendLocked(&item{resize: true, rows: rows, cols: cols}, nil)
 	t.mu.Unlock()
 	t.wakeAll(wake)
 	return nil
@@ -447,7 +447,6 @@ func (t *Terminal) Input(data []byte, done func()) error {
 	return nil
 }
 
-// queueReply queues a query reply; it is dropped when ReplyQueue is full.
 // tryWrite makes one non-blocking write attempt to the PTY; t.mu is held
 // (the attempt never blocks, and holding the lock keeps input in order).
 func (t *Terminal) tryWrite(p []byte) (int, error) {
@@ -466,6 +465,7 @@ func (t *Terminal) tryWrite(p []byte) (int, error) {
 	return n, werr
 }
 
+// queueReply queues a query reply; it is dropped when ReplyQueue is full.
 func (t *Terminal) queueReply(b []byte) {
 	t.mu.Lock()
 	if t.replyBytes+len(b) > t.cfg.ReplyQueue {
@@ -576,7 +576,7 @@ func (t *Terminal) reader() {
 			n, rerr = syscall.Read(int(fd), buf)
 			if rerr == syscall.EAGAIN {
 				flush() // nothing more for now: deliver what we have
-				pace.flooding = false
+				pace.drained()
 				return false
 			}
 			return true
@@ -619,6 +619,9 @@ type pacing struct {
 	flooding  bool
 	paced     bool
 }
+
+// drained notes a read that found the PTY empty: the flood, if any, is over.
+func (p *pacing) drained() { p.flooding = false }
 
 // after accounts for a read of n bytes and returns how long to pause.
 func (p *pacing) after(t *Terminal, n int) time.Duration {
@@ -664,7 +667,7 @@ func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func()) [
 	t.mu.Lock()
 	t.bytesRead += int64(n)
 	if text != "" || len(qs) > 0 {
-		wake = append(wake, t.appendLocked(&item{text: text, qs: qs})...)
+		wake = t.appendLocked(&item{text: text, qs: qs}, wake)
 	}
 	lag := t.endPos - t.emuDonePos
 	t.mu.Unlock()
@@ -698,16 +701,16 @@ func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func()) [
 	}
 }
 
-// appendLocked appends an item to the stream log and returns the wake
-// hooks to call once t.mu is released.
-func (t *Terminal) appendLocked(it *item) []func() {
+// appendLocked appends an item to the stream log and returns wake extended
+// with the hooks to call once t.mu is released.
+func (t *Terminal) appendLocked(it *item, wake []func()) []func() {
 	it.seq = t.endSeq
 	it.start = t.endPos
 	t.endSeq++
 	t.endPos += int64(len(it.text))
 	t.retained += int64(len(it.text))
 	t.items = append(t.items, it)
-	wake := t.trimLocked(nil)
+	wake = t.trimLocked(wake)
 	for v := range t.viewers {
 		if v.waiting {
 			v.waiting = false
@@ -722,7 +725,7 @@ func (t *Terminal) appendLocked(it *item) []func() {
 // snapshot and returned hooks are appended to wake.
 func (t *Terminal) trimLocked(wake []func()) []func() {
 	minSeq := t.endSeq
-	keep := int64(t.cfg.ViewerBacklog) // the largest allowance of a live viewer
+	keep := int64(0) // the largest allowance of a live viewer
 	for v := range t.viewers {
 		if v.live && v.seq >= t.firstSeq && v.seq < minSeq {
 			minSeq = v.seq
@@ -751,7 +754,7 @@ func (t *Terminal) trimLocked(wake []func()) []func() {
 		// more than its allowance behind the newest output — counting only
 		// output the emulator has applied, so a viewer resuming from a
 		// snapshot (taken at the emulator's position) is not behind.
-		if v.live && (v.seq < t.firstSeq || v.pos < min(t.emuDonePos, t.endPos-max(v.allowed(), int64(t.cfg.ViewerBacklog)))) {
+		if v.live && (v.seq < t.firstSeq || v.pos < min(t.emuDonePos, t.endPos-v.allowed())) {
 			// Overflow: the viewer's queue is gone; it gets a snapshot when
 			// it next pulls (PROTOCOL.md §8).
 			v.live = false
@@ -782,7 +785,7 @@ func (t *Terminal) waiter() {
 	msg = append(msg, `{"jsonrpc":"2.0","method":"terminal/exit","params":{`...)
 	if st.Signal != "" {
 		msg = append(msg, `"signal":`...)
-		msg = appendJSONString(msg, st.Signal)
+		msg = flow.AppendJSONString(msg, st.Signal)
 	} else {
 		msg = append(msg, `"code":`...)
 		msg = strconv.AppendInt(msg, int64(st.Code), 10)

@@ -155,10 +155,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 	}
 	if !v.live {
 		if !dataAllowed {
-			v.waiting = true
-			t.mu.Unlock()
-			v.idle()
-			return flow.Message{}, false
+			return v.wait()
 		}
 		t.mu.Unlock()
 		v.startSnapshot()
@@ -181,16 +178,10 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 			v.sent.Add(flow.UTF16Len(msg))
 			return flow.Message{Text: msg, Class: flow.Lifecycle}, true
 		}
-		v.waiting = true
-		t.mu.Unlock()
-		v.idle()
-		return flow.Message{}, false
+		return v.wait()
 	}
 	if !dataAllowed {
-		v.waiting = true
-		t.mu.Unlock()
-		v.idle()
-		return flow.Message{}, false
+		return v.wait()
 	}
 	refs := v.refs[:0]
 	for s := v.seq; s < t.endSeq && len(refs) < maxGather; s++ {
@@ -236,14 +227,18 @@ func (v *Viewer) nextBuf() []byte {
 // two of them while idle.
 const idleBuf = 64 << 10
 
-// idle drops large message buffers; Pull was called, so the Sender is done
-// with the last text.
-func (v *Viewer) idle() {
+// wait ends a Pull that has nothing to send (t.mu held, and released):
+// the viewer is woken on news, and drops large message buffers (the Sender
+// is done with the last text, since it pulled again).
+func (v *Viewer) wait() (flow.Message, bool) {
+	v.waiting = true
+	v.t.mu.Unlock()
 	for i, b := range v.bufs {
 		if cap(b) > idleBuf {
 			v.bufs[i] = nil
 		}
 	}
+	return flow.Message{}, false
 }
 
 // setBuf keeps b as the current buffer and returns its bytes as the text.
@@ -428,7 +423,3 @@ func fitPrefix(s string, budget int64) (int, int64) {
 	}
 	return i, n
 }
-
-func escapedLen16(s string) int64 { return flow.EscapedLen(s) }
-
-func appendJSONString(dst []byte, s string) []byte { return flow.AppendJSONString(dst, s) }
