@@ -170,8 +170,9 @@ type Config struct {
 	// DefaultTerminal starts one terminal running the login shell when no
 	// other channel is configured. Default true (see NoDefaultTerminal).
 	NoDefaultTerminal bool
-	// TypingFirst pauses a terminal that floods while another terminal is
-	// being typed into (pty.Pacer). Default true (see NoTypingFirst).
+	// NoTypingFirst reads a terminal that floods at full speed even while
+	// another terminal is typed into; by default it is paced then
+	// (pty.Pacer). Config file key typingFirst, flag --no-typing-first.
 	NoTypingFirst bool
 	// ShutdownTimeout bounds a graceful shutdown. Default 10 s.
 	ShutdownTimeout time.Duration

@@ -319,7 +319,7 @@ func (c *conn) run(ctx context.Context) error {
 				c.srv.events.publish(Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "ping could not be written"})
 				return closeWith(websocket.StatusPolicyViolation, "output stalled: ping could not be written (%v)", err)
 			}
-			return closeWith(websocket.StatusPolicyViolation, "no pong or traffic for %v", 3*c.srv.Limits().HeartbeatInterval)
+			return c.noPong()
 		case <-c.wakeSig:
 			c.drainWakes()
 		case now := <-tick.C:
@@ -376,9 +376,14 @@ func (c *conn) checkTimers(now time.Time) error {
 		return closeWith(websocket.StatusPolicyViolation, "output stalled for %v (maxOutputStall)", l.MaxOutputStall)
 	}
 	if now.Sub(c.lastAlive) > 3*l.HeartbeatInterval {
-		return closeWith(websocket.StatusPolicyViolation, "no pong or traffic for %v", 3*l.HeartbeatInterval)
+		return c.noPong()
 	}
 	return nil
+}
+
+// noPong is the close for a peer silent for three heartbeat intervals.
+func (c *conn) noPong() error {
+	return closeWith(websocket.StatusPolicyViolation, "no pong or traffic for %v", 3*c.srv.Limits().HeartbeatInterval)
 }
 
 // pump hands frames to the writer while the transport has room.

@@ -111,14 +111,12 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	states := map[[2]string]int64{}
 	for _, c := range m.s.registry.List() {
 		states[[2]string{c.Type, c.State()}]++
-	}
-	for k, n := range states {
-		gauge(descChannels, n, k[0], k[1])
-	}
-	for _, c := range m.s.registry.List() {
 		if c.term != nil {
 			ch <- prometheus.MustNewConstMetric(descTermPaced, prometheus.CounterValue, c.term.Paced().Seconds(), c.URI)
 		}
+	}
+	for k, n := range states {
+		gauge(descChannels, n, k[0], k[1])
 	}
 	for _, c := range st.Connections {
 		counter(descFramesIn, c.FramesIn, c.Viewer)
