@@ -7,24 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-func TestParseSize(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"0", 0, true}, {"1024", 1024, true}, {"8MiB", 8 << 20, true}, {"8mib", 8 << 20, true},
-		{"64KiB", 64 << 10, true}, {"2GiB", 2 << 30, true}, {"1 MiB", 1 << 20, true}, {"-1", 0, false},
-		{"8MB", 0, false}, {"x", 0, false}, {"", 0, false}, {"1.5MiB", 0, false}, {"9999999999GiB", 0, false},
-	} {
-		got, err := parseSize(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d, ok=%v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-}
+	"github.com/ahp-dev/ahpd/internal/units"
+)
 
 func TestParseLimitAssignments(t *testing.T) {
 	req, err := parseLimitAssignments([]string{"maxOutputStall=2s", "max_buffered_bytes=8MiB", "maxSubscriptions=2", "hostReceive.windowBytes=512KiB", "heartbeatInterval=default"})
@@ -58,8 +43,8 @@ func TestFormatLimit(t *testing.T) {
 			t.Errorf("formatLimit(%d, %d) = %q, want %q", tc.kind, tc.v, got, tc.want)
 		}
 		if tc.kind == kindSize {
-			if back, err := parseSize(formatLimit(tc.kind, tc.v)); err != nil || back != tc.v {
-				t.Errorf("parseSize(formatLimit(%d)) = %d, %v", tc.v, back, err)
+			if back, err := units.ParseSize(formatLimit(tc.kind, tc.v)); err != nil || back != tc.v {
+				t.Errorf("units.ParseSize(formatLimit(%d)) = %d, %v", tc.v, back, err)
 			}
 		}
 	}

@@ -103,9 +103,6 @@ func findLimitKey(k string) (limitKey, bool) {
 	return limitKey{}, false
 }
 
-// parseSize parses an integer with an optional KiB, MiB or GiB suffix.
-func parseSize(s string) (int64, error) { return units.ParseSize(s) }
-
 // parseLimitAssignments turns KEY=VALUE arguments into a SetLimits request.
 // VALUE "default" (or 0) restores the default.
 func parseLimitAssignments(args []string) (*ahpv1.SetLimitsRequest, error) {
@@ -137,7 +134,7 @@ func parseLimitAssignments(args []string) (*ahpv1.SetLimitsRequest, error) {
 				err = fmt.Errorf("want a duration such as 500ms, 2s or 1m30s, got %q", v)
 			}
 		case key.kind == kindSize:
-			n, err = parseSize(v)
+			n, err = units.ParseSize(v)
 		default:
 			n, err = strconv.ParseInt(v, 10, 64)
 			if err != nil {

@@ -11,6 +11,8 @@ func TestParseSize(t *testing.T) {
 		{"0", 0, true}, {"65536", 65536, true}, {"64KiB", 64 << 10, true}, {"8 MiB", 8 << 20, true},
 		{"1gib", 1 << 30, true}, {"1_000", 1000, true}, {"-1", 0, false}, {"1.5MiB", 0, false},
 		{"MiB", 0, false}, {"9999999999GiB", 0, false}, {"", 0, false},
+		{"1024", 1024, true}, {"8MiB", 8 << 20, true}, {"8mib", 8 << 20, true}, {"2GiB", 2 << 30, true},
+		{"1 MiB", 1 << 20, true}, {"8MB", 0, false}, {"x", 0, false},
 	} {
 		got, err := ParseSize(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
