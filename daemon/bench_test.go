@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,33 +26,6 @@ func benchFile(b *testing.B) string {
 		b.Fatal(err)
 	}
 	return path
-}
-
-// countingViewer reads a subscription, releasing as it goes, until the
-// output contains marker; it returns output bytes (UTF-8) seen after ready.
-func drainUntil(ctx context.Context, sub *client.Sub, marker string) (int64, error) {
-	var n int64
-	var tailBuf string
-	var data []byte
-	for {
-		m, err := sub.Next(ctx)
-		if err != nil {
-			return n, err
-		}
-		if m.Method == "terminal/output" {
-			if data, err = m.AppendTerminalData(data[:0]); err != nil {
-				return n, err
-			}
-			n += int64(len(data))
-			tailBuf = tail(tailBuf+string(data[max(0, len(data)-64):]), 64)
-		}
-		if err := sub.Release(ctx, m); err != nil {
-			return n, err
-		}
-		if strings.Contains(tailBuf, marker) {
-			return n, nil
-		}
-	}
 }
 
 var bigWindow = &flow.ReceiveLimits{WindowBytes: 8 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20}
@@ -111,7 +83,7 @@ func benchThroughputWith(b *testing.B, viewers int, stalledNeighbour bool) {
 		}
 		for v := range subs {
 			wg.Go(func() {
-				n, err := drainUntil(ctx, subs[v], "BENCH-END")
+				n, _, err := termbench.Drain(ctx, subs[v], "BENCH-END")
 				if err != nil {
 					b.Error(err)
 				}
@@ -188,7 +160,7 @@ func BenchmarkEchoLatency(b *testing.B) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = drainUntil(ctx, fsub, "\x00never") })
+	wg.Go(func() { _, _, _ = termbench.Drain(ctx, fsub, "\x00never") })
 	_ = fsub.Send(ctx, termbench.Input("\r"))
 	time.Sleep(200 * time.Millisecond) // let the flood reach full speed
 	busy := keystrokes(b, sub, samples)

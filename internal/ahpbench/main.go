@@ -84,7 +84,7 @@ func run(bin string, runs, samples, procs int) error {
 	defer d.stop()
 
 	fmt.Printf("ahpbench: %s (GOMAXPROCS %s), %d runs\n\n", bin, map[bool]string{true: "default", false: strconv.Itoa(procs)}[procs == 0], runs)
-	fmt.Println("| run | raw PTY read | through ahpd | ratio | ahpd CPU | bytes lost |")
+	fmt.Println("| run | raw PTY read | through ahpd | ratio | ahpd CPU | snapshots |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|")
 	var ratios, cpus []float64
 	for i := 1; i <= runs; i++ {
@@ -95,14 +95,16 @@ func run(bin string, runs, samples, procs int) error {
 		if n < fileSize {
 			return fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
 		}
-		got, el, cpu, err := d.throughput(fmt.Sprintf("cat%d", i), file)
+		r, err := d.throughput(fmt.Sprintf("cat%d", i), file)
 		if err != nil {
 			return err
 		}
-		rawRate, rate := mbps(fileSize, raw), mbps(got, el)
-		msPerMB := float64(cpu.Milliseconds()) / (float64(fileSize) / 1e6)
+		// The file's bytes only (the rest is the echoed newline and the
+		// marker line).
+		rawRate, rate := mbps(fileSize, raw), mbps(min(r.bytes, fileSize), r.elapsed)
+		msPerMB := float64(r.cpu.Milliseconds()) / (float64(fileSize) / 1e6)
 		ratios, cpus = append(ratios, rate/rawRate), append(cpus, msPerMB)
-		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.2f | %.1f ms/MB | %d |\n", i, rawRate, rate, rate/rawRate, msPerMB, max(0, fileSize-got))
+		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.2f | %.1f ms/MB | %d |\n", i, rawRate, rate, rate/rawRate, msPerMB, r.snapshots)
 	}
 	fmt.Printf("\nmedian ratio %.2f, median ahpd CPU %.1f ms/MB\n\n", median(ratios), median(cpus))
 
@@ -227,63 +229,49 @@ func (d *daemon) dial(ctx context.Context) (*client.Conn, error) {
 }
 
 // throughput starts `cat path` in a new terminal and reads it through one
-// subscription, releasing every message at once; it returns the output
-// bytes received, the time and the daemon's CPU.
-func (d *daemon) throughput(id, path string) (int64, time.Duration, time.Duration, error) {
+// subscription, releasing every message at once.
+func (d *daemon) throughput(id, path string) (r result, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	uri, err := d.terminal(ctx, id, "read x; cat "+path+"; echo; echo BENCH-END; read y")
 	if err != nil {
-		return 0, 0, 0, err
+		return r, err
 	}
 	c, err := d.dial(ctx)
 	if err != nil {
-		return 0, 0, 0, err
+		return r, err
 	}
 	defer c.Close()
 	sub, err := c.Subscribe(ctx, uri, &flow.ReceiveLimits{WindowBytes: 8 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20})
 	if err != nil {
-		return 0, 0, 0, err
+		return r, err
 	}
 	if err := termbench.UntilReady(ctx, sub); err != nil {
-		return 0, 0, 0, err
+		return r, err
 	}
 	cpu0, err := d.cpu()
 	if err != nil {
-		return 0, 0, 0, err
+		return r, err
 	}
 	start := time.Now()
 	if err := sub.Send(ctx, termbench.Input("\r")); err != nil {
-		return 0, 0, 0, err
+		return r, err
 	}
-	var n int64
-	var data []byte
-	tail := ""
-	for !strings.Contains(tail, "BENCH-END") {
-		m, err := sub.Next(ctx)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		if m.Method == "terminal/output" {
-			if data, err = m.AppendTerminalData(data[:0]); err != nil {
-				return 0, 0, 0, err
-			}
-			n += int64(len(data))
-			tail += string(data[max(0, len(data)-32):])
-			tail = tail[max(0, len(tail)-64):]
-		}
-		if err := sub.Release(ctx, m); err != nil {
-			return 0, 0, 0, err
-		}
+	if r.bytes, r.snapshots, err = termbench.Drain(ctx, sub, "BENCH-END"); err != nil {
+		return r, err
 	}
-	el := time.Since(start)
+	r.elapsed = time.Since(start)
 	cpu1, err := d.cpu()
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	// Output after the file: the newline we sent echoed, "\r\n" and the
-	// marker line.
-	return min(n, fileSize), el, cpu1 - cpu0, nil
+	r.cpu = cpu1 - cpu0
+	return r, err
+}
+
+// result is one throughput run through ahpd.
+type result struct {
+	bytes     int64 // output received (the file, the echoed newline, the marker line)
+	snapshots int   // snapshots received instead of part of the stream
+	elapsed   time.Duration
+	cpu       time.Duration // the daemon's
 }
 
 // echo times keystrokes through ahpd, idle and while a second
@@ -322,13 +310,7 @@ func (d *daemon) echo(n int) (idle, flood []time.Duration, err error) {
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
-		for {
-			m, err := fsub.Next(fctx)
-			if err != nil {
-				return
-			}
-			_ = fsub.Release(fctx, m)
-		}
+		_, _, _ = termbench.Drain(fctx, fsub, "\x00never") // until stopped
 	}()
 	defer func() { stop(); <-drained }()
 	if err := fsub.Send(ctx, termbench.Input("\r")); err != nil {

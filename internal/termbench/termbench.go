@@ -99,6 +99,39 @@ func UntilReady(ctx context.Context, sub *client.Sub) error {
 	}
 }
 
+// Drain reads sub, releasing every message at once, until its output
+// contains marker. It returns the output bytes (UTF-8) and the snapshots
+// (terminal/reset) it saw: a viewer that fell behind gets a snapshot
+// instead of part of the stream, and that is not throughput.
+func Drain(ctx context.Context, sub *client.Sub, marker string) (bytes int64, snapshots int, err error) {
+	var data []byte
+	tail := ""
+	for !strings.Contains(tail, marker) {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return bytes, snapshots, err
+		}
+		switch m.Method {
+		case "terminal/reset":
+			snapshots++
+		case "terminal/output":
+			if data, err = m.AppendTerminalData(data[:0]); err != nil {
+				return bytes, snapshots, err
+			}
+			bytes += int64(len(data))
+			// The marker may be followed by a little more output ("\r\n")
+			// and split across messages: keep a window of the last bytes.
+			keep := len(marker) + 64
+			tail += string(data[max(0, len(data)-keep):])
+			tail = tail[max(0, len(tail)-keep):]
+		}
+		if err := sub.Release(ctx, m); err != nil {
+			return bytes, snapshots, err
+		}
+	}
+	return bytes, snapshots, nil
+}
+
 // Keystrokes times n keystrokes on sub, a terminal running
 // `stty raw -echo; exec cat`: from sending "x" to seeing it echoed
 // (releasing the echo is not part of it).
