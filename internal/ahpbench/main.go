@@ -75,7 +75,7 @@ func run(bin string, runs, samples, procs int) error {
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "data.txt")
 	if err := termbench.WriteTextFile(file, fileSize); err != nil {
-		return err
+		return fmt.Errorf("writing the test file: %w", err)
 	}
 	d, err := startDaemon(bin, dir, procs)
 	if err != nil {
@@ -90,14 +90,14 @@ func run(bin string, runs, samples, procs int) error {
 	for i := 1; i <= runs; i++ {
 		n, raw, err := termbench.RawPTYRead(file)
 		if err != nil {
-			return err
+			return fmt.Errorf("raw PTY read: %w", err)
 		}
 		if n < fileSize {
 			return fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
 		}
 		r, err := d.throughput(fmt.Sprintf("cat%d", i), file)
 		if err != nil {
-			return err
+			return fmt.Errorf("throughput run %d through ahpd (cat of a %d-byte file to one viewer): %w", i, fileSize, err)
 		}
 		// The file's bytes only (the rest is the echoed newline and the
 		// marker line).
@@ -110,11 +110,11 @@ func run(bin string, runs, samples, procs int) error {
 
 	raw, err := termbench.RawPTYEcho(samples)
 	if err != nil {
-		return err
+		return fmt.Errorf("raw PTY echo: %w", err)
 	}
 	idle, flood, err := d.echo(samples)
 	if err != nil {
-		return err
+		return fmt.Errorf("keystroke echo through ahpd: %w", err)
 	}
 	fmt.Println("| echo | p50 | p99 | p99 / raw p99 |")
 	fmt.Println("|---|---:|---:|---:|")
