@@ -49,6 +49,20 @@ func drain(t *testing.T, s *flow.Sender) []sentMsg {
 	}
 }
 
+// replay resumes j on a new Sender for a peer that accepted accepted
+// (and released nothing) and returns the stream with what it sends.
+func replay(t *testing.T, j *flow.Journal, accepted flow.Position, send flow.ReceiveLimits) (*flow.Stream, []sentMsg) {
+	t.Helper()
+	rp, err := j.Resume(accepted, flow.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSender(t, flow.SenderConfig{})
+	st, _ := journalled(t, s, j, &rp, "new", send)
+	s.Wake(st)
+	return st, drain(t, s)
+}
+
 type sentMsg struct {
 	id   int64
 	text string
@@ -266,14 +280,7 @@ func TestJournalResumeMidMessage(t *testing.T) {
 		t.Fatal("message 2 should be in progress")
 	}
 	s.Close(st)
-	rp, err := j.Resume(flow.Position{MessageID: 1, Position: 500}, flow.Position{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2 := newSender(t, flow.SenderConfig{})
-	st2, _ := journalled(t, s2, j, &rp, "new", limits(8192, 1024, 8192))
-	s2.Wake(st2)
-	got := drain(t, s2)
+	st2, got := replay(t, j, flow.Position{MessageID: 1, Position: 500}, limits(8192, 1024, 8192))
 	if len(got) != 1 || got[0] != (sentMsg{2, big}) {
 		t.Fatalf("replayed %v, want message 2 whole", got)
 	}
@@ -305,14 +312,7 @@ func TestJournalKeepsTexts(t *testing.T) {
 	}
 	s.Close(st)
 	// The peer received nothing: everything is replayed.
-	rp, err := j.Resume(flow.Position{}, flow.Position{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2 := newSender(t, flow.SenderConfig{})
-	st2, _ := journalled(t, s2, j, &rp, "new", limits(8192, 1024, 2048))
-	s2.Wake(st2)
-	got := drain(t, s2)
+	_, got := replay(t, j, flow.Position{}, limits(8192, 1024, 2048))
 	if len(got) != len(texts) {
 		t.Fatalf("replayed %d messages, want %d", len(got), len(texts))
 	}
