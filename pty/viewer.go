@@ -2,6 +2,7 @@ package pty
 
 import (
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
@@ -219,8 +220,25 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 // buffers let each text be built in place without a copy.
 func (v *Viewer) nextBuf() []byte {
 	v.cur ^= 1
+	if v.bufs[v.cur] == nil {
+		if p, _ := msgBufs.Get().(*[]byte); p != nil {
+			v.bufs[v.cur] = *p
+		}
+	}
 	return v.bufs[v.cur][:0]
 }
+
+// msgBufs holds the large message buffers that idle viewers gave up (see
+// wait), for the next viewer that has output to send: a viewer that keeps
+// up with a flood goes idle between the reader's bursts, and without the
+// pool it would grow a new buffer after each one (twice the output in
+// allocations, and the garbage collections they cost). The pool holds only
+// what viewers handed in, and the garbage collector empties it within two
+// cycles.
+var msgBufs sync.Pool // of *[]byte
+
+// maxPooledBuf bounds the buffers msgBufs keeps.
+const maxPooledBuf = 4 << 20
 
 // idleBuf is the largest message buffer a viewer keeps while it has
 // nothing to send: a viewer that negotiated large messages does not hold
@@ -235,6 +253,10 @@ func (v *Viewer) wait() (flow.Message, bool) {
 	v.t.mu.Unlock()
 	for i, b := range v.bufs {
 		if cap(b) > idleBuf {
+			if cap(b) <= maxPooledBuf {
+				b = b[:0]
+				msgBufs.Put(&b)
+			}
 			v.bufs[i] = nil
 		}
 	}
