@@ -451,7 +451,7 @@ func (st *Stream) nextFrame(dst []byte, maxLifecycle int, maxFrame int64) (frame
 			m, id = e.msg, e.id
 		} else {
 			var got bool
-			m, got = st.src.Pull(st.win.MayStart(), st.win.limits.MaximumMessageBytes)
+			m, got = st.src.Pull(st.win.MayStart(), st.win.PullSize())
 			if !got {
 				return nil, 0, false, nil
 			}

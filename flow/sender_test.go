@@ -745,3 +745,70 @@ func firstDiff(a, b []string) string {
 	}
 	return "length"
 }
+
+// fillSource always has data, and fills whatever size the Sender asks for.
+type fillSource struct{ asked []int64 }
+
+func (s *fillSource) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool) {
+	if !dataAllowed {
+		return flow.Message{}, false
+	}
+	s.asked = append(s.asked, maxMessageBytes)
+	return dataMsg(sized(fmt.Sprint(len(s.asked)), maxMessageBytes)), true
+}
+
+// TestSenderPipelinesSmallWindow: with a window smaller than the largest
+// message, the Sender asks for quarter-window messages, so several are in
+// flight before credit is needed and the first one's credit reopens the
+// window: the stream does not idle for a credit round trip per message.
+func TestSenderPipelinesSmallWindow(t *testing.T) {
+	s := newSender(t, flow.SenderConfig{})
+	src := &fillSource{}
+	st := open(t, s, "s1", src, limits(256*KiB, 64*KiB, 1024*KiB))
+	s.Wake(st)
+	messages := 0
+	for {
+		it, ok := next(t, s)
+		if !ok {
+			break
+		}
+		if it.kind == "frame" && it.final {
+			messages++
+		}
+	}
+	for _, n := range src.asked {
+		if n != 64*KiB {
+			t.Fatalf("asked for a %d-byte message; want a quarter of the 256 KiB window", n)
+		}
+	}
+	if messages != 4 {
+		t.Fatalf("%d messages sent before the window closed, want 4", messages)
+	}
+	if err := s.Credit(st, 64*KiB); err != nil {
+		t.Fatal(err)
+	}
+	s.Wake(st)
+	if it, ok := next(t, s); !ok || it.kind != "frame" || it.id != 5 {
+		t.Fatalf("after the first message's credit: %+v, %v; want message 5 to start", it, ok)
+	}
+}
+
+// TestSenderPullSize: the size asked for is the receiver's maximum message
+// when the window is large, and never below MinPullSize unless the
+// maximum message is smaller.
+func TestSenderPullSize(t *testing.T) {
+	for _, tt := range []struct{ window, message, want int64 }{
+		{8 << 20, 1 << 20, 1 << 20},
+		{1 << 20, 1 << 20, 256 << 10},
+		{16 << 10, 64 << 10, flow.MinPullSize},
+		{16 << 10, 2 << 10, 2 << 10},
+	} {
+		s := newSender(t, flow.SenderConfig{})
+		src := &fillSource{}
+		s.Wake(open(t, s, "s1", src, limits(tt.window, min(tt.message, 16*KiB), tt.message)))
+		next(t, s)
+		if len(src.asked) == 0 || src.asked[0] != tt.want {
+			t.Errorf("window %d, message %d: asked %v, want %d", tt.window, tt.message, src.asked, tt.want)
+		}
+	}
+}

@@ -45,9 +45,13 @@ type Message struct {
 //
 // Pull returns the next message to start. When dataAllowed is false the
 // window is exhausted and only a Lifecycle message may be returned (and
-// only when no earlier data is still queued in the Source). The returned
-// text must be at most maxMessageBytes UTF-16 bytes (UTF16Len); a larger
-// one is refused with ErrMessageTooLarge and never sent. ok is false when
+// only when no earlier data is still queued in the Source).
+// maxMessageBytes is the size the Sender asks for (SendWindow.PullSize):
+// the receiver's maximumMessageBytes, or a quarter of a smaller window. A
+// Source splits its data to fit it; a message that cannot be split may be
+// larger, up to the receiver's maximumMessageBytes, and a larger one is
+// refused with ErrMessageTooLarge and never sent. Sizes are UTF-16 bytes
+// (UTF16Len). ok is false when
 // there is nothing to send now; the Source then calls its wake-up hook
 // when that changes.
 //

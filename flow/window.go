@@ -61,6 +61,22 @@ func (w *SendWindow) MayStart() bool {
 	return !w.active && w.sent-w.consumed < w.limits.WindowBytes
 }
 
+// PullSize is the message size a Sender asks its Source for: the
+// receiver's maximumMessageBytes, but no more than a quarter of the window
+// (and not below MinPullSize). A message may start while the window is
+// open and finish beyond it (§5), so a message as large as the window
+// would be sent alone, and the stream would then idle for a whole credit
+// round trip before the next one; with quarter-window messages the
+// receiver releases and credits each one while the next are under way.
+func (w *SendWindow) PullSize() int64 {
+	return min(w.limits.MaximumMessageBytes, max(w.limits.WindowBytes/4, MinPullSize))
+}
+
+// MinPullSize is the smallest message size PullSize asks for (when the
+// receiver's maximumMessageBytes allows it): smaller messages would cost
+// more in envelopes and credit than a small window saves.
+const MinPullSize = 4 << 10
+
 // Start begins a message of size UTF-16 bytes. A data message needs
 // MayStart; a lifecycle message needs only that no message is active.
 func (w *SendWindow) Start(size int64, class Class) error {
