@@ -1,6 +1,16 @@
 package daemon
 
-import "testing"
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
 
 // TestFrameBufferPool: a connection keeps at most maxFreeBufs frame
 // buffers, none above maxKeptBuf, and hands out the largest first, so a
@@ -23,5 +33,78 @@ func TestFrameBufferPool(t *testing.T) {
 		if caps[i] != want[i] {
 			t.Fatalf("buffers handed out with capacities %v, want %v", caps, want)
 		}
+	}
+}
+
+// writeCounter counts the writes to a socket.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c writeCounter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+type writeCountListener struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l writeCountListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return writeCounter{c, l.writes}, nil
+}
+
+// TestWebSocketFrameOneWrite: a frame of the default maximum size leaves
+// in one write to the socket (net/http's 4 KiB buffer split it in two, and
+// woke the viewer twice).
+func TestWebSocketFrameOneWrite(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes atomic.Int64
+	frame := strings.Repeat("x", 48<<10) // 64 KiB of UTF-16 is at most 48 KiB of UTF-8
+	before := make(chan int64, 1)
+	done := make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(writeBufferHijacker{w}, r, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer ws.CloseNow()
+		before <- writes.Load()
+		if err := ws.Write(r.Context(), websocket.MessageText, []byte(frame)); err != nil {
+			t.Error(err)
+		}
+		<-done
+	})}
+	go srv.Serve(writeCountListener{l, &writes})
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws://"+l.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(1 << 20)
+	_, b, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := writes.Load() - <-before
+	close(done)
+	if string(b) != frame {
+		t.Fatalf("got %d bytes, want the %d-byte frame", len(b), len(frame))
+	}
+	if n != 1 {
+		t.Fatalf("the frame took %d writes to the socket, want 1", n)
 	}
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -325,7 +326,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		opts.CompressionMode = websocket.CompressionContextTakeover
 		opts.CompressionThreshold = 1024
 	}
-	ws, err := websocket.Accept(w, r, opts)
+	ws, err := websocket.Accept(writeBufferHijacker{w}, r, opts)
 	if err != nil {
 		return // Accept wrote the HTTP error
 	}
@@ -506,6 +507,35 @@ type exitNotifier interface {
 // few milliseconds at loopback speeds while a single viewer still reaches
 // full throughput.
 const socketSendBuffer = 256 << 10
+
+// wsWriteBuffer is each viewer socket's write buffer. net/http hands a
+// hijacked connection a 4 KiB one, through which the WebSocket library
+// writes a larger frame in two syscalls, the first 4 KiB and then the rest,
+// and the viewer wakes up for each. With 64 KiB, a frame under the default
+// maximumFrameBytes (64 KiB of UTF-16, at most 48 KiB of UTF-8) goes out
+// in one write.
+const wsWriteBuffer = 64 << 10
+
+// writeBufferHijacker gives the connection it hijacks a wsWriteBuffer
+// write buffer.
+type writeBufferHijacker struct{ http.ResponseWriter }
+
+func (h writeBufferHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := h.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the connection cannot be taken over for a WebSocket")
+	}
+	c, brw, err := hj.Hijack()
+	if err != nil {
+		return c, brw, err
+	}
+	if err := brw.Writer.Flush(); err != nil { // empty: the response went out at Hijack
+		c.Close()
+		return nil, nil, err
+	}
+	brw.Writer = bufio.NewWriterSize(c, wsWriteBuffer)
+	return c, brw, nil
+}
 
 // sndbufListener caps each accepted socket's send buffer and counts its
 // bytes (for the compression ratio in stats: the WebSocket library does
