@@ -6,13 +6,18 @@
 //     reading the same PTY directly, and the daemon's CPU per MB (utime +
 //     stime from /proc);
 //   - keystroke echo p50/p99, idle and while a second subscription on the
-//     same connection floods (`yes`), against a raw PTY echo.
+//     same connection floods (`yes`), against a raw PTY echo;
+//   - both against a minimal relay too (relay.go): PTY bytes copied to and
+//     from binary WebSocket messages by a process of its own, the floor of
+//     any WebSocket terminal daemon on this machine.
 //
 // Run it with `make bench-process` (which builds bin/ahpd first), or:
 //
 //	go build -o bin/ahpd ./cmd/ahpd && go run ./internal/ahpbench -ahpd bin/ahpd
 //
-// -procs N runs the daemon with GOMAXPROCS=N (default: its own default).
+// -procs N runs the daemon with GOMAXPROCS=N (default: its own default);
+// -window, -frame and -message set the throughput viewer's receive limits
+// (default: the host's defaults, as `ahpctl attach` gets them).
 package main
 
 import (
@@ -46,7 +51,18 @@ func main() {
 	samples := flag.Int("samples", 300, "keystrokes per echo measurement")
 	procs := flag.Int("procs", 0, "run the daemon with GOMAXPROCS set to this (0: the daemon's default)")
 	profile := flag.String("cpuprofile", "", "write this process's (the viewer's) CPU profile to `file`")
+	flag.Int64Var(&benchLimits.WindowBytes, "window", 0, "the throughput viewer's windowBytes (0: the host's defaults for all three limits)")
+	flag.Int64Var(&benchLimits.MaximumFrameBytes, "frame", 64<<10, "the throughput viewer's maximumFrameBytes (with -window)")
+	flag.Int64Var(&benchLimits.MaximumMessageBytes, "message", 1<<20, "the throughput viewer's maximumMessageBytes (with -window)")
+	relayMode := flag.Bool("relay", false, "serve the minimal relay (ahpbench starts it itself)")
 	flag.Parse()
+	if *relayMode {
+		if err := serveRelay(); err != nil {
+			fmt.Fprintln(os.Stderr, "ahpbench -relay:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *profile != "" {
 		f, err := os.Create(*profile)
 		if err == nil {
@@ -67,6 +83,9 @@ func main() {
 
 const fileSize = 64 << 20
 
+// benchLimits are the throughput viewer's receive limits (flags).
+var benchLimits flow.ReceiveLimits
+
 func run(bin string, runs, samples, procs int) error {
 	dir, err := os.MkdirTemp("", "ahpbench")
 	if err != nil {
@@ -83,10 +102,17 @@ func run(bin string, runs, samples, procs int) error {
 	}
 	defer d.stop()
 
-	fmt.Printf("ahpbench: %s (GOMAXPROCS %s), %d runs\n\n", bin, map[bool]string{true: "default", false: strconv.Itoa(procs)}[procs == 0], runs)
-	fmt.Println("| run | raw PTY read | through ahpd | ratio | ahpd CPU | snapshots |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
-	var ratios, cpus []float64
+	rl, err := startRelay()
+	if err != nil {
+		return err
+	}
+	defer rl.stop()
+
+	fmt.Printf("ahpbench: %s (GOMAXPROCS %s), %d runs, viewer limits %s\n\n", bin, map[bool]string{true: "default", false: strconv.Itoa(procs)}[procs == 0], runs, limitsName())
+	fmt.Println("| run | raw PTY read | minimal relay | through ahpd | ratio to raw | ratio to relay | ahpd CPU | viewer CPU | ahpd syscalls | snapshots |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var ratios, relayRatios, cpus []float64
+	mb := float64(fileSize) / 1e6
 	for i := 1; i <= runs; i++ {
 		n, raw, err := termbench.RawPTYRead(file)
 		if err != nil {
@@ -95,37 +121,68 @@ func run(bin string, runs, samples, procs int) error {
 		if n < fileSize {
 			return fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
 		}
+		rn, relayed, err := rl.throughput(file)
+		if err != nil {
+			return fmt.Errorf("minimal relay throughput: %w", err)
+		}
+		if rn < fileSize {
+			return fmt.Errorf("minimal relay: %d of %d bytes", rn, fileSize)
+		}
 		r, err := d.throughput(fmt.Sprintf("cat%d", i), file)
 		if err != nil {
 			return fmt.Errorf("throughput run %d through ahpd (cat of a %d-byte file to one viewer): %w", i, fileSize, err)
 		}
 		// The file's bytes only (the rest is the echoed newline and the
 		// marker line).
-		rawRate, rate := mbps(fileSize, raw), mbps(min(r.bytes, fileSize), r.elapsed)
-		msPerMB := float64(r.cpu.Milliseconds()) / (float64(fileSize) / 1e6)
-		ratios, cpus = append(ratios, rate/rawRate), append(cpus, msPerMB)
-		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.2f | %.1f ms/MB | %d |\n", i, rawRate, rate, rate/rawRate, msPerMB, r.snapshots)
+		rawRate, relayRate, rate := mbps(fileSize, raw), mbps(fileSize, relayed), mbps(min(r.bytes, fileSize), r.elapsed)
+		msPerMB := float64(r.cpu.Milliseconds()) / mb
+		ratios, relayRatios, cpus = append(ratios, rate/rawRate), append(relayRatios, rate/relayRate), append(cpus, msPerMB)
+		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d |\n",
+			i, rawRate, relayRate, rate, rate/rawRate, rate/relayRate, msPerMB, float64(r.viewerCPU.Milliseconds())/mb, float64(r.syscalls)/mb, r.snapshots)
 	}
-	fmt.Printf("\nmedian ratio %.2f, median ahpd CPU %.1f ms/MB\n\n", median(ratios), median(cpus))
+	if runs > 0 {
+		fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB\n\n", median(ratios), median(relayRatios), median(cpus))
+	}
+	if samples == 0 {
+		return nil
+	}
 
 	raw, err := termbench.RawPTYEcho(samples)
 	if err != nil {
 		return fmt.Errorf("raw PTY echo: %w", err)
 	}
+	relayed, err := rl.echo(samples)
+	if err != nil {
+		return fmt.Errorf("minimal relay echo: %w", err)
+	}
 	idle, flood, err := d.echo(samples)
 	if err != nil {
 		return fmt.Errorf("keystroke echo through ahpd: %w", err)
 	}
-	fmt.Println("| echo | p50 | p99 | p99 / raw p99 |")
-	fmt.Println("|---|---:|---:|---:|")
+	rawP99, relayP99 := termbench.Percentile(raw, 99), termbench.Percentile(relayed, 99)
+	fmt.Println("| echo | p50 | p99 | p99 / raw p99 | p99 / relay p99 | ahpd CPU per keystroke |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|")
 	for _, r := range []struct {
 		name string
 		d    []time.Duration
-	}{{"raw PTY", raw}, {"ahpd, idle", idle}, {"ahpd, neighbour flooding", flood}} {
+		cpu  time.Duration
+	}{{"raw PTY", raw, 0}, {"minimal relay", relayed, 0}, {"ahpd, idle", idle.d, idle.cpu}, {"ahpd, neighbour flooding", flood, 0}} {
 		p50, p99 := termbench.Percentile(r.d, 50), termbench.Percentile(r.d, 99)
-		fmt.Printf("| %s | %v | %v | %.2f |\n", r.name, p50.Round(time.Microsecond), p99.Round(time.Microsecond), float64(p99)/float64(termbench.Percentile(raw, 99)))
+		cpu := "—"
+		if r.cpu > 0 {
+			cpu = (r.cpu / time.Duration(len(r.d))).Round(time.Microsecond).String()
+		}
+		fmt.Printf("| %s | %v | %v | %.2f | %.2f | %s |\n", r.name, p50.Round(time.Microsecond), p99.Round(time.Microsecond),
+			float64(p99)/float64(rawP99), float64(p99)/float64(relayP99), cpu)
 	}
 	return nil
+}
+
+func limitsName() string {
+	if benchLimits.WindowBytes == 0 {
+		return "the host's defaults"
+	}
+	return fmt.Sprintf("window %d, frame %d, message %d", benchLimits.WindowBytes, benchLimits.MaximumFrameBytes, benchLimits.MaximumMessageBytes)
 }
 
 func mbps(n int64, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e6 }
@@ -215,6 +272,23 @@ func (d *daemon) cpu() (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ is 100 on Linux
 }
 
+// syscalls returns how many read and write system calls the daemon has
+// made so far.
+func (d *daemon) syscalls() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", d.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok && (k == "syscr" || k == "syscw") {
+			x, _ := strconv.ParseInt(v, 10, 64)
+			n += x
+		}
+	}
+	return n, nil
+}
+
 func (d *daemon) terminal(ctx context.Context, id string, script string) (string, error) {
 	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: id, Command: "/bin/sh", Args: []string{"-c", script}})
 	if err != nil {
@@ -242,7 +316,11 @@ func (d *daemon) throughput(id, path string) (r result, err error) {
 		return r, err
 	}
 	defer c.Close()
-	sub, err := c.Subscribe(ctx, uri, &flow.ReceiveLimits{WindowBytes: 8 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20})
+	var lim *flow.ReceiveLimits
+	if benchLimits.WindowBytes > 0 {
+		lim = &benchLimits
+	}
+	sub, err := c.Subscribe(ctx, uri, lim)
 	if err != nil {
 		return r, err
 	}
@@ -253,6 +331,11 @@ func (d *daemon) throughput(id, path string) (r result, err error) {
 	if err != nil {
 		return r, err
 	}
+	sys0, err := d.syscalls()
+	if err != nil {
+		return r, err
+	}
+	self0 := termbench.CPUTime()
 	start := time.Now()
 	if err := sub.Send(ctx, termbench.Input("\r")); err != nil {
 		return r, err
@@ -261,6 +344,12 @@ func (d *daemon) throughput(id, path string) (r result, err error) {
 		return r, err
 	}
 	r.elapsed = time.Since(start)
+	r.viewerCPU = termbench.CPUTime() - self0
+	sys1, err := d.syscalls()
+	if err != nil {
+		return r, err
+	}
+	r.syscalls = sys1 - sys0
 	cpu1, err := d.cpu()
 	r.cpu = cpu1 - cpu0
 	return r, err
@@ -272,39 +361,50 @@ type result struct {
 	snapshots int   // snapshots received instead of part of the stream
 	elapsed   time.Duration
 	cpu       time.Duration // the daemon's
+	viewerCPU time.Duration // this process's (the viewer's)
+	syscalls  int64         // the daemon's reads and writes
 }
 
 // echo times keystrokes through ahpd, idle and while a second
 // subscription on the same connection floods.
-func (d *daemon) echo(n int) (idle, flood []time.Duration, err error) {
+func (d *daemon) echo(n int) (idle timed, flood []time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	echoURI, err := d.terminal(ctx, "echo", "stty raw -echo; exec cat")
 	if err != nil {
-		return nil, nil, err
+		return idle, nil, err
 	}
 	floodURI, err := d.terminal(ctx, "flood", "read x; exec yes")
 	if err != nil {
-		return nil, nil, err
+		return idle, nil, err
 	}
 	c, err := d.dial(ctx)
 	if err != nil {
-		return nil, nil, err
+		return idle, nil, err
 	}
 	defer c.Close()
 	sub, err := c.Subscribe(ctx, echoURI, nil)
 	if err != nil {
-		return nil, nil, err
+		return idle, nil, err
 	}
 	if err := termbench.UntilReady(ctx, sub); err != nil {
-		return nil, nil, err
+		return idle, nil, err
 	}
-	if idle, err = termbench.Keystrokes(ctx, sub, n); err != nil {
-		return nil, nil, err
+	cpu0, err := d.cpu()
+	if err != nil {
+		return idle, nil, err
 	}
+	if idle.d, err = termbench.Keystrokes(ctx, sub, n); err != nil {
+		return idle, nil, err
+	}
+	cpu1, err := d.cpu()
+	if err != nil {
+		return idle, nil, err
+	}
+	idle.cpu = cpu1 - cpu0
 	fsub, err := c.Subscribe(ctx, floodURI, nil)
 	if err != nil {
-		return nil, nil, err
+		return idle, nil, err
 	}
 	fctx, stop := context.WithCancel(ctx)
 	drained := make(chan struct{})
@@ -314,9 +414,15 @@ func (d *daemon) echo(n int) (idle, flood []time.Duration, err error) {
 	}()
 	defer func() { stop(); <-drained }()
 	if err := fsub.Send(ctx, termbench.Input("\r")); err != nil {
-		return nil, nil, err
+		return idle, nil, err
 	}
 	time.Sleep(200 * time.Millisecond) // let the flood reach full speed
 	flood, err = termbench.Keystrokes(ctx, sub, n)
 	return idle, flood, err
+}
+
+// timed is a latency measurement and the daemon's CPU time during it.
+type timed struct {
+	d   []time.Duration
+	cpu time.Duration
 }

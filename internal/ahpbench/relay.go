@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/creack/pty"
+)
+
+// The minimal relay is the floor any WebSocket terminal daemon stands on:
+// a process of its own that copies PTY output into binary WebSocket
+// messages and WebSocket messages into the PTY, with no protocol, no
+// emulator, no credit and no second viewer. ahpbench runs it (as a second
+// copy of itself, `-relay`) next to ahpd, so that the cost of ahpd's
+// features can be told apart from the cost of being a separate process
+// behind a socket.
+
+// serveRelay serves the relay on a loopback port, printed on stdout, until
+// stdin closes. Each WebSocket connection runs `/bin/sh -c <cmd>` (the
+// query parameter) on a PTY of its own.
+func serveRelay() error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(relayConn), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); srv.Close() }()
+	fmt.Println(l.Addr().String())
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func relayConn(w http.ResponseWriter, r *http.Request) {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 20)
+	cmd := exec.Command("/bin/sh", "-c", r.URL.Query().Get("cmd"))
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		ws.Close(websocket.StatusInternalError, err.Error())
+		return
+	}
+	defer func() { f.Close(); _ = cmd.Wait() }()
+	ctx := r.Context()
+	go func() {
+		for {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				f.Close()
+				return
+			}
+			if _, err := f.Write(b); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if werr := ws.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			ws.Close(websocket.StatusNormalClosure, "")
+			return
+		}
+	}
+}
+
+// relay is a running minimal relay.
+type relay struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	addr string
+}
+
+func startRelay() (*relay, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "-relay")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		in.Close()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("minimal relay did not start: %w", err)
+	}
+	return &relay{cmd: cmd, in: in, addr: strings.TrimSpace(addr)}, nil
+}
+
+func (r *relay) stop() {
+	r.in.Close()
+	done := make(chan struct{})
+	go func() { _ = r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (r *relay) dial(ctx context.Context, command string) (*websocket.Conn, error) {
+	ws, _, err := websocket.Dial(ctx, "ws://"+r.addr+"/?cmd="+url.QueryEscape(command), nil)
+	if err != nil {
+		return nil, err
+	}
+	ws.SetReadLimit(1 << 20)
+	return ws, nil
+}
+
+// throughput runs `cat path` through the relay and reads it to the end.
+func (r *relay) throughput(path string) (int64, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	ws, err := r.dial(ctx, "exec cat "+path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer ws.CloseNow()
+	var n int64
+	buf := make([]byte, 64<<10)
+	for {
+		_, rd, err := ws.Reader(ctx)
+		if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+			return n, time.Since(start), nil
+		}
+		if err != nil {
+			return n, 0, err
+		}
+		for {
+			k, err := rd.Read(buf)
+			n += int64(k)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return n, 0, err
+			}
+		}
+	}
+}
+
+// echo times n keystrokes through the relay to `cat` on a raw PTY.
+func (r *relay) echo(n int) ([]time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ws, err := r.dial(ctx, "stty raw -echo; exec cat")
+	if err != nil {
+		return nil, err
+	}
+	defer ws.CloseNow()
+	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
+	out := make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		if err := ws.Write(ctx, websocket.MessageBinary, []byte{'x'}); err != nil {
+			return nil, err
+		}
+		for {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if strings.Contains(string(b), "x") {
+				break
+			}
+		}
+		out = append(out, time.Since(t))
+	}
+	return out, nil
+}
