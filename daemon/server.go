@@ -20,6 +20,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/daemon/webui"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/rawio"
 	"github.com/ahp-dev/ahpd/pty"
 )
 
@@ -550,7 +551,7 @@ func (l sndbufListener) Accept() (net.Conn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetWriteBuffer(socketSendBuffer)
 	}
-	return &countingConn{Conn: c}, nil
+	return &countingConn{Conn: rawio.NewConn(c)}, nil
 }
 
 // countingConn counts the bytes through a socket.

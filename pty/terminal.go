@@ -20,6 +20,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/rawio"
 )
 
 // readSize is the PTY read buffer; one item of the stream log holds at most
@@ -227,7 +228,8 @@ func Start(cfg Config) (*Terminal, error) {
 
 // pollable turns the blocking PTY master from creack/pty into a
 // non-blocking file served by the runtime poller, so that Close interrupts
-// a pending Read or Write.
+// a pending Read or Write. The reader and writer rely on it: they call
+// rawio, which must never block.
 func pollable(f *os.File) (*os.File, error) {
 	fd, err := syscall.Dup(int(f.Fd()))
 	_ = f.Close()
@@ -457,12 +459,35 @@ func (t *Terminal) tryWrite(p []byte) (int, error) {
 	var n int
 	var werr error
 	if err := rc.Write(func(fd uintptr) bool {
-		n, werr = syscall.Write(int(fd), p)
+		n, werr = rawio.Write(fd, p)
 		return true // one attempt: never wait for writability here
 	}); err != nil {
 		return 0, err
 	}
 	return n, werr
+}
+
+// writeAll writes p to the PTY, waiting for room as needed.
+func (t *Terminal) writeAll(p []byte) error {
+	rc, err := t.master.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for len(p) > 0 {
+		var n int
+		var werr error
+		if err := rc.Write(func(fd uintptr) bool {
+			n, werr = rawio.Write(fd, p)
+			return werr != syscall.EAGAIN
+		}); err != nil {
+			return err
+		}
+		if werr != nil {
+			return werr
+		}
+		p = p[n:]
+	}
+	return nil
 }
 
 // queueReply queues a query reply; it is dropped when ReplyQueue is full.
@@ -520,7 +545,7 @@ func (t *Terminal) writer() {
 			t.mu.Unlock()
 			var err error
 			if !broken {
-				_, err = t.master.Write(in.data)
+				err = t.writeAll(in.data)
 			}
 			t.mu.Lock()
 			if in.reply {
@@ -573,7 +598,7 @@ func (t *Terminal) reader() {
 		var n int
 		var rerr error
 		err := rc.Read(func(fd uintptr) bool {
-			n, rerr = syscall.Read(int(fd), buf)
+			n, rerr = rawio.Read(fd, buf)
 			if rerr == syscall.EAGAIN {
 				flush() // nothing more for now: deliver what we have
 				pace.drained()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -99,6 +100,7 @@ func startRelay() (*relay, error) {
 	}
 	cmd := exec.Command(self, "-relay")
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // if ahpbench is killed
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -173,32 +175,39 @@ func (r *relay) throughput(path string) (int64, time.Duration, error) {
 	}
 }
 
-// echo times n keystrokes through the relay to `cat` on a raw PTY.
-func (r *relay) echo(n int) ([]time.Duration, error) {
+// echo times n keystrokes through the relay to `cat` on a raw PTY, and
+// takes the relay's CPU time.
+func (r *relay) echo(n int) (timed, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	var out timed
 	ws, err := r.dial(ctx, "stty raw -echo; exec cat")
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	defer ws.CloseNow()
 	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
-	out := make([]time.Duration, 0, n)
+	cpu0, err := processCPU(r.cmd.Process.Pid)
+	if err != nil {
+		return out, err
+	}
 	for range n {
 		t := time.Now()
 		if err := ws.Write(ctx, websocket.MessageBinary, []byte{'x'}); err != nil {
-			return nil, err
+			return out, err
 		}
 		for {
 			_, b, err := ws.Read(ctx)
 			if err != nil {
-				return nil, err
+				return out, err
 			}
 			if strings.Contains(string(b), "x") {
 				break
 			}
 		}
-		out = append(out, time.Since(t))
+		out.d = append(out.d, time.Since(t))
 	}
-	return out, nil
+	cpu1, err := processCPU(r.cmd.Process.Pid)
+	out.cpu = cpu1 - cpu0
+	return out, err
 }

@@ -1,0 +1,128 @@
+// Package rawio reads and writes non-blocking descriptors (PTY masters,
+// sockets) without telling the Go scheduler that a system call is under
+// way.
+//
+// syscall.Read and its kin call entersyscall and exitsyscall so that a call
+// that blocks releases its P to other goroutines. A call on a non-blocking
+// descriptor never blocks, and there the bookkeeping costs more than it
+// saves: while calls are in flight the runtime's monitor thread wakes every
+// 20 µs, takes the P from any call that outlasts one of its ticks and hands
+// it to another thread, and the caller then has to win it back. With one P
+// (ahpd's default) on a virtual machine where a thread switch costs tens of
+// microseconds, that was a fifth of the daemon's CPU time per keystroke.
+// Waiting for readiness still goes through the runtime's poller
+// (syscall.RawConn), so deadlines, Close and wake-ups work as before.
+package rawio
+
+import (
+	"io"
+	"net"
+	"syscall"
+	"unsafe"
+)
+
+// Read reads from the non-blocking descriptor fd once.
+func Read(fd uintptr, p []byte) (int, error) {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
+	}
+}
+
+// Write writes to the non-blocking descriptor fd once.
+func Write(fd uintptr, p []byte) (int, error) {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
+	}
+}
+
+// Conn is a net.Conn whose Read and Write use Read and Write on its
+// descriptor. Everything else is the wrapped connection's.
+type Conn struct {
+	net.Conn
+	rc syscall.RawConn
+}
+
+// NewConn wraps c, which must be a *net.TCPConn or *net.UnixConn (whose
+// descriptors are non-blocking). Any other connection is returned as is.
+func NewConn(c net.Conn) net.Conn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return c
+	}
+	switch c.(type) {
+	case *net.TCPConn, *net.UnixConn:
+	default:
+		return c
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	return &Conn{Conn: c, rc: rc}
+}
+
+// Read implements net.Conn.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var err error
+	if cerr := c.rc.Read(func(fd uintptr) bool {
+		n, err = Read(fd, p)
+		return err != syscall.EAGAIN
+	}); cerr != nil {
+		return 0, c.opError("read", cerr)
+	}
+	if err != nil {
+		return 0, c.opError("read", err)
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Write implements net.Conn: it writes all of p, or fails.
+func (c *Conn) Write(p []byte) (int, error) {
+	written := 0
+	for written < len(p) {
+		var n int
+		var err error
+		if cerr := c.rc.Write(func(fd uintptr) bool {
+			n, err = Write(fd, p[written:])
+			return err != syscall.EAGAIN
+		}); cerr != nil {
+			return written, c.opError("write", cerr)
+		}
+		if err != nil {
+			return written, c.opError("write", err)
+		}
+		written += n
+	}
+	return written, nil
+}
+
+func (c *Conn) opError(op string, err error) error {
+	if _, ok := err.(*net.OpError); ok {
+		return err
+	}
+	if e, ok := err.(syscall.Errno); ok {
+		err = &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: e}
+	}
+	return err
+}
