@@ -41,25 +41,34 @@ func AppendJSONString(dst []byte, s string) []byte {
 
 // AppendEscaped appends the body of the JSON string AppendJSONString
 // writes for s, without the quotes.
-func AppendEscaped(dst []byte, s string) []byte { return appendEscaped(dst, s) }
+func AppendEscaped(dst []byte, s string) []byte {
+	dst, _ = AppendEscapedLen(dst, s)
+	return dst
+}
 
-// appendEscaped appends the JSON-escaped body of s (without quotes).
-func appendEscaped(dst []byte, s string) []byte {
+// AppendEscapedLen is AppendEscaped that also returns EscapedLen(s), in
+// the same pass.
+func AppendEscapedLen(dst []byte, s string) ([]byte, int64) {
+	var n int64
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if safeByte[c] {
-				i = plainPrefix(s, i+1, len(s))
+				j := plainPrefix(s, i+1, len(s))
+				n += int64(j-i) * 2
+				i = j
 				continue
 			}
 			dst = append(dst, s[start:i]...)
 			dst = appendEscapedASCII(dst, c)
+			n += int64(escapeLen[c]) * 2
 			i++
 			start = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
+		n += utf16Width(r)
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, "\uFFFD"...)
@@ -69,8 +78,10 @@ func appendEscaped(dst []byte, s string) []byte {
 		}
 		i += size
 	}
-	return append(dst, s[start:]...)
+	return append(dst, s[start:]...), n
 }
+
+func appendEscaped(dst []byte, s string) []byte { return AppendEscaped(dst, s) }
 
 func appendEscapedASCII(dst []byte, c byte) []byte {
 	switch c {

@@ -84,6 +84,10 @@ func TestEscapedLen(t *testing.T) {
 		if got, want := flow.EscapedLen(s), flow.UTF16Len(string(flow.AppendJSONString(nil, s)))-4; got != want {
 			t.Errorf("EscapedLen(%q) = %d, want %d (AppendJSONString)", s, got, want)
 		}
+		b, n := flow.AppendEscapedLen([]byte("p"), s)
+		if string(b) != "p"+body || n != flow.UTF16Len(body) {
+			t.Errorf("AppendEscapedLen(%q) = %q, %d; want %q, %d", s, b, n, "p"+body, flow.UTF16Len(body))
+		}
 	}
 }
 

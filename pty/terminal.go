@@ -56,9 +56,9 @@ func (it *item) end() int64 { return it.start + int64(len(it.text)) }
 // computed once and shared by every viewer.
 func (it *item) escaped() (string, int64) {
 	it.escOnce.Do(func() {
-		b := flow.AppendEscaped(make([]byte, 0, len(it.text)+len(it.text)/8+8), it.text)
+		b, n16 := flow.AppendEscapedLen(make([]byte, 0, len(it.text)+len(it.text)/8+8), it.text)
 		it.esc = unsafe.String(unsafe.SliceData(b), len(b))
-		it.esc16 = flow.EscapedLen(it.text)
+		it.esc16 = n16
 	})
 	return it.esc, it.esc16
 }
