@@ -337,8 +337,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
 		return
 	}
-	// The connection holds its control lane, the transport's two frames and
-	// inbound messages waiting; terminal output is shared by all viewers of
+	// The connection holds its control lane, the transport's two frames,
+	// inbound messages waiting and a wsWriteBuffer; terminal output is shared by all viewers of
 	// a terminal (each holds a cursor), so the lane's share of
 	// maxBufferedBytes is what bounds this connection's own memory.
 	sender, err := flow.NewSender(flow.SenderConfig{ControlBytes: min(4<<20, limits.MaxBufferedBytes/4)})
@@ -522,11 +522,7 @@ const wsWriteBuffer = 64 << 10
 type writeBufferHijacker struct{ http.ResponseWriter }
 
 func (h writeBufferHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	hj, ok := h.ResponseWriter.(http.Hijacker)
-	if !ok {
-		return nil, nil, errors.New("the connection cannot be taken over for a WebSocket")
-	}
-	c, brw, err := hj.Hijack()
+	c, brw, err := http.NewResponseController(h.ResponseWriter).Hijack() // through Unwrap wrappers too
 	if err != nil {
 		return c, brw, err
 	}

@@ -229,7 +229,7 @@ func Start(cfg Config) (*Terminal, error) {
 // pollable turns the blocking PTY master from creack/pty into a
 // non-blocking file served by the runtime poller, so that Close interrupts
 // a pending Read or Write. The reader and writer rely on it: they call
-// rawio, which must never block.
+// rawio, which must not wait for data or room (see its package comment).
 func pollable(f *os.File) (*os.File, error) {
 	fd, err := syscall.Dup(int(f.Fd()))
 	_ = f.Close()
@@ -473,21 +473,7 @@ func (t *Terminal) writeAll(p []byte) error {
 	if err != nil {
 		return err
 	}
-	for len(p) > 0 {
-		var n int
-		var werr error
-		if err := rc.Write(func(fd uintptr) bool {
-			n, werr = rawio.Write(fd, p)
-			return werr != syscall.EAGAIN
-		}); err != nil {
-			return err
-		}
-		if werr != nil {
-			return werr
-		}
-		p = p[n:]
-	}
-	return nil
+	return rawio.WriteAll(rc, p)
 }
 
 // queueReply queues a query reply; it is dropped when ReplyQueue is full.

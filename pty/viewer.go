@@ -284,18 +284,28 @@ func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos in
 		}
 		if off == 0 {
 			if it.readers.Add(1) == 1 {
-				// The first viewer to read it: no shared copy yet. Escape
-				// it in place, and take it back if it does not fit (the
-				// last item of a message at most).
-				mark := len(b)
-				var n16 int64
-				if b, n16 = flow.AppendEscapedLen(b, it.text); used+n16 <= budget {
+				// The first viewer to read it: no shared copy yet. When
+				// it fits as plain ASCII (2 bytes a byte), escape and
+				// measure it in place in one pass, and take it back in
+				// the rare case escapes make it too large; otherwise
+				// measure it first (the last item of a message).
+				if used+2*int64(len(it.text)) <= budget {
+					mark := len(b)
+					var n16 int64
+					if b, n16 = flow.AppendEscapedLen(b, it.text); used+n16 <= budget {
+						used += n16
+						pos += int64(len(it.text))
+						seq++
+						continue
+					}
+					b = b[:mark]
+				} else if n16 := flow.EscapedLen(it.text); used+n16 <= budget {
+					b = flow.AppendEscaped(b, it.text)
 					used += n16
 					pos += int64(len(it.text))
 					seq++
 					continue
 				}
-				b = b[:mark]
 				it.readers.Add(-1) // it did not read it after all
 			} else if esc, esc16 := it.escaped(); used+esc16 <= budget {
 				b = append(b, esc...)

@@ -4,14 +4,24 @@
 //
 // syscall.Read and its kin call entersyscall and exitsyscall so that a call
 // that blocks releases its P to other goroutines. A call on a non-blocking
-// descriptor never blocks, and there the bookkeeping costs more than it
-// saves: while calls are in flight the runtime's monitor thread wakes every
-// 20 µs, takes the P from any call that outlasts one of its ticks and hands
-// it to another thread, and the caller then has to win it back. With one P
-// (ahpd's default) on a virtual machine where a thread switch costs tens of
-// microseconds, that was a fifth of the daemon's CPU time per keystroke.
-// Waiting for readiness still goes through the runtime's poller
-// (syscall.RawConn), so deadlines, Close and wake-ups work as before.
+// descriptor does not wait for data or room, and there the bookkeeping
+// costs more than it saves: while calls are in flight the runtime's monitor
+// thread wakes every 20 µs, takes the P from any call that outlasts one of
+// its ticks and hands it to another thread, and the caller then has to win
+// it back. With one P (ahpd's default) on a virtual machine where a thread
+// switch costs tens of microseconds, that was a fifth of the daemon's CPU
+// time per keystroke. Waiting for readiness still goes through the
+// runtime's poller (syscall.RawConn), so deadlines, Close and wake-ups work
+// as before.
+//
+// The cost: a call keeps the P for its whole duration, kernel sleeps
+// included. Non-blocking calls sleep only briefly: on sleeping locks
+// (the socket lock, the tty's termios and output locks) and, for a PTY
+// read that finds the line discipline empty, on the kernel worker that is
+// moving data already written by the program into it (n_tty_read flushes
+// that work before it returns EAGAIN; it is the data the next read gets).
+// With syscall.Read the P would be handed over only when the monitor
+// thread noticed, 20 µs to 10 ms later.
 package rawio
 
 import (
@@ -97,24 +107,65 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Write implements net.Conn: it writes all of p, or fails.
+// Write implements net.Conn: it writes all of p, or fails. The whole
+// write happens under the descriptor's write lock (one RawConn.Write), so
+// concurrent writes do not interleave, as with net.Conn.
 func (c *Conn) Write(p []byte) (int, error) {
 	written := 0
-	for written < len(p) {
-		var n int
-		var err error
-		if cerr := c.rc.Write(func(fd uintptr) bool {
+	var err error
+	if cerr := c.rc.Write(func(fd uintptr) bool {
+		for written < len(p) {
+			var n int
 			n, err = Write(fd, p[written:])
-			return err != syscall.EAGAIN
-		}); cerr != nil {
-			return written, c.opError("write", cerr)
+			if err == syscall.EAGAIN {
+				err = nil
+				return false // wait until writable, then go on
+			}
+			if err != nil {
+				return true
+			}
+			if n == 0 {
+				err = io.ErrUnexpectedEOF
+				return true
+			}
+			written += n
 		}
-		if err != nil {
-			return written, c.opError("write", err)
-		}
-		written += n
+		return true
+	}); cerr != nil {
+		return written, c.opError("write", cerr)
+	}
+	if err != nil {
+		return written, c.opError("write", err)
 	}
 	return written, nil
+}
+
+// WriteAll writes all of p to rc's non-blocking descriptor under one
+// RawConn.Write, waiting for room through the runtime poller.
+func WriteAll(rc syscall.RawConn, p []byte) error {
+	var err error
+	if cerr := rc.Write(func(fd uintptr) bool {
+		for len(p) > 0 {
+			var n int
+			n, err = Write(fd, p)
+			if err == syscall.EAGAIN {
+				err = nil
+				return false
+			}
+			if err != nil {
+				return true
+			}
+			if n == 0 {
+				err = io.ErrUnexpectedEOF
+				return true
+			}
+			p = p[n:]
+		}
+		return true
+	}); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 func (c *Conn) opError(op string, err error) error {

@@ -155,3 +155,65 @@ func TestNewConnLeavesOthers(t *testing.T) {
 		t.Fatal("NewConn wrapped a net.Pipe")
 	}
 }
+
+// TestConnWritesDoNotInterleave: concurrent Writes larger than the socket
+// buffer each arrive whole, as with net.Conn.
+func TestConnWritesDoNotInterleave(t *testing.T) {
+	c, peer := pair(t)
+	const writers, writes, size = 4, 8, 256 << 10
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			block := bytes.Repeat([]byte{byte('a' + w)}, size)
+			for range writes {
+				if _, err := c.Write(block); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	got := make([]byte, writers*writes*size)
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatal(err)
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for off := 0; off < len(got); off += size {
+		if b := got[off : off+size]; bytes.Count(b, b[:1]) != size {
+			t.Fatalf("the write at offset %d is mixed with another", off)
+		}
+	}
+}
+
+// TestWriteAllWaitsForRoom: WriteAll to a non-blocking pipe far larger
+// than the pipe's buffer waits for the reader and delivers every byte.
+func TestWriteAllWaitsForRoom(t *testing.T) {
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	r, w := os.NewFile(uintptr(fds[0]), "pipe-r"), os.NewFile(uintptr(fds[1]), "pipe-w") // pollable: non-blocking
+	defer r.Close()
+	defer w.Close()
+	rc, err := w.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 4<<20)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	got := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(io.LimitReader(r, int64(len(data)))); got <- b }()
+	if err := rawio.WriteAll(rc, data); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; !bytes.Equal(b, data) {
+		t.Fatalf("read %d bytes, not the %d written", len(b), len(data))
+	}
+}
