@@ -250,12 +250,17 @@ func (d *daemon) stop() {
 		d.ctl.Close()
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	waitOrKill(d.cmd, 15*time.Second)
+}
+
+// waitOrKill waits for cmd to exit, and kills it after d.
+func waitOrKill(cmd *exec.Cmd, d time.Duration) {
 	done := make(chan struct{})
-	go func() { _ = d.cmd.Wait(); close(done) }()
+	go func() { _ = cmd.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = d.cmd.Process.Kill()
+	case <-time.After(d):
+		_ = cmd.Process.Kill()
 		<-done
 	}
 }

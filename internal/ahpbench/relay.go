@@ -122,15 +122,8 @@ func startRelay() (*relay, error) {
 }
 
 func (r *relay) stop() {
-	r.in.Close()
-	done := make(chan struct{})
-	go func() { _ = r.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = r.cmd.Process.Kill()
-		<-done
-	}
+	r.in.Close() // the relay exits when its stdin closes
+	waitOrKill(r.cmd, 10*time.Second)
 }
 
 func (r *relay) dial(ctx context.Context, command string) (*websocket.Conn, error) {

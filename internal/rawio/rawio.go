@@ -32,23 +32,16 @@ import (
 )
 
 // Read reads from the non-blocking descriptor fd once.
-func Read(fd uintptr, p []byte) (int, error) {
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-		if e == syscall.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(n), nil
-	}
-}
+func Read(fd uintptr, p []byte) (int, error) { return call(syscall.SYS_READ, fd, p) }
 
 // Write writes to the non-blocking descriptor fd once.
-func Write(fd uintptr, p []byte) (int, error) {
+func Write(fd uintptr, p []byte) (int, error) { return call(syscall.SYS_WRITE, fd, p) }
+
+// call makes the read or write system call trap on p, again if a signal
+// interrupted it.
+func call(trap, fd uintptr, p []byte) (int, error) {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		n, _, e := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
 		if e == syscall.EINTR {
 			continue
 		}
