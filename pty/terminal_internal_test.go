@@ -120,3 +120,103 @@ func TestViewerIdleBuffers(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotPacing: a viewer slower than a flood is resnapshotted at most
+// once per snapInterval, not after every pull.
+func TestSnapshotPacing(t *testing.T) {
+	term, err := Start(Config{Command: []string{"/bin/sh", "-c", "read x; exec yes"}, ViewerBacklog: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	v := term.Attach(nil)
+	defer v.Close()
+	for {
+		m, ok := v.Pull(true, 64<<10)
+		if ok && m.Text == readyMsg {
+			break
+		}
+		if !ok {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := term.Input([]byte("\r"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Pull a little every 10 ms: far slower than `yes`.
+	const span = 1500 * time.Millisecond
+	start := time.Now()
+	resets := 0
+	for time.Since(start) < span {
+		for range 4 {
+			m, ok := v.Pull(true, 4<<10)
+			if !ok {
+				break
+			}
+			if strings.Contains(m.Text, `"method":"terminal/reset"`) {
+				resets++
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if max := int(span/snapInterval) + 1; resets > max {
+		t.Fatalf("%d snapshots in %v, want at most %d (one per %v)", resets, span, max, snapInterval)
+	}
+	if resets < 2 {
+		t.Fatalf("%d snapshots in %v of a flood the viewer cannot follow, want several", resets, span)
+	}
+}
+
+// TestDeferredSnapshotWakes: a snapshot deferred by snapInterval comes
+// when the interval ends, woken by its timer, even when no more output
+// arrives to wake the viewer.
+func TestDeferredSnapshotWakes(t *testing.T) {
+	term, err := Start(Config{Command: []string{"/bin/sh", "-c", "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y"}, ViewerBacklog: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	wake := make(chan struct{}, 1)
+	v := term.Attach(func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	defer v.Close()
+	for {
+		m, ok := v.Pull(true, 1<<20)
+		if ok && m.Text == readyMsg {
+			break
+		}
+		if !ok {
+			<-wake
+		}
+	}
+	snapped := time.Now()
+	if err := term.Input([]byte("\r"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for term.Stats().BytesRead < 2000000 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the burst is over: nothing else wakes the viewer
+	deadline := time.After(10 * time.Second)
+	for {
+		m, ok := v.Pull(true, 1<<20)
+		if ok {
+			if !strings.Contains(m.Text, `"method":"terminal/reset"`) {
+				t.Fatalf("a viewer 2 MB behind got %.60q, want terminal/reset", m.Text)
+			}
+			break
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			t.Fatal("the deferred snapshot never came")
+		}
+	}
+	if d := time.Since(snapped); d < snapInterval {
+		t.Fatalf("resnapshotted %v after the last snapshot, want at least %v", d, snapInterval)
+	}
+}

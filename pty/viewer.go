@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 
@@ -42,8 +43,10 @@ type Viewer struct {
 	graceEnd  int64  // the stream position up to which grace applies
 	dropped   int64
 	closed    bool
+	snapTimer *time.Timer // wakes a viewer whose snapshot was deferred (see snapInterval)
 
 	// Owned by the pulling goroutine.
+	lastSnap time.Time // when the last snapshot started
 	snap     *snapState
 	exitSent bool
 	refs     []*item
@@ -118,6 +121,9 @@ func (v *Viewer) Close() {
 		return
 	}
 	v.closed = true
+	if v.snapTimer != nil {
+		v.snapTimer.Stop()
+	}
 	delete(t.viewers, v)
 	n := len(t.viewers)
 	t.mu.Unlock()
@@ -156,6 +162,20 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 	}
 	if !v.live {
 		if !dataAllowed {
+			return v.wait()
+		}
+		if d := snapInterval - time.Since(v.lastSnap); d > 0 {
+			// Too soon after the last one: a viewer slower than a flood
+			// would otherwise be sent snapshot after snapshot.
+			if v.snapTimer == nil {
+				v.snapTimer = time.AfterFunc(d, func() {
+					if v.wake != nil {
+						v.wake()
+					}
+				})
+			} else {
+				v.snapTimer.Reset(d)
+			}
 			return v.wait()
 		}
 		t.mu.Unlock()
@@ -239,6 +259,14 @@ var msgBufs sync.Pool // of *[]byte
 
 // maxPooledBuf bounds the buffers msgBufs keeps.
 const maxPooledBuf = 4 << 20
+
+// snapInterval is the shortest time between the starts of two snapshots
+// of one viewer. A viewer that falls behind again right after a snapshot
+// (slower than a flood, say) waits for the rest of the interval and then
+// gets one snapshot of the screen as it is then: at most a few per second,
+// each repainting the scrollback too, instead of one after another while
+// the flood lasts (each costing the host and the viewer a full repaint).
+const snapInterval = 250 * time.Millisecond
 
 // idleBuf is the largest message buffer a viewer keeps while it has
 // nothing to send: a viewer that negotiated large messages does not hold
@@ -372,6 +400,7 @@ func (v *Viewer) startSnapshot() {
 	t.mu.Unlock()
 	t.emuMu.Unlock()
 	v.snap = s
+	v.lastSnap = time.Now()
 	v.snapshots.Add(1)
 	if !first {
 		t.log.Debug("viewer resynchronized with a snapshot", "pid", t.pid)

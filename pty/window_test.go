@@ -8,12 +8,16 @@ import (
 	"github.com/ahp-dev/ahpd/pty"
 )
 
-// firstMethod pulls one message and returns its method.
+// firstMethod pulls one message and returns its method. It waits up to 5 s
+// for one (a resnapshot may be deferred by up to a quarter second).
 func firstMethod(t *testing.T, v *pty.Viewer) string {
 	t.Helper()
 	m, ok := v.Pull(true, 1<<20)
-	if !ok {
-		t.Fatal("nothing to pull")
+	for deadline := time.Now().Add(5 * time.Second); !ok; m, ok = v.Pull(true, 1<<20) {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing to pull")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	var env struct {
 		Method string `json:"method"`
