@@ -58,14 +58,17 @@ func TestEmulatorBacklogBound(t *testing.T) {
 	}
 }
 
-// TestViewerIdleBuffers: a viewer that sent large messages keeps no
-// message buffer larger than idleBuf once it has nothing to send.
-func TestViewerIdleBuffers(t *testing.T) {
-	term, err := Start(Config{Command: []string{"/bin/sh", "-c", "stty raw -echo; read x; head -c 3000000 /dev/zero | tr '\\0' a; read y"}, ViewerBacklog: 8 << 20})
+// liveViewer starts command (a /bin/sh script) in a terminal with the
+// given viewer backlog, attaches a viewer whose wake hook signals the
+// returned channel, and takes its initial snapshot, so that what follows is
+// live. Both are closed when the test ends.
+func liveViewer(t *testing.T, command string, backlog int) (*Terminal, *Viewer, chan struct{}) {
+	t.Helper()
+	term, err := Start(Config{Command: []string{"/bin/sh", "-c", command}, ViewerBacklog: backlog})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer term.Close()
+	t.Cleanup(func() { term.Close() })
 	wake := make(chan struct{}, 1)
 	v := term.Attach(func() {
 		select {
@@ -73,17 +76,22 @@ func TestViewerIdleBuffers(t *testing.T) {
 		default:
 		}
 	})
-	defer v.Close()
-	// Take the initial snapshot first, so that what follows is live.
+	t.Cleanup(v.Close)
 	for {
 		m, ok := v.Pull(true, 1<<20)
 		if ok && m.Text == readyMsg {
-			break
+			return term, v, wake
 		}
 		if !ok {
 			<-wake
 		}
 	}
+}
+
+// TestViewerIdleBuffers: a viewer that sent large messages keeps no
+// message buffer larger than idleBuf once it has nothing to send.
+func TestViewerIdleBuffers(t *testing.T) {
+	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 3000000 /dev/zero | tr '\\0' a; read y", 8<<20)
 	if err := term.Input([]byte("\r"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -124,22 +132,7 @@ func TestViewerIdleBuffers(t *testing.T) {
 // TestSnapshotPacing: a viewer slower than a flood is resnapshotted at most
 // once per snapInterval, not after every pull.
 func TestSnapshotPacing(t *testing.T) {
-	term, err := Start(Config{Command: []string{"/bin/sh", "-c", "read x; exec yes"}, ViewerBacklog: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer term.Close()
-	v := term.Attach(nil)
-	defer v.Close()
-	for {
-		m, ok := v.Pull(true, 64<<10)
-		if ok && m.Text == readyMsg {
-			break
-		}
-		if !ok {
-			time.Sleep(time.Millisecond)
-		}
-	}
+	term, v, _ := liveViewer(t, "read x; exec yes", 64<<10)
 	if err := term.Input([]byte("\r"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -171,29 +164,8 @@ func TestSnapshotPacing(t *testing.T) {
 // when the interval ends, woken by its timer, even when no more output
 // arrives to wake the viewer.
 func TestDeferredSnapshotWakes(t *testing.T) {
-	term, err := Start(Config{Command: []string{"/bin/sh", "-c", "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y"}, ViewerBacklog: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer term.Close()
-	wake := make(chan struct{}, 1)
-	v := term.Attach(func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	})
-	defer v.Close()
-	for {
-		m, ok := v.Pull(true, 1<<20)
-		if ok && m.Text == readyMsg {
-			break
-		}
-		if !ok {
-			<-wake
-		}
-	}
-	snapped := time.Now()
+	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
+	first := v.lastSnap
 	if err := term.Input([]byte("\r"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +188,7 @@ func TestDeferredSnapshotWakes(t *testing.T) {
 			t.Fatal("the deferred snapshot never came")
 		}
 	}
-	if d := time.Since(snapped); d < snapInterval {
+	if d := v.lastSnap.Sub(first); d < snapInterval {
 		t.Fatalf("resnapshotted %v after the last snapshot, want at least %v", d, snapInterval)
 	}
 }
