@@ -104,9 +104,25 @@ func (c *Conn) Read(p []byte) (int, error) {
 // write happens under the descriptor's write lock (one RawConn.Write), so
 // concurrent writes do not interleave, as with net.Conn.
 func (c *Conn) Write(p []byte) (int, error) {
+	n, err := writeAll(c.rc, p)
+	if err != nil {
+		return n, c.opError("write", err)
+	}
+	return n, nil
+}
+
+// WriteAll writes all of p to rc's non-blocking descriptor under one
+// RawConn.Write, waiting for room through the runtime poller.
+func WriteAll(rc syscall.RawConn, p []byte) error {
+	_, err := writeAll(rc, p)
+	return err
+}
+
+// writeAll is WriteAll that also returns how much it wrote.
+func writeAll(rc syscall.RawConn, p []byte) (int, error) {
 	written := 0
 	var err error
-	if cerr := c.rc.Write(func(fd uintptr) bool {
+	if cerr := rc.Write(func(fd uintptr) bool {
 		for written < len(p) {
 			var n int
 			n, err = Write(fd, p[written:])
@@ -125,40 +141,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 		}
 		return true
 	}); cerr != nil {
-		return written, c.opError("write", cerr)
+		return written, cerr
 	}
-	if err != nil {
-		return written, c.opError("write", err)
-	}
-	return written, nil
-}
-
-// WriteAll writes all of p to rc's non-blocking descriptor under one
-// RawConn.Write, waiting for room through the runtime poller.
-func WriteAll(rc syscall.RawConn, p []byte) error {
-	var err error
-	if cerr := rc.Write(func(fd uintptr) bool {
-		for len(p) > 0 {
-			var n int
-			n, err = Write(fd, p)
-			if err == syscall.EAGAIN {
-				err = nil
-				return false
-			}
-			if err != nil {
-				return true
-			}
-			if n == 0 {
-				err = io.ErrUnexpectedEOF
-				return true
-			}
-			p = p[n:]
-		}
-		return true
-	}); cerr != nil {
-		return cerr
-	}
-	return err
+	return written, err
 }
 
 func (c *Conn) opError(op string, err error) error {
