@@ -91,6 +91,7 @@ type Terminal struct {
 	log    *slog.Logger
 	cmd    *exec.Cmd
 	master *os.File
+	rc     syscall.RawConn // master's descriptor, for rawio
 	pid    int
 
 	closing    chan struct{} // closed when Close starts
@@ -187,7 +188,7 @@ func Start(cfg Config) (*Terminal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pty: start %q: %w", cfg.Command[0], err)
 	}
-	master, err := pollable(f)
+	master, rc, err := pollable(f)
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -198,6 +199,7 @@ func Start(cfg Config) (*Terminal, error) {
 		log:        cfg.Logger,
 		cmd:        cmd,
 		master:     master,
+		rc:         rc,
 		pid:        cmd.Process.Pid,
 		closing:    make(chan struct{}),
 		done:       make(chan struct{}),
@@ -228,20 +230,27 @@ func Start(cfg Config) (*Terminal, error) {
 
 // pollable turns the blocking PTY master from creack/pty into a
 // non-blocking file served by the runtime poller, so that Close interrupts
-// a pending Read or Write. The reader and writer rely on it: they call
-// rawio, which must not wait for data or room (see its package comment).
-func pollable(f *os.File) (*os.File, error) {
+// a pending Read or Write, and returns it with its RawConn. The reader and
+// writer rely on it: they call rawio, which must not wait for data or room
+// (see its package comment).
+func pollable(f *os.File) (*os.File, syscall.RawConn, error) {
 	fd, err := syscall.Dup(int(f.Fd()))
 	_ = f.Close()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	syscall.CloseOnExec(fd)
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		_ = syscall.Close(fd)
-		return nil, err
+		return nil, nil, err
 	}
-	return os.NewFile(uintptr(fd), "/dev/ptmx"), nil
+	master := os.NewFile(uintptr(fd), "/dev/ptmx")
+	rc, err := master.SyscallConn()
+	if err != nil {
+		_ = master.Close()
+		return nil, nil, err
+	}
+	return master, rc, nil
 }
 
 // Close hangs up the process group (SIGHUP, then SIGKILL after
@@ -452,28 +461,15 @@ func (t *Terminal) Input(data []byte, done func()) error {
 // tryWrite makes one non-blocking write attempt to the PTY; t.mu is held
 // (the attempt never blocks, and holding the lock keeps input in order).
 func (t *Terminal) tryWrite(p []byte) (int, error) {
-	rc, err := t.master.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
 	var n int
 	var werr error
-	if err := rc.Write(func(fd uintptr) bool {
+	if err := t.rc.Write(func(fd uintptr) bool {
 		n, werr = rawio.Write(fd, p)
 		return true // one attempt: never wait for writability here
 	}); err != nil {
 		return 0, err
 	}
 	return n, werr
-}
-
-// writeAll writes p to the PTY, waiting for room as needed.
-func (t *Terminal) writeAll(p []byte) error {
-	rc, err := t.master.SyscallConn()
-	if err != nil {
-		return err
-	}
-	return rawio.WriteAll(rc, p)
 }
 
 // queueReply queues a query reply; it is dropped when ReplyQueue is full.
@@ -531,7 +527,7 @@ func (t *Terminal) writer() {
 			t.mu.Unlock()
 			var err error
 			if !broken {
-				err = t.writeAll(in.data)
+				err = rawio.WriteAll(t.rc, in.data) // waits for room
 			}
 			t.mu.Lock()
 			if in.reply {
@@ -566,11 +562,6 @@ func (t *Terminal) reader() {
 	defer close(t.readerDone)
 	var f filter
 	buf := make([]byte, readSize)
-	rc, err := t.master.SyscallConn()
-	if err != nil {
-		t.log.Warn("terminal read failed", "pid", t.pid, "err", err)
-		return
-	}
 	var pending []func() // wake hooks held back
 	unwoken := 0         // bytes appended since the last wake-up
 	var pace pacing
@@ -583,7 +574,7 @@ func (t *Terminal) reader() {
 	for {
 		var n int
 		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
+		err := t.rc.Read(func(fd uintptr) bool {
 			n, rerr = rawio.Read(fd, buf)
 			if rerr == syscall.EAGAIN {
 				flush() // nothing more for now: deliver what we have
