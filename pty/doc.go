@@ -53,10 +53,10 @@
 // terminal/output message up to the size the Sender asks for (the
 // viewer's maxMessageBytes, or a quarter of a smaller window; UTF-16
 // size, escaping included) and escapes piecewise only the part of an item
-// that a message boundary cuts (never inside a UTF-8 sequence). Message
-// texts are built in two buffers per viewer that alternate (the
-// flow.Source contract allows it), not copied; an idle viewer hands
-// buffers over 64 KiB to a pool shared by all viewers.
+// that a message boundary cuts (never inside a UTF-8 sequence). Each
+// message text is built in one buffer per viewer, reused by the next pull
+// (the flow.Source contract allows it), not copied; an idle viewer hands a
+// buffer over 64 KiB to a pool shared by all viewers.
 //
 // Input is queued (bounded by Config.InputQueue, ErrInputFull beyond) to a
 // writer goroutine that writes it, and the query replies, to the PTY in

@@ -50,8 +50,7 @@ type Viewer struct {
 	snap     *snapState
 	exitSent bool
 	refs     []*item
-	bufs     [2][]byte // message texts, reused every other Pull (flow.Source)
-	cur      int       // the buffer of the last message
+	buf      []byte // the last message's text, reused by the next Pull (flow.Source)
 
 	sent      atomic.Int64
 	snapshots atomic.Int64
@@ -235,17 +234,16 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 	return flow.Message{Text: text, Class: flow.Data, Size: size}, true
 }
 
-// nextBuf returns the buffer not holding the last message's text, empty:
-// the Sender is done with a text when it pulls the next message, so two
-// buffers let each text be built in place without a copy.
+// nextBuf returns the message buffer, empty: the Sender is done with a
+// text when it pulls the next message, so each text is built in place in
+// the same memory, without a copy.
 func (v *Viewer) nextBuf() []byte {
-	v.cur ^= 1
-	if v.bufs[v.cur] == nil {
+	if v.buf == nil {
 		if p, _ := msgBufs.Get().(*[]byte); p != nil {
-			v.bufs[v.cur] = *p
+			v.buf = *p
 		}
 	}
-	return v.bufs[v.cur][:0]
+	return v.buf[:0]
 }
 
 // msgBufs holds the large message buffers that idle viewers gave up (see
@@ -270,7 +268,7 @@ const snapInterval = 250 * time.Millisecond
 
 // idleBuf is the largest message buffer a viewer keeps while it has
 // nothing to send: a viewer that negotiated large messages does not hold
-// two of them while idle.
+// one while idle.
 const idleBuf = 64 << 10
 
 // wait ends a Pull that has nothing to send (t.mu held, and released):
@@ -279,21 +277,18 @@ const idleBuf = 64 << 10
 func (v *Viewer) wait() (flow.Message, bool) {
 	v.waiting = true
 	v.t.mu.Unlock()
-	for i, b := range v.bufs {
-		if cap(b) > idleBuf {
-			if cap(b) <= maxPooledBuf {
-				b = b[:0]
-				msgBufs.Put(&b)
-			}
-			v.bufs[i] = nil
+	if b := v.buf[:0]; cap(b) > idleBuf {
+		if cap(b) <= maxPooledBuf {
+			msgBufs.Put(&b)
 		}
+		v.buf = nil
 	}
 	return flow.Message{}, false
 }
 
-// setBuf keeps b as the current buffer and returns its bytes as the text.
+// setBuf keeps b as the message buffer and returns its bytes as the text.
 func (v *Viewer) setBuf(b []byte) string {
-	v.bufs[v.cur] = b
+	v.buf = b
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
