@@ -35,7 +35,7 @@ func init() {
 // extended buffer.
 func AppendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
-	dst = appendEscaped(dst, s)
+	dst = AppendEscaped(dst, s)
 	return append(dst, '"')
 }
 
@@ -80,8 +80,6 @@ func AppendEscapedLen(dst []byte, s string) ([]byte, int64) {
 	}
 	return append(dst, s[start:]...), n
 }
-
-func appendEscaped(dst []byte, s string) []byte { return AppendEscaped(dst, s) }
 
 func appendEscapedASCII(dst []byte, c byte) []byte {
 	switch c {
