@@ -338,9 +338,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The connection holds its control lane, the transport's two frames,
-	// inbound messages waiting and a wsWriteBuffer; terminal output is shared by all viewers of
-	// a terminal (each holds a cursor), so the lane's share of
-	// maxBufferedBytes is what bounds this connection's own memory.
+	// inbound messages waiting and a wsWriteBuffer; terminal output is
+	// shared by all viewers of a terminal (each holds a cursor), so the
+	// lane's share of maxBufferedBytes is what bounds this connection's own
+	// memory.
 	sender, err := flow.NewSender(flow.SenderConfig{ControlBytes: min(4<<20, limits.MaxBufferedBytes/4)})
 	if err != nil {
 		_ = ws.Close(websocket.StatusInternalError, "internal error")

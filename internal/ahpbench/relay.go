@@ -59,7 +59,10 @@ func relayConn(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { f.Close(); _ = cmd.Wait() }()
 	ctx := r.Context()
+	input := make(chan struct{})
+	defer func() { ws.CloseNow(); f.Close(); <-input }() // ends the input goroutine, then waits for it
 	go func() {
+		defer close(input)
 		for {
 			_, b, err := ws.Read(ctx)
 			if err != nil {
