@@ -190,3 +190,26 @@ func TestDeferredSnapshotWakes(t *testing.T) {
 		t.Fatalf("resnapshotted %v after the last snapshot, want at least %v", d, snapInterval)
 	}
 }
+
+// TestMessagePoolBound: an idle viewer gives up a large message buffer,
+// and the shared pool never keeps one above maxPooledBuf.
+func TestMessagePoolBound(t *testing.T) {
+	term, v, _ := liveViewer(t, "sleep 30", 64<<10)
+	for _, size := range []int{maxPooledBuf + 1, 2 * idleBuf} {
+		v.buf = make([]byte, 10, size)
+		term.mu.Lock()
+		v.wait() // releases term.mu
+		if v.buf != nil {
+			t.Fatalf("an idle viewer kept a %d-byte buffer", size)
+		}
+	}
+	for {
+		p, _ := msgBufs.Get().(*[]byte)
+		if p == nil {
+			break
+		}
+		if cap(*p) > maxPooledBuf || cap(*p) <= idleBuf || len(*p) != 0 {
+			t.Fatalf("the pool held a buffer of length %d, capacity %d (want empty, %d < capacity <= %d)", len(*p), cap(*p), idleBuf, maxPooledBuf)
+		}
+	}
+}
