@@ -1,6 +1,7 @@
 package pty_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -60,5 +61,51 @@ func TestPacerYieldsFloodToTyping(t *testing.T) {
 	}
 	if st := typed.Stats(); st.Paced != 0 {
 		t.Errorf("the terminal typed into was paced for %v", st.Paced)
+	}
+}
+
+// TestFloodingReported: Config.Flooding is called while the terminal
+// floods, at most once per 100 ms, with or without a Pacer; a terminal
+// that is only typed into never calls it.
+func TestFloodingReported(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string][]time.Time{}
+	hook := func(name string) func() {
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			calls[name] = append(calls[name], time.Now())
+		}
+	}
+	p := &pty.Pacer{}
+	flood := start(t, pty.Config{Command: sh("read x; exec yes"), Flooding: hook("flood")})
+	paced := start(t, pty.Config{Command: sh("read x; exec yes"), Pacer: p, Flooding: hook("paced")})
+	typed := start(t, pty.Config{Command: sh("stty raw -echo; exec cat"), Pacer: p, Flooding: hook("typed")})
+	for _, term := range []*pty.Terminal{flood, paced} {
+		if err := term.Input([]byte("\n"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const d = time.Second
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if err := typed.Input([]byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"flood", "paced"} {
+		ts := calls[name]
+		if len(ts) == 0 {
+			t.Errorf("%s: Flooding never called during a %v flood", name, d)
+		}
+		for i := 1; i < len(ts); i++ {
+			if gap := ts[i].Sub(ts[i-1]); gap < 100*time.Millisecond {
+				t.Errorf("%s: Flooding calls %v apart, want at least 100ms", name, gap)
+			}
+		}
+	}
+	if n := len(calls["typed"]); n > 0 {
+		t.Errorf("typed: Flooding called %d times for keystrokes", n)
 	}
 }

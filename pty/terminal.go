@@ -612,14 +612,16 @@ func (t *Terminal) reader() {
 	flush()
 }
 
-// pacing is the reader's part of Pacer: flood detection (more than
-// floodBytes read within floodSpan, until a read finds the PTY empty) and
-// the pauses, logged when they start and stop.
+// pacing is the reader's part of Pacer and of Config.Flooding: flood
+// detection (more than floodBytes read within floodSpan, until a read finds
+// the PTY empty), the pauses, logged when they start and stop, and the
+// Flooding calls.
 type pacing struct {
 	spanStart time.Time
 	spanBytes int
 	flooding  bool
 	paced     bool
+	reported  time.Time // the latest Flooding call
 }
 
 // drained notes a read that found the PTY empty: the flood, if any, is over.
@@ -627,14 +629,22 @@ func (p *pacing) drained() { p.flooding = false }
 
 // after accounts for a read of n bytes and returns how long to pause.
 func (p *pacing) after(t *Terminal, n int) time.Duration {
-	if t.cfg.Pacer == nil {
+	if t.cfg.Pacer == nil && t.cfg.Flooding == nil {
 		return 0
 	}
-	if now := time.Now(); now.Sub(p.spanStart) > floodSpan {
+	now := time.Now()
+	if now.Sub(p.spanStart) > floodSpan {
 		p.spanStart, p.spanBytes = now, 0
 	}
 	if p.spanBytes += n; p.spanBytes > floodBytes {
 		p.flooding = true
+	}
+	if p.flooding && t.cfg.Flooding != nil && now.Sub(p.reported) >= floodSpan {
+		p.reported = now
+		t.cfg.Flooding()
+	}
+	if t.cfg.Pacer == nil {
+		return 0
 	}
 	var d time.Duration
 	if p.flooding {
