@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -176,7 +177,13 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 		cfg.Listen = act.HTTP.Addr().String()
 		log.Info("HTTP listener from socket activation", "addr", cfg.Listen)
 	}
-	srv, err := New(cfg, Options{Logger: log})
+	var flooding func()
+	if os.Getenv("GOMAXPROCS") == "" {
+		ps := newProcScaler(1, min(2, runtime.GOMAXPROCS(0)), 500*time.Millisecond, runtime.GOMAXPROCS, log)
+		defer ps.stop()
+		flooding = ps.flooding
+	}
+	srv, err := New(cfg, Options{Logger: log, Flooding: flooding})
 	if err != nil {
 		act.Close()
 		return fatal("%v", err)

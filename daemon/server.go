@@ -79,6 +79,9 @@ type Options struct {
 	Tokens *Tokens
 	// NewTerminal overrides the PTY-backed terminal factory.
 	NewTerminal TerminalFactory
+	// Flooding, when set, is called by the default terminals' readers
+	// while one floods (pty.Config.Flooding).
+	Flooding func()
 }
 
 // New validates cfg and builds a Server. It creates the state directory
@@ -110,7 +113,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 			pacer = &pty.Pacer{}
 		}
 		nt = func(spec TerminalSpec, backlog int64, log *slog.Logger) (Terminal, error) {
-			return newPTYTerminal(spec, backlog, log, pacer)
+			return newPTYTerminal(spec, backlog, log, pacer, opts.Flooding)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())

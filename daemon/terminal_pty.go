@@ -8,9 +8,10 @@ import (
 	"github.com/ahp-dev/ahpd/pty"
 )
 
-// newPTYTerminal is the default TerminalFactory (with the server's pacer):
+// newPTYTerminal is the default TerminalFactory (with the server's pacer
+// and flooding hook):
 // a real PTY with the host's VT emulator (package pty).
-func newPTYTerminal(spec TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer) (Terminal, error) {
+func newPTYTerminal(spec TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer, flooding func()) (Terminal, error) {
 	t, err := pty.Start(pty.Config{
 		Command:       spec.Command,
 		Env:           spec.Env,
@@ -25,6 +26,7 @@ func newPTYTerminal(spec TerminalSpec, backlog int64, log *slog.Logger, pacer *p
 		InputQueue: 4 << 20,
 		Logger:     log,
 		Pacer:      pacer,
+		Flooding:   flooding,
 	})
 	if err != nil {
 		return nil, err

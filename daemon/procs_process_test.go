@@ -1,0 +1,129 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+// testProcsFollowFloods: the ahpd binary runs on one P, on two while a
+// terminal floods and on one again once the flood is over, as /metrics
+// shows (go_sched_gomaxprocs_threads); with GOMAXPROCS in its environment
+// it keeps that number through a flood.
+func testProcsFollowFloods(t *testing.T, bin string) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: ahpd stays on one P")
+	}
+	t.Run("Scaled", func(t *testing.T) {
+		d := startMetricsDaemon(t, bin, "")
+		d.await(t, 1, "at start")
+		d.flood(t)
+		d.await(t, 2, "while a terminal floods")
+		d.closeFlood(t)
+		d.await(t, 1, "after the flood")
+	})
+	t.Run("FromEnvironment", func(t *testing.T) {
+		d := startMetricsDaemon(t, bin, "GOMAXPROCS=1")
+		d.flood(t)
+		time.Sleep(time.Second) // the scaled daemon takes ~100 ms to raise
+		if n := d.gomaxprocs(t); n != 1 {
+			t.Fatalf("GOMAXPROCS=1 in the environment: go_sched_gomaxprocs_threads %d during a flood", n)
+		}
+	})
+}
+
+type metricsDaemon struct {
+	base  string
+	terms ahpv1.TerminalServiceClient
+	chans ahpv1.ChannelServiceClient
+	uri   string
+}
+
+func startMetricsDaemon(t *testing.T, bin, env string) *metricsDaemon {
+	dir := t.TempDir()
+	ns := newNotifySocket(t, dir)
+	cmd := exec.Command(filepath.Join(bin, "ahpd"), "--config", "none", "--listen", "127.0.0.1:0", "--metrics-public",
+		"--no-default-terminal", "--state-dir", filepath.Join(dir, "state"), "--control", filepath.Join(dir, "c.sock"))
+	cmd.Env = append(baseEnv(dir), "NOTIFY_SOCKET="+ns.path)
+	if env != "" {
+		cmd.Env = append(cmd.Env, env)
+	}
+	p := startDaemon(t, cmd)
+	t.Cleanup(func() {
+		if code := p.stop(t, syscall.SIGTERM); code != 0 {
+			t.Errorf("exit status after SIGTERM = %d, want 0", code)
+		}
+	})
+	msg, _ := ns.await(t, "READY=1", 30*time.Second)
+	base, control := readyAddrs(t, msg)
+	cc := grpcConn(t, control)
+	return &metricsDaemon{base: base, terms: ahpv1.NewTerminalServiceClient(cc), chans: ahpv1.NewChannelServiceClient(cc)}
+}
+
+func (d *metricsDaemon) flood(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "flood", Command: "/bin/sh", Args: []string{"-c", "exec yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.uri = r.GetChannel().GetUri()
+}
+
+func (d *metricsDaemon) closeFlood(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := d.chans.CloseChannel(ctx, &ahpv1.CloseChannelRequest{Channel: d.uri}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gomaxprocs reads go_sched_gomaxprocs_threads from /metrics.
+func (d *metricsDaemon) gomaxprocs(t *testing.T) int {
+	t.Helper()
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Get(d.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_sched_gomaxprocs_threads "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("go_sched_gomaxprocs_threads %q", v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/metrics (%s) has no go_sched_gomaxprocs_threads", res.Status)
+	return 0
+}
+
+// await polls /metrics until go_sched_gomaxprocs_threads is want.
+func (d *metricsDaemon) await(t *testing.T, want int, when string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := d.gomaxprocs(t)
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: go_sched_gomaxprocs_threads %d, want %d", when, n, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
