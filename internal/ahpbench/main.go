@@ -54,6 +54,7 @@ func main() {
 	flag.Int64Var(&benchLimits.WindowBytes, "window", 0, "the throughput viewer's windowBytes (0: the host's defaults for all three limits)")
 	flag.Int64Var(&benchLimits.MaximumFrameBytes, "frame", 64<<10, "the throughput viewer's maximumFrameBytes (with -window)")
 	flag.Int64Var(&benchLimits.MaximumMessageBytes, "message", 1<<20, "the throughput viewer's maximumMessageBytes (with -window)")
+	flag.StringVar(&daemonLog, "log", "warn", "the daemon's --log-level (its log goes to stderr)")
 	relayMode := flag.Bool("relay", false, "serve the minimal relay (ahpbench starts it itself)")
 	flag.Parse()
 	if *relayMode {
@@ -202,6 +203,9 @@ type daemon struct {
 	terms ahpv1.TerminalServiceClient
 }
 
+// daemonLog is the daemon's --log-level (flag -log).
+var daemonLog string
+
 func startDaemon(bin, dir string, procs int) (*daemon, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -211,7 +215,7 @@ func startDaemon(bin, dir string, procs int) (*daemon, error) {
 	l.Close()
 	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "control.sock")
 	cmd := exec.Command(bin, "--listen", addr, "--state-dir", state, "--control", sock,
-		"--no-default-terminal", "--websocket-compression", "none", "--log-level", "warn")
+		"--no-default-terminal", "--websocket-compression", "none", "--log-level", daemonLog)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // if ahpbench is killed
 	cmd.Env = os.Environ()
@@ -399,6 +403,9 @@ func (d *daemon) echo(n int) (idle timed, flood []time.Duration, err error) {
 	if err := termbench.UntilReady(ctx, sub); err != nil {
 		return idle, nil, err
 	}
+	// Idle: the daemon stays on two Ps for half a second after the
+	// throughput runs' flood (daemon/procs.go); wait until it is back on one.
+	time.Sleep(time.Second)
 	cpu0, err := d.cpu()
 	if err != nil {
 		return idle, nil, err
