@@ -74,9 +74,10 @@ type Config struct {
 	// typed into (see Pacer). Nil: never paused.
 	Pacer *Pacer
 	// Flooding, when set, is called by the terminal's reader while the
-	// terminal floods (more than 64 KiB read within 100 ms), at most once
-	// per 100 ms. It runs on the reader's goroutine and should be quick.
-	// ahpd uses it to give the daemon a second P while output floods.
+	// terminal floods (more than 64 KiB read within 100 ms) and the Pacer
+	// does not hold it back, at most once per 100 ms. It runs on the
+	// reader's goroutine and should be quick. ahpd uses it to give the
+	// daemon a second P while output floods.
 	Flooding func()
 }
 

@@ -65,8 +65,8 @@ func TestPacerYieldsFloodToTyping(t *testing.T) {
 }
 
 // TestFloodingReported: Config.Flooding is called while the terminal
-// floods, at most once per 100 ms, with or without a Pacer; a terminal
-// that is only typed into never calls it.
+// floods, at most once per 100 ms, but not while its Pacer holds it back
+// for typing elsewhere; a terminal that is only typed into never calls it.
 func TestFloodingReported(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[string][]time.Time{}
@@ -81,6 +81,9 @@ func TestFloodingReported(t *testing.T) {
 	flood := start(t, pty.Config{Command: sh("read x; exec yes"), Flooding: hook("flood")})
 	paced := start(t, pty.Config{Command: sh("read x; exec yes"), Pacer: p, Flooding: hook("paced")})
 	typed := start(t, pty.Config{Command: sh("stty raw -echo; exec cat"), Pacer: p, Flooding: hook("typed")})
+	if err := typed.Input([]byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
 	for _, term := range []*pty.Terminal{flood, paced} {
 		if err := term.Input([]byte("\n"), nil); err != nil {
 			t.Fatal(err)
@@ -94,18 +97,22 @@ func TestFloodingReported(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for _, name := range []string{"flood", "paced"} {
-		ts := calls[name]
-		if len(ts) == 0 {
-			t.Errorf("%s: Flooding never called during a %v flood", name, d)
-		}
-		for i := 1; i < len(ts); i++ {
-			if gap := ts[i].Sub(ts[i-1]); gap < 100*time.Millisecond {
-				t.Errorf("%s: Flooding calls %v apart, want at least 100ms", name, gap)
-			}
+	ts := calls["flood"]
+	if len(ts) == 0 {
+		t.Errorf("Flooding never called during a %v flood", d)
+	}
+	for i := 1; i < len(ts); i++ {
+		if gap := ts[i].Sub(ts[i-1]); gap < 100*time.Millisecond {
+			t.Errorf("Flooding calls %v apart, want at least 100ms", gap)
 		}
 	}
+	if n := len(calls["paced"]); n > 0 {
+		t.Errorf("a flood paced for typing elsewhere called Flooding %d times", n)
+	}
 	if n := len(calls["typed"]); n > 0 {
-		t.Errorf("typed: Flooding called %d times for keystrokes", n)
+		t.Errorf("keystrokes called Flooding %d times", n)
+	}
+	if st := paced.Stats(); st.Paced == 0 {
+		t.Errorf("the paced flood was not paced (Stats().Paced = 0)")
 	}
 }

@@ -639,16 +639,14 @@ func (p *pacing) after(t *Terminal, n int) time.Duration {
 	if p.spanBytes += n; p.spanBytes > floodBytes {
 		p.flooding = true
 	}
-	if p.flooding && t.cfg.Flooding != nil && now.Sub(p.reported) >= floodSpan {
+	var d time.Duration
+	if p.flooding && t.cfg.Pacer != nil {
+		d = t.cfg.Pacer.pause(t)
+	}
+	// A flood held back for typing elsewhere is not one to speed up.
+	if p.flooding && d == 0 && t.cfg.Flooding != nil && now.Sub(p.reported) >= floodSpan {
 		p.reported = now
 		t.cfg.Flooding()
-	}
-	if t.cfg.Pacer == nil {
-		return 0
-	}
-	var d time.Duration
-	if p.flooding {
-		d = t.cfg.Pacer.pause(t)
 	}
 	if paced := d > 0; paced != p.paced {
 		p.paced = paced
