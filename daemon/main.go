@@ -38,6 +38,9 @@ SIGTERM shut down gracefully. Under systemd, ahpd takes its listeners from
 socket activation (ahpd.socket), reports READY/RELOADING/STOPPING and
 watchdog pings on $NOTIFY_SOCKET, and logs with journald priorities.
 
+It runs its Go code on one core, and on two while a terminal floods;
+GOMAXPROCS in the environment fixes the number instead.
+
 Flags:
 `
 

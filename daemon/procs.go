@@ -12,11 +12,11 @@ import (
 // loop, socket writer) is a goroutine switch; on two it is often a thread
 // wake-up, which doubles the CPU a keystroke costs and adds ~100 µs to its
 // echo. But a PTY holds only ~12 KiB between the program and the daemon
-// (150 µs of a 80 MB/s flood): on one P the reader waits while the other
+// (150 µs of an 80 MB/s flood): on one P the reader waits while the other
 // goroutines frame and send, and the program blocks on the full PTY. With
-// a second P the reader keeps up (internal/ahpbench on 2 cores: 0.83–0.90
-// of the raw PTY read against 0.71–0.74, at the same CPU per MB; see
-// docs/benchmarks.md).
+// a second P the reader keeps up (internal/ahpbench on 2 cores, 8 MiB
+// window: 0.87–1.08 of the raw PTY read against 0.63–0.66, at the same CPU
+// per MB; see docs/benchmarks.md).
 //
 // ahpd scales only when GOMAXPROCS is not set in its environment.
 type procScaler struct {
