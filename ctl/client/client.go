@@ -65,6 +65,8 @@ type Conn struct {
 
 	writeMu sync.Mutex // serializes writes
 
+	rbuf []byte // the read buffer kept between messages (readLoop's own)
+
 	mu      sync.Mutex // guards the fields below
 	nextID  int
 	pending map[string]chan response
@@ -251,16 +253,16 @@ func (c *Conn) readLoop() {
 		c.mu.Unlock()
 		close(c.done)
 	}()
-	var buf []byte // reused: nothing below keeps a reference into it
 	for {
 		var typ websocket.MessageType
 		var b []byte
-		typ, b, err = c.readMessage(buf)
+		// c.rbuf is reused: nothing below keeps a reference into it.
+		typ, b, err = c.readMessage(c.rbuf)
 		if err != nil {
 			return
 		}
 		if cap(b) <= maxKeptReadBuf {
-			buf = b
+			c.rbuf = b
 		}
 		if typ != websocket.MessageText {
 			err = errors.New("host sent a binary message")
