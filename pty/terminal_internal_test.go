@@ -191,6 +191,44 @@ func TestDeferredSnapshotWakes(t *testing.T) {
 	}
 }
 
+// TestCloseStopsSnapshotTimer: a viewer closed while its deferred
+// snapshot is pending is not woken by the timer afterwards.
+func TestCloseStopsSnapshotTimer(t *testing.T) {
+	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
+	if err := term.Input([]byte("\r"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for term.Stats().BytesRead < 2000000 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the burst is over: nothing else wakes the viewer
+	term.mu.Lock()
+	v.lastSnap = time.Now() // the next snapshot is due in snapInterval
+	term.mu.Unlock()
+	for {
+		if m, ok := v.Pull(true, 1<<20); ok {
+			t.Fatalf("a viewer 2 MB behind, just snapshotted, got %.60q; want nothing until the deferred snapshot", m.Text)
+		}
+		term.mu.Lock()
+		armed := v.snapTimer != nil
+		term.mu.Unlock()
+		if armed {
+			break
+		}
+		<-wake // caught up with the backlog's wake-ups first
+	}
+	v.Close()
+	select {
+	case <-wake:
+	default:
+	}
+	select {
+	case <-wake:
+		t.Fatal("a closed viewer was woken by its snapshot timer")
+	case <-time.After(snapInterval + 200*time.Millisecond):
+	}
+}
+
 // TestMessagePoolBound: an idle viewer gives up a large message buffer,
 // and the shared pool never keeps one above maxPooledBuf.
 func TestMessagePoolBound(t *testing.T) {
