@@ -160,6 +160,15 @@ func TestNewConnLeavesOthers(t *testing.T) {
 // buffer each arrive whole, as with net.Conn.
 func TestConnWritesDoNotInterleave(t *testing.T) {
 	c, peer := pair(t)
+	// Small socket buffers and a slow reader: every 256 KiB write is
+	// taken in many pieces, each after a wait for room, and a second
+	// writer could slip in between two of them.
+	if err := c.(*rawio.Conn).Conn.(*net.TCPConn).SetWriteBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
 	const writers, writes, size = 4, 8, 256 << 10
 	errs := make(chan error, writers)
 	for w := range writers {
