@@ -325,12 +325,16 @@ func TestSlowViewerOverflowAfterStart(t *testing.T) {
 	if err := term.Input([]byte("go\n"), nil); err != nil {
 		t.Fatal(err)
 	}
-	// Wait for exit without pulling: the output overflows the backlog.
-	for term.State() != pty.StateExited {
+	// Wait for exit without pulling: the output overflows the backlog. A
+	// viewer is judged behind only on output the emulator has applied, so
+	// wait for the emulator too (it lags under the race detector).
+	deadline := time.After(10 * time.Second)
+	for term.State() != pty.StateExited || term.Stats().EmulatorLag > 0 {
 		select {
 		case <-w.wake:
-		case <-time.After(10 * time.Second):
-			t.Fatal("no exit")
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("no exit, or the emulator never caught up: %+v", term.Stats())
 		}
 	}
 	ms := w.untilExit(5 * time.Second)
