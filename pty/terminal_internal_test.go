@@ -92,7 +92,7 @@ func liveViewer(t *testing.T, command string, backlog int) (*Terminal, *Viewer, 
 // message buffer larger than idleBuf once it has nothing to send.
 func TestViewerIdleBuffers(t *testing.T) {
 	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 3000000 /dev/zero | tr '\\0' a; read y", 8<<20)
-	if err := term.Input([]byte("\r"), nil); err != nil {
+	if err := term.Input([]byte("\n"), nil); err != nil {
 		t.Fatal(err)
 	}
 	// Let the output pile up, so that messages are large.
@@ -164,7 +164,7 @@ func TestSnapshotPacing(t *testing.T) {
 func TestDeferredSnapshotWakes(t *testing.T) {
 	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
 	first := v.lastSnap
-	if err := term.Input([]byte("\r"), nil); err != nil {
+	if err := term.Input([]byte("\n"), nil); err != nil {
 		t.Fatal(err)
 	}
 	for term.Stats().BytesRead < 2000000 {
@@ -195,7 +195,7 @@ func TestDeferredSnapshotWakes(t *testing.T) {
 // snapshot is pending is not woken by the timer afterwards.
 func TestCloseStopsSnapshotTimer(t *testing.T) {
 	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
-	if err := term.Input([]byte("\r"), nil); err != nil {
+	if err := term.Input([]byte("\n"), nil); err != nil {
 		t.Fatal(err)
 	}
 	for term.Stats().BytesRead < 2000000 {

@@ -126,7 +126,9 @@ func TestChunking(t *testing.T) {
 		term := start(t, pty.Config{Command: sh("stty raw -echo; read x; cat " + file)})
 		w := attach(t, term, max)
 		untilReady(t, w)
-		if err := term.Input([]byte("\r"), nil); err != nil {
+		// A newline, not a return: once stty has made the tty raw, a
+		// return is no longer turned into the newline that ends read.
+		if err := term.Input([]byte("\n"), nil); err != nil {
 			t.Fatal(err)
 		}
 		ms := w.untilExit(30 * time.Second)
