@@ -64,7 +64,13 @@ func TestEmulatorBacklogBound(t *testing.T) {
 // live. Both are closed when the test ends.
 func liveViewer(t *testing.T, command string, backlog int) (*Terminal, *Viewer, chan struct{}) {
 	t.Helper()
-	term, err := Start(Config{Command: []string{"/bin/sh", "-c", command}, ViewerBacklog: backlog})
+	return liveViewerConfig(t, Config{Command: []string{"/bin/sh", "-c", command}, ViewerBacklog: backlog})
+}
+
+// liveViewerConfig is liveViewer for a terminal started with cfg.
+func liveViewerConfig(t *testing.T, cfg Config) (*Terminal, *Viewer, chan struct{}) {
+	t.Helper()
+	term, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +136,19 @@ func TestViewerIdleBuffers(t *testing.T) {
 // TestSnapshotPacing: a viewer slower than a flood is resnapshotted at most
 // once per snapInterval, not after every pull.
 func TestSnapshotPacing(t *testing.T) {
-	term, v, _ := liveViewer(t, "read x; exec yes", 64<<10)
-	if err := term.Input([]byte("\r"), nil); err != nil {
+	// Lines of 20 characters (the emulator is fast on them even under the
+	// race detector: a viewer is behind only on output it has applied) and
+	// a short scrollback (a snapshot fits in one pull, so that without
+	// pacing the viewer would be resnapshotted at nearly every pull).
+	term, v, _ := liveViewerConfig(t, Config{
+		Command:       []string{"/bin/sh", "-c", "read x; exec yes 01234567890123456789"},
+		ViewerBacklog: 64 << 10,
+		Scrollback:    100,
+	})
+	if err := term.Input([]byte("\n"), nil); err != nil {
 		t.Fatal(err)
 	}
-	// Pull a little every 10 ms: far slower than `yes`.
+	// Pull up to 16 KiB every 10 ms: far slower than the flood.
 	const span = 1500 * time.Millisecond
 	start := time.Now()
 	resets := 0
