@@ -49,6 +49,7 @@ func main() {
 	bin := flag.String("ahpd", "bin/ahpd", "the ahpd binary to measure")
 	runs := flag.Int("runs", 3, "throughput runs (each one raw read and one through ahpd)")
 	samples := flag.Int("samples", 300, "keystrokes per echo measurement")
+	fanout := flag.Int("fanout", 8, "viewers in the fan-out runs, each on a connection of its own (0: none)")
 	procs := flag.Int("procs", 0, "run the daemon with GOMAXPROCS set to this (0: the daemon's default)")
 	profile := flag.String("cpuprofile", "", "write this process's (the viewer's) CPU profile to `file`")
 	flag.Int64Var(&benchLimits.WindowBytes, "window", 0, "the throughput viewer's windowBytes (0: the host's defaults for all three limits)")
@@ -75,7 +76,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*bin, *runs, *samples, *procs); err != nil {
+	if err := run(*bin, *runs, *samples, *procs, *fanout); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "ahpbench:", err)
 		os.Exit(1)
@@ -87,7 +88,7 @@ const fileSize = 64 << 20
 // benchLimits are the throughput viewer's receive limits (flags).
 var benchLimits flow.ReceiveLimits
 
-func run(bin string, runs, samples, procs int) error {
+func run(bin string, runs, samples, procs, fanout int) error {
 	dir, err := os.MkdirTemp("", "ahpbench")
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func run(bin string, runs, samples, procs int) error {
 		if rn < fileSize {
 			return fmt.Errorf("minimal relay: %d of %d bytes", rn, fileSize)
 		}
-		r, err := d.throughput(fmt.Sprintf("cat%d", i), file)
+		r, err := d.throughput(fmt.Sprintf("cat%d", i), file, 1)
 		if err != nil {
 			return fmt.Errorf("throughput run %d through ahpd (cat of a %d-byte file to one viewer): %w", i, fileSize, err)
 		}
@@ -145,6 +146,27 @@ func run(bin string, runs, samples, procs int) error {
 	}
 	if runs > 0 {
 		fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB\n\n", median(ratios), median(relayRatios), median(cpus))
+	}
+	if fanout > 0 && runs > 0 {
+		fmt.Printf("| %d viewers | raw PTY read | aggregate through ahpd | ratio to raw | ahpd CPU per MB of the file | snapshots | whole file |\n", fanout)
+		fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+		for i := 1; i <= 2; i++ {
+			n, raw, err := termbench.RawPTYRead(file)
+			if err != nil {
+				return fmt.Errorf("raw PTY read: %w", err)
+			}
+			if n < fileSize {
+				return fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
+			}
+			r, err := d.throughput(fmt.Sprintf("fan%d", i), file, fanout)
+			if err != nil {
+				return fmt.Errorf("fan-out run %d through ahpd (cat of a %d-byte file to %d viewers): %w", i, fileSize, fanout, err)
+			}
+			rawRate, rate := mbps(fileSize, raw), mbps(min(r.bytes, int64(fanout)*fileSize), r.elapsed)
+			fmt.Printf("| run %d | %.1f MB/s | %.1f MB/s | %.2f | %.1f ms/MB | %d | %.1f MB/s |\n",
+				i, rawRate, rate, rate/rawRate, float64(r.cpu.Milliseconds())/mb, r.snapshots, mbps(fileSize, r.elapsed))
+		}
+		fmt.Println()
 	}
 	if samples == 0 {
 		return nil
@@ -317,30 +339,34 @@ func (d *daemon) dial(ctx context.Context) (*client.Conn, error) {
 	return c, err
 }
 
-// throughput starts `cat path` in a new terminal and reads it through one
-// subscription, releasing every message at once.
-func (d *daemon) throughput(id, path string) (r result, err error) {
+// throughput starts `cat path` in a new terminal and reads it through
+// viewers subscriptions, each on a connection of its own (browser tabs),
+// releasing every message at once. bytes and snapshots are summed over
+// the viewers; elapsed is until the last has the end.
+func (d *daemon) throughput(id, path string, viewers int) (r result, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	uri, err := d.terminal(ctx, id, "read x; cat "+path+"; echo; echo BENCH-END; read y")
 	if err != nil {
 		return r, err
 	}
-	c, err := d.dial(ctx)
-	if err != nil {
-		return r, err
-	}
-	defer c.Close()
 	var lim *flow.ReceiveLimits
 	if benchLimits.WindowBytes > 0 {
 		lim = &benchLimits
 	}
-	sub, err := c.Subscribe(ctx, uri, lim)
-	if err != nil {
-		return r, err
-	}
-	if err := termbench.UntilReady(ctx, sub); err != nil {
-		return r, err
+	subs := make([]*client.Sub, viewers)
+	for i := range subs {
+		c, err := d.dial(ctx)
+		if err != nil {
+			return r, err
+		}
+		defer c.Close()
+		if subs[i], err = c.Subscribe(ctx, uri, lim); err != nil {
+			return r, err
+		}
+		if err := termbench.UntilReady(ctx, subs[i]); err != nil {
+			return r, err
+		}
 	}
 	cpu0, err := d.cpu()
 	if err != nil {
@@ -352,10 +378,32 @@ func (d *daemon) throughput(id, path string) (r result, err error) {
 	}
 	self0 := termbench.CPUTime()
 	start := time.Now()
-	if err := sub.Send(ctx, termbench.Input("\r")); err != nil {
+	if err := subs[0].Send(ctx, termbench.Input("\r")); err != nil {
 		return r, err
 	}
-	if r.bytes, r.snapshots, err = termbench.Drain(ctx, sub, "BENCH-END"); err != nil {
+	type drained struct {
+		bytes     int64
+		snapshots int
+		err       error
+	}
+	done := make(chan drained, viewers)
+	for _, sub := range subs {
+		go func() {
+			var d drained
+			d.bytes, d.snapshots, d.err = termbench.Drain(ctx, sub, "BENCH-END")
+			done <- d
+		}()
+	}
+	for range viewers {
+		d := <-done
+		r.bytes += d.bytes
+		r.snapshots += d.snapshots
+		if d.err != nil && err == nil {
+			err = d.err
+			cancel() // the others stop too
+		}
+	}
+	if err != nil {
 		return r, err
 	}
 	r.elapsed = time.Since(start)
@@ -370,13 +418,12 @@ func (d *daemon) throughput(id, path string) (r result, err error) {
 	return r, err
 }
 
-// result is one throughput run through ahpd.
 type result struct {
-	bytes     int64 // output received (the file, the echoed newline, the marker line)
+	bytes     int64 // output received (the file, the echoed newline, the marker line), summed over the viewers
 	snapshots int   // snapshots received instead of part of the stream
 	elapsed   time.Duration
 	cpu       time.Duration // the daemon's
-	viewerCPU time.Duration // this process's (the viewer's)
+	viewerCPU time.Duration // this process's (the viewers')
 	syscalls  int64         // the daemon's reads and writes
 }
 
