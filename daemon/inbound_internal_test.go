@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+)
+
+// TestInboundWaitingBound: inbound messages wait while the run loop is
+// busy; counted at length + 1 KiB each, they stay within maxBufferedBytes
+// plus the one message that passes it, the reader stops reading there, and
+// once the run loop gets to the overflow the connection closes with 1008.
+func TestInboundWaitingBound(t *testing.T) {
+	const token = "ahp_test-inbound-token-0123456789"
+	cfg := Config{Listen: "127.0.0.1:0", StateDir: t.TempDir(), NoDefaultTerminal: true, WebsocketCompression: "none"}
+	cfg.Limits.MaxBufferedBytes = 1 << 20
+	cfg.Limits.MaxInboundMessageBytes = 256 << 10
+	srv, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: NewTokens(token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, ln) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	cl, _, err := client.Dial(ctx, "ws://"+ln.Addr().String()+"/v1/ws", client.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	srv.mu.Lock()
+	var c *conn
+	for k := range srv.conns {
+		c = k
+	}
+	srv.mu.Unlock()
+	// Keep the run loop busy: it takes the query, then waits to hand over
+	// the answer until the test reads it.
+	reply := make(chan ViewerInfo)
+	c.queries <- reply
+	released := false
+	defer func() {
+		if !released {
+			<-reply // let the connection end, so that Serve returns
+		}
+	}()
+
+	// Notifications of 200 KiB (an unknown method: dropped when handled).
+	msg := `{"jsonrpc":"2.0","method":"x/pad","params":{"p":"` + strings.Repeat("a", 200<<10) + `"}}`
+	per := int64(len(msg)) + 1024
+	for range 12 {
+		if err := cl.SendRaw(ctx, []byte(msg)); err != nil {
+			break // the socket may stop taking them once the reader stopped
+		}
+	}
+	// The reader stops at the first message that passes the bound.
+	deadline := time.Now().Add(5 * time.Second)
+	want := cfg.Limits.MaxBufferedBytes/per*per + per
+	for c.inBytes.Load() < want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // would it go on reading?
+	if n := c.inBytes.Load(); n != want {
+		t.Fatalf("%d inbound bytes waiting, want %d: the messages up to maxBufferedBytes (%d) and the one that passes it", n, want, cfg.Limits.MaxBufferedBytes)
+	}
+
+	<-reply // the run loop goes on: the waiting messages, then the overflow
+	released = true
+	select {
+	case <-cl.Done():
+	case <-ctx.Done():
+		t.Fatal("the connection did not close")
+	}
+	err = cl.Err()
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, "maxBufferedBytes") {
+		t.Fatalf("connection ended with %v, want close 1008 naming maxBufferedBytes", err)
+	}
+}
