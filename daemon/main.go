@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,8 +39,8 @@ SIGTERM shut down gracefully. Under systemd, ahpd takes its listeners from
 socket activation (ahpd.socket), reports READY/RELOADING/STOPPING and
 watchdog pings on $NOTIFY_SOCKET, and logs with journald priorities.
 
-It runs its Go code on one core, and on two while a terminal floods;
-GOMAXPROCS in the environment fixes the number instead.
+It runs its Go code on one core, and on two while a terminal floods (where
+it may use two CPUs); GOMAXPROCS in the environment fixes the number instead.
 
 Flags:
 `
@@ -181,10 +182,13 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 		log.Info("HTTP listener from socket activation", "addr", cfg.Listen)
 	}
 	var flooding func()
-	if os.Getenv("GOMAXPROCS") == "" {
-		ps := newProcScaler(1, min(2, runtime.GOMAXPROCS(0)), 500*time.Millisecond, runtime.GOMAXPROCS, log)
+	if busy, scale := procPlan(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), systemCgroupCPUs); scale {
+		ps := newProcScaler(1, busy, 500*time.Millisecond, runtime.GOMAXPROCS, log)
 		defer ps.stop()
 		flooding = ps.flooding
+		log.Info("Go scheduler: one P, and "+strconv.Itoa(busy)+" while a terminal floods", "gomaxprocs", 1)
+	} else {
+		log.Info("Go scheduler: GOMAXPROCS from the environment", "gomaxprocs", busy)
 	}
 	srv, err := New(cfg, Options{Logger: log, Flooding: flooding})
 	if err != nil {

@@ -2,6 +2,11 @@ package daemon
 
 import (
 	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,7 +23,8 @@ import (
 // window: 0.87–1.08 of the raw PTY read against 0.63–0.66, at the same CPU
 // per MB; see docs/benchmarks.md).
 //
-// ahpd scales only when GOMAXPROCS is not set in its environment.
+// ahpd scales only when GOMAXPROCS is not set in its environment (see
+// procPlan).
 type procScaler struct {
 	quiet, busy int
 	hold        time.Duration   // on busy until no flood for this long
@@ -30,6 +36,7 @@ type procScaler struct {
 	last    time.Time // the latest flooding call
 	timer   *time.Timer
 	stopped bool
+	checks  sync.WaitGroup // armed timers and running checks
 }
 
 // newProcScaler sets quiet Ps at once and returns the scaler.
@@ -39,7 +46,9 @@ func newProcScaler(quiet, busy int, hold time.Duration, set func(int) int, log *
 }
 
 // flooding notes that a terminal floods now; it raises the Ps to busy if
-// they are not already.
+// they are not already. (runtime.GOMAXPROCS stops the world, waiting for
+// a garbage collection under way: the calling reader may wait that long,
+// once per flood.)
 func (s *procScaler) flooding() {
 	if s.busy <= s.quiet {
 		return
@@ -56,22 +65,29 @@ func (s *procScaler) flooding() {
 	s.raised = true
 	s.set(s.busy)
 	s.log.Debug("a terminal floods: more Ps", "gomaxprocs", s.busy)
+	s.arm(s.hold)
+}
+
+// arm starts the timer that runs check after d; s.mu is held.
+func (s *procScaler) arm(d time.Duration) {
+	s.checks.Add(1)
 	if s.timer == nil {
-		s.timer = time.AfterFunc(s.hold, s.check)
+		s.timer = time.AfterFunc(d, s.check)
 	} else {
-		s.timer.Reset(s.hold)
+		s.timer.Reset(d)
 	}
 }
 
 // check lowers the Ps to quiet once no terminal has flooded for hold.
 func (s *procScaler) check() {
+	defer s.checks.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped || !s.raised {
 		return
 	}
 	if since := time.Since(s.last); since < s.hold {
-		s.timer.Reset(s.hold - since)
+		s.arm(s.hold - since)
 		return
 	}
 	s.raised = false
@@ -79,12 +95,115 @@ func (s *procScaler) check() {
 	s.log.Debug("no terminal floods: fewer Ps", "gomaxprocs", s.quiet)
 }
 
-// stop ends the scaling; the Ps stay as they are.
+// stop ends the scaling and waits for a check under way; the Ps stay as
+// they are.
 func (s *procScaler) stop() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.stopped = true
-	if s.timer != nil {
-		s.timer.Stop()
+	if s.timer != nil && s.timer.Stop() {
+		s.checks.Done() // armed, now never to run
 	}
+	s.mu.Unlock()
+	s.checks.Wait()
+}
+
+// procPlan decides how many Ps ahpd runs on while a terminal floods, from
+// the GOMAXPROCS environment variable, the runtime's default count (the
+// CPUs it may use) and the CPU bandwidth of its cgroups. scale is false
+// when GOMAXPROCS is set to a count (the runtime then uses it throughout);
+// otherwise the daemon runs on one P, and on busy while a terminal floods.
+// busy is 1 where the process may not use two CPUs' worth of time: the
+// runtime rounds a cgroup quota below 2 CPUs up to 2 Ps, and two busy
+// threads on a one-CPU quota would be throttled for the rest of each
+// period.
+func procPlan(env string, defaultProcs int, cgroupCPUs func() (float64, bool)) (busy int, scale bool) {
+	if n, err := strconv.Atoi(env); err == nil && n > 0 {
+		return n, false
+	}
+	busy = min(2, defaultProcs)
+	if cpus, ok := cgroupCPUs(); ok && cpus < 2 {
+		busy = 1
+	}
+	return max(busy, 1), true
+}
+
+// cgroupCPUs returns the smallest CPU bandwidth limit (quota / period, in
+// CPUs) of the process's cgroup and its ancestors, from /proc/self/cgroup
+// and the cgroup file systems under root (/sys/fs/cgroup): cpu.max for
+// cgroup v2, cpu.cfs_quota_us and cpu.cfs_period_us for v1. ok is false
+// when no limit is set or none can be read.
+func cgroupCPUs(root, selfCgroup string) (cpus float64, ok bool) {
+	note := func(quota, period float64) {
+		if quota > 0 && period > 0 && (!ok || quota/period < cpus) {
+			cpus, ok = quota/period, true
+		}
+	}
+	// walk calls read for dir and each of its ancestors up to the root of
+	// the hierarchy mounted at mount.
+	walk := func(mount, dir string, read func(dir string)) {
+		for p := path.Clean("/" + dir); ; p = path.Dir(p) {
+			read(filepath.Join(mount, p))
+			if p == "/" {
+				return
+			}
+		}
+	}
+	for _, line := range strings.Split(selfCgroup, "\n") {
+		id, rest, found := strings.Cut(line, ":")
+		if !found {
+			continue
+		}
+		controllers, dir, found := strings.Cut(rest, ":")
+		if !found {
+			continue
+		}
+		if id == "0" && controllers == "" {
+			walk(root, dir, func(d string) { // cgroup v2: "max 100000" or "50000 100000"
+				b, err := os.ReadFile(filepath.Join(d, "cpu.max"))
+				if f := strings.Fields(string(b)); err == nil && len(f) == 2 && f[0] != "max" {
+					q, qerr := strconv.ParseFloat(f[0], 64)
+					p, perr := strconv.ParseFloat(f[1], 64)
+					if qerr == nil && perr == nil {
+						note(q, p)
+					}
+				}
+			})
+			continue
+		}
+		if !strings.Contains(","+controllers+",", ",cpu,") {
+			continue
+		}
+		for _, name := range []string{"cpu", "cpu,cpuacct", "cpuacct,cpu"} {
+			mount := filepath.Join(root, name)
+			if _, err := os.Stat(mount); err != nil {
+				continue
+			}
+			walk(mount, dir, func(d string) { // cgroup v1: quota -1 is none
+				q, qerr := readNumber(filepath.Join(d, "cpu.cfs_quota_us"))
+				p, perr := readNumber(filepath.Join(d, "cpu.cfs_period_us"))
+				if qerr == nil && perr == nil {
+					note(q, p)
+				}
+			})
+			break
+		}
+	}
+	return cpus, ok
+}
+
+func readNumber(name string) (float64, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+}
+
+// systemCgroupCPUs is cgroupCPUs for this process.
+func systemCgroupCPUs() (float64, bool) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0, false
+	}
+	return cgroupCPUs("/sys/fs/cgroup", string(b))
 }

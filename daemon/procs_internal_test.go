@@ -3,6 +3,8 @@ package daemon
 import (
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -96,6 +98,88 @@ func TestProcScalerOneCPU(t *testing.T) {
 		synctest.Wait()
 		if got, want := r.calls(), []int{1}; !slices.Equal(got, want) {
 			t.Fatalf("GOMAXPROCS calls %v, want %v", got, want)
+		}
+	})
+}
+
+// TestProcPlan: GOMAXPROCS set to a count fixes the Ps; otherwise ahpd
+// scales, to two Ps at most, and to one where the CPUs or the cgroup's
+// CPU quota do not allow two.
+func TestProcPlan(t *testing.T) {
+	none := func() (float64, bool) { return 0, false }
+	quota := func(c float64) func() (float64, bool) { return func() (float64, bool) { return c, true } }
+	for _, tc := range []struct {
+		env       string
+		def       int
+		cgroup    func() (float64, bool)
+		busy      int
+		scale     bool
+		describes string
+	}{
+		{"3", 8, none, 3, false, "a count in the environment"},
+		{"1", 8, none, 1, false, "one P from the environment"},
+		{"", 8, none, 2, true, "eight CPUs"},
+		{"", 2, none, 2, true, "two CPUs"},
+		{"", 1, none, 1, true, "one CPU"},
+		{"", 2, quota(1), 1, true, "a one-CPU quota (the runtime still says 2)"},
+		{"", 2, quota(0.5), 1, true, "half a CPU"},
+		{"", 4, quota(1.9), 1, true, "1.9 CPUs"},
+		{"", 4, quota(2), 2, true, "a two-CPU quota"},
+		{"abc", 8, none, 2, true, "GOMAXPROCS the runtime ignores"},
+		{"0", 8, none, 2, true, "GOMAXPROCS=0, which the runtime ignores"},
+	} {
+		busy, scale := procPlan(tc.env, tc.def, tc.cgroup)
+		if busy != tc.busy || scale != tc.scale {
+			t.Errorf("%s: procPlan(%q, %d) = %d, %v; want %d, %v", tc.describes, tc.env, tc.def, busy, scale, tc.busy, tc.scale)
+		}
+	}
+}
+
+// TestCgroupCPUs reads CPU quotas from fake cgroup trees: the smallest on
+// the way to the root counts, "max" and -1 are no limit.
+func TestCgroupCPUs(t *testing.T) {
+	write := func(t *testing.T, name, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("v2", func(t *testing.T) {
+		root := t.TempDir()
+		write(t, filepath.Join(root, "a/b/cpu.max"), "max 100000\n")
+		write(t, filepath.Join(root, "a/cpu.max"), "150000 100000\n")
+		write(t, filepath.Join(root, "cpu.max"), "400000 100000\n")
+		if cpus, ok := cgroupCPUs(root, "0::/a/b\n"); !ok || cpus != 1.5 {
+			t.Errorf("cgroupCPUs = %v, %v; want 1.5, true", cpus, ok)
+		}
+		if cpus, ok := cgroupCPUs(root, "0::/c\n"); !ok || cpus != 4 {
+			t.Errorf("a cgroup without cpu.max under a limited root: %v, %v; want 4, true", cpus, ok)
+		}
+	})
+	t.Run("v2 unlimited", func(t *testing.T) {
+		root := t.TempDir()
+		write(t, filepath.Join(root, "a/cpu.max"), "max 100000\n")
+		if cpus, ok := cgroupCPUs(root, "0::/a\n"); ok {
+			t.Errorf("cgroupCPUs = %v, true; want no limit", cpus)
+		}
+	})
+	t.Run("v1", func(t *testing.T) {
+		root := t.TempDir()
+		write(t, filepath.Join(root, "cpu,cpuacct/x/cpu.cfs_quota_us"), "-1\n")
+		write(t, filepath.Join(root, "cpu,cpuacct/x/cpu.cfs_period_us"), "100000\n")
+		write(t, filepath.Join(root, "cpu,cpuacct/cpu.cfs_quota_us"), "50000\n")
+		write(t, filepath.Join(root, "cpu,cpuacct/cpu.cfs_period_us"), "100000\n")
+		self := "9:memory:/x\n4:cpu,cpuacct:/x\n0::/x\n"
+		if cpus, ok := cgroupCPUs(root, self); !ok || cpus != 0.5 {
+			t.Errorf("cgroupCPUs = %v, %v; want 0.5, true", cpus, ok)
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		if cpus, ok := cgroupCPUs(t.TempDir(), "0::/\n1:cpu:/\n"); ok {
+			t.Errorf("no cgroup files: %v, true; want no limit", cpus)
 		}
 	})
 }

@@ -26,6 +26,12 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 	}
 	t.Run("Scaled", func(t *testing.T) {
 		d := startMetricsDaemon(t, bin, "")
+		if strings.Contains(d.p.stderr.String(), "Go scheduler: one P, and 1 while") {
+			t.Skip("one CPU's worth of quota: ahpd stays on one P")
+		}
+		if !strings.Contains(d.p.stderr.String(), "Go scheduler: one P, and 2 while a terminal floods") {
+			t.Fatalf("no scheduler plan in the log:\n%s", d.p.stderr.String())
+		}
 		d.await(t, 1, "at start")
 		d.flood(t)
 		d.await(t, 2, "while a terminal floods")
@@ -34,8 +40,11 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 	})
 	t.Run("FromEnvironment", func(t *testing.T) {
 		d := startMetricsDaemon(t, bin, "GOMAXPROCS=1")
+		if want := `Go scheduler: GOMAXPROCS from the environment" gomaxprocs=1`; !strings.Contains(d.p.stderr.String(), want) {
+			t.Fatalf("the log lacks %q:\n%s", want, d.p.stderr.String())
+		}
 		d.flood(t)
-		time.Sleep(time.Second) // the scaled daemon takes ~100 ms to raise
+		time.Sleep(time.Second) // the scaled daemon raises within milliseconds
 		if n := d.gomaxprocs(t); n != 1 {
 			t.Fatalf("GOMAXPROCS=1 in the environment: go_sched_gomaxprocs_threads %d during a flood", n)
 		}
@@ -43,6 +52,7 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 }
 
 type metricsDaemon struct {
+	p     *daemonProc
 	base  string
 	terms ahpv1.TerminalServiceClient
 	chans ahpv1.ChannelServiceClient
@@ -67,7 +77,7 @@ func startMetricsDaemon(t *testing.T, bin, env string) *metricsDaemon {
 	msg, _ := ns.await(t, "READY=1", 30*time.Second)
 	base, control := readyAddrs(t, msg)
 	cc := grpcConn(t, control)
-	return &metricsDaemon{base: base, terms: ahpv1.NewTerminalServiceClient(cc), chans: ahpv1.NewChannelServiceClient(cc)}
+	return &metricsDaemon{p: p, base: base, terms: ahpv1.NewTerminalServiceClient(cc), chans: ahpv1.NewChannelServiceClient(cc)}
 }
 
 func (d *metricsDaemon) flood(t *testing.T) {
