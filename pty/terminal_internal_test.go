@@ -216,10 +216,11 @@ func TestCloseStopsSnapshotTimer(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond) // the burst is over: nothing else wakes the viewer
-	term.mu.Lock()
-	v.lastSnap = time.Now() // the next snapshot is due in snapInterval
-	term.mu.Unlock()
+	deadline := time.After(10 * time.Second)
 	for {
+		term.mu.Lock()
+		v.lastSnap = time.Now() // the next snapshot is due in snapInterval
+		term.mu.Unlock()
 		if m, ok := v.Pull(true, 1<<20); ok {
 			t.Fatalf("a viewer 2 MB behind, just snapshotted, got %.60q; want nothing until the deferred snapshot", m.Text)
 		}
@@ -229,7 +230,11 @@ func TestCloseStopsSnapshotTimer(t *testing.T) {
 		if armed {
 			break
 		}
-		<-wake // caught up with the backlog's wake-ups first
+		select {
+		case <-wake: // caught up with the backlog's wake-ups first
+		case <-deadline:
+			t.Fatal("the viewer never deferred a snapshot")
+		}
 	}
 	v.Close()
 	select {
