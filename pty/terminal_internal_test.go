@@ -172,19 +172,27 @@ func TestSnapshotPacing(t *testing.T) {
 	}
 }
 
-// TestDeferredSnapshotWakes: a snapshot deferred by snapInterval comes
-// when the interval ends, woken by its timer, even when no more output
-// arrives to wake the viewer.
-func TestDeferredSnapshotWakes(t *testing.T) {
-	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
-	first := v.lastSnap
+// burst releases the 2 MB burst of the terminal's `read x; head -c 2000000`
+// and returns once it has been read and has ended, so that nothing more
+// wakes the viewer.
+func burst(t *testing.T, term *Terminal) {
+	t.Helper()
 	if err := term.Input([]byte("\n"), nil); err != nil {
 		t.Fatal(err)
 	}
 	for term.Stats().BytesRead < 2000000 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(20 * time.Millisecond) // the burst is over: nothing else wakes the viewer
+	time.Sleep(20 * time.Millisecond)
+}
+
+// TestDeferredSnapshotWakes: a snapshot deferred by snapInterval comes
+// when the interval ends, woken by its timer, even when no more output
+// arrives to wake the viewer.
+func TestDeferredSnapshotWakes(t *testing.T) {
+	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
+	first := v.lastSnap
+	burst(t, term)
 	deadline := time.After(10 * time.Second)
 	for {
 		m, ok := v.Pull(true, 1<<20)
@@ -209,13 +217,7 @@ func TestDeferredSnapshotWakes(t *testing.T) {
 // snapshot is pending is not woken by the timer afterwards.
 func TestCloseStopsSnapshotTimer(t *testing.T) {
 	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
-	if err := term.Input([]byte("\n"), nil); err != nil {
-		t.Fatal(err)
-	}
-	for term.Stats().BytesRead < 2000000 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond) // the burst is over: nothing else wakes the viewer
+	burst(t, term)
 	deadline := time.After(10 * time.Second)
 	for {
 		term.mu.Lock()
