@@ -186,7 +186,11 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 		ps := newProcScaler(1, busy, 500*time.Millisecond, runtime.GOMAXPROCS, log)
 		defer ps.stop()
 		flooding = ps.flooding
-		log.Info("Go scheduler: one P, and "+strconv.Itoa(busy)+" while a terminal floods", "gomaxprocs", 1)
+		if busy > 1 {
+			log.Info("Go scheduler: one P, and "+strconv.Itoa(busy)+" while a terminal floods", "gomaxprocs", 1)
+		} else {
+			log.Info("Go scheduler: one P (less than two CPUs available)", "gomaxprocs", 1)
+		}
 	} else {
 		log.Info("Go scheduler: GOMAXPROCS from the environment", "gomaxprocs", busy)
 	}
