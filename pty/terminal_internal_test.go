@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ahp-dev/ahpd/flow"
 )
 
 // TestReplyQueueBound: query replies waiting for the PTY never exceed
@@ -269,6 +271,38 @@ func TestMessagePoolBound(t *testing.T) {
 		}
 		if cap(*p) > maxPooledBuf || cap(*p) <= idleBuf || len(*p) != 0 {
 			t.Fatalf("the pool held a buffer of length %d, capacity %d (want empty, %d < capacity <= %d)", len(*p), cap(*p), idleBuf, maxPooledBuf)
+		}
+	}
+}
+
+// TestAppendWhole: an item is appended whole, escaped, only when its
+// UTF-16 size fits; one that does not leaves b as it was, also when it
+// was escaped in place before its size was known.
+func TestAppendWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    string
+		room int64
+		ok   bool
+	}{
+		{"plain ASCII that fits", strings.Repeat("a", 100), 200, true},
+		{"plain ASCII one byte too large", strings.Repeat("a", 100), 199, false},
+		{"escapes that fit", strings.Repeat("\x1b", 10), 120, true},
+		{"escapes found too large after escaping", strings.Repeat("\x1b", 100), 300, false},
+		{"CJK measured first, fits", strings.Repeat("漢", 100), 250, true},
+		{"CJK measured first, too large", strings.Repeat("漢", 100), 199, false},
+	} {
+		prefix := []byte("prefix")
+		b, n16, ok := appendWhole(append([]byte(nil), prefix...), tc.s, tc.room)
+		want := string(prefix)
+		if tc.ok {
+			want += string(flow.AppendEscaped(nil, tc.s))
+		}
+		if ok != tc.ok || string(b) != want {
+			t.Errorf("%s: appendWhole = %.40q, ok %v; want %.40q, ok %v", tc.name, b, ok, want, tc.ok)
+		}
+		if ok && n16 != flow.EscapedLen(tc.s) {
+			t.Errorf("%s: n16 = %d, want %d", tc.name, n16, flow.EscapedLen(tc.s))
 		}
 	}
 }

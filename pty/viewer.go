@@ -306,33 +306,18 @@ func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos in
 			break
 		}
 		if off == 0 {
+			var n16 int64
+			whole := false
 			if it.readers.Add(1) == 1 {
-				// The first viewer to read it: no shared copy yet. When
-				// it fits as plain ASCII (2 bytes a byte), escape and
-				// measure it in place in one pass, and take it back in
-				// the rare case escapes make it too large; otherwise
-				// measure it first (the last item of a message).
-				if used+2*int64(len(it.text)) <= budget {
-					mark := len(b)
-					var n16 int64
-					if b, n16 = flow.AppendEscapedLen(b, it.text); used+n16 <= budget {
-						used += n16
-						pos += int64(len(it.text))
-						seq++
-						continue
-					}
-					b = b[:mark]
-				} else if n16 := flow.EscapedLen(it.text); used+n16 <= budget {
-					b = flow.AppendEscaped(b, it.text)
-					used += n16
-					pos += int64(len(it.text))
-					seq++
-					continue
+				// The first viewer to read it: no shared copy yet.
+				if b, n16, whole = appendWhole(b, it.text, budget-used); !whole {
+					it.readers.Add(-1) // it did not read it after all
 				}
-				it.readers.Add(-1) // it did not read it after all
 			} else if esc, esc16 := it.escaped(); used+esc16 <= budget {
-				b = append(b, esc...)
-				used += esc16
+				b, n16, whole = append(b, esc...), esc16, true
+			}
+			if whole {
+				used += n16
 				pos += int64(len(it.text))
 				seq++
 				continue
@@ -353,6 +338,25 @@ func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos in
 	}
 	b = append(b, outSuffix...)
 	return b, outEnvelope16 + used, seq, off, pos
+}
+
+// appendWhole appends s escaped to b if its UTF-16 size n16 is at most
+// room, and reports whether it did. When s fits as plain ASCII (2 bytes a
+// byte) it is escaped and measured in one pass, and taken back in the rare
+// case escapes make it too large; otherwise (the last item of a message)
+// it is measured first.
+func appendWhole(b []byte, s string, room int64) (_ []byte, n16 int64, ok bool) {
+	if 2*int64(len(s)) <= room {
+		mark := len(b)
+		if b, n16 = flow.AppendEscapedLen(b, s); n16 <= room {
+			return b, n16, true
+		}
+		return b[:mark], 0, false
+	}
+	if n16 = flow.EscapedLen(s); n16 <= room {
+		return flow.AppendEscaped(b, s), n16, true
+	}
+	return b, 0, false
 }
 
 func resizeMsg(rows, cols int) string {
