@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -181,19 +179,8 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 		cfg.Listen = act.HTTP.Addr().String()
 		log.Info("HTTP listener from socket activation", "addr", cfg.Listen)
 	}
-	var flooding func()
-	if busy, scale := procPlan(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), systemCgroupCPUs); scale {
-		ps := newProcScaler(1, busy, 500*time.Millisecond, runtime.GOMAXPROCS, log)
-		defer ps.stop()
-		flooding = ps.flooding
-		if busy > 1 {
-			log.Info("Go scheduler: one P, and "+strconv.Itoa(busy)+" while a terminal floods", "gomaxprocs", 1)
-		} else {
-			log.Info("Go scheduler: one P (less than two CPUs available)", "gomaxprocs", 1)
-		}
-	} else {
-		log.Info("Go scheduler: GOMAXPROCS from the environment", "gomaxprocs", busy)
-	}
+	flooding, stopScaling := startProcScaling(log)
+	defer stopScaling()
 	srv, err := New(cfg, Options{Logger: log, Flooding: flooding})
 	if err != nil {
 		act.Close()

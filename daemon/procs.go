@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,24 @@ func (s *procScaler) stop() {
 	}
 	s.mu.Unlock()
 	s.checks.Wait()
+}
+
+// startProcScaling applies procPlan to this process and logs it. flooding
+// is the hook for the terminals (nil when GOMAXPROCS fixes the Ps); stop
+// ends the scaling.
+func startProcScaling(log *slog.Logger) (flooding func(), stop func()) {
+	busy, scale := procPlan(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), systemCgroupCPUs)
+	switch {
+	case !scale:
+		log.Info("Go scheduler: GOMAXPROCS from the environment", "gomaxprocs", busy)
+		return nil, func() {}
+	case busy > 1:
+		log.Info("Go scheduler: one P, and "+strconv.Itoa(busy)+" while a terminal floods", "gomaxprocs", 1)
+	default:
+		log.Info("Go scheduler: one P (less than two CPUs available)", "gomaxprocs", 1)
+	}
+	ps := newProcScaler(1, busy, 500*time.Millisecond, runtime.GOMAXPROCS, log)
+	return ps.flooding, ps.stop
 }
 
 // procPlan decides how many Ps ahpd runs on while a terminal floods, from
