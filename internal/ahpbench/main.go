@@ -8,14 +8,15 @@
 //   - keystroke echo p50/p99, idle and while a second subscription on the
 //     same connection floods (`yes`), against a raw PTY echo;
 //   - both against a minimal relay too (relay.go): PTY bytes copied to and
-//     from binary WebSocket messages by a process of its own, the floor of
-//     any WebSocket terminal daemon on this machine.
+//     from binary WebSocket messages by a Go process of its own;
+//   - fan-out: the same `cat` to 8 viewers, each on a connection of its own.
 //
 // Run it with `make bench-process` (which builds bin/ahpd first), or:
 //
 //	go build -o bin/ahpd ./cmd/ahpd && go run ./internal/ahpbench -ahpd bin/ahpd
 //
-// -procs N runs the daemon with GOMAXPROCS=N (default: its own default);
+// -procs N runs the daemon with GOMAXPROCS=N (default: its own plan, one
+// P and two while a terminal floods); -fanout N sets the fan-out viewers;
 // -window, -frame and -message set the throughput viewer's receive limits
 // (default: the host's defaults, as `ahpctl attach` gets them).
 package main
@@ -111,17 +112,47 @@ func run(bin string, runs, samples, procs, fanout int) error {
 	defer rl.stop()
 
 	fmt.Printf("ahpbench: %s (GOMAXPROCS %s), %d runs, viewer limits %s\n\n", bin, map[bool]string{true: "default", false: strconv.Itoa(procs)}[procs == 0], runs, limitsName())
+	if runs > 0 {
+		if err := throughputTable(d, rl, file, runs); err != nil {
+			return err
+		}
+		if fanout > 0 {
+			if err := fanoutTable(d, file, fanout); err != nil {
+				return err
+			}
+		}
+	}
+	if samples > 0 {
+		return echoTable(d, rl, samples)
+	}
+	return nil
+}
+
+// mb is the test file's size in MB.
+const mb = float64(fileSize) / 1e6
+
+// rawRead times a raw read of all of file from a PTY.
+func rawRead(file string) (time.Duration, error) {
+	n, d, err := termbench.RawPTYRead(file)
+	if err != nil {
+		return 0, fmt.Errorf("raw PTY read: %w", err)
+	}
+	if n < fileSize {
+		return 0, fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
+	}
+	return d, nil
+}
+
+// throughputTable prints runs of `cat file` read raw, through the relay
+// and through ahpd to one viewer, and the medians.
+func throughputTable(d *daemon, rl *relay, file string, runs int) error {
 	fmt.Println("| run | raw PTY read | minimal relay | through ahpd | ratio to raw | ratio to relay | ahpd CPU | viewer CPU | ahpd syscalls | snapshots | whole file |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var ratios, relayRatios, cpus []float64
-	mb := float64(fileSize) / 1e6
 	for i := 1; i <= runs; i++ {
-		n, raw, err := termbench.RawPTYRead(file)
+		raw, err := rawRead(file)
 		if err != nil {
-			return fmt.Errorf("raw PTY read: %w", err)
-		}
-		if n < fileSize {
-			return fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
+			return err
 		}
 		rn, relayed, err := rl.throughput(file)
 		if err != nil {
@@ -144,34 +175,35 @@ func run(bin string, runs, samples, procs, fanout int) error {
 		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d | %.1f MB/s |\n",
 			i, rawRate, relayRate, rate, rate/rawRate, rate/relayRate, msPerMB, float64(r.viewerCPU.Milliseconds())/mb, float64(r.syscalls)/mb, r.snapshots, mbps(fileSize, r.elapsed))
 	}
-	if runs > 0 {
-		fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB\n\n", median(ratios), median(relayRatios), median(cpus))
-	}
-	if fanout > 0 && runs > 0 {
-		fmt.Printf("| %d viewers | raw PTY read | aggregate through ahpd | ratio to raw | ahpd CPU per MB of the file | snapshots | whole file |\n", fanout)
-		fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
-		for i := 1; i <= 2; i++ {
-			n, raw, err := termbench.RawPTYRead(file)
-			if err != nil {
-				return fmt.Errorf("raw PTY read: %w", err)
-			}
-			if n < fileSize {
-				return fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
-			}
-			r, err := d.throughput(fmt.Sprintf("fan%d", i), file, fanout)
-			if err != nil {
-				return fmt.Errorf("fan-out run %d through ahpd (cat of a %d-byte file to %d viewers): %w", i, fileSize, fanout, err)
-			}
-			rawRate, rate := mbps(fileSize, raw), mbps(min(r.bytes, int64(fanout)*fileSize), r.elapsed)
-			fmt.Printf("| run %d | %.1f MB/s | %.1f MB/s | %.2f | %.1f ms/MB | %d | %.1f MB/s |\n",
-				i, rawRate, rate, rate/rawRate, float64(r.cpu.Milliseconds())/mb, r.snapshots, mbps(fileSize, r.elapsed))
-		}
-		fmt.Println()
-	}
-	if samples == 0 {
-		return nil
-	}
+	fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB\n\n", median(ratios), median(relayRatios), median(cpus))
+	return nil
+}
 
+// fanoutTable prints two runs of `cat file` to viewers subscriptions on
+// connections of their own, against a raw read each.
+func fanoutTable(d *daemon, file string, viewers int) error {
+	fmt.Printf("| %d viewers | raw PTY read | aggregate through ahpd | ratio to raw | ahpd CPU per MB of the file | snapshots | whole file |\n", viewers)
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	for i := 1; i <= 2; i++ {
+		raw, err := rawRead(file)
+		if err != nil {
+			return err
+		}
+		r, err := d.throughput(fmt.Sprintf("fan%d", i), file, viewers)
+		if err != nil {
+			return fmt.Errorf("fan-out run %d through ahpd (cat of a %d-byte file to %d viewers): %w", i, fileSize, viewers, err)
+		}
+		rawRate, rate := mbps(fileSize, raw), mbps(min(r.bytes, int64(viewers)*fileSize), r.elapsed)
+		fmt.Printf("| run %d | %.1f MB/s | %.1f MB/s | %.2f | %.1f ms/MB | %d | %.1f MB/s |\n",
+			i, rawRate, rate, rate/rawRate, float64(r.cpu.Milliseconds())/mb, r.snapshots, mbps(fileSize, r.elapsed))
+	}
+	fmt.Println()
+	return nil
+}
+
+// echoTable prints keystroke echo p50/p99 for the raw PTY, the relay and
+// ahpd (idle, and with a neighbour flooding).
+func echoTable(d *daemon, rl *relay, samples int) error {
 	raw, err := termbench.RawPTYEcho(samples)
 	if err != nil {
 		return fmt.Errorf("raw PTY echo: %w", err)

@@ -19,8 +19,8 @@ import (
 	"github.com/creack/pty"
 )
 
-// The minimal relay is the floor any WebSocket terminal daemon stands on:
-// a process of its own that copies PTY output into binary WebSocket
+// The minimal relay is a floor for a Go WebSocket terminal daemon: a
+// process of its own that copies PTY output into binary WebSocket
 // messages and WebSocket messages into the PTY, with no protocol, no
 // emulator, no credit and no second viewer. ahpbench runs it (as a second
 // copy of itself, `-relay`) next to ahpd, so that the cost of ahpd's
@@ -57,10 +57,14 @@ func relayConn(w http.ResponseWriter, r *http.Request) {
 		ws.Close(websocket.StatusInternalError, err.Error())
 		return
 	}
-	defer func() { f.Close(); _ = cmd.Wait() }()
 	ctx := r.Context()
 	input := make(chan struct{})
-	defer func() { ws.CloseNow(); f.Close(); <-input }() // ends the input goroutine, then waits for it
+	defer func() {
+		ws.CloseNow() // ends the input goroutine,
+		f.Close()
+		<-input        // waits for it,
+		_ = cmd.Wait() // and reaps the command
+	}()
 	go func() {
 		defer close(input)
 		for {
