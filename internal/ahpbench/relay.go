@@ -36,11 +36,17 @@ func serveRelay() error {
 		return err
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(relayConn), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); srv.Close() }()
+	stdinClosed := make(chan struct{})
+	go func() {
+		defer close(stdinClosed)
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		srv.Close()
+	}()
 	fmt.Println(l.Addr().String())
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return err // the process exits
 	}
+	<-stdinClosed
 	return nil
 }
 
