@@ -340,11 +340,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
 		return
 	}
-	// The connection holds its control lane, the transport's two frames,
-	// inbound messages waiting and a wsWriteBuffer; terminal output is
-	// shared by all viewers of a terminal (each holds a cursor), so the
-	// lane's share of maxBufferedBytes is what bounds this connection's own
-	// memory.
+	// The connection holds its control lane, the transport's two frames
+	// and inbound messages waiting; terminal output is shared by all
+	// viewers of a terminal (each holds a cursor), so the lane's share of
+	// maxBufferedBytes is what bounds this connection's own memory, beyond
+	// its fixed buffers (wsWriteBuffer, the WebSocket library's reader;
+	// docs/protocol-decisions.md).
 	sender, err := flow.NewSender(flow.SenderConfig{ControlBytes: min(4<<20, limits.MaxBufferedBytes/4)})
 	if err != nil {
 		_ = ws.Close(websocket.StatusInternalError, "internal error")
