@@ -9,6 +9,8 @@
 //     same connection floods (`yes`), against a raw PTY echo;
 //   - both against a minimal relay too (relay.go): PTY bytes copied to and
 //     from binary WebSocket messages by a Go process of its own;
+//   - echo against a C relay as well (floor.go, testdata/crelay.c), the
+//     floor of any relay process, when the machine has a C compiler;
 //   - fan-out: the same `cat` to 8 viewers, each on a connection of its own.
 //
 // Run it with `make bench-process` (which builds bin/ahpd first), or:
@@ -123,7 +125,13 @@ func run(bin string, runs, samples, procs, fanout int) error {
 		}
 	}
 	if samples > 0 {
-		return echoTable(d, rl, samples)
+		cRelay, err := buildCRelay(dir)
+		if errors.Is(err, errNoCompiler) {
+			fmt.Println("(no C compiler: the C relay's echo row is left out)")
+		} else if err != nil {
+			return err
+		}
+		return echoTable(d, rl, cRelay, samples)
 	}
 	return nil
 }
@@ -201,12 +209,19 @@ func fanoutTable(d *daemon, file string, viewers int) error {
 	return nil
 }
 
-// echoTable prints keystroke echo p50/p99 for the raw PTY, the relay and
-// ahpd (idle, and with a neighbour flooding).
-func echoTable(d *daemon, rl *relay, samples int) error {
+// echoTable prints keystroke echo p50/p99 for the raw PTY, the C relay
+// (when cRelay, its binary, is not ""), the Go relay and ahpd (idle, and
+// with a neighbour flooding).
+func echoTable(d *daemon, rl *relay, cRelay string, samples int) error {
 	raw, err := termbench.RawPTYEcho(samples)
 	if err != nil {
 		return fmt.Errorf("raw PTY echo: %w", err)
+	}
+	var floor timed
+	if cRelay != "" {
+		if floor, err = cRelayEcho(cRelay, samples); err != nil {
+			return fmt.Errorf("C relay echo: %w", err)
+		}
 	}
 	relayed, err := rl.echo(samples)
 	if err != nil {
@@ -216,21 +231,29 @@ func echoTable(d *daemon, rl *relay, samples int) error {
 	if err != nil {
 		return fmt.Errorf("keystroke echo through ahpd: %w", err)
 	}
-	rawP99, relayP99 := termbench.Percentile(raw, 99), termbench.Percentile(relayed.d, 99)
-	fmt.Println("| echo | p50 | p99 | p99 / raw p99 | p99 / relay p99 | server CPU per keystroke |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
-	for _, r := range []struct {
-		name string
-		d    []time.Duration
-		cpu  time.Duration
-	}{{"raw PTY", raw, 0}, {"minimal relay", relayed.d, relayed.cpu}, {"ahpd, idle", idle.d, idle.cpu}, {"ahpd, neighbour flooding", flood, 0}} {
-		p50, p99 := termbench.Percentile(r.d, 50), termbench.Percentile(r.d, 99)
-		cpu := "—"
-		if r.cpu > 0 {
-			cpu = (r.cpu / time.Duration(len(r.d))).Round(time.Microsecond).String()
+	ratio := func(p99 time.Duration, to []time.Duration) string {
+		if len(to) == 0 {
+			return "—"
 		}
-		fmt.Printf("| %s | %v | %v | %.2f | %.2f | %s |\n", r.name, p50.Round(time.Microsecond), p99.Round(time.Microsecond),
-			float64(p99)/float64(rawP99), float64(p99)/float64(relayP99), cpu)
+		return fmt.Sprintf("%.2f", float64(p99)/float64(termbench.Percentile(to, 99)))
+	}
+	fmt.Println("| echo | p50 | p99 | p99 / raw p99 | p99 / C relay p99 | p99 / Go relay p99 | server CPU per keystroke |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	rows := []struct {
+		name string
+		t    timed
+	}{{"raw PTY", timed{d: raw}}, {"C relay (TCP, no WebSocket)", floor}, {"minimal Go relay (WebSocket)", relayed}, {"ahpd, idle", idle}, {"ahpd, neighbour flooding", timed{d: flood}}}
+	for _, r := range rows {
+		if len(r.t.d) == 0 {
+			continue // no C compiler
+		}
+		p50, p99 := termbench.Percentile(r.t.d, 50), termbench.Percentile(r.t.d, 99)
+		cpu := "—"
+		if r.t.cpu > 0 {
+			cpu = (r.t.cpu / time.Duration(len(r.t.d))).Round(time.Microsecond).String()
+		}
+		fmt.Printf("| %s | %v | %v | %s | %s | %s | %s |\n", r.name, p50.Round(time.Microsecond), p99.Round(time.Microsecond),
+			ratio(p99, raw), ratio(p99, floor.d), ratio(p99, relayed.d), cpu)
 	}
 	return nil
 }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bufio"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The C relay (testdata/crelay.c) is the floor of any terminal relay on
+// the machine, in any language: one epoll loop copying bytes between a
+// loopback TCP connection and a PTY, without WebSocket, protocol or
+// allocation. What it adds to the raw PTY echo is the price of being a
+// separate process behind a socket (two more process wake-ups and a TCP
+// send each way), which no daemon avoids.
+//
+//go:embed testdata/crelay.c
+var cRelaySource []byte
+
+// errNoCompiler reports that the machine has no C compiler: the C relay's
+// row is left out.
+var errNoCompiler = errors.New("no C compiler (cc) on PATH")
+
+// buildCRelay compiles the C relay into dir and returns its path.
+func buildCRelay(dir string) (string, error) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		return "", errNoCompiler
+	}
+	src, bin := filepath.Join(dir, "crelay.c"), filepath.Join(dir, "crelay")
+	if err := os.WriteFile(src, cRelaySource, 0o600); err != nil {
+		return "", err
+	}
+	out, err := exec.Command(cc, "-O2", "-o", bin, src, "-lutil").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("compiling the C relay: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return bin, nil
+}
+
+// cRelayEcho times n keystrokes through the C relay at bin (a process of
+// its own, serving one connection) and takes its CPU time.
+func cRelayEcho(bin string, n int) (out timed, err error) {
+	cmd := exec.Command(bin)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // if ahpbench is killed
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return out, err
+	}
+	if err := cmd.Start(); err != nil {
+		return out, err
+	}
+	defer waitOrKill(cmd, 10*time.Second) // it exits when the connection closes
+	port, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return out, fmt.Errorf("the C relay did not start: %w", err)
+	}
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strings.TrimSpace(port)), 10*time.Second)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return out, err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
+		return out, err
+	}
+	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
+	cpu0, err := processCPU(cmd.Process.Pid)
+	if err != nil {
+		return out, err
+	}
+	buf := make([]byte, 64)
+	for range n {
+		t := time.Now()
+		if _, err := c.Write([]byte{'x'}); err != nil {
+			return out, err
+		}
+		k, err := io.ReadAtLeast(c, buf, 1)
+		if err != nil {
+			return out, err
+		}
+		if k != 1 || buf[0] != 'x' {
+			return out, fmt.Errorf("the C relay echoed %q, not %q", buf[:k], "x")
+		}
+		out.d = append(out.d, time.Since(t))
+	}
+	cpu1, err := processCPU(cmd.Process.Pid)
+	out.cpu = cpu1 - cpu0
+	return out, err
+}
