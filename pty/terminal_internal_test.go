@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,6 +250,59 @@ func TestCloseStopsSnapshotTimer(t *testing.T) {
 	case <-wake:
 		t.Fatal("a closed viewer was woken by its snapshot timer")
 	case <-time.After(snapInterval + 200*time.Millisecond):
+	}
+}
+
+// TestCloseWaitsForSnapshotTimer: Close returns only after a snapshot
+// timer's callback that had already fired has returned, and re-arming a
+// fired, a pending and a stopped timer keeps the count of callbacks right
+// (a miscount hangs Close or panics the WaitGroup).
+func TestCloseWaitsForSnapshotTimer(t *testing.T) {
+	term, v, _ := liveViewer(t, "sleep 30", 64<<10)
+	calls := make(chan struct{}, 8)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var blocking atomic.Bool
+	v.wake = func() {
+		calls <- struct{}{}
+		if blocking.Load() {
+			close(entered)
+			<-release
+		}
+	}
+	arm := func(d time.Duration) {
+		term.mu.Lock()
+		v.deferSnapshot(d)
+		term.mu.Unlock()
+	}
+	arm(time.Millisecond) // a new timer; it fires
+	<-calls
+	arm(time.Hour) // a fired timer re-armed
+	arm(time.Hour) // a pending one re-armed: still one callback
+	term.mu.Lock()
+	stopped := v.snapTimer.Stop()
+	term.mu.Unlock()
+	if !stopped {
+		t.Fatal("the re-armed timer was not pending")
+	}
+	v.snapWakes.Done() // as Close does for a timer it stops
+	blocking.Store(true)
+	arm(time.Millisecond) // a stopped timer re-armed; its callback blocks
+	<-entered
+	closed := make(chan struct{})
+	go func() { v.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the snapshot timer's callback was running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return after the callback did")
+	}
+	if n := len(calls); n != 1 {
+		t.Fatalf("%d more callbacks ran than timers fired", n-1)
 	}
 }
 

@@ -43,7 +43,8 @@ type Viewer struct {
 	graceEnd  int64  // the stream position up to which grace applies
 	dropped   int64
 	closed    bool
-	snapTimer *time.Timer // wakes a viewer whose snapshot was deferred (see snapInterval)
+	snapTimer *time.Timer    // wakes a viewer whose snapshot was deferred (see snapInterval)
+	snapWakes sync.WaitGroup // snapTimer's callbacks pending or under way; Close waits for them
 
 	// Owned by the pulling goroutine.
 	lastSnap time.Time // when the last snapshot started
@@ -120,13 +121,29 @@ func (v *Viewer) Close() {
 		return
 	}
 	v.closed = true
-	if v.snapTimer != nil {
-		v.snapTimer.Stop()
+	if v.snapTimer != nil && v.snapTimer.Stop() {
+		v.snapWakes.Done() // it will not run
 	}
 	delete(t.viewers, v)
 	n := len(t.viewers)
 	t.mu.Unlock()
+	v.snapWakes.Wait() // a callback that fired before Stop
 	t.log.Debug("viewer detached", "pid", t.pid, "viewers", n)
+}
+
+// deferSnapshot arms snapTimer to wake the viewer in d (t.mu held).
+func (v *Viewer) deferSnapshot(d time.Duration) {
+	v.snapWakes.Add(1)
+	if v.snapTimer == nil {
+		v.snapTimer = time.AfterFunc(d, func() {
+			defer v.snapWakes.Done()
+			v.wake()
+		})
+		return
+	}
+	if v.snapTimer.Reset(d) {
+		v.snapWakes.Done() // it was pending: one callback, counted already
+	}
 }
 
 // Stats returns the viewer's counters.
@@ -166,15 +183,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		if d := snapInterval - time.Since(v.lastSnap); d > 0 {
 			// Too soon after the last one: a viewer slower than a flood
 			// would otherwise be sent snapshot after snapshot.
-			if v.snapTimer == nil {
-				v.snapTimer = time.AfterFunc(d, func() {
-					if v.wake != nil {
-						v.wake()
-					}
-				})
-			} else {
-				v.snapTimer.Reset(d)
-			}
+			v.deferSnapshot(d)
 			return v.wait()
 		}
 		t.mu.Unlock()
