@@ -127,7 +127,7 @@ func BenchmarkTerminalThroughputStalledNeighbour(b *testing.B) { benchThroughput
 // a neighbour subscription on the same connection floods.
 func BenchmarkEchoLatency(b *testing.B) {
 	const samples = 300
-	raw, err := termbench.RawPTYEcho(samples)
+	raw, err := termbench.RawPTYEcho(samples, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func pct(d []time.Duration, p int) float64 {
 func keystrokes(b *testing.B, sub *client.Sub, n int) []time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	d, err := termbench.Keystrokes(ctx, sub, n)
+	d, err := termbench.Keystrokes(ctx, sub, n, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ahp-dev/ahpd/internal/termbench"
 )
 
 // The C relay (testdata/crelay.c) is the floor of any terminal relay on
@@ -48,7 +50,7 @@ func buildCRelay(dir string) (string, error) {
 
 // cRelayEcho times n keystrokes through the C relay at bin (a process of
 // its own, serving one connection) and takes its CPU time.
-func cRelayEcho(bin string, n int) (out timed, err error) {
+func cRelayEcho(bin string, n int, gap time.Duration) (out timed, err error) {
 	cmd := exec.Command(bin)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // if ahpbench is killed
@@ -81,6 +83,7 @@ func cRelayEcho(bin string, n int) (out timed, err error) {
 	}
 	buf := make([]byte, 64)
 	for range n {
+		termbench.Gap(gap)
 		t := time.Now()
 		if _, err := c.Write([]byte{'x'}); err != nil {
 			return out, err

@@ -21,6 +21,7 @@
 // P and two while a terminal floods); -fanout N sets the fan-out viewers;
 // -window, -frame and -message set the throughput viewer's receive limits
 // (default: the host's defaults, as `ahpctl attach` gets them).
+// -gap D spaces the timed keystrokes D apart (default: back to back).
 package main
 
 import (
@@ -58,6 +59,7 @@ func main() {
 	flag.Int64Var(&benchLimits.WindowBytes, "window", 0, "the throughput viewer's windowBytes (0: the host's defaults for all three limits)")
 	flag.Int64Var(&benchLimits.MaximumFrameBytes, "frame", 64<<10, "the throughput viewer's maximumFrameBytes (with -window)")
 	flag.Int64Var(&benchLimits.MaximumMessageBytes, "message", 1<<20, "the throughput viewer's maximumMessageBytes (with -window)")
+	flag.DurationVar(&keyGap, "gap", 0, "pause between timed keystrokes (0: back to back; 10ms: a fast typist, every wake-up from idle)")
 	flag.StringVar(&daemonLog, "log", "warn", "the daemon's --log-level (its log goes to stderr)")
 	relayMode := flag.Bool("relay", false, "serve the minimal relay (ahpbench starts it itself)")
 	flag.Parse()
@@ -87,6 +89,9 @@ func main() {
 }
 
 const fileSize = 64 << 20
+
+// keyGap is the pause between two timed keystrokes (-gap).
+var keyGap time.Duration
 
 // benchLimits are the throughput viewer's receive limits (flags).
 var benchLimits flow.ReceiveLimits
@@ -213,21 +218,21 @@ func fanoutTable(d *daemon, file string, viewers int) error {
 // (when cRelay, its binary, is not ""), the Go relay and ahpd (idle, and
 // with a neighbour flooding).
 func echoTable(d *daemon, rl *relay, cRelay string, samples int) error {
-	raw, err := termbench.RawPTYEcho(samples)
+	raw, err := termbench.RawPTYEcho(samples, keyGap)
 	if err != nil {
 		return fmt.Errorf("raw PTY echo: %w", err)
 	}
 	var floor timed
 	if cRelay != "" {
-		if floor, err = cRelayEcho(cRelay, samples); err != nil {
+		if floor, err = cRelayEcho(cRelay, samples, keyGap); err != nil {
 			return fmt.Errorf("C relay echo: %w", err)
 		}
 	}
-	relayed, err := rl.echo(samples)
+	relayed, err := rl.echo(samples, keyGap)
 	if err != nil {
 		return fmt.Errorf("minimal relay echo: %w", err)
 	}
-	idle, flood, err := d.echo(samples)
+	idle, flood, err := d.echo(samples, keyGap)
 	if err != nil {
 		return fmt.Errorf("keystroke echo through ahpd: %w", err)
 	}
@@ -236,6 +241,9 @@ func echoTable(d *daemon, rl *relay, cRelay string, samples int) error {
 			return "—"
 		}
 		return fmt.Sprintf("%.2f", float64(p99)/float64(termbench.Percentile(to, 99)))
+	}
+	if keyGap > 0 {
+		fmt.Printf("keystrokes %v apart\n\n", keyGap)
 	}
 	fmt.Println("| echo | p50 | p99 | p99 / raw p99 | p99 / C relay p99 | p99 / Go relay p99 | server CPU per keystroke |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
@@ -484,7 +492,7 @@ type result struct {
 
 // echo times keystrokes through ahpd, idle and while a second
 // subscription on the same connection floods.
-func (d *daemon) echo(n int) (idle timed, flood []time.Duration, err error) {
+func (d *daemon) echo(n int, gap time.Duration) (idle timed, flood []time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	echoURI, err := d.terminal(ctx, "echo", "stty raw -echo; exec cat")
@@ -514,7 +522,7 @@ func (d *daemon) echo(n int) (idle timed, flood []time.Duration, err error) {
 	if err != nil {
 		return idle, nil, err
 	}
-	if idle.d, err = termbench.Keystrokes(ctx, sub, n); err != nil {
+	if idle.d, err = termbench.Keystrokes(ctx, sub, n, gap); err != nil {
 		return idle, nil, err
 	}
 	cpu1, err := d.cpu()
@@ -537,7 +545,7 @@ func (d *daemon) echo(n int) (idle timed, flood []time.Duration, err error) {
 		return idle, nil, err
 	}
 	time.Sleep(200 * time.Millisecond) // let the flood reach full speed
-	flood, err = termbench.Keystrokes(ctx, sub, n)
+	flood, err = termbench.Keystrokes(ctx, sub, n, gap)
 	return idle, flood, err
 }
 

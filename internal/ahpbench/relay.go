@@ -17,6 +17,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/creack/pty"
+
+	"github.com/ahp-dev/ahpd/internal/termbench"
 )
 
 // The minimal relay is a floor for a Go WebSocket terminal daemon: a
@@ -183,7 +185,7 @@ func (r *relay) throughput(path string) (int64, time.Duration, error) {
 
 // echo times n keystrokes through the relay to `cat` on a raw PTY, and
 // takes the relay's CPU time.
-func (r *relay) echo(n int) (timed, error) {
+func (r *relay) echo(n int, gap time.Duration) (timed, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out timed
@@ -198,6 +200,7 @@ func (r *relay) echo(n int) (timed, error) {
 		return out, err
 	}
 	for range n {
+		termbench.Gap(gap)
 		t := time.Now()
 		if err := ws.Write(ctx, websocket.MessageBinary, []byte{'x'}); err != nil {
 			return out, err

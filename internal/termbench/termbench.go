@@ -54,8 +54,8 @@ func RawPTYRead(path string) (int64, time.Duration, error) {
 }
 
 // RawPTYEcho times n keystrokes on a raw PTY running `cat`: the latency
-// baseline.
-func RawPTYEcho(n int) ([]time.Duration, error) {
+// baseline. Keystrokes are gap apart (0: back to back).
+func RawPTYEcho(n int, gap time.Duration) ([]time.Duration, error) {
 	cmd := exec.Command("/bin/sh", "-c", "stty raw -echo; exec cat")
 	f, err := pty.Start(cmd)
 	if err != nil {
@@ -66,6 +66,7 @@ func RawPTYEcho(n int) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
 	buf := make([]byte, 64)
 	for range n {
+		Gap(gap)
 		t := time.Now()
 		if _, err := f.Write([]byte{'x'}); err != nil {
 			return nil, err
@@ -76,6 +77,15 @@ func RawPTYEcho(n int) ([]time.Duration, error) {
 		out = append(out, time.Since(t))
 	}
 	return out, nil
+}
+
+// Gap waits d between two timed keystrokes: back to back (0), every
+// machine's process sleeps little and wakes fast; at a typist's pace
+// (10 ms and more) each wake-up is from idle.
+func Gap(d time.Duration) {
+	if d > 0 {
+		time.Sleep(d)
+	}
 }
 
 // Input returns a terminal/input notification carrying s.
@@ -134,8 +144,9 @@ func Drain(ctx context.Context, sub *client.Sub, marker string) (bytes int64, sn
 
 // Keystrokes times n keystrokes on sub, a terminal running
 // `stty raw -echo; exec cat`: from sending "x" to seeing it echoed
-// (releasing the echo is not part of it).
-func Keystrokes(ctx context.Context, sub *client.Sub, n int) ([]time.Duration, error) {
+// (releasing the echo is not part of it). Keystrokes are gap apart (0:
+// back to back).
+func Keystrokes(ctx context.Context, sub *client.Sub, n int, gap time.Duration) ([]time.Duration, error) {
 	time.Sleep(100 * time.Millisecond) // let anything pending arrive, then drop it
 	for sub.Queued() > 0 {
 		m, err := sub.Next(ctx)
@@ -147,6 +158,7 @@ func Keystrokes(ctx context.Context, sub *client.Sub, n int) ([]time.Duration, e
 	key := Input("x")
 	out := make([]time.Duration, 0, n)
 	for range n {
+		Gap(gap)
 		t := time.Now()
 		if err := sub.Send(ctx, key); err != nil {
 			return nil, err
