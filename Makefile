@@ -62,9 +62,10 @@ bench:
 
 # The daemon as deployed: bin/ahpd in its own process, measured from this
 # one against the raw PTY in the same run (throughput, CPU per MB, echo).
+# BENCHFLAGS passes flags on, e.g. BENCHFLAGS='-runs 0 -gap 10ms'.
 bench-process:
 	$(GO) build -o bin/ ./cmd/ahpd
-	$(GO) run ./internal/ahpbench -ahpd bin/ahpd
+	$(GO) run ./internal/ahpbench -ahpd bin/ahpd $(BENCHFLAGS)
 
 proto-tools:
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
