@@ -104,12 +104,13 @@ type Terminal struct {
 
 	paced atomic.Int64 // nanoseconds the reader paused for the Pacer
 
-	emuWake  chan struct{} // reader → emulator: new items (cap 1)
-	emuTimer *time.Timer   // reader → emulator: a lazy wake-up (see emuLazy)
-	emuArmed atomic.Bool   // emuTimer is pending
-	emuProg  chan struct{} // emulator → reader: progress (cap 1)
-	inWake   chan struct{} // Input/emulator → writer: queued data (cap 1)
-	resizeMu sync.Mutex    // orders ioctl and resize items
+	emuWake   chan struct{} // reader → emulator: new items (cap 1)
+	emuTimer  *time.Timer   // reader → emulator: a lazy wake-up (see emuLazy)
+	emuArmed  atomic.Bool   // emuTimer is pending
+	emuLazies atomic.Int64  // times emuTimer fired
+	emuProg   chan struct{} // emulator → reader: progress (cap 1)
+	inWake    chan struct{} // Input/emulator → writer: queued data (cap 1)
+	resizeMu  sync.Mutex    // orders ioctl and resize items
 
 	// mu guards the stream log, viewers, input queue and state below.
 	mu         sync.Mutex
@@ -215,6 +216,7 @@ func Start(cfg Config) (*Terminal, error) {
 		emu:        newEmulator(cfg.Rows, cfg.Cols, cfg.Scrollback),
 	}
 	t.emuTimer = time.AfterFunc(time.Hour, func() {
+		t.emuLazies.Add(1)
 		t.emuArmed.Store(false)
 		signal(t.emuWake)
 	})
@@ -495,6 +497,9 @@ const (
 	// emuSlice is how much output the emulator applies between yields:
 	// about 0.1–1 ms of work.
 	emuSlice = 32 << 10
+	// emuSoon is the most lag the reader has the emulator apply at once
+	// when the PTY has nothing more (see emulateSoon).
+	emuSoon = 4 << 10
 )
 
 func signal(c chan struct{}) {
@@ -577,6 +582,9 @@ func (t *Terminal) reader() {
 		err := t.rc.Read(func(fd uintptr) bool {
 			n, rerr = rawio.Read(fd, buf)
 			if rerr == syscall.EAGAIN {
+				if !pace.flooding {
+					t.emulateSoon() // before flush: viewers run first
+				}
 				flush() // nothing more for now: deliver what we have
 				pace.drained()
 				return false
@@ -610,6 +618,24 @@ func (t *Terminal) reader() {
 	text, qs := f.feed(nil, true)
 	pending = t.appendOutput(0, text, qs, pending)
 	flush()
+}
+
+// emulateSoon wakes the emulator now, rather than at its lazy timer, when
+// it lags by a little (an echo, a prompt): output that pauses is
+// interactive, and for a typist a timer per keystroke would cost the
+// daemon a second wake-up from idle 2 ms after each echo. Called before
+// the viewers are woken, the emulator runs after them on one P.
+func (t *Terminal) emulateSoon() {
+	t.mu.Lock()
+	lag := t.endPos - t.emuDonePos
+	t.mu.Unlock()
+	if lag == 0 || lag > emuSoon {
+		return
+	}
+	if t.emuArmed.CompareAndSwap(true, false) {
+		t.emuTimer.Stop()
+	}
+	signal(t.emuWake)
 }
 
 // pacing is the reader's part of Pacer and of Config.Flooding: flood

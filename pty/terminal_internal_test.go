@@ -189,6 +189,59 @@ func burst(t *testing.T, term *Terminal) {
 	time.Sleep(20 * time.Millisecond)
 }
 
+// TestEchoWakesEmulatorAtOnce: output that pauses (a typist's echo) is
+// applied by the emulator at once, not by its lazy timer 2 ms later, which
+// would cost a second wake-up per keystroke; and the emulator still gets
+// all of it.
+func TestEchoWakesEmulatorAtOnce(t *testing.T) {
+	term, v, wake := liveViewer(t, "stty raw -echo; printf ready; exec cat", 64<<10)
+	const keys = 20
+	deadline := time.After(10 * time.Second)
+	for ready := false; !ready; { // stty has run: no echo from the tty
+		m, ok := v.Pull(true, 1<<20)
+		if ok {
+			ready = strings.Contains(m.Text, "ready")
+			continue
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			t.Fatal("the terminal never printed its ready mark")
+		}
+	}
+	lazies := term.emuLazies.Load()
+	for i := range keys {
+		if err := term.Input([]byte{'a' + byte(i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(10 * time.Second)
+		for echoed := false; !echoed; {
+			m, ok := v.Pull(true, 1<<20)
+			if ok {
+				echoed = strings.Contains(m.Text, string(rune('a'+i)))
+				continue
+			}
+			select {
+			case <-wake:
+			case <-deadline:
+				t.Fatalf("keystroke %d was not echoed", i)
+			}
+		}
+		time.Sleep(3 * emuLazy) // a lazy timer would have fired by now
+	}
+	// A reader descheduled for 2 ms between reading an echo and finding
+	// the PTY empty lets the timer fire; that is rare, not the rule.
+	if n := term.emuLazies.Load() - lazies; n > keys/4 {
+		t.Fatalf("the emulator's lazy timer fired %d times for %d echoed keystrokes, want it stopped", n, keys)
+	}
+	term.emuMu.Lock()
+	row := term.emu.lineText(term.emu.cur().lines[0])
+	term.emuMu.Unlock()
+	if want := "readyabcdefghijklmnopqrst"; row != want {
+		t.Fatalf("the emulator's first row is %q, want %q", row, want)
+	}
+}
+
 // TestDeferredSnapshotWakes: a snapshot deferred by snapInterval comes
 // when the interval ends, woken by its timer, even when no more output
 // arrives to wake the viewer.
