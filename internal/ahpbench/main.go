@@ -225,7 +225,7 @@ func echoTable(d *daemon, rl *relay, cRelay string, samples int) error {
 	var floor timed
 	if cRelay != "" {
 		if floor, err = cRelayEcho(cRelay, samples, keyGap); err != nil {
-			return fmt.Errorf("C relay echo: %w", err)
+			return fmt.Errorf("echo through the C relay: %w", err)
 		}
 	}
 	relayed, err := rl.echo(samples, keyGap)
