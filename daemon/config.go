@@ -13,7 +13,8 @@ import (
 // Limits are the per-connection bounds of PROTOCOL.md §9 and the
 // flow-control defaults and maximums of §3. Zero fields take the defaults
 // (DefaultLimits). They may change at run time; a change applies to new
-// connections and subscriptions, and to timers of existing ones.
+// connections and subscriptions, and to timers of existing ones within a
+// second.
 type Limits struct {
 	// MaxBufferedBytes bounds what one connection holds for its client:
 	// queued control messages, frames in the transport and inbound

@@ -285,7 +285,13 @@ func TestInitializeTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.CloseNow()
+	start := time.Now()
 	expectClosed(t, ws, websocket.StatusPolicyViolation)
+	// On time: the connection's checks run at its deadlines, not on a
+	// coarse tick (maxCheckInterval is 1 s).
+	if d := time.Since(start); d > 700*time.Millisecond {
+		t.Fatalf("closed %v after the upgrade, want about the 200ms initializeTimeout", d)
+	}
 }
 
 func TestForeignOriginIs403(t *testing.T) {

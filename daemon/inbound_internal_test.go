@@ -100,3 +100,47 @@ func TestInboundWaitingBound(t *testing.T) {
 		t.Fatalf("connection ended with %v, want close 1008 naming maxBufferedBytes", err)
 	}
 }
+
+// TestIdleConnectionWakesRarely: an idle, initialized connection's run loop
+// checks its deadlines about once a second (maxCheckInterval), not ten
+// times a second: each wake-up costs an idle daemon CPU.
+func TestIdleConnectionWakesRarely(t *testing.T) {
+	const token = "ahp_test-idle-token-0123456789abc"
+	cfg := Config{Listen: "127.0.0.1:0", StateDir: t.TempDir(), NoDefaultTerminal: true, WebsocketCompression: "none"}
+	srv, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: NewTokens(token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, ln) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+	cl, _, err := client.Dial(ctx, "ws://"+ln.Addr().String()+"/v1/ws", client.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	srv.mu.Lock()
+	var c *conn
+	for k := range srv.conns {
+		c = k
+	}
+	srv.mu.Unlock()
+	before := c.checks.Load()
+	const idle = 2500 * time.Millisecond
+	time.Sleep(idle)
+	if n := c.checks.Load() - before; n > int64(idle/maxCheckInterval)+1 {
+		t.Fatalf("an idle connection checked its deadlines %d times in %v, want at most %d", n, idle, idle/maxCheckInterval+1)
+	}
+}

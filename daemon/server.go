@@ -146,7 +146,8 @@ func (s *Server) Registry() *Registry { return s.registry }
 func (s *Server) Limits() Limits { return *s.limits.Load() }
 
 // SetLimits validates and installs new limits: they apply to new
-// connections and subscriptions at once, and to timers of existing ones.
+// connections and subscriptions at once, and to timers of existing ones
+// within a second (see maxCheckInterval).
 func (s *Server) SetLimits(l Limits) error {
 	l = l.WithDefaults()
 	if err := l.Validate(); err != nil {
