@@ -107,7 +107,7 @@ type Terminal struct {
 	emuWake   chan struct{} // reader → emulator: new items (cap 1)
 	emuTimer  *time.Timer   // reader → emulator: a lazy wake-up (see emuLazy)
 	emuArmed  atomic.Bool   // emuTimer is pending
-	emuLazies atomic.Int64  // times emuTimer fired
+	emuLazies atomic.Int64  // times emuTimer was armed
 	emuProg   chan struct{} // emulator → reader: progress (cap 1)
 	inWake    chan struct{} // Input/emulator → writer: queued data (cap 1)
 	resizeMu  sync.Mutex    // orders ioctl and resize items
@@ -216,7 +216,6 @@ func Start(cfg Config) (*Terminal, error) {
 		emu:        newEmulator(cfg.Rows, cfg.Cols, cfg.Scrollback),
 	}
 	t.emuTimer = time.AfterFunc(time.Hour, func() {
-		t.emuLazies.Add(1)
 		t.emuArmed.Store(false)
 		signal(t.emuWake)
 	})
@@ -498,7 +497,7 @@ const (
 	// about 0.1–1 ms of work.
 	emuSlice = 32 << 10
 	// emuSoon is the most lag the reader has the emulator apply at once
-	// when the PTY has nothing more (see emulateSoon).
+	// when the PTY has nothing more (see catchUp).
 	emuSoon = 4 << 10
 )
 
@@ -582,10 +581,8 @@ func (t *Terminal) reader() {
 		err := t.rc.Read(func(fd uintptr) bool {
 			n, rerr = rawio.Read(fd, buf)
 			if rerr == syscall.EAGAIN {
-				if !pace.flooding {
-					t.emulateSoon() // before flush: viewers run first
-				}
-				flush() // nothing more for now: deliver what we have
+				t.catchUp(!pace.flooding) // before flush: viewers run first
+				flush()                   // nothing more for now: deliver what we have
 				pace.drained()
 				return false
 			}
@@ -602,6 +599,7 @@ func (t *Terminal) reader() {
 			}
 			if d := pace.after(t, n); d > 0 {
 				flush()
+				t.catchUp(false)
 				t.pauseFor(d)
 			}
 		}
@@ -620,22 +618,28 @@ func (t *Terminal) reader() {
 	flush()
 }
 
-// emulateSoon wakes the emulator now, rather than at its lazy timer, when
-// it lags by a little (an echo, a prompt): output that pauses is
-// interactive, and for a typist a timer per keystroke would cost the
-// daemon a second wake-up from idle 2 ms after each echo. Called before
-// the viewers are woken, the emulator runs after them on one P.
-func (t *Terminal) emulateSoon() {
+// catchUp has the emulator catch up with output it lags behind, when the
+// reader stops reading (the PTY is empty, or the Pacer pauses it). Output
+// that pauses with little to apply (an echo, a prompt; soon, and at most
+// emuSoon) is interactive: the emulator is woken at once, and for a typist
+// that is the only wake-up a keystroke costs. Otherwise (a flood, or a
+// large burst) it catches up within emuLazy, so that a flood is applied in
+// batches. Called before the viewers are woken, the emulator runs after
+// them on one P. The timer is armed here rather than for every read: a
+// timer stopped again at once still wakes the runtime's poller when it
+// would have fired.
+func (t *Terminal) catchUp(soon bool) {
 	t.mu.Lock()
 	lag := t.endPos - t.emuDonePos
 	t.mu.Unlock()
-	if lag == 0 || lag > emuSoon {
-		return
+	switch {
+	case lag == 0:
+	case soon && lag <= emuSoon:
+		signal(t.emuWake)
+	case t.emuArmed.CompareAndSwap(false, true):
+		t.emuLazies.Add(1)
+		t.emuTimer.Reset(emuLazy)
 	}
-	if t.emuArmed.CompareAndSwap(true, false) {
-		t.emuTimer.Stop()
-	}
-	signal(t.emuWake)
 }
 
 // pacing is the reader's part of Pacer and of Config.Flooding: flood
@@ -710,12 +714,11 @@ func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func()) [
 	// Waking the emulator for every read (a few KiB during a flood) costs a
 	// thread wake-up each time and slows the reader, and with it the PTY.
 	// Queries need an answer now and a large lag must not grow; otherwise
-	// the emulator catches up within emuLazy (a viewer's snapshot is
-	// consistent whatever the emulator's position: it continues from there).
+	// the emulator catches up when the reader stops reading (catchUp; a
+	// viewer's snapshot is consistent whatever the emulator's position: it
+	// continues from there).
 	if len(qs) > 0 || n == 0 || lag >= emuBatch {
 		signal(t.emuWake)
-	} else if t.emuArmed.CompareAndSwap(false, true) {
-		t.emuTimer.Reset(emuLazy)
 	}
 	// The emulator is not a viewer: it may pause the reader, but only when
 	// it falls more than EmulatorBacklog behind.
