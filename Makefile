@@ -48,8 +48,10 @@ fuzz:
 
 test: lint web
 	$(GO) test -race -count=1 ./...
-	# Latency targets are checked without the race detector's slowdown.
+	# Latency targets and wake-up bounds are checked without the race
+	# detector's slowdown too.
 	$(GO) test -count=1 -run 'TestCtrlCUnderFlood' ./daemon/
+	$(GO) test -count=1 -run 'TestSmallWritesBatched|TestEchoWakesEmulatorAtOnce' ./pty/
 	$(MAKE) fuzz
 	$(MAKE) web-test
 	@if [ -x $(CHROMIUM) ]; then $(MAKE) e2e; \

@@ -327,7 +327,10 @@ func (c *conn) run(ctx context.Context) error {
 			return c.noPong()
 		case <-c.wakeSig:
 			c.drainWakes()
-		case now := <-c.check.C:
+		case <-c.check.C:
+			// Not the time received: that is when the timer fell due,
+			// which may be a while ago if the loop was busy.
+			now := time.Now()
 			if err := c.checkTimers(now); err != nil {
 				return err
 			}

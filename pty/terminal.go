@@ -108,6 +108,8 @@ type Terminal struct {
 	emuTimer  *time.Timer   // reader → emulator: a lazy wake-up (see emuLazy)
 	emuArmed  atomic.Bool   // emuTimer is pending
 	emuLazies atomic.Int64  // times emuTimer was armed
+	emuWoken  atomic.Int64  // monoNow of the latest catchUp or emuTimer wake-up
+	emuSoons  atomic.Int64  // times catchUp woke the emulator at once
 	emuProg   chan struct{} // emulator → reader: progress (cap 1)
 	inWake    chan struct{} // Input/emulator → writer: queued data (cap 1)
 	resizeMu  sync.Mutex    // orders ioctl and resize items
@@ -216,6 +218,7 @@ func Start(cfg Config) (*Terminal, error) {
 		emu:        newEmulator(cfg.Rows, cfg.Cols, cfg.Scrollback),
 	}
 	t.emuTimer = time.AfterFunc(time.Hour, func() {
+		t.emuWoken.Store(monoNow())
 		t.emuArmed.Store(false)
 		signal(t.emuWake)
 	})
@@ -620,23 +623,30 @@ func (t *Terminal) reader() {
 
 // catchUp has the emulator catch up with output it lags behind, when the
 // reader stops reading (the PTY is empty, or the Pacer pauses it). Output
-// that pauses with little to apply (an echo, a prompt; soon, and at most
+// that pauses with little to apply (an echo, a prompt: soon, and at most
 // emuSoon) is interactive: the emulator is woken at once, and for a typist
-// that is the only wake-up a keystroke costs. Otherwise (a flood, or a
-// large burst) it catches up within emuLazy, so that a flood is applied in
-// batches. Called before the viewers are woken, the emulator runs after
-// them on one P. The timer is armed here rather than for every read: a
-// timer stopped again at once still wakes the runtime's poller when it
-// would have fired.
+// that is the only wake-up a keystroke costs. But at most once per
+// emuLazy: a program writing many small pieces faster than that (a shell
+// loop of echos) is batched like a flood, which catches up within emuLazy.
+// Called before the viewers are woken, the emulator runs after them on one
+// P. The timer is armed here rather than for every read: a timer stopped
+// again at once still wakes the runtime's poller when it would have fired.
 func (t *Terminal) catchUp(soon bool) {
 	t.mu.Lock()
 	lag := t.endPos - t.emuDonePos
 	t.mu.Unlock()
-	switch {
-	case lag == 0:
-	case soon && lag <= emuSoon:
-		signal(t.emuWake)
-	case t.emuArmed.CompareAndSwap(false, true):
+	if lag == 0 {
+		return
+	}
+	if soon && lag <= emuSoon {
+		if now := monoNow(); now-t.emuWoken.Load() >= int64(emuLazy) {
+			t.emuWoken.Store(now)
+			t.emuSoons.Add(1)
+			signal(t.emuWake)
+			return
+		}
+	}
+	if t.emuArmed.CompareAndSwap(false, true) {
 		t.emuLazies.Add(1)
 		t.emuTimer.Reset(emuLazy)
 	}
@@ -721,7 +731,8 @@ func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func()) [
 		signal(t.emuWake)
 	}
 	// The emulator is not a viewer: it may pause the reader, but only when
-	// it falls more than EmulatorBacklog behind.
+	// it falls more than EmulatorBacklog behind. That is at least emuBatch
+	// (Config validation), so the emulator was signalled above.
 	for {
 		t.mu.Lock()
 		lag := t.endPos - t.emuDonePos

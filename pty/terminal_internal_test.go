@@ -209,6 +209,7 @@ func TestEchoWakesEmulatorAtOnce(t *testing.T) {
 			t.Fatal("the terminal never printed its ready mark")
 		}
 	}
+	time.Sleep(3 * emuLazy) // a typist: the first key comes a while after the prompt
 	lazies := term.emuLazies.Load()
 	for i := range keys {
 		if err := term.Input([]byte{'a' + byte(i)}, nil); err != nil {
@@ -237,6 +238,43 @@ func TestEchoWakesEmulatorAtOnce(t *testing.T) {
 	term.emuMu.Unlock()
 	if want := "readyabcdefghijklmnopqrst"; row != want {
 		t.Fatalf("the emulator's first row is %q, want %q", row, want)
+	}
+}
+
+// TestSmallWritesBatched: a program that writes many small pieces faster
+// than emuLazy (a shell loop of echos; the reader keeps up and keeps
+// finding the PTY empty) has the reader wake the emulator at once at most
+// once per emuLazy, not once per piece: the rest waits for the timer.
+// (Under the race detector the emulator rarely catches up between two
+// pieces, so the case seldom arises; `make test` runs this test without it
+// too.)
+func TestSmallWritesBatched(t *testing.T) {
+	term, _, _ := liveViewerConfig(t, Config{
+		Command:       []string{"/bin/sh", "-c", "stty raw -echo; read x; i=0; while [ $i -lt 20000 ]; do echo line $i; i=$((i+1)); done; printf END; exec sleep 30"},
+		ViewerBacklog: 64 << 20,
+	})
+	soons := term.emuSoons.Load()
+	start := time.Now()
+	if err := term.Input([]byte("\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		term.mu.Lock()
+		done := len(term.items) > 0 && strings.HasSuffix(term.items[len(term.items)-1].text, "END")
+		term.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the loop's output never ended")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	n := term.emuSoons.Load() - soons
+	if limit := int64(elapsed/emuLazy) + 1; n > limit {
+		t.Fatalf("the reader woke the emulator at once %d times in %v of small writes, want at most %d", n, elapsed, limit)
 	}
 }
 
@@ -312,10 +350,10 @@ func TestCloseWaitsForSnapshotTimer(t *testing.T) {
 	term, v, _ := liveViewer(t, "sleep 30", 64<<10)
 	calls := make(chan struct{}, 8)
 	entered, release := make(chan struct{}), make(chan struct{})
-	var blocking atomic.Bool
+	var n atomic.Int32
 	v.wake = func() {
 		calls <- struct{}{}
-		if blocking.Load() {
+		if n.Add(1) == 2 { // the second timer to fire blocks
 			close(entered)
 			<-release
 		}
@@ -335,8 +373,7 @@ func TestCloseWaitsForSnapshotTimer(t *testing.T) {
 	if !stopped {
 		t.Fatal("the re-armed timer was not pending")
 	}
-	v.snapWakes.Done() // as Close does for a timer it stops
-	blocking.Store(true)
+	v.snapWakes.Done()    // as Close does for a timer it stops
 	arm(time.Millisecond) // a stopped timer re-armed; its callback blocks
 	<-entered
 	closed := make(chan struct{})

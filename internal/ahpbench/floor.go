@@ -76,12 +76,17 @@ func cRelayEcho(bin string, n int, gap time.Duration) (out timed, err error) {
 	if err := c.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
 		return out, err
 	}
-	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
+	buf := make([]byte, 64)
+	// "R" once stty has run: before it, the tty would echo keystrokes too.
+	if k, err := io.ReadAtLeast(c, buf, 1); err != nil {
+		return out, err
+	} else if string(buf[:k]) != "R" {
+		return out, fmt.Errorf("the C relay's terminal said %q, not %q", buf[:k], "R")
+	}
 	cpu0, err := processCPU(cmd.Process.Pid)
 	if err != nil {
 		return out, err
 	}
-	buf := make([]byte, 64)
 	for range n {
 		termbench.Gap(gap)
 		t := time.Now()
