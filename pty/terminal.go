@@ -389,6 +389,7 @@ func (t *Terminal) Resize(rows, cols int) error {
 	wake := t.appendLocked(&item{resize: true, rows: rows, cols: cols}, nil)
 	t.mu.Unlock()
 	t.wakeAll(wake)
+	signal(t.emuWake) // the reader wakes the emulator for output; a resize has none
 	return nil
 }
 

@@ -278,6 +278,42 @@ func TestSmallWritesBatched(t *testing.T) {
 	}
 }
 
+// TestResizeReachesEmulator: a resize that no output follows (the program
+// ignores SIGWINCH) still reaches the emulator, so that its screen has the
+// terminal's size.
+func TestResizeReachesEmulator(t *testing.T) {
+	term, _, _ := liveViewer(t, "trap '' WINCH; stty raw -echo; printf ready; exec sleep 30", 64<<10)
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the emulator has applied "ready" and waits for more
+		term.mu.Lock()
+		applied := term.endPos > 0 && term.emuDonePos == term.endPos
+		term.mu.Unlock()
+		if applied {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the emulator never applied the terminal's output")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := term.Resize(30, 100); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		term.emuMu.Lock()
+		rows, cols := term.emu.rows, term.emu.cols
+		term.emuMu.Unlock()
+		if rows == 30 && cols == 100 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the emulator is %dx%d after a resize to 30x100", rows, cols)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestDeferredSnapshotWakes: a snapshot deferred by snapInterval comes
 // when the interval ends, woken by its timer, even when no more output
 // arrives to wake the viewer.
