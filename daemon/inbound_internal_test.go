@@ -24,37 +24,8 @@ func TestInboundWaitingBound(t *testing.T) {
 	cfg := Config{Listen: "127.0.0.1:0", StateDir: t.TempDir(), NoDefaultTerminal: true, WebsocketCompression: "none"}
 	cfg.Limits.MaxBufferedBytes = 1 << 20
 	cfg.Limits.MaxInboundMessageBytes = 256 << 10
-	srv, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: NewTokens(token)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	serveCtx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(serveCtx, ln) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	}()
-
-	cl, _, err := client.Dial(ctx, "ws://"+ln.Addr().String()+"/v1/ws", client.Options{Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	srv.mu.Lock()
-	var c *conn
-	for k := range srv.conns {
-		c = k
-	}
-	srv.mu.Unlock()
+	ctx, cl, c, stop := oneConn(t, cfg, token)
+	defer stop()
 	// Keep the run loop busy: it takes the query, then waits to hand over
 	// the answer until the test reads it.
 	reply := make(chan ViewerInfo)
@@ -94,7 +65,7 @@ func TestInboundWaitingBound(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the connection did not close")
 	}
-	err = cl.Err()
+	err := cl.Err()
 	var ce websocket.CloseError
 	if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, "maxBufferedBytes") {
 		t.Fatalf("connection ended with %v, want close 1008 naming maxBufferedBytes", err)
@@ -107,6 +78,22 @@ func TestInboundWaitingBound(t *testing.T) {
 func TestIdleConnectionWakesRarely(t *testing.T) {
 	const token = "ahp_test-idle-token-0123456789abc"
 	cfg := Config{Listen: "127.0.0.1:0", StateDir: t.TempDir(), NoDefaultTerminal: true, WebsocketCompression: "none"}
+	_, _, c, stop := oneConn(t, cfg, token)
+	defer stop()
+	before := c.checks.Load()
+	const idle = 2500 * time.Millisecond
+	time.Sleep(idle)
+	if n := c.checks.Load() - before; n > int64(idle/maxCheckInterval)+1 {
+		t.Fatalf("an idle connection checked its deadlines %d times in %v, want at most %d", n, idle, idle/maxCheckInterval+1)
+	}
+}
+
+// oneConn serves cfg on a loopback port and dials one initialized client
+// with token. It returns a context that ends within 20 s, the client, the
+// daemon's side of the connection, and stop, which closes the client and
+// the server and waits for the server.
+func oneConn(t *testing.T, cfg Config, token string) (context.Context, *client.Conn, *conn, func()) {
+	t.Helper()
 	srv, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: NewTokens(token)})
 	if err != nil {
 		t.Fatal(err)
@@ -116,31 +103,26 @@ func TestIdleConnectionWakesRarely(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	serveCtx, stop := context.WithCancel(ctx)
+	serveCtx, stopServing := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(serveCtx, ln) }()
-	defer func() {
-		stop()
+	stopServer := func() {
+		stopServing()
 		if err := <-served; err != nil {
 			t.Error(err)
 		}
-	}()
+		cancel()
+	}
 	cl, _, err := client.Dial(ctx, "ws://"+ln.Addr().String()+"/v1/ws", client.Options{Token: token})
 	if err != nil {
+		stopServer()
 		t.Fatal(err)
 	}
-	defer cl.Close()
 	srv.mu.Lock()
 	var c *conn
 	for k := range srv.conns {
 		c = k
 	}
 	srv.mu.Unlock()
-	before := c.checks.Load()
-	const idle = 2500 * time.Millisecond
-	time.Sleep(idle)
-	if n := c.checks.Load() - before; n > int64(idle/maxCheckInterval)+1 {
-		t.Fatalf("an idle connection checked its deadlines %d times in %v, want at most %d", n, idle, idle/maxCheckInterval+1)
-	}
+	return ctx, cl, c, func() { cl.Close(); stopServer() }
 }
