@@ -199,20 +199,33 @@ func (c *Conn) call(ctx context.Context, method string, params, result any, sub 
 		delete(c.psubs, id)
 		c.mu.Unlock()
 	}()
+	return c.await(ctx, ch, result)
+}
+
+// await waits for the response on ch. A response that arrived before the
+// connection ended wins over the end: a host that refuses a request
+// answers it and then closes (an unauthorized initialize gets -32001, then
+// close 1008), and the reader delivers both before Call may look.
+func (c *Conn) await(ctx context.Context, ch chan response, result any) error {
+	var r response
 	select {
-	case r := <-ch:
-		if r.Error != nil {
-			return r.Error
-		}
-		if result != nil {
-			return json.Unmarshal(r.Result, result)
-		}
-		return nil
+	case r = <-ch:
 	case <-c.done:
-		return c.Err()
+		select {
+		case r = <-ch:
+		default:
+			return c.Err()
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if r.Error != nil {
+		return r.Error
+	}
+	if result != nil {
+		return json.Unmarshal(r.Result, result)
+	}
+	return nil
 }
 
 // maxNotes bounds the notifications kept for Notifications.
