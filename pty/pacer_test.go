@@ -45,10 +45,14 @@ func TestPacerYieldsFloodToTyping(t *testing.T) {
 	t.Logf("flood read %d bytes alone, %d while another terminal is typed into, %d while typed into itself", alone, paced, self)
 	// One read of at most 4 KiB per pause, with slack for the reads
 	// before the flood is recognised.
-	if limit := int64(d/delay+1)*4096 + 128<<10; paced > limit {
+	limit := int64(d/delay+1)*4096 + 128<<10
+	if paced > limit {
 		t.Errorf("paced flood read %d bytes in %v, want at most %d", paced, d, limit)
 	}
-	if paced*3 > alone {
+	// On a machine so loaded that the flood alone reads little more than
+	// the paced limit (two race-enabled test runs on two cores: 0.5 MB/s),
+	// the comparison says nothing; the limit above still holds.
+	if alone > 3*limit && paced*3 > alone {
 		t.Errorf("paced flood read %d bytes, alone %d: want at least 3 times less", paced, alone)
 	}
 	if paced*3 > self {
