@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ahp-dev/ahpd/internal/afterfunc"
 )
 
 // procScaler runs the daemon on one P while its terminals are quiet and
@@ -32,18 +34,20 @@ type procScaler struct {
 	set         func(n int) int // runtime.GOMAXPROCS
 	log         *slog.Logger
 
+	timer *afterfunc.Timer // runs check
+
 	mu      sync.Mutex
 	raised  bool      // running on busy Ps
 	last    time.Time // the latest flooding call
-	timer   *time.Timer
 	stopped bool
-	checks  sync.WaitGroup // armed timers and running checks
 }
 
 // newProcScaler sets quiet Ps at once and returns the scaler.
 func newProcScaler(quiet, busy int, hold time.Duration, set func(int) int, log *slog.Logger) *procScaler {
 	set(quiet)
-	return &procScaler{quiet: quiet, busy: busy, hold: hold, set: set, log: log}
+	s := &procScaler{quiet: quiet, busy: busy, hold: hold, set: set, log: log}
+	s.timer = afterfunc.New(s.check)
+	return s
 }
 
 // flooding notes that a terminal floods now; it raises the Ps to busy if
@@ -66,29 +70,18 @@ func (s *procScaler) flooding() {
 	s.raised = true
 	s.set(s.busy)
 	s.log.Debug("a terminal floods: more Ps", "gomaxprocs", s.busy)
-	s.arm(s.hold)
-}
-
-// arm starts the timer that runs check after d; s.mu is held.
-func (s *procScaler) arm(d time.Duration) {
-	s.checks.Add(1)
-	if s.timer == nil {
-		s.timer = time.AfterFunc(d, s.check)
-	} else {
-		s.timer.Reset(d)
-	}
+	s.timer.Reset(s.hold)
 }
 
 // check lowers the Ps to quiet once no terminal has flooded for hold.
 func (s *procScaler) check() {
-	defer s.checks.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped || !s.raised {
 		return
 	}
 	if since := time.Since(s.last); since < s.hold {
-		s.arm(s.hold - since)
+		s.timer.Reset(s.hold - since)
 		return
 	}
 	s.raised = false
@@ -100,12 +93,9 @@ func (s *procScaler) check() {
 // they are.
 func (s *procScaler) stop() {
 	s.mu.Lock()
-	s.stopped = true
-	if s.timer != nil && s.timer.Stop() {
-		s.checks.Done() // armed, now never to run
-	}
+	s.stopped = true // nothing arms the timer any more
 	s.mu.Unlock()
-	s.checks.Wait()
+	s.timer.Stop()
 }
 
 // startProcScaling applies procPlan to this process and logs it. flooding

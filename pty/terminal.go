@@ -20,6 +20,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/afterfunc"
 	"github.com/ahp-dev/ahpd/internal/rawio"
 )
 
@@ -104,16 +105,15 @@ type Terminal struct {
 
 	paced atomic.Int64 // nanoseconds the reader paused for the Pacer
 
-	emuWake   chan struct{}  // reader → emulator: new items (cap 1)
-	emuTimer  *time.Timer    // reader → emulator: a lazy wake-up (see emuLazy)
-	emuCalls  sync.WaitGroup // emuTimer's callbacks pending or under way; Close waits
-	emuArmed  atomic.Bool    // emuTimer is pending
-	emuLazies atomic.Int64   // times emuTimer was armed
-	emuWoken  atomic.Int64   // monoNow of the latest catchUp or emuTimer wake-up
-	emuSoons  atomic.Int64   // times catchUp woke the emulator at once
-	emuProg   chan struct{}  // emulator → reader: progress (cap 1)
-	inWake    chan struct{}  // Input/emulator → writer: queued data (cap 1)
-	resizeMu  sync.Mutex     // orders ioctl and resize items
+	emuWake   chan struct{}    // reader → emulator: new items (cap 1)
+	emuTimer  *afterfunc.Timer // reader → emulator: a lazy wake-up (see emuLazy)
+	emuArmed  atomic.Bool      // emuTimer is pending
+	emuLazies atomic.Int64     // times emuTimer was armed
+	emuWoken  atomic.Int64     // monoNow of the latest catchUp or emuTimer wake-up
+	emuSoons  atomic.Int64     // times catchUp woke the emulator at once
+	emuProg   chan struct{}    // emulator → reader: progress (cap 1)
+	inWake    chan struct{}    // Input/emulator → writer: queued data (cap 1)
+	resizeMu  sync.Mutex       // orders ioctl and resize items
 
 	// mu guards the stream log, viewers, input queue and state below.
 	mu         sync.Mutex
@@ -218,16 +218,11 @@ func Start(cfg Config) (*Terminal, error) {
 		cols:       cfg.Cols,
 		emu:        newEmulator(cfg.Rows, cfg.Cols, cfg.Scrollback),
 	}
-	t.emuCalls.Add(1)
-	t.emuTimer = time.AfterFunc(time.Hour, func() {
-		defer t.emuCalls.Done()
+	t.emuTimer = afterfunc.New(func() {
 		t.emuWoken.Store(monoNow())
 		t.emuArmed.Store(false)
 		signal(t.emuWake)
 	})
-	if t.emuTimer.Stop() {
-		t.emuCalls.Done()
-	}
 	t.wg.Add(4)
 	go t.reader()
 	go t.waiter()
@@ -295,10 +290,7 @@ func (t *Terminal) Close() error {
 		<-t.exitDone
 		close(t.done)
 		t.wg.Wait()
-		if t.emuTimer.Stop() {
-			t.emuCalls.Done()
-		}
-		t.emuCalls.Wait() // a callback that fired before Stop
+		t.emuTimer.Stop() // the reader, which arms it, has ended
 		if t.cfg.Pacer != nil {
 			t.cfg.Pacer.forget(t)
 		}
@@ -657,10 +649,7 @@ func (t *Terminal) catchUp(soon bool) {
 	}
 	if t.emuArmed.CompareAndSwap(false, true) {
 		t.emuLazies.Add(1)
-		t.emuCalls.Add(1)
-		if t.emuTimer.Reset(emuLazy) {
-			t.emuCalls.Done() // still pending (it cannot be: emuArmed was false)
-		}
+		t.emuTimer.Reset(emuLazy)
 	}
 }
 

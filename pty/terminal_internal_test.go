@@ -355,7 +355,7 @@ func TestCloseStopsSnapshotTimer(t *testing.T) {
 			t.Fatalf("a viewer 2 MB behind, just snapshotted, got %.60q; want nothing until the deferred snapshot", m.Text)
 		}
 		term.mu.Lock()
-		armed := v.snapTimer != nil
+		armed := !v.live // behind, and Pull gave nothing: it deferred the snapshot
 		term.mu.Unlock()
 		if armed {
 			break
@@ -380,8 +380,8 @@ func TestCloseStopsSnapshotTimer(t *testing.T) {
 
 // TestCloseWaitsForSnapshotTimer: Close returns only after a snapshot
 // timer's callback that had already fired has returned, and re-arming a
-// fired, a pending and a stopped timer keeps the count of callbacks right
-// (a miscount hangs Close or panics the WaitGroup).
+// fired, a pending and a stopped timer calls wake once per firing
+// (internal/afterfunc counts the calls).
 func TestCloseWaitsForSnapshotTimer(t *testing.T) {
 	term, v, _ := liveViewer(t, "sleep 30", 64<<10)
 	calls := make(chan struct{}, 8)
@@ -396,7 +396,7 @@ func TestCloseWaitsForSnapshotTimer(t *testing.T) {
 	}
 	arm := func(d time.Duration) {
 		term.mu.Lock()
-		v.deferSnapshot(d)
+		v.snapTimer.Reset(d) // as Pull does
 		term.mu.Unlock()
 	}
 	arm(time.Millisecond) // a new timer; it fires
@@ -409,7 +409,6 @@ func TestCloseWaitsForSnapshotTimer(t *testing.T) {
 	if !stopped {
 		t.Fatal("the re-armed timer was not pending")
 	}
-	v.snapWakes.Done()    // as Close does for a timer it stops
 	arm(time.Millisecond) // a stopped timer re-armed; its callback blocks
 	<-entered
 	closed := make(chan struct{})

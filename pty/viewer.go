@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/afterfunc"
 )
 
 const (
@@ -43,8 +44,7 @@ type Viewer struct {
 	graceEnd  int64  // the stream position up to which grace applies
 	dropped   int64
 	closed    bool
-	snapTimer *time.Timer    // wakes a viewer whose snapshot was deferred (see snapInterval)
-	snapWakes sync.WaitGroup // snapTimer's callbacks pending or under way; Close waits for them
+	snapTimer *afterfunc.Timer // wakes a viewer whose snapshot was deferred (see snapInterval)
 
 	// Owned by the pulling goroutine.
 	lastSnap time.Time // when the last snapshot started
@@ -89,6 +89,7 @@ func (t *Terminal) AttachWindow(wake func(), window int64) *Viewer {
 		wake = func() {}
 	}
 	v := &Viewer{t: t, wake: wake, allowance: int64(t.cfg.ViewerBacklog) + max(window, 0)}
+	v.snapTimer = afterfunc.New(func() { v.wake() })
 	t.mu.Lock()
 	t.viewers[v] = struct{}{}
 	n := len(t.viewers)
@@ -120,30 +121,12 @@ func (v *Viewer) Close() {
 		t.mu.Unlock()
 		return
 	}
-	v.closed = true
-	if v.snapTimer != nil && v.snapTimer.Stop() {
-		v.snapWakes.Done() // it will not run
-	}
+	v.closed = true // Pull arms snapTimer no more
 	delete(t.viewers, v)
 	n := len(t.viewers)
 	t.mu.Unlock()
-	v.snapWakes.Wait() // a callback that fired before Stop
+	v.snapTimer.Stop()
 	t.log.Debug("viewer detached", "pid", t.pid, "viewers", n)
-}
-
-// deferSnapshot arms snapTimer to wake the viewer in d (t.mu held).
-func (v *Viewer) deferSnapshot(d time.Duration) {
-	v.snapWakes.Add(1)
-	if v.snapTimer == nil {
-		v.snapTimer = time.AfterFunc(d, func() {
-			defer v.snapWakes.Done()
-			v.wake()
-		})
-		return
-	}
-	if v.snapTimer.Reset(d) {
-		v.snapWakes.Done() // it was pending: one callback, counted already
-	}
 }
 
 // Stats returns the viewer's counters.
@@ -183,7 +166,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		if d := snapInterval - time.Since(v.lastSnap); d > 0 {
 			// Too soon after the last one: a viewer slower than a flood
 			// would otherwise be sent snapshot after snapshot.
-			v.deferSnapshot(d)
+			v.snapTimer.Reset(d)
 			return v.wait()
 		}
 		t.mu.Unlock()
