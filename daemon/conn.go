@@ -349,13 +349,9 @@ func (c *conn) drainWakes() {
 	}
 	c.wakeMu.Unlock()
 	for _, s := range woken {
-		switch {
-		case s.ended:
-		case s.ch.closed.Load():
-			// Closing a terminal wakes its viewers (the process exits):
-			// reset at once rather than at the next checkTimers.
-			c.resetSub(s, "channel-closed", "the channel was closed")
-		default:
+		// Closing a terminal wakes its viewers (the process exits): reset
+		// at once rather than at the next checkTimers.
+		if !s.ended && !c.resetIfClosed(s) {
 			c.sender.Wake(s.stream)
 		}
 	}
@@ -378,11 +374,7 @@ func (c *conn) checkTimers(now time.Time) error {
 	c.checks.Add(1)
 	l := c.srv.Limits()
 	for _, s := range c.subs {
-		if s.ch.closed.Load() {
-			// The operator closed the channel: end its subscriptions so
-			// they release the terminal (§7 channel-closed).
-			c.resetSub(s, "channel-closed", "the channel was closed")
-		}
+		c.resetIfClosed(s) // one that no wake-up reported
 	}
 	if !c.initialized && now.Sub(c.opened) > l.InitializeTimeout {
 		return closeWith(websocket.StatusPolicyViolation, "initialize not received within %v", l.InitializeTimeout)
@@ -396,6 +388,16 @@ func (c *conn) checkTimers(now time.Time) error {
 		return c.noPong()
 	}
 	return nil
+}
+
+// resetIfClosed ends s if the operator closed its channel, so that it
+// releases the terminal (§7 channel-closed), and reports whether it did.
+func (c *conn) resetIfClosed(s *subscription) bool {
+	if !s.ch.closed.Load() {
+		return false
+	}
+	c.resetSub(s, "channel-closed", "the channel was closed")
+	return true
 }
 
 // maxCheckInterval bounds the time between two checkTimers: a limit
@@ -465,7 +467,7 @@ func (c *conn) pump() error {
 		}
 		if c.sender.InFlight() == 1 {
 			c.lastWrite = time.Now() // the first item in flight starts the stall clock
-			c.checkBy(c.lastWrite.Add(c.srv.Limits().MaxOutputStall + time.Millisecond))
+			c.checkBy(c.nextCheck(c.lastWrite))
 		}
 		c.out <- b // never blocks: out holds the transport bound
 	}
