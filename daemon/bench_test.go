@@ -133,7 +133,7 @@ func BenchmarkEchoLatency(b *testing.B) {
 	}
 	h := startBench(b)
 	defer h.stop()
-	ch, err := h.srv.CreateTerminal(shellSpec("echo", "/bin/sh", "-c", "stty raw -echo; exec cat"))
+	ch, err := h.srv.CreateTerminal(shellSpec("echo", "/bin/sh", "-c", termbench.EchoCommand))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -76,31 +75,12 @@ func cRelayEcho(bin string, n int, gap time.Duration) (out timed, err error) {
 	if err := c.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
 		return out, err
 	}
-	buf := make([]byte, 64)
-	// "R" once stty has run: before it, the tty would echo keystrokes too.
-	if k, err := io.ReadAtLeast(c, buf, 1); err != nil {
-		return out, err
-	} else if string(buf[:k]) != "R" {
-		return out, fmt.Errorf("the C relay's terminal said %q, not %q", buf[:k], "R")
-	}
 	cpu0, err := processCPU(cmd.Process.Pid)
 	if err != nil {
 		return out, err
 	}
-	for range n {
-		termbench.Gap(gap)
-		t := time.Now()
-		if _, err := c.Write([]byte{'x'}); err != nil {
-			return out, err
-		}
-		k, err := io.ReadAtLeast(c, buf, 1)
-		if err != nil {
-			return out, err
-		}
-		if k != 1 || buf[0] != 'x' {
-			return out, fmt.Errorf("the C relay echoed %q, not %q", buf[:k], "x")
-		}
-		out.d = append(out.d, time.Since(t))
+	if out.d, err = termbench.Echo(c, n, gap); err != nil {
+		return out, err
 	}
 	cpu1, err := processCPU(cmd.Process.Pid)
 	out.cpu = cpu1 - cpu0

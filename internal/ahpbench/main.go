@@ -481,6 +481,7 @@ func (d *daemon) throughput(id, path string, viewers int) (r result, err error) 
 	return r, err
 }
 
+// result is one throughput run through ahpd.
 type result struct {
 	bytes     int64 // output received (the file, the echoed newline, the marker line), summed over the viewers
 	snapshots int   // snapshots received instead of part of the stream
@@ -495,7 +496,7 @@ type result struct {
 func (d *daemon) echo(n int, gap time.Duration) (idle timed, flood []time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	echoURI, err := d.terminal(ctx, "echo", "stty raw -echo; exec cat")
+	echoURI, err := d.terminal(ctx, "echo", termbench.EchoCommand)
 	if err != nil {
 		return idle, nil, err
 	}

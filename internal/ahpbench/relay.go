@@ -189,18 +189,22 @@ func (r *relay) echo(n int, gap time.Duration) (timed, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out timed
-	ws, err := r.dial(ctx, "stty raw -echo; exec cat")
+	ws, err := r.dial(ctx, termbench.EchoCommand)
 	if err != nil {
 		return out, err
 	}
 	defer ws.CloseNow()
-	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
+	if _, b, err := ws.Read(ctx); err != nil {
+		return out, err
+	} else if string(b) != termbench.EchoReady {
+		return out, fmt.Errorf("the relay's terminal said %q, not the ready mark %q", b, termbench.EchoReady)
+	}
 	cpu0, err := processCPU(r.cmd.Process.Pid)
 	if err != nil {
 		return out, err
 	}
 	for range n {
-		termbench.Gap(gap)
+		time.Sleep(gap)
 		t := time.Now()
 		if err := ws.Write(ctx, websocket.MessageBinary, []byte{'x'}); err != nil {
 			return out, err

@@ -53,39 +53,57 @@ func RawPTYRead(path string) (int64, time.Duration, error) {
 	return n, time.Since(start), nil
 }
 
-// RawPTYEcho times n keystrokes on a raw PTY running `cat`: the latency
-// baseline. Keystrokes are gap apart (0: back to back).
+// EchoCommand is the terminal every echo measurement types into: it
+// prints EchoReady once stty has made the tty raw (before that the tty
+// would echo a keystroke too), then echoes each keystroke once.
+// internal/ahpbench/testdata/crelay.c runs the same command.
+const (
+	EchoCommand = "stty raw -echo; printf R; exec cat"
+	EchoReady   = "R"
+)
+
+// RawPTYEcho times n keystrokes on a raw PTY running EchoCommand: the
+// latency baseline. Keystrokes are gap apart (0: back to back).
 func RawPTYEcho(n int, gap time.Duration) ([]time.Duration, error) {
-	cmd := exec.Command("/bin/sh", "-c", "stty raw -echo; exec cat")
+	cmd := exec.Command("/bin/sh", "-c", EchoCommand)
 	f, err := pty.Start(cmd)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { f.Close(); _ = cmd.Wait() }()
-	time.Sleep(100 * time.Millisecond) // stty runs before cat echoes
-	out := make([]time.Duration, 0, n)
+	if err := f.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
+		return nil, err
+	}
+	return Echo(f, n, gap)
+}
+
+// Echo waits for EchoReady on rw, a byte stream to EchoCommand (a PTY,
+// or a relay's socket), then times n keystrokes, gap apart: from writing
+// "x" to reading it back.
+func Echo(rw io.ReadWriter, n int, gap time.Duration) ([]time.Duration, error) {
 	buf := make([]byte, 64)
+	if k, err := io.ReadAtLeast(rw, buf, 1); err != nil {
+		return nil, err
+	} else if string(buf[:k]) != EchoReady {
+		return nil, fmt.Errorf("the terminal said %q, not the ready mark %q", buf[:k], EchoReady)
+	}
+	out := make([]time.Duration, 0, n)
 	for range n {
-		Gap(gap)
+		time.Sleep(gap)
 		t := time.Now()
-		if _, err := f.Write([]byte{'x'}); err != nil {
+		if _, err := rw.Write([]byte{'x'}); err != nil {
 			return nil, err
 		}
-		if _, err := io.ReadAtLeast(f, buf, 1); err != nil {
+		k, err := io.ReadAtLeast(rw, buf, 1)
+		if err != nil {
 			return nil, err
+		}
+		if string(buf[:k]) != "x" {
+			return out, fmt.Errorf("keystroke %d: echoed %q, not %q", len(out), buf[:k], "x")
 		}
 		out = append(out, time.Since(t))
 	}
 	return out, nil
-}
-
-// Gap waits d between two timed keystrokes: back to back (0), every
-// machine's process sleeps little and wakes fast; at a typist's pace
-// (10 ms and more) each wake-up is from idle.
-func Gap(d time.Duration) {
-	if d > 0 {
-		time.Sleep(d)
-	}
 }
 
 // Input returns a terminal/input notification carrying s.
@@ -142,8 +160,8 @@ func Drain(ctx context.Context, sub *client.Sub, marker string) (bytes int64, sn
 	return bytes, snapshots, nil
 }
 
-// Keystrokes times n keystrokes on sub, a terminal running
-// `stty raw -echo; exec cat`: from sending "x" to seeing it echoed
+// Keystrokes times n keystrokes on sub, a terminal running EchoCommand:
+// from sending "x" to seeing it echoed
 // (releasing the echo is not part of it). Keystrokes are gap apart (0:
 // back to back).
 func Keystrokes(ctx context.Context, sub *client.Sub, n int, gap time.Duration) ([]time.Duration, error) {
@@ -158,7 +176,7 @@ func Keystrokes(ctx context.Context, sub *client.Sub, n int, gap time.Duration) 
 	key := Input("x")
 	out := make([]time.Duration, 0, n)
 	for range n {
-		Gap(gap)
+		time.Sleep(gap)
 		t := time.Now()
 		if err := sub.Send(ctx, key); err != nil {
 			return nil, err

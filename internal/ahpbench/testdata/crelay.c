@@ -4,11 +4,11 @@
  * Not part of ahpd. It is a measuring instrument: the least a separate
  * process can do to put a PTY behind a loopback socket. One epoll loop in
  * C copies bytes between one TCP connection and a PTY running
- * `stty raw -echo; printf R; exec cat` (R: ready, no more echo from the
- * tty), with no WebSocket, no protocol, no allocation and no threads.
- * ahpbench compiles it with the system's C compiler (`cc`) when there is
- * one and times keystroke echo through it next to the raw PTY echo, the
- * Go relay and ahpd.
+ * `stty raw -echo; printf R; exec cat` (termbench.EchoCommand: R is
+ * ready, no more echo from the tty), with no WebSocket, no protocol, no
+ * allocation and no threads. ahpbench compiles it with the system's C
+ * compiler (`cc`) when there is one and times keystroke echo through it
+ * next to the raw PTY echo, the Go relay and ahpd.
  *
  * It prints the port it listens on (127.0.0.1 only), serves the first
  * connection and exits when either side closes.
