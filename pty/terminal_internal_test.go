@@ -2,6 +2,7 @@ package pty
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -97,6 +98,36 @@ func liveViewerConfig(t *testing.T, cfg Config) (*Terminal, *Viewer, chan struct
 	}
 }
 
+// waitFor polls cond until it holds; the test fails after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %v waiting for %s", timeout, what)
+		}
+	}
+}
+
+// pullUntil pulls from v, waiting on wake between pulls, until a message
+// contains s; the test fails after 10 s.
+func pullUntil(t *testing.T, v *Viewer, wake chan struct{}, s, what string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		if m, ok := v.Pull(true, 1<<20); ok {
+			if strings.Contains(m.Text, s) {
+				return
+			}
+			continue
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+}
+
 // TestViewerIdleBuffers: a viewer that sent large messages keeps no
 // message buffer larger than idleBuf once it has nothing to send.
 func TestViewerIdleBuffers(t *testing.T) {
@@ -105,9 +136,7 @@ func TestViewerIdleBuffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Let the output pile up, so that messages are large.
-	for term.Stats().BytesRead < 3000000 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, 20*time.Second, "the 3 MB to be read", func() bool { return term.Stats().BytesRead >= 3000000 })
 	largest, got := 0, 0
 	deadline := time.After(20 * time.Second)
 	for got < 3000000 {
@@ -183,9 +212,7 @@ func burst(t *testing.T, term *Terminal) {
 	if err := term.Input([]byte("\n"), nil); err != nil {
 		t.Fatal(err)
 	}
-	for term.Stats().BytesRead < 2000000 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, 20*time.Second, "the 2 MB burst to be read", func() bool { return term.Stats().BytesRead >= 2000000 })
 	time.Sleep(20 * time.Millisecond)
 }
 
@@ -196,38 +223,14 @@ func burst(t *testing.T, term *Terminal) {
 func TestEchoWakesEmulatorAtOnce(t *testing.T) {
 	term, v, wake := liveViewer(t, "stty raw -echo; printf ready; exec cat", 64<<10)
 	const keys = 20
-	deadline := time.After(10 * time.Second)
-	for ready := false; !ready; { // stty has run: no echo from the tty
-		m, ok := v.Pull(true, 1<<20)
-		if ok {
-			ready = strings.Contains(m.Text, "ready")
-			continue
-		}
-		select {
-		case <-wake:
-		case <-deadline:
-			t.Fatal("the terminal never printed its ready mark")
-		}
-	}
-	time.Sleep(3 * emuLazy) // a typist: the first key comes a while after the prompt
+	pullUntil(t, v, wake, "ready", "the ready mark") // stty has run: no echo from the tty
+	time.Sleep(3 * emuLazy)                          // a typist: the first key comes a while after the prompt
 	lazies := term.emuLazies.Load()
 	for i := range keys {
 		if err := term.Input([]byte{'a' + byte(i)}, nil); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.After(10 * time.Second)
-		for echoed := false; !echoed; {
-			m, ok := v.Pull(true, 1<<20)
-			if ok {
-				echoed = strings.Contains(m.Text, string(rune('a'+i)))
-				continue
-			}
-			select {
-			case <-wake:
-			case <-deadline:
-				t.Fatalf("keystroke %d was not echoed", i)
-			}
-		}
+		pullUntil(t, v, wake, string(rune('a'+i)), fmt.Sprintf("the echo of keystroke %d", i))
 		time.Sleep(3 * emuLazy)
 	}
 	if n := term.emuLazies.Load() - lazies; n != 0 {
@@ -258,19 +261,11 @@ func TestSmallWritesBatched(t *testing.T) {
 	if err := term.Input([]byte("\n"), nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, 30*time.Second, "the end of the loop's output", func() bool {
 		term.mu.Lock()
-		done := len(term.items) > 0 && strings.HasSuffix(term.items[len(term.items)-1].text, "END")
-		term.mu.Unlock()
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the loop's output never ended")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer term.mu.Unlock()
+		return len(term.items) > 0 && strings.HasSuffix(term.items[len(term.items)-1].text, "END")
+	})
 	elapsed := time.Since(start)
 	n := term.emuSoons.Load() - soons
 	if limit := int64(elapsed/emuLazy) + 1; n > limit {
@@ -283,35 +278,20 @@ func TestSmallWritesBatched(t *testing.T) {
 // terminal's size.
 func TestResizeReachesEmulator(t *testing.T) {
 	term, _, _ := liveViewer(t, "trap '' WINCH; stty raw -echo; printf ready; exec sleep 30", 64<<10)
-	deadline := time.Now().Add(10 * time.Second)
-	for { // the emulator has applied "ready" and waits for more
+	waitFor(t, 10*time.Second, "the emulator to apply the terminal's output", func() bool {
 		term.mu.Lock()
-		applied := term.endPos > 0 && term.emuDonePos == term.endPos
-		term.mu.Unlock()
-		if applied {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the emulator never applied the terminal's output")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer term.mu.Unlock()
+		return term.endPos > 0 && term.emuDonePos == term.endPos // and wait for more
+	})
 	time.Sleep(20 * time.Millisecond)
 	if err := term.Resize(30, 100); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	waitFor(t, 10*time.Second, "the emulator to take the resize to 30x100", func() bool {
 		term.emuMu.Lock()
-		rows, cols := term.emu.rows, term.emu.cols
-		term.emuMu.Unlock()
-		if rows == 30 && cols == 100 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the emulator is %dx%d after a resize to 30x100", rows, cols)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer term.emuMu.Unlock()
+		return term.emu.rows == 30 && term.emu.cols == 100
+	})
 }
 
 // TestDeferredSnapshotWakes: a snapshot deferred by snapInterval comes
