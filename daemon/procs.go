@@ -69,7 +69,7 @@ func (s *procScaler) flooding() {
 	}
 	s.raised = true
 	s.set(s.busy)
-	s.log.Debug("a terminal floods: more Ps", "gomaxprocs", s.busy)
+	s.log.Debug("a terminal floods: GOMAXPROCS raised", "gomaxprocs", s.busy)
 	s.timer.Reset(s.hold)
 }
 
@@ -86,7 +86,7 @@ func (s *procScaler) check() {
 	}
 	s.raised = false
 	s.set(s.quiet)
-	s.log.Debug("no terminal floods: fewer Ps", "gomaxprocs", s.quiet)
+	s.log.Debug("no terminal floods: GOMAXPROCS lowered", "gomaxprocs", s.quiet)
 }
 
 // stop ends the scaling and waits for a check under way; the Ps stay as
@@ -108,9 +108,9 @@ func startProcScaling(log *slog.Logger) (flooding func(), stop func()) {
 		log.Info("Go scheduler: GOMAXPROCS from the environment", "gomaxprocs", busy)
 		return nil, func() {}
 	case busy > 1:
-		log.Info("Go scheduler: one P, and "+strconv.Itoa(busy)+" while a terminal floods", "gomaxprocs", 1)
+		log.Info("Go scheduler: GOMAXPROCS 1, raised to "+strconv.Itoa(busy)+" while a terminal floods", "gomaxprocs", 1)
 	default:
-		log.Info("Go scheduler: one P (less than two CPUs available)", "gomaxprocs", 1)
+		log.Info("Go scheduler: GOMAXPROCS 1 (less than two CPUs available)", "gomaxprocs", 1)
 	}
 	ps := newProcScaler(1, busy, 500*time.Millisecond, runtime.GOMAXPROCS, log)
 	return ps.flooding, ps.stop

@@ -26,10 +26,10 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 	}
 	t.Run("Scaled", func(t *testing.T) {
 		d := startMetricsDaemon(t, bin, "")
-		if strings.Contains(d.p.stderr.String(), "Go scheduler: one P (less than two CPUs available)") {
+		if strings.Contains(d.p.stderr.String(), "Go scheduler: GOMAXPROCS 1 (less than two CPUs available)") {
 			t.Skip("one CPU's worth of quota: ahpd stays on one P")
 		}
-		if !strings.Contains(d.p.stderr.String(), "Go scheduler: one P, and 2 while a terminal floods") {
+		if !strings.Contains(d.p.stderr.String(), "Go scheduler: GOMAXPROCS 1, raised to 2 while a terminal floods") {
 			t.Fatalf("no scheduler plan in the log:\n%s", d.p.stderr.String())
 		}
 		d.await(t, 1, "at start")
