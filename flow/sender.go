@@ -30,6 +30,22 @@ type SenderConfig struct {
 	// Default and maximum MaxLifecycleMessages (a receiver accepts no
 	// more beyond its window).
 	MaxLifecycle int
+	// ActiveBytes bounds, in UTF-16 bytes, the data messages started on
+	// this connection and not yet fully handed out, summed over its
+	// subscriptions: each is a text its Source holds in memory. A
+	// subscription may start a data message only while the sum is below
+	// the bound, and asks its Source for no more than what is left (but
+	// at least MinPullSize), so many subscriptions cannot each hold a
+	// message of their own at once. The sum stays below ActiveBytes plus
+	// one receiver's maximumMessageBytes (a Source may return a message
+	// it cannot split, up to that size). A Source that is refused is
+	// pulled with dataAllowed false and applies its loss policy; it is
+	// woken when the sum falls. Zero means no bound.
+	ActiveBytes int64
+	// Shared, when set, is a budget shared with other Senders (the
+	// daemon's total): a data message also needs room in it, and its
+	// size is taken from it while the message is active.
+	Shared *Budget
 }
 
 func (c SenderConfig) withDefaults() SenderConfig {
@@ -67,6 +83,8 @@ func (c SenderConfig) Validate() error {
 		return &LimitError{"ControlMessages", "must not be negative"}
 	case c.ControlBytes < 0:
 		return &LimitError{"ControlBytes", "must not be negative"}
+	case c.ActiveBytes < 0:
+		return &LimitError{"ActiveBytes", "must not be negative"}
 	case c.MaxLifecycle < 0 || c.MaxLifecycle > MaxLifecycleMessages:
 		return &LimitError{"MaxLifecycle", fmt.Sprintf("must be between 0 and %d", MaxLifecycleMessages)}
 	}
@@ -108,6 +126,8 @@ type Stream struct {
 	lifecycles  int
 	closed      bool
 	minFrame    int64 // UTF-16 bytes of the smallest frame that carries a character
+	activeSize  int64 // size of the active data message counted in the Sender's budget, or 0
+	starved     bool  // in the Sender's starved list: refused for the budget
 
 	// scheduler state
 	prev, next   *Stream
@@ -167,6 +187,9 @@ type Sender struct {
 
 	inflightFrames int
 	inflightBytes  int64
+
+	active  int64     // sum of the streams' activeSize (SenderConfig.ActiveBytes)
+	starved []*Stream // streams refused for the budget, woken when it frees
 }
 
 // NewSender returns a Sender; cfg is validated and defaulted.
@@ -235,7 +258,74 @@ func (s *Sender) Close(st *Stream) {
 	}
 	st.closed = true
 	s.unlink(st)
+	s.release(st)
 	s.n--
+}
+
+// Active returns the UTF-16 bytes of the data messages started and not
+// yet fully handed out (see SenderConfig.ActiveBytes).
+func (s *Sender) Active() int64 { return s.active }
+
+// budgetLeft returns what a new data message may take now, or 0 when none
+// may start (the budget is spent).
+func (s *Sender) budgetLeft(want int64) int64 {
+	left := want
+	if s.cfg.ActiveBytes > 0 {
+		left = min(left, s.cfg.ActiveBytes-s.active)
+	}
+	if s.cfg.Shared != nil {
+		left = min(left, s.cfg.Shared.Left())
+	}
+	if left < min(want, MinPullSize) {
+		return 0
+	}
+	return left
+}
+
+// take counts st's new data message of size in the budget.
+func (s *Sender) take(st *Stream, size int64) {
+	if s.cfg.ActiveBytes == 0 && s.cfg.Shared == nil {
+		return
+	}
+	st.activeSize = size
+	s.active += size
+	if s.cfg.Shared != nil {
+		s.cfg.Shared.add(size)
+	}
+}
+
+// release takes st's active message out of the budget and wakes the
+// streams that were refused for it.
+func (s *Sender) release(st *Stream) {
+	if st.activeSize == 0 {
+		return
+	}
+	s.active -= st.activeSize
+	if s.cfg.Shared != nil {
+		s.cfg.Shared.add(-st.activeSize)
+	}
+	st.activeSize = 0
+	s.WakeStarved()
+}
+
+// Starved reports whether a stream waits for room in the budget.
+func (s *Sender) Starved() bool { return len(s.starved) > 0 }
+
+// WakeStarved wakes every stream refused for the budget. The Sender does
+// so itself when its own messages finish; its owner calls it when a
+// shared Budget frees (Budget.Freed).
+func (s *Sender) WakeStarved() {
+	if len(s.starved) == 0 {
+		return
+	}
+	woken := s.starved
+	s.starved = nil
+	for _, w := range woken {
+		w.starved = false
+		s.Wake(w)
+	}
+	clear(woken)
+	s.starved = woken[:0]
 }
 
 // Streams returns the number of open subscriptions.
@@ -414,7 +504,7 @@ func (s *Sender) Next(dst []byte) ([]byte, error) {
 			// wait for Written (something is in flight).
 			return nil, nil
 		}
-		frame, wire, ok, err := st.nextFrame(dst, s.cfg.MaxLifecycle, maxFrame)
+		frame, wire, ok, err := s.nextFrame(st, dst, maxFrame)
 		if err != nil {
 			s.Close(st)
 			return nil, &StreamError{st, err}
@@ -441,7 +531,7 @@ func (s *Sender) handOut(b []byte) []byte {
 // nextFrame produces the stream's next frame, starting a message if none
 // is active. wire is the frame's size on the wire (UTF-8 bytes), charged
 // to the deficit.
-func (st *Stream) nextFrame(dst []byte, maxLifecycle int, maxFrame int64) (frame []byte, wire int64, ok bool, err error) {
+func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte, wire int64, ok bool, err error) {
 	if !st.win.Active() {
 		var m Message
 		var id int64
@@ -451,8 +541,21 @@ func (st *Stream) nextFrame(dst []byte, maxLifecycle int, maxFrame int64) (frame
 			m, id = e.msg, e.id
 		} else {
 			var got bool
-			m, got = st.src.Pull(st.win.MayStart(), st.win.PullSize())
+			want := st.win.PullSize()
+			allowed := st.win.MayStart()
+			if allowed {
+				if want = s.budgetLeft(want); want == 0 {
+					allowed, want = false, st.win.PullSize()
+				}
+			}
+			m, got = st.src.Pull(allowed, want)
 			if !got {
+				if !allowed && st.win.MayStart() && !st.starved {
+					// Refused for the budget, not the window: nothing
+					// else would wake it.
+					st.starved = true
+					s.starved = append(s.starved, st)
+				}
 				return nil, 0, false, nil
 			}
 			id = st.nextID
@@ -466,8 +569,8 @@ func (st *Stream) nextFrame(dst []byte, maxLifecycle int, maxFrame int64) (frame
 		} else {
 			if m.Class == Lifecycle {
 				st.lifecycles++
-				if st.lifecycles > maxLifecycle {
-					return nil, 0, false, fmt.Errorf("%w: more than %d lifecycle messages", ErrSourceContract, maxLifecycle)
+				if st.lifecycles > s.cfg.MaxLifecycle {
+					return nil, 0, false, fmt.Errorf("%w: more than %d lifecycle messages", ErrSourceContract, s.cfg.MaxLifecycle)
 				}
 			}
 			err = st.win.Start(size, m.Class)
@@ -477,6 +580,9 @@ func (st *Stream) nextFrame(dst []byte, maxLifecycle int, maxFrame int64) (frame
 		}
 		if err := st.frag.Reset(st.channel, st.id, id, m.Text, st.win.limits.MaximumFrameBytes); err != nil {
 			return nil, 0, false, err
+		}
+		if m.Class == Data {
+			s.take(st, size)
 		}
 		if !replay {
 			if st.journal != nil {
@@ -490,6 +596,7 @@ func (st *Stream) nextFrame(dst []byte, maxLifecycle int, maxFrame int64) (frame
 	st.win.Reserve(payload)
 	if final {
 		st.win.Finish()
+		s.release(st)
 	}
 	return dst, int64(len(dst) - start), true, nil
 }

@@ -1,0 +1,62 @@
+package flow
+
+import "sync"
+
+// Budget is a byte budget shared by several Senders (a daemon's total
+// over its connections, SenderConfig.Shared). Unlike the rest of this
+// package it is safe for concurrent use: each Sender's owner takes from
+// and returns to it.
+type Budget struct {
+	max int64
+
+	mu    sync.Mutex // guards used and freed
+	used  int64
+	freed chan struct{} // closed when used falls below max; nil if nobody waits
+}
+
+// NewBudget returns a budget of max bytes (max > 0).
+func NewBudget(max int64) *Budget {
+	if max <= 0 {
+		panic("flow: NewBudget needs a positive size")
+	}
+	return &Budget{max: max}
+}
+
+// Max returns the budget's size.
+func (b *Budget) Max() int64 { return b.max }
+
+// Used returns the bytes taken now.
+func (b *Budget) Used() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// Left returns the bytes not taken (0 when spent).
+func (b *Budget) Left() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(0, b.max-b.used)
+}
+
+// Freed returns a channel that is closed the next time bytes are returned
+// while the budget is not spent. Owners of Senders with starved streams
+// wait on it, then call Sender.WakeStarved.
+func (b *Budget) Freed() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	return b.freed
+}
+
+func (b *Budget) add(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used += n
+	if n < 0 && b.freed != nil && b.used < b.max {
+		close(b.freed)
+		b.freed = nil
+	}
+}

@@ -1,0 +1,127 @@
+package flow_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// sizedSource always has data and returns a message of exactly the size
+// the Sender asks for, as a terminal with a long backlog does.
+type sizedSource struct {
+	refused int // pulls with dataAllowed false
+	largest int64
+}
+
+func (s *sizedSource) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool) {
+	if !dataAllowed {
+		s.refused++
+		return flow.Message{}, false
+	}
+	s.largest = max(s.largest, maxMessageBytes)
+	head := `{"jsonrpc":"2.0","method":"terminal/output","params":{"data":"`
+	tail := `"}}`
+	n := int(maxMessageBytes/2) - len(head) - len(tail)
+	return flow.Message{Text: head + strings.Repeat("x", n) + tail, Class: flow.Data}, true
+}
+
+// TestActiveBytesBound: many subscriptions with large windows that each
+// could start a large message at once never hold more than ActiveBytes
+// (plus one message) of started messages together, and the refused ones
+// are woken when a message finishes, so every subscription makes progress.
+func TestActiveBytesBound(t *testing.T) {
+	const subs, budget = 64, 256 << 10
+	s := newSender(t, flow.SenderConfig{ActiveBytes: budget})
+	lim := limits(64<<20, 16<<10, 1<<20) // PullSize 1 MiB each
+	srcs := make([]*sizedSource, subs)
+	for i := range srcs {
+		srcs[i] = &sizedSource{}
+		st := open(t, s, "s"+strings.Repeat("i", i), srcs[i], lim)
+		s.Wake(st)
+	}
+	peak := int64(0)
+	finals := map[string]int{}
+	for range 20000 {
+		it, ok := next(t, s)
+		if !ok {
+			t.Fatalf("Next handed out nothing with %d active and %d subscriptions starved", s.Active(), subs)
+		}
+		peak = max(peak, s.Active())
+		if it.final {
+			finals[it.sub]++
+		}
+	}
+	if limit := int64(budget + 1<<20); peak > limit {
+		t.Errorf("active bytes peaked at %d, want ≤ ActiveBytes + maximumMessageBytes = %d", peak, limit)
+	}
+	if peak > budget {
+		t.Errorf("active bytes peaked at %d > ActiveBytes %d though every message could be cut to fit", peak, budget)
+	}
+	for i, src := range srcs {
+		if src.largest > budget {
+			t.Errorf("subscription %d was asked for %d bytes, more than the whole budget %d", i, src.largest, budget)
+		}
+	}
+	if len(finals) != subs {
+		t.Errorf("%d of %d subscriptions finished a message; the starved ones were never woken", len(finals), subs)
+	}
+	refused := 0
+	for _, src := range srcs {
+		refused += src.refused
+	}
+	if refused == 0 {
+		t.Error("no Pull was refused for the budget: the test did not exercise it")
+	}
+}
+
+// TestSharedBudget: two Senders sharing a Budget hold no more than it
+// together; a stream starved by the other Sender's messages runs again
+// after Budget.Freed fires and WakeStarved is called.
+func TestSharedBudget(t *testing.T) {
+	const total = 64 << 10
+	b := flow.NewBudget(total)
+	lim := limits(64<<20, 16<<10, 64<<10) // PullSize 64 KiB: the whole budget
+	a := newSender(t, flow.SenderConfig{Shared: b})
+	c := newSender(t, flow.SenderConfig{Shared: b})
+	a.Wake(open(t, a, "a", &sizedSource{}, lim))
+	src := &sizedSource{}
+	c.Wake(open(t, c, "c", src, lim))
+	if _, ok := next(t, a); !ok {
+		t.Fatal("a: nothing handed out")
+	}
+	if got := b.Used(); got != total {
+		t.Fatalf("Used() = %d after a started a message, want %d", got, total)
+	}
+	if _, ok := next(t, c); ok {
+		t.Fatal("c started a message with the shared budget spent")
+	}
+	if !c.Starved() || src.refused != 1 {
+		t.Fatalf("c: Starved() = %v, refused pulls = %d, want true, 1", c.Starved(), src.refused)
+	}
+	freed := b.Freed()
+	for {
+		it, ok := next(t, a)
+		if !ok {
+			t.Fatal("a stopped before its message was done")
+		}
+		if it.final {
+			break
+		}
+	}
+	select {
+	case <-freed:
+	default:
+		t.Fatal("Freed did not fire when a's message finished")
+	}
+	if got := b.Used(); got != 0 {
+		t.Fatalf("Used() = %d after the message finished, want 0", got)
+	}
+	c.WakeStarved()
+	if _, ok := next(t, c); !ok {
+		t.Fatal("c did not start after the budget was freed and it was woken")
+	}
+	if c.Starved() {
+		t.Error("c still starved after it started a message")
+	}
+}
