@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,6 +58,10 @@ type Grant struct {
 	// Parent is the id of the token this one was derived from (a
 	// reconnect token from a ticket); revoking the parent revokes it.
 	Parent string
+	// Idle is set for a reconnect token: it does not expire while a
+	// connection uses it, and expires Idle after the last one closed.
+	// Zero: the token expires at Expires, connected or not.
+	Idle time.Duration
 }
 
 // Allows reports whether the grant reaches channel.
@@ -77,6 +80,7 @@ type TokenInfo struct {
 var (
 	ErrUnauthorized = errors.New("unauthorized")
 	ErrTokenExpired = errors.New("token expired")
+	ErrTokenRevoked = errors.New("token revoked")
 )
 
 // Tokens holds the admin token and the minted tokens. Secrets are kept
@@ -87,15 +91,33 @@ type Tokens struct {
 	now   func() time.Time
 	admin [32]byte
 
-	mu     sync.Mutex // guards byHash and nextID
+	mu     sync.Mutex // guards byHash, byID and nextID
 	byHash map[[32]byte]*tokenEntry
+	byID   map[string]*tokenEntry
 	nextID int
 }
 
 type tokenEntry struct {
-	id    string
-	grant Grant
-	used  bool
+	hash    [32]byte
+	id      string
+	grant   Grant
+	used    bool
+	created time.Time
+	conns   int // open connections using it (see Attach)
+}
+
+// expired reports whether e no longer works at now. A reconnect token
+// does not expire while a connection uses it.
+func (e *tokenEntry) expired(now time.Time) bool {
+	if e.grant.Idle > 0 && e.conns > 0 {
+		return false
+	}
+	return !e.grant.Expires.IsZero() && !now.Before(e.grant.Expires)
+}
+
+func (t *Tokens) deleteLocked(e *tokenEntry) {
+	delete(t.byHash, e.hash)
+	delete(t.byID, e.id)
 }
 
 const tokenPrefix = "ahp_"
@@ -111,33 +133,15 @@ func newSecret() string {
 // LoadTokens reads stateDir/admin.token, creating it (0600, in a 0700
 // directory) on first start.
 func LoadTokens(stateDir string) (*Tokens, string, error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, "", fmt.Errorf("state dir: %w", err)
+	// Another user must not be able to plant or swap the token: the
+	// directory and the file are checked first (statedir.go).
+	if err := prepareStateDir(stateDir); err != nil {
+		return nil, "", err
 	}
 	path := filepath.Join(stateDir, "admin.token")
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		secret := newSecret()
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, "", fmt.Errorf("admin token: %w", err)
-		}
-		_, werr := f.WriteString(secret + "\n")
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return nil, "", fmt.Errorf("admin token: %w", werr)
-		}
-		b = []byte(secret)
-	case err != nil:
-		return nil, "", fmt.Errorf("admin token: %w", err)
-	default:
-		fi, err := os.Stat(path)
-		if err == nil && fi.Mode().Perm()&0o077 != 0 {
-			return nil, "", fmt.Errorf("admin token %s: mode %v is readable by others; chmod 600 it", path, fi.Mode().Perm())
-		}
+	b, err := readOrCreateToken(path, newSecret)
+	if err != nil {
+		return nil, "", err
 	}
 	secret := strings.TrimSpace(string(b))
 	if len(secret) < 16 {
@@ -149,23 +153,128 @@ func LoadTokens(stateDir string) (*Tokens, string, error) {
 
 // NewTokens returns a store whose admin token is admin.
 func NewTokens(admin string) *Tokens {
-	return &Tokens{now: time.Now, admin: sha256.Sum256([]byte(admin)), byHash: map[[32]byte]*tokenEntry{}}
+	return &Tokens{now: time.Now, admin: sha256.Sum256([]byte(admin)),
+		byHash: map[[32]byte]*tokenEntry{}, byID: map[string]*tokenEntry{}}
 }
 
 // Mint creates a token with grant g and returns its secret and id.
+//
+// A grant with a Parent is a reconnect token derived from that ticket: its
+// idle period (Grant.Idle) is the ticket's TTL, at most until g.Expires
+// (the cap on a reconnect token's idle period), and it expires that long
+// after minting unless a connection is attached (see Attach). If the
+// parent was revoked meanwhile, the token is not stored: its secret
+// authenticates nothing.
 func (t *Tokens) Mint(g Grant) (secret, id string) {
 	secret = newSecret()
 	h := sha256.Sum256([]byte(secret))
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.now()
 	t.nextID++
 	id = fmt.Sprintf("tok-%d", t.nextID)
 	g.Admin = false
 	g.ID = ""
+	g.Idle = 0
 	g.Channels = slices.Clone(g.Channels)
-	t.byHash[h] = &tokenEntry{id: id, grant: g}
+	if g.Parent != "" {
+		p, ok := t.byID[g.Parent]
+		if !ok {
+			return secret, id
+		}
+		idle := p.grant.Expires.Sub(p.created)
+		if p.grant.Expires.IsZero() || idle > maxReconnectIdle {
+			idle = maxReconnectIdle
+		}
+		if !g.Expires.IsZero() && g.Expires.Sub(now) < idle {
+			idle = g.Expires.Sub(now)
+		}
+		if idle <= 0 {
+			idle = time.Second
+		}
+		g.Idle = idle
+		g.Expires = now.Add(idle)
+	}
+	e := &tokenEntry{hash: h, id: id, grant: g, created: now}
+	t.byHash[h] = e
+	t.byID[id] = e
 	t.gcLocked()
 	return secret, id
+}
+
+// maxReconnectIdle caps a reconnect token's idle period.
+const maxReconnectIdle = 24 * time.Hour
+
+// Attach records that a connection authenticated with id is open and
+// returns the grant it holds from now on: for a ticket, the reconnect
+// token derived from it (minted at initialize), whose expiry is then
+// suspended while connections use it. Every successful Attach is paired
+// with a Detach of the returned grant's ID. It fails with ErrTokenRevoked
+// if the token was revoked since Authenticate.
+func (t *Tokens) Attach(g Grant) (Grant, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.byID[g.ID]
+	if !ok {
+		if g.SingleUse && !g.Expires.IsZero() && !t.now().Before(g.Expires) {
+			return Grant{}, ErrTokenExpired
+		}
+		return Grant{}, ErrTokenRevoked
+	}
+	if g.SingleUse {
+		// The reconnect token is the connection's credential now.
+		var child *tokenEntry
+		for _, c := range t.byID {
+			if c.grant.Parent == e.id && c.conns == 0 && !c.used && (child == nil || c.created.After(child.created)) {
+				child = c
+			}
+		}
+		if child == nil {
+			return g, nil // no reconnect token (refused or not minted): the ticket's own lifetime
+		}
+		e = child
+	}
+	e.conns++
+	out := e.grant
+	out.ID = e.id
+	return out, nil
+}
+
+// Detach ends an Attach: once no connection uses a reconnect token, it
+// expires after its idle period.
+func (t *Tokens) Detach(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.byID[id]
+	if !ok || e.conns == 0 {
+		return
+	}
+	e.conns--
+	if e.conns == 0 && e.grant.Idle > 0 {
+		e.grant.Expires = t.now().Add(e.grant.Idle)
+	}
+}
+
+// Check reports whether the token id still works for a connection that
+// holds g: nil, ErrTokenExpired or ErrTokenRevoked.
+func (t *Tokens) Check(g Grant) error {
+	if g.Admin {
+		return nil
+	}
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.byID[g.ID]
+	switch {
+	case ok && e.expired(now):
+		t.deleteLocked(e)
+		return ErrTokenExpired
+	case ok:
+		return nil
+	case g.Idle == 0 && !g.Expires.IsZero() && !now.Before(g.Expires):
+		return ErrTokenExpired // expired and dropped meanwhile
+	}
+	return ErrTokenRevoked
 }
 
 // Authenticate checks a presented credential and returns its grant. A
@@ -184,8 +293,8 @@ func (t *Tokens) Authenticate(secret string) (Grant, error) {
 	if !ok {
 		return Grant{}, ErrUnauthorized
 	}
-	if !e.grant.Expires.IsZero() && !t.now().Before(e.grant.Expires) {
-		delete(t.byHash, h)
+	if e.expired(t.now()) {
+		t.deleteLocked(e)
 		return Grant{}, ErrTokenExpired
 	}
 	if e.grant.SingleUse {
@@ -201,26 +310,36 @@ func (t *Tokens) Authenticate(secret string) (Grant, error) {
 	return g, nil
 }
 
-// Revoke removes the token with id and every token derived from it; it
-// reports whether it existed.
+// Revoke removes the token with id and every token derived from it, also
+// when the token itself expired already (a ticket's reconnect tokens
+// outlive it); it reports whether anything was removed.
 func (t *Tokens) Revoke(id string) bool {
+	return len(t.RevokeAll(id)) > 0
+}
+
+// RevokeAll is Revoke returning the ids removed.
+func (t *Tokens) RevokeAll(id string) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	found := false
-	for h, e := range t.byHash {
-		if e.id == id {
-			delete(t.byHash, h)
-			found = true
-		}
+	var out []string
+	if e, ok := t.byID[id]; ok {
+		t.deleteLocked(e)
+		out = append(out, id)
 	}
-	if found {
-		for h, e := range t.byHash {
-			if e.grant.Parent == id {
-				delete(t.byHash, h)
+	// Descendants, transitively; the ancestor itself may be gone.
+	parents := []string{id}
+	for len(parents) > 0 {
+		p := parents[0]
+		parents = parents[1:]
+		for _, e := range t.byID {
+			if e.grant.Parent == p {
+				t.deleteLocked(e)
+				out = append(out, e.id)
+				parents = append(parents, e.id)
 			}
 		}
 	}
-	return found
+	return out
 }
 
 // List returns the live tokens, without secrets.
@@ -233,7 +352,11 @@ func (t *Tokens) List() []TokenInfo {
 		if e.used {
 			continue // a spent ticket is no credential any more
 		}
-		out = append(out, TokenInfo{ID: e.id, Grant: e.grant, Used: e.used})
+		g := e.grant
+		if g.Idle > 0 && e.conns > 0 {
+			g.Expires = t.now().Add(g.Idle) // renewed while connected
+		}
+		out = append(out, TokenInfo{ID: e.id, Grant: g, Used: e.used})
 	}
 	slices.SortFunc(out, func(a, b TokenInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out
@@ -242,9 +365,9 @@ func (t *Tokens) List() []TokenInfo {
 // gcLocked drops expired tokens so the map stays bounded by live tokens.
 func (t *Tokens) gcLocked() {
 	now := t.now()
-	for h, e := range t.byHash {
-		if !e.grant.Expires.IsZero() && !now.Before(e.grant.Expires) {
-			delete(t.byHash, h)
+	for _, e := range t.byHash {
+		if e.expired(now) {
+			t.deleteLocked(e)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/control"
+	"golang.org/x/sys/unix"
 )
 
 const usage = `ahpd serves terminals, telemetry and TCP sockets to browsers and ahpctl
@@ -27,8 +28,11 @@ Usage:
   ahpd --check-config [--config FILE] [flags]
 
 With no flags it listens on 127.0.0.1:7681, starts one terminal running your
-login shell, and prints a URL (with a single-use ticket) that opens it in the
-browser. The admin token lives in the state directory (mode 0600).
+login shell, and, when stderr is a terminal, prints a URL (with a single-use
+ticket) that opens it in the browser; otherwise it logs how to get one with
+ahpctl open. The admin token lives in the state directory, which must be
+owned by ahpd's user and not writable by others (mode 0700; the token 0600);
+one ahpd at a time may use a state directory.
 
 Settings come from the defaults, then the config file (see --config and
 systemd/config.example.toml), then the flags. SIGHUP re-reads the config file
@@ -60,6 +64,7 @@ func Main(args []string, stderr io.Writer) int {
 	configFlag := fs.String("config", "", "config `file` (default: the first that exists of $CONFIGURATION_DIRECTORY/config.toml, $XDG_CONFIG_HOME/ahpd/config.toml (~/.config/ahpd/config.toml), /etc/ahpd/config.toml; \"none\": no file)")
 	checkConfig := fs.Bool("check-config", false, "validate the config file and flags, print the result and exit: 0 valid, 1 not")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	printLink := fs.Bool("print-link", false, "print the default terminal's browser link (single-use ticket) on stderr even when stderr is not a terminal (never with the journal log format)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -93,7 +98,7 @@ func Main(args []string, stderr io.Writer) int {
 		}
 		return 1
 	}
-	return run(s, runOptions{configFlag: *configFlag, configPath: path, fromFlags: fl, flagged: flagged}, stderr)
+	return run(s, runOptions{configFlag: *configFlag, configPath: path, fromFlags: fl, flagged: flagged, printLink: *printLink}, stderr)
 }
 
 // printErr writes err with one "ahpd: " prefix per line (errors.Join
@@ -126,6 +131,7 @@ type runOptions struct {
 	configPath string // the file loaded at start, "" for none
 	fromFlags  settings
 	flagged    map[string]bool
+	printLink  bool // --print-link
 }
 
 func run(s settings, ro runOptions, stderr io.Writer) int {
@@ -175,6 +181,14 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 	}
 
 	cfg := s.Config
+	// One daemon per state directory, held until run returns (and by no
+	// terminal: the lock file is close-on-exec).
+	lock, err := lockStateDir(cfg.WithDefaults().StateDir)
+	if err != nil {
+		act.Close()
+		return fatal("%v", err)
+	}
+	defer lock.Close()
 	if act.HTTP != nil {
 		cfg.Listen = act.HTTP.Addr().String()
 		log.Info("HTTP listener from socket activation", "addr", cfg.Listen)
@@ -220,9 +234,10 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 			ln.Close()
 			return fatal("default terminal: %v", err)
 		}
-		if journal {
-			// The journal is kept and read by others: no ticket in it.
-			log.Info("default terminal started; print a browser link with: ahpctl open "+ch.URI, "channel", ch.URI)
+		if journal || !ro.printLink && !isTerminal(stderr) {
+			// A log (the journal, a file) is kept and may be read by
+			// others: no ticket in it.
+			log.Info("default terminal started; open a link with: ahpctl open "+ch.URI, "channel", ch.URI)
 		} else {
 			fmt.Fprintf(stderr, "\n  Open %s in your browser (single-use link, valid %v)\n\n",
 				srv.BrowserURL(base, ch.URI, RoleControl), srv.Config().TicketTTL)
@@ -388,4 +403,15 @@ func (r *runner) reload() {
 		path = "none"
 	}
 	r.log.Info("config reloaded", "path", path, "limitsChanged", changed, "logLevel", s.LogLevel)
+}
+
+// isTerminal reports whether w is a terminal (the startup link is printed
+// only there, never into a log file).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

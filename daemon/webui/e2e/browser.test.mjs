@@ -86,7 +86,8 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   // ---- the daemon -----------------------------------------------------------
 
   const controlSock = join(tmp, 'control.sock');
-  daemon = spawn(AHPD_BIN, ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--control', controlSock], {
+  // --print-link: stderr is a pipe here, where ahpd would only log how to get a link.
+  daemon = spawn(AHPD_BIN, ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--control', controlSock, '--print-link'], {
     cwd: home,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
