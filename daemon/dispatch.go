@@ -32,7 +32,7 @@ func (c *conn) dispatch(req *request) error {
 	case "terminal/resize":
 		return c.terminalResize(req)
 	}
-	return c.respondOr(req, rpcErr(CodeMethodNotFound, fmt.Sprintf("method not found: %q", req.Method)))
+	return c.respondOr(req, rpcErr(CodeMethodNotFound, "method not found: "+quoteClient(req.Method)))
 }
 
 // decodeParams unmarshals params, answering -32602 on failure.
@@ -65,7 +65,7 @@ func (c *conn) initialize(req *request) error {
 		return closeWith(websocket.StatusPolicyViolation, "bad initialize")
 	}
 	if p.ProtocolVersion != "ahp/1" {
-		_ = c.respond(req, nil, rpcErr(CodeInvalidParams, fmt.Sprintf("protocolVersion: unsupported %q, want \"ahp/1\"", p.ProtocolVersion)))
+		_ = c.respond(req, nil, rpcErr(CodeInvalidParams, "protocolVersion: unsupported "+quoteClient(p.ProtocolVersion)+`, want "ahp/1"`))
 		return closeWith(websocket.StatusPolicyViolation, "unsupported protocol version")
 	}
 	secret := c.bearer
@@ -140,15 +140,18 @@ func (c *conn) subscribe(req *request) error {
 	if len(p.Channel) > c.limits.MaxIDLength {
 		return c.respondOr(req, rpcErr(CodeInvalidRequest, "channel: longer than maxIdLength"))
 	}
+	// Scope first: a channel outside the credential's scope gets -32003
+	// whether it exists or not, so a scoped token cannot probe for the
+	// channels it does not reach (docs/protocol-decisions.md).
+	if !c.grant.Allows(p.Channel) {
+		return c.respondOr(req, rpcErr(CodeForbidden, "forbidden: the credential does not reach this channel"))
+	}
 	ch, ok := c.srv.registry.Get(p.Channel)
 	if !ok {
-		return c.respondOr(req, rpcErr(CodeChannelNotFound, "channel not found: "+p.Channel))
-	}
-	if !c.grant.Allows(ch.URI) {
-		return c.respondOr(req, rpcErr(CodeForbidden, "forbidden: the credential does not reach "+ch.URI))
+		return c.respondOr(req, rpcErr(CodeChannelNotFound, "channel not found: "+quoteClient(p.Channel)))
 	}
 	if ch.State() == "closed" || ch.term == nil {
-		return c.respondOr(req, rpcErr(CodeChannelNotFound, "channel not available: "+p.Channel))
+		return c.respondOr(req, rpcErr(CodeChannelNotFound, "channel not available: "+quoteClient(p.Channel)))
 	}
 	if len(c.subs) >= c.limits.MaxSubscriptions {
 		return c.respondOr(req, rpcErr(CodeLimitExceeded, fmt.Sprintf("limit exceeded: at most %d subscriptions per connection (maxSubscriptions)", c.limits.MaxSubscriptions)))
@@ -205,10 +208,25 @@ type subRef struct {
 	SubscriptionID string `json:"subscriptionId"`
 }
 
+// tooLong answers -32600 when a reference's ids exceed maxIdLength, on
+// every method that takes one, before anything looks them up (§10).
+func (c *conn) tooLong(ref subRef) *RPCError {
+	switch {
+	case len(ref.SubscriptionID) > c.limits.MaxIDLength:
+		return rpcErr(CodeInvalidRequest, "subscriptionId: longer than maxIdLength")
+	case len(ref.Channel) > c.limits.MaxIDLength:
+		return rpcErr(CodeInvalidRequest, "channel: longer than maxIdLength")
+	}
+	return nil
+}
+
 func (c *conn) lookup(req *request, ref subRef) (*subscription, error) {
+	if e := c.tooLong(ref); e != nil {
+		return nil, c.respondOr(req, e)
+	}
 	s := c.subs[ref.SubscriptionID]
 	if s == nil || (ref.Channel != "" && ref.Channel != s.ch.URI) {
-		return nil, c.respondOr(req, rpcErr(CodeUnknownSubscriber, "unknown subscription: "+ref.SubscriptionID))
+		return nil, c.respondOr(req, rpcErr(CodeUnknownSubscriber, "unknown subscription: "+quoteClient(ref.SubscriptionID)))
 	}
 	return s, nil
 }
@@ -232,7 +250,11 @@ func (c *conn) credit(req *request) error {
 		subRef
 		ConsumedBytes *int64 `json:"consumedBytes"`
 	}
-	if e := decodeParams(req, &p); e != nil || p.ConsumedBytes == nil {
+	e := decodeParams(req, &p)
+	if long := c.tooLong(p.subRef); long != nil {
+		return c.respondOr(req, long)
+	}
+	if e != nil || p.ConsumedBytes == nil {
 		c.stats.droppedNotifications.Add(1)
 		if s := c.subs[p.SubscriptionID]; s != nil {
 			c.resetSub(s, flow.CodeInvalidCredit, "channel/credit needs an integer consumedBytes")
@@ -255,6 +277,9 @@ func (c *conn) clientReset(req *request) error {
 	if e := decodeParams(req, &p); e != nil {
 		c.stats.droppedNotifications.Add(1)
 		return nil
+	}
+	if e := c.tooLong(p); e != nil {
+		return c.respondOr(req, e)
 	}
 	if s := c.subs[p.SubscriptionID]; s != nil {
 		c.endSub(s)
@@ -285,6 +310,18 @@ func (c *conn) terminalResize(req *request) error {
 		return c.respondOr(req, rpcErr(CodeInvalidParams, err.Error()))
 	}
 	return c.respond(req, map[string]any{}, nil)
+}
+
+// maxQuoted bounds the client input an error message repeats.
+const maxQuoted = 64
+
+// quoteClient quotes a client-supplied string for an error message, cut
+// to maxQuoted bytes: no error message echoes unbounded client input.
+func quoteClient(s string) string {
+	if len(s) > maxQuoted {
+		return strconv.Quote(truncate(s, maxQuoted)) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // truncate bounds a client-supplied string before it reaches logs and

@@ -31,7 +31,22 @@ type RPCError struct {
 
 func (e *RPCError) Error() string { return e.Message }
 
-func rpcErr(code int, msg string) *RPCError { return &RPCError{Code: code, Message: msg} }
+// maxErrorMessage bounds an error message on the wire: messages may wrap
+// decoder errors, which can quote the client's input (a JSON number's
+// literal, for one), and none may echo it unbounded.
+const maxErrorMessage = 256
+
+func rpcErr(code int, msg string) *RPCError {
+	return &RPCError{Code: code, Message: boundMessage(msg)}
+}
+
+// boundMessage cuts msg to maxErrorMessage bytes at a UTF-8 boundary.
+func boundMessage(msg string) string {
+	if len(msg) <= maxErrorMessage {
+		return msg
+	}
+	return truncate(msg, maxErrorMessage-len("…")) + "…"
+}
 
 // request is an inbound JSON-RPC message (request or notification).
 type request struct {
@@ -87,6 +102,6 @@ func encodeReset(channel, sub, code, msg string) []byte {
 	b = append(b, `,"code":`...)
 	b = flow.AppendJSONString(b, code)
 	b = append(b, `,"message":`...)
-	b = flow.AppendJSONString(b, msg)
+	b = flow.AppendJSONString(b, boundMessage(msg))
 	return append(b, `}}`...)
 }
