@@ -115,3 +115,29 @@ func TestLongIDsAndBoundedErrorMessages(t *testing.T) {
 		t.Fatalf("channels/list after: %+v", r.Error)
 	}
 }
+
+// TestOutOfScopeChannelHidesExistence: a scoped credential gets the same
+// answer for a channel outside its scope whether the channel exists or
+// not (issue 12 §5).
+func TestOutOfScopeChannelHidesExistence(t *testing.T) {
+	h := start(t, false, nil)
+	a, _ := h.term("a")
+	b, _ := h.term("b")
+	view, _ := h.srv.Tokens().Mint(daemon.Grant{Channels: []string{a.URI}, Role: daemon.RoleView})
+	ws := h.rawInit(view)
+	exists := call(t, ws, `{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"channel":`+jsonString(b.URI)+`}}`)
+	missing := call(t, ws, `{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"channel":"ahp-terminal:/nope"}}`)
+	if exists.Error == nil || missing.Error == nil || *exists.Error != *missing.Error {
+		t.Fatalf("existing channel out of scope: %+v; missing one: %+v; want the same error", exists.Error, missing.Error)
+	}
+	if exists.Error.Code != daemon.CodeForbidden {
+		t.Fatalf("out of scope: %+v, want -32003", exists.Error)
+	}
+	// In scope, a missing channel is still "not found".
+	if err := h.srv.CloseChannel(a.URI); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, ws, `{"jsonrpc":"2.0","id":2,"method":"subscribe","params":{"channel":`+jsonString(a.URI)+`}}`); r.Error == nil || r.Error.Code != daemon.CodeChannelNotFound {
+		t.Fatalf("closed channel in scope: %+v, want -32002", r.Error)
+	}
+}
