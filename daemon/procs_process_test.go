@@ -103,6 +103,12 @@ func (d *metricsDaemon) closeFlood(t *testing.T) {
 // gomaxprocs reads go_sched_gomaxprocs_threads from /metrics.
 func (d *metricsDaemon) gomaxprocs(t *testing.T) int {
 	t.Helper()
+	return int(d.metric(t, "go_sched_gomaxprocs_threads"))
+}
+
+// metric reads one unlabelled metric from /metrics.
+func (d *metricsDaemon) metric(t *testing.T, name string) float64 {
+	t.Helper()
 	res, err := (&http.Client{Timeout: 10 * time.Second}).Get(d.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -110,15 +116,15 @@ func (d *metricsDaemon) gomaxprocs(t *testing.T) int {
 	defer res.Body.Close()
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_sched_gomaxprocs_threads "); ok {
-			n, err := strconv.Atoi(v)
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				t.Fatalf("go_sched_gomaxprocs_threads %q", v)
+				t.Fatalf("%s %q", name, v)
 			}
 			return n
 		}
 	}
-	t.Fatalf("/metrics (%s) has no go_sched_gomaxprocs_threads", res.Status)
+	t.Fatalf("/metrics (%s) has no %s", res.Status, name)
 	return 0
 }
 

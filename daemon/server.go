@@ -341,13 +341,19 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
 		return
 	}
-	// The connection holds its control lane, the transport's two frames
-	// and inbound messages waiting; terminal output is shared by all
-	// viewers of a terminal (each holds a cursor), so the lane's share of
-	// maxBufferedBytes is what bounds this connection's own memory, beyond
-	// its fixed buffers (wsWriteBuffer, the WebSocket library's reader;
-	// docs/protocol-decisions.md).
-	sender, err := flow.NewSender(flow.SenderConfig{ControlBytes: min(4<<20, limits.MaxBufferedBytes/4)})
+	// The connection's memory is its control lane, the messages its
+	// subscriptions have started (each a text its viewer holds: a piece
+	// of a snapshot or of the output log), the transport's two frames and
+	// inbound messages waiting. maxBufferedBytes bounds the lane (a
+	// quarter, at most 4 MiB) and the started messages (the rest)
+	// together; terminal output itself is shared by all viewers of a
+	// terminal (each holds a cursor), and so are snapshot texts
+	// (docs/protocol-decisions.md, "Memory per connection").
+	control := min(4<<20, limits.MaxBufferedBytes/4)
+	sender, err := flow.NewSender(flow.SenderConfig{
+		ControlBytes: control,
+		ActiveBytes:  limits.MaxBufferedBytes - control,
+	})
 	if err != nil {
 		_ = ws.Close(websocket.StatusInternalError, "internal error")
 		return

@@ -1,0 +1,186 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/internal/testbin"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+// TestMemoryBudgetUnderAttack runs the attack of issue 12 against the ahpd
+// binary (built without -race, so its memory is the deployed one's): view
+// clients subscribe many times to a terminal holding a 10,000-line log,
+// asking for the largest windows and messages, read every frame and never
+// credit. The daemon's peak RSS (VmHWM) must stay under a bound computed
+// from the limits, and a viewer of another terminal on another connection
+// keeps receiving meanwhile.
+func TestMemoryBudgetUnderAttack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the ahpd binary")
+	}
+	bin := t.TempDir()
+	if err := testbin.Build(bin, false, testbin.Commands[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		conns, subs int
+	}{
+		{"OneConnection1024Subscriptions", 1, 1024},
+		{"16Connections64Subscriptions", 16, 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testMemoryAttack(t, bin, tc.conns, tc.subs) })
+	}
+}
+
+func testMemoryAttack(t *testing.T, bin string, conns, subs int) {
+	d := startMetricsDaemon(t, bin, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mk := func(id, script string) string {
+		r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: id, Command: "/bin/sh", Args: []string{"-c", script}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetChannel().GetUri()
+	}
+	// 10,000 lines of about 140 characters each, as a build log has.
+	logURI := mk("log", `i=0; while [ $i -lt 10000 ]; do printf '%05d %0130d\n' $i 0; i=$((i+1)); done; exec sleep 600`)
+	tickURI := mk("tick", `while :; do echo tick; sleep 0.05; done`)
+	pid := d.p.cmd.Process.Pid
+	// Let the log reach the emulator, then take the idle figure.
+	time.Sleep(2 * time.Second)
+	idle := vmKiB(t, pid, "VmRSS")
+
+	// maxBufferedBytes and the largest message a client may ask for, at
+	// their defaults (PROTOCOL.md §9, daemon.DefaultLimits).
+	const maxBuffered, maxMessage = 64 << 20, 16 << 20
+	// Each connection's started messages and control lane stay within
+	// maxBufferedBytes (UTF-16 bytes: a text takes at most as many UTF-8
+	// bytes here, ASCII) plus one unsplittable message; a text's buffer
+	// may have twice its length's capacity; an idle viewer keeps a
+	// buffer of at most 64 KiB; the garbage collector lets the heap grow
+	// to twice what is live.
+	perConn := int64(2*(maxBuffered+maxMessage)) + int64(subs)*64<<10
+	bound := idle*1024 + 2*int64(conns)*perConn + 64<<20
+	t.Logf("bound: idle RSS %d MiB + 2 × %d connections × %d MiB + 64 MiB = %d MiB", idle>>10, conns, perConn>>20, bound>>20)
+
+	token, err := os.ReadFile(filepath.Join(filepath.Dir(d.p.cmd.Args[len(d.p.cmd.Args)-1]), "state", "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
+
+	// The fast viewer: another connection, another terminal, releasing
+	// everything it gets.
+	fast, _, err := client.Dial(ctx, url, client.Options{Token: strings.TrimSpace(string(token))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close()
+	tick, err := fast.Subscribe(ctx, tickURI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	attack, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var frames sync.Map
+	for i := range conns {
+		ws := attacker(t, attack, url, strings.TrimSpace(string(token)), logURI, subs)
+		wg.Go(func() {
+			defer ws.CloseNow()
+			n := 0
+			for {
+				_, _, err := ws.Read(attack)
+				if err != nil {
+					frames.Store(i, n)
+					return
+				}
+				n++
+			}
+		})
+	}
+
+	// Four seconds of attack; the fast viewer must keep getting ticks.
+	ticks := 0
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		mctx, mcancel := context.WithTimeout(ctx, time.Second)
+		m, err := tick.Next(mctx)
+		mcancel()
+		if err != nil {
+			t.Fatalf("the fast viewer got nothing for 1 s during the attack (after %d messages): %v", ticks, err)
+		}
+		if err := tick.Release(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		ticks++
+	}
+	peak := vmKiB(t, pid, "VmHWM") * 1024
+	heap := int64(d.metric(t, "go_memstats_heap_inuse_bytes"))
+	stop()
+	wg.Wait()
+	total := 0
+	frames.Range(func(_, v any) bool { total += v.(int); return true })
+	t.Logf("peak RSS %d MiB (idle %d MiB, bound %d MiB), heap in use at the end %d MiB; attackers read %d messages; the fast viewer %d",
+		peak>>20, idle>>10, bound>>20, heap>>20, total, ticks)
+	if total < conns*subs {
+		t.Errorf("attackers read only %d messages for %d subscriptions: the attack did not run", total, conns*subs)
+	}
+	if peak > bound {
+		t.Errorf("ahpd's peak RSS %d MiB > bound %d MiB", peak>>20, bound>>20)
+	}
+}
+
+// attacker opens a raw connection with subs subscriptions to uri asking
+// for the largest limits, and returns it for the caller to read.
+func attacker(t *testing.T, ctx context.Context, url, token, uri string, subs int) *websocket.Conn {
+	t.Helper()
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"ahp.v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadLimit(64 << 20)
+	send := func(s string) {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"ahp/1","token":%s,"client":{"name":"attack","version":"1"},"capabilities":{"flowControl":true}}}`, strconv.Quote(token)))
+	for i := range subs {
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":{"channel":%q,"flowControl":{"receive":{"windowBytes":67108864,"maximumFrameBytes":1048576,"maximumMessageBytes":16777216}}}}`, i+1, uri))
+	}
+	return ws
+}
+
+// vmKiB reads a field such as VmRSS or VmHWM (KiB) of /proc/PID/status.
+func vmKiB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %q", field, line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/proc/%d/status has no %s", pid, field)
+	return 0
+}
