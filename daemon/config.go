@@ -166,6 +166,11 @@ type Config struct {
 	// Default: the listen address, and for a loopback listener also
 	// localhost, 127.0.0.1 and [::1] on the same port.
 	AllowedOrigins []string
+	// AllowedHosts lists host names a request's Host header may have
+	// besides those always allowed: IP literals, localhost, *.localhost
+	// and the listen host. "*" allows any. Set it when a proxy or tunnel
+	// serves ahpd under another name; other requests get 421.
+	AllowedHosts []string
 	// WebsocketCompression is "deflate" (default) or "none".
 	WebsocketCompression string
 	// DefaultTerminal starts one terminal running the login shell when no
@@ -184,7 +189,14 @@ type Config struct {
 	// TicketTTL is the lifetime of the single-use ticket in the URL that
 	// the daemon prints at start. Default 10 min.
 	TicketTTL time.Duration
-	Limits    Limits
+	// MaxTotalBufferedBytes bounds what all connections together hold
+	// for their clients (the started messages of maxBufferedBytes, summed
+	// over connections): at the bound no connection starts another
+	// message until one finishes, and a new connection is refused with
+	// 1008. Default 512 MiB; at least Limits.MaxBufferedBytes. Config
+	// file key maxTotalBufferedBytes; a restart applies a change.
+	MaxTotalBufferedBytes int64
+	Limits                Limits
 }
 
 func defaultStateDir() string {
@@ -217,6 +229,9 @@ func (c Config) WithDefaults() Config {
 	if c.TicketTTL == 0 {
 		c.TicketTTL = 10 * time.Minute
 	}
+	if c.MaxTotalBufferedBytes == 0 {
+		c.MaxTotalBufferedBytes = 512 << 20
+	}
 	c.Limits = c.Limits.WithDefaults()
 	return c
 }
@@ -232,5 +247,11 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("shutdownTimeout: must be positive")
 	}
-	return c.Limits.Validate()
+	if err := c.Limits.Validate(); err != nil {
+		return err
+	}
+	if c.MaxTotalBufferedBytes < c.Limits.MaxBufferedBytes {
+		return fmt.Errorf("maxTotalBufferedBytes: must be at least maxBufferedBytes (%d)", c.Limits.MaxBufferedBytes)
+	}
+	return nil
 }

@@ -232,6 +232,13 @@ var configKeys = func() []configKey {
 			}
 			return err
 		}},
+		{name: "maxTotalBufferedBytes", set: func(s *settings, e configEntry) error {
+			v, err := scalar(e)
+			if err == nil {
+				s.MaxTotalBufferedBytes, err = parseSizeValue(v)
+			}
+			return err
+		}},
 		{name: "allowedOrigins", set: func(s *settings, e configEntry) error {
 			list := e.List
 			if !e.IsList {
@@ -243,6 +250,19 @@ var configKeys = func() []configKey {
 				}
 			}
 			s.AllowedOrigins = list
+			return nil
+		}},
+		{name: "allowedHosts", set: func(s *settings, e configEntry) error {
+			list := e.List
+			if !e.IsList {
+				list = []string{e.Value}
+			}
+			for _, h := range list {
+				if h == "" || strings.ContainsAny(h, ":/[]") {
+					return fmt.Errorf("want host names without scheme or port (e.g. \"terminals.example.com\"), got %q", h)
+				}
+			}
+			s.AllowedHosts = list
 			return nil
 		}},
 	}
@@ -679,6 +699,8 @@ func restartOnlyChanges(a, b settings) []string {
 	add("logFormat", a.LogFormat != b.LogFormat)
 	add("shutdownTimeout", a.ShutdownTimeout != b.ShutdownTimeout)
 	add("ticketTTL", a.TicketTTL != b.TicketTTL)
+	add("maxTotalBufferedBytes", a.MaxTotalBufferedBytes != b.MaxTotalBufferedBytes)
 	add("allowedOrigins", strings.Join(a.AllowedOrigins, ",") != strings.Join(b.AllowedOrigins, ","))
+	add("allowedHosts", strings.Join(a.AllowedHosts, ",") != strings.Join(b.AllowedHosts, ","))
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -62,14 +63,19 @@ type Server struct {
 	connCtx   context.Context // parent of every connection; cancelled at shutdown
 	stopConns context.CancelFunc
 	connWG    sync.WaitGroup
-	mu        sync.Mutex // guards conns, nextConn, origins, closing
+	mu        sync.Mutex // guards conns, nextConn, origins, originSchemes, hosts, closing
 	closing   bool       // set at shutdown; no connection is added after it
 	conns     map[*conn]struct{}
 	nextConn  int
 	origins   []string
-	events    eventBus
-	chLimits  map[string]channelLimits // per-channel overrides; guarded by mu
-	bg        sync.WaitGroup           // per-channel watchers (exit events); waited at shutdown
+	// originSchemes are the schemes an allowed Origin may have: http for
+	// the default list, http or https for allowedOrigins.
+	originSchemes []string
+	hosts         []string // Host names allowed besides IP literals and localhost; "*" is any
+	events        eventBus
+	chLimits      map[string]channelLimits // per-channel overrides; guarded by mu
+	budget        *flow.Budget             // Config.MaxTotalBufferedBytes, shared by every connection\'s Sender
+	bg            sync.WaitGroup           // per-channel watchers (exit events); waited at shutdown
 }
 
 // Options are the daemon's collaborators; zero fields take defaults.
@@ -122,6 +128,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		log:         log,
 		tokens:      tokens,
 		registry:    newRegistry(),
+		budget:      flow.NewBudget(cfg.MaxTotalBufferedBytes),
 		newTerminal: nt,
 		now:         time.Now,
 		connCtx:     ctx,
@@ -257,7 +264,51 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle("GET /metrics", s.MetricsHandler(MetricsOptions{Public: s.cfg.MetricsPublic}))
 	mux.Handle("/", webui.Handler())
-	return mux
+	return s.checkHost(mux)
+}
+
+// checkHost refuses, on every path, a request whose Host header is not
+// one of ours: a page on another origin whose name an attacker points at
+// 127.0.0.1 (DNS rebinding) sends its own name as Host, and would
+// otherwise be same-origin with the daemon. Allowed are IP literals (no
+// DNS name to rebind), localhost and *.localhost (browsers resolve them
+// to loopback themselves), the listen host, and allowedHosts.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.hostAllowed(r.Host) {
+			s.log.Warn("request refused: host not allowed", "host", truncate(r.Host, 128), "path", truncate(r.URL.Path, 128), "remote", r.RemoteAddr)
+			http.Error(w, "host not allowed (see allowedHosts)", http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostName returns the host of a Host header value, lowercased, without
+// port, brackets or a final dot.
+func hostName(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
+
+// hostAllowed reports whether a request's Host header names this daemon.
+func (s *Server) hostAllowed(h string) bool {
+	name := hostName(h)
+	if name == "" {
+		return false // HTTP/1.1 requires Host; net/http refuses it missing
+	}
+	if _, err := netip.ParseAddr(name); err == nil {
+		return true
+	}
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.hosts, name) || slices.Contains(s.hosts, "*")
 }
 
 // setOrigins computes the default Origin allow-list for the address the
@@ -265,15 +316,19 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) setOrigins(addr net.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	cfgHost, _, _ := net.SplitHostPort(s.cfg.Listen)
+	s.hosts = append([]string{hostName(cfgHost)}, lowerAll(s.cfg.AllowedHosts)...)
 	if len(s.cfg.AllowedOrigins) > 0 {
 		s.origins = lowerAll(s.cfg.AllowedOrigins)
+		s.originSchemes = []string{"http", "https"}
 		return
 	}
+	// The daemon serves plain HTTP: a page it served has an http Origin.
+	s.originSchemes = []string{"http"}
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return
 	}
-	cfgHost, _, _ := net.SplitHostPort(s.cfg.Listen)
 	s.origins = []string{strings.ToLower(net.JoinHostPort(cfgHost, port)), strings.ToLower(net.JoinHostPort(host, port))}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || cfgHost == "localhost" {
 		s.origins = append(s.origins, "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
@@ -295,7 +350,7 @@ func (s *Server) originAllowed(r *http.Request) bool {
 		return true
 	}
 	u, err := url.Parse(o)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
 		return false
 	}
 	host := strings.ToLower(u.Host)
@@ -309,7 +364,7 @@ func (s *Server) originAllowed(r *http.Request) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Contains(s.origins, host)
+	return slices.Contains(s.originSchemes, u.Scheme) && slices.Contains(s.origins, host)
 }
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
@@ -349,10 +404,19 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// together; terminal output itself is shared by all viewers of a
 	// terminal (each holds a cursor), and so are snapshot texts
 	// (docs/protocol-decisions.md, "Memory per connection").
+	// Connections together are held to maxTotalBufferedBytes (the
+	// shared budget): past it a new connection is refused, and existing
+	// ones go on as their messages finish.
+	if s.budget.Left() < flow.MinPullSize {
+		s.log.Warn("connection refused: the daemon's memory budget is spent", "maxTotalBufferedBytes", s.budget.Max())
+		_ = ws.Close(websocket.StatusPolicyViolation, "daemon memory budget spent (maxTotalBufferedBytes); try again later")
+		return
+	}
 	control := min(4<<20, limits.MaxBufferedBytes/4)
 	sender, err := flow.NewSender(flow.SenderConfig{
 		ControlBytes: control,
 		ActiveBytes:  limits.MaxBufferedBytes - control,
+		Shared:       s.budget,
 	})
 	if err != nil {
 		_ = ws.Close(websocket.StatusInternalError, "internal error")
