@@ -37,6 +37,8 @@ type ViewerInfo struct {
 	Remote        string
 	Client        string
 	Role          string
+	Token         string // the id of the token it authenticated with ("" for the admin token)
+	TokenParent   string // for a reconnect token: the ticket it was derived from
 	Opened        time.Time
 	Initialized   bool
 	FramesIn      int64
@@ -73,8 +75,8 @@ func (c *conn) inspect(ctx context.Context) (ViewerInfo, bool) {
 func (c *conn) info() ViewerInfo {
 	v := ViewerInfo{
 		ID: c.id, Remote: c.remote, Client: c.clientName, Role: c.grant.Role.String(), Opened: c.opened,
-		Initialized: c.initialized,
-		FramesIn:    c.stats.framesIn.Load(), FramesOut: c.stats.framesOut.Load(),
+		Initialized: c.initialized, Token: c.grant.ID, TokenParent: c.grant.Parent,
+		FramesIn: c.stats.framesIn.Load(), FramesOut: c.stats.framesOut.Load(),
 		BytesIn: c.stats.bytesIn.Load(), BytesOut: c.stats.bytesOut.Load(),
 		Resets: c.stats.resets.Load(), Dropped: c.stats.droppedNotifications.Load(),
 	}

@@ -215,24 +215,24 @@ func (t *Tokens) Attach(g Grant) (Grant, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.byID[g.ID]
-	if !ok {
-		if g.SingleUse && !g.Expires.IsZero() && !t.now().Before(g.Expires) {
-			return Grant{}, ErrTokenExpired
-		}
-		return Grant{}, ErrTokenRevoked
-	}
 	if g.SingleUse {
-		// The reconnect token is the connection's credential now.
+		// The reconnect token is the connection's credential now (the
+		// ticket itself may have expired since Authenticate).
 		var child *tokenEntry
 		for _, c := range t.byID {
-			if c.grant.Parent == e.id && c.conns == 0 && !c.used && (child == nil || c.created.After(child.created)) {
+			if c.grant.Parent == g.ID && c.conns == 0 && (child == nil || c.created.After(child.created)) {
 				child = c
 			}
 		}
-		if child == nil {
-			return g, nil // no reconnect token (refused or not minted): the ticket's own lifetime
+		if child != nil {
+			e, ok = child, true
 		}
-		e = child
+	}
+	if !ok {
+		if !g.Expires.IsZero() && !t.now().Before(g.Expires) {
+			return Grant{}, ErrTokenExpired
+		}
+		return Grant{}, ErrTokenRevoked
 	}
 	e.conns++
 	out := e.grant

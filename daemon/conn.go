@@ -75,6 +75,7 @@ type conn struct {
 	subs        map[string]*subscription
 	nextSub     int
 	grant       Grant
+	attached    bool // grant is counted by Tokens.Attach; Detach at close
 	initialized bool
 	clientName  string
 	partial     int64 // bytes of incomplete client→host messages, all subscriptions
@@ -103,7 +104,17 @@ type conn struct {
 
 	// Counters, read by the control plane.
 	stats connStats
+
+	// token is the credential's id and parent once attached, for the
+	// control plane (kick revokes a reconnect token).
+	token atomic.Pointer[tokenRef]
+	// tokenDirty asks run to check its token again (a revocation); set
+	// with a wakeSig.
+	tokenDirty atomic.Bool
 }
+
+// tokenRef names the token a connection authenticated with.
+type tokenRef struct{ ID, Parent string }
 
 type connStats struct {
 	framesIn, framesOut, bytesIn, bytesOut atomic.Int64
@@ -147,6 +158,9 @@ func (c *conn) serve(shutdown context.Context) {
 	wg.Go(func() { c.pingLoop(ioCtx) })
 
 	err := c.run(shutdown)
+	if c.attached {
+		c.srv.tokens.Detach(c.grant.ID)
+	}
 	code, reason := websocket.StatusNormalClosure, ""
 	var ce *closeError
 	switch {
@@ -283,6 +297,12 @@ func (c *conn) run(ctx context.Context) error {
 		if c.fatal != nil {
 			return c.fatal
 		}
+		// Before any further message: a revoked token sends no more input.
+		if c.tokenDirty.Load() && c.tokenDirty.Swap(false) {
+			if err := c.checkToken(); err != nil {
+				return err
+			}
+		}
 		if err := c.pump(); err != nil {
 			return err
 		}
@@ -290,8 +310,7 @@ func (c *conn) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return closeWith(websocket.StatusGoingAway, "host shutting down")
 		case reason := <-c.kick:
-			c.srv.events.publish(Event{Kind: "viewer.kicked", Viewer: c.id, Detail: reason})
-			return closeWith(websocket.StatusPolicyViolation, "%s", reason)
+			return c.kicked(reason)
 		case reply := <-c.queries:
 			reply <- c.info()
 		case m, ok := <-c.inbox:
@@ -327,6 +346,8 @@ func (c *conn) run(ctx context.Context) error {
 			return c.noPong()
 		case <-c.wakeSig:
 			c.drainWakes()
+		case <-c.sharedFreed():
+			c.sender.WakeStarved()
 		case <-c.check.C:
 			// Not the time received: that is when the timer fell due,
 			// which may be a while ago if the loop was busy.
@@ -338,6 +359,17 @@ func (c *conn) run(ctx context.Context) error {
 			c.check.Reset(c.checkAt.Sub(now))
 		}
 	}
+}
+
+// sharedFreed returns the daemon budget's Freed channel while a
+// subscription of this connection waits for room in it, else nil (a nil
+// channel never fires in the run loop's select).
+func (c *conn) sharedFreed() <-chan struct{} {
+	b := c.srv.budget
+	if !c.sender.Starved() || b.Left() >= flow.MinPullSize {
+		return nil
+	}
+	return b.Freed()
 }
 
 func (c *conn) drainWakes() {
@@ -370,8 +402,59 @@ func (c *conn) drainWakes() {
 	}
 }
 
+// kicked is the close for an operator's kick.
+func (c *conn) kicked(reason string) error {
+	c.srv.events.publish(Event{Kind: "viewer.kicked", Viewer: c.id, Detail: reason})
+	return closeWith(websocket.StatusPolicyViolation, "%s", reason)
+}
+
+// attachToken counts the connection on its token once initialize
+// succeeded; a ticket's connection holds its reconnect token from then on.
+func (c *conn) attachToken() error {
+	if c.grant.Admin {
+		return nil
+	}
+	g, err := c.srv.tokens.Attach(c.grant)
+	if err != nil {
+		return c.tokenEnded(err)
+	}
+	c.grant, c.attached = g, true
+	c.token.Store(&tokenRef{ID: g.ID, Parent: g.Parent})
+	return nil
+}
+
+// checkToken closes the connection if its token was revoked or expired.
+func (c *conn) checkToken() error {
+	if !c.attached {
+		return nil
+	}
+	if err := c.srv.tokens.Check(c.grant); err != nil {
+		// A kick revokes the token too: the operator's reason wins.
+		select {
+		case reason := <-c.kick:
+			return c.kicked(reason)
+		default:
+		}
+		return c.tokenEnded(err)
+	}
+	return nil
+}
+
+// tokenEnded is the close for a revoked or expired token.
+func (c *conn) tokenEnded(err error) error {
+	reason := "token revoked"
+	if errors.Is(err, ErrTokenExpired) {
+		reason = "token expired"
+	}
+	c.srv.events.publish(Event{Kind: "viewer.kicked", Viewer: c.id, Detail: reason})
+	return closeWith(websocket.StatusPolicyViolation, "%s", reason)
+}
+
 func (c *conn) checkTimers(now time.Time) error {
 	c.checks.Add(1)
+	if err := c.checkToken(); err != nil {
+		return err
+	}
 	l := c.srv.Limits()
 	for _, s := range c.subs {
 		c.resetIfClosed(s) // one that no wake-up reported
@@ -423,6 +506,9 @@ func (c *conn) nextCheck(now time.Time) time.Time {
 		later(c.lastWrite.Add(l.MaxOutputStall))
 	}
 	later(c.lastAlive.Add(3 * l.HeartbeatInterval))
+	if c.attached && c.grant.Idle == 0 && !c.grant.Expires.IsZero() {
+		later(c.grant.Expires) // closed "token expired" on time
+	}
 	// Past deadlines (a check that fired late) are checked at once; the
 	// timer's resolution is the runtime's, about a millisecond.
 	return next.Add(time.Millisecond)
@@ -569,7 +655,10 @@ func (c *conn) handleFirst(b []byte) error {
 	var req request
 	if err := json.Unmarshal(b, &req); err == nil && req.Method == "initialize" && !req.isNotification() &&
 		req.JSONRPC == "2.0" && len(req.ID) <= c.limits.MaxIDLength+2 && validID(req.ID) {
-		return c.dispatch(&req)
+		if err := c.dispatch(&req); err != nil || !c.initialized {
+			return err
+		}
+		return c.attachToken()
 	}
 	id := req.ID
 	if len(id) > c.limits.MaxIDLength+2 || !validID(id) {

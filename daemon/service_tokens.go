@@ -50,13 +50,31 @@ func (s *Server) CreateToken(r TokenRequest) (secret string, info TokenInfo, err
 // ListTokens lists the live tokens, without secrets, ordered by id.
 func (s *Server) ListTokens() []TokenInfo { return s.tokens.List() }
 
-// RevokeToken removes the token with id.
+// RevokeToken removes the token with id and the tokens derived from it
+// (a ticket's reconnect tokens, also after the ticket expired), and closes
+// the connections that use them with 1008 "token revoked".
 func (s *Server) RevokeToken(id string) error {
-	if !s.tokens.Revoke(id) {
+	ids := s.tokens.RevokeAll(id)
+	if len(ids) == 0 {
 		return fmt.Errorf("%w: %s", ErrTokenNotFound, id)
 	}
-	s.log.Info("token revoked", "token", id)
+	s.recheckTokens()
+	s.log.Info("token revoked", "token", id, "revoked", ids)
 	return nil
+}
+
+// recheckTokens makes every connection check its token before it handles
+// another message; those whose token is gone close.
+func (s *Server) recheckTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.tokenDirty.Store(true)
+		select {
+		case c.wakeSig <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // BrowserLink returns the web page URL (base is http://HOST:PORT) that

@@ -86,11 +86,36 @@ func (s *Server) DisconnectViewer(id, reason string) error {
 	if reason == "" {
 		reason = "disconnected by operator"
 	}
-	if err := s.Kick(id, reason); err != nil {
+	ref, ok := s.kick(id, reason)
+	if !ok {
 		return fmt.Errorf("%w: %s", ErrViewerNotFound, id)
 	}
-	s.log.Info("viewer disconnected by operator", "conn", id, "reason", reason)
+	// A viewer that came with a ticket would be back in a moment with its
+	// reconnect token: revoke that (and close the connections sharing it).
+	var revoked []string
+	if ref != nil && ref.Parent != "" {
+		revoked = s.tokens.RevokeAll(ref.ID)
+		s.recheckTokens()
+	}
+	s.log.Info("viewer disconnected by operator", "conn", id, "reason", reason, "revoked", revoked)
 	return nil
+}
+
+// kick asks connection id to close with reason and returns the token it
+// uses (nil before initialize or for the admin token).
+func (s *Server) kick(id, reason string) (*tokenRef, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.id == id {
+			select {
+			case c.kick <- reason:
+			default:
+			}
+			return c.token.Load(), true
+		}
+	}
+	return nil, false
 }
 
 // ConnectionCounters are the counters of a connection (see ViewerInfo).

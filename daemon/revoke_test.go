@@ -1,0 +1,221 @@
+package daemon_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/daemon"
+)
+
+// closedWith waits (at most within) for c to close and checks 1008 and the
+// reason.
+func closedWith(t *testing.T, c *client.Conn, within time.Duration, reason string) {
+	t.Helper()
+	select {
+	case <-c.Done():
+	case <-time.After(within):
+		t.Fatalf("connection still open %v later, want close 1008 %q", within, reason)
+	}
+	var ce websocket.CloseError
+	if !errors.As(c.Err(), &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != reason {
+		t.Fatalf("closed with %v, want 1008 %q", c.Err(), reason)
+	}
+}
+
+// waitUntil polls cond every 10 ms for at most d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func input(t *testing.T, sub *client.Sub, data string) error {
+	return sub.Send(ctxT(t), string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": data})))
+}
+
+// A revoked token's open connection closes within a second and its input
+// stops reaching the terminal.
+func TestRevokeClosesOpenConnection(t *testing.T) {
+	h := start(t, false, nil)
+	ch, ft := h.term("t")
+	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: daemon.RoleControl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.dial(secret)
+	other := h.dial(adminToken)
+	sub, err := c.Subscribe(ctxT(t), ch.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := input(t, sub, "before"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "input before revoking", func() bool { return ft.inputText() == "before" })
+	vs := h.srv.ListViewers(ctxT(t))
+	if len(vs) != 2 || vs[0].Token != info.ID || vs[1].Token != "" {
+		t.Fatalf("viewers = %+v, want the first with token %s, the admin's without", vs, info.ID)
+	}
+	if err := h.srv.RevokeToken(info.ID); err != nil {
+		t.Fatal(err)
+	}
+	revoked := time.Now()
+	closedWith(t, c, time.Second, "token revoked")
+	t.Logf("closed %v after the revocation", time.Since(revoked))
+	_ = input(t, sub, "after") // fails: the connection is closed
+	if _, err := c.Subscribe(ctxT(t), ch.URI, nil); err == nil {
+		t.Fatal("subscribe after revocation succeeded")
+	}
+	// The admin's connection is untouched; its input arrives after
+	// anything the revoked one could have sent.
+	osub, err := other.Subscribe(ctxT(t), ch.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := input(t, osub, "|admin"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "admin input", func() bool { return strings.HasSuffix(ft.inputText(), "|admin") })
+	if got := ft.inputText(); got != "before|admin" {
+		t.Fatalf("terminal got %q, want %q: input after the revocation reached it", got, "before|admin")
+	}
+}
+
+// A token's connection closes "token expired" when the token expires.
+func TestExpiryClosesOpenConnection(t *testing.T) {
+	h := start(t, false, nil)
+	ch, _ := h.term("t")
+	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: daemon.RoleControl, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.dial(secret)
+	if _, err := c.Subscribe(ctxT(t), ch.URI, nil); err != nil {
+		t.Fatal(err)
+	}
+	wait := time.Until(info.Grant.Expires)
+	closedWith(t, c, wait+time.Second, "token expired")
+	if late := time.Since(info.Grant.Expires); late < 0 || late > time.Second {
+		t.Fatalf("closed %v after the expiry, want within [0, 1s]", late)
+	}
+}
+
+// ticket mints a single-use ticket with ttl and connects with it; it
+// returns the connection, the reconnect token and the ticket's id.
+func ticket(t *testing.T, h *harness, ttl time.Duration) (*client.Conn, string, string) {
+	t.Helper()
+	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: daemon.RoleControl, SingleUse: true, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, res, err := client.Dial(ctxT(t), h.url, client.Options{Token: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if res.ReconnectToken == "" {
+		t.Fatal("no reconnect token")
+	}
+	return c, res.ReconnectToken, info.ID
+}
+
+// Revoking a ticket after it expired still revokes its reconnect token and
+// closes the connections using it; while connected, the reconnect token
+// outlives its idle period.
+func TestRevokeExpiredTicketClosesReconnects(t *testing.T) {
+	h := start(t, false, nil)
+	c1, reconnect, ticketID := ticket(t, h, time.Second)
+	vs := h.srv.ListViewers(ctxT(t))
+	if len(vs) != 1 || vs[0].TokenParent != ticketID || vs[0].Token == "" || vs[0].Token == ticketID {
+		t.Fatalf("viewers = %+v, want one holding a reconnect token derived from %s", vs, ticketID)
+	}
+	reconnectID := vs[0].Token
+	// Past the ticket's TTL and the reconnect token's idle period (both
+	// 1 s): the open connection keeps the reconnect token alive.
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case <-c1.Done():
+		t.Fatalf("connection closed at the ticket's expiry: %v", c1.Err())
+	default:
+	}
+	c2 := h.dial(reconnect)
+	for _, ti := range h.srv.ListTokens() {
+		if ti.ID == ticketID {
+			t.Fatalf("expired ticket still listed: %+v", ti)
+		}
+		if ti.ID == reconnectID && ti.Grant.Expires.After(time.Now().Add(time.Second+100*time.Millisecond)) {
+			t.Fatalf("reconnect token expires %v, want within its 1 s idle period", ti.Grant.Expires)
+		}
+	}
+	if err := h.srv.RevokeToken(ticketID); err != nil {
+		t.Fatalf("revoking the expired ticket: %v", err)
+	}
+	closedWith(t, c1, time.Second, "token revoked")
+	closedWith(t, c2, time.Second, "token revoked")
+	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect}); rpcCode(err) != daemon.CodeUnauthorized {
+		t.Fatalf("reconnect token after revoking its ticket: %v, want -32001", err)
+	}
+}
+
+// A reconnect token not in use expires its idle period (the ticket's TTL)
+// after its last connection closed.
+func TestReconnectTokenIdleExpiry(t *testing.T) {
+	h := start(t, false, nil)
+	c, reconnect, _ := ticket(t, h, time.Second)
+	c.Close()
+	waitUntil(t, 5*time.Second, "connection gone", func() bool { return h.srv.ConnectionCount() == 0 })
+	// Within the idle period it works (and, connected, is renewed).
+	c2 := h.dial(reconnect)
+	c2.Close()
+	waitUntil(t, 5*time.Second, "connection gone", func() bool { return h.srv.ConnectionCount() == 0 })
+	closed := time.Now()
+	// Authenticate does not attach a connection, so polling renews nothing.
+	var aerr error
+	waitUntil(t, 3*time.Second, "reconnect token expiry", func() bool {
+		_, aerr = h.srv.Tokens().Authenticate(reconnect)
+		return aerr != nil
+	})
+	if !errors.Is(aerr, daemon.ErrTokenExpired) {
+		t.Fatalf("reconnect token after its idle period: %v, want %v", aerr, daemon.ErrTokenExpired)
+	}
+	if idle := time.Since(closed); idle > 1500*time.Millisecond {
+		t.Fatalf("reconnect token lived %v idle, want the ticket's 1 s TTL", idle)
+	}
+	_, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect})
+	if rpcCode(err) != daemon.CodeUnauthorized {
+		t.Fatalf("dial with the expired reconnect token: %v, want -32001", err)
+	}
+	if idle := time.Since(closed); idle > 2*time.Second {
+		t.Fatalf("reconnect token lived %v idle, want about the ticket's 1 s TTL", idle)
+	}
+}
+
+// A kicked viewer's reconnect token is revoked: it cannot come back, and
+// the kicked connection gets the operator's reason.
+func TestKickRevokesReconnectToken(t *testing.T) {
+	h := start(t, false, nil)
+	c, reconnect, _ := ticket(t, h, time.Minute)
+	c2 := h.dial(reconnect) // the same tab reloaded, or a copy of it
+	vs := h.srv.ListViewers(ctxT(t))
+	if len(vs) != 2 {
+		t.Fatalf("viewers = %+v", vs)
+	}
+	if err := h.srv.DisconnectViewer(vs[0].ID, "shift over"); err != nil {
+		t.Fatal(err)
+	}
+	closedWith(t, c, time.Second, "shift over")
+	closedWith(t, c2, time.Second, "token revoked")
+	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect}); rpcCode(err) != daemon.CodeUnauthorized {
+		t.Fatalf("reconnect token after kick: %v, want -32001", err)
+	}
+}
