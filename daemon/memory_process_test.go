@@ -63,18 +63,20 @@ func testMemoryAttack(t *testing.T, bin string, conns, subs int) {
 	time.Sleep(2 * time.Second)
 	idle := vmKiB(t, pid, "VmRSS")
 
-	// maxBufferedBytes and the largest message a client may ask for, at
-	// their defaults (PROTOCOL.md §9, daemon.DefaultLimits).
-	const maxBuffered, maxMessage = 64 << 20, 16 << 20
+	// maxBufferedBytes, maxTotalBufferedBytes and the largest message a
+	// client may ask for, at their defaults (PROTOCOL.md §9).
+	const maxBuffered, maxTotal, maxMessage = 64 << 20, 512 << 20, 16 << 20
 	// Each connection's started messages and control lane stay within
-	// maxBufferedBytes (UTF-16 bytes: a text takes at most as many UTF-8
-	// bytes here, ASCII) plus one unsplittable message; a text's buffer
-	// may have twice its length's capacity; an idle viewer keeps a
-	// buffer of at most 64 KiB; the garbage collector lets the heap grow
-	// to twice what is live.
-	perConn := int64(2*(maxBuffered+maxMessage)) + int64(subs)*64<<10
-	bound := idle*1024 + 2*int64(conns)*perConn + 64<<20
-	t.Logf("bound: idle RSS %d MiB + 2 × %d connections × %d MiB + 64 MiB = %d MiB", idle>>10, conns, perConn>>20, bound>>20)
+	// maxBufferedBytes, all connections' within maxTotalBufferedBytes
+	// (UTF-16 bytes: a text takes at most as many UTF-8 bytes here,
+	// ASCII), plus one unsplittable message each; a text's buffer may
+	// have twice its length's capacity; an idle viewer keeps a buffer of
+	// at most 64 KiB; the garbage collector lets the heap grow to twice
+	// what is live.
+	n := int64(conns)
+	held := 2*(min(n*maxBuffered, maxTotal)+n*maxMessage) + n*int64(subs)*64<<10
+	bound := idle*1024 + 2*held + 64<<20
+	t.Logf("bound: idle RSS %d MiB + 2 × %d MiB held + 64 MiB = %d MiB", idle>>10, held>>20, bound>>20)
 
 	token, err := os.ReadFile(filepath.Join(filepath.Dir(d.p.cmd.Args[len(d.p.cmd.Args)-1]), "state", "admin.token"))
 	if err != nil {
