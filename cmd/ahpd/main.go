@@ -9,5 +9,6 @@ import (
 )
 
 func main() {
+	daemon.CloseOnExecInherited() // no inherited descriptor reaches a shell
 	os.Exit(daemon.Main(os.Args[1:], os.Stderr))
 }
