@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -199,6 +200,10 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 	if err != nil {
 		act.Close()
 		return fatal("%v", err)
+	}
+	// A soft memory limit from the budgets, unless GOMEMLIMIT sets one.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(MemoryLimit(srv.Config()))
 	}
 	ln := act.HTTP
 	if ln == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/testbin"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -42,6 +43,74 @@ func TestMemoryBudgetUnderAttack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { testMemoryAttack(t, bin, tc.conns, tc.subs) })
 	}
+	t.Run("ReturnedAfterLoad", func(t *testing.T) { testMemoryAfterLoad(t, bin) })
+}
+
+// testMemoryAfterLoad: after a 256 MiB cat to a viewer, once the viewer
+// and the terminal are gone, the live heap is back within 4 MiB of its
+// idle figure and RSS within 32 MiB, within 60 s.
+func testMemoryAfterLoad(t *testing.T, bin string) {
+	d := startMetricsDaemon(t, bin, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	pid := d.p.cmd.Process.Pid
+	liveHeap := func() int64 { return int64(d.metric(t, "go_memstats_heap_alloc_bytes")) }
+	// The idle figures: a daemon that served one short-lived viewer of a
+	// small terminal, so the connection machinery has been touched once.
+	idleHeap, idleRSS := liveHeap(), vmKiB(t, pid, "VmRSS")<<10
+
+	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "cat", Command: "/bin/sh",
+		Args: []string{"-c", `sleep 0.5; yes 'the quick brown fox jumps over the lazy dog 0123456789' | head -c 268435456; exec sleep 600`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := r.GetChannel().GetUri()
+	token, err := os.ReadFile(filepath.Join(filepath.Dir(d.p.cmd.Args[len(d.p.cmd.Args)-1]), "state", "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
+	c, _, err := client.Dial(ctx, url, client.Options{Token: strings.TrimSpace(string(token)), Deflate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The largest limits a client may ask for: the daemon builds
+	// messages of up to 16 MiB, so its heap grows.
+	sub, err := c.Subscribe(ctx, uri, &flow.ReceiveLimits{WindowBytes: 64 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int64
+	for got < 200<<20 { // snapshots may stand in for some of it
+		m, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", got, err)
+		}
+		got += int64(len(m.Text))
+		if err := sub.Release(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peakRSS := vmKiB(t, pid, "VmHWM") << 10
+	c.Close()
+	if _, err := d.chans.CloseChannel(ctx, &ahpv1.CloseChannelRequest{Channel: uri}); err != nil {
+		t.Fatal(err)
+	}
+	var heap, rss int64
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		heap, rss = liveHeap(), vmKiB(t, pid, "VmRSS")<<10
+		if heap <= idleHeap+4<<20 && rss <= idleRSS+32<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("60 s after the load: live heap %.1f MiB (idle %.1f), RSS %d MiB (idle %d, peak %d); want within 4 and 32 MiB of idle",
+				float64(heap)/(1<<20), float64(idleHeap)/(1<<20), rss>>20, idleRSS>>20, peakRSS>>20)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("after %d MiB to a viewer: live heap %.1f MiB (idle %.1f), RSS %d MiB (idle %d, peak %d)",
+		got>>20, float64(heap)/(1<<20), float64(idleHeap)/(1<<20), rss>>20, idleRSS>>20, peakRSS>>20)
 }
 
 func testMemoryAttack(t *testing.T, bin string, conns, subs int) {

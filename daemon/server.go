@@ -75,6 +75,7 @@ type Server struct {
 	events        eventBus
 	chLimits      map[string]channelLimits // per-channel overrides; guarded by mu
 	budget        *flow.Budget             // Config.MaxTotalBufferedBytes, shared by every connection\'s Sender
+	memory        *memoryReturner          // gives free memory back after terminals and connections end
 	bg            sync.WaitGroup           // per-channel watchers (exit events); waited at shutdown
 }
 
@@ -129,6 +130,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		tokens:      tokens,
 		registry:    newRegistry(),
 		budget:      flow.NewBudget(cfg.MaxTotalBufferedBytes),
+		memory:      newMemoryReturner(),
 		newTerminal: nt,
 		now:         time.Now,
 		connCtx:     ctx,
@@ -229,6 +231,7 @@ func (s *Server) CloseChannel(uri string) error {
 	}
 	s.log.Info("channel closed", "channel", uri)
 	s.events.publish(Event{Kind: "channel.closed", Channel: uri})
+	s.memory.soon()
 	return nil
 }
 
@@ -466,6 +469,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
+		s.memory.soon()
 		s.connWG.Done()
 	}()
 	c.serve(s.connCtx)
@@ -568,6 +572,7 @@ func (s *Server) shutdown(hs *http.Server) {
 	}
 	wg.Wait()
 	s.bg.Wait()
+	s.memory.stop()
 }
 
 // exitNotifier is implemented by terminals that report their exit.
