@@ -242,7 +242,7 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 		if journal || !ro.printLink && !isTerminal(stderr) {
 			// A log (the journal, a file) is kept and may be read by
 			// others: no ticket in it.
-			log.Info("default terminal started; open a link with: ahpctl open "+ch.URI, "channel", ch.URI)
+			log.Info("default terminal started; print a browser link with: ahpctl open "+ch.URI, "channel", ch.URI)
 		} else {
 			fmt.Fprintf(stderr, "\n  Open %s in your browser (single-use link, valid %v)\n\n",
 				srv.BrowserURL(base, ch.URI, RoleControl), srv.Config().TicketTTL)

@@ -261,7 +261,7 @@ func TestStartupLink(t *testing.T) {
 					if strings.Contains(out, "ticket=") {
 						t.Errorf("a ticket in the log:\n%s", out)
 					}
-					if !strings.Contains(out, "open a link with: ahpctl open ahp-terminal:/shell") {
+					if !strings.Contains(out, "print a browser link with: ahpctl open ahp-terminal:/shell") {
 						t.Errorf("the log does not say how to get a link:\n%s", out)
 					}
 				}
