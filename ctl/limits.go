@@ -88,7 +88,13 @@ var limitKeys = func() []limitKey {
 	}
 	return append(keys, limitKey{"terminalViewerBacklog", "terminal_viewer_backlog", kindSize,
 		func(l *ahpv1.Limits) int64 { return l.GetTerminalViewerBacklog() },
-		func(l *ahpv1.Limits, v int64) { l.TerminalViewerBacklog = v }})
+		func(l *ahpv1.Limits, v int64) { l.TerminalViewerBacklog = v }},
+		limitKey{"maxPendingConnections", "max_pending_connections", kindCount,
+			func(l *ahpv1.Limits) int64 { return l.GetMaxPendingConnections() },
+			func(l *ahpv1.Limits, v int64) { l.MaxPendingConnections = v }},
+		limitKey{"maxTerminals", "max_terminals", kindCount,
+			func(l *ahpv1.Limits) int64 { return l.GetMaxTerminals() },
+			func(l *ahpv1.Limits, v int64) { l.MaxTerminals = v }})
 }()
 
 func normKey(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "")) }

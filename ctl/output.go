@@ -83,6 +83,8 @@ type limitsView struct {
 	ClientReceiveMaximums  receiveView `json:"clientReceiveMaximums"`
 	HostReceive            receiveView `json:"hostReceive"`
 	TerminalViewerBacklog  int64       `json:"terminalViewerBacklog"`
+	MaxPendingConnections  int64       `json:"maxPendingConnections"`
+	MaxTerminals           int64       `json:"maxTerminals"`
 }
 
 func toReceiveView(r *ahpv1.ReceiveLimits) receiveView {
@@ -96,6 +98,7 @@ func toLimitsView(l *ahpv1.Limits) limitsView {
 		HeartbeatInterval: l.GetHeartbeatInterval().AsDuration().String(), InitializeTimeout: l.GetInitializeTimeout().AsDuration().String(),
 		ClientReceiveDefaults: toReceiveView(l.GetClientReceiveDefaults()), ClientReceiveMaximums: toReceiveView(l.GetClientReceiveMaximums()),
 		HostReceive: toReceiveView(l.GetHostReceive()), TerminalViewerBacklog: l.GetTerminalViewerBacklog(),
+		MaxPendingConnections: l.GetMaxPendingConnections(), MaxTerminals: l.GetMaxTerminals(),
 	}
 }
 

@@ -51,6 +51,14 @@ type Limits struct {
 	// fall behind beyond its window before it is dropped and resnapshotted.
 	// Default 1 MiB.
 	TerminalViewerBacklog int64
+	// MaxPendingConnections bounds the WebSocket connections that have not
+	// initialized yet, daemon-wide; an upgrade beyond it gets HTTP 503.
+	// Default 256.
+	MaxPendingConnections int
+	// MaxTerminals bounds the terminal channels (running or exited, until
+	// closed), daemon-wide; creating one beyond it fails with ErrTooMany.
+	// Default 256.
+	MaxTerminals int
 }
 
 // DefaultLimits returns the documented defaults.
@@ -67,6 +75,8 @@ func DefaultLimits() Limits {
 		ClientReceiveMaximums:  flow.ReceiveLimits{WindowBytes: 64 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 16 << 20},
 		HostReceive:            flow.ReceiveLimits{WindowBytes: 256 << 10, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 256 << 10},
 		TerminalViewerBacklog:  1 << 20,
+		MaxPendingConnections:  256,
+		MaxTerminals:           256,
 	}
 }
 
@@ -106,6 +116,12 @@ func (l Limits) WithDefaults() Limits {
 	if l.TerminalViewerBacklog == 0 {
 		l.TerminalViewerBacklog = d.TerminalViewerBacklog
 	}
+	if l.MaxPendingConnections == 0 {
+		l.MaxPendingConnections = d.MaxPendingConnections
+	}
+	if l.MaxTerminals == 0 {
+		l.MaxTerminals = d.MaxTerminals
+	}
 	return l
 }
 
@@ -129,6 +145,10 @@ func (l Limits) Validate() error {
 		return bad("initializeTimeout", "must be at least 100ms")
 	case l.TerminalViewerBacklog < 64<<10:
 		return bad("terminalViewerBacklog", "must be at least 64 KiB")
+	case l.MaxPendingConnections < 1:
+		return bad("maxPendingConnections", "must be at least 1")
+	case l.MaxTerminals < 1:
+		return bad("maxTerminals", "must be at least 1")
 	}
 	for _, f := range []struct {
 		name string

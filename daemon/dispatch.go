@@ -74,7 +74,11 @@ func (c *conn) initialize(req *request) error {
 	}
 	grant, err := c.srv.tokens.Authenticate(secret)
 	if err != nil {
-		c.log.Info("authentication failed", "conn", c.id, "remote", c.remote, "err", err)
+		if n, ok := c.srv.authLog.allow(c.srv.now()); ok {
+			// Rate-limited: a client retrying in a loop must not flood
+			// the log.
+			c.log.Info("authentication failed", "conn", c.id, "remote", c.remote, "err", err, "suppressed", n)
+		}
 		msg := "unauthorized: unknown, used or revoked token"
 		if errors.Is(err, ErrTokenExpired) {
 			msg = "unauthorized: token expired"
@@ -84,6 +88,7 @@ func (c *conn) initialize(req *request) error {
 	}
 	c.grant = grant
 	c.initialized = true
+	c.srv.pending.Add(-1) // no longer pending (maxPendingConnections)
 	var r wire.InitializeResult
 	r.ProtocolVersion = "ahp/1"
 	r.Server.Name, r.Server.Version = "ahpd", Version

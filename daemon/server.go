@@ -77,6 +77,9 @@ type Server struct {
 	budget        *flow.Budget             // Config.MaxTotalBufferedBytes, shared by every connection\'s Sender
 	memory        *memoryReturner          // gives free memory back after terminals and connections end
 	bg            sync.WaitGroup           // per-channel watchers (exit events); waited at shutdown
+	pending       atomic.Int64             // upgraded connections not yet initialized (maxPendingConnections)
+	terminals     atomic.Int64             // terminal channels in the registry or being created (maxTerminals)
+	authLog       rateLog                  // "authentication failed" lines, at most one a second
 }
 
 // Options are the daemon's collaborators; zero fields take defaults.
@@ -181,12 +184,20 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 	if s.isClosing() {
 		return nil, ErrShuttingDown
 	}
+	// A slot is taken before the process starts and given back by
+	// CloseChannel (or here on failure).
+	if max := s.Limits().MaxTerminals; s.terminals.Add(1) > int64(max) {
+		s.terminals.Add(-1)
+		return nil, fmt.Errorf("%w: limit exceeded: at most %d terminals (maxTerminals); close one first", ErrTooMany, max)
+	}
 	t, err := s.newTerminal(spec, s.Limits().TerminalViewerBacklog, s.log)
 	if err != nil {
+		s.terminals.Add(-1)
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
 	ch := &Channel{Type: "terminal", Label: spec.Title, term: t}
 	if err := s.registry.add(schemeTerminal, spec.ID, ch); err != nil {
+		s.terminals.Add(-1)
 		_ = t.Close()
 		return nil, err
 	}
@@ -227,6 +238,7 @@ func (s *Server) CloseChannel(uri string) error {
 	delete(s.chLimits, uri)
 	s.mu.Unlock()
 	if ch.term != nil {
+		s.terminals.Add(-1)
 		_ = ch.term.Close()
 	}
 	s.log.Info("channel closed", "channel", uri)
@@ -380,6 +392,20 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	// Until it initializes, a connection counts as pending: initialize
+	// gives its count back, or the end of the connection does.
+	if max := s.Limits().MaxPendingConnections; s.pending.Add(1) > int64(max) {
+		s.pending.Add(-1)
+		s.log.Warn("upgrade refused: too many pending connections", "max", max, "remote", r.RemoteAddr)
+		http.Error(w, fmt.Sprintf("too many pending connections (maxPendingConnections %d): try again later", max), http.StatusServiceUnavailable)
+		return
+	}
+	var c *conn
+	defer func() {
+		if c == nil || !c.initialized {
+			s.pending.Add(-1)
+		}
+	}()
 	opts := &websocket.AcceptOptions{
 		Subprotocols:       []string{Subprotocol},
 		InsecureSkipVerify: true, // Origin checked above against our own list
@@ -434,7 +460,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.nextConn++
 	id := "c" + strconv.Itoa(s.nextConn)
 	now := time.Now()
-	c := &conn{
+	c = &conn{
 		srv:         s,
 		ws:          ws,
 		log:         s.log,

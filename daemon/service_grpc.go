@@ -436,6 +436,8 @@ func toLimits(l Limits) *ahpv1.Limits {
 		ClientReceiveMaximums:  toReceive(l.ClientReceiveMaximums),
 		HostReceive:            toReceive(l.HostReceive),
 		TerminalViewerBacklog:  l.TerminalViewerBacklog,
+		MaxPendingConnections:  int64(l.MaxPendingConnections),
+		MaxTerminals:           int64(l.MaxTerminals),
 	}
 }
 
@@ -498,6 +500,8 @@ func fromLimitsRequest(req *ahpv1.SetLimitsRequest) ([]string, Limits, error) {
 		ClientReceiveMaximums:  recv(p.GetClientReceiveMaximums()),
 		HostReceive:            recv(p.GetHostReceive()),
 		TerminalViewerBacklog:  p.GetTerminalViewerBacklog(),
+		MaxPendingConnections:  int(p.GetMaxPendingConnections()),
+		MaxTerminals:           int(p.GetMaxTerminals()),
 	}
 	return fields, l, err
 }

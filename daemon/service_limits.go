@@ -45,7 +45,8 @@ func LimitFields() []LimitField {
 	for _, g := range receiveGroups {
 		f = append(f, LimitField{g + ".windowBytes", LimitBytes}, LimitField{g + ".maximumFrameBytes", LimitBytes}, LimitField{g + ".maximumMessageBytes", LimitBytes})
 	}
-	return append(f, LimitField{"terminalViewerBacklog", LimitBytes})
+	return append(f, LimitField{"terminalViewerBacklog", LimitBytes},
+		LimitField{"maxPendingConnections", LimitCount}, LimitField{"maxTerminals", LimitCount})
 }
 
 // limitRef returns a pointer to the int64-shaped field called name.
@@ -67,6 +68,10 @@ func limitRef(l *Limits, name string) (i64 *int64, dur *time.Duration, n *int) {
 		return nil, &l.InitializeTimeout, nil
 	case "terminalViewerBacklog":
 		return &l.TerminalViewerBacklog, nil, nil
+	case "maxPendingConnections":
+		return nil, nil, &l.MaxPendingConnections
+	case "maxTerminals":
+		return nil, nil, &l.MaxTerminals
 	}
 	group, member, ok := strings.Cut(name, ".")
 	if !ok {

@@ -135,8 +135,16 @@ type Limits struct {
 	// it gets a snapshot (PROTOCOL.md §8). At least 64 KiB. Default 1 MiB.
 	// Applies to terminals created after the change.
 	TerminalViewerBacklog int64 `protobuf:"varint,11,opt,name=terminal_viewer_backlog,json=terminalViewerBacklog,proto3" json:"terminal_viewer_backlog,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// max_pending_connections bounds the WebSocket connections that have not
+	// yet initialized, daemon-wide; an upgrade beyond it gets HTTP 503.
+	// Default 256.
+	MaxPendingConnections int64 `protobuf:"varint,12,opt,name=max_pending_connections,json=maxPendingConnections,proto3" json:"max_pending_connections,omitempty"`
+	// max_terminals bounds the terminal channels (running or exited, until
+	// closed), daemon-wide; creating one beyond it fails with
+	// RESOURCE_EXHAUSTED. Default 256.
+	MaxTerminals  int64 `protobuf:"varint,13,opt,name=max_terminals,json=maxTerminals,proto3" json:"max_terminals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -242,6 +250,20 @@ func (x *Limits) GetHostReceive() *ReceiveLimits {
 func (x *Limits) GetTerminalViewerBacklog() int64 {
 	if x != nil {
 		return x.TerminalViewerBacklog
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxPendingConnections() int64 {
+	if x != nil {
+		return x.MaxPendingConnections
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxTerminals() int64 {
+	if x != nil {
+		return x.MaxTerminals
 	}
 	return 0
 }
@@ -505,7 +527,7 @@ const file_ahp_v1_limits_proto_rawDesc = "" +
 	"\rReceiveLimits\x12!\n" +
 	"\fwindow_bytes\x18\x01 \x01(\x03R\vwindowBytes\x12.\n" +
 	"\x13maximum_frame_bytes\x18\x02 \x01(\x03R\x11maximumFrameBytes\x122\n" +
-	"\x15maximum_message_bytes\x18\x03 \x01(\x03R\x13maximumMessageBytes\"\xab\x05\n" +
+	"\x15maximum_message_bytes\x18\x03 \x01(\x03R\x13maximumMessageBytes\"\x88\x06\n" +
 	"\x06Limits\x12,\n" +
 	"\x12max_buffered_bytes\x18\x01 \x01(\x03R\x10maxBufferedBytes\x12C\n" +
 	"\x10max_output_stall\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0emaxOutputStall\x12+\n" +
@@ -518,7 +540,9 @@ const file_ahp_v1_limits_proto_rawDesc = "" +
 	"\x17client_receive_maximums\x18\t \x01(\v2\x15.ahp.v1.ReceiveLimitsR\x15clientReceiveMaximums\x128\n" +
 	"\fhost_receive\x18\n" +
 	" \x01(\v2\x15.ahp.v1.ReceiveLimitsR\vhostReceive\x126\n" +
-	"\x17terminal_viewer_backlog\x18\v \x01(\x03R\x15terminalViewerBacklog\",\n" +
+	"\x17terminal_viewer_backlog\x18\v \x01(\x03R\x15terminalViewerBacklog\x126\n" +
+	"\x17max_pending_connections\x18\f \x01(\x03R\x15maxPendingConnections\x12#\n" +
+	"\rmax_terminals\x18\r \x01(\x03R\fmaxTerminals\",\n" +
 	"\x10GetLimitsRequest\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\"\x8d\x01\n" +
 	"\x11GetLimitsResponse\x12,\n" +

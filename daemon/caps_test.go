@@ -1,0 +1,152 @@
+package daemon_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/daemon"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+// TestMaxPendingConnections: upgrades beyond maxPendingConnections
+// connections that have not initialized get HTTP 503 naming the limit; an
+// initialize or a close gives the slot back (issue 12 §5).
+func TestMaxPendingConnections(t *testing.T) {
+	h := start(t, false, func(c *daemon.Config) { c.Limits.MaxPendingConnections = 2 })
+	a, _, err := h.raw(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.CloseNow()
+	b, _, err := h.raw(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.CloseNow()
+	_, res, err := h.raw(nil)
+	if err == nil || res == nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("third pending connection: err=%v res=%v, want 503", err, res)
+	}
+	body, _ := io.ReadAll(res.Body)
+	if !strings.Contains(string(body), "too many pending connections (maxPendingConnections 2)") {
+		t.Fatalf("503 body %q does not name the limit", body)
+	}
+	// An initialized connection is no longer pending.
+	init := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"ahp/1","token":"` + adminToken + `","client":{"name":"t","version":"0"}}}`
+	if err := a.Write(ctxT(t), websocket.MessageText, []byte(init)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readJSON(t, a); !strings.Contains(got, `"result"`) {
+		t.Fatalf("initialize: %s", got)
+	}
+	h.dial(adminToken) // would get 503 if a still counted as pending
+	// A pending connection that ends gives its slot back; the daemon sees
+	// the close shortly after, so try for a bounded while.
+	b.Close(websocket.StatusNormalClosure, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var d *websocket.Conn
+		d, res, err = h.raw(nil)
+		if err == nil {
+			d.CloseNow()
+			break
+		}
+		if res == nil || res.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("after a pending connection closed: err=%v res=%v", err, res)
+		}
+		time.Sleep(10 * time.Millisecond) // waits for the daemon to see the close
+	}
+}
+
+// TestMaxTerminals: creating a terminal beyond maxTerminals fails with a
+// clear error (ResourceExhausted over gRPC) until one is closed; the
+// limit is settable at run time like the others.
+func TestMaxTerminals(t *testing.T) {
+	h := start(t, false, func(c *daemon.Config) { c.Limits.MaxTerminals = 2 })
+	cp := h.control()
+	ctx := ctxT(t)
+	for _, id := range []string{"a", "b"} {
+		if _, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "c"})
+	wantCode(t, err, codes.ResourceExhausted, "at most 2 terminals (maxTerminals)")
+	if _, err := h.srv.CreateTerminal(daemon.TerminalSpec{ID: "c"}); !errors.Is(err, daemon.ErrTooMany) {
+		t.Fatalf("CreateTerminal beyond the limit: %v, want ErrTooMany", err)
+	}
+	if _, err := cp.channels.CloseChannel(ctx, &ahpv1.CloseChannelRequest{Channel: "ahp-terminal:/a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "c"}); err != nil {
+		t.Fatalf("after closing one: %v", err)
+	}
+	// Raised at run time through SetLimits, as `ahpctl limits set` does.
+	res, err := cp.limits.SetLimits(ctx, &ahpv1.SetLimitsRequest{
+		Limits:     &ahpv1.Limits{MaxTerminals: 3, MaxPendingConnections: 7},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"max_terminals", "max_pending_connections"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Effective.GetMaxTerminals() != 3 || res.Effective.GetMaxPendingConnections() != 7 {
+		t.Fatalf("SetLimits: %+v", res.Effective)
+	}
+	if _, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "d"}); err != nil {
+		t.Fatalf("after raising the limit: %v", err)
+	}
+	got, err := cp.limits.GetLimits(ctx, &ahpv1.GetLimitsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Defaults.GetMaxTerminals() != 256 || got.Defaults.GetMaxPendingConnections() != 256 {
+		t.Fatalf("defaults: %+v", got.Defaults)
+	}
+}
+
+// TestFailedAuthLogIsRateLimited: a client failing authentication in a
+// loop gets at most about one log line a second, and the next line says how
+// many were suppressed.
+func TestFailedAuthLogIsRateLimited(t *testing.T) {
+	logs := &syncBuffer{}
+	h, stop, err := startServer(t.TempDir(), false, nil, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.t = t
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	began := time.Now()
+	const tries = 30
+	for range tries {
+		_, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: "ahp_wrong"})
+		if rpcCode(err) != daemon.CodeUnauthorized {
+			t.Fatalf("wrong token: %v, want -32001", err)
+		}
+	}
+	elapsed := time.Since(began)
+	lines := strings.Count(logs.String(), "authentication failed")
+	if max := 1 + int(elapsed/time.Second); lines < 1 || lines > max {
+		t.Fatalf("%d failed-auth lines for %d failures in %v, want 1 to %d", lines, tries, elapsed, max)
+	}
+	// The next line after the interval carries the count suppressed.
+	time.Sleep(time.Second) // the rate limit's interval must pass
+	_, _, _ = client.Dial(ctxT(t), h.url, client.Options{Token: "ahp_wrong"})
+	out := logs.String()
+	i := strings.LastIndex(out, "authentication failed")
+	if last := out[i:]; !strings.Contains(last, "suppressed=") || strings.Contains(last, "suppressed=0 ") {
+		t.Fatalf("the line after suppression does not count them: %s", last)
+	}
+}
