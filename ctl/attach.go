@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/coder/websocket"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
@@ -29,7 +30,8 @@ Detach: Ctrl-] then d. Ctrl-] twice sends one Ctrl-] to the program.
 
 If the connection drops, attach reconnects (for up to a minute) and the daemon
 sends a fresh snapshot of the screen; keys typed while disconnected are dropped,
-never replayed. attach ends when the program exits. Credentials: attach mints a
+never replayed. It does not come back after the daemon ended the session on
+purpose (viewers kick, token revoke): it exits with the daemon's reason. attach ends when the program exits. Credentials: attach mints a
 single-use ticket over the control socket and keeps the reconnect token the
 daemon returns; nothing is written to disk.`
 
@@ -96,6 +98,7 @@ type attacher struct {
 	buf      []byte // decoded output, reused (owned by the output loop)
 
 	reconnectToken string
+	policyClose    string // the reason of the last session's 1008 close, if it ended so
 	prefix         bool   // Ctrl-] seen, waiting for the next key
 	carry          []byte // an incomplete UTF-8 sequence from the last read
 }
@@ -146,6 +149,11 @@ func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan o
 			backoff = 100 * time.Millisecond
 			err = at.session(ctx, conn, sub, keys, winch)
 			conn.Close()
+			at.policyClose = ""
+			var ce websocket.CloseError
+			if errors.As(conn.Err(), &ce) && ce.Code == websocket.StatusPolicyViolation {
+				at.policyClose = ce.Reason
+			}
 			var ee *exitedError
 			if errors.Is(err, errDetached) || errors.Is(err, errStdinEOF) || errors.As(err, &ee) || ctx.Err() != nil {
 				return err
@@ -194,8 +202,21 @@ func (at *attacher) wait(ctx context.Context, d time.Duration, keys <-chan []byt
 	}
 }
 
+// endedError reports that the daemon closed the session with 1008 and
+// then refused its reconnect token: a kick or a revocation, not a network
+// failure.
+type endedError struct{ reason string }
+
+func (e *endedError) Error() string {
+	return fmt.Sprintf("attach: the daemon ended the session (%s) and refuses its credential; not reconnecting", e.reason)
+}
+
 // permanent reports errors that reconnecting cannot fix.
 func permanent(err error) bool {
+	var ee *endedError
+	if errors.As(err, &ee) {
+		return true
+	}
 	var ce *client.Error
 	if errors.As(err, &ce) {
 		return ce.Code == -32002 || ce.Code == -32003 // channel not found, forbidden
@@ -215,6 +236,11 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: at.reconnectToken, ClientName: "ahpctl attach"})
 		var ce *client.Error
 		if errors.As(err, &ce) && ce.Code == -32001 {
+			if at.policyClose != "" {
+				// Closed on purpose, and the token revoked with it: a
+				// fresh ticket would undo the operator's kick.
+				return nil, nil, &endedError{at.policyClose}
+			}
 			at.reconnectToken = "" // expired, or the daemon restarted
 		}
 	}

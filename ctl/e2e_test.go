@@ -205,6 +205,8 @@ type viewerJSON struct {
 	ID            string `json:"id"`
 	Client        string `json:"client"`
 	Role          string `json:"role"`
+	TokenID       string `json:"tokenId"`
+	TokenParentID string `json:"tokenParentId"`
 	Subscriptions []struct {
 		Channel string `json:"channel"`
 	} `json:"subscriptions"`
@@ -478,31 +480,6 @@ watching:
 		time.Sleep(50 * time.Millisecond) // polling another process's state
 	}
 
-	// Kick the attach viewer: it reconnects and gets a snapshot.
-	var viewers []viewerJSON
-	if err := json.Unmarshal([]byte(d.mustCtl("viewers", "list", "-o", "json")), &viewers); err != nil {
-		t.Fatal(err)
-	}
-	var attachID string
-	for _, v := range viewers {
-		if v.Client == "ahpctl attach" && len(v.Subscriptions) == 1 && v.Subscriptions[0].Channel == "ahp-terminal:/sh" && v.Role == "control" {
-			attachID = v.ID
-		}
-	}
-	if attachID == "" {
-		t.Fatalf("viewers list -o json = %+v, want the attach viewer", viewers)
-	}
-	d.mustCtl("viewers", "kick", attachID, "--reason", "test kick")
-	if e := waitEvent("viewer.kicked", "viewer", attachID); e["detail"] != "test kick" {
-		t.Fatalf("viewer.kicked = %v", e)
-	}
-	pos = screen.waitFor(t, pos, regexp.MustCompile(`reconnecting`))
-	pos = screen.waitFor(t, pos, regexp.MustCompile(`\x1bc`)) // the snapshot's full reset
-	if _, err := f.Write([]byte("echo a''gain\r")); err != nil {
-		t.Fatal(err)
-	}
-	pos = screen.waitFor(t, pos, regexp.MustCompile(`\r\nagain\r\n`))
-
 	// Detach with Ctrl-] d.
 	if _, err := f.Write([]byte{0x1d, 'd'}); err != nil {
 		t.Fatal(err)
@@ -517,6 +494,57 @@ watching:
 		t.Fatalf("attach did not exit after Ctrl-] d; output:\n%q", screen.String())
 	}
 	screen.waitFor(t, pos, regexp.MustCompile(`\[detached from ahp-terminal:/sh\]`))
+
+	// Attach again and kick it: it does not come back (its reconnect token
+	// is revoked) and says why.
+	cmd = exec.Command(d.ahpctl, "--control", d.control, "attach", "ahp-terminal:/sh")
+	f2, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Close()
+	screen = newPTYScreen(f2)
+	attachDone = make(chan error, 1)
+	go func() { attachDone <- cmd.Wait() }()
+	pos = screen.waitFor(t, 0, regexp.MustCompile(`PROMPT> `))
+	var viewers []viewerJSON
+	var attachID string
+	deadline = time.Now().Add(20 * time.Second)
+	for attachID == "" {
+		if err := json.Unmarshal([]byte(d.mustCtl("viewers", "list", "-o", "json")), &viewers); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range viewers {
+			if v.Client == "ahpctl attach" && len(v.Subscriptions) == 1 && v.Subscriptions[0].Channel == "ahp-terminal:/sh" && v.Role == "control" {
+				attachID = v.ID
+				// The ticket's connection holds the reconnect token derived from it.
+				if !strings.HasPrefix(v.TokenID, "tok-") || !strings.HasPrefix(v.TokenParentID, "tok-") || v.TokenID == v.TokenParentID {
+					t.Fatalf("attach viewer's token = %q from %q, want a reconnect token id and its ticket's", v.TokenID, v.TokenParentID)
+				}
+			}
+		}
+		if attachID == "" && time.Now().After(deadline) {
+			t.Fatalf("viewers list -o json = %+v, want the second attach viewer", viewers)
+		}
+		time.Sleep(50 * time.Millisecond) // polling another process's state
+	}
+	if table := d.mustCtl("viewers", "list"); !strings.Contains(table, "TOKEN") || !strings.Contains(table, "(from tok-") {
+		t.Fatalf("viewers list table lacks the token column:\n%s", table)
+	}
+	d.mustCtl("viewers", "kick", attachID, "--reason", "test kick")
+	if e := waitEvent("viewer.kicked", "viewer", attachID); e["detail"] != "test kick" {
+		t.Fatalf("viewer.kicked = %v", e)
+	}
+	select {
+	case err := <-attachDone:
+		if err == nil {
+			t.Fatalf("attach exited 0 after a kick; output:\n%q", screen.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("attach did not exit after a kick (it came back?); output:\n%q", screen.String())
+	}
+	screen.waitFor(t, pos, regexp.MustCompile(`test kick.*not reconnecting`))
 
 	// Kicking a plain WebSocket viewer closes it with 1008 and the reason.
 	tok := strings.TrimSpace(d.mustCtl("token", "create", "--role", "view"))

@@ -120,6 +120,8 @@ type viewerView struct {
 	Remote               string             `json:"remoteAddress"`
 	Client               string             `json:"client"`
 	Role                 string             `json:"role"`
+	Token                string             `json:"tokenId,omitempty"`
+	TokenParent          string             `json:"tokenParentId,omitempty"`
 	Opened               time.Time          `json:"opened"`
 	Initialized          bool               `json:"initialized"`
 	FramesIn             int64              `json:"framesIn"`
@@ -136,6 +138,7 @@ func toViewerView(v *ahpv1.Viewer) viewerView {
 		ID: v.Id, Remote: v.RemoteAddress, Client: v.Client, Role: roleName(v.Role), Opened: v.OpenTime.AsTime(), Initialized: v.Initialized,
 		FramesIn: v.FramesIn, BytesIn: v.BytesIn, MessagesOut: v.MessagesOut, BytesOut: v.BytesOut, Resets: v.Resets,
 		DroppedNotifications: v.DroppedNotifications, Subscriptions: []subscriptionView{},
+		Token: v.TokenId, TokenParent: v.TokenParentId,
 	}
 	for _, s := range v.Subscriptions {
 		out.Subscriptions = append(out.Subscriptions, subscriptionView{
@@ -250,9 +253,18 @@ func (a *app) printChannels(views []channelView) error {
 }
 
 func (a *app) printViewers(views []viewerView) error {
-	tw := a.table("ID", "CLIENT", "ROLE", "REMOTE", "AGE", "SUBS", "BYTES OUT", "BYTES IN", "RESETS")
+	tw := a.table("ID", "CLIENT", "ROLE", "TOKEN", "REMOTE", "AGE", "SUBS", "BYTES OUT", "BYTES IN", "RESETS")
 	for _, v := range views {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", v.ID, dash(v.Client), v.Role, v.Remote,
+		token := v.Token
+		switch {
+		case !v.Initialized:
+			token = "-"
+		case token == "":
+			token = "admin"
+		case v.TokenParent != "":
+			token += " (from " + v.TokenParent + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", v.ID, dash(v.Client), v.Role, token, v.Remote,
 			time.Since(v.Opened).Round(time.Second), len(v.Subscriptions), v.BytesOut, v.BytesIn, v.Resets)
 	}
 	if err := tw.Flush(); err != nil {

@@ -510,7 +510,7 @@ func toViewer(v ViewerInfo) *ahpv1.Viewer {
 	p := &ahpv1.Viewer{
 		Id: v.ID, RemoteAddress: v.Remote, Client: v.Client, OpenTime: timestamppb.New(v.Opened), Initialized: v.Initialized,
 		FramesIn: v.FramesIn, BytesIn: v.BytesIn, MessagesOut: v.FramesOut, BytesOut: v.BytesOut,
-		Resets: v.Resets, DroppedNotifications: v.Dropped,
+		Resets: v.Resets, DroppedNotifications: v.Dropped, TokenId: v.Token, TokenParentId: v.TokenParent,
 	}
 	if v.Initialized {
 		p.Role = ahpv1.Role_ROLE_VIEW

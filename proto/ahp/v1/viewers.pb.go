@@ -53,6 +53,14 @@ type Viewer struct {
 	DroppedNotifications int64 `protobuf:"varint,12,opt,name=dropped_notifications,json=droppedNotifications,proto3" json:"dropped_notifications,omitempty"`
 	// subscriptions are the live subscriptions, ordered by id.
 	Subscriptions []*Subscription `protobuf:"bytes,13,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	// token_id is the id (never the secret) of the token the connection
+	// authenticated with; for a connection opened with a single-use ticket,
+	// its reconnect token. Empty before initialize and for the admin token.
+	// `ahpctl token revoke` with it closes the connection.
+	TokenId string `protobuf:"bytes,14,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// token_parent_id is, for a reconnect token, the ticket it was derived
+	// from (revoking the ticket revokes it too).
+	TokenParentId string `protobuf:"bytes,15,opt,name=token_parent_id,json=tokenParentId,proto3" json:"token_parent_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -176,6 +184,20 @@ func (x *Viewer) GetSubscriptions() []*Subscription {
 		return x.Subscriptions
 	}
 	return nil
+}
+
+func (x *Viewer) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *Viewer) GetTokenParentId() string {
+	if x != nil {
+		return x.TokenParentId
+	}
+	return ""
 }
 
 // Subscription is one delivery generation on one channel (PROTOCOL.md §3).
@@ -488,7 +510,7 @@ var File_ahp_v1_viewers_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_viewers_proto_rawDesc = "" +
 	"\n" +
-	"\x14ahp/v1/viewers.proto\x12\x06ahp.v1\x1a\x13ahp/v1/tokens.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd5\x03\n" +
+	"\x14ahp/v1/viewers.proto\x12\x06ahp.v1\x1a\x13ahp/v1/tokens.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x98\x04\n" +
 	"\x06Viewer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
 	"\x0eremote_address\x18\x02 \x01(\tR\rremoteAddress\x12\x16\n" +
@@ -503,7 +525,9 @@ const file_ahp_v1_viewers_proto_rawDesc = "" +
 	" \x01(\x03R\bbytesOut\x12\x16\n" +
 	"\x06resets\x18\v \x01(\x03R\x06resets\x123\n" +
 	"\x15dropped_notifications\x18\f \x01(\x03R\x14droppedNotifications\x12:\n" +
-	"\rsubscriptions\x18\r \x03(\v2\x14.ahp.v1.SubscriptionR\rsubscriptions\"\xce\x02\n" +
+	"\rsubscriptions\x18\r \x03(\v2\x14.ahp.v1.SubscriptionR\rsubscriptions\x12\x19\n" +
+	"\btoken_id\x18\x0e \x01(\tR\atokenId\x12&\n" +
+	"\x0ftoken_parent_id\x18\x0f \x01(\tR\rtokenParentId\"\xce\x02\n" +
 	"\fSubscription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\tR\achannel\x12\x1d\n" +
