@@ -80,7 +80,7 @@ func TestMaxTerminals(t *testing.T) {
 		}
 	}
 	_, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "c"})
-	wantCode(t, err, codes.ResourceExhausted, "at most 2 terminals (maxTerminals)")
+	wantCode(t, err, codes.ResourceExhausted, "too many: 2 terminals (maxTerminals, the maximum); close one first")
 	if _, err := h.srv.CreateTerminal(daemon.TerminalSpec{ID: "c"}); !errors.Is(err, daemon.ErrTooMany) {
 		t.Fatalf("CreateTerminal beyond the limit: %v, want ErrTooMany", err)
 	}

@@ -188,7 +188,7 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 	// CloseChannel (or here on failure).
 	if max := s.Limits().MaxTerminals; s.terminals.Add(1) > int64(max) {
 		s.terminals.Add(-1)
-		return nil, fmt.Errorf("%w: limit exceeded: at most %d terminals (maxTerminals); close one first", ErrTooMany, max)
+		return nil, fmt.Errorf("%w: %d terminals (maxTerminals, the maximum); close one first", ErrTooMany, max)
 	}
 	t, err := s.newTerminal(spec, s.Limits().TerminalViewerBacklog, s.log)
 	if err != nil {
