@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/internal/testbin"
 )
 
@@ -289,4 +292,39 @@ func TestStartupLink(t *testing.T) {
 			t.Errorf("no link on the terminal:\n%s", out)
 		}
 	})
+}
+
+// TestNewRefusesUnsafeToken: daemon.New (ahpd in-process, as embedders
+// use it) applies the same checks through LoadTokens.
+func TestNewRefusesUnsafeToken(t *testing.T) {
+	state := t.TempDir()
+	tok := filepath.Join(state, "admin.token")
+	if err := os.WriteFile(tok, []byte("ahp_plantedplantedplantedplanted\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tok, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := daemon.Config{Listen: "127.0.0.1:0", StateDir: state, NoDefaultTerminal: true}
+	_, err := daemon.New(cfg, daemon.Options{Logger: log})
+	if want := "chmod 600 " + tok; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("New with a 0640 token: %v; want an error naming %q", err, want)
+	}
+	if err := os.Chmod(tok, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := daemon.New(cfg, daemon.Options{Logger: log})
+	if err != nil {
+		t.Fatalf("New with a 0600 token: %v", err)
+	}
+	if _, err := srv.Tokens().Authenticate("ahp_plantedplantedplantedplanted"); err != nil {
+		t.Fatalf("the token from the file is not the admin token: %v", err)
+	}
+	if err := os.Chmod(state, 0o707); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := daemon.New(cfg, daemon.Options{Logger: log}); err == nil || !strings.Contains(err.Error(), "chmod 700 "+state) {
+		t.Fatalf("New on a world-writable state dir: %v; want an error naming chmod 700", err)
+	}
 }
