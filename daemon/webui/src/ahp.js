@@ -870,6 +870,14 @@ export class Client extends Emitter {
           (err instanceof ClosedError && err.closeCode === 1008)) {
         this.options.credentials.rejected(err);
         this._stopped = true;
+        const ended = this._policyClose;
+        this._policyClose = null;
+        if (ended != null) {
+          // The host closed the session with 1008 (a kick, a revoked or
+          // expired token) and refuses the reconnect token since: show
+          // the host's reason, not the refusal.
+          return this._setState({ state: 'closed', attempt, error: 'ended', closeCode: 1008, closeReason: ended });
+        }
         return this._setState({ state: 'closed', attempt, error: 'unauthorized', closeReason: err.message });
       }
       return this._retry(attempt + 1, err);
@@ -880,10 +888,14 @@ export class Client extends Emitter {
     }
     this.options.credentials.accepted(session.initializeResult);
     this.session = session;
+    this._policyClose = null;
     session.on('close', (info) => {
       // Subscriptions ended with the session (their onEnd ran); the next
       // session re-subscribes every attachment.
       if (this.session === session) this.session = null;
+      // A 1008 may be transient (an output stall): reconnect once; if the
+      // credential is then refused, the 1008's reason is what ended it.
+      this._policyClose = info.code === 1008 ? info.reason : null;
       if (!this._stopped) this._retry(1, new ClosedError(info.code, info.reason));
     });
     this._setState({ state: 'connected', attempt: 0, role: session.role });

@@ -147,6 +147,29 @@ test('a refused credential stops reconnecting and is forgotten', async () => {
   assert.equal(creds.token(), null);
 });
 
+test('a kick (1008, then the reconnect token refused) ends with the host\'s reason', async () => {
+  const creds = new CredentialStore(memStorage());
+  creds.takeFromLocation(fakeLocation('#ticket=TICKET-K'), fakeHistory());
+  const { client, timers, states } = newClient(creds);
+  client.start();
+  const { ws: ws1 } = await hostAccept({ reconnectToken: 'RECONNECT-K' });
+  ws1.hostClose(1008, 'shift over');
+  assert.equal(states.at(-1).state, 'reconnecting');
+  timers.at(-1).f();
+  const ws2 = lastSocket();
+  ws2.open();
+  const [init] = ws2.take();
+  assert.equal(init.params.token, 'RECONNECT-K');
+  ws2.recv({ jsonrpc: '2.0', id: init.id, error: { code: ErrorCode.UNAUTHORIZED, message: 'unauthorized: unknown, used or revoked token' } });
+  await tick();
+  const s = states.at(-1);
+  assert.equal(s.state, 'closed');
+  assert.equal(s.error, 'ended');
+  assert.equal(s.closeCode, 1008);
+  assert.equal(s.closeReason, 'shift over');
+  assert.equal(timers.length, 1, 'no further retry');
+});
+
 test('without a credential the client does not connect', () => {
   const n = FakeSocket.instances.length;
   const { client, states } = newClient(new CredentialStore(memStorage()));
