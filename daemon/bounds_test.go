@@ -56,10 +56,10 @@ func TestPartialInputBound(t *testing.T) {
 // A watcher that does not read loses its oldest events, never blocks the
 // daemon, and is told how many it lost.
 func TestEventWatcherBound(t *testing.T) {
-	h := start(t, false, nil)
+	const n = 1000
+	h := start(t, false, func(c *daemon.Config) { c.Limits.MaxTerminals = n })
 	next, stop := h.srv.Watch()
 	defer stop()
-	const n = 1000
 	for i := 0; i < n; i++ {
 		if _, err := h.srv.CreateTerminal(daemon.TerminalSpec{}); err != nil {
 			t.Fatal(err)
