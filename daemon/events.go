@@ -7,8 +7,12 @@ import (
 
 // Event is something an operator may watch (ahpctl events).
 type Event struct {
-	Time    time.Time
-	Kind    string // channel.created, channel.exited, channel.closed, viewer.joined, viewer.left, viewer.stalled, viewer.kicked, limits.changed
+	Time time.Time
+	// Kind is channel.created, channel.exited, channel.closed,
+	// viewer.joined, viewer.left, viewer.stalled, viewer.kicked (by the
+	// operator, or because its token was revoked or expired: Detail is the
+	// close reason, e.g. "token revoked"), limits.changed.
+	Kind    string
 	Channel string
 	Viewer  string
 	Detail  string
