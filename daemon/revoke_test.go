@@ -219,3 +219,33 @@ func TestKickRevokesReconnectToken(t *testing.T) {
 		t.Fatalf("reconnect token after kick: %v, want -32001", err)
 	}
 }
+
+// A reconnect token's idle period is its ticket's TTL, capped at the
+// reconnect cap (24 h, what initialize asks for).
+func TestReconnectIdleIsTicketTTLCapped(t *testing.T) {
+	tokens := daemon.NewTokens(adminToken)
+	now := time.Now()
+	for _, tc := range []struct{ ticketTTL, want time.Duration }{
+		{time.Minute, time.Minute},
+		{48 * time.Hour, 24 * time.Hour},
+	} {
+		_, ticketID := tokens.Mint(daemon.Grant{Role: daemon.RoleView, SingleUse: true, Expires: now.Add(tc.ticketTTL)})
+		_, id := tokens.Mint(daemon.Grant{Role: daemon.RoleView, Parent: ticketID, Expires: time.Now().Add(24 * time.Hour)})
+		found := false
+		for _, ti := range tokens.List() {
+			if ti.ID != id {
+				continue
+			}
+			found = true
+			if d := ti.Grant.Idle - tc.want; d < -time.Second || d > time.Second {
+				t.Errorf("ticket TTL %v: reconnect idle %v, want %v", tc.ticketTTL, ti.Grant.Idle, tc.want)
+			}
+			if left := time.Until(ti.Grant.Expires); left > tc.want {
+				t.Errorf("ticket TTL %v: reconnect token expires in %v, want at most %v", tc.ticketTTL, left, tc.want)
+			}
+		}
+		if !found {
+			t.Fatalf("reconnect token %s not listed", id)
+		}
+	}
+}
