@@ -384,7 +384,7 @@ func (s *Server) originAllowed(r *http.Request) bool {
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !s.originAllowed(r) {
-		s.log.Warn("upgrade refused: origin not allowed", "origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
+		s.log.Warn("upgrade refused: origin not allowed", "origin", truncate(r.Header.Get("Origin"), 128), "remote", r.RemoteAddr)
 		http.Error(w, "origin not allowed", http.StatusForbidden)
 		return
 	}
