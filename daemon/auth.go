@@ -81,6 +81,9 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	ErrTokenExpired = errors.New("token expired")
 	ErrTokenRevoked = errors.New("token revoked")
+	// ErrTokenBusy: the token has as many connections as
+	// Config.MaxConnectionsPerToken allows.
+	ErrTokenBusy = errors.New("too many connections with this token")
 )
 
 // Tokens holds the admin token and the minted tokens. Secrets are kept
@@ -210,8 +213,9 @@ const maxReconnectIdle = 24 * time.Hour
 // token derived from it (minted at initialize), whose expiry is then
 // suspended while connections use it. Every successful Attach is paired
 // with a Detach of the returned grant's ID. It fails with ErrTokenRevoked
-// if the token was revoked since Authenticate.
-func (t *Tokens) Attach(g Grant) (Grant, error) {
+// if the token was revoked since Authenticate, and with ErrTokenBusy if it
+// has maxConns connections already (0: no bound).
+func (t *Tokens) Attach(g Grant, maxConns int) (Grant, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.byID[g.ID]
@@ -233,6 +237,9 @@ func (t *Tokens) Attach(g Grant) (Grant, error) {
 			return Grant{}, ErrTokenExpired
 		}
 		return Grant{}, ErrTokenRevoked
+	}
+	if maxConns > 0 && e.conns >= maxConns {
+		return Grant{}, ErrTokenBusy
 	}
 	e.conns++
 	out := e.grant

@@ -216,7 +216,13 @@ type Config struct {
 	// 1008. Default 512 MiB; at least Limits.MaxBufferedBytes. Config
 	// file key maxTotalBufferedBytes; a restart applies a change.
 	MaxTotalBufferedBytes int64
-	Limits                Limits
+	// MaxConnectionsPerToken bounds the open connections that use one
+	// token (a ticket's connections count on its reconnect token); the
+	// admin token has no bound. Past it, initialize succeeds and the
+	// connection closes with 1008. Default 64. Config file key
+	// maxConnectionsPerToken; a restart applies a change.
+	MaxConnectionsPerToken int
+	Limits                 Limits
 }
 
 func defaultStateDir() string {
@@ -252,6 +258,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxTotalBufferedBytes == 0 {
 		c.MaxTotalBufferedBytes = 512 << 20
 	}
+	if c.MaxConnectionsPerToken == 0 {
+		c.MaxConnectionsPerToken = 64
+	}
 	c.Limits = c.Limits.WithDefaults()
 	return c
 }
@@ -269,6 +278,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return err
+	}
+	if c.MaxConnectionsPerToken < 0 {
+		return fmt.Errorf("maxConnectionsPerToken: must be positive")
 	}
 	if c.MaxTotalBufferedBytes < c.Limits.MaxBufferedBytes {
 		return fmt.Errorf("maxTotalBufferedBytes: must be at least maxBufferedBytes (%d)", c.Limits.MaxBufferedBytes)

@@ -239,6 +239,18 @@ var configKeys = func() []configKey {
 			}
 			return err
 		}},
+		{name: "maxConnectionsPerToken", set: func(s *settings, e configEntry) error {
+			v, err := scalar(e)
+			if err != nil {
+				return err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("want a positive integer, got %q", v)
+			}
+			s.MaxConnectionsPerToken = n
+			return nil
+		}},
 		{name: "allowedOrigins", set: func(s *settings, e configEntry) error {
 			list := e.List
 			if !e.IsList {
@@ -700,6 +712,7 @@ func restartOnlyChanges(a, b settings) []string {
 	add("shutdownTimeout", a.ShutdownTimeout != b.ShutdownTimeout)
 	add("ticketTTL", a.TicketTTL != b.TicketTTL)
 	add("maxTotalBufferedBytes", a.MaxTotalBufferedBytes != b.MaxTotalBufferedBytes)
+	add("maxConnectionsPerToken", a.MaxConnectionsPerToken != b.MaxConnectionsPerToken)
 	add("allowedOrigins", strings.Join(a.AllowedOrigins, ",") != strings.Join(b.AllowedOrigins, ","))
 	add("allowedHosts", strings.Join(a.AllowedHosts, ",") != strings.Join(b.AllowedHosts, ","))
 	return out

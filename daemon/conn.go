@@ -414,7 +414,7 @@ func (c *conn) attachToken() error {
 	if c.grant.Admin {
 		return nil
 	}
-	g, err := c.srv.tokens.Attach(c.grant)
+	g, err := c.srv.tokens.Attach(c.grant, c.srv.cfg.MaxConnectionsPerToken)
 	if err != nil {
 		return c.tokenEnded(err)
 	}
@@ -442,6 +442,9 @@ func (c *conn) checkToken() error {
 
 // tokenEnded is the close for a revoked or expired token.
 func (c *conn) tokenEnded(err error) error {
+	if errors.Is(err, ErrTokenBusy) {
+		return closeWith(websocket.StatusPolicyViolation, "too many connections with this token (maxConnectionsPerToken %d)", c.srv.cfg.MaxConnectionsPerToken)
+	}
 	reason := "token revoked"
 	if errors.Is(err, ErrTokenExpired) {
 		reason = "token expired"

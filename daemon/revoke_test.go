@@ -249,3 +249,35 @@ func TestReconnectIdleIsTicketTTLCapped(t *testing.T) {
 		}
 	}
 }
+
+// A token has at most maxConnectionsPerToken connections open: the next
+// one closes with 1008 naming the limit, and a place freed is usable
+// again. The admin token has no bound.
+func TestMaxConnectionsPerToken(t *testing.T) {
+	h := start(t, false, func(c *daemon.Config) { c.MaxConnectionsPerToken = 2 })
+	secret, _, err := h.srv.CreateToken(daemon.TokenRequest{Role: daemon.RoleView})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := h.dial(secret)
+	h.dial(secret)
+	const reason = "too many connections with this token (maxConnectionsPerToken 2)"
+	third, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: secret})
+	if err != nil {
+		if !strings.Contains(err.Error(), reason) {
+			t.Fatalf("third connection: %v, want a close with %q", err, reason)
+		}
+	} else {
+		defer third.Close()
+		closedWith(t, third, 5*time.Second, reason)
+	}
+	first.Close()
+	waitUntil(t, 5*time.Second, "first connection gone", func() bool { return h.srv.ConnectionCount() == 1 })
+	again := h.dial(secret)
+	if err := again.Call(ctxT(t), "channels/list", map[string]any{}, nil); err != nil {
+		t.Fatalf("a connection after one closed: %v", err)
+	}
+	for range 3 {
+		h.dial(adminToken)
+	}
+}
