@@ -52,11 +52,12 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 }
 
 type metricsDaemon struct {
-	p     *daemonProc
-	base  string
-	terms ahpv1.TerminalServiceClient
-	chans ahpv1.ChannelServiceClient
-	uri   string
+	p      *daemonProc
+	base   string
+	terms  ahpv1.TerminalServiceClient
+	chans  ahpv1.ChannelServiceClient
+	tokens ahpv1.TokenServiceClient
+	uri    string
 }
 
 func startMetricsDaemon(t *testing.T, bin, env string) *metricsDaemon {
@@ -77,7 +78,8 @@ func startMetricsDaemon(t *testing.T, bin, env string) *metricsDaemon {
 	msg, _ := ns.await(t, "READY=1", 30*time.Second)
 	base, control := readyAddrs(t, msg)
 	cc := grpcConn(t, control)
-	return &metricsDaemon{p: p, base: base, terms: ahpv1.NewTerminalServiceClient(cc), chans: ahpv1.NewChannelServiceClient(cc)}
+	return &metricsDaemon{p: p, base: base, terms: ahpv1.NewTerminalServiceClient(cc), chans: ahpv1.NewChannelServiceClient(cc),
+		tokens: ahpv1.NewTokenServiceClient(cc)}
 }
 
 func (d *metricsDaemon) flood(t *testing.T) {
