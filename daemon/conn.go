@@ -365,11 +365,10 @@ func (c *conn) run(ctx context.Context) error {
 // subscription of this connection waits for room in it, else nil (a nil
 // channel never fires in the run loop's select).
 func (c *conn) sharedFreed() <-chan struct{} {
-	b := c.srv.budget
-	if !c.sender.Starved() || b.Left() >= flow.MinPullSize {
+	if !c.sender.SharedStarved() {
 		return nil
 	}
-	return b.Freed()
+	return c.srv.budget.Freed()
 }
 
 func (c *conn) drainWakes() {

@@ -39,23 +39,46 @@ func (b *Budget) Left() int64 {
 	return max(0, b.max-b.used)
 }
 
-// Freed returns a channel that is closed the next time bytes are returned
-// while the budget is not spent. Owners of Senders with starved streams
-// wait on it, then call Sender.WakeStarved.
+// Freed returns a channel that is closed once the budget has room for a
+// message again (MinPullSize): at once if it has now. Owners of Senders
+// whose streams were refused for it wait on it, then call
+// Sender.WakeStarved.
 func (b *Budget) Freed() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.max-b.used >= MinPullSize {
+		return closedChan
+	}
 	if b.freed == nil {
 		b.freed = make(chan struct{})
 	}
 	return b.freed
 }
 
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// reserve takes up to want bytes, but only if at least floor are left;
+// it returns what it took (0 for nothing).
+func (b *Budget) reserve(want, floor int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := min(want, b.max-b.used)
+	if n < floor || n <= 0 {
+		return 0
+	}
+	b.used += n
+	return n
+}
+
 func (b *Budget) add(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used += n
-	if n < 0 && b.freed != nil && b.used < b.max {
+	if n < 0 && b.freed != nil && b.max-b.used >= MinPullSize {
 		close(b.freed)
 		b.freed = nil
 	}

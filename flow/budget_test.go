@@ -1,8 +1,11 @@
 package flow_test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -123,5 +126,64 @@ func TestSharedBudget(t *testing.T) {
 	}
 	if c.Starved() {
 		t.Error("c still starved after it started a message")
+	}
+}
+
+// TestSharedBudgetConcurrent: Senders on their own goroutines, woken
+// through Budget.Freed as connections are, never take more than the
+// shared budget together (a reservation is made before the Source is
+// pulled), and none is left starved.
+func TestSharedBudgetConcurrent(t *testing.T) {
+	const total, senders, streams = 128 << 10, 4, 8
+	b := flow.NewBudget(total)
+	lim := limits(64<<20, 16<<10, 64<<10)
+	errs := make(chan string, senders)
+	var wg sync.WaitGroup
+	for g := range senders {
+		s := newSender(t, flow.SenderConfig{Shared: b})
+		for i := range streams {
+			s.Wake(open(t, s, fmt.Sprintf("s%d-%d", g, i), &sizedSource{}, lim))
+		}
+		wg.Go(func() {
+			finals := 0
+			for finals < 200 {
+				buf, err := s.Next(nil)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				if used := b.Used(); used > total {
+					errs <- fmt.Sprintf("shared budget used %d > %d", used, total)
+					return
+				}
+				if buf == nil {
+					if !s.SharedStarved() {
+						errs <- "Next handed out nothing, and nothing waits for the shared budget"
+						return
+					}
+					select {
+					case <-b.Freed():
+						s.WakeStarved()
+					case <-time.After(10 * time.Second):
+						errs <- "starved: Freed never fired"
+						return
+					}
+					continue
+				}
+				var f flow.Frame
+				if flow.DecodeFrame(buf, &f) == nil && f.Final {
+					finals++
+				}
+				s.Written(len(buf))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if used := b.Used(); used > total {
+		t.Errorf("Used() = %d at the end, want ≤ %d", used, total)
 	}
 }

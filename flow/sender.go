@@ -3,6 +3,7 @@ package flow
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -188,8 +189,9 @@ type Sender struct {
 	inflightFrames int
 	inflightBytes  int64
 
-	active  int64     // sum of the streams' activeSize (SenderConfig.ActiveBytes)
-	starved []*Stream // streams refused for the budget, woken when it frees
+	active        int64     // sum of the streams' activeSize (SenderConfig.ActiveBytes)
+	starved       []*Stream // streams refused for the budget, woken when it frees
+	sharedStarved bool      // a refusal since the last WakeStarved was the shared Budget's
 }
 
 // NewSender returns a Sender; cfg is validated and defaulted.
@@ -258,6 +260,10 @@ func (s *Sender) Close(st *Stream) {
 	}
 	st.closed = true
 	s.unlink(st)
+	if st.starved {
+		st.starved = false
+		s.starved = slices.DeleteFunc(s.starved, func(w *Stream) bool { return w == st })
+	}
 	s.release(st)
 	s.n--
 }
@@ -266,31 +272,43 @@ func (s *Sender) Close(st *Stream) {
 // yet fully handed out (see SenderConfig.ActiveBytes).
 func (s *Sender) Active() int64 { return s.active }
 
-// budgetLeft returns what a new data message may take now, or 0 when none
-// may start (the budget is spent).
-func (s *Sender) budgetLeft(want int64) int64 {
-	left := want
+// reserve returns what a new data message may take now, or 0 when none
+// may start (the budget is spent). What it returns is reserved in the
+// shared Budget, so that Senders of other goroutines cannot spend it
+// meanwhile; take or unreserve settles it.
+func (s *Sender) reserve(want int64) int64 {
+	left, floor := want, min(want, MinPullSize)
 	if s.cfg.ActiveBytes > 0 {
 		left = min(left, s.cfg.ActiveBytes-s.active)
 	}
-	if s.cfg.Shared != nil {
-		left = min(left, s.cfg.Shared.Left())
-	}
-	if left < min(want, MinPullSize) {
+	if left < floor {
 		return 0
+	}
+	if s.cfg.Shared != nil {
+		if left = s.cfg.Shared.reserve(left, floor); left == 0 {
+			s.sharedStarved = true
+		}
 	}
 	return left
 }
 
-// take counts st's new data message of size in the budget.
-func (s *Sender) take(st *Stream, size int64) {
+// unreserve returns a reservation that started no data message.
+func (s *Sender) unreserve(reserved int64) {
+	if s.cfg.Shared != nil && reserved > 0 {
+		s.cfg.Shared.add(-reserved)
+	}
+}
+
+// take counts st's new data message of size in the budget, in place of
+// the reservation made for it (a replayed message has none).
+func (s *Sender) take(st *Stream, size, reserved int64) {
 	if s.cfg.ActiveBytes == 0 && s.cfg.Shared == nil {
 		return
 	}
 	st.activeSize = size
 	s.active += size
-	if s.cfg.Shared != nil {
-		s.cfg.Shared.add(size)
+	if s.cfg.Shared != nil && size != reserved {
+		s.cfg.Shared.add(size - reserved)
 	}
 }
 
@@ -311,10 +329,17 @@ func (s *Sender) release(st *Stream) {
 // Starved reports whether a stream waits for room in the budget.
 func (s *Sender) Starved() bool { return len(s.starved) > 0 }
 
+// SharedStarved reports whether a stream was refused for the shared
+// Budget since the last WakeStarved: the owner then waits for
+// Budget.Freed and calls WakeStarved. (A stream refused for the
+// connection's own budget is woken by the Sender itself.)
+func (s *Sender) SharedStarved() bool { return s.sharedStarved && len(s.starved) > 0 }
+
 // WakeStarved wakes every stream refused for the budget. The Sender does
 // so itself when its own messages finish; its owner calls it when a
 // shared Budget frees (Budget.Freed).
 func (s *Sender) WakeStarved() {
+	s.sharedStarved = false
 	if len(s.starved) == 0 {
 		return
 	}
@@ -543,12 +568,25 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 			var got bool
 			want := st.win.PullSize()
 			allowed := st.win.MayStart()
+			reserved := int64(0)
 			if allowed {
-				if want = s.budgetLeft(want); want == 0 {
-					allowed, want = false, st.win.PullSize()
+				if reserved = s.reserve(want); reserved == 0 {
+					allowed = false
+				} else {
+					want = reserved
 				}
 			}
 			m, got = st.src.Pull(allowed, want)
+			if got && m.Class == Data {
+				size := m.Size
+				if size == 0 {
+					size = UTF16Len(m.Text)
+					m.Size = size
+				}
+				s.take(st, size, reserved)
+			} else {
+				s.unreserve(reserved)
+			}
 			if !got {
 				if !allowed && st.win.MayStart() && !st.starved {
 					// Refused for the budget, not the window: nothing
@@ -581,8 +619,8 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 		if err := st.frag.Reset(st.channel, st.id, id, m.Text, st.win.limits.MaximumFrameBytes); err != nil {
 			return nil, 0, false, err
 		}
-		if m.Class == Data {
-			s.take(st, size)
+		if replay && m.Class == Data {
+			s.take(st, size, 0)
 		}
 		if !replay {
 			if st.journal != nil {
