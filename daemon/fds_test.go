@@ -11,8 +11,6 @@ import (
 	"time"
 
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
-
-	"github.com/ahp-dev/ahpd/internal/testbin"
 )
 
 // TestShellsInheritNoDescriptors starts the ahpd binary with descriptors
@@ -21,13 +19,7 @@ import (
 // in a terminal: it sees 0, 1, 2 and its own directory's descriptor, 3
 // (issue 12 §5).
 func TestShellsInheritNoDescriptors(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ahpd binary")
-	}
-	bin := t.TempDir()
-	if err := testbin.Build(bin, raceEnabled, "github.com/ahp-dev/ahpd/cmd/ahpd"); err != nil {
-		t.Fatal(err)
-	}
+	bin := buildBins(t, raceEnabled)
 	dir := t.TempDir()
 	leak, err := os.Create(filepath.Join(dir, "leaked-file"))
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
-	"github.com/ahp-dev/ahpd/internal/testbin"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -28,13 +27,7 @@ import (
 // from the limits, and a viewer of another terminal on another connection
 // keeps receiving meanwhile.
 func TestMemoryBudgetUnderAttack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ahpd binary")
-	}
-	bin := t.TempDir()
-	if err := testbin.Build(bin, false, testbin.Commands[0]); err != nil {
-		t.Fatal(err)
-	}
+	bin := buildBins(t, false)
 	for _, tc := range []struct {
 		name        string
 		conns, subs int

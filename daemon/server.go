@@ -515,22 +515,6 @@ func (s *Server) isClosing() bool {
 	return s.closing
 }
 
-// Kick closes a connection with 1008 and reason.
-func (s *Server) Kick(connID, reason string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
-		if c.id == connID {
-			select {
-			case c.kick <- reason:
-			default:
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %s", ErrViewerNotFound, connID)
-}
-
 // Serve serves HTTP on ln until ctx is cancelled, then shuts down: every
 // connection closes with 1001, terminals are hung up, and Serve returns
 // within the shutdown timeout.

@@ -17,7 +17,6 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/ahp-dev/ahpd/daemon"
-	"github.com/ahp-dev/ahpd/internal/testbin"
 )
 
 // TestStateDirTrust runs the real ahpd on state directories that another
@@ -25,13 +24,7 @@ import (
 // naming the path and the fix, and a second ahpd on a state directory in
 // use is refused while the first runs.
 func TestStateDirTrust(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ahpd binary")
-	}
-	bin := t.TempDir()
-	if err := testbin.Build(bin, raceEnabled, testbin.Commands[0]); err != nil {
-		t.Fatal(err)
-	}
+	bin := buildBins(t, raceEnabled)
 	ahpd := filepath.Join(bin, "ahpd")
 	// refused runs ahpd on state and wants exit 1 with each of wants in
 	// stderr.
@@ -186,13 +179,7 @@ func TestStateDirTrust(t *testing.T) {
 // stderr is a terminal, and only logged as "ahpctl open" otherwise (a log
 // file is read by others), unless --print-link asks for it.
 func TestStartupLink(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ahpd binary")
-	}
-	bin := t.TempDir()
-	if err := testbin.Build(bin, raceEnabled, testbin.Commands[0]); err != nil {
-		t.Fatal(err)
-	}
+	bin := buildBins(t, raceEnabled)
 	start := func(t *testing.T, dir string, extra ...string) *exec.Cmd {
 		args := append([]string{"--config", "none", "--listen", "127.0.0.1:0",
 			"--state-dir", filepath.Join(dir, "state"), "--control", filepath.Join(dir, "c.sock")}, extra...)

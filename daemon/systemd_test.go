@@ -29,20 +29,12 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
-
-	"github.com/ahp-dev/ahpd/internal/testbin"
 )
 
 // TestSystemd builds ahpd and ahpctl once (with -race when the tests run
 // with it) and runs each scenario against the binaries.
 func TestSystemd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ahpd binary")
-	}
-	bin := t.TempDir()
-	if err := testbin.Build(bin, raceEnabled, testbin.Commands...); err != nil {
-		t.Fatal(err)
-	}
+	bin := buildBins(t, raceEnabled)
 	t.Run("NotifyReadyWatchdogStopping", func(t *testing.T) { testNotifyReadyWatchdogStopping(t, bin) })
 	t.Run("SocketActivation", func(t *testing.T) { testSocketActivation(t, bin) })
 	t.Run("SocketActivationRefusesUnsafe", func(t *testing.T) { testSocketActivationRefusesUnsafe(t, bin) })
