@@ -31,6 +31,12 @@ var Version = "dev"
 // Subprotocol is the WebSocket subprotocol of AHP/1.
 const Subprotocol = "ahp.v1"
 
+// sharedFloor is what each connection may have in started messages
+// beyond maxTotalBufferedBytes (flow.SenderConfig.SharedFloor): while
+// bulk viewers hold the daemon's total, another connection's echo and
+// small updates still go out at once.
+const sharedFloor = 64 << 10
+
 // ReconnectTokenTTL returns the lifetime of the token given to a viewer
 // that authenticated with a single-use ticket.
 func (c Config) ReconnectTokenTTL() time.Duration { return 24 * time.Hour }
@@ -446,6 +452,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		ControlBytes: control,
 		ActiveBytes:  limits.MaxBufferedBytes - control,
 		Shared:       s.budget,
+		SharedFloor:  sharedFloor,
 	})
 	if err != nil {
 		_ = ws.Close(websocket.StatusInternalError, "internal error")

@@ -187,3 +187,27 @@ func TestSharedBudgetConcurrent(t *testing.T) {
 		t.Errorf("Used() = %d at the end, want ≤ %d", used, total)
 	}
 }
+
+// TestSharedFloor: with the shared budget spent by another Sender, a
+// Sender with a SharedFloor still starts a message up to the floor.
+func TestSharedFloor(t *testing.T) {
+	b := flow.NewBudget(64 << 10)
+	lim := limits(64<<20, 16<<10, 64<<10)
+	a := newSender(t, flow.SenderConfig{Shared: b})
+	a.Wake(open(t, a, "a", &sizedSource{}, lim))
+	if _, ok := next(t, a); !ok || b.Left() != 0 {
+		t.Fatalf("a did not spend the budget: Left() = %d", b.Left())
+	}
+	c := newSender(t, flow.SenderConfig{Shared: b, SharedFloor: 16 << 10})
+	src := &sizedSource{}
+	c.Wake(open(t, c, "c", src, lim))
+	if _, ok := next(t, c); !ok {
+		t.Fatal("c with a 16 KiB floor started nothing while the shared budget was spent")
+	}
+	if src.largest != 16<<10 || c.Active() != 16<<10 {
+		t.Fatalf("c asked for %d and holds %d, want the floor, 16 KiB", src.largest, c.Active())
+	}
+	if got := b.Used(); got != 80<<10 {
+		t.Fatalf("Used() = %d, want 80 KiB: the floor is counted in the shared budget", got)
+	}
+}

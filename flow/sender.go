@@ -47,6 +47,12 @@ type SenderConfig struct {
 	// daemon's total): a data message also needs room in it, and its
 	// size is taken from it while the message is active.
 	Shared *Budget
+	// SharedFloor is what this Sender may have active without asking
+	// Shared for room (it is still counted there): a connection whose
+	// neighbours spent the shared budget still sends small messages, an
+	// echo or a status line, at once. Shared may be exceeded by this much
+	// per Sender. Zero: none.
+	SharedFloor int64
 }
 
 func (c SenderConfig) withDefaults() SenderConfig {
@@ -86,6 +92,8 @@ func (c SenderConfig) Validate() error {
 		return &LimitError{"ControlBytes", "must not be negative"}
 	case c.ActiveBytes < 0:
 		return &LimitError{"ActiveBytes", "must not be negative"}
+	case c.SharedFloor < 0:
+		return &LimitError{"SharedFloor", "must not be negative"}
 	case c.MaxLifecycle < 0 || c.MaxLifecycle > MaxLifecycleMessages:
 		return &LimitError{"MaxLifecycle", fmt.Sprintf("must be between 0 and %d", MaxLifecycleMessages)}
 	}
@@ -284,10 +292,16 @@ func (s *Sender) reserve(want int64) int64 {
 	if left < floor {
 		return 0
 	}
-	if s.cfg.Shared != nil {
-		if left = s.cfg.Shared.reserve(left, floor); left == 0 {
-			s.sharedStarved = true
-		}
+	if s.cfg.Shared == nil {
+		return left
+	}
+	if room := s.cfg.SharedFloor - s.active; room >= floor {
+		left = min(left, room)
+		s.cfg.Shared.add(left) // counted, not checked
+		return left
+	}
+	if left = s.cfg.Shared.reserve(left, floor); left == 0 {
+		s.sharedStarved = true
 	}
 	return left
 }
