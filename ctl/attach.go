@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -151,7 +152,7 @@ func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan o
 			conn.Close()
 			at.policyClose = ""
 			var ce websocket.CloseError
-			if errors.As(conn.Err(), &ce) && ce.Code == websocket.StatusPolicyViolation {
+			if errors.As(conn.Err(), &ce) && ce.Code == websocket.StatusPolicyViolation && !transientClose(ce.Reason) {
 				at.policyClose = ce.Reason
 			}
 			var ee *exitedError
@@ -431,4 +432,18 @@ func readKeys(in io.Reader, keys chan<- []byte) {
 			return
 		}
 	}
+}
+
+// transientClose reports whether a 1008 close reason is one the daemon
+// gives for a connection's own trouble (a stall, a silent peer, a bound
+// reached, an expired token) rather than for an operator's decision (a
+// kick, a revocation): after those attach comes back with a fresh ticket
+// even when its reconnect token has gone meanwhile (a long outage).
+func transientClose(reason string) bool {
+	for _, p := range []string{"output stalled", "no pong", "too many", "daemon memory budget", "token expired"} {
+		if strings.HasPrefix(reason, p) {
+			return true
+		}
+	}
+	return false
 }
