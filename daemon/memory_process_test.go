@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,12 +58,8 @@ func testMemoryAfterLoad(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	uri := r.GetChannel().GetUri()
-	token, err := os.ReadFile(filepath.Join(filepath.Dir(d.p.cmd.Args[len(d.p.cmd.Args)-1]), "state", "admin.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
-	c, _, err := client.Dial(ctx, url, client.Options{Token: strings.TrimSpace(string(token)), Deflate: true})
+	c, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t), Deflate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,15 +147,11 @@ func testMemoryAttack(t *testing.T, bin string, conns, subs int) {
 		t.Fatal(err)
 	}
 	viewToken := tok.GetSecret()
-	token, err := os.ReadFile(filepath.Join(filepath.Dir(d.p.cmd.Args[len(d.p.cmd.Args)-1]), "state", "admin.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
 
 	// The fast viewer: another connection, another terminal, releasing
 	// everything it gets.
-	fast, _, err := client.Dial(ctx, url, client.Options{Token: strings.TrimSpace(string(token))})
+	fast, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -52,6 +53,7 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 }
 
 type metricsDaemon struct {
+	dir    string // holds state/ and the control socket
 	p      *daemonProc
 	base   string
 	terms  ahpv1.TerminalServiceClient
@@ -78,7 +80,7 @@ func startMetricsDaemon(t *testing.T, bin, env string) *metricsDaemon {
 	msg, _ := ns.await(t, "READY=1", 30*time.Second)
 	base, control := readyAddrs(t, msg)
 	cc := grpcConn(t, control)
-	return &metricsDaemon{p: p, base: base, terms: ahpv1.NewTerminalServiceClient(cc), chans: ahpv1.NewChannelServiceClient(cc),
+	return &metricsDaemon{dir: dir, p: p, base: base, terms: ahpv1.NewTerminalServiceClient(cc), chans: ahpv1.NewChannelServiceClient(cc),
 		tokens: ahpv1.NewTokenServiceClient(cc)}
 }
 
@@ -144,4 +146,14 @@ func (d *metricsDaemon) await(t *testing.T, want int, when string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// adminToken reads the daemon's admin token from its state dir.
+func (d *metricsDaemon) adminToken(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.dir, "state", "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
