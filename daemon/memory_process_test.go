@@ -101,7 +101,7 @@ func testMemoryAfterLoad(t *testing.T, bin string) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Logf("after a 256 MiB cat (%d MiB reached the viewer, snapshots standing in for the rest): live heap %.1f MiB (idle %.1f), RSS %d MiB (idle %d, peak %d)",
+	t.Logf("after a 256 MiB cat (%d MiB of it reached the viewer, snapshots stood in for any gap): live heap %.1f MiB (idle %.1f), RSS %d MiB (idle %d, peak %d)",
 		got>>20, float64(heap)/(1<<20), float64(idleHeap)/(1<<20), rss>>20, idleRSS>>20, peakRSS>>20)
 }
 

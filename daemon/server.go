@@ -86,6 +86,7 @@ type Server struct {
 	pending       atomic.Int64             // upgraded connections not yet initialized (maxPendingConnections)
 	terminals     atomic.Int64             // terminal channels in the registry or being created (maxTerminals)
 	authLog       rateLog                  // "authentication failed" lines, at most one a second
+	refuseLog     rateLog                  // refused requests and upgrades (host, origin, caps), likewise
 }
 
 // Options are the daemon's collaborators; zero fields take defaults.
@@ -297,7 +298,9 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.hostAllowed(r.Host) {
-			s.log.Warn("request refused: host not allowed", "host", truncate(r.Host, 128), "path", truncate(r.URL.Path, 128), "remote", r.RemoteAddr)
+			if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
+				s.log.Warn("request refused: host not allowed", "host", truncate(r.Host, 128), "path", truncate(r.URL.Path, 128), "remote", r.RemoteAddr, "suppressed", n)
+			}
 			http.Error(w, "host not allowed (see allowedHosts)", http.StatusMisdirectedRequest)
 			return
 		}
@@ -390,7 +393,9 @@ func (s *Server) originAllowed(r *http.Request) bool {
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !s.originAllowed(r) {
-		s.log.Warn("upgrade refused: origin not allowed", "origin", truncate(r.Header.Get("Origin"), 128), "remote", r.RemoteAddr)
+		if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
+			s.log.Warn("upgrade refused: origin not allowed", "origin", truncate(r.Header.Get("Origin"), 128), "remote", r.RemoteAddr, "suppressed", n)
+		}
 		http.Error(w, "origin not allowed", http.StatusForbidden)
 		return
 	}
@@ -402,7 +407,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// gives its count back, or the end of the connection does.
 	if max := s.Limits().MaxPendingConnections; s.pending.Add(1) > int64(max) {
 		s.pending.Add(-1)
-		s.log.Warn("upgrade refused: too many pending connections", "max", max, "remote", r.RemoteAddr)
+		if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
+			s.log.Warn("upgrade refused: too many pending connections", "max", max, "remote", r.RemoteAddr, "suppressed", n)
+		}
 		http.Error(w, fmt.Sprintf("too many pending connections (maxPendingConnections %d): try again later", max), http.StatusServiceUnavailable)
 		return
 	}
@@ -443,7 +450,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// shared budget): past it a new connection is refused, and existing
 	// ones go on as their messages finish.
 	if s.budget.Left() < flow.MinPullSize {
-		s.log.Warn("connection refused: the daemon's memory budget is spent", "maxTotalBufferedBytes", s.budget.Max())
+		if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
+			s.log.Warn("connection refused: the daemon's memory budget is spent", "maxTotalBufferedBytes", s.budget.Max(), "suppressed", n)
+		}
 		_ = ws.Close(websocket.StatusPolicyViolation, "daemon memory budget spent (maxTotalBufferedBytes); try again later")
 		return
 	}
