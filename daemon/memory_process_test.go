@@ -1,13 +1,13 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/termbench"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -39,70 +40,100 @@ func TestMemoryBudgetUnderAttack(t *testing.T) {
 	t.Run("ReturnedAfterLoad", func(t *testing.T) { testMemoryAfterLoad(t, bin) })
 }
 
-// testMemoryAfterLoad: after a 256 MiB cat to a viewer, once the viewer
-// and the terminal are gone, the live heap is back within 4 MiB of its
-// idle figure and RSS within 32 MiB, within 60 s.
+// testMemoryAfterLoad: after a 256 MiB cat to 8 viewers asking for the
+// largest limits (the daemon builds messages of up to 16 MiB for each, so
+// its heap grows to hundreds of MiB), once the viewers and the terminal
+// are gone, the live heap is back within 4 MiB of its idle figure and RSS
+// within 32 MiB. Issue 12 asks for that within 60 s; the Go runtime alone
+// gets there in about 30 s (measured with the returner disabled), the
+// daemon's memory returner in about 1 s, so the test allows 10 s.
 func testMemoryAfterLoad(t *testing.T, bin string) {
+	const viewers, within = 8, 10 * time.Second
 	d := startMetricsDaemon(t, bin, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	pid := d.p.cmd.Process.Pid
 	liveHeap := func() int64 { return int64(d.metric(t, "go_memstats_heap_alloc_bytes")) }
-	// The idle figures: a daemon that served one short-lived viewer of a
-	// small terminal, so the connection machinery has been touched once.
 	idleHeap, idleRSS := liveHeap(), vmKiB(t, pid, "VmRSS")<<10
 
 	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "cat", Command: "/bin/sh",
-		Args: []string{"-c", `sleep 0.5; yes 'the quick brown fox jumps over the lazy dog 0123456789' | head -c 268435456; printf 'ALL%sDONE\n' X; exec sleep 600`}})
+		Args: []string{"-c", `read x; yes 'the quick brown fox jumps over the lazy dog 0123456789' | head -c 268435456; printf 'ALL%sDONE\n' X; exec sleep 600`}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	uri := r.GetChannel().GetUri()
 	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
-	c, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t), Deflate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The largest limits a client may ask for: the daemon builds
-	// messages of up to 16 MiB, so its heap grows.
-	sub, err := c.Subscribe(ctx, uri, &flow.ReceiveLimits{WindowBytes: 64 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Until the end of the output (a slow viewer gets snapshots in place
-	// of some of it, so count nothing, look for the mark).
-	var got int64
-	for done := false; !done; {
-		m, err := sub.Next(ctx)
+	subs, conns := make([]*client.Sub, viewers), make([]*client.Conn, viewers)
+	for i := range subs {
+		// Without compression, the daemon keeps up with the PTY and
+		// builds the largest messages.
+		c, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t)})
 		if err != nil {
-			t.Fatalf("after %d bytes: %v", got, err)
+			t.Fatal(err)
 		}
-		got += int64(len(m.Text))
-		done = bytes.Contains(m.Text, []byte("ALLXDONE"))
-		if err := sub.Release(ctx, m); err != nil {
+		defer c.Close()
+		conns[i] = c
+		// The largest limits a client may ask for.
+		if subs[i], err = c.Subscribe(ctx, uri, &flow.ReceiveLimits{WindowBytes: 64 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 16 << 20}); err != nil {
+			t.Fatal(err)
+		}
+		if err := termbench.UntilReady(ctx, subs[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	peakRSS := vmKiB(t, pid, "VmHWM") << 10
-	c.Close()
+	if err := subs[0].Send(ctx, termbench.Input("\r")); err != nil {
+		t.Fatal(err)
+	}
+	// Until the end of the output (a slow viewer gets snapshots in place
+	// of some of it, so count nothing, look for the mark), while sampling
+	// the daemon's RSS.
+	errs := make(chan error, viewers)
+	var got atomic.Int64
+	for _, sub := range subs {
+		go func() {
+			n, _, err := termbench.Drain(ctx, sub, "ALLXDONE")
+			got.Add(n)
+			errs <- err
+		}()
+	}
+	var peakRSS int64
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for n := 0; n < viewers; {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("a viewer, after %d bytes in all: %v", got.Load(), err)
+			}
+			n++
+		case <-tick.C:
+			peakRSS = max(peakRSS, vmKiB(t, pid, "VmRSS")<<10)
+		}
+	}
+	if peakRSS <= idleRSS+32<<20 {
+		t.Fatalf("the load took RSS only from %d to %d MiB: it does not test the return (want a peak above idle + 32 MiB)", idleRSS>>20, peakRSS>>20)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
 	if _, err := d.chans.CloseChannel(ctx, &ahpv1.CloseChannelRequest{Channel: uri}); err != nil {
 		t.Fatal(err)
 	}
+	closed := time.Now()
 	var heap, rss int64
-	deadline := time.Now().Add(60 * time.Second)
 	for {
 		heap, rss = liveHeap(), vmKiB(t, pid, "VmRSS")<<10
 		if heap <= idleHeap+4<<20 && rss <= idleRSS+32<<20 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("60 s after the load: live heap %.1f MiB (idle %.1f), RSS %d MiB (idle %d, peak %d); want within 4 and 32 MiB of idle",
-				float64(heap)/(1<<20), float64(idleHeap)/(1<<20), rss>>20, idleRSS>>20, peakRSS>>20)
+		if time.Since(closed) > within {
+			t.Fatalf("%v after the load: live heap %.1f MiB (idle %.1f), RSS %d MiB (idle %d, peak %d); want within 4 and 32 MiB of idle",
+				within, float64(heap)/(1<<20), float64(idleHeap)/(1<<20), rss>>20, idleRSS>>20, peakRSS>>20)
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 	}
-	t.Logf("after a 256 MiB cat (%d MiB of it reached the viewer, snapshots stood in for any gap): live heap %.1f MiB (idle %.1f), RSS %d MiB (idle %d, peak %d)",
-		got>>20, float64(heap)/(1<<20), float64(idleHeap)/(1<<20), rss>>20, idleRSS>>20, peakRSS>>20)
+	t.Logf("after a 256 MiB cat to %d viewers (%d MiB reached them; snapshots stood in for any gap): back near idle %v after the terminal closed: live heap %.1f MiB (idle %.1f), RSS %d MiB (idle %d, peak %d)",
+		viewers, got.Load()>>20, time.Since(closed).Round(100*time.Millisecond), float64(heap)/(1<<20), float64(idleHeap)/(1<<20), rss>>20, idleRSS>>20, peakRSS>>20)
 }
 
 func testMemoryAttack(t *testing.T, bin string, conns, subs int) {

@@ -11,7 +11,10 @@
 //     from binary WebSocket messages by a Go process of its own;
 //   - echo against a C relay as well (floor.go, testdata/crelay.c), the
 //     floor of any relay process, when the machine has a C compiler;
-//   - fan-out: the same `cat` to 8 viewers, each on a connection of its own.
+//   - fan-out: the same `cat` to 8 viewers, each on a connection of its own;
+//   - memory after load (memory.go): the daemon's live heap and RSS idle,
+//     at the peak of a 256 MiB `cat` to 1 and to 8 viewers, and how long
+//     after the terminal's end both are back near idle.
 //
 // Run it with `make bench-process` (which builds bin/ahpd first), or:
 //
@@ -22,6 +25,7 @@
 // -window, -frame and -message set the throughput viewer's receive limits
 // (default: the host's defaults, as `ahpctl attach` gets them).
 // -gap D spaces the timed keystrokes D apart (default: back to back).
+// -memory=false leaves the memory table out.
 package main
 
 import (
@@ -61,6 +65,7 @@ func main() {
 	flag.Int64Var(&benchLimits.MaximumMessageBytes, "message", 1<<20, "the throughput viewer's maximumMessageBytes (with -window)")
 	flag.DurationVar(&keyGap, "gap", 0, "pause between timed keystrokes (0: back to back; 10ms: a fast typist, every wake-up from idle)")
 	flag.StringVar(&daemonLog, "log", "warn", "the daemon's --log-level (its log goes to stderr)")
+	flag.BoolVar(&memoryRuns, "memory", true, "measure the daemon's heap and RSS after a 256 MiB cat to 1 and to -fanout viewers")
 	relayMode := flag.Bool("relay", false, "serve the minimal relay (ahpbench starts it itself)")
 	flag.Parse()
 	if *relayMode {
@@ -89,6 +94,9 @@ func main() {
 }
 
 const fileSize = 64 << 20
+
+// memoryRuns: print the memory-after-load table (-memory).
+var memoryRuns bool
 
 // keyGap is the pause between two timed keystrokes (-gap).
 var keyGap time.Duration
@@ -127,6 +135,11 @@ func run(bin string, runs, samples, procs, fanout int) error {
 			if err := fanoutTable(d, file, fanout); err != nil {
 				return err
 			}
+		}
+	}
+	if memoryRuns {
+		if err := memoryTable(d, file, fanout); err != nil {
+			return err
 		}
 	}
 	if samples > 0 {
@@ -288,6 +301,8 @@ type daemon struct {
 	token string
 	ctl   *grpc.ClientConn
 	terms ahpv1.TerminalServiceClient
+	chans ahpv1.ChannelServiceClient
+	base  string // http://ADDR
 }
 
 // daemonLog is the daemon's --log-level (flag -log).
@@ -312,7 +327,7 @@ func startDaemon(bin, dir string, procs int) (*daemon, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	d := &daemon{cmd: cmd, url: "ws://" + addr + "/v1/ws"}
+	d := &daemon{cmd: cmd, url: "ws://" + addr + "/v1/ws", base: "http://" + addr}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		tok, err := os.ReadFile(filepath.Join(state, "admin.token"))
@@ -333,6 +348,7 @@ func startDaemon(bin, dir string, procs int) (*daemon, error) {
 		return nil, err
 	}
 	d.terms = ahpv1.NewTerminalServiceClient(d.ctl)
+	d.chans = ahpv1.NewChannelServiceClient(d.ctl)
 	return d, nil
 }
 
@@ -407,42 +423,50 @@ func (d *daemon) dial(ctx context.Context) (*client.Conn, error) {
 // releasing every message at once. bytes and snapshots are summed over
 // the viewers; elapsed is until the last has the end.
 func (d *daemon) throughput(id, path string, viewers int) (r result, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	uri, err := d.terminal(ctx, id, "read x; cat "+path+"; echo; echo BENCH-END; read y")
-	if err != nil {
-		return r, err
-	}
 	var lim *flow.ReceiveLimits
 	if benchLimits.WindowBytes > 0 {
 		lim = &benchLimits
+	}
+	r, _, err = d.catTo(id, "cat "+path, viewers, lim, nil)
+	return r, err
+}
+
+// catTo runs cmd in a new terminal, as throughput does, and returns the
+// terminal's URI too. The viewers ask for lim (nil: the host's defaults).
+// During the run it calls during (when not nil) every 100 ms.
+func (d *daemon) catTo(id, cmd string, viewers int, lim *flow.ReceiveLimits, during func()) (r result, uri string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	uri, err = d.terminal(ctx, id, "read x; "+cmd+"; echo; echo BENCH-END; read y")
+	if err != nil {
+		return r, uri, err
 	}
 	subs := make([]*client.Sub, viewers)
 	for i := range subs {
 		c, err := d.dial(ctx)
 		if err != nil {
-			return r, err
+			return r, uri, err
 		}
 		defer c.Close()
 		if subs[i], err = c.Subscribe(ctx, uri, lim); err != nil {
-			return r, err
+			return r, uri, err
 		}
 		if err := termbench.UntilReady(ctx, subs[i]); err != nil {
-			return r, err
+			return r, uri, err
 		}
 	}
 	cpu0, err := d.cpu()
 	if err != nil {
-		return r, err
+		return r, uri, err
 	}
 	sys0, err := d.syscalls()
 	if err != nil {
-		return r, err
+		return r, uri, err
 	}
 	self0 := termbench.CPUTime()
 	start := time.Now()
 	if err := subs[0].Send(ctx, termbench.Input("\r")); err != nil {
-		return r, err
+		return r, uri, err
 	}
 	type drained struct {
 		bytes     int64
@@ -457,8 +481,19 @@ func (d *daemon) throughput(id, path string, viewers int) (r result, err error) 
 			done <- d
 		}()
 	}
-	for range viewers {
-		d := <-done
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for n := 0; n < viewers; {
+		var d drained
+		select {
+		case <-tick.C:
+			if during != nil {
+				during()
+			}
+			continue
+		case d = <-done:
+			n++
+		}
 		r.bytes += d.bytes
 		r.snapshots += d.snapshots
 		if d.err != nil && err == nil {
@@ -467,18 +502,18 @@ func (d *daemon) throughput(id, path string, viewers int) (r result, err error) 
 		}
 	}
 	if err != nil {
-		return r, err
+		return r, uri, err
 	}
 	r.elapsed = time.Since(start)
 	r.viewerCPU = termbench.CPUTime() - self0
 	sys1, err := d.syscalls()
 	if err != nil {
-		return r, err
+		return r, uri, err
 	}
 	r.syscalls = sys1 - sys0
 	cpu1, err := d.cpu()
 	r.cpu = cpu1 - cpu0
-	return r, err
+	return r, uri, err
 }
 
 // result is one throughput run through ahpd.
