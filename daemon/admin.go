@@ -5,19 +5,14 @@ import (
 	"errors"
 	"sort"
 	"time"
+
+	"github.com/ahp-dev/ahpd/flow"
 )
 
-// ViewerStats are optional counters a channel's Viewer may report.
-type ViewerStats struct {
-	BytesDropped int64 // output dropped by the loss policy
-	Snapshots    int64 // snapshots sent (initial included)
-	Queued       int64 // bytes queued for this viewer, not yet pulled
-}
-
-// statsViewer is implemented by viewers that keep ViewerStats.
-type statsViewer interface {
-	Stats() ViewerStats
-}
+// ViewerStats are a subscriber's counters: BytesDropped by the loss
+// policy, Snapshots sent (the initial one included), bytes Queued for
+// it and not yet pulled.
+type ViewerStats = flow.SubscriberStats
 
 // SubscriptionInfo describes one subscription of a viewer connection.
 type SubscriptionInfo struct {
@@ -89,9 +84,7 @@ func (c *conn) info() ViewerInfo {
 			ID: s.id, Channel: s.ch.URI, Sent: w.Sent(), Consumed: w.Consumed(), Outstanding: w.Outstanding(),
 			Window: w.Limits().WindowBytes, Stalled: w.Outstanding() >= w.Limits().WindowBytes,
 		}
-		if sv, ok := s.viewer.(statsViewer); ok {
-			si.ViewerStats = sv.Stats()
-		}
+		si.ViewerStats = s.sub.Stats()
 		v.Subscriptions = append(v.Subscriptions, si)
 	}
 	sort.Slice(v.Subscriptions, func(i, j int) bool { return v.Subscriptions[i].ID < v.Subscriptions[j].ID })

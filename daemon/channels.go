@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -19,65 +18,35 @@ const (
 	schemeTCP       = "ahp-tcp:/"
 )
 
-// Viewer is one subscription's view of a channel: the Source the
-// connection pulls from, closed when the subscription ends.
-type Viewer interface {
-	flow.Source
-	Close()
-}
-
-// Terminal is what the daemon needs of a terminal channel (package pty).
-type Terminal interface {
-	// Attach adds a viewer whose first messages are a snapshot; wake is
-	// called (non-blocking) when it has something new to pull. window is
-	// the viewer's flow-control window: it may fall behind by that much
-	// plus the terminal's backlog before it is resnapshotted (§8).
-	Attach(wake func(), window int64) Viewer
-	// Input queues data for the PTY and calls done once it is written.
-	Input(data []byte, done func()) error
-	// Resize changes the PTY size.
-	Resize(rows, cols int) error
-	// Running reports whether the process has not exited yet.
-	Running() bool
-	// Title is the window title the program set, if any.
-	Title() string
-	// Paced is how long the terminal's output has been paced so that
-	// typing into another terminal went first (pty.Pacer).
-	Paced() time.Duration
-	// Close hangs up the process and releases the PTY.
-	Close() error
-}
-
-// Channel is a resource the host owns.
+// Channel is a resource the host owns: a channel kind's flow.Channel
+// under its URI. Nothing here depends on the kind.
 type Channel struct {
 	URI   string
 	ID    string
 	Type  string // terminal | telemetry | tcp
 	Label string // title given at creation
 
-	term Terminal
+	impl flow.Channel
 
 	viewers atomic.Int64
 	closed  atomic.Bool
 }
 
+// Impl is the kind's channel.
+func (c *Channel) Impl() flow.Channel { return c.impl }
+
 // State is running, exited or closed (PROTOCOL.md §2).
 func (c *Channel) State() string {
-	switch {
-	case c.closed.Load():
-		return "closed"
-	case c.term != nil && !c.term.Running():
-		return "exited"
+	if c.closed.Load() {
+		return string(flow.StateClosed)
 	}
-	return "running"
+	return string(c.impl.State())
 }
 
-// Title is the program's title, else the label.
+// Title is the channel's own title, else the label.
 func (c *Channel) Title() string {
-	if c.term != nil {
-		if t := c.term.Title(); t != "" {
-			return t
-		}
+	if t := c.impl.Describe().Title; t != "" {
+		return t
 	}
 	return c.Label
 }
@@ -128,8 +97,7 @@ func validChannelID(id string) error {
 	return nil
 }
 
-// reserve allocates an id (given or generated) for a new channel of the
-// scheme and registers ch under it.
+// add registers ch under the scheme and an id, given or generated.
 func (r *Registry) add(scheme, id string, ch *Channel) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -15,7 +15,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/flow"
-	"github.com/ahp-dev/ahpd/pty"
 )
 
 // closeError ends a connection with a WebSocket close code.
@@ -44,15 +43,24 @@ type release struct {
 }
 
 // subscription is one delivery generation on one channel. Owned by the
-// connection's run loop, except wakeQueued which wake() guards with
+// connection's run loop, except inQueue which wake() guards with
 // conn.wakeMu.
 type subscription struct {
 	id      string
 	ch      *Channel
-	stream  *flow.Stream
-	viewer  Viewer
+	sub     flow.Subscriber
+	stream  *flow.Stream // nil while pending
 	ended   bool
 	inQueue bool // guarded by conn.wakeMu
+
+	// A pending subscription waits for its Subscriber to be Ready (a
+	// lease, a dial); its subscribe request is answered then. It is in
+	// conn.pending, not conn.subs, so no message reaches it before.
+	pending bool
+	reqID   json.RawMessage // the subscribe request's id
+	send    flow.ReceiveLimits
+	receive flow.ReceiveLimits
+	created bool // the subscribe created the channel: the result names it
 }
 
 // conn is one viewer connection. Three goroutines serve it: the reader
@@ -73,6 +81,7 @@ type conn struct {
 	limits      Limits
 	sender      *flow.Sender
 	subs        map[string]*subscription
+	pending     map[string]*subscription // subscribes waiting for Ready
 	nextSub     int
 	grant       Grant
 	attached    bool // grant is counted by Tokens.Attach; Detach at close
@@ -170,6 +179,9 @@ func (c *conn) serve(shutdown context.Context) {
 		code, reason = websocket.StatusInternalError, "internal error"
 	}
 	for _, s := range c.subs {
+		c.endSub(s)
+	}
+	for _, s := range c.pending {
 		c.endSub(s)
 	}
 	if ce == nil || ce.code != websocket.StatusPolicyViolation || !strings.HasPrefix(ce.reason, "output stalled") {
@@ -382,7 +394,13 @@ func (c *conn) drainWakes() {
 	for _, s := range woken {
 		// Closing a terminal wakes its viewers (the process exits): reset
 		// at once rather than at the next checkTimers.
-		if !s.ended && !c.resetIfClosed(s) {
+		switch {
+		case s.ended, c.resetIfClosed(s):
+		case s.pending:
+			if err := c.start(s); err != nil && c.fatal == nil {
+				c.fatal = err
+			}
+		default:
 			c.sender.Wake(s.stream)
 		}
 	}
@@ -461,6 +479,9 @@ func (c *conn) checkTimers(now time.Time) error {
 	for _, s := range c.subs {
 		c.resetIfClosed(s) // one that no wake-up reported
 	}
+	for _, s := range c.pending {
+		c.resetIfClosed(s)
+	}
 	if !c.initialized && now.Sub(c.opened) > l.InitializeTimeout {
 		return closeWith(websocket.StatusPolicyViolation, "initialize not received within %v", l.InitializeTimeout)
 	}
@@ -475,13 +496,18 @@ func (c *conn) checkTimers(now time.Time) error {
 	return nil
 }
 
-// resetIfClosed ends s if the operator closed its channel, so that it
-// releases the terminal (§7 channel-closed), and reports whether it did.
+// resetIfClosed ends s if its subscriber reports an end, or the operator
+// closed its channel, so that it releases the channel (§7), and reports
+// whether it did.
 func (c *conn) resetIfClosed(s *subscription) bool {
-	if !s.ch.closed.Load() {
+	end := s.sub.End()
+	if end == nil && s.ch.closed.Load() {
+		end = &flow.Reset{Code: flow.CodeChannelClosed, Message: "the channel was closed"}
+	}
+	if end == nil {
 		return false
 	}
-	c.resetSub(s, "channel-closed", "the channel was closed")
+	c.resetSub(s, end.Code, end.Message)
 	return true
 }
 
@@ -689,9 +715,9 @@ func (c *conn) handleFrame(raw []byte) error {
 		return nil
 	}
 	if c.grant.Role != RoleControl {
-		// Every client→host message today is input; refuse it before
+		// Client→host data needs the control role (§2); refuse it before
 		// buffering any of it.
-		c.resetSub(s, "forbidden", "view role cannot send data")
+		c.resetSub(s, flow.CodeForbidden, "view role cannot send data")
 		return nil
 	}
 	size := flow.UTF16Len(unsafe.String(unsafe.SliceData(raw), len(raw)))
@@ -707,7 +733,7 @@ func (c *conn) handleFrame(raw []byte) error {
 		// Incomplete messages of all subscriptions together stay within
 		// a quarter of maxBufferedBytes.
 		if c.partial > c.limits.MaxBufferedBytes/4 {
-			c.resetSub(s, "overflow", "too many bytes of incomplete messages on this connection")
+			c.resetSub(s, flow.CodeOverflow, "too many bytes of incomplete messages on this connection")
 		}
 		return nil
 	}
@@ -716,47 +742,37 @@ func (c *conn) handleFrame(raw []byte) error {
 	return err
 }
 
-// deliver hands a complete client→host logical message to its channel.
+// deliver hands a complete client→host logical message to its channel's
+// subscriber; the client is credited once the subscriber releases it.
 func (c *conn) deliver(s *subscription, msg []byte, pos flow.Position) error {
 	var m struct {
-		JSONRPC string `json:"jsonrpc"`
-		Method  string `json:"method"`
-		Params  struct {
-			Data *string `json:"data"`
-		} `json:"params"`
+		JSONRPC string          `json:"jsonrpc"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
 	}
-	if err := json.Unmarshal(msg, &m); err != nil || m.JSONRPC != "2.0" {
+	if err := json.Unmarshal(msg, &m); err != nil || m.JSONRPC != "2.0" || m.Method == "" {
 		c.resetSub(s, flow.CodeProtocolError, "logical message is not a JSON-RPC 2.0 notification")
 		return nil
 	}
-	switch {
-	case s.ch.term != nil && m.Method == "terminal/input":
-		if c.grant.Role != RoleControl {
-			c.resetSub(s, "forbidden", "view role cannot send input")
-			return nil
+	if err := s.sub.Deliver(m.Method, m.Params, func() { c.released(s, pos) }); err != nil {
+		var r *flow.Reset
+		if errors.As(err, &r) {
+			c.resetSub(s, r.Code, r.Message)
+		} else {
+			c.resetSub(s, flow.CodeProtocolError, err.Error())
 		}
-		if m.Params.Data == nil {
-			c.resetSub(s, flow.CodeProtocolError, "terminal/input needs params.data")
-			return nil
-		}
-		err := s.ch.term.Input([]byte(*m.Params.Data), func() { c.released(s, pos) })
-		switch {
-		case err == nil:
-		case errors.Is(err, pty.ErrExited), errors.Is(err, pty.ErrClosed):
-			c.resetSub(s, "channel-closed", "the terminal has exited")
-		default:
-			c.resetSub(s, "overflow", err.Error())
-		}
-		return nil
-	default:
-		c.resetSub(s, flow.CodeProtocolError, fmt.Sprintf("unexpected %q on %s", m.Method, s.ch.Type))
-		return nil
 	}
+	return nil
 }
 
-// resetSub ends a subscription with channel/reset (§7).
+// resetSub ends a subscription with channel/reset (§7); a pending one
+// gets an error response to its subscribe instead.
 func (c *conn) resetSub(s *subscription, code, msg string) {
 	if s.ended {
+		return
+	}
+	if s.pending {
+		c.refuse(s, rpcErr(CodeChannelNotFound, "channel not available: "+msg))
 		return
 	}
 	c.stats.resets.Add(1)
@@ -777,7 +793,8 @@ func (c *conn) endSub(s *subscription) {
 		c.partial -= int64(s.stream.Receiver().Buffered())
 		c.sender.Close(s.stream)
 	}
-	s.viewer.Close()
+	s.sub.Close()
 	s.ch.viewers.Add(-1)
 	delete(c.subs, s.id)
+	delete(c.pending, s.id)
 }

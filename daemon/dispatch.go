@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -29,10 +30,8 @@ func (c *conn) dispatch(req *request) error {
 		return c.credit(req)
 	case "channel/reset":
 		return c.clientReset(req)
-	case "terminal/resize":
-		return c.terminalResize(req)
 	}
-	return c.respondOr(req, rpcErr(CodeMethodNotFound, "method not found: "+quoteClient(req.Method)))
+	return c.kindRequest(req)
 }
 
 // decodeParams unmarshals params, answering -32602 on failure.
@@ -132,7 +131,10 @@ type subscribeParams struct {
 	FlowControl *struct {
 		Receive *flow.ReceiveLimits `json:"receive"`
 	} `json:"flowControl"`
-	Resume *json.RawMessage `json:"resume"`
+	Resume *flow.ResumeRequest `json:"resume"`
+	Create *struct {
+		Type string `json:"type"`
+	} `json:"create"`
 }
 
 func (c *conn) subscribe(req *request) error {
@@ -145,6 +147,11 @@ func (c *conn) subscribe(req *request) error {
 	if len(p.Channel) > c.limits.MaxIDLength {
 		return c.respondOr(req, rpcErr(CodeInvalidRequest, "channel: longer than maxIdLength"))
 	}
+	if p.Create != nil {
+		// No kind is created by subscribe yet (§8 TCP will be): the
+		// answer names the type, bounded.
+		return c.respondOr(req, rpcErr(CodeInvalidParams, "create: channels of type "+quoteClient(p.Create.Type)+" cannot be created by subscribe"))
+	}
 	// Scope first: a channel outside the credential's scope gets -32003
 	// whether it exists or not, so a scoped token cannot probe for the
 	// channels it does not reach (docs/protocol-decisions.md).
@@ -155,10 +162,10 @@ func (c *conn) subscribe(req *request) error {
 	if !ok {
 		return c.respondOr(req, rpcErr(CodeChannelNotFound, "channel not found: "+quoteClient(p.Channel)))
 	}
-	if ch.State() == "closed" || ch.term == nil {
+	if ch.State() == "closed" {
 		return c.respondOr(req, rpcErr(CodeChannelNotFound, "channel not available: "+quoteClient(p.Channel)))
 	}
-	if len(c.subs) >= c.limits.MaxSubscriptions {
+	if len(c.subs)+len(c.pending) >= c.limits.MaxSubscriptions {
 		return c.respondOr(req, rpcErr(CodeLimitExceeded, fmt.Sprintf("limit exceeded: at most %d subscriptions per connection (maxSubscriptions)", c.limits.MaxSubscriptions)))
 	}
 	// The channel's overrides of the flow-control limits, if any.
@@ -172,40 +179,84 @@ func (c *conn) subscribe(req *request) error {
 		return c.respondOr(req, rpcErr(CodeInvalidParams, "flowControl.receive."+err.Error()))
 	}
 	c.nextSub++
-	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch}
+	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch, pending: true, reqID: req.ID, send: got, receive: chl.HostReceive}
+	role := flow.RoleView
+	if c.grant.Role == RoleControl {
+		role = flow.RoleControl
+	}
 	// A wake before the subscription is registered is harmless: the run
 	// loop handles it after this function returns.
-	s.viewer = ch.term.Attach(func() { c.wake(s) }, got.WindowBytes)
-	st, err := c.sender.Open(flow.StreamConfig{
-		Channel:        ch.URI,
-		SubscriptionID: s.id,
-		Source:         s.viewer,
-		Send:           got,
-		Receive:        chl.HostReceive,
-	})
+	sub, err := ch.impl.Attach(flow.AttachRequest{Wake: func() { c.wake(s) }, Window: got.WindowBytes, Role: role, Resume: p.Resume})
 	if err != nil {
 		s.ended = true // a wake queued by Attach must not reach the Sender
-		s.viewer.Close()
-		return c.respondOr(req, rpcErr(CodeInvalidParams, "flowControl.receive: "+err.Error()))
+		return c.respondOr(req, channelErr(err))
 	}
-	s.stream = st
+	s.sub = sub
+	ch.viewers.Add(1)
+	c.pending[s.id] = s
+	return c.start(s)
+}
+
+// start answers a pending subscribe once its Subscriber is Ready, and
+// opens its Stream. Until then it waits, in conn.pending, for a wake-up;
+// the run loop goes on meanwhile.
+func (c *conn) start(s *subscription) error {
+	res, ok, err := s.sub.Ready()
+	if err != nil {
+		return c.refuse(s, channelErr(err))
+	}
+	if !ok {
+		return nil
+	}
+	st, err := c.sender.Open(flow.StreamConfig{
+		Channel:        s.ch.URI,
+		SubscriptionID: s.id,
+		Source:         s.sub,
+		Send:           s.send,
+		Receive:        s.receive,
+		Receiver:       res.Receiver,
+		Journal:        res.Journal,
+		Resume:         res.ResumeFrom,
+	})
+	if err != nil {
+		return c.refuse(s, rpcErr(CodeInvalidParams, "flowControl.receive: "+err.Error()))
+	}
+	s.stream, s.pending = st, false
+	delete(c.pending, s.id)
 	// The response goes to the control lane, which is written before any
 	// frame: no frame of s can precede it (§3).
 	var result wire.SubscribeResult
 	result.SubscriptionID = s.id
-	result.FlowControl = wire.FlowControl{ClientReceive: got, HostReceive: chl.HostReceive}
-	result.Initial.Kind = "snapshot"
-	if err := c.respond(req, result, nil); err != nil {
-		s.ended = true
-		c.sender.Close(st)
-		s.viewer.Close()
+	result.FlowControl = wire.FlowControl{ClientReceive: s.send, HostReceive: s.receive}
+	result.Initial.Kind = res.Initial
+	result.Resume = res.Resume
+	if s.created {
+		result.Channel = s.ch.URI
+	}
+	if err := c.queue(encodeResponse(s.reqID, result, nil)); err != nil {
+		c.endSub(s)
 		return err
 	}
-	ch.viewers.Add(1)
 	c.subs[s.id] = s
 	c.sender.Wake(st)
-	c.log.Info("subscribed", "conn", c.id, "sub", s.id, "channel", ch.URI)
+	c.log.Info("subscribed", "conn", c.id, "sub", s.id, "channel", s.ch.URI, "initial", res.Initial)
 	return nil
+}
+
+// refuse answers a pending subscribe with an error and drops it.
+func (c *conn) refuse(s *subscription, e *RPCError) error {
+	s.pending = false
+	c.endSub(s)
+	return c.queue(encodeResponse(s.reqID, nil, e))
+}
+
+// channelErr is the JSON-RPC error for a channel's refusal.
+func channelErr(err error) *RPCError {
+	var fe *flow.Error
+	if errors.As(err, &fe) {
+		return rpcErr(fe.Code, fe.Message)
+	}
+	return rpcErr(CodeInvalidParams, err.Error())
 }
 
 type subRef struct {
@@ -292,29 +343,26 @@ func (c *conn) clientReset(req *request) error {
 	return nil
 }
 
-func (c *conn) terminalResize(req *request) error {
-	var p struct {
-		subRef
-		Rows int `json:"rows"`
-		Cols int `json:"cols"`
+// kindRequest passes a request that is not the connection's own to the
+// subscriber it names (terminal/resize): kind requests are "kind/verb"
+// and carry a subscriptionId.
+func (c *conn) kindRequest(req *request) error {
+	if !strings.Contains(req.Method, "/") {
+		return c.respondOr(req, rpcErr(CodeMethodNotFound, "method not found: "+quoteClient(req.Method)))
 	}
+	var p subRef
 	if e := decodeParams(req, &p); e != nil {
 		return c.respondOr(req, e)
 	}
-	s, err := c.lookup(req, p.subRef)
+	s, err := c.lookup(req, p)
 	if s == nil {
 		return err
 	}
-	if s.ch.term == nil {
-		return c.respondOr(req, rpcErr(CodeInvalidParams, "not a terminal subscription"))
+	res, err := s.sub.Request(req.Method, req.Params)
+	if err != nil {
+		return c.respondOr(req, channelErr(err))
 	}
-	if c.grant.Role != RoleControl {
-		return c.respondOr(req, rpcErr(CodeForbidden, "forbidden: view role cannot resize"))
-	}
-	if err := s.ch.term.Resize(p.Rows, p.Cols); err != nil {
-		return c.respondOr(req, rpcErr(CodeInvalidParams, err.Error()))
-	}
-	return c.respond(req, map[string]any{}, nil)
+	return c.respond(req, res, nil)
 }
 
 // maxQuoted bounds the client input an error message repeats.

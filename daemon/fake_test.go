@@ -1,10 +1,10 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"log/slog"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/flow"
@@ -23,7 +23,7 @@ type fakeTerm struct {
 }
 
 func newFakeFactory(terms *[]*fakeTerm, mu *sync.Mutex) daemon.TerminalFactory {
-	return func(spec daemon.TerminalSpec, backlog int64, log *slog.Logger) (daemon.Terminal, error) {
+	return func(spec daemon.TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error) {
 		t := &fakeTerm{viewers: map[*fakeViewer]bool{}, rows: 24, cols: 80}
 		mu.Lock()
 		*terms = append(*terms, t)
@@ -54,16 +54,16 @@ func (t *fakeTerm) Emit(data string) {
 	}
 }
 
-func (t *fakeTerm) Attach(wake func(), _ int64) daemon.Viewer {
+func (t *fakeTerm) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	v := &fakeViewer{t: t, wake: wake}
+	v := &fakeViewer{t: t, wake: req.Wake, control: req.Role == flow.RoleControl}
 	v.queue = []flow.Message{
 		{Text: `{"jsonrpc":"2.0","method":"terminal/reset","params":{"rows":` + strconv.Itoa(t.rows) + `,"cols":` + strconv.Itoa(t.cols) + `}}`},
 		{Text: `{"jsonrpc":"2.0","method":"channel/ready","params":{}}`},
 	}
 	t.viewers[v] = true
-	return v
+	return v, nil
 }
 
 func (t *fakeTerm) Input(data []byte, done func()) error {
@@ -88,9 +88,18 @@ func (t *fakeTerm) Resize(rows, cols int) error {
 	return nil
 }
 
-func (t *fakeTerm) Running() bool        { return true }
-func (t *fakeTerm) Title() string        { return "" }
-func (t *fakeTerm) Paced() time.Duration { return 0 }
+func (t *fakeTerm) Kind() string               { return "terminal" }
+func (t *fakeTerm) Describe() flow.Description { return flow.Description{} }
+func (t *fakeTerm) Done() <-chan struct{}      { return t.done() }
+func (t *fakeTerm) State() flow.ChannelState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return flow.StateClosed
+	}
+	return flow.StateRunning
+}
+
 func (t *fakeTerm) Close() error {
 	t.mu.Lock()
 	t.closed = true
@@ -98,12 +107,66 @@ func (t *fakeTerm) Close() error {
 	return nil
 }
 
-type fakeViewer struct {
-	t     *fakeTerm
-	wake  func()
-	mu    sync.Mutex
-	queue []flow.Message
+// done is a closed channel once the terminal is closed (the fake has
+// nothing to release), else nil.
+func (t *fakeTerm) done() <-chan struct{} {
+	if t.State() != flow.StateClosed {
+		return nil
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
 }
+
+// fakeViewer is a fakeTerm's flow.Subscriber: it takes terminal/input and
+// terminal/resize as a pty.Viewer does, role checks included.
+type fakeViewer struct {
+	t       *fakeTerm
+	wake    func()
+	control bool
+	mu      sync.Mutex
+	queue   []flow.Message
+}
+
+func (v *fakeViewer) Ready() (flow.AttachResult, bool, error) {
+	return flow.AttachResult{Initial: flow.InitialSnapshot}, true, nil
+}
+
+func (v *fakeViewer) Deliver(method string, params json.RawMessage, release func()) error {
+	var p struct {
+		Data *string `json:"data"`
+	}
+	if method != "terminal/input" || json.Unmarshal(params, &p) != nil || p.Data == nil {
+		return &flow.Reset{Code: flow.CodeProtocolError, Message: "want terminal/input with params.data"}
+	}
+	if !v.control {
+		return &flow.Reset{Code: flow.CodeForbidden, Message: "view role cannot send input"}
+	}
+	return v.t.Input([]byte(*p.Data), release)
+}
+
+func (v *fakeViewer) Request(method string, params json.RawMessage) (any, error) {
+	var p struct{ Rows, Cols int }
+	if method != "terminal/resize" {
+		return nil, &flow.Error{Code: flow.ErrCodeMethodNotFound, Message: "method not found"}
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, err
+	}
+	if !v.control {
+		return nil, &flow.Error{Code: flow.ErrCodeForbidden, Message: "forbidden: view role cannot resize"}
+	}
+	return struct{}{}, v.t.Resize(p.Rows, p.Cols)
+}
+
+func (v *fakeViewer) End() *flow.Reset {
+	if v.t.State() == flow.StateClosed {
+		return &flow.Reset{Code: flow.CodeChannelClosed, Message: "the channel was closed"}
+	}
+	return nil
+}
+
+func (v *fakeViewer) Stats() flow.SubscriberStats { return flow.SubscriberStats{} }
 
 func (v *fakeViewer) Pull(dataAllowed bool, max int64) (flow.Message, bool) {
 	v.mu.Lock()

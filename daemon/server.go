@@ -52,8 +52,9 @@ type TerminalSpec struct {
 	Scrollback int
 }
 
-// TerminalFactory starts a terminal; the daemon's default uses package pty.
-type TerminalFactory func(spec TerminalSpec, backlog int64, log *slog.Logger) (Terminal, error)
+// TerminalFactory starts a terminal channel; the daemon's default is a
+// pty.Terminal (newPTYTerminal).
+type TerminalFactory func(spec TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error)
 
 // Server is the viewer side of ahpd: the HTTP listener with the WebSocket
 // endpoint and the web page, the channel registry and the tokens.
@@ -129,7 +130,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		if !cfg.NoTypingFirst {
 			pacer = &pty.Pacer{}
 		}
-		nt = func(spec TerminalSpec, backlog int64, log *slog.Logger) (Terminal, error) {
+		nt = func(spec TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error) {
 			return newPTYTerminal(spec, backlog, log, pacer, opts.Flooding)
 		}
 	}
@@ -202,7 +203,7 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 		s.terminals.Add(-1)
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
-	ch := &Channel{Type: "terminal", Label: spec.Title, term: t}
+	ch := &Channel{Type: t.Kind(), Label: spec.Title, impl: t}
 	if err := s.registry.add(schemeTerminal, spec.ID, ch); err != nil {
 		s.terminals.Add(-1)
 		_ = t.Close()
@@ -227,8 +228,9 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 		go func() {
 			defer s.bg.Done()
 			<-n.Exited()
-			s.log.Info("channel exited", "channel", ch.URI, "status", n.ExitDetail())
-			s.events.publish(Event{Kind: "channel.exited", Channel: ch.URI, Detail: n.ExitDetail()})
+			detail := t.Describe().Detail
+			s.log.Info("channel exited", "channel", ch.URI, "status", detail)
+			s.events.publish(Event{Kind: "channel.exited", Channel: ch.URI, Detail: detail})
 		}()
 	}
 	return ch, nil
@@ -244,10 +246,10 @@ func (s *Server) CloseChannel(uri string) error {
 	s.mu.Lock()
 	delete(s.chLimits, uri)
 	s.mu.Unlock()
-	if ch.term != nil {
+	if ch.Type == "terminal" {
 		s.terminals.Add(-1)
-		_ = ch.term.Close()
 	}
+	_ = ch.impl.Close()
 	s.log.Info("channel closed", "channel", uri)
 	s.events.publish(Event{Kind: "channel.closed", Channel: uri})
 	s.memory.soon()
@@ -488,6 +490,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		limits:      limits,
 		sender:      sender,
 		subs:        map[string]*subscription{},
+		pending:     map[string]*subscription{},
 		lastWrite:   now,
 		lastAlive:   now,
 		inbox:       make(chan inbound, 16),
@@ -601,10 +604,10 @@ func (s *Server) shutdown(hs *http.Server) {
 	s.memory.stop()
 }
 
-// exitNotifier is implemented by terminals that report their exit.
+// exitNotifier is implemented by channels that report their process's
+// exit (pty.Terminal); Describe().Detail says how it exited.
 type exitNotifier interface {
 	Exited() <-chan struct{}
-	ExitDetail() string
 }
 
 // socketSendBuffer caps the kernel's send buffer of each viewer socket.

@@ -19,6 +19,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ahp-dev/ahpd/flow"
 )
 
 // ArgError reports an invalid argument of a control-plane request. Field
@@ -71,19 +73,24 @@ type ChannelDetail struct {
 	Pid        int // 0 if unknown
 }
 
-// Optional capabilities of a Terminal (the PTY-backed one has them).
+// Optional capabilities of a channel, for the control plane (a
+// pty.Terminal has them all).
 type (
-	terminalSizer  interface{ Size() (rows, cols int) }
-	terminalPider  interface{ Pid() int }
-	terminalSignal interface{ Signal(os.Signal) error }
+	terminalSizer   interface{ Size() (rows, cols int) }
+	terminalPider   interface{ Pid() int }
+	terminalSignal  interface{ Signal(os.Signal) error }
+	terminalResizer interface{ Resize(rows, cols int) error }
 )
+
+// running reports whether the channel's process has not exited.
+func running(c flow.Channel) bool { return c.State() == flow.StateRunning }
 
 func (c *Channel) detail() ChannelDetail {
 	d := ChannelDetail{ChannelInfo: c.info(), ID: c.ID}
-	if s, ok := c.term.(terminalSizer); ok {
+	if s, ok := c.impl.(terminalSizer); ok {
 		d.Rows, d.Cols = s.Size()
 	}
-	if p, ok := c.term.(terminalPider); ok {
+	if p, ok := c.impl.(terminalPider); ok {
 		d.Pid = p.Pid()
 	}
 	return d
@@ -149,12 +156,12 @@ func (s *Server) CloseChannelWith(ctx context.Context, uri, sig string, grace ti
 		return false, fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
 	}
 	exited := false
-	if signum != 0 && ch.term != nil && ch.term.Running() {
-		if err := signalTerminal(ch.term, signum); err != nil {
+	if signum != 0 && running(ch.impl) {
+		if err := signalTerminal(ch.impl, signum); err != nil {
 			return false, fmt.Errorf("signal %s: %w", uri, err)
 		}
 		s.log.Info("channel signalled", "channel", uri, "signal", unix.SignalName(signum))
-		exited = waitExit(ctx, ch.term, grace)
+		exited = waitExit(ctx, ch.impl, grace)
 	}
 	if err := s.CloseChannel(uri); err != nil {
 		return false, err
@@ -162,7 +169,7 @@ func (s *Server) CloseChannelWith(ctx context.Context, uri, sig string, grace ti
 	return exited, nil
 }
 
-func signalTerminal(t Terminal, sig unix.Signal) error {
+func signalTerminal(t flow.Channel, sig unix.Signal) error {
 	if ts, ok := t.(terminalSignal); ok {
 		return ts.Signal(sig)
 	}
@@ -180,21 +187,21 @@ func signalTerminal(t Terminal, sig unix.Signal) error {
 }
 
 // waitExit waits up to grace for the terminal's process to exit.
-func waitExit(ctx context.Context, t Terminal, grace time.Duration) bool {
+func waitExit(ctx context.Context, t flow.Channel, grace time.Duration) bool {
 	if grace <= 0 {
-		return !t.Running()
+		return !running(t)
 	}
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for t.Running() {
+	for running(t) {
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			return !t.Running()
+			return !running(t)
 		case <-ctx.Done():
-			return !t.Running()
+			return !running(t)
 		}
 	}
 	return true
@@ -336,14 +343,15 @@ func (s *Server) ResizeTerminal(uri string, rows, cols int) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
 	}
-	if ch.term == nil {
+	r, ok := ch.impl.(terminalResizer)
+	if !ok || ch.Type != "terminal" {
 		return fmt.Errorf("%w: %s is not a terminal", ErrUnsupported, uri)
 	}
-	if !ch.term.Running() {
+	if !running(ch.impl) {
 		return fmt.Errorf("%w: %s", ErrNotRunning, uri)
 	}
-	if err := ch.term.Resize(rows, cols); err != nil {
-		if !ch.term.Running() {
+	if err := r.Resize(rows, cols); err != nil {
+		if !running(ch.impl) {
 			return fmt.Errorf("%w: %s", ErrNotRunning, uri)
 		}
 		return fmt.Errorf("resize %s: %w", uri, err)

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ahp-dev/ahpd/pty"
 )
 
 // MetricsOptions configure MetricsHandler.
@@ -111,8 +113,12 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	states := map[[2]string]int64{}
 	for _, c := range m.s.registry.List() {
 		states[[2]string{c.Type, c.State()}]++
-		if c.term != nil {
-			ch <- prometheus.MustNewConstMetric(descTermPaced, prometheus.CounterValue, c.term.Paced().Seconds(), c.URI)
+		if c.Type == "terminal" {
+			var paced time.Duration
+			if t, ok := c.impl.(*pty.Terminal); ok {
+				paced = t.Stats().Paced
+			}
+			ch <- prometheus.MustNewConstMetric(descTermPaced, prometheus.CounterValue, paced.Seconds(), c.URI)
 		}
 	}
 	for k, n := range states {

@@ -47,12 +47,12 @@ type viewer struct {
 
 func attach(t testing.TB, term *pty.Terminal, max int64) *viewer {
 	w := &viewer{t: t, wake: make(chan struct{}, 1), max: max}
-	w.v = term.Attach(func() {
+	w.v = term.AttachWindow(func() {
 		select {
 		case w.wake <- struct{}{}:
 		default:
 		}
-	})
+	}, 0)
 	t.Cleanup(w.v.Close)
 	return w
 }

@@ -28,10 +28,11 @@ import (
 // this many bytes of output (plus a held-back query prefix).
 const readSize = 64 << 10
 
-// State of a Terminal's process.
+// State of a Terminal (flow.Channel's states).
 const (
-	StateRunning = "running"
-	StateExited  = "exited"
+	StateRunning = flow.StateRunning
+	StateExited  = flow.StateExited
+	StateClosed  = flow.StateClosed
 )
 
 // item is one entry of the stream log: output text (immutable, shared by
@@ -74,7 +75,7 @@ type ExitStatus struct {
 
 // Stats are counters of a Terminal.
 type Stats struct {
-	State       string // StateRunning or StateExited
+	State       flow.ChannelState // StateRunning or StateExited
 	BytesRead   int64  // raw bytes read from the PTY
 	Viewers     int    // attached viewers
 	Retained    int64  // output bytes held in the shared stream log
@@ -307,8 +308,14 @@ func (t *Terminal) Close() error {
 	return nil
 }
 
-// State returns StateRunning or StateExited.
-func (t *Terminal) State() string {
+// State returns StateClosed once Close was called, else StateRunning or
+// StateExited.
+func (t *Terminal) State() flow.ChannelState {
+	select {
+	case <-t.closing:
+		return StateClosed
+	default:
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.exited {

@@ -80,12 +80,12 @@ func liveViewerConfig(t *testing.T, cfg Config) (*Terminal, *Viewer, chan struct
 	}
 	t.Cleanup(func() { term.Close() })
 	wake := make(chan struct{}, 1)
-	v := term.Attach(func() {
+	v := term.AttachWindow(func() {
 		select {
 		case wake <- struct{}{}:
 		default:
 		}
-	})
+	}, 0)
 	t.Cleanup(v.Close)
 	for {
 		m, ok := v.Pull(true, 1<<20)

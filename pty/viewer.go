@@ -30,8 +30,9 @@ const (
 // called from one goroutine at a time; everything else is safe for
 // concurrent use.
 type Viewer struct {
-	t    *Terminal
-	wake func()
+	t       *Terminal
+	wake    func()
+	control bool // may send input and resize (flow.RoleControl)
 
 	// Guarded by t.mu.
 	live      bool   // false: a snapshot must come before live output
@@ -64,25 +65,21 @@ type snapState struct {
 	stage      int // 0 reset, 1 output, 2 ready
 }
 
-// ViewerStats are counters of one viewer.
-type ViewerStats struct {
-	BytesSent    int64 // UTF-16 bytes of all messages returned by Pull
-	BytesDropped int64 // output bytes dropped because the backlog overflowed
-	Snapshots    int64 // snapshots started (the initial one included)
-	Queued       int64 // output bytes queued for the viewer and not yet pulled
-}
+// ViewerStats are counters of one viewer: BytesDropped counts output
+// dropped because the backlog overflowed; Queued, output queued and not
+// yet pulled.
+type ViewerStats = flow.SubscriberStats
 
 var _ flow.Source = (*Viewer)(nil)
 
-// Attach adds a viewer. wake is called (never with a lock held that wake's
-// implementer could need; it must not block) whenever the viewer has
-// something new to pull; it may be nil.
-func (t *Terminal) Attach(wake func()) *Viewer { return t.AttachWindow(wake, 0) }
-
-// AttachWindow is Attach for a viewer whose flow-control window is window
-// UTF-16 bytes: it may fall behind by its window plus ViewerBacklog before
-// its queue is dropped (PROTOCOL.md §8), since output it may still receive
-// under its window is not a backlog. The shared log then keeps up to the
+// AttachWindow adds a viewer whose flow-control window is window UTF-16
+// bytes. wake is called (never with a lock held that wake's implementer
+// could need; it must not block) whenever the viewer has something new to
+// pull; it may be nil. The viewer is view-only (Attach with
+// flow.RoleControl makes one that may send input). It may fall behind by
+// its window plus ViewerBacklog before its queue is dropped (PROTOCOL.md
+// §8), since output it may still receive under its window is not a
+// backlog. The shared log then keeps up to the
 // largest such allowance among live viewers.
 func (t *Terminal) AttachWindow(wake func(), window int64) *Viewer {
 	if wake == nil {

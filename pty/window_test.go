@@ -37,7 +37,7 @@ func TestViewerWindowAllowance(t *testing.T) {
 		ViewerBacklog: 1 << 20,
 	})
 	wide := term.AttachWindow(nil, 8<<20)
-	narrow := term.Attach(nil)
+	narrow := term.AttachWindow(nil, 0)
 	for _, v := range []*pty.Viewer{wide, narrow} {
 		for firstMethod(t, v) != "channel/ready" {
 		}

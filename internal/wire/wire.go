@@ -46,4 +46,8 @@ type SubscribeResult struct {
 	Initial        struct {
 		Kind string `json:"kind"`
 	} `json:"initial"`
+	// Channel names a channel the subscribe created (§8 TCP).
+	Channel string `json:"channel,omitempty"`
+	// Resume is the newest resume token and the host's positions (§8).
+	Resume *flow.ResumeResult `json:"resume,omitempty"`
 }

@@ -1,0 +1,113 @@
+package pty
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// A Terminal is a flow.Channel and each of its Viewers a flow.Subscriber:
+// the daemon serves them with no terminal-specific code in its
+// connections (flow/doc.go, "Channels").
+var (
+	_ flow.Channel    = (*Terminal)(nil)
+	_ flow.Subscriber = (*Viewer)(nil)
+)
+
+// Kind is "terminal".
+func (t *Terminal) Kind() string { return "terminal" }
+
+// Describe returns the exit status as the detail once the process has
+// exited ("code 0", "signal SIGHUP"). Programs' window titles are not
+// tracked yet: Title is "".
+func (t *Terminal) Describe() flow.Description {
+	st, ok := t.Exit()
+	switch {
+	case !ok:
+		return flow.Description{}
+	case st.Signal != "":
+		return flow.Description{Detail: "signal " + st.Signal}
+	}
+	return flow.Description{Detail: "code " + strconv.Itoa(st.Code)}
+}
+
+// Attach adds a viewer (AttachWindow with req.Wake and req.Window) that
+// may send input and resize when req.Role is control. A terminal has no
+// resume: every subscription starts with a snapshot.
+func (t *Terminal) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
+	select {
+	case <-t.closing:
+		return nil, &flow.Error{Code: flow.ErrCodeChannelNotFound, Message: "the terminal is closed"}
+	default:
+	}
+	v := t.AttachWindow(req.Wake, req.Window)
+	v.control = req.Role == flow.RoleControl
+	return v, nil
+}
+
+// Done is closed once Close has released the terminal.
+func (t *Terminal) Done() <-chan struct{} { return t.done }
+
+// Ready reports a viewer ready at once; it starts with a snapshot.
+func (v *Viewer) Ready() (flow.AttachResult, bool, error) {
+	return flow.AttachResult{Initial: flow.InitialSnapshot}, true, nil
+}
+
+// Deliver takes terminal/input (PROTOCOL.md §8): release runs once the
+// data is written to the PTY.
+func (v *Viewer) Deliver(method string, params json.RawMessage, release func()) error {
+	if method != "terminal/input" {
+		return &flow.Reset{Code: flow.CodeProtocolError, Message: fmt.Sprintf("unexpected %q on a terminal", method)}
+	}
+	if !v.control {
+		return &flow.Reset{Code: flow.CodeForbidden, Message: "view role cannot send input"}
+	}
+	var p struct {
+		Data *string `json:"data"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil || p.Data == nil {
+		return &flow.Reset{Code: flow.CodeProtocolError, Message: "terminal/input needs params.data"}
+	}
+	err := v.t.Input([]byte(*p.Data), release)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrExited), errors.Is(err, ErrClosed):
+		return &flow.Reset{Code: flow.CodeChannelClosed, Message: "the terminal has exited"}
+	}
+	return &flow.Reset{Code: flow.CodeOverflow, Message: err.Error()}
+}
+
+// Request answers terminal/resize {rows, cols} (role control).
+func (v *Viewer) Request(method string, params json.RawMessage) (any, error) {
+	if method != "terminal/resize" {
+		return nil, &flow.Error{Code: flow.ErrCodeMethodNotFound, Message: "method not found: " + strconv.Quote(method) + " on a terminal"}
+	}
+	var p struct {
+		Rows int `json:"rows"`
+		Cols int `json:"cols"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "invalid params: " + err.Error()}
+	}
+	if !v.control {
+		return nil, &flow.Error{Code: flow.ErrCodeForbidden, Message: "forbidden: view role cannot resize"}
+	}
+	if err := v.t.Resize(p.Rows, p.Cols); err != nil {
+		return nil, err
+	}
+	return struct{}{}, nil
+}
+
+// End reports channel-closed once the terminal is being closed.
+func (v *Viewer) End() *flow.Reset {
+	select {
+	case <-v.t.closing:
+		return &flow.Reset{Code: flow.CodeChannelClosed, Message: "the channel was closed"}
+	default:
+		return nil
+	}
+}
