@@ -76,12 +76,12 @@ type ExitStatus struct {
 // Stats are counters of a Terminal.
 type Stats struct {
 	State       flow.ChannelState // StateRunning or StateExited
-	BytesRead   int64  // raw bytes read from the PTY
-	Viewers     int    // attached viewers
-	Retained    int64  // output bytes held in the shared stream log
-	EmulatorLag int64  // output bytes read but not yet applied to the emulator
-	Replies     int64  // query replies written (or queued) to the PTY
-	RepliesLost int64  // query replies dropped because ReplyQueue was full
+	BytesRead   int64             // raw bytes read from the PTY
+	Viewers     int               // attached viewers
+	Retained    int64             // output bytes held in the shared stream log
+	EmulatorLag int64             // output bytes read but not yet applied to the emulator
+	Replies     int64             // query replies written (or queued) to the PTY
+	RepliesLost int64             // query replies dropped because ReplyQueue was full
 	// Paced is the time the reader paused so that another terminal's
 	// typing went first (see Pacer).
 	Paced time.Duration
