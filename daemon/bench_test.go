@@ -197,7 +197,7 @@ type benchHarness struct {
 }
 
 func startBench(b *testing.B) *benchHarness {
-	h, stop, err := startServer(b.TempDir(), true, nil, io.Discard)
+	h, stop, err := startServer(b.TempDir(), true, nil, nil, io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func TestMaxTerminals(t *testing.T) {
 // many were suppressed.
 func TestFailedAuthLogIsRateLimited(t *testing.T) {
 	logs := &syncBuffer{}
-	h, stop, err := startServer(t.TempDir(), false, nil, logs)
+	h, stop, err := startServer(t.TempDir(), false, nil, nil, logs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,9 @@ const (
 	schemeTCP       = "ahp-tcp:/"
 )
 
+// schemes maps channel types to their URI schemes.
+var schemes = map[string]string{"terminal": schemeTerminal, "telemetry": schemeTelemetry, "tcp": schemeTCP}
+
 // Channel is a resource the host owns: a channel kind's flow.Channel
 // under its URI. Nothing here depends on the kind.
 type Channel struct {

@@ -41,11 +41,17 @@ type harness struct {
 // when real is true); it is shut down when the test ends.
 func start(t *testing.T, real bool, mutate func(*daemon.Config)) *harness {
 	t.Helper()
+	return startWith(t, real, mutate, nil)
+}
+
+// startWith is start with the server's Options changed by mutateOpts.
+func startWith(t *testing.T, real bool, mutate func(*daemon.Config), mutateOpts func(*daemon.Options)) *harness {
+	t.Helper()
 	var logw io.Writer = io.Discard
 	if testing.Verbose() {
 		logw = testWriter{t}
 	}
-	h, stop, err := startServer(t.TempDir(), real, mutate, logw)
+	h, stop, err := startServer(t.TempDir(), real, mutate, mutateOpts, logw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +66,7 @@ func start(t *testing.T, real bool, mutate func(*daemon.Config)) *harness {
 
 // startServer starts a daemon with its state in dir; stop shuts it down
 // and reports a Serve error or a shutdown that took too long.
-func startServer(dir string, real bool, mutate func(*daemon.Config), logw io.Writer) (*harness, func() error, error) {
+func startServer(dir string, real bool, mutate func(*daemon.Config), mutateOpts func(*daemon.Options), logw io.Writer) (*harness, func() error, error) {
 	h := &harness{}
 	cfg := daemon.Config{Listen: "127.0.0.1:0", StateDir: dir, NoDefaultTerminal: true, WebsocketCompression: "none"}
 	if mutate != nil {
@@ -69,6 +75,9 @@ func startServer(dir string, real bool, mutate func(*daemon.Config), logw io.Wri
 	opts := daemon.Options{Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})), Tokens: daemon.NewTokens(adminToken)}
 	if !real {
 		opts.NewTerminal = newFakeFactory(&h.terms, &h.termMu)
+	}
+	if mutateOpts != nil {
+		mutateOpts(&opts)
 	}
 	srv, err := daemon.New(cfg, opts)
 	if err != nil {

@@ -132,9 +132,7 @@ type subscribeParams struct {
 		Receive *flow.ReceiveLimits `json:"receive"`
 	} `json:"flowControl"`
 	Resume *flow.ResumeRequest `json:"resume"`
-	Create *struct {
-		Type string `json:"type"`
-	} `json:"create"`
+	Create json.RawMessage `json:"create"`
 }
 
 func (c *conn) subscribe(req *request) error {
@@ -147,10 +145,23 @@ func (c *conn) subscribe(req *request) error {
 	if len(p.Channel) > c.limits.MaxIDLength {
 		return c.respondOr(req, rpcErr(CodeInvalidRequest, "channel: longer than maxIdLength"))
 	}
+	var created bool
 	if p.Create != nil {
-		// No kind is created by subscribe yet (§8 TCP will be): the
-		// answer names the type, bounded.
-		return c.respondOr(req, rpcErr(CodeInvalidParams, "create: channels of type "+quoteClient(p.Create.Type)+" cannot be created by subscribe"))
+		// §8: creating needs role control over all channels.
+		if c.grant.Role != RoleControl || len(c.grant.Channels) != 0 {
+			return c.respondOr(req, rpcErr(CodeForbidden, "forbidden: creating a channel needs role control over all channels"))
+		}
+		var k struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(p.Create, &k); err != nil {
+			return c.respondOr(req, rpcErr(CodeInvalidParams, "create: "+err.Error()))
+		}
+		ch, err := c.srv.createChannel(k.Type, p.Create)
+		if err != nil {
+			return c.respondOr(req, channelErr(err))
+		}
+		p.Channel, created = ch.URI, true
 	}
 	// Scope first: a channel outside the credential's scope gets -32003
 	// whether it exists or not, so a scoped token cannot probe for the
@@ -179,7 +190,7 @@ func (c *conn) subscribe(req *request) error {
 		return c.respondOr(req, rpcErr(CodeInvalidParams, "flowControl.receive."+err.Error()))
 	}
 	c.nextSub++
-	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch, pending: true, reqID: req.ID, send: got, receive: chl.HostReceive}
+	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch, pending: true, reqID: req.ID, send: got, receive: chl.HostReceive, created: created}
 	role := flow.RoleView
 	if c.grant.Role == RoleControl {
 		role = flow.RoleControl
@@ -189,6 +200,9 @@ func (c *conn) subscribe(req *request) error {
 	sub, err := ch.impl.Attach(flow.AttachRequest{Wake: func() { c.wake(s) }, Window: got.WindowBytes, Role: role, Resume: p.Resume})
 	if err != nil {
 		s.ended = true // a wake queued by Attach must not reach the Sender
+		if created {
+			_ = c.srv.CloseChannel(ch.URI)
+		}
 		return c.respondOr(req, channelErr(err))
 	}
 	s.sub = sub
@@ -243,10 +257,14 @@ func (c *conn) start(s *subscription) error {
 	return nil
 }
 
-// refuse answers a pending subscribe with an error and drops it.
+// refuse answers a pending subscribe with an error and drops it; a
+// channel the subscribe created goes with it.
 func (c *conn) refuse(s *subscription, e *RPCError) error {
 	s.pending = false
 	c.endSub(s)
+	if s.created {
+		_ = c.srv.CloseChannel(s.ch.URI)
+	}
 	return c.queue(encodeResponse(s.reqID, nil, e))
 }
 

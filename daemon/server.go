@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -65,6 +66,7 @@ type Server struct {
 	registry    *Registry
 	limits      atomic.Pointer[Limits]
 	newTerminal TerminalFactory
+	creators    map[string]Creator
 	now         func() time.Time
 
 	connCtx   context.Context // parent of every connection; cancelled at shutdown
@@ -100,7 +102,17 @@ type Options struct {
 	// Flooding, when set, is called by the default terminals' readers
 	// while one floods (pty.Config.Flooding).
 	Flooding func()
+	// Creators are the channel kinds a subscribe may create, by type
+	// (PROTOCOL.md §8: subscribe {create:{type, ...}}).
+	Creators map[string]Creator
 }
+
+// Creator makes a channel of its kind from the create member of a
+// subscribe (all of it, type included). It must not block: a channel
+// that dials returns at once, and its Subscribers become Ready when the
+// dial is done (or fail with -32008). An *flow.Error carries its code
+// (-32003 for a target the allow-list refuses).
+type Creator func(params json.RawMessage) (flow.Channel, error)
 
 // New validates cfg and builds a Server. It creates the state directory
 // and admin token if needed.
@@ -143,6 +155,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		budget:      flow.NewBudget(cfg.MaxTotalBufferedBytes),
 		memory:      newMemoryReturner(),
 		newTerminal: nt,
+		creators:    opts.Creators,
 		now:         time.Now,
 		connCtx:     ctx,
 		stopConns:   cancel,
@@ -233,6 +246,31 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 			s.events.publish(Event{Kind: "channel.exited", Channel: ch.URI, Detail: detail})
 		}()
 	}
+	return ch, nil
+}
+
+// createChannel makes a channel of type typ with its Creator and
+// registers it under a generated id.
+func (s *Server) createChannel(typ string, params json.RawMessage) (*Channel, error) {
+	create, ok := s.creators[typ]
+	scheme := schemes[typ]
+	if !ok || scheme == "" {
+		return nil, &flow.Error{Code: CodeInvalidParams, Message: "create: channels of type " + quoteClient(typ) + " cannot be created by subscribe"}
+	}
+	if s.isClosing() {
+		return nil, ErrShuttingDown
+	}
+	impl, err := create(params)
+	if err != nil {
+		return nil, err
+	}
+	ch := &Channel{Type: impl.Kind(), impl: impl}
+	if err := s.registry.add(scheme, "", ch); err != nil {
+		_ = impl.Close()
+		return nil, err
+	}
+	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type, "by", "subscribe")
+	s.events.publish(Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	return ch, nil
 }
 
