@@ -1,5 +1,5 @@
 // main.js — the ahpd web page: channel list, one attached xterm.js
-// terminal, a status line. Protocol work lives in ahp.js.
+// terminal, a status line. Protocol work lives in session.js.
 
 import { Terminal } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
@@ -7,7 +7,7 @@ import { Unicode11Addon } from '@xterm/addon-unicode11';
 import '@xterm/xterm/css/xterm.css';
 import './style.css';
 
-import { Client, ErrorCode, WS_PATH } from './ahp.js';
+import { Client, ErrorCode, WS_PATH } from './session.js';
 import { CredentialStore, formatFragment, parseFragment } from './credentials.js';
 import { terminalConsumer } from './terminal.js';
 

@@ -1,7 +1,7 @@
 // Reassembly of channel/frame, and the UTF-16 size unit (PROTOCOL.md §4).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { escapedLength, fragment, size } from '../src/ahp.js';
+import { escapedLength, fragment, size } from '../src/session.js';
 import { CHANNEL, collector, connect, credits, frame, logical, rng, sendMessage, subscribe } from './harness.mjs';
 
 test('frames are concatenated and decoded only on final', async () => {

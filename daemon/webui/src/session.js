@@ -1,4 +1,4 @@
-// ahp.js — a framework-free AHP/1 client (see ../../../../shared/PROTOCOL.md).
+// session.js — a framework-free AHP/1 client (see ../../../../shared/PROTOCOL.md).
 //
 // No DOM dependency: the WebSocket constructor and the timer functions are
 // injected, so node tests drive it with a fake socket.
