@@ -18,8 +18,8 @@
 // Everything runs on the single JavaScript event loop; no method may be
 // called concurrently because there is no concurrency.
 //
-// Consumers
-// ---------
+// Consumers and views
+// -------------------
 // Session.subscribe and Client.attach take a consumer; all callbacks but
 // onMessage are optional:
 //   onMessage(msg, release, sub)  a decoded logical message {method, params}
@@ -31,6 +31,29 @@
 //                                 whose stream starts with a snapshot (§8).
 //   onEnd(info, sub)              sub ended: info {code, message, local}.
 //   onSubscribeError(err)         (Client.attach) subscribe was refused.
+//
+// A view shows one kind of channel. Each kind is a module of its own, a
+// sibling of terminal.js (later tcp.js, telemetry.js), exporting
+//   kind                          the channels/list `type` it shows
+//   createView(container, hooks)  builds the view in a DOM element and
+//                                 returns it; hooks are the page's callbacks
+//                                 for what the view reports (terminal.js:
+//                                 onSize, onReady, onExit), and every view
+//                                 calls hooks.onForbidden() when the host
+//                                 refuses a request with FORBIDDEN.
+// The view it returns is a consumer as above, with the same methods:
+//   onSubscribed(sub, session)    keep sub: the only thing the view sends on
+//                                 (terminal.js: sub.sendInput, sub.resize)
+//   onMessage(msg, release, sub)  apply msg in stream order, then release();
+//                                 unknown methods are released unread
+//   onEnd(info, sub)              forget sub if it is the one kept
+// plus
+//   setRole(role)                 'control' or 'view' (from initialize): a
+//                                 view-only page sends nothing
+//   dispose()                     stop and remove it from the container.
+// The page (main.js) creates the view, wraps it with its own bookkeeping and
+// passes that to Client.attach; a view sends only on the sub it was handed
+// and never touches the Client.
 
 import {
   DEFAULT_MAX_QUEUED_INPUT_BYTES,
