@@ -1,19 +1,17 @@
-// main.js — the ahpd web page: channel list, one attached xterm.js
-// terminal, a status line. Protocol work lives in ahp.js.
+// main.js — the ahpd web page wiring: the channel list in the sidebar,
+// switching the one attached channel, the status line, notices and the
+// test hook. The protocol is session.js (over wire.js); what is shown of a
+// channel is its view (terminal.js, the only kind shown so far).
 
-import { Terminal } from '@xterm/xterm';
-import { FitAddon } from '@xterm/addon-fit';
-import { Unicode11Addon } from '@xterm/addon-unicode11';
-import '@xterm/xterm/css/xterm.css';
+// terminal.js brings xterm.css: imported first so style.css comes after it.
+import { createView as createTerminalView, kind as terminalKind } from './terminal.js';
 import './style.css';
 
-import { Client, ErrorCode, WS_PATH } from './ahp.js';
+import { Client, ErrorCode, WS_PATH } from './session.js';
 import { CredentialStore, formatFragment, parseFragment } from './credentials.js';
-import { terminalConsumer } from './terminal.js';
 
 const VERSION = '0.1.0';
 const LATENCY_INTERVAL_MS = 5000;
-const RESIZE_DEBOUNCE_MS = 150;
 
 const $ = (id) => document.getElementById(id);
 const el = {
@@ -49,25 +47,29 @@ const ui = {
   ended: null, // {code, message} of the last subscription end
 };
 
-// ---- terminal -------------------------------------------------------------
+// ---- the view -------------------------------------------------------------
 
-const term = new Terminal({
-  allowProposedApi: true, // term.unicode is a proposed API
-  cursorBlink: true,
-  fontFamily: 'ui-monospace, "SFMono-Regular", "JetBrains Mono", Menlo, Consolas, monospace',
-  fontSize: 13,
-  scrollback: 10000,
-  theme: { background: '#0f1115', foreground: '#d7dae0', cursor: '#d7dae0', selectionBackground: '#2d4a66' },
+// One terminal view fills the window; it sends input and resize requests on
+// the subscription it is given and reports what the page shows.
+const view = createTerminalView(el.terminal, {
+  onSize(rows, cols) {
+    ui.rows = rows;
+    ui.cols = cols;
+    render();
+  },
+  onReady() {
+    ui.ready = true;
+    render();
+  },
+  onExit({ code, signal }) {
+    ui.exit = { code, signal };
+    showNotice(`The process exited${signal ? ` (signal ${signal})` : code != null ? ` with code ${code}` : ''}.`);
+    render();
+  },
+  onForbidden() {
+    applyRole('view');
+  },
 });
-const fit = new FitAddon();
-term.loadAddon(fit);
-term.loadAddon(new Unicode11Addon());
-term.unicode.activeVersion = '11'; // §8: widths follow Unicode 11, like the host's emulator
-term.open(el.terminal);
-{
-  const d = fit.proposeDimensions();
-  if (d) term.resize(d.cols, d.rows);
-}
 
 // ---- connection -----------------------------------------------------------
 
@@ -83,8 +85,10 @@ const client = new Client({
 
 let attachment = null;
 
+// consumer is the view plus the page's bookkeeping (Client.attach, session.js).
 const consumer = {
   onSubscribed(sub, session) {
+    view.onSubscribed(sub, session);
     ui.subscriptionId = sub.id;
     ui.ready = false;
     ui.exit = null;
@@ -96,25 +100,9 @@ const consumer = {
     // the viewer count includes this page.
     if (!pingSince) refreshChannels(session);
   },
-  ...terminalConsumer(term, {
-    onSize(rows, cols) {
-      ui.rows = rows;
-      ui.cols = cols;
-      render();
-      scheduleResizeRequest();
-    },
-    onReady() {
-      ui.ready = true;
-      render();
-      scheduleResizeRequest();
-    },
-    onExit({ code, signal }) {
-      ui.exit = { code, signal };
-      showNotice(`The process exited${signal ? ` (signal ${signal})` : code != null ? ` with code ${code}` : ''}.`);
-      render();
-    },
-  }),
-  onEnd(info) {
+  onMessage: view.onMessage,
+  onEnd(info, sub) {
+    view.onEnd(info, sub);
     ui.subscriptionId = null;
     ui.ready = false;
     if (info.code !== 'connection-closed' && info.code !== 'unsubscribed') {
@@ -177,7 +165,7 @@ client.on('session', async (session) => {
   applyRole(session.role);
   await refreshChannels(session);
   if (!attachment) {
-    const first = ui.channels.find((c) => c.type === 'terminal');
+    const first = ui.channels.find((c) => c.type === terminalKind);
     const channel = ui.channel || first?.channel;
     if (channel) attach(channel);
     else showNotice(['No terminal to attach. Create one with ', code('ahpctl terminal create -- bash'), '.']);
@@ -186,7 +174,7 @@ client.on('session', async (session) => {
 
 function applyRole(role) {
   ui.role = role;
-  term.options.disableStdin = role !== 'control';
+  view.setRole(role);
 }
 
 // pingSince is when the outstanding channels/list round trip started (0: none).
@@ -227,44 +215,6 @@ setInterval(() => {
 setInterval(() => {
   if (ui.connection === 'reconnecting') render();
 }, 1000);
-
-// ---- input and resize -----------------------------------------------------
-
-term.onData((data) => {
-  const sub = attachment?.subscription;
-  if (!sub || ui.role !== 'control') return; // view-only: nothing is sent
-  sub.sendInput(data);
-});
-term.onBinary((data) => {
-  // Binary strings carry bytes as U+0000–U+00FF; terminal/input is UTF-8
-  // text, so only the ASCII part can travel unchanged.
-  const sub = attachment?.subscription;
-  if (!sub || ui.role !== 'control' || /[^\x00-\x7f]/.test(data)) return;
-  sub.sendInput(data);
-});
-
-let resizeTimer = null;
-let lastRequested = '';
-function scheduleResizeRequest() {
-  clearTimeout(resizeTimer);
-  resizeTimer = setTimeout(requestResize, RESIZE_DEBOUNCE_MS);
-}
-function requestResize() {
-  const sub = attachment?.subscription;
-  if (!sub || ui.role !== 'control' || !ui.ready) return;
-  const d = fit.proposeDimensions();
-  if (!d || !(d.rows > 0 && d.cols > 0)) return;
-  if (d.rows === ui.rows && d.cols === ui.cols) return;
-  const key = `${sub.id}:${d.rows}x${d.cols}`;
-  if (key === lastRequested) return;
-  lastRequested = key;
-  // The host answers with a terminal/resize notice in the stream, which
-  // resizes xterm in order with the output.
-  sub.resize(d.rows, d.cols).catch((err) => {
-    if (err.code === ErrorCode.FORBIDDEN) applyRole('view');
-  });
-}
-new ResizeObserver(scheduleResizeRequest).observe(el.terminal);
 
 // ---- rendering ------------------------------------------------------------
 
@@ -308,8 +258,8 @@ function renderChannels() {
     li.className = `type-${c.type} state-${c.state}`;
     const b = document.createElement('button');
     b.type = 'button';
-    b.disabled = c.type !== 'terminal';
-    b.title = c.type === 'terminal' ? c.channel : `${c.channel} (${c.type} channels cannot be shown here yet)`;
+    b.disabled = c.type !== terminalKind;
+    b.title = c.type === terminalKind ? c.channel : `${c.channel} (${c.type} channels cannot be shown here yet)`;
     const title = document.createElement('span');
     title.className = 'title';
     title.textContent = c.title || c.channel;
@@ -380,22 +330,17 @@ window.ahpTest = {
     return {
       ...ui,
       channels: ui.channels.map((c) => ({ ...c })),
-      termRows: term.rows,
-      termCols: term.cols,
+      termRows: view.term.rows,
+      termCols: view.term.cols,
       receive: sub ? sub.receiveState() : null,
       send: sub ? sub.sendState() : null,
     };
   },
   /** screenText returns the visible lines of the terminal, right-trimmed. */
-  screenText() {
-    const b = term.buffer.active;
-    const lines = [];
-    for (let y = 0; y < term.rows; y++) lines.push(b.getLine(b.viewportY + y)?.translateToString(true) ?? '');
-    return lines.join('\n');
-  },
+  screenText: () => view.screenText(),
   attach,
   client,
-  term,
+  term: view.term,
 };
 
 render();

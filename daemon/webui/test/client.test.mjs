@@ -1,7 +1,7 @@
 // Reconnect with backoff, re-subscribe, credential use (Client, CredentialStore).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backoffDelay, Client, ErrorCode } from '../src/ahp.js';
+import { backoffDelay, Client, ErrorCode } from '../src/session.js';
 import { CredentialStore, formatFragment, parseFragment, STORAGE_KEY } from '../src/credentials.js';
 import { CHANNEL, collector, FakeSocket, initResult } from './harness.mjs';
 

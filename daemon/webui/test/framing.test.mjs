@@ -1,7 +1,7 @@
 // Reassembly of channel/frame, and the UTF-16 size unit (PROTOCOL.md §4).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { escapedLength, fragment, size } from '../src/ahp.js';
+import { escapedLength, fragment, size } from '../src/wire.js';
 import { CHANNEL, collector, connect, credits, frame, logical, rng, sendMessage, subscribe } from './harness.mjs';
 
 test('frames are concatenated and decoded only on final', async () => {
@@ -110,7 +110,7 @@ test('empty frames are not kept', async () => {
   const text = logical('terminal/output', { data: 'x' });
   ctx.ws.recv(frame(1, text.slice(0, 4)));
   for (let i = 0; i < 1000; i++) ctx.ws.recv(frame(1, ''));
-  assert.equal(sub._active.parts.length, 1);
+  assert.equal(sub._rx._active.parts.length, 1);
   ctx.ws.recv(frame(1, text.slice(4), true));
   assert.equal(c.messages[0].params.data, 'x');
 });

@@ -1,5 +1,5 @@
-// harness.mjs — a fake WebSocket and a scripted host for the ahp.js tests.
-import { Session } from '../src/ahp.js';
+// harness.mjs — a fake WebSocket and a scripted host for the session.js tests.
+import { Session } from '../src/session.js';
 
 export const CHANNEL = 'ahp-terminal:/t1';
 

@@ -1,7 +1,7 @@
 // The terminal consumer: stream order and credit from write callbacks (§8).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { terminalConsumer } from '../src/terminal.js';
+import { terminalConsumer } from '../src/terminal-stream.js';
 import { collector, connect, credits, logical, sendMessage, subscribe } from './harness.mjs';
 
 // FakeTerm queues writes like xterm's WriteBuffer and runs them on flush().

@@ -1,19 +1,68 @@
-// ahp.js — a framework-free AHP/1 client (see ../../../../shared/PROTOCOL.md).
+// session.js — the AHP/1 session layer (see ../../../../shared/PROTOCOL.md):
+// one WebSocket connection and what lives on it. The wire and flow-control
+// rules themselves are in wire.js; where tokens come from is credentials.js.
 //
 // No DOM dependency: the WebSocket constructor and the timer functions are
 // injected, so node tests drive it with a fake socket.
 //
-// Layers:
 //   Session       one WebSocket connection: initialize, JSON-RPC requests,
-//                 routing of frames/credit/reset to subscriptions.
-//   Subscription  one subscriptionId: reassembly and receive-limit checks for
-//                 host→client data, in-order release and batched credit,
-//                 fragmentation and the soft window for client→host data.
-//   Client        reconnects a Session with exponential backoff and
-//                 re-subscribes the channels that are attached to it.
+//                 routing of channel/frame, channel/credit and channel/reset
+//                 to the subscription they name.
+//   Subscription  one subscriptionId: feeds wire.js's Receiver and Sender,
+//                 sends what they return (frames, credit, resets), hands
+//                 complete messages to its consumer, subscribe/unsubscribe.
+//   Client        reconnects a Session with exponential backoff, using the
+//                 credentials given (ticket, then reconnect token), and
+//                 re-subscribes the channels attached to it.
 //
 // Everything runs on the single JavaScript event loop; no method may be
 // called concurrently because there is no concurrency.
+//
+// Consumers and views
+// -------------------
+// Session.subscribe and Client.attach take a consumer; all callbacks but
+// onMessage are optional:
+//   onMessage(msg, release, sub)  a decoded logical message {method, params}
+//                                 of the stream, in order; call release()
+//                                 once it is consumed (rendered, applied),
+//                                 which is what credit follows.
+//   onSubscribed(sub, session)    (Client.attach) a Subscription is live: the
+//                                 first one or the one after a reconnect,
+//                                 whose stream starts with a snapshot (§8).
+//   onEnd(info, sub)              sub ended: info {code, message, local}.
+//   onSubscribeError(err)         (Client.attach) subscribe was refused.
+//
+// A view shows one kind of channel. Each kind is a module of its own, a
+// sibling of terminal.js (later tcp.js, telemetry.js), exporting
+//   kind                          the channels/list `type` it shows
+//   createView(container, hooks)  builds the view in a DOM element and
+//                                 returns it; hooks are the page's callbacks
+//                                 for what the view reports (terminal.js:
+//                                 onSize, onReady, onExit), and every view
+//                                 calls hooks.onForbidden() when the host
+//                                 refuses a request with FORBIDDEN.
+// The view it returns is a consumer as above, with the same methods:
+//   onSubscribed(sub, session)    keep sub: the only thing the view sends on
+//                                 (terminal.js: sub.sendInput, sub.resize)
+//   onMessage(msg, release, sub)  apply msg in stream order, then release();
+//                                 unknown methods are released unread
+//   onEnd(info, sub)              forget sub if it is the one kept
+// plus
+//   setRole(role)                 'control' or 'view' (from initialize): a
+//                                 view-only page sends nothing
+//   dispose()                     stop and remove it from the container.
+// The page (main.js) creates the view, wraps it with its own bookkeeping and
+// passes that to Client.attach; a view sends only on the sub it was handed
+// and never touches the Client.
+
+import {
+  DEFAULT_MAX_QUEUED_INPUT_BYTES,
+  DEFAULT_RECEIVE,
+  Receiver,
+  Sender,
+  size,
+  validLimits,
+} from './wire.js';
 
 export const PROTOCOL_VERSION = 'ahp/1';
 export const SUBPROTOCOL = 'ahp.v1';
@@ -33,28 +82,6 @@ export const ErrorCode = Object.freeze({
   RESUME_FAILED: -32006,
   CHANNEL_BUSY: -32007,
 });
-
-/** Lifecycle messages may start without window credit (§4), each ≤ 1024 bytes. */
-export const LIFECYCLE_METHODS = new Set(['terminal/exit', 'tcp/eof', 'tcp/closed']);
-const LIFECYCLE_MAX_BYTES = 1024;
-
-/** Receive limits this client asks for by default (UTF-16 bytes). */
-export const DEFAULT_RECEIVE = Object.freeze({
-  // Outstanding output is bounded by window + one message (§5), which is
-  // what xterm.js may hold unparsed: keep it well under its 50 MB discard
-  // mark and near its guide's 500 KB "high" mark.
-  windowBytes: 256 * 1024,
-  maximumFrameBytes: 64 * 1024,
-  maximumMessageBytes: 1024 * 1024,
-});
-
-/** Input waiting for host credit is bounded (UTF-16 bytes of `data`). */
-export const DEFAULT_MAX_QUEUED_INPUT_BYTES = 1024 * 1024;
-
-/** size returns the protocol's size of a string: UTF-16 bytes (§4). */
-export function size(s) {
-  return s.length * 2;
-}
 
 /** RpcError is a JSON-RPC error object returned by the host. */
 export class RpcError extends Error {
@@ -94,88 +121,6 @@ class Emitter {
 }
 
 // ---------------------------------------------------------------------------
-// Sizes, escaping and fragmentation (§4).
-
-const isHigh = (c) => c >= 0xd800 && c <= 0xdbff;
-const isLow = (c) => c >= 0xdc00 && c <= 0xdfff;
-
-/**
- * escapedWidth returns how many UTF-16 code units JSON.stringify writes for
- * the code unit c (a lone surrogate: c is not half of a pair).
- */
-function escapedWidth(c) {
-  if (c === 0x22 || c === 0x5c) return 2; // \" \\
-  if (c < 0x20) {
-    // \b \t \n \f \r, the rest as \u00XX
-    return c === 0x08 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d ? 2 : 6;
-  }
-  if (c >= 0xd800 && c <= 0xdfff) return 6; // lone surrogate, ES2019 well-formed stringify
-  return 1;
-}
-
-/** escapedLength returns JSON.stringify(s).length − 2, without allocating. */
-export function escapedLength(s) {
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (isHigh(c) && i + 1 < s.length && isLow(s.charCodeAt(i + 1))) {
-      n += 2;
-      i++;
-    } else {
-      n += escapedWidth(c);
-    }
-  }
-  return n;
-}
-
-/**
- * fragment cuts text into consecutive slices whose JSON-escaped length is at
- * most budget code units each, in one pass. A surrogate pair is never split.
- * It returns at least one slice (an empty text gives [""]).
- */
-export function fragment(text, budget) {
-  if (!(budget >= 2)) throw new RangeError(`fragment budget ${budget} is below 2 code units`);
-  const out = [];
-  let start = 0;
-  let used = 0;
-  for (let i = 0; i < text.length; ) {
-    const c = text.charCodeAt(i);
-    let units = 1;
-    let w;
-    if (isHigh(c) && i + 1 < text.length && isLow(text.charCodeAt(i + 1))) {
-      units = 2;
-      w = 2;
-    } else {
-      w = escapedWidth(c);
-    }
-    if (w > budget) throw new RangeError(`fragment budget ${budget} cannot hold one character`);
-    if (used + w > budget) {
-      out.push(text.slice(start, i));
-      start = i;
-      used = 0;
-    }
-    used += w;
-    i += units;
-  }
-  if (start < text.length || out.length === 0) out.push(text.slice(start));
-  return out;
-}
-
-/** validLimits reports whether l satisfies §3's rules for receive limits. */
-export function validLimits(l) {
-  const ok = (v) => Number.isSafeInteger(v) && v > 0;
-  return (
-    !!l &&
-    ok(l.windowBytes) &&
-    ok(l.maximumFrameBytes) &&
-    ok(l.maximumMessageBytes) &&
-    l.maximumFrameBytes >= 1024 &&
-    l.windowBytes >= l.maximumFrameBytes &&
-    l.maximumMessageBytes >= l.maximumFrameBytes
-  );
-}
-
-// ---------------------------------------------------------------------------
 // Subscription.
 
 /** SubscriptionEnd codes used for ends that are not a channel/reset. */
@@ -211,26 +156,12 @@ export class Subscription {
     this.consumer = consumer;
     this.ended = false;
     this.endInfo = null;
-    this.maxQueuedInputBytes = options.maxQueuedInputBytes ?? DEFAULT_MAX_QUEUED_INPUT_BYTES;
 
-    // Receive side (host → client). Owned by the session's message handler
-    // and by release callbacks.
-    this._nextMessageId = 1; // id the next message must carry
-    this._active = null; // {id, parts, bytes, lifecycle}
-    this._receivedBytes = 0; // data bytes of every frame accepted
-    this._releasedBytes = 0; // bytes of the in-order released prefix
-    this._creditSent = 0; // consumedBytes last sent
-    this._unreleased = []; // [{bytes, done}] complete messages in order
-    this._unreleasedHead = 0;
-    this._lifecycleSeen = new Set();
-
-    // Send side (client → host).
-    this._sendNextId = 1;
-    this._sentBytes = 0;
-    this._hostConsumed = 0;
-    this._boundaries = []; // cumulative positions of message ends not yet credited
-    this._queue = []; // [{method, data, escaped}] waiting for window
-    this._queuedBytes = 0;
+    // Host → client, fed by the session's message handler and by release
+    // callbacks; client → host, fed by sendInput and channel/credit.
+    this._rx = new Receiver(this.receive);
+    this._tx = new Sender(channel, this.id, this.send,
+      options.maxQueuedInputBytes ?? DEFAULT_MAX_QUEUED_INPUT_BYTES);
 
     this.stats = {
       framesReceived: 0,
@@ -244,27 +175,22 @@ export class Subscription {
 
   /** outstanding is the client→host bytes sent and not yet credited. */
   get outstanding() {
-    return this._sentBytes - this._hostConsumed;
+    return this._tx.outstanding;
+  }
+
+  /** maxQueuedInputBytes bounds the input waiting for host credit. */
+  get maxQueuedInputBytes() {
+    return this._tx.maxQueuedBytes;
   }
 
   /** receiveState returns the receive counters, for status lines and tests. */
   receiveState() {
-    return {
-      receivedBytes: this._receivedBytes,
-      releasedBytes: this._releasedBytes,
-      creditSent: this._creditSent,
-      unreleased: this._unreleased.length - this._unreleasedHead,
-    };
+    return this._rx.state();
   }
 
   /** sendState returns the send counters, for status lines and tests. */
   sendState() {
-    return {
-      sentBytes: this._sentBytes,
-      consumedBytes: this._hostConsumed,
-      queuedMessages: this._queue.length,
-      queuedBytes: this._queuedBytes,
-    };
+    return this._tx.state();
   }
 
   // ---- receive -----------------------------------------------------------
@@ -273,87 +199,14 @@ export class Subscription {
   _onFrame(p, rawLength) {
     if (this.ended) return;
     this.stats.framesReceived++;
-    const r = this.receive;
-    if (rawLength * 2 > r.maximumFrameBytes) {
-      return this.reset('frame-too-large',
-        `frame of ${rawLength * 2} bytes exceeds maximumFrameBytes ${r.maximumFrameBytes}`);
-    }
-    const { data, messageId } = p;
-    if (typeof data !== 'string' || !Number.isSafeInteger(messageId) ||
-        (p.final !== undefined && typeof p.final !== 'boolean')) {
-      return this.reset('protocol-error', 'malformed channel/frame');
-    }
-    const bytes = size(data);
-    if (this._active) {
-      if (messageId !== this._active.id) {
-        return this.reset('protocol-error',
-          `frame for message ${messageId} while message ${this._active.id} is incomplete`);
-      }
-    } else {
-      if (messageId !== this._nextMessageId) {
-        return this.reset('protocol-error',
-          `message ${messageId} started, expected ${this._nextMessageId}`);
-      }
-      // §5: a message may start only while outstanding < window. The host's
-      // view of our credit is never newer than _creditSent, so this check
-      // can only be more lenient than the host's own. Lifecycle messages
-      // may start beyond the window but are then limited to 1024 bytes and
-      // checked to be lifecycle messages once decoded.
-      const beyond = this._receivedBytes - this._creditSent >= r.windowBytes;
-      this._active = { id: messageId, parts: [], bytes: 0, lifecycle: beyond };
-    }
-    const a = this._active;
-    // A frame boundary never splits a surrogate pair (§4); reject, never repair.
-    if (data.length > 0 &&
-        (isLow(data.charCodeAt(0)) || isHigh(data.charCodeAt(data.length - 1)))) {
-      return this.reset('protocol-error', `message ${a.id}: frame splits a surrogate pair`);
-    }
-    if (a.bytes + bytes > r.maximumMessageBytes) {
-      return this.reset('message-too-large',
-        `message ${a.id} exceeds maximumMessageBytes ${r.maximumMessageBytes}`);
-    }
-    if (a.lifecycle && a.bytes + bytes > LIFECYCLE_MAX_BYTES) {
-      return this.reset('protocol-error',
-        `message ${a.id} started with the window exhausted (${r.windowBytes} bytes outstanding)`);
-    }
-    // Empty frames carry nothing to keep: the parts list stays bounded by
-    // maximumMessageBytes / 2 however the host slices (lessons rule 13).
-    if (bytes > 0) a.parts.push(data);
-    a.bytes += bytes;
-    this._receivedBytes += bytes;
-    if (p.final !== true) return;
-
-    this._active = null;
-    this._nextMessageId = a.id + 1;
-    let msg;
-    try {
-      msg = JSON.parse(a.parts.join(''));
-    } catch {
-      return this.reset('protocol-error', `message ${a.id} is not valid JSON`);
-    }
-    if (!msg || typeof msg !== 'object' || msg.jsonrpc !== '2.0' ||
-        typeof msg.method !== 'string' || 'id' in msg) {
-      return this.reset('protocol-error', `message ${a.id} is not a JSON-RPC notification`);
-    }
-    if (LIFECYCLE_METHODS.has(msg.method)) {
-      if (this._lifecycleSeen.has(msg.method)) {
-        return this.reset('protocol-error', `second ${msg.method}`);
-      }
-      this._lifecycleSeen.add(msg.method);
-    } else if (a.lifecycle) {
-      return this.reset('protocol-error',
-        `message ${a.id} (${msg.method}) started with the window exhausted`);
-    }
-    if (msg.params === undefined) msg.params = {};
+    const r = this._rx.frame(p, rawLength);
+    if (r === null) return;
+    if (r.error) return this.reset(r.error.code, r.error.message);
+    const msg = r.message;
     this.stats.messagesReceived++;
-    const entry = { bytes: a.bytes, done: false };
-    this._unreleased.push(entry);
-    let called = false;
+    const entry = this._rx.deliver(r.bytes);
     const release = () => {
-      if (called) return;
-      called = true;
-      entry.done = true;
-      this._advanceRelease();
+      if (this._rx.release(entry)) this._maybeCredit();
     };
     try {
       this.consumer.onMessage?.(msg, release, this);
@@ -364,39 +217,15 @@ export class Subscription {
     }
   }
 
-  _advanceRelease() {
-    const q = this._unreleased;
-    let h = this._unreleasedHead;
-    while (h < q.length && q[h].done) {
-      this._releasedBytes += q[h].bytes;
-      h++;
-    }
-    if (h === q.length) {
-      q.length = 0;
-      h = 0;
-    } else if (h > 1024) {
-      q.splice(0, h);
-      h = 0;
-    }
-    this._unreleasedHead = h;
-    this._maybeCredit();
-  }
-
-  // Credit batching (flow-control-lessons rule 12): send once a quarter
-  // window is waiting, and always once everything delivered is released, so
-  // the host is never left waiting on a sub-threshold remainder.
   _maybeCredit() {
     if (this.ended) return;
-    const unsent = this._releasedBytes - this._creditSent;
-    if (unsent <= 0) return;
-    const idle = this._unreleasedHead === this._unreleased.length;
-    if (!idle && unsent < this.receive.windowBytes / 4) return;
-    this._creditSent = this._releasedBytes;
+    const consumedBytes = this._rx.takeCredit();
+    if (consumedBytes === null) return;
     this.stats.creditsSent++;
     this.session.notify('channel/credit', {
       channel: this.channel,
       subscriptionId: this.id,
-      consumedBytes: this._creditSent,
+      consumedBytes,
     });
   }
 
@@ -415,93 +244,32 @@ export class Subscription {
   }
 
   _enqueue(method, data) {
-    const bytes = size(data);
-    if (this._queuedBytes + bytes > this.maxQueuedInputBytes) {
+    if (!this._tx.enqueue(method, data)) {
+      const bytes = size(data);
       this.stats.inputDroppedBytes += bytes;
       this.session._emit('inputDropped', { subscription: this, bytes });
       return false;
     }
-    const overhead = JSON.stringify({ jsonrpc: '2.0', method, params: { data: '' } }).length;
-    const budget = Math.floor(this.send.maximumMessageBytes / 2) - overhead;
-    const last = this._queue[this._queue.length - 1];
-    if (last && last.method === method) {
-      const joined = last.data + data;
-      if (escapedLength(joined) <= budget) {
-        last.data = joined;
-        this._queuedBytes += bytes;
-        this._pump();
-        return true;
-      }
-    }
-    // A paste larger than one message becomes several, split between
-    // characters, never inside a surrogate pair.
-    for (const piece of fragment(data, budget)) this._queue.push({ method, data: piece });
-    this._queuedBytes += bytes;
     this._pump();
     return true;
   }
 
-  // §5 soft window: a message starts only while outstanding < window and
-  // is then sent whole (it may finish beyond the window), so no message is
-  // ever left half-sent between calls.
   _pump() {
-    while (!this.ended && this._queue.length > 0 && this.outstanding < this.send.windowBytes) {
-      const item = this._queue.shift();
-      this._queuedBytes -= size(item.data);
-      try {
-        this._sendMessage(item.method, { data: item.data });
-      } catch (err) {
-        // Only fragment() throws: the host's frame limit cannot hold the
-        // envelope (a channel id near maxIdLength). Nothing was sent.
-        return this.reset('protocol-error', err.message);
-      }
-    }
-  }
-
-  _sendMessage(method, params) {
-    const text = JSON.stringify({ jsonrpc: '2.0', method, params });
-    const id = this._sendNextId++;
-    // The envelope's size with an empty data string and final:true bounds
-    // every frame's overhead for this message; the rest is the budget for
-    // the escaped data, filled in one pass by fragment().
-    const overhead = JSON.stringify(this._frameEnvelope(id, '', true)).length;
-    const budget = Math.floor(this.send.maximumFrameBytes / 2) - overhead;
-    const parts = fragment(text, budget);
-    for (let i = 0; i < parts.length; i++) {
-      const final = i === parts.length - 1;
-      this._sentBytes += size(parts[i]);
+    if (this.ended) return;
+    const { frames, messages, error } = this._tx.pump();
+    for (const text of frames) {
       this.stats.framesSent++;
-      this.session._sendText(JSON.stringify(this._frameEnvelope(id, parts[i], final)));
+      this.session._sendText(text);
     }
-    this._boundaries.push(this._sentBytes);
-    this.stats.messagesSent++;
-  }
-
-  _frameEnvelope(messageId, data, final) {
-    const params = { channel: this.channel, subscriptionId: this.id, messageId, data };
-    if (final) params.final = true;
-    return { jsonrpc: '2.0', method: 'channel/frame', params };
+    this.stats.messagesSent += messages;
+    if (error) this.reset(error.code, error.message);
   }
 
   /** _onCredit handles channel/credit for client→host data (§5). */
   _onCredit(p) {
     if (this.ended) return;
-    const c = p.consumedBytes;
-    if (!Number.isSafeInteger(c) || c < 0) {
-      return this.reset('invalid-credit', 'consumedBytes is not a non-negative safe integer');
-    }
-    if (c <= this._hostConsumed) return; // older or equal: ignored
-    if (c > this._sentBytes) {
-      return this.reset('invalid-credit', `consumedBytes ${c} exceeds sent ${this._sentBytes}`);
-    }
-    const b = this._boundaries;
-    let i = 0;
-    while (i < b.length && b[i] < c) i++;
-    if (i === b.length || b[i] !== c) {
-      return this.reset('invalid-credit', `consumedBytes ${c} is not on a message boundary`);
-    }
-    b.splice(0, i + 1);
-    this._hostConsumed = c;
+    const error = this._tx.credit(p.consumedBytes);
+    if (error) return this.reset(error.code, error.message);
     this._pump();
   }
 
@@ -541,9 +309,8 @@ export class Subscription {
     this.endInfo = info;
     // §7: an incomplete message is discarded; queued input is never retried
     // blindly (§8), so it is dropped too.
-    this._active = null;
-    this._queue.length = 0;
-    this._queuedBytes = 0;
+    this._rx.abort();
+    this._tx.clear();
     this.session._subs.delete(this.id);
     try {
       this.consumer.onEnd?.(info, this);
