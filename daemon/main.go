@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/control"
+	"github.com/ahp-dev/ahpd/internal/procs"
 	"golang.org/x/sys/unix"
 )
 
@@ -194,7 +195,7 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 		cfg.Listen = act.HTTP.Addr().String()
 		log.Info("HTTP listener from socket activation", "addr", cfg.Listen)
 	}
-	flooding, stopScaling := startProcScaling(log)
+	flooding, stopScaling := procs.Start(log)
 	defer stopScaling()
 	srv, err := New(cfg, Options{Logger: log, Flooding: flooding})
 	if err != nil {

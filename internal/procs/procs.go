@@ -1,4 +1,8 @@
-package daemon
+// Package procs scales the Go scheduler's Ps for ahpd: one while its
+// terminals are quiet, two while one floods (Start). It is safe for
+// concurrent use: the flooding hook is called by terminals' readers, and
+// the scaler's timer runs on a goroutine of its own that stop waits for.
+package procs
 
 import (
 	"log/slog"
@@ -98,10 +102,10 @@ func (s *procScaler) stop() {
 	s.timer.Stop()
 }
 
-// startProcScaling applies procPlan to this process and logs it. flooding
-// is the hook for the terminals (nil when GOMAXPROCS fixes the Ps); stop
-// ends the scaling.
-func startProcScaling(log *slog.Logger) (flooding func(), stop func()) {
+// Start applies procPlan to this process and logs it. flooding is the
+// hook for the terminals (nil when GOMAXPROCS fixes the Ps); stop ends the
+// scaling.
+func Start(log *slog.Logger) (flooding func(), stop func()) {
 	busy, scale := procPlan(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), systemCgroupCPUs)
 	switch {
 	case !scale:
