@@ -132,7 +132,7 @@ type subscribeParams struct {
 		Receive *flow.ReceiveLimits `json:"receive"`
 	} `json:"flowControl"`
 	Resume *flow.ResumeRequest `json:"resume"`
-	Create json.RawMessage `json:"create"`
+	Create json.RawMessage     `json:"create"`
 }
 
 func (c *conn) subscribe(req *request) error {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/control"
+	"github.com/ahp-dev/ahpd/daemon/systemd"
 	"github.com/ahp-dev/ahpd/internal/procs"
 	"golang.org/x/sys/unix"
 )
@@ -139,10 +140,10 @@ type runOptions struct {
 func run(s settings, ro runOptions, stderr io.Writer) int {
 	level := new(slog.LevelVar)
 	_ = level.UnmarshalText([]byte(s.LogLevel)) // validated by loadSettings
-	journal := s.LogFormat == "journal" || s.LogFormat == "auto" && journalStderr(stderr)
+	journal := s.LogFormat == "journal" || s.LogFormat == "auto" && systemd.JournalStderr(stderr)
 	var h slog.Handler
 	if journal {
-		h = newJournalHandler(stderr, level)
+		h = systemd.NewJournalHandler(stderr, level)
 	} else {
 		h = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
 	}
@@ -169,15 +170,15 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 	defer stop()
 
 	// Read (and clear) systemd's variables before any terminal starts.
-	sd, err := notifierFromEnv()
+	sd, err := systemd.NotifierFromEnv()
 	if err != nil {
 		log.Warn("not notifying systemd", "err", err)
 	}
-	wd, err := watchdogFromEnv()
+	wd, err := systemd.WatchdogFromEnv()
 	if err != nil {
 		log.Warn("watchdog disabled", "err", err)
 	}
-	act, err := listenersFromEnv()
+	act, err := systemd.ListenersFromEnv()
 	if err != nil {
 		return fatal("%v", err)
 	}
@@ -278,7 +279,7 @@ type runner struct {
 	srv      *Server
 	log      *slog.Logger
 	level    *slog.LevelVar
-	sd       *notifier
+	sd       *systemd.Notifier
 	watchdog time.Duration // WatchdogSec; 0: none
 	opts     runOptions
 	started  settings // in force since start: keys that need a restart
@@ -388,7 +389,7 @@ func healthURL(addr net.Addr) string {
 // logLevel; a bad file changes nothing. Keys that need a restart are
 // reported if they changed.
 func (r *runner) reload() {
-	r.notify(fmt.Sprintf("RELOADING=1\nSTATUS=reloading\nMONOTONIC_USEC=%d", monotonicUsec()))
+	r.notify(fmt.Sprintf("RELOADING=1\nSTATUS=reloading\nMONOTONIC_USEC=%d", systemd.MonotonicUsec()))
 	defer r.notify("READY=1\nSTATUS=" + r.status)
 	path := findConfig(r.opts.configFlag)
 	s, _, err := loadSettings(path, r.opts.fromFlags, r.opts.flagged)

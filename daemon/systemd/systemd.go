@@ -1,7 +1,6 @@
-package daemon
-
-// The systemd side of ahpd, written against the documented interfaces with
-// the standard library only (no libsystemd, no go-systemd):
+// Package systemd is the systemd side of ahpd, written against the
+// documented interfaces with the standard library only (no libsystemd, no
+// go-systemd):
 //   - sd_notify(3): datagrams to $NOTIFY_SOCKET (a path, or "@name" for an
 //     abstract socket): READY=1, RELOADING=1, STOPPING=1, STATUS=, WATCHDOG=1;
 //   - the watchdog: $WATCHDOG_USEC (and $WATCHDOG_PID, which must be ours);
@@ -10,9 +9,14 @@ package daemon
 //   - journald's stderr stream: $JOURNAL_STREAM names the device and inode
 //     of stderr when it is connected to the journal; lines then start with a
 //     syslog priority "<N>" and carry no timestamp (journald adds its own).
+//
 // Each of these variables is removed from the environment once read, so the
 // shells that ahpd starts neither inherit the listening sockets' numbers nor
 // talk to systemd in the daemon's name.
+//
+// Concurrency: a *Notifier is safe for concurrent use; the other functions
+// read and clear the environment and are meant for the daemon's start.
+package systemd
 
 import (
 	"bytes"
@@ -34,16 +38,16 @@ import (
 // listenFDsStart is SD_LISTEN_FDS_START: the first passed descriptor.
 const listenFDsStart = 3
 
-// notifier sends sd_notify(3) messages to the service manager. A nil
-// *notifier (not started by systemd) drops them.
-type notifier struct {
+// Notifier sends sd_notify(3) messages to the service manager. A nil
+// *Notifier (not started by systemd) drops them.
+type Notifier struct {
 	addr *net.UnixAddr
 	mu   sync.Mutex // serializes writes so that messages never interleave
 }
 
-// notifierFromEnv takes $NOTIFY_SOCKET out of the environment and returns
-// a notifier for it, or nil if it is unset.
-func notifierFromEnv() (*notifier, error) {
+// NotifierFromEnv takes $NOTIFY_SOCKET out of the environment and returns
+// a Notifier for it, or nil if it is unset.
+func NotifierFromEnv() (*Notifier, error) {
 	path := os.Getenv("NOTIFY_SOCKET")
 	os.Unsetenv("NOTIFY_SOCKET")
 	switch {
@@ -54,12 +58,12 @@ func notifierFromEnv() (*notifier, error) {
 		return nil, fmt.Errorf("NOTIFY_SOCKET=%q: only unix socket paths and @abstract names are supported", path)
 	}
 	// The net package maps a leading '@' to Linux's abstract namespace.
-	return &notifier{addr: &net.UnixAddr{Name: path, Net: "unixgram"}}, nil
+	return &Notifier{addr: &net.UnixAddr{Name: path, Net: "unixgram"}}, nil
 }
 
 // Notify sends state, newline-separated VAR=value assignments, in one
 // datagram.
-func (n *notifier) Notify(state string) error {
+func (n *Notifier) Notify(state string) error {
 	if n == nil {
 		return nil
 	}
@@ -76,10 +80,10 @@ func (n *notifier) Notify(state string) error {
 	return nil
 }
 
-// watchdogFromEnv takes $WATCHDOG_USEC and $WATCHDOG_PID out of the
+// WatchdogFromEnv takes $WATCHDOG_USEC and $WATCHDOG_PID out of the
 // environment and returns the watchdog timeout, or 0 if there is none for
 // this process.
-func watchdogFromEnv() (time.Duration, error) {
+func WatchdogFromEnv() (time.Duration, error) {
 	usec, pid := os.Getenv("WATCHDOG_USEC"), os.Getenv("WATCHDOG_PID")
 	os.Unsetenv("WATCHDOG_USEC")
 	os.Unsetenv("WATCHDOG_PID")
@@ -96,14 +100,14 @@ func watchdogFromEnv() (time.Duration, error) {
 	return time.Duration(n) * time.Microsecond, nil
 }
 
-// activated holds the listeners passed by socket activation.
-type activated struct {
+// Activated holds the listeners passed by socket activation.
+type Activated struct {
 	HTTP    net.Listener // nil if none was passed
 	Control net.Listener // nil if none was passed
 }
 
 // Close closes the listeners (our descriptors; systemd keeps its own).
-func (a activated) Close() {
+func (a Activated) Close() {
 	if a.HTTP != nil {
 		a.HTTP.Close()
 	}
@@ -112,7 +116,7 @@ func (a activated) Close() {
 	}
 }
 
-// listenersFromEnv implements sd_listen_fds_with_names(3) with
+// ListenersFromEnv implements sd_listen_fds_with_names(3) with
 // unset_environment: if $LISTEN_PID is this process, descriptors 3 ..
 // 3+$LISTEN_FDS-1 are listening sockets named by $LISTEN_FDNAMES. The one
 // named "http" is the HTTP listener and "control" the control socket; an
@@ -120,23 +124,23 @@ func (a activated) Close() {
 // gives all its sockets one name) is the HTTP listener if it is TCP and the
 // control socket if it is a unix socket. Each descriptor is replaced by a
 // close-on-exec duplicate, so shells never inherit a listening socket.
-func listenersFromEnv() (activated, error) {
+func ListenersFromEnv() (Activated, error) {
 	pidS, nS, namesS := os.Getenv("LISTEN_PID"), os.Getenv("LISTEN_FDS"), os.Getenv("LISTEN_FDNAMES")
 	for _, k := range []string{"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"} {
 		os.Unsetenv(k)
 	}
 	if nS == "" || pidS != strconv.Itoa(os.Getpid()) {
-		return activated{}, nil
+		return Activated{}, nil
 	}
 	n, err := strconv.Atoi(nS)
 	if err != nil || n < 0 || n > 64 {
-		return activated{}, fmt.Errorf("socket activation: LISTEN_FDS=%q: want a count of descriptors", nS)
+		return Activated{}, fmt.Errorf("socket activation: LISTEN_FDS=%q: want a count of descriptors", nS)
 	}
 	var names []string
 	if namesS != "" {
 		names = strings.Split(namesS, ":")
 	}
-	var a activated
+	var a Activated
 	var errs []error
 	for i := range n {
 		fd := listenFDsStart + i
@@ -171,7 +175,7 @@ func listenersFromEnv() (activated, error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		a.Close()
-		return activated{}, err
+		return Activated{}, err
 	}
 	return a, nil
 }
@@ -198,11 +202,11 @@ func adoptListener(fd int, name string) (net.Listener, error) {
 	return ln, nil
 }
 
-// journalStderr reports whether w is the stream that $JOURNAL_STREAM
+// JournalStderr reports whether w is the stream that $JOURNAL_STREAM
 // ("DEVICE:INODE") names, i.e. stderr goes to journald. A mere
 // $INVOCATION_ID is not enough: the unit may send stderr to a file, and a
 // shell started by ahpd inherits both variables with stderr on its PTY.
-func journalStderr(w io.Writer) bool {
+func JournalStderr(w io.Writer) bool {
 	js := os.Getenv("JOURNAL_STREAM")
 	f, ok := w.(*os.File)
 	if js == "" || !ok {
@@ -236,7 +240,7 @@ type journalOut struct {
 	w   io.Writer
 }
 
-func newJournalHandler(w io.Writer, level slog.Leveler) slog.Handler {
+func NewJournalHandler(w io.Writer, level slog.Leveler) slog.Handler {
 	out := &journalOut{w: w}
 	return &journalHandler{out: out, inner: slog.NewTextHandler(&out.buf, &slog.HandlerOptions{
 		Level: level,
@@ -302,9 +306,9 @@ func (h *journalHandler) WithGroup(name string) slog.Handler {
 	return &journalHandler{inner: h.inner.WithGroup(name), out: h.out}
 }
 
-// monotonicUsec is CLOCK_MONOTONIC in microseconds, for RELOADING=1's
+// MonotonicUsec is CLOCK_MONOTONIC in microseconds, for RELOADING=1's
 // MONOTONIC_USEC (systemd 253+ wants it with Type=notify-reload).
-func monotonicUsec() int64 {
+func MonotonicUsec() int64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
 		return 0

@@ -1,4 +1,4 @@
-package daemon
+package systemd
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,9 +20,9 @@ func TestNotifierAbstractSocket(t *testing.T) {
 	}
 	defer c.Close()
 	t.Setenv("NOTIFY_SOCKET", name)
-	n, err := notifierFromEnv()
+	n, err := NotifierFromEnv()
 	if err != nil || n == nil {
-		t.Fatalf("notifierFromEnv = %v, %v", n, err)
+		t.Fatalf("NotifierFromEnv = %v, %v", n, err)
 	}
 	if _, ok := os.LookupEnv("NOTIFY_SOCKET"); ok {
 		t.Error("NOTIFY_SOCKET still set: shells would inherit it")
@@ -37,19 +36,19 @@ func TestNotifierAbstractSocket(t *testing.T) {
 	if err != nil || string(buf[:k]) != "READY=1\nSTATUS=x" {
 		t.Fatalf("received %q, %v", buf[:k], err)
 	}
-	var none *notifier
+	var none *Notifier
 	if err := none.Notify("READY=1"); err != nil {
-		t.Fatalf("nil notifier: %v", err)
+		t.Fatalf("nil Notifier: %v", err)
 	}
 }
 
 func TestNotifierFromEnv(t *testing.T) {
 	t.Setenv("NOTIFY_SOCKET", "")
-	if n, err := notifierFromEnv(); n != nil || err != nil {
+	if n, err := NotifierFromEnv(); n != nil || err != nil {
 		t.Errorf("unset: %v, %v", n, err)
 	}
 	t.Setenv("NOTIFY_SOCKET", "vsock:2:1234")
-	if _, err := notifierFromEnv(); err == nil {
+	if _, err := NotifierFromEnv(); err == nil {
 		t.Error("vsock: no error")
 	}
 }
@@ -70,7 +69,7 @@ func TestWatchdogFromEnv(t *testing.T) {
 	} {
 		t.Setenv("WATCHDOG_USEC", c.usec)
 		t.Setenv("WATCHDOG_PID", c.pid)
-		got, err := watchdogFromEnv()
+		got, err := WatchdogFromEnv()
 		if got != c.want || (err != nil) != c.err {
 			t.Errorf("WATCHDOG_USEC=%q WATCHDOG_PID=%q: %v, %v; want %v, error %v", c.usec, c.pid, got, err, c.want, c.err)
 		}
@@ -86,7 +85,7 @@ func TestListenersFromEnvIgnoresOtherPID(t *testing.T) {
 	t.Setenv("LISTEN_PID", "1")
 	t.Setenv("LISTEN_FDS", "2")
 	t.Setenv("LISTEN_FDNAMES", "http:control")
-	a, err := listenersFromEnv()
+	a, err := ListenersFromEnv()
 	if err != nil || a.HTTP != nil || a.Control != nil {
 		t.Fatalf("LISTEN_PID of another process: %+v, %v", a, err)
 	}
@@ -97,7 +96,7 @@ func TestListenersFromEnvIgnoresOtherPID(t *testing.T) {
 	}
 	t.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
 	t.Setenv("LISTEN_FDS", "many")
-	if _, err := listenersFromEnv(); err == nil {
+	if _, err := ListenersFromEnv(); err == nil {
 		t.Error("LISTEN_FDS=many: no error")
 	}
 }
@@ -106,7 +105,7 @@ func TestJournalHandler(t *testing.T) {
 	var buf bytes.Buffer
 	lv := new(slog.LevelVar)
 	lv.Set(slog.LevelDebug)
-	log := slog.New(newJournalHandler(&buf, lv))
+	log := slog.New(NewJournalHandler(&buf, lv))
 	log.Debug("d", "k", 1)
 	log.Info("listening", "addr", "127.0.0.1:7681")
 	log.With("conn", "c1").WithGroup("g").Warn("two\nlines", "x", "a b")
@@ -133,45 +132,14 @@ func TestJournalStderr(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("JOURNAL_STREAM", fmt.Sprintf("%d:%d", st.Dev, st.Ino))
-	if !journalStderr(f) {
+	if !JournalStderr(f) {
 		t.Error("matching JOURNAL_STREAM: not detected")
 	}
-	if journalStderr(&bytes.Buffer{}) {
+	if JournalStderr(&bytes.Buffer{}) {
 		t.Error("a non-file counted as the journal")
 	}
 	t.Setenv("JOURNAL_STREAM", fmt.Sprintf("%d:%d", st.Dev, st.Ino+1))
-	if journalStderr(f) {
+	if JournalStderr(f) {
 		t.Error("another inode counted as the journal (a shell that inherited JOURNAL_STREAM)")
-	}
-}
-
-func TestHealthURL(t *testing.T) {
-	for _, c := range []struct {
-		addr net.Addr
-		want string
-	}{
-		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7681}, "http://127.0.0.1:7681/healthz"},
-		{&net.TCPAddr{IP: net.IPv4zero, Port: 80}, "http://127.0.0.1:80/healthz"},
-		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 80}, "http://[::1]:80/healthz"},
-		{&net.UnixAddr{Name: "/x", Net: "unix"}, ""},
-	} {
-		if got := healthURL(c.addr); got != c.want {
-			t.Errorf("healthURL(%v) = %q, want %q", c.addr, got, c.want)
-		}
-	}
-}
-
-func TestRestartOnlyChanges(t *testing.T) {
-	a := defaultSettings()
-	b := a
-	b.Limits.MaxSubscriptions = 3
-	b.LogLevel = "debug"
-	if got := restartOnlyChanges(a, b); len(got) != 0 {
-		t.Errorf("limits and logLevel reported as needing a restart: %v", got)
-	}
-	b.Listen = "127.0.0.1:1"
-	b.AllowedOrigins = []string{"x:1"}
-	if got := strings.Join(restartOnlyChanges(a, b), ","); got != "listen,allowedOrigins" {
-		t.Errorf("restartOnlyChanges = %s", got)
 	}
 }
