@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -83,8 +84,8 @@ type conn struct {
 	subs        map[string]*subscription
 	pending     map[string]*subscription // subscribes waiting for Ready
 	nextSub     int
-	grant       Grant
-	attached    bool // grant is counted by Tokens.Attach; Detach at close
+	grant       auth.Grant
+	attached    bool // grant is counted by auth.Tokens.Attach; Detach at close
 	initialized bool
 	clientName  string
 	partial     int64 // bytes of incomplete client→host messages, all subscriptions
@@ -459,11 +460,11 @@ func (c *conn) checkToken() error {
 
 // tokenEnded is the close for a revoked or expired token.
 func (c *conn) tokenEnded(err error) error {
-	if errors.Is(err, ErrTokenBusy) {
+	if errors.Is(err, auth.ErrTokenBusy) {
 		return closeWith(websocket.StatusPolicyViolation, "too many connections with this token (maxConnectionsPerToken %d)", c.srv.cfg.MaxConnectionsPerToken)
 	}
 	reason := "token revoked"
-	if errors.Is(err, ErrTokenExpired) {
+	if errors.Is(err, auth.ErrTokenExpired) {
 		reason = "token expired"
 	}
 	c.srv.events.publish(Event{Kind: "viewer.kicked", Viewer: c.id, Detail: reason})
@@ -714,7 +715,7 @@ func (c *conn) handleFrame(raw []byte) error {
 		c.stats.droppedNotifications.Add(1)
 		return nil
 	}
-	if c.grant.Role != RoleControl {
+	if c.grant.Role != auth.RoleControl {
 		// Client→host data needs the control role (§2); refuse it before
 		// buffering any of it.
 		c.resetSub(s, flow.CodeForbidden, "view role cannot send data")

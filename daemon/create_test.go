@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -250,7 +251,7 @@ func TestCreateNeedsControlOverAllChannels(t *testing.T) {
 		o.Creators = map[string]daemon.Creator{"tcp": kind.create}
 	})
 	h.term("t1")
-	for _, g := range []daemon.Grant{{Role: daemon.RoleView}, {Role: daemon.RoleControl, Channels: []string{"ahp-terminal:/t1"}}} {
+	for _, g := range []auth.Grant{{Role: auth.RoleView}, {Role: auth.RoleControl, Channels: []string{"ahp-terminal:/t1"}}} {
 		tok, _ := h.srv.Tokens().Mint(g)
 		ws := h.rawInit(tok)
 		_ = ws.Write(ctxT(t), websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"create":{"type":"tcp","host":"127.0.0.1","port":9}}}`))

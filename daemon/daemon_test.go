@@ -19,6 +19,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -72,7 +73,7 @@ func startServer(dir string, real bool, mutate func(*daemon.Config), mutateOpts 
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	opts := daemon.Options{Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})), Tokens: daemon.NewTokens(adminToken)}
+	opts := daemon.Options{Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})), Tokens: auth.NewTokens(adminToken)}
 	if !real {
 		opts.NewTerminal = newFakeFactory(&h.terms, &h.termMu)
 	}
@@ -424,7 +425,7 @@ func TestScopedTokens(t *testing.T) {
 	h := start(t, false, nil)
 	a, ft := h.term("a")
 	b, _ := h.term("b")
-	view, _ := h.srv.Tokens().Mint(daemon.Grant{Channels: []string{a.URI}, Role: daemon.RoleView})
+	view, _ := h.srv.Tokens().Mint(auth.Grant{Channels: []string{a.URI}, Role: auth.RoleView})
 	c := h.dial(view)
 	ctx := ctxT(t)
 	var list struct {
@@ -462,7 +463,7 @@ func TestScopedTokens(t *testing.T) {
 		t.Fatalf("view input reached the terminal: %q", got)
 	}
 	// Single-use tickets work once and hand out a reconnect token.
-	ticket := h.srv.Ticket(nil, daemon.RoleControl, time.Minute)
+	ticket := h.srv.Ticket(nil, auth.RoleControl, time.Minute)
 	c2, res, err := client.Dial(ctx, h.url, client.Options{Token: ticket})
 	if err != nil {
 		t.Fatal(err)
@@ -601,7 +602,7 @@ func TestShutdownClosesWith1001(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := daemon.New(daemon.Config{StateDir: t.TempDir(), NoDefaultTerminal: true}, daemon.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: daemon.NewTokens(adminToken)})
+	srv, err := daemon.New(daemon.Config{StateDir: t.TempDir(), NoDefaultTerminal: true}, daemon.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: auth.NewTokens(adminToken)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -645,7 +646,7 @@ func TestCloseChannelResetsSubscriptions(t *testing.T) {
 func TestViewRoleFrameIsRefusedBeforeBuffering(t *testing.T) {
 	h := start(t, false, nil)
 	ch, _ := h.term("t")
-	view, _ := h.srv.Tokens().Mint(daemon.Grant{Role: daemon.RoleView})
+	view, _ := h.srv.Tokens().Mint(auth.Grant{Role: auth.RoleView})
 	c := h.dial(view)
 	sub, err := c.Subscribe(ctxT(t), ch.URI, nil)
 	if err != nil {
@@ -692,7 +693,7 @@ func TestMalformedFrameResetsNothing(t *testing.T) {
 // Revoking a ticket also revokes the reconnect token it was traded for.
 func TestRevokingTicketRevokesReconnectToken(t *testing.T) {
 	h := start(t, false, nil)
-	secret, id := h.srv.Tokens().Mint(daemon.Grant{Role: daemon.RoleView, SingleUse: true, Expires: time.Now().Add(time.Minute)})
+	secret, id := h.srv.Tokens().Mint(auth.Grant{Role: auth.RoleView, SingleUse: true, Expires: time.Now().Add(time.Minute)})
 	c, res, err := client.Dial(ctxT(t), h.url, client.Options{Token: secret})
 	if err != nil {
 		t.Fatal(err)

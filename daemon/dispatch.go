@@ -12,6 +12,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/flow"
 
+	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
@@ -79,7 +80,7 @@ func (c *conn) initialize(req *request) error {
 			c.log.Info("authentication failed", "conn", c.id, "remote", c.remote, "err", err, "suppressed", n)
 		}
 		msg := "unauthorized: unknown, used or revoked token"
-		if errors.Is(err, ErrTokenExpired) {
+		if errors.Is(err, auth.ErrTokenExpired) {
 			msg = "unauthorized: token expired"
 		}
 		_ = c.respond(req, nil, rpcErr(CodeUnauthorized, msg))
@@ -148,7 +149,7 @@ func (c *conn) subscribe(req *request) error {
 	var created bool
 	if p.Create != nil {
 		// §8: creating needs role control over all channels.
-		if c.grant.Role != RoleControl || len(c.grant.Channels) != 0 {
+		if c.grant.Role != auth.RoleControl || len(c.grant.Channels) != 0 {
 			return c.respondOr(req, rpcErr(CodeForbidden, "forbidden: creating a channel needs role control over all channels"))
 		}
 		var k struct {
@@ -192,7 +193,7 @@ func (c *conn) subscribe(req *request) error {
 	c.nextSub++
 	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch, pending: true, reqID: req.ID, send: got, receive: chl.HostReceive, created: created}
 	role := flow.RoleView
-	if c.grant.Role == RoleControl {
+	if c.grant.Role == auth.RoleControl {
 		role = flow.RoleControl
 	}
 	// A wake before the subscription is registered is harmless: the run

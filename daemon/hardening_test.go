@@ -8,6 +8,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/auth"
 )
 
 // rawInit opens a raw WebSocket and initializes it with token.
@@ -123,7 +124,7 @@ func TestOutOfScopeChannelHidesExistence(t *testing.T) {
 	h := start(t, false, nil)
 	a, _ := h.term("a")
 	b, _ := h.term("b")
-	view, _ := h.srv.Tokens().Mint(daemon.Grant{Channels: []string{a.URI}, Role: daemon.RoleView})
+	view, _ := h.srv.Tokens().Mint(auth.Grant{Channels: []string{a.URI}, Role: auth.RoleView})
 	ws := h.rawInit(view)
 	exists := call(t, ws, `{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"channel":`+jsonString(b.URI)+`}}`)
 	missing := call(t, ws, `{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"channel":"ahp-terminal:/nope"}}`)

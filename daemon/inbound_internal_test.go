@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/daemon/auth"
 )
 
 // TestInboundWaitingBound: inbound messages wait while the run loop is
@@ -94,7 +95,7 @@ func TestIdleConnectionWakesRarely(t *testing.T) {
 // the server and waits for the server.
 func oneConn(t *testing.T, cfg Config, token string) (context.Context, *client.Conn, *conn, func()) {
 	t.Helper()
-	srv, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: NewTokens(token)})
+	srv, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: auth.NewTokens(token)})
 	if err != nil {
 		t.Fatal(err)
 	}

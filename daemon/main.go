@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/control"
 	"github.com/ahp-dev/ahpd/daemon/systemd"
 	"github.com/ahp-dev/ahpd/internal/procs"
@@ -186,7 +187,7 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 	cfg := s.Config
 	// One daemon per state directory, held until run returns (and by no
 	// terminal: the lock file is close-on-exec).
-	lock, err := lockStateDir(cfg.WithDefaults().StateDir)
+	lock, err := auth.LockStateDir(cfg.WithDefaults().StateDir)
 	if err != nil {
 		act.Close()
 		return fatal("%v", err)
@@ -247,7 +248,7 @@ func run(s settings, ro runOptions, stderr io.Writer) int {
 			log.Info("default terminal started; print a browser link with: ahpctl open "+ch.URI, "channel", ch.URI)
 		} else {
 			fmt.Fprintf(stderr, "\n  Open %s in your browser (single-use link, valid %v)\n\n",
-				srv.BrowserURL(base, ch.URI, RoleControl), srv.Config().TicketTTL)
+				srv.BrowserURL(base, ch.URI, auth.RoleControl), srv.Config().TicketTTL)
 		}
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "control", cp.Path(), "version", Version)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/auth"
 )
 
 // closedWith waits (at most within) for c to close and checks 1008 and the
@@ -48,7 +49,7 @@ func input(t *testing.T, sub *client.Sub, data string) error {
 func TestRevokeClosesOpenConnection(t *testing.T) {
 	h := start(t, false, nil)
 	ch, ft := h.term("t")
-	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: daemon.RoleControl})
+	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: auth.RoleControl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestRevokeClosesOpenConnection(t *testing.T) {
 func TestExpiryClosesOpenConnection(t *testing.T) {
 	h := start(t, false, nil)
 	ch, _ := h.term("t")
-	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: daemon.RoleControl, TTL: time.Second})
+	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: auth.RoleControl, TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestExpiryClosesOpenConnection(t *testing.T) {
 // returns the connection, the reconnect token and the ticket's id.
 func ticket(t *testing.T, h *harness, ttl time.Duration) (*client.Conn, string, string) {
 	t.Helper()
-	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: daemon.RoleControl, SingleUse: true, TTL: ttl})
+	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: auth.RoleControl, SingleUse: true, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +186,8 @@ func TestReconnectTokenIdleExpiry(t *testing.T) {
 		_, aerr = h.srv.Tokens().Authenticate(reconnect)
 		return aerr != nil
 	})
-	if !errors.Is(aerr, daemon.ErrTokenExpired) {
-		t.Fatalf("reconnect token after its idle period: %v, want %v", aerr, daemon.ErrTokenExpired)
+	if !errors.Is(aerr, auth.ErrTokenExpired) {
+		t.Fatalf("reconnect token after its idle period: %v, want %v", aerr, auth.ErrTokenExpired)
 	}
 	if idle := time.Since(closed); idle > 1500*time.Millisecond {
 		t.Fatalf("reconnect token lived %v idle, want the ticket's 1 s TTL", idle)
@@ -223,14 +224,14 @@ func TestKickRevokesReconnectToken(t *testing.T) {
 // A reconnect token's idle period is its ticket's TTL, capped at the
 // reconnect cap (24 h, what initialize asks for).
 func TestReconnectIdleIsTicketTTLCapped(t *testing.T) {
-	tokens := daemon.NewTokens(adminToken)
+	tokens := auth.NewTokens(adminToken)
 	now := time.Now()
 	for _, tc := range []struct{ ticketTTL, want time.Duration }{
 		{time.Minute, time.Minute},
 		{48 * time.Hour, 24 * time.Hour},
 	} {
-		_, ticketID := tokens.Mint(daemon.Grant{Role: daemon.RoleView, SingleUse: true, Expires: now.Add(tc.ticketTTL)})
-		_, id := tokens.Mint(daemon.Grant{Role: daemon.RoleView, Parent: ticketID, Expires: time.Now().Add(24 * time.Hour)})
+		_, ticketID := tokens.Mint(auth.Grant{Role: auth.RoleView, SingleUse: true, Expires: now.Add(tc.ticketTTL)})
+		_, id := tokens.Mint(auth.Grant{Role: auth.RoleView, Parent: ticketID, Expires: time.Now().Add(24 * time.Hour)})
 		found := false
 		for _, ti := range tokens.List() {
 			if ti.ID != id {
@@ -255,7 +256,7 @@ func TestReconnectIdleIsTicketTTLCapped(t *testing.T) {
 // again. The admin token has no bound.
 func TestMaxConnectionsPerToken(t *testing.T) {
 	h := start(t, false, func(c *daemon.Config) { c.MaxConnectionsPerToken = 2 })
-	secret, _, err := h.srv.CreateToken(daemon.TokenRequest{Role: daemon.RoleView})
+	secret, _, err := h.srv.CreateToken(daemon.TokenRequest{Role: auth.RoleView})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/webui"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/rawio"
@@ -62,7 +63,7 @@ type TerminalFactory func(spec TerminalSpec, backlog int64, log *slog.Logger) (f
 type Server struct {
 	cfg         Config
 	log         *slog.Logger
-	tokens      *Tokens
+	tokens      *auth.Tokens
 	registry    *Registry
 	limits      atomic.Pointer[Limits]
 	newTerminal TerminalFactory
@@ -96,7 +97,7 @@ type Server struct {
 type Options struct {
 	Logger *slog.Logger
 	// Tokens overrides loading admin.token from the state dir.
-	Tokens *Tokens
+	Tokens *auth.Tokens
 	// NewTerminal overrides the PTY-backed terminal factory.
 	NewTerminal TerminalFactory
 	// Flooding, when set, is called by the default terminals' readers
@@ -127,7 +128,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	tokens := opts.Tokens
 	if tokens == nil {
-		t, path, err := LoadTokens(cfg.StateDir)
+		t, path, err := auth.LoadTokens(cfg.StateDir)
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +171,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 func (s *Server) Config() Config { return s.cfg }
 
 // Tokens returns the token store.
-func (s *Server) Tokens() *Tokens { return s.tokens }
+func (s *Server) Tokens() *auth.Tokens { return s.tokens }
 
 // Registry returns the channel registry.
 func (s *Server) Registry() *Registry { return s.registry }
@@ -295,14 +296,14 @@ func (s *Server) CloseChannel(uri string) error {
 }
 
 // Ticket mints a single-use credential for the given channels and role.
-func (s *Server) Ticket(channels []string, role Role, ttl time.Duration) string {
-	secret, _ := s.tokens.Mint(Grant{Channels: channels, Role: role, SingleUse: true, Expires: s.now().Add(ttl)})
+func (s *Server) Ticket(channels []string, role auth.Role, ttl time.Duration) string {
+	secret, _ := s.tokens.Mint(auth.Grant{Channels: channels, Role: role, SingleUse: true, Expires: s.now().Add(ttl)})
 	return secret
 }
 
 // BrowserURL returns a URL that opens channel in the web page with a
 // single-use ticket in the fragment (never sent to a server, never logged).
-func (s *Server) BrowserURL(base string, channel string, role Role) string {
+func (s *Server) BrowserURL(base string, channel string, role auth.Role) string {
 	var ch []string
 	if channel != "" {
 		ch = []string{channel}

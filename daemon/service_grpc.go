@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/control"
 	"github.com/ahp-dev/ahpd/flow"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
@@ -229,7 +230,7 @@ func (g *grpcServer) CreateToken(_ context.Context, req *ahpv1.CreateTokenReques
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	secret, info, err := g.s.CreateToken(TokenRequest{Channels: req.GetChannels(), Role: fromRole(req.GetRole(), RoleView), TTL: ttl, SingleUse: req.GetSingleUse()})
+	secret, info, err := g.s.CreateToken(TokenRequest{Channels: req.GetChannels(), Role: fromRole(req.GetRole(), auth.RoleView), TTL: ttl, SingleUse: req.GetSingleUse()})
 	return reply(&ahpv1.CreateTokenResponse{Secret: secret, Token: toToken(info)}, err)
 }
 
@@ -242,7 +243,7 @@ func (g *grpcServer) RevokeToken(_ context.Context, req *ahpv1.RevokeTokenReques
 }
 
 func (g *grpcServer) CreateBrowserLink(_ context.Context, req *ahpv1.CreateBrowserLinkRequest) (*ahpv1.CreateBrowserLinkResponse, error) {
-	url, exp, err := g.s.BrowserLink(g.baseURL(), req.GetChannel(), fromRole(req.GetRole(), RoleControl))
+	url, exp, err := g.s.BrowserLink(g.baseURL(), req.GetChannel(), fromRole(req.GetRole(), auth.RoleControl))
 	return reply(&ahpv1.CreateBrowserLinkResponse{Url: url, ExpireTime: timestamppb.New(exp)}, err)
 }
 
@@ -312,7 +313,7 @@ func grpcError(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrChannelExists):
 		code = codes.AlreadyExists
-	case errors.Is(err, ErrUnauthorized), errors.Is(err, ErrTokenExpired):
+	case errors.Is(err, auth.ErrUnauthorized), errors.Is(err, auth.ErrTokenExpired):
 		code = codes.PermissionDenied
 	case errors.Is(err, ErrTooMany):
 		code = codes.ResourceExhausted
@@ -382,26 +383,26 @@ func toChannel(d ChannelDetail) *ahpv1.Channel {
 	}
 }
 
-func toRole(r Role) ahpv1.Role {
-	if r == RoleControl {
+func toRole(r auth.Role) ahpv1.Role {
+	if r == auth.RoleControl {
 		return ahpv1.Role_ROLE_CONTROL
 	}
 	return ahpv1.Role_ROLE_VIEW
 }
 
-func fromRole(r ahpv1.Role, def Role) Role {
+func fromRole(r ahpv1.Role, def auth.Role) auth.Role {
 	switch r {
 	case ahpv1.Role_ROLE_VIEW:
-		return RoleView
+		return auth.RoleView
 	case ahpv1.Role_ROLE_CONTROL:
-		return RoleControl
+		return auth.RoleControl
 	case ahpv1.Role_ROLE_UNSPECIFIED:
 		return def
 	}
-	return Role(-1) // refused by validation
+	return auth.Role(-1) // refused by validation
 }
 
-func toToken(t TokenInfo) *ahpv1.Token {
+func toToken(t auth.TokenInfo) *ahpv1.Token {
 	p := &ahpv1.Token{Id: t.ID, Channels: t.Grant.Channels, Role: toRole(t.Grant.Role), SingleUse: t.Grant.SingleUse}
 	if !t.Grant.Expires.IsZero() {
 		p.ExpireTime = timestamppb.New(t.Grant.Expires)
@@ -514,7 +515,7 @@ func toViewer(v ViewerInfo) *ahpv1.Viewer {
 	}
 	if v.Initialized {
 		p.Role = ahpv1.Role_ROLE_VIEW
-		if v.Role == RoleControl.String() {
+		if v.Role == auth.RoleControl.String() {
 			p.Role = ahpv1.Role_ROLE_CONTROL
 		}
 	}

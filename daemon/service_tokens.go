@@ -3,13 +3,15 @@ package daemon
 import (
 	"fmt"
 	"time"
+
+	"github.com/ahp-dev/ahpd/daemon/auth"
 )
 
 // TokenRequest describes a credential for CreateToken.
 type TokenRequest struct {
 	// Channels the token reaches (URIs, need not exist yet); empty: all.
 	Channels []string
-	Role     Role
+	Role     auth.Role
 	// TTL is the lifetime; 0 means 24 h for a token and the ticket TTL for
 	// a single-use ticket.
 	TTL       time.Duration
@@ -18,37 +20,37 @@ type TokenRequest struct {
 
 // CreateToken validates r and mints a token. The secret is returned once;
 // the store keeps only its digest.
-func (s *Server) CreateToken(r TokenRequest) (secret string, info TokenInfo, err error) {
+func (s *Server) CreateToken(r TokenRequest) (secret string, info auth.TokenInfo, err error) {
 	if len(r.Channels) > maxTokenChannels {
-		return "", TokenInfo{}, argErr("channels", "at most %d channels, got %d", maxTokenChannels, len(r.Channels))
+		return "", auth.TokenInfo{}, argErr("channels", "at most %d channels, got %d", maxTokenChannels, len(r.Channels))
 	}
 	for i, uri := range r.Channels {
 		if err := validChannelURI(uri); err != nil {
-			return "", TokenInfo{}, argErr(fmt.Sprintf("channels[%d]", i), "%v", err)
+			return "", auth.TokenInfo{}, argErr(fmt.Sprintf("channels[%d]", i), "%v", err)
 		}
 	}
-	if r.Role != RoleView && r.Role != RoleControl {
-		return "", TokenInfo{}, argErr("role", "must be view or control")
+	if r.Role != auth.RoleView && r.Role != auth.RoleControl {
+		return "", auth.TokenInfo{}, argErr("role", "must be view or control")
 	}
 	switch {
 	case r.TTL < 0 || r.TTL > maxTokenTTL:
-		return "", TokenInfo{}, argErr("ttl", "must be between 0 and %v, got %v", maxTokenTTL, r.TTL)
+		return "", auth.TokenInfo{}, argErr("ttl", "must be between 0 and %v, got %v", maxTokenTTL, r.TTL)
 	case r.TTL == 0 && r.SingleUse:
 		r.TTL = s.cfg.TicketTTL
 	case r.TTL == 0:
 		r.TTL = defaultTokenTTL
 	}
 	if n := len(s.tokens.List()); n >= maxLiveTokens {
-		return "", TokenInfo{}, fmt.Errorf("%w: %d live tokens (the maximum); revoke some or let them expire", ErrTooMany, n)
+		return "", auth.TokenInfo{}, fmt.Errorf("%w: %d live tokens (the maximum); revoke some or let them expire", ErrTooMany, n)
 	}
-	g := Grant{Channels: r.Channels, Role: r.Role, SingleUse: r.SingleUse, Expires: s.now().Add(r.TTL)}
+	g := auth.Grant{Channels: r.Channels, Role: r.Role, SingleUse: r.SingleUse, Expires: s.now().Add(r.TTL)}
 	secret, id := s.tokens.Mint(g)
 	s.log.Info("token created", "token", id, "role", r.Role.String(), "channels", len(r.Channels), "singleUse", r.SingleUse, "ttl", r.TTL)
-	return secret, TokenInfo{ID: id, Grant: g}, nil
+	return secret, auth.TokenInfo{ID: id, Grant: g}, nil
 }
 
 // ListTokens lists the live tokens, without secrets, ordered by id.
-func (s *Server) ListTokens() []TokenInfo { return s.tokens.List() }
+func (s *Server) ListTokens() []auth.TokenInfo { return s.tokens.List() }
 
 // RevokeToken removes the token with id and the tokens derived from it
 // (a ticket's reconnect tokens, also after the ticket expired), and closes
@@ -80,7 +82,7 @@ func (s *Server) recheckTokens() {
 // BrowserLink returns the web page URL (base is http://HOST:PORT) that
 // opens the existing channel uri with a fresh single-use ticket, and when
 // the ticket expires.
-func (s *Server) BrowserLink(base, uri string, role Role) (string, time.Time, error) {
+func (s *Server) BrowserLink(base, uri string, role auth.Role) (string, time.Time, error) {
 	if _, ok := s.registry.Get(uri); !ok {
 		return "", time.Time{}, fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
 	}

@@ -1,4 +1,11 @@
-package daemon
+// Package auth holds ahpd's credentials (PROTOCOL.md §2): the admin
+// token, minted tokens and single-use tickets with their roles, scopes,
+// expiry and revocation, and the state directory that keeps the admin
+// token, with its trust checks and its lock.
+//
+// Secrets are kept only as SHA-256 digests and compared in constant time;
+// no error carries a credential. Tokens is safe for concurrent use.
+package auth
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package daemon
+package auth
 
 import (
 	"errors"
@@ -87,12 +87,12 @@ func openTokenFile(path string) (*os.File, error) {
 	return f, err
 }
 
-// lockStateDir checks dir (as prepareStateDir) and locks its ahpd.lock
+// LockStateDir checks dir (as prepareStateDir) and locks its ahpd.lock
 // exclusively, writing this process's pid into it. The lock is held until
 // the returned file is closed (or the process ends); a second daemon on
 // the same directory gets an error naming the directory and the holder's
 // pid.
-func lockStateDir(dir string) (*os.File, error) {
+func LockStateDir(dir string) (*os.File, error) {
 	if err := prepareStateDir(dir); err != nil {
 		return nil, err
 	}
