@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -48,7 +49,7 @@ type release struct {
 // conn.wakeMu.
 type subscription struct {
 	id      string
-	ch      *Channel
+	ch      *registry.Channel
 	sub     flow.Subscriber
 	stream  *flow.Stream // nil while pending
 	ended   bool
@@ -502,7 +503,7 @@ func (c *conn) checkTimers(now time.Time) error {
 // whether it did.
 func (c *conn) resetIfClosed(s *subscription) bool {
 	end := s.sub.End()
-	if end == nil && s.ch.closed.Load() {
+	if end == nil && s.ch.Closed() {
 		end = &flow.Reset{Code: flow.CodeChannelClosed, Message: "the channel was closed"}
 	}
 	if end == nil {
@@ -795,7 +796,7 @@ func (c *conn) endSub(s *subscription) {
 		c.sender.Close(s.stream)
 	}
 	s.sub.Close()
-	s.ch.viewers.Add(-1)
+	s.ch.Left()
 	delete(c.subs, s.id)
 	delete(c.pending, s.id)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -115,7 +116,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (h *harness) term(id string) (*daemon.Channel, *fakeTerm) {
+func (h *harness) term(id string) (*registry.Channel, *fakeTerm) {
 	h.t.Helper()
 	ch, err := h.srv.CreateTerminal(daemon.TerminalSpec{ID: id})
 	if err != nil {
@@ -207,7 +208,7 @@ func TestHandshakeSubscribeAndOutput(t *testing.T) {
 		t.Fatalf("initialize result = %+v", res)
 	}
 	var list struct {
-		Channels []daemon.ChannelInfo `json:"channels"`
+		Channels []registry.ChannelInfo `json:"channels"`
 	}
 	if err := c.Call(ctxT(t), "channels/list", map[string]any{}, &list); err != nil {
 		t.Fatal(err)
@@ -429,7 +430,7 @@ func TestScopedTokens(t *testing.T) {
 	c := h.dial(view)
 	ctx := ctxT(t)
 	var list struct {
-		Channels []daemon.ChannelInfo `json:"channels"`
+		Channels []registry.ChannelInfo `json:"channels"`
 	}
 	if err := c.Call(ctx, "channels/list", map[string]any{}, &list); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
@@ -118,10 +119,10 @@ func (c *conn) initialize(req *request) error {
 }
 
 func (c *conn) channelsList(req *request) error {
-	list := []ChannelInfo{}
+	list := []registry.ChannelInfo{}
 	for _, ch := range c.srv.registry.List() {
 		if c.grant.Allows(ch.URI) {
-			list = append(list, ch.info())
+			list = append(list, ch.Info())
 		}
 	}
 	return c.respond(req, map[string]any{"channels": list}, nil)
@@ -198,7 +199,7 @@ func (c *conn) subscribe(req *request) error {
 	}
 	// A wake before the subscription is registered is harmless: the run
 	// loop handles it after this function returns.
-	sub, err := ch.impl.Attach(flow.AttachRequest{Wake: func() { c.wake(s) }, Window: got.WindowBytes, Role: role, Resume: p.Resume})
+	sub, err := ch.Impl().Attach(flow.AttachRequest{Wake: func() { c.wake(s) }, Window: got.WindowBytes, Role: role, Resume: p.Resume})
 	if err != nil {
 		s.ended = true // a wake queued by Attach must not reach the Sender
 		if created {
@@ -207,7 +208,7 @@ func (c *conn) subscribe(req *request) error {
 		return c.respondOr(req, channelErr(err))
 	}
 	s.sub = sub
-	ch.viewers.Add(1)
+	ch.Joined()
 	c.pending[s.id] = s
 	return c.start(s)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -257,7 +258,7 @@ func TestExitAfterAllOutput(t *testing.T) {
 		t.Fatalf("terminal/exit params = %s, want code 3", exit.Params)
 	}
 	var list struct {
-		Channels []daemon.ChannelInfo `json:"channels"`
+		Channels []registry.ChannelInfo `json:"channels"`
 	}
 	if err := c.Call(ctx, "channels/list", map[string]any{}, &list); err != nil {
 		t.Fatal(err)

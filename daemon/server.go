@@ -21,6 +21,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/webui"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/rawio"
@@ -64,7 +65,7 @@ type Server struct {
 	cfg         Config
 	log         *slog.Logger
 	tokens      *auth.Tokens
-	registry    *Registry
+	registry    *registry.Registry
 	limits      atomic.Pointer[Limits]
 	newTerminal TerminalFactory
 	creators    map[string]Creator
@@ -152,7 +153,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		cfg:         cfg,
 		log:         log,
 		tokens:      tokens,
-		registry:    newRegistry(),
+		registry:    registry.New(),
 		budget:      flow.NewBudget(cfg.MaxTotalBufferedBytes),
 		memory:      newMemoryReturner(),
 		newTerminal: nt,
@@ -174,7 +175,7 @@ func (s *Server) Config() Config { return s.cfg }
 func (s *Server) Tokens() *auth.Tokens { return s.tokens }
 
 // Registry returns the channel registry.
-func (s *Server) Registry() *Registry { return s.registry }
+func (s *Server) Registry() *registry.Registry { return s.registry }
 
 // Limits returns the limits in force.
 func (s *Server) Limits() Limits { return *s.limits.Load() }
@@ -194,13 +195,13 @@ func (s *Server) SetLimits(l Limits) error {
 }
 
 // CreateTerminal starts a terminal channel.
-func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
+func (s *Server) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 	if spec.ID != "" {
-		if err := validChannelID(spec.ID); err != nil {
+		if err := registry.ValidID(spec.ID); err != nil {
 			return nil, err
 		}
-		if _, ok := s.registry.Get(schemeTerminal + spec.ID); ok {
-			return nil, fmt.Errorf("%w: %s", ErrChannelExists, schemeTerminal+spec.ID)
+		if _, ok := s.registry.Get(registry.SchemeTerminal + spec.ID); ok {
+			return nil, fmt.Errorf("%w: %s", registry.ErrChannelExists, registry.SchemeTerminal+spec.ID)
 		}
 	}
 	if s.isClosing() {
@@ -217,8 +218,8 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 		s.terminals.Add(-1)
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
-	ch := &Channel{Type: t.Kind(), Label: spec.Title, impl: t}
-	if err := s.registry.add(schemeTerminal, spec.ID, ch); err != nil {
+	ch := registry.NewChannel(spec.Title, t)
+	if err := s.registry.Add(registry.SchemeTerminal, spec.ID, ch); err != nil {
 		s.terminals.Add(-1)
 		_ = t.Close()
 		return nil, err
@@ -252,9 +253,9 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*Channel, error) {
 
 // createChannel makes a channel of type typ with its Creator and
 // registers it under a generated id.
-func (s *Server) createChannel(typ string, params json.RawMessage) (*Channel, error) {
+func (s *Server) createChannel(typ string, params json.RawMessage) (*registry.Channel, error) {
 	create, ok := s.creators[typ]
-	scheme := schemes[typ]
+	scheme := registry.Scheme(typ)
 	if !ok || scheme == "" {
 		return nil, &flow.Error{Code: CodeInvalidParams, Message: "create: channels of type " + quoteClient(typ) + " cannot be created by subscribe"}
 	}
@@ -265,8 +266,8 @@ func (s *Server) createChannel(typ string, params json.RawMessage) (*Channel, er
 	if err != nil {
 		return nil, err
 	}
-	ch := &Channel{Type: impl.Kind(), impl: impl}
-	if err := s.registry.add(scheme, "", ch); err != nil {
+	ch := registry.NewChannel("", impl)
+	if err := s.registry.Add(scheme, "", ch); err != nil {
 		_ = impl.Close()
 		return nil, err
 	}
@@ -277,18 +278,18 @@ func (s *Server) createChannel(typ string, params json.RawMessage) (*Channel, er
 
 // CloseChannel closes and removes a channel.
 func (s *Server) CloseChannel(uri string) error {
-	ch, ok := s.registry.remove(uri)
+	ch, ok := s.registry.Remove(uri)
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
+		return fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
 	}
-	ch.closed.Store(true)
+	ch.MarkClosed()
 	s.mu.Lock()
 	delete(s.chLimits, uri)
 	s.mu.Unlock()
 	if ch.Type == "terminal" {
 		s.terminals.Add(-1)
 	}
-	_ = ch.impl.Close()
+	_ = ch.Impl().Close()
 	s.log.Info("channel closed", "channel", uri)
 	s.events.publish(Event{Kind: "channel.closed", Channel: uri})
 	s.memory.soon()

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -67,7 +68,7 @@ const (
 
 // ChannelDetail describes a channel for the control plane.
 type ChannelDetail struct {
-	ChannelInfo
+	registry.ChannelInfo
 	ID         string
 	Rows, Cols int // 0 if unknown
 	Pid        int // 0 if unknown
@@ -85,12 +86,12 @@ type (
 // running reports whether the channel's process has not exited.
 func running(c flow.Channel) bool { return c.State() == flow.StateRunning }
 
-func (c *Channel) detail() ChannelDetail {
-	d := ChannelDetail{ChannelInfo: c.info(), ID: c.ID}
-	if s, ok := c.impl.(terminalSizer); ok {
+func channelDetail(c *registry.Channel) ChannelDetail {
+	d := ChannelDetail{ChannelInfo: c.Info(), ID: c.ID}
+	if s, ok := c.Impl().(terminalSizer); ok {
 		d.Rows, d.Cols = s.Size()
 	}
-	if p, ok := c.impl.(terminalPider); ok {
+	if p, ok := c.Impl().(terminalPider); ok {
 		d.Pid = p.Pid()
 	}
 	return d
@@ -102,7 +103,7 @@ func (s *Server) ListChannels(typ string) []ChannelDetail {
 	out := []ChannelDetail{}
 	for _, ch := range s.registry.List() {
 		if typ == "" || ch.Type == typ {
-			out = append(out, ch.detail())
+			out = append(out, channelDetail(ch))
 		}
 	}
 	return out
@@ -112,9 +113,9 @@ func (s *Server) ListChannels(typ string) []ChannelDetail {
 func (s *Server) GetChannel(uri string) (ChannelDetail, error) {
 	ch, ok := s.registry.Get(uri)
 	if !ok {
-		return ChannelDetail{}, fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
+		return ChannelDetail{}, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
 	}
-	return ch.detail(), nil
+	return channelDetail(ch), nil
 }
 
 // parseSignal accepts TERM, SIGTERM, sigterm or 15.
@@ -153,15 +154,15 @@ func (s *Server) CloseChannelWith(ctx context.Context, uri, sig string, grace ti
 	}
 	ch, ok := s.registry.Get(uri)
 	if !ok {
-		return false, fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
+		return false, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
 	}
 	exited := false
-	if signum != 0 && running(ch.impl) {
-		if err := signalTerminal(ch.impl, signum); err != nil {
+	if signum != 0 && running(ch.Impl()) {
+		if err := signalTerminal(ch.Impl(), signum); err != nil {
 			return false, fmt.Errorf("signal %s: %w", uri, err)
 		}
 		s.log.Info("channel signalled", "channel", uri, "signal", unix.SignalName(signum))
-		exited = waitExit(ctx, ch.impl, grace)
+		exited = waitExit(ctx, ch.Impl(), grace)
 	}
 	if err := s.CloseChannel(uri); err != nil {
 		return false, err
@@ -223,8 +224,8 @@ type TerminalRequest struct {
 // Validate checks r, naming the first invalid field.
 func (r TerminalRequest) Validate() error {
 	if r.ID != "" {
-		if err := validChannelID(r.ID); err != nil {
-			return argErr("id", "%s", strings.TrimPrefix(err.Error(), ErrBadChannelID.Error()+": "))
+		if err := registry.ValidID(r.ID); err != nil {
+			return argErr("id", "%s", strings.TrimPrefix(err.Error(), registry.ErrBadChannelID.Error()+": "))
 		}
 	}
 	if len(r.Title) > maxTitleBytes || !utf8.ValidString(r.Title) {
@@ -296,7 +297,7 @@ func mergeEnv(base, add []string) []string {
 }
 
 // StartTerminal validates r and starts a terminal channel.
-func (s *Server) StartTerminal(r TerminalRequest) (*Channel, error) {
+func (s *Server) StartTerminal(r TerminalRequest) (*registry.Channel, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -341,30 +342,20 @@ func (s *Server) ResizeTerminal(uri string, rows, cols int) error {
 	}
 	ch, ok := s.registry.Get(uri)
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
+		return fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
 	}
-	r, ok := ch.impl.(terminalResizer)
+	r, ok := ch.Impl().(terminalResizer)
 	if !ok || ch.Type != "terminal" {
 		return fmt.Errorf("%w: %s is not a terminal", ErrUnsupported, uri)
 	}
-	if !running(ch.impl) {
+	if !running(ch.Impl()) {
 		return fmt.Errorf("%w: %s", ErrNotRunning, uri)
 	}
 	if err := r.Resize(rows, cols); err != nil {
-		if !running(ch.impl) {
+		if !running(ch.Impl()) {
 			return fmt.Errorf("%w: %s", ErrNotRunning, uri)
 		}
 		return fmt.Errorf("resize %s: %w", uri, err)
 	}
 	return nil
-}
-
-// validChannelURI checks that uri is a well-formed channel URI.
-func validChannelURI(uri string) error {
-	for _, scheme := range []string{schemeTerminal, schemeTelemetry, schemeTCP} {
-		if id, ok := strings.CutPrefix(uri, scheme); ok {
-			return validChannelID(id)
-		}
-	}
-	return fmt.Errorf("%q is not a channel URI (ahp-terminal:/ID, ahp-telemetry:/ID or ahp-tcp:/ID)", uri)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ahp-dev/ahpd/daemon/registry"
 )
 
 // Per-channel limit overrides: a channel may have its own flow-control
@@ -52,7 +54,7 @@ type channelLimits struct {
 // changed. A change applies to new subscriptions of the channel.
 func (s *Server) UpdateChannelLimits(channel string, fields []string, from Limits, clear bool) (Limits, []string, error) {
 	if _, ok := s.registry.Get(channel); !ok {
-		return Limits{}, nil, fmt.Errorf("%w: %s", ErrChannelNotFound, channel)
+		return Limits{}, nil, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, channel)
 	}
 	limitsMu.Lock()
 	defer limitsMu.Unlock()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/control"
+	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -216,7 +217,7 @@ func (g *grpcServer) CreateTerminal(_ context.Context, req *ahpv1.CreateTerminal
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return &ahpv1.CreateTerminalResponse{Channel: toChannel(ch.detail())}, nil
+	return &ahpv1.CreateTerminalResponse{Channel: toChannel(channelDetail(ch))}, nil
 }
 
 func (g *grpcServer) ResizeTerminal(_ context.Context, req *ahpv1.ResizeTerminalRequest) (*ahpv1.ResizeTerminalResponse, error) {
@@ -252,7 +253,7 @@ func (g *grpcServer) CreateBrowserLink(_ context.Context, req *ahpv1.CreateBrows
 func (g *grpcServer) GetLimits(_ context.Context, req *ahpv1.GetLimitsRequest) (*ahpv1.GetLimitsResponse, error) {
 	if ch := req.GetChannel(); ch != "" {
 		if _, ok := g.s.Registry().Get(ch); !ok {
-			return nil, grpcError(fmt.Errorf("%w: %s", ErrChannelNotFound, ch))
+			return nil, grpcError(fmt.Errorf("%w: %s", registry.ErrChannelNotFound, ch))
 		}
 		return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.LimitsFor(ch)), Defaults: toLimits(DefaultLimits()), Overridden: g.s.ChannelOverrides(ch)}, nil
 	}
@@ -307,11 +308,11 @@ func grpcError(err error) error {
 	}
 	code := codes.Internal
 	switch {
-	case errors.Is(err, ErrBadChannelID):
+	case errors.Is(err, registry.ErrBadChannelID):
 		code = codes.InvalidArgument
-	case errors.Is(err, ErrChannelNotFound), errors.Is(err, ErrViewerNotFound), errors.Is(err, ErrTokenNotFound):
+	case errors.Is(err, registry.ErrChannelNotFound), errors.Is(err, ErrViewerNotFound), errors.Is(err, ErrTokenNotFound):
 		code = codes.NotFound
-	case errors.Is(err, ErrChannelExists):
+	case errors.Is(err, registry.ErrChannelExists):
 		code = codes.AlreadyExists
 	case errors.Is(err, auth.ErrUnauthorized), errors.Is(err, auth.ErrTokenExpired):
 		code = codes.PermissionDenied

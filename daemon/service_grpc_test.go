@@ -27,6 +27,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -263,7 +264,7 @@ func TestControlTokens(t *testing.T) {
 		t.Fatalf("role = %q, want view", res.Access.Role)
 	}
 	var list struct {
-		Channels []daemon.ChannelInfo `json:"channels"`
+		Channels []registry.ChannelInfo `json:"channels"`
 	}
 	if err := conn.Call(ctx, "channels/list", map[string]any{}, &list); err != nil || len(list.Channels) != 1 {
 		t.Fatalf("channels/list with a scoped token = %v, %v; want only %s", list, err, ch.URI)

@@ -115,7 +115,7 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		states[[2]string{c.Type, c.State()}]++
 		if c.Type == "terminal" {
 			var paced time.Duration
-			if t, ok := c.impl.(*pty.Terminal); ok {
+			if t, ok := c.Impl().(*pty.Terminal); ok {
 				paced = t.Stats().Paced
 			}
 			ch <- prometheus.MustNewConstMetric(descTermPaced, prometheus.CounterValue, paced.Seconds(), c.URI)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/registry"
 )
 
 // TokenRequest describes a credential for CreateToken.
@@ -25,7 +26,7 @@ func (s *Server) CreateToken(r TokenRequest) (secret string, info auth.TokenInfo
 		return "", auth.TokenInfo{}, argErr("channels", "at most %d channels, got %d", maxTokenChannels, len(r.Channels))
 	}
 	for i, uri := range r.Channels {
-		if err := validChannelURI(uri); err != nil {
+		if err := registry.ValidURI(uri); err != nil {
 			return "", auth.TokenInfo{}, argErr(fmt.Sprintf("channels[%d]", i), "%v", err)
 		}
 	}
@@ -84,7 +85,7 @@ func (s *Server) recheckTokens() {
 // the ticket expires.
 func (s *Server) BrowserLink(base, uri string, role auth.Role) (string, time.Time, error) {
 	if _, ok := s.registry.Get(uri); !ok {
-		return "", time.Time{}, fmt.Errorf("%w: %s", ErrChannelNotFound, uri)
+		return "", time.Time{}, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
 	}
 	expires := s.now().Add(s.cfg.TicketTTL)
 	return s.BrowserURL(base, uri, role), expires, nil

@@ -1,4 +1,8 @@
-package daemon
+// Package registry holds the daemon's channels under their URIs: each is a
+// channel kind's flow.Channel with the daemon's bookkeeping (label, viewer
+// count, closed flag). Nothing in it depends on a channel's kind. A
+// Registry and its Channels are safe for concurrent use.
+package registry
 
 import (
 	"errors"
@@ -13,13 +17,24 @@ import (
 
 // Channel URI schemes (PROTOCOL.md §8).
 const (
-	schemeTerminal  = "ahp-terminal:/"
-	schemeTelemetry = "ahp-telemetry:/"
-	schemeTCP       = "ahp-tcp:/"
+	SchemeTerminal  = "ahp-terminal:/"
+	SchemeTelemetry = "ahp-telemetry:/"
+	SchemeTCP       = "ahp-tcp:/"
 )
 
-// schemes maps channel types to their URI schemes.
-var schemes = map[string]string{"terminal": schemeTerminal, "telemetry": schemeTelemetry, "tcp": schemeTCP}
+// Scheme returns the URI scheme of a channel type, or "" for an unknown
+// type.
+func Scheme(typ string) string {
+	switch typ {
+	case "terminal":
+		return SchemeTerminal
+	case "telemetry":
+		return SchemeTelemetry
+	case "tcp":
+		return SchemeTCP
+	}
+	return ""
+}
 
 // Channel is a resource the host owns: a channel kind's flow.Channel
 // under its URI. Nothing here depends on the kind.
@@ -35,8 +50,26 @@ type Channel struct {
 	closed  atomic.Bool
 }
 
+// NewChannel wraps a kind's channel; Registry.Add names it.
+func NewChannel(label string, impl flow.Channel) *Channel {
+	return &Channel{Type: impl.Kind(), Label: label, impl: impl}
+}
+
 // Impl is the kind's channel.
 func (c *Channel) Impl() flow.Channel { return c.impl }
+
+// Joined counts a new subscription; Left one that ended.
+func (c *Channel) Joined() { c.viewers.Add(1) }
+
+// Left counts a subscription that ended.
+func (c *Channel) Left() { c.viewers.Add(-1) }
+
+// MarkClosed records that the operator closed the channel: State is
+// closed from now on, and subscriptions are reset.
+func (c *Channel) MarkClosed() { c.closed.Store(true) }
+
+// Closed reports whether MarkClosed was called.
+func (c *Channel) Closed() bool { return c.closed.Load() }
 
 // State is running, exited or closed (PROTOCOL.md §2).
 func (c *Channel) State() string {
@@ -66,7 +99,8 @@ type ChannelInfo struct {
 	Viewers int64  `json:"viewers"`
 }
 
-func (c *Channel) info() ChannelInfo {
+// Info describes the channel for channels/list.
+func (c *Channel) Info() ChannelInfo {
 	return ChannelInfo{Channel: c.URI, Type: c.Type, Title: c.Title(), State: c.State(), Viewers: c.Viewers()}
 }
 
@@ -85,10 +119,11 @@ type Registry struct {
 	nextID int
 }
 
-func newRegistry() *Registry { return &Registry{byURI: map[string]*Channel{}} }
+// New returns an empty Registry.
+func New() *Registry { return &Registry{byURI: map[string]*Channel{}} }
 
-// validChannelID allows ids a URI path segment can carry unescaped.
-func validChannelID(id string) error {
+// ValidID allows ids a URI path segment can carry unescaped.
+func ValidID(id string) error {
 	if id == "" || len(id) > 128 {
 		return fmt.Errorf("%w: %q: must be 1 to 128 characters", ErrBadChannelID, id)
 	}
@@ -100,8 +135,8 @@ func validChannelID(id string) error {
 	return nil
 }
 
-// add registers ch under the scheme and an id, given or generated.
-func (r *Registry) add(scheme, id string, ch *Channel) error {
+// Add registers ch under the scheme and an id, given or generated.
+func (r *Registry) Add(scheme, id string, ch *Channel) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if id == "" {
@@ -112,7 +147,7 @@ func (r *Registry) add(scheme, id string, ch *Channel) error {
 				break
 			}
 		}
-	} else if err := validChannelID(id); err != nil {
+	} else if err := ValidID(id); err != nil {
 		return err
 	}
 	uri := scheme + id
@@ -140,8 +175,8 @@ func (r *Registry) List() []*Channel {
 	return slices.Clone(r.order)
 }
 
-// remove drops a channel from the registry.
-func (r *Registry) remove(uri string) (*Channel, bool) {
+// Remove drops a channel from the registry.
+func (r *Registry) Remove(uri string) (*Channel, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ch, ok := r.byURI[uri]
@@ -151,4 +186,14 @@ func (r *Registry) remove(uri string) (*Channel, bool) {
 	delete(r.byURI, uri)
 	r.order = slices.DeleteFunc(r.order, func(c *Channel) bool { return c == ch })
 	return ch, true
+}
+
+// ValidURI checks that uri is a well-formed channel URI.
+func ValidURI(uri string) error {
+	for _, scheme := range []string{SchemeTerminal, SchemeTelemetry, SchemeTCP} {
+		if id, ok := strings.CutPrefix(uri, scheme); ok {
+			return ValidID(id)
+		}
+	}
+	return fmt.Errorf("%q is not a channel URI (ahp-terminal:/ID, ahp-telemetry:/ID or ahp-tcp:/ID)", uri)
 }
