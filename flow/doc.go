@@ -61,6 +61,45 @@
 //     Quantum + F − 1 of each other at every step
 //     (TestSchedulerFairnessProperty).
 //
+// # Channels
+//
+// A channel kind (package pty; tcp and telemetry) implements Channel, and
+// each subscription to it a Subscriber (channel.go). A connection serves
+// every kind the same way, knowing none of them:
+//
+//   - subscribe calls Channel.Attach with the negotiated window, the role
+//     and the resume request, if any. Attach never blocks. The connection
+//     then asks Subscriber.Ready; until it is true (a lease held by
+//     another connection, a dial in progress) the subscribe waits, unanswered,
+//     while the connection's run loop goes on, and AttachRequest.Wake brings
+//     it back. Ready's AttachResult gives the initial kind (snapshot,
+//     replay, live), the resume member of the result, and, for a
+//     lossless kind, the lease: the Journal and client→host Receiver the
+//     channel keeps across connections, and where the Journal resumes.
+//     The connection opens its Stream with them (StreamConfig.Journal,
+//     Receiver, Resume), owns them from its goroutine while it holds the
+//     subscription, and hands them back by Closing the Subscriber. One
+//     connection holds a lease at a time; a newer one makes the kind End
+//     the older subscription with CodeSuperseded.
+//   - The Subscriber is the Stream's Source. Complete client→host logical
+//     messages go to Deliver with a release callback: the connection
+//     credits the client once the kind has consumed the bytes (written
+//     them to the PTY or the socket), so client input is backpressured
+//     by the kind.
+//   - Other requests that name a subscription ("kind/verb", such as
+//     terminal/resize) go to Request; an *Error carries its JSON-RPC code.
+//   - End reports a host-side end (the channel closed, superseded, a TCP
+//     reset); the connection checks it on every wake-up and sends
+//     channel/reset with its code.
+//   - subscribe {create:{type, ...}} makes a channel through the daemon's
+//     table of creators (daemon.Options.Creators) and then goes on as
+//     above; a creator that dials returns at once and its Subscriber is
+//     Ready when the dial completes.
+//
+// So a new kind is a package that implements Channel and Subscriber (and,
+// if a subscribe may create it, a creator registered in the daemon's kind
+// table, daemon/kinds.go); the connection code does not change.
+//
 // # Errors
 //
 // Violations by the peer are values, never panics: subscription-level
