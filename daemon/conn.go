@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -354,7 +355,7 @@ func (c *conn) run(ctx context.Context) error {
 			if time.Since(c.lastAlive) < 3*c.srv.Limits().HeartbeatInterval {
 				// Traffic arrived meanwhile: the peer is alive but the
 				// socket could not take a ping; that is an output stall.
-				c.srv.events.publish(Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "ping could not be written"})
+				c.srv.events.Publish(events.Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "ping could not be written"})
 				return closeWith(websocket.StatusPolicyViolation, "output stalled: ping could not be written (%v)", err)
 			}
 			return c.noPong()
@@ -423,7 +424,7 @@ func (c *conn) drainWakes() {
 
 // kicked is the close for an operator's kick.
 func (c *conn) kicked(reason string) error {
-	c.srv.events.publish(Event{Kind: "viewer.kicked", Viewer: c.id, Detail: reason})
+	c.srv.events.Publish(events.Event{Kind: "viewer.kicked", Viewer: c.id, Detail: reason})
 	return closeWith(websocket.StatusPolicyViolation, "%s", reason)
 }
 
@@ -468,7 +469,7 @@ func (c *conn) tokenEnded(err error) error {
 	if errors.Is(err, auth.ErrTokenExpired) {
 		reason = "token expired"
 	}
-	c.srv.events.publish(Event{Kind: "viewer.kicked", Viewer: c.id, Detail: reason})
+	c.srv.events.Publish(events.Event{Kind: "viewer.kicked", Viewer: c.id, Detail: reason})
 	return closeWith(websocket.StatusPolicyViolation, "%s", reason)
 }
 
@@ -488,7 +489,7 @@ func (c *conn) checkTimers(now time.Time) error {
 		return closeWith(websocket.StatusPolicyViolation, "initialize not received within %v", l.InitializeTimeout)
 	}
 	if c.sender.InFlight() > 0 && now.Sub(c.lastWrite) > l.MaxOutputStall {
-		c.srv.events.publish(Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "output stalled; closing"})
+		c.srv.events.Publish(events.Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "output stalled; closing"})
 		c.ws.CloseNow() // no close frame can get through a stalled socket
 		return closeWith(websocket.StatusPolicyViolation, "output stalled for %v (maxOutputStall)", l.MaxOutputStall)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/internal/wire"
 )
@@ -113,7 +114,7 @@ func (c *conn) initialize(req *request) error {
 	}
 	c.clientName = truncate(p.Client.Name, 128)
 	p.Client.Version = truncate(p.Client.Version, 128)
-	c.srv.events.publish(Event{Kind: "viewer.joined", Viewer: c.id, Detail: c.clientName})
+	c.srv.events.Publish(events.Event{Kind: "viewer.joined", Viewer: c.id, Detail: c.clientName})
 	c.log.Info("viewer initialized", "conn", c.id, "client", c.clientName, "clientVersion", p.Client.Version, "role", grant.Role.String())
 	return c.respond(req, r, nil)
 }

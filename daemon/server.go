@@ -21,6 +21,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/webui"
 	"github.com/ahp-dev/ahpd/flow"
@@ -83,7 +84,7 @@ type Server struct {
 	// the default list, http or https for allowedOrigins.
 	originSchemes []string
 	hosts         []string // Host names allowed besides IP literals and localhost; "*" is any
-	events        eventBus
+	events        events.Bus
 	chLimits      map[string]channelLimits // per-channel overrides; guarded by mu
 	budget        *flow.Budget             // Config.MaxTotalBufferedBytes, shared by every connection\'s Sender
 	memory        *memoryReturner          // gives free memory back after terminals and connections end
@@ -168,6 +169,11 @@ func New(cfg Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// Watch watches the daemon's events (events.Bus.Watch).
+func (s *Server) Watch() (next func(done <-chan struct{}) ([]events.Event, int, bool), stop func()) {
+	return s.events.Watch()
+}
+
 // Config returns the defaulted configuration.
 func (s *Server) Config() Config { return s.cfg }
 
@@ -190,7 +196,7 @@ func (s *Server) SetLimits(l Limits) error {
 	}
 	s.limits.Store(&l)
 	s.log.Info("limits changed")
-	s.events.publish(Event{Kind: "limits.changed"})
+	s.events.Publish(events.Event{Kind: "limits.changed"})
 	return nil
 }
 
@@ -225,7 +231,7 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 		return nil, err
 	}
 	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type)
-	s.events.publish(Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
+	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	s.mu.Lock()
 	closing := s.closing
 	n, notify := t.(exitNotifier)
@@ -245,7 +251,7 @@ func (s *Server) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 			<-n.Exited()
 			detail := t.Describe().Detail
 			s.log.Info("channel exited", "channel", ch.URI, "status", detail)
-			s.events.publish(Event{Kind: "channel.exited", Channel: ch.URI, Detail: detail})
+			s.events.Publish(events.Event{Kind: "channel.exited", Channel: ch.URI, Detail: detail})
 		}()
 	}
 	return ch, nil
@@ -272,7 +278,7 @@ func (s *Server) createChannel(typ string, params json.RawMessage) (*registry.Ch
 		return nil, err
 	}
 	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type, "by", "subscribe")
-	s.events.publish(Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
+	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	return ch, nil
 }
 
@@ -291,7 +297,7 @@ func (s *Server) CloseChannel(uri string) error {
 	}
 	_ = ch.Impl().Close()
 	s.log.Info("channel closed", "channel", uri)
-	s.events.publish(Event{Kind: "channel.closed", Channel: uri})
+	s.events.Publish(events.Event{Kind: "channel.closed", Channel: uri})
 	s.memory.soon()
 	return nil
 }
@@ -549,7 +555,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("connection opened", "conn", id, "remote", r.RemoteAddr)
 	defer func() {
 		if c.initialized {
-			s.events.publish(Event{Kind: "viewer.left", Viewer: id})
+			s.events.Publish(events.Event{Kind: "viewer.left", Viewer: id})
 		}
 		s.mu.Lock()
 		delete(s.conns, c)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 )
 
@@ -117,6 +118,6 @@ func (s *Server) UpdateChannelLimits(channel string, fields []string, from Limit
 			changed = append(changed, f.Name)
 		}
 	}
-	s.events.publish(Event{Kind: "limits.changed", Channel: channel, Detail: strings.Join(changed, ",")})
+	s.events.Publish(events.Event{Kind: "limits.changed", Channel: channel, Detail: strings.Join(changed, ",")})
 	return eff, changed, nil
 }

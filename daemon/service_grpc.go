@@ -27,6 +27,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/control"
+	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
@@ -181,7 +182,7 @@ func (g *grpcServer) WatchEvents(req *ahpv1.WatchEventsRequest, stream grpc.Serv
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	defer context.AfterFunc(g.stopping, cancel)()
-	err := g.s.WatchEvents(ctx, EventFilter{Kinds: req.GetKinds(), Channel: req.GetChannel()}, func(evs []Event, lost int) error {
+	err := g.s.WatchEvents(ctx, EventFilter{Kinds: req.GetKinds(), Channel: req.GetChannel()}, func(evs []events.Event, lost int) error {
 		return stream.Send(toEvents(evs, lost))
 	})
 	if g.stopping.Err() != nil && stream.Context().Err() == nil {
@@ -551,7 +552,7 @@ func toStats(st Stats) *ahpv1.GetStatsResponse {
 	return p
 }
 
-func toEvents(evs []Event, lost int) *ahpv1.WatchEventsResponse {
+func toEvents(evs []events.Event, lost int) *ahpv1.WatchEventsResponse {
 	p := &ahpv1.WatchEventsResponse{Lost: int64(lost)}
 	for _, e := range evs {
 		p.Events = append(p.Events, &ahpv1.Event{Time: timestamppb.New(e.Time), Kind: e.Kind, Channel: e.Channel, Viewer: e.Viewer, Detail: e.Detail})

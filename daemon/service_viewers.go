@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ahp-dev/ahpd/daemon/events"
 )
 
 // viewerQueryTimeout bounds how long ListViewers waits for one connection's
@@ -205,7 +207,7 @@ type EventFilter struct {
 	Channel string   // empty: all
 }
 
-func (f EventFilter) match(e Event) bool {
+func (f EventFilter) match(e events.Event) bool {
 	return (len(f.Kinds) == 0 || slices.Contains(f.Kinds, e.Kind)) && (f.Channel == "" || f.Channel == e.Channel)
 }
 
@@ -216,7 +218,7 @@ const maxEventKinds = 32
 // count of events lost because the watcher fell behind) until ctx ends or
 // send fails. The first call has no events: it is made once the watch is in
 // place. It returns ctx's error or send's.
-func (s *Server) WatchEvents(ctx context.Context, f EventFilter, send func(events []Event, lost int) error) error {
+func (s *Server) WatchEvents(ctx context.Context, f EventFilter, send func(evs []events.Event, lost int) error) error {
 	if len(f.Kinds) > maxEventKinds {
 		return argErr("kinds", "at most %d kinds", maxEventKinds)
 	}

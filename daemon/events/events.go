@@ -1,4 +1,8 @@
-package daemon
+// Package events fans the daemon's events (channels created, exited and
+// closed, viewers joining, leaving, stalled and kicked, limits changed)
+// out to watchers such as `ahpctl events`. A Bus is safe for concurrent
+// use, and publishing never blocks on a watcher.
+package events
 
 import (
 	"sync"
@@ -18,10 +22,11 @@ type Event struct {
 	Detail  string
 }
 
-// eventBus fans events out to watchers. Each watcher has a bounded queue;
-// a watcher that falls behind loses its oldest events and is told how many
-// in the next event's Detail, so a slow watcher never blocks the daemon.
-type eventBus struct {
+// Bus fans events out to watchers. Each watcher has a bounded queue; a
+// watcher that falls behind loses its oldest events and is told how many
+// with its next ones (Watch's lost count), so a slow watcher never blocks
+// the daemon. The zero Bus is ready to use.
+type Bus struct {
 	mu       sync.Mutex // guards watchers
 	watchers map[*watcher]struct{}
 }
@@ -36,7 +41,8 @@ type watcher struct {
 
 const watcherQueue = 256
 
-func (b *eventBus) publish(e Event) {
+// Publish sends e to every watcher; a zero Time is set to now.
+func (b *Bus) Publish(e Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
@@ -57,11 +63,11 @@ func (b *eventBus) publish(e Event) {
 	}
 }
 
-// Watch returns a function that blocks for the next events (or until
-// done is closed) and a function that stops watching.
-func (s *Server) Watch() (next func(done <-chan struct{}) ([]Event, int, bool), stop func()) {
+// Watch returns a function that blocks for the next events and the count
+// of events lost before them (ok false once done is closed), and a
+// function that stops watching.
+func (b *Bus) Watch() (next func(done <-chan struct{}) (events []Event, lost int, ok bool), stop func()) {
 	w := &watcher{signal: make(chan struct{}, 1), maxSize: watcherQueue}
-	b := &s.events
 	b.mu.Lock()
 	if b.watchers == nil {
 		b.watchers = map[*watcher]struct{}{}
