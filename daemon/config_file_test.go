@@ -228,3 +228,45 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestConfigUnknownKeyNamesItsLine: an unknown key is reported with its
+// own line, wherever it is in the file.
+func TestConfigUnknownKeyNamesItsLine(t *testing.T) {
+	text := "# ahpd\nlisten = \"127.0.0.1:1\"\n\nmaxOutputStal = \"2s\" # typo\nmaxSubscriptions = 8\n"
+	_, err := loadText(t, text, defaultSettings(), nil)
+	if want := "c.toml:4: maxOutputStal: unknown key"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("err = %v, want one starting %q", err, want)
+	}
+}
+
+// TestConfigWrongTypeNamesKeyAndLine: a value of the wrong type is
+// reported with its key and line.
+func TestConfigWrongTypeNamesKeyAndLine(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"listen = \"127.0.0.1:1\"\n\nmetricsPublic = \"yes\"\n", "c.toml:3: metricsPublic: want true or false"},
+		{"# x\nmaxSubscriptions = 1.5\n", "c.toml:2: maxSubscriptions: want an integer"},
+		{"# x\n# y\nlisten = [\"a:1\"]\n", "c.toml:3: listen: want a single value, not an array"},
+		{"\nmaxConnectionsPerToken = true\n", "c.toml:2: maxConnectionsPerToken: want a positive integer"},
+		{"\nallowedOrigins = { a = 1 }\n", "c.toml:2: allowedOrigins: inline tables are not supported"},
+	} {
+		_, err := loadText(t, c.text, defaultSettings(), nil)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("load(%q) = %v, want an error starting %q", c.text, err, c.want)
+		}
+	}
+}
+
+// TestConfigSyntaxErrorNamesItsLine: a syntax error is reported with its
+// line (and the key of that line).
+func TestConfigSyntaxErrorNamesItsLine(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"listen = \"127.0.0.1:1\"\nmaxSubscriptions = 8\n\n# x\nstateDir = \"/a\" b\n", "c.toml:5: stateDir: "},
+		{"maxSubscriptions = 8\nlisten = \"127.0.0.1:1\n", "c.toml:2: listen: "},
+		{"maxSubscriptions = 8\n\nallowedHosts = [\"a\" \"b\"]\n", "c.toml:3: allowedHosts: "},
+	} {
+		_, err := loadText(t, c.text, defaultSettings(), nil)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("load(%q) = %v, want an error starting %q", c.text, err, c.want)
+		}
+	}
+}
