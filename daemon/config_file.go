@@ -1,8 +1,8 @@
 package daemon
 
-// The config file (PROTOCOL.md §10 --config): a small subset of TOML, one
-// `key = value` per line, that the standard library parses without a new
-// dependency. systemd/config.example.toml documents every key.
+// The config file (PROTOCOL.md §10 --config) is TOML, read with go-toml's
+// parser, one `key = value` per key; systemd/config.example.toml documents
+// every key.
 //
 //	# comment
 //	listen = "127.0.0.1:7681"
@@ -12,22 +12,30 @@ package daemon
 //	allowedOrigins = ["example.com:443", "localhost:7681"]
 //
 // Keys are those of the flags (camelCase) and of `ahpctl limits set`
-// (PROTOCOL.md §9); values may be quoted ("…" with Go/TOML escapes, or '…'
-// literally) or bare; arrays of strings fit on one line. Tables, multi-line
-// strings and inline tables are refused with the line number. Limits and
-// logLevel are re-read on SIGHUP; the other keys need a restart.
+// (PROTOCOL.md §9), the limit groups as dotted keys. A value is a string,
+// an integer or a boolean, which its key reads as text (so "8" and 8 are
+// the same), or an array of strings (over several lines if need be). As
+// before the file was read as TOML, a value that holds no quote may be left
+// unquoted (maxOutputStall = 2s, websocketCompression = none). Tables, quoted
+// keys, multi-line strings and inline tables are refused with the line
+// number. Limits and logLevel are re-read on SIGHUP; the other keys need a
+// restart.
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/ahp-dev/ahpd/internal/units"
 )
@@ -382,180 +390,207 @@ func readConfigFile(path string) (*configFile, error) {
 
 // parseConfig parses config text; path is only for messages. It reports
 // every bad line (up to 20), each as a *ConfigError.
+//
+// go-toml's parser reads the text, one top-level expression at a time, and
+// places each key. Where it rejects the line that starts an expression and
+// that line reads `key = word` (a value left unquoted, as files may have it:
+// 2s, 64MiB, none), the word is the value and parsing goes on with the next
+// line; any other rejection ends the parse.
 func parseConfig(path, text string) (*configFile, error) {
-	cf := &configFile{Path: path}
-	var errs []error
-	fail := func(line int, key, format string, args ...any) {
-		if len(errs) < 20 {
-			errs = append(errs, &ConfigError{Path: path, Line: line, Key: key, Reason: fmt.Sprintf(format, args...)})
+	data := []byte(strings.TrimPrefix(text, "\ufeff"))
+	c := &configParser{cf: &configFile{Path: path}, data: data[:len(data):len(data)], nl: []int{-1}, seen: map[string]int{}}
+	for i, b := range c.data {
+		if b == '\n' {
+			c.nl = append(c.nl, i)
 		}
 	}
-	seen := map[string]int{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 0, 4096), 64<<10)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimSpace(sc.Text())
-		if n == 1 {
-			line = strings.TrimPrefix(line, "\ufeff")
+	c.nl = append(c.nl, len(c.data))
+	var p unstable.Parser
+	base, end := 0, 0 // offsets in data of p's input and of the end of the last expression
+	for p.Reset(c.data); ; {
+		if p.NextExpression() {
+			end = c.expression(c.data[base:], base, p.Expression())
+		} else if err := p.Error(); err == nil {
+			break
+		} else if base = c.rejected(err, base, end); base < 0 {
+			break
+		} else {
+			end = base
+			p.Reset(c.data[base:])
 		}
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if line[0] == '[' {
-			fail(n, "", "tables are not supported: write dotted keys (e.g. hostReceive.windowBytes = \"256KiB\")")
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			fail(n, "", "want key = value, got %q", line)
-			continue
-		}
-		key := strings.TrimSpace(k)
-		if !validBareKey(key) {
-			fail(n, "", "bad key %q: use the names in config.example.toml (letters, digits, '.', '_' and '-'; no quotes)", key)
-			continue
-		}
-		e, err := parseConfigValue(strings.TrimSpace(v))
-		if err != nil {
-			fail(n, key, "%v", err)
-			continue
-		}
-		e.Key, e.Line = key, n
-		if _, ok := findConfigKey(key); !ok {
-			if s := suggestKey(key); s != "" {
-				fail(n, key, "unknown key (did you mean %s?)", s)
-			} else {
-				fail(n, key, "unknown key (config.example.toml lists every key)")
-			}
-			continue
-		}
-		if first, dup := seen[key]; dup {
-			fail(n, key, "given twice (first on line %d)", first)
-			continue
-		}
-		seen[key] = n
-		cf.Entries = append(cf.Entries, e)
 	}
-	if err := sc.Err(); err != nil {
-		fail(n+1, "", "%v", err)
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return cf, nil
+	return c.cf, nil
 }
 
-func validBareKey(k string) bool {
-	if k == "" || k[0] == '.' || k[len(k)-1] == '.' {
-		return false
-	}
-	for _, r := range k {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
-		default:
-			return false
-		}
-	}
-	return true
+// configParser is the state of parseConfig.
+type configParser struct {
+	cf   *configFile
+	data []byte // the text; cap(data) is len(data), for offsetIn
+	nl   []int  // nl[i] is where line i ends (line 0 before the text, the last line at len(data))
+	seen map[string]int
+	errs []error
 }
 
-// parseConfigValue parses what follows "=", with an optional trailing
-// comment.
-func parseConfigValue(v string) (configEntry, error) {
-	if v == "" {
-		return configEntry{}, errors.New("missing value")
+func (c *configParser) fail(line int, key, format string, args ...any) {
+	if len(c.errs) < 20 {
+		c.errs = append(c.errs, &ConfigError{Path: c.cf.Path, Line: line, Key: key, Reason: fmt.Sprintf(format, args...)})
 	}
-	if v[0] == '[' {
-		var e configEntry
-		e.IsList = true
-		rest := strings.TrimSpace(v[1:])
-		for {
-			if rest == "" {
-				return configEntry{}, errors.New("unterminated array: an array must fit on one line")
-			}
-			if rest[0] == ']' {
-				rest = rest[1:]
-				break
-			}
-			s, after, err := parseString(rest)
-			if err != nil {
-				return configEntry{}, fmt.Errorf("array: %v", err)
-			}
-			e.List = append(e.List, s)
-			rest = strings.TrimSpace(after)
-			if strings.HasPrefix(rest, ",") {
-				rest = strings.TrimSpace(rest[1:])
-			} else if !strings.HasPrefix(rest, "]") {
-				return configEntry{}, errors.New("array: want , or ] after an element")
-			}
+}
+
+// lineAt returns the line (from 1) of offset off; lineText a line's text
+// without blanks around it.
+func (c *configParser) lineAt(off int) int { return sort.SearchInts(c.nl, off) }
+func (c *configParser) lineText(line int) string {
+	return strings.TrimSpace(string(c.data[c.nl[line-1]+1 : c.nl[line]]))
+}
+
+// add takes e, a key of configKeys given once.
+func (c *configParser) add(e configEntry) {
+	if _, ok := findConfigKey(e.Key); !ok {
+		if s := suggestKey(e.Key); s != "" {
+			c.fail(e.Line, e.Key, "unknown key (did you mean %s?)", s)
+		} else {
+			c.fail(e.Line, e.Key, "unknown key (config.example.toml lists every key)")
 		}
-		if err := trailing(rest); err != nil {
-			return configEntry{}, err
+	} else if first, dup := c.seen[e.Key]; dup {
+		c.fail(e.Line, e.Key, "given twice (first on line %d)", first)
+	} else {
+		c.seen[e.Key] = e.Line
+		c.cf.Entries = append(c.cf.Entries, e)
+	}
+}
+
+// expression takes a `key = value` that go-toml parsed, or refuses a table
+// header; doc is the parser's input, at offset base of data. It returns
+// where the expression ends in data.
+func (c *configParser) expression(doc []byte, base int, expr *unstable.Node) int {
+	var parts []string
+	var from, to uint32 // the key in doc
+	quoted := false
+	for keys := expr.Key(); keys.Next(); {
+		r := keys.Node().Raw
+		if parts == nil {
+			from = r.Offset
+		}
+		to = r.Offset + r.Length
+		parts = append(parts, string(keys.Node().Data))
+		quoted = quoted || doc[r.Offset] == '"' || doc[r.Offset] == '\''
+	}
+	line := c.lineAt(base + int(from))
+	key := strings.Join(parts, ".")
+	switch {
+	case expr.Kind != unstable.KeyValue: // [table] or [[array of tables]]
+		c.fail(line, "", "tables are not supported: write dotted keys (e.g. hostReceive.windowBytes = \"256KiB\")")
+		return c.nl[line] // a header is one line
+	case quoted:
+		c.fail(line, "", "bad key %q: use the names in config.example.toml (letters, digits, '.', '_' and '-'; no quotes)", doc[from:to])
+	default:
+		if e, err := entryValue(doc, expr.Value()); err != nil {
+			c.fail(line, key, "%v", err)
+		} else {
+			e.Key, e.Line = key, line
+			c.add(e)
+		}
+	}
+	return base + int(expr.Raw.Offset+expr.Raw.Length)
+}
+
+// keyValueLine matches a line that starts with a bare, maybe dotted, key
+// and "=": the key and what follows "=".
+var keyValueLine = regexp.MustCompile(`^([A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*)[ \t]*=(.*)$`)
+
+// rejected handles err, go-toml's parser rejecting the text after offset
+// end (its input starting at base): it takes the line as `key = word` or
+// reports it. It returns the offset of the line to go on with, or -1.
+func (c *configParser) rejected(err error, base, end int) int {
+	off := len(c.data)
+	if perr := (*unstable.ParserError)(nil); errors.As(err, &perr) {
+		off = base + offsetIn(c.data[base:], perr.Highlight)
+	}
+	line, start := c.lineAt(off), c.lineAt(end) // start: where the rejected expression starts
+	for rest := c.data[end:c.nl[start]]; start < line && blankOrComment(rest); {
+		start++
+		rest = c.data[c.nl[start-1]+1 : c.nl[start]]
+	}
+	text := c.lineText(start)
+	m := keyValueLine.FindStringSubmatch(text)
+	var key, word string
+	if m != nil {
+		key = strings.Join(strings.Fields(m[1]), "") // "a . b" is a.b
+		word, _, _ = strings.Cut(m[2], "#")
+		word = strings.TrimSpace(word)
+	}
+	next := min(c.nl[line]+1, len(c.data))
+	switch {
+	case start != line: // within a value that spans lines
+	case m == nil && text != "" && !strings.Contains(text, "=") && text[0] != '#' && text[0] != '[':
+		c.fail(line, "", "want key = value, got %q", text)
+		return next
+	case m == nil:
+	case word == "":
+		c.fail(line, key, "missing value")
+		return next
+	case word[0] != '[' && word[0] != '{' && !strings.ContainsAny(word, "\"'"):
+		c.add(configEntry{Key: key, Line: line, Value: word})
+		return next
+	}
+	c.fail(line, key, "%v", err)
+	return -1
+}
+
+func blankOrComment(b []byte) bool {
+	s := strings.TrimSpace(string(b))
+	return s == "" || s[0] == '#'
+}
+
+// offsetIn returns the offset in b of sub, a slice of b's array, or len(b).
+func offsetIn(b, sub []byte) int {
+	off := cap(b) - cap(sub)
+	if sub == nil || off < 0 || off > len(b) {
+		return len(b)
+	}
+	return off
+}
+
+// entryValue converts the value of a `key = value`; doc is the parser's
+// input. Integers become decimal text; other scalars keep their text, which
+// the keys' setters parse.
+func entryValue(doc []byte, v *unstable.Node) (configEntry, error) {
+	switch v.Kind {
+	case unstable.Array:
+		e := configEntry{IsList: true}
+		for it := v.Children(); it.Next(); {
+			n := it.Node()
+			if n.Kind != unstable.String {
+				return configEntry{}, fmt.Errorf("array: want quoted strings, got %s", strings.ToLower(n.Kind.String()))
+			}
+			if multiline(doc, n) {
+				return configEntry{}, errors.New("array: multi-line strings are not supported")
+			}
+			e.List = append(e.List, string(n.Data))
 		}
 		return e, nil
-	}
-	if v[0] == '"' || v[0] == '\'' {
-		s, rest, err := parseString(v)
-		if err != nil {
-			return configEntry{}, err
-		}
-		if err := trailing(rest); err != nil {
-			return configEntry{}, err
-		}
-		return configEntry{Value: s}, nil
-	}
-	if v[0] == '{' {
+	case unstable.InlineTable:
 		return configEntry{}, errors.New("inline tables are not supported")
+	case unstable.String:
+		if multiline(doc, v) {
+			return configEntry{}, errors.New("multi-line strings are not supported")
+		}
+	case unstable.Integer:
+		if n, err := strconv.ParseInt(string(v.Data), 0, 64); err == nil {
+			return configEntry{Value: strconv.FormatInt(n, 10)}, nil
+		}
 	}
-	bare, _, _ := strings.Cut(v, "#")
-	bare = strings.TrimSpace(bare)
-	if bare == "" {
-		return configEntry{}, errors.New("missing value")
-	}
-	if strings.ContainsAny(bare, "\"'") {
-		return configEntry{}, fmt.Errorf("stray quote in %q", bare)
-	}
-	return configEntry{Value: bare}, nil
+	return configEntry{Value: string(v.Data)}, nil
 }
 
-// parseString parses a quoted string at the start of s and returns it
-// and the rest of s.
-func parseString(s string) (string, string, error) {
-	switch {
-	case strings.HasPrefix(s, `"""`) || strings.HasPrefix(s, `'''`):
-		return "", "", errors.New("multi-line strings are not supported")
-	case strings.HasPrefix(s, "'"):
-		end := strings.IndexByte(s[1:], '\'')
-		if end < 0 {
-			return "", "", errors.New("unterminated string")
-		}
-		return s[1 : 1+end], s[2+end:], nil
-	case strings.HasPrefix(s, `"`):
-		for i := 1; i < len(s); i++ {
-			switch s[i] {
-			case '\\':
-				i++
-			case '"':
-				u, err := strconv.Unquote(s[:i+1])
-				if err != nil {
-					return "", "", fmt.Errorf("bad string %s: %v", s[:i+1], err)
-				}
-				return u, s[i+1:], nil
-			}
-		}
-		return "", "", errors.New("unterminated string")
-	}
-	return "", "", fmt.Errorf("want a quoted string, got %q", s)
-}
-
-func trailing(rest string) error {
-	rest = strings.TrimSpace(rest)
-	if rest != "" && rest[0] != '#' {
-		return fmt.Errorf("unexpected %q after the value", rest)
-	}
-	return nil
+// multiline reports whether the string n is in triple quotes.
+func multiline(doc []byte, n *unstable.Node) bool {
+	raw := doc[n.Raw.Offset : n.Raw.Offset+n.Raw.Length]
+	return bytes.HasPrefix(raw, []byte(`"""`)) || bytes.HasPrefix(raw, []byte("'''"))
 }
 
 // apply sets s from the file's entries; flagged keys (set on the command

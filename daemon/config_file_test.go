@@ -69,10 +69,12 @@ var configErrorCases = []struct {
 	{"bogus = 1\n", "c.toml:1: bogus: unknown key"},
 	{"\"listen\" = \"x\"\n", "c.toml:1: bad key"},
 	{"listen = \n", "c.toml:1: listen: missing value"},
-	{"listen = \"127.0.0.1:1\n", "c.toml:1: listen: unterminated string"},
-	{"listen = \"a\" b\n", "c.toml:1: listen: unexpected \"b\" after the value"},
+	{"listen = \"127.0.0.1:1\n", "c.toml:1: listen: basic strings cannot have new lines"}, // go-toml's words
+	{"listen = \"a\" b\n", "c.toml:1: listen: expected newline but got U+0062 'b'"},       // go-toml's
 	{"listen = \"\"\"x\"\"\"\n", "c.toml:1: listen: multi-line strings are not supported"},
-	{"allowedOrigins = [\"a:1\",\n", "c.toml:1: allowedOrigins: unterminated array"},
+	{"allowedOrigins = [\"a:1\",\n", "c.toml:1: allowedOrigins: array is incomplete"}, // go-toml's
+	// A value over several lines: the line of the error, the key of the value.
+	{"allowedOrigins = [\n  \"a:1\",\n  b:2\n]\n", "c.toml:3: allowedOrigins: unexpected character U+0062 'b'"},
 	{"allowedOrigins = { a = 1 }\n", "c.toml:1: allowedOrigins: inline tables are not supported"},
 	{"maxOutputStall = 1s\nmaxOutputStall = 2s\n", "c.toml:2: maxOutputStall: given twice (first on line 1)"},
 }
@@ -203,8 +205,9 @@ func TestParseSizeValue(t *testing.T) {
 	}
 }
 
-// FuzzParseConfig: the parser never panics, and what it accepts applies
-// and validates without panicking either.
+// FuzzParseConfig: the loader never panics, every error is a *ConfigError
+// on a line of the text, and what it accepts applies and validates without
+// panicking either.
 func FuzzParseConfig(f *testing.F) {
 	for _, c := range configErrorCases {
 		f.Add(c.text)
@@ -213,18 +216,89 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(c.text)
 	}
 	f.Add("listen = \"127.0.0.1:1\"\nallowedOrigins = [\"a:1\", 'b:2']\nhostReceive.windowBytes = 1MiB # x\n")
+	f.Add(configTOMLText)
 	f.Fuzz(func(t *testing.T, text string) {
+		lines := strings.Count(text, "\n") + 1
 		cf, err := parseConfig("f", text)
 		if err != nil {
-			var ce *ConfigError
-			if !errors.As(err, &ce) {
-				t.Fatalf("error %v is not a *ConfigError", err)
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var ce *ConfigError
+				if !errors.As(e, &ce) || ce.Line < 1 || ce.Line > lines {
+					t.Fatalf("error %v is not a *ConfigError on one of the %d lines", e, lines)
+				}
 			}
 			return
+		}
+		for _, e := range cf.Entries {
+			if e.Line < 1 || e.Line > lines {
+				t.Fatalf("entry %s on line %d of %d", e.Key, e.Line, lines)
+			}
 		}
 		s := defaultSettings()
 		if cf.apply(&s, nil) == nil {
 			_ = s.validate(cf, nil)
 		}
 	})
+}
+
+// configTOMLText is TOML beyond the old one-line subset: an array over
+// several lines with a comment, CRLF line ends, an escape, an integer in
+// hex, blanks around the dot of a key.
+const configTOMLText = "allowedOrigins = [\r\n  \"a.example:443\", # first\r\n  'b.example:80',\r\n]\r\n" +
+	"maxSubscriptions = 0x10\r\nhostReceive . windowBytes = \"512\\u004BiB\"\r\nmaxOutputStall = 2s\r\n"
+
+func TestConfigIsTOML(t *testing.T) {
+	s, err := loadText(t, configTOMLText, defaultSettings(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.AllowedOrigins; !reflect.DeepEqual(got, []string{"a.example:443", "b.example:80"}) {
+		t.Errorf("allowedOrigins = %q", got)
+	}
+	if s.Limits.MaxSubscriptions != 16 || s.Limits.HostReceive.WindowBytes != 512<<10 || s.Limits.MaxOutputStall != 2*time.Second {
+		t.Errorf("maxSubscriptions %d, hostReceive.windowBytes %d, maxOutputStall %v; want 16, 512KiB, 2s",
+			s.Limits.MaxSubscriptions, s.Limits.HostReceive.WindowBytes, s.Limits.MaxOutputStall)
+	}
+}
+
+// TestConfigUnknownKeyNamesItsLine: an unknown key is reported with its
+// own line, wherever it is in the file.
+func TestConfigUnknownKeyNamesItsLine(t *testing.T) {
+	text := "# ahpd\nlisten = \"127.0.0.1:1\"\n\nmaxOutputStal = \"2s\" # typo\nmaxSubscriptions = 8\n"
+	_, err := loadText(t, text, defaultSettings(), nil)
+	if want := "c.toml:4: maxOutputStal: unknown key"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("err = %v, want one starting %q", err, want)
+	}
+}
+
+// TestConfigWrongTypeNamesKeyAndLine: a value of the wrong type is
+// reported with its key and line.
+func TestConfigWrongTypeNamesKeyAndLine(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"listen = \"127.0.0.1:1\"\n\nmetricsPublic = \"yes\"\n", "c.toml:3: metricsPublic: want true or false"},
+		{"# x\nmaxSubscriptions = 1.5\n", "c.toml:2: maxSubscriptions: want an integer"},
+		{"# x\n# y\nlisten = [\"a:1\"]\n", "c.toml:3: listen: want a single value, not an array"},
+		{"\nmaxConnectionsPerToken = true\n", "c.toml:2: maxConnectionsPerToken: want a positive integer"},
+		{"\nallowedOrigins = { a = 1 }\n", "c.toml:2: allowedOrigins: inline tables are not supported"},
+	} {
+		_, err := loadText(t, c.text, defaultSettings(), nil)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("load(%q) = %v, want an error starting %q", c.text, err, c.want)
+		}
+	}
+}
+
+// TestConfigSyntaxErrorNamesItsLine: a syntax error is reported with its
+// line (and the key of that line).
+func TestConfigSyntaxErrorNamesItsLine(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"listen = \"127.0.0.1:1\"\nmaxSubscriptions = 8\n\n# x\nstateDir = \"/a\" b\n", "c.toml:5: stateDir: "},
+		{"maxSubscriptions = 8\nlisten = \"127.0.0.1:1\n", "c.toml:2: listen: "},
+		{"maxSubscriptions = 8\n\nallowedHosts = [\"a\" \"b\"]\n", "c.toml:3: allowedHosts: "},
+	} {
+		_, err := loadText(t, c.text, defaultSettings(), nil)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("load(%q) = %v, want an error starting %q", c.text, err, c.want)
+		}
+	}
 }
