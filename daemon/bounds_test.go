@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/config"
 )
 
 // Incomplete client→host messages of all subscriptions of a connection
 // together stay within a quarter of maxBufferedBytes: the frame that would
 // pass it resets its subscription with overflow (docs/protocol-decisions.md).
 func TestPartialInputBound(t *testing.T) {
-	h := start(t, false, func(c *daemon.Config) {
+	h := start(t, false, func(c *config.Config) {
 		c.Limits.MaxBufferedBytes = 1 << 20 // budget 256 KiB
 		c.Limits.MaxInboundMessageBytes = 512 << 10
 	})
@@ -57,7 +58,7 @@ func TestPartialInputBound(t *testing.T) {
 // daemon, and is told how many it lost.
 func TestEventWatcherBound(t *testing.T) {
 	const n = 1000
-	h := start(t, false, func(c *daemon.Config) { c.Limits.MaxTerminals = n })
+	h := start(t, false, func(c *config.Config) { c.Limits.MaxTerminals = n })
 	next, stop := h.srv.Watch()
 	defer stop()
 	for i := 0; i < n; i++ {

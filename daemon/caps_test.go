@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/config"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -21,7 +22,7 @@ import (
 // connections that have not initialized get HTTP 503 naming the limit; an
 // initialize or a close gives the slot back (issue 12 §5).
 func TestMaxPendingConnections(t *testing.T) {
-	h := start(t, false, func(c *daemon.Config) { c.Limits.MaxPendingConnections = 2 })
+	h := start(t, false, func(c *config.Config) { c.Limits.MaxPendingConnections = 2 })
 	a, _, err := h.raw(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestMaxPendingConnections(t *testing.T) {
 // clear error (ResourceExhausted over gRPC) until one is closed; the
 // limit is settable at run time like the others.
 func TestMaxTerminals(t *testing.T) {
-	h := start(t, false, func(c *daemon.Config) { c.Limits.MaxTerminals = 2 })
+	h := start(t, false, func(c *config.Config) { c.Limits.MaxTerminals = 2 })
 	cp := h.control()
 	ctx := ctxT(t)
 	for _, id := range []string{"a", "b"} {

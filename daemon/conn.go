@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
@@ -81,7 +82,7 @@ type conn struct {
 	opened time.Time
 
 	// Owned by run.
-	limits      Limits
+	limits      config.Limits
 	sender      *flow.Sender
 	subs        map[string]*subscription
 	pending     map[string]*subscription // subscribes waiting for Ready

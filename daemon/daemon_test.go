@@ -20,6 +20,7 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -41,13 +42,13 @@ type harness struct {
 
 // start runs a daemon on a loopback port with fake terminals (or real PTYs
 // when real is true); it is shut down when the test ends.
-func start(t *testing.T, real bool, mutate func(*daemon.Config)) *harness {
+func start(t *testing.T, real bool, mutate func(*config.Config)) *harness {
 	t.Helper()
 	return startWith(t, real, mutate, nil)
 }
 
 // startWith is start with the server's Options changed by mutateOpts.
-func startWith(t *testing.T, real bool, mutate func(*daemon.Config), mutateOpts func(*daemon.Options)) *harness {
+func startWith(t *testing.T, real bool, mutate func(*config.Config), mutateOpts func(*daemon.Options)) *harness {
 	t.Helper()
 	var logw io.Writer = io.Discard
 	if testing.Verbose() {
@@ -68,9 +69,9 @@ func startWith(t *testing.T, real bool, mutate func(*daemon.Config), mutateOpts 
 
 // startServer starts a daemon with its state in dir; stop shuts it down
 // and reports a Serve error or a shutdown that took too long.
-func startServer(dir string, real bool, mutate func(*daemon.Config), mutateOpts func(*daemon.Options), logw io.Writer) (*harness, func() error, error) {
+func startServer(dir string, real bool, mutate func(*config.Config), mutateOpts func(*daemon.Options), logw io.Writer) (*harness, func() error, error) {
 	h := &harness{}
-	cfg := daemon.Config{Listen: "127.0.0.1:0", StateDir: dir, NoDefaultTerminal: true, WebsocketCompression: "none"}
+	cfg := config.Config{Listen: "127.0.0.1:0", StateDir: dir, NoDefaultTerminal: true, WebsocketCompression: "none"}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -291,7 +292,7 @@ func TestMessageBeforeInitialize(t *testing.T) {
 }
 
 func TestInitializeTimeout(t *testing.T) {
-	h := start(t, false, func(c *daemon.Config) { c.Limits.InitializeTimeout = 200 * time.Millisecond })
+	h := start(t, false, func(c *config.Config) { c.Limits.InitializeTimeout = 200 * time.Millisecond })
 	ws, _, err := h.raw(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +379,7 @@ func TestOversizedMessageCloses1009(t *testing.T) {
 }
 
 func TestSubscribeErrors(t *testing.T) {
-	h := start(t, false, func(c *daemon.Config) { c.Limits.MaxSubscriptions = 2 })
+	h := start(t, false, func(c *config.Config) { c.Limits.MaxSubscriptions = 2 })
 	ch, _ := h.term("t1")
 	c := h.dial(adminToken)
 	ctx := ctxT(t)
@@ -398,7 +399,7 @@ func TestSubscribeErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	max := daemon.DefaultLimits().ClientReceiveMaximums
+	max := config.DefaultLimits().ClientReceiveMaximums
 	if s1.Flow.ClientReceive != max {
 		t.Errorf("negotiated %+v, want the maximums %+v", s1.Flow.ClientReceive, max)
 	}
@@ -603,7 +604,7 @@ func TestShutdownClosesWith1001(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := daemon.New(daemon.Config{StateDir: t.TempDir(), NoDefaultTerminal: true}, daemon.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: auth.NewTokens(adminToken)})
+	srv, err := daemon.New(config.Config{StateDir: t.TempDir(), NoDefaultTerminal: true}, daemon.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: auth.NewTokens(adminToken)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -714,7 +715,7 @@ func TestRevokingTicketRevokesReconnectToken(t *testing.T) {
 // With permessage-deflate, repetitive output crosses the socket in far
 // fewer bytes, and the stats say so (wire bytes vs message bytes).
 func TestCompressionShowsInStats(t *testing.T) {
-	h := start(t, false, func(c *daemon.Config) { c.WebsocketCompression = "deflate" })
+	h := start(t, false, func(c *config.Config) { c.WebsocketCompression = "deflate" })
 	ch, ft := h.term("t")
 	c, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: adminToken, Deflate: true})
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/config"
 )
 
 // get sends a GET to the daemon's socket with the given Host header.
@@ -33,7 +33,7 @@ func (h *harness) getHost(path, host string, header http.Header) int {
 // gets 421 on every path; IP literals, localhost, *.localhost and
 // allowedHosts pass (issue 12 §5).
 func TestHostHeaderCheck(t *testing.T) {
-	h := start(t, false, func(c *daemon.Config) { c.AllowedHosts = []string{"Terminals.Example.com"} })
+	h := start(t, false, func(c *config.Config) { c.AllowedHosts = []string{"Terminals.Example.com"} })
 	_, port, _ := net.SplitHostPort(h.addr)
 	for _, path := range []string{"/", "/healthz", "/metrics", "/v1/ws", "/index.html"} {
 		for _, host := range []string{"evil.example:" + port, "evil.example", "localhost.evil.example:" + port, "127.0.0.1.nip.io:" + port} {
@@ -81,7 +81,7 @@ func TestOriginSchemeChecked(t *testing.T) {
 	}
 	ws.CloseNow()
 
-	p := start(t, false, func(c *daemon.Config) { c.AllowedOrigins = []string{"proxy.example:443"} })
+	p := start(t, false, func(c *config.Config) { c.AllowedOrigins = []string{"proxy.example:443"} })
 	for o, want := range map[string]bool{"https://proxy.example": true, "https://proxy.example:443": true, "ftp://proxy.example:443": false, "gopher://proxy.example:443": false} {
 		ws, res, err := p.raw(http.Header{"Origin": {o}})
 		if want && err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/config"
 )
 
 // TestInboundWaitingBound: inbound messages wait while the run loop is
@@ -22,7 +23,7 @@ import (
 // once the run loop gets to the overflow the connection closes with 1008.
 func TestInboundWaitingBound(t *testing.T) {
 	const token = "ahp_test-inbound-token-0123456789"
-	cfg := Config{Listen: "127.0.0.1:0", StateDir: t.TempDir(), NoDefaultTerminal: true, WebsocketCompression: "none"}
+	cfg := config.Config{Listen: "127.0.0.1:0", StateDir: t.TempDir(), NoDefaultTerminal: true, WebsocketCompression: "none"}
 	cfg.Limits.MaxBufferedBytes = 1 << 20
 	cfg.Limits.MaxInboundMessageBytes = 256 << 10
 	ctx, cl, c, stop := oneConn(t, cfg, token)
@@ -78,7 +79,7 @@ func TestInboundWaitingBound(t *testing.T) {
 // times a second: each wake-up costs an idle daemon CPU.
 func TestIdleConnectionWakesRarely(t *testing.T) {
 	const token = "ahp_test-idle-token-0123456789abc"
-	cfg := Config{Listen: "127.0.0.1:0", StateDir: t.TempDir(), NoDefaultTerminal: true, WebsocketCompression: "none"}
+	cfg := config.Config{Listen: "127.0.0.1:0", StateDir: t.TempDir(), NoDefaultTerminal: true, WebsocketCompression: "none"}
 	_, _, c, stop := oneConn(t, cfg, token)
 	defer stop()
 	before := c.checks.Load()
@@ -93,7 +94,7 @@ func TestIdleConnectionWakesRarely(t *testing.T) {
 // with token. It returns a context that ends within 20 s, the client, the
 // daemon's side of the connection, and stop, which closes the client and
 // the server and waits for the server.
-func oneConn(t *testing.T, cfg Config, token string) (context.Context, *client.Conn, *conn, func()) {
+func oneConn(t *testing.T, cfg config.Config, token string) (context.Context, *client.Conn, *conn, func()) {
 	t.Helper()
 	srv, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: auth.NewTokens(token)})
 	if err != nil {

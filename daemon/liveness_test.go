@@ -8,7 +8,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/config"
 )
 
 // waitViewers waits until the daemon lists n viewer connections.
@@ -40,7 +40,7 @@ func initialize(t *testing.T, ws *websocket.Conn) {
 // A peer that stops reading (so it answers no ping) and sends nothing is
 // closed after three heartbeat intervals.
 func TestHeartbeatClosesSilentPeer(t *testing.T) {
-	h := start(t, false, func(c *daemon.Config) { c.Limits.HeartbeatInterval = 100 * time.Millisecond })
+	h := start(t, false, func(c *config.Config) { c.Limits.HeartbeatInterval = 100 * time.Millisecond })
 	ws, _, err := h.raw(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestHeartbeatClosesSilentPeer(t *testing.T) {
 // transport queue stays bounded and the output-stall limit drops the
 // connection; the terminal and other viewers are unaffected.
 func TestOutputStallDropsConnection(t *testing.T) {
-	h := start(t, false, func(c *daemon.Config) {
+	h := start(t, false, func(c *config.Config) {
 		c.Limits.MaxOutputStall = 300 * time.Millisecond
 		c.Limits.HeartbeatInterval = time.Hour / 4
 	})

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/control"
 	"github.com/ahp-dev/ahpd/daemon/systemd"
 	"github.com/ahp-dev/ahpd/internal/procs"
@@ -55,7 +56,7 @@ Flags:
 func Main(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ahpd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fl := defaultSettings()
+	fl := config.DefaultSettings()
 	fs.StringVar(&fl.Listen, "listen", "127.0.0.1:7681", "HTTP and WebSocket listen `address` (ignored when socket activation passes the listener)")
 	fs.StringVar(&fl.StateDir, "state-dir", "", "state `directory` holding admin.token (default $STATE_DIRECTORY, else $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd)")
 	fs.StringVar(&fl.WebsocketCompression, "websocket-compression", "deflate", "permessage-deflate: deflate or none")
@@ -89,14 +90,14 @@ func Main(args []string, stderr io.Writer) int {
 	}
 	flagged := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { flagged[f.Name] = true })
-	path := findConfig(*configFlag)
-	s, _, err := loadSettings(path, fl, flagged)
+	path := config.FindFile(*configFlag)
+	s, _, err := config.LoadSettings(path, fl, flagged)
 	if *checkConfig {
 		return reportCheck(stderr, *configFlag, path, err)
 	}
 	if err != nil {
 		printErr(stderr, "config", err)
-		var ce *ConfigError
+		var ce *config.FileError
 		if errors.As(err, &ce) && ce.Path == "" {
 			return 2 // a bad flag value is a usage error
 		}
@@ -122,7 +123,7 @@ func reportCheck(w io.Writer, flagValue, path string, err error) int {
 		if flagValue == "none" {
 			fmt.Fprintln(w, "ahpd: config: no file (--config none); the flags and defaults are valid")
 		} else {
-			fmt.Fprintf(w, "ahpd: config: no file (looked for %s); the flags and defaults are valid\n", strings.Join(defaultConfigPaths(), ", "))
+			fmt.Fprintf(w, "ahpd: config: no file (looked for %s); the flags and defaults are valid\n", strings.Join(config.DefaultPaths(), ", "))
 		}
 		return 0
 	}
@@ -133,14 +134,14 @@ func reportCheck(w io.Writer, flagValue, path string, err error) int {
 type runOptions struct {
 	configFlag string // --config as given: "", "none" or a path
 	configPath string // the file loaded at start, "" for none
-	fromFlags  settings
+	fromFlags  config.Settings
 	flagged    map[string]bool
 	printLink  bool // --print-link
 }
 
-func run(s settings, ro runOptions, stderr io.Writer) int {
+func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	level := new(slog.LevelVar)
-	_ = level.UnmarshalText([]byte(s.LogLevel)) // validated by loadSettings
+	_ = level.UnmarshalText([]byte(s.LogLevel)) // validated by config.LoadSettings
 	journal := s.LogFormat == "journal" || s.LogFormat == "auto" && systemd.JournalStderr(stderr)
 	var h slog.Handler
 	if journal {
@@ -283,9 +284,9 @@ type runner struct {
 	sd       *systemd.Notifier
 	watchdog time.Duration // WatchdogSec; 0: none
 	opts     runOptions
-	started  settings // in force since start: keys that need a restart
-	status   string   // STATUS= for systemctl status
-	probe    string   // URL of /healthz on our own listener
+	started  config.Settings // in force since start: keys that need a restart
+	status   string          // STATUS= for systemctl status
+	probe    string          // URL of /healthz on our own listener
 	hc       *http.Client
 }
 
@@ -392,8 +393,8 @@ func healthURL(addr net.Addr) string {
 func (r *runner) reload() {
 	r.notify(fmt.Sprintf("RELOADING=1\nSTATUS=reloading\nMONOTONIC_USEC=%d", systemd.MonotonicUsec()))
 	defer r.notify("READY=1\nSTATUS=" + r.status)
-	path := findConfig(r.opts.configFlag)
-	s, _, err := loadSettings(path, r.opts.fromFlags, r.opts.flagged)
+	path := config.FindFile(r.opts.configFlag)
+	s, _, err := config.LoadSettings(path, r.opts.fromFlags, r.opts.flagged)
 	if err != nil {
 		r.log.Error("reload failed; nothing changed", "err", err)
 		return
@@ -404,7 +405,7 @@ func (r *runner) reload() {
 		return
 	}
 	_ = r.level.UnmarshalText([]byte(s.LogLevel))
-	for _, key := range restartOnlyChanges(r.started, s) {
+	for _, key := range config.RestartOnlyChanges(r.started, s) {
 		r.log.Warn("reload: "+key+" changed; restart ahpd to apply it", "key", key)
 	}
 	if path == "" {

@@ -4,6 +4,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/ahp-dev/ahpd/daemon/config"
 )
 
 func TestHealthURL(t *testing.T) {
@@ -23,16 +25,16 @@ func TestHealthURL(t *testing.T) {
 }
 
 func TestRestartOnlyChanges(t *testing.T) {
-	a := defaultSettings()
+	a := config.DefaultSettings()
 	b := a
 	b.Limits.MaxSubscriptions = 3
 	b.LogLevel = "debug"
-	if got := restartOnlyChanges(a, b); len(got) != 0 {
+	if got := config.RestartOnlyChanges(a, b); len(got) != 0 {
 		t.Errorf("limits and logLevel reported as needing a restart: %v", got)
 	}
 	b.Listen = "127.0.0.1:1"
 	b.AllowedOrigins = []string{"x:1"}
-	if got := strings.Join(restartOnlyChanges(a, b), ","); got != "listen,allowedOrigins" {
+	if got := strings.Join(config.RestartOnlyChanges(a, b), ","); got != "listen,allowedOrigins" {
 		t.Errorf("restartOnlyChanges = %s", got)
 	}
 }

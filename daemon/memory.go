@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/internal/afterfunc"
 )
 
@@ -64,7 +65,7 @@ func (m *memoryReturner) stop() {
 // for terminals, their emulators and the runtime. Near it the collector
 // works harder instead of letting the heap double; it is soft, so the
 // daemon never fails for it.
-func MemoryLimit(cfg Config) int64 {
+func MemoryLimit(cfg config.Config) int64 {
 	cfg = cfg.WithDefaults()
 	return 2*cfg.MaxTotalBufferedBytes + 256<<20
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/config"
 )
 
 // closedWith waits (at most within) for c to close and checks 1008 and the
@@ -255,7 +256,7 @@ func TestReconnectIdleIsTicketTTLCapped(t *testing.T) {
 // one closes with 1008 naming the limit, and a place freed is usable
 // again. The admin token has no bound.
 func TestMaxConnectionsPerToken(t *testing.T) {
-	h := start(t, false, func(c *daemon.Config) { c.MaxConnectionsPerToken = 2 })
+	h := start(t, false, func(c *config.Config) { c.MaxConnectionsPerToken = 2 })
 	secret, _, err := h.srv.CreateToken(daemon.TokenRequest{Role: auth.RoleView})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/webui"
@@ -41,10 +42,6 @@ const Subprotocol = "ahp.v1"
 // small updates still go out at once.
 const sharedFloor = 64 << 10
 
-// ReconnectTokenTTL returns the lifetime of the token given to a viewer
-// that authenticated with a single-use ticket.
-func (c Config) ReconnectTokenTTL() time.Duration { return 24 * time.Hour }
-
 // TerminalSpec describes a terminal to create.
 type TerminalSpec struct {
 	ID         string
@@ -63,11 +60,11 @@ type TerminalFactory func(spec TerminalSpec, backlog int64, log *slog.Logger) (f
 // Server is the viewer side of ahpd: the HTTP listener with the WebSocket
 // endpoint and the web page, the channel registry and the tokens.
 type Server struct {
-	cfg         Config
+	cfg         config.Config
 	log         *slog.Logger
 	tokens      *auth.Tokens
 	registry    *registry.Registry
-	limits      atomic.Pointer[Limits]
+	limits      atomic.Pointer[config.Limits]
 	newTerminal TerminalFactory
 	creators    map[string]Creator
 	now         func() time.Time
@@ -86,7 +83,7 @@ type Server struct {
 	hosts         []string // Host names allowed besides IP literals and localhost; "*" is any
 	events        events.Bus
 	chLimits      map[string]channelLimits // per-channel overrides; guarded by mu
-	budget        *flow.Budget             // Config.MaxTotalBufferedBytes, shared by every connection\'s Sender
+	budget        *flow.Budget             // config.Config.MaxTotalBufferedBytes, shared by every connection\'s Sender
 	memory        *memoryReturner          // gives free memory back after terminals and connections end
 	bg            sync.WaitGroup           // per-channel watchers (exit events); waited at shutdown
 	pending       atomic.Int64             // upgraded connections not yet initialized (maxPendingConnections)
@@ -119,7 +116,7 @@ type Creator func(params json.RawMessage) (flow.Channel, error)
 
 // New validates cfg and builds a Server. It creates the state directory
 // and admin token if needed.
-func New(cfg Config, opts Options) (*Server, error) {
+func New(cfg config.Config, opts Options) (*Server, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -175,7 +172,7 @@ func (s *Server) Watch() (next func(done <-chan struct{}) ([]events.Event, int, 
 }
 
 // Config returns the defaulted configuration.
-func (s *Server) Config() Config { return s.cfg }
+func (s *Server) Config() config.Config { return s.cfg }
 
 // Tokens returns the token store.
 func (s *Server) Tokens() *auth.Tokens { return s.tokens }
@@ -184,12 +181,12 @@ func (s *Server) Tokens() *auth.Tokens { return s.tokens }
 func (s *Server) Registry() *registry.Registry { return s.registry }
 
 // Limits returns the limits in force.
-func (s *Server) Limits() Limits { return *s.limits.Load() }
+func (s *Server) Limits() config.Limits { return *s.limits.Load() }
 
 // SetLimits validates and installs new limits: they apply to new
 // connections and subscriptions at once, and to timers of existing ones
 // within a second (see maxCheckInterval).
-func (s *Server) SetLimits(l Limits) error {
+func (s *Server) SetLimits(l config.Limits) error {
 	l = l.WithDefaults()
 	if err := l.Validate(); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 )
@@ -17,12 +18,12 @@ import (
 // channelLimitField reports whether a limit may be overridden per channel.
 func channelLimitField(name string) bool {
 	group, _, _ := strings.Cut(name, ".")
-	return slices.Contains(receiveGroups, group)
+	return slices.Contains(config.ReceiveGroups, group)
 }
 
 // LimitsFor returns the limits that apply to a new subscription of
 // channel: the daemon's, with the channel's overrides.
-func (s *Server) LimitsFor(channel string) Limits {
+func (s *Server) LimitsFor(channel string) config.Limits {
 	l := s.Limits()
 	s.mu.Lock()
 	o, ok := s.chLimits[channel]
@@ -44,8 +45,8 @@ func (s *Server) ChannelOverrides(channel string) []string {
 }
 
 type channelLimits struct {
-	fields []string // overridden limit names, sorted
-	values Limits   // their values (other fields unused)
+	fields []string      // overridden limit names, sorted
+	values config.Limits // their values (other fields unused)
 }
 
 // UpdateChannelLimits sets (or, with clear, removes) overrides of channel
@@ -53,24 +54,24 @@ type channelLimits struct {
 // overridden; the result, combined with the daemon's limits, must
 // validate. It returns the channel's effective limits and the fields that
 // changed. A change applies to new subscriptions of the channel.
-func (s *Server) UpdateChannelLimits(channel string, fields []string, from Limits, clear bool) (Limits, []string, error) {
+func (s *Server) UpdateChannelLimits(channel string, fields []string, from config.Limits, clear bool) (config.Limits, []string, error) {
 	if _, ok := s.registry.Get(channel); !ok {
-		return Limits{}, nil, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, channel)
+		return config.Limits{}, nil, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, channel)
 	}
 	limitsMu.Lock()
 	defer limitsMu.Unlock()
 	var names []string
 	for _, name := range fields {
 		expanded := []string{name}
-		if slices.Contains(receiveGroups, name) {
+		if slices.Contains(config.ReceiveGroups, name) {
 			expanded = []string{name + ".windowBytes", name + ".maximumFrameBytes", name + ".maximumMessageBytes"}
 		}
 		for _, n := range expanded {
 			if _, ok := from.LimitValue(n); !ok {
-				return Limits{}, nil, argErr(name, "unknown limit")
+				return config.Limits{}, nil, argErr(name, "unknown limit")
 			}
 			if !channelLimitField(n) {
-				return Limits{}, nil, argErr(name, "applies to a whole connection and cannot be set per channel")
+				return config.Limits{}, nil, argErr(name, "applies to a whole connection and cannot be set per channel")
 			}
 			names = append(names, n)
 		}
@@ -111,7 +112,7 @@ func (s *Server) UpdateChannelLimits(channel string, fields []string, from Limit
 	}
 	s.mu.Unlock()
 	var changed []string
-	for _, f := range LimitFields() {
+	for _, f := range config.LimitFields() {
 		a, _ := before.LimitValue(f.Name)
 		b, _ := eff.LimitValue(f.Name)
 		if a != b {

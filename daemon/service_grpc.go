@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/control"
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
@@ -256,9 +257,9 @@ func (g *grpcServer) GetLimits(_ context.Context, req *ahpv1.GetLimitsRequest) (
 		if _, ok := g.s.Registry().Get(ch); !ok {
 			return nil, grpcError(fmt.Errorf("%w: %s", registry.ErrChannelNotFound, ch))
 		}
-		return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.LimitsFor(ch)), Defaults: toLimits(DefaultLimits()), Overridden: g.s.ChannelOverrides(ch)}, nil
+		return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.LimitsFor(ch)), Defaults: toLimits(config.DefaultLimits()), Overridden: g.s.ChannelOverrides(ch)}, nil
 	}
-	return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.Limits()), Defaults: toLimits(DefaultLimits())}, nil
+	return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.Limits()), Defaults: toLimits(config.DefaultLimits())}, nil
 }
 
 func (g *grpcServer) SetLimits(_ context.Context, req *ahpv1.SetLimitsRequest) (*ahpv1.SetLimitsResponse, error) {
@@ -426,7 +427,7 @@ func toReceive(r flow.ReceiveLimits) *ahpv1.ReceiveLimits {
 	return &ahpv1.ReceiveLimits{WindowBytes: r.WindowBytes, MaximumFrameBytes: r.MaximumFrameBytes, MaximumMessageBytes: r.MaximumMessageBytes}
 }
 
-func toLimits(l Limits) *ahpv1.Limits {
+func toLimits(l config.Limits) *ahpv1.Limits {
 	return &ahpv1.Limits{
 		MaxBufferedBytes:       l.MaxBufferedBytes,
 		MaxOutputStall:         durationpb.New(l.MaxOutputStall),
@@ -447,10 +448,10 @@ func toLimits(l Limits) *ahpv1.Limits {
 // protoLimitPaths maps update_mask paths (proto names) to limit names.
 var protoLimitPaths = func() map[string]string {
 	m := map[string]string{}
-	for _, f := range LimitFields() {
+	for _, f := range config.LimitFields() {
 		m[snakeCase(f.Name)] = f.Name
 	}
-	for _, g := range receiveGroups {
+	for _, g := range config.ReceiveGroups {
 		m[snakeCase(g)] = g
 	}
 	return m
@@ -469,17 +470,17 @@ func snakeCase(s string) string {
 	return b.String()
 }
 
-func fromLimitsRequest(req *ahpv1.SetLimitsRequest) ([]string, Limits, error) {
+func fromLimitsRequest(req *ahpv1.SetLimitsRequest) ([]string, config.Limits, error) {
 	var fields []string
 	for _, p := range req.GetUpdateMask().GetPaths() {
 		name, ok := protoLimitPaths[p]
 		if !ok {
-			return nil, Limits{}, argErr("updateMask", "unknown field %q", p)
+			return nil, config.Limits{}, argErr("updateMask", "unknown field %q", p)
 		}
 		fields = append(fields, name)
 	}
 	p := req.GetLimits()
-	var l Limits
+	var l config.Limits
 	var err error
 	dur := func(field string, d *durationpb.Duration) time.Duration {
 		v, e := durationArg(field, d)
@@ -491,7 +492,7 @@ func fromLimitsRequest(req *ahpv1.SetLimitsRequest) ([]string, Limits, error) {
 	recv := func(r *ahpv1.ReceiveLimits) flow.ReceiveLimits {
 		return flow.ReceiveLimits{WindowBytes: r.GetWindowBytes(), MaximumFrameBytes: r.GetMaximumFrameBytes(), MaximumMessageBytes: r.GetMaximumMessageBytes()}
 	}
-	l = Limits{
+	l = config.Limits{
 		MaxBufferedBytes:       p.GetMaxBufferedBytes(),
 		MaxOutputStall:         dur("maxOutputStall", p.GetMaxOutputStall()),
 		MaxSubscriptions:       int(p.GetMaxSubscriptions()),

@@ -17,6 +17,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/config"
 )
 
 // TestStateDirTrust runs the real ahpd on state directories that another
@@ -293,7 +294,7 @@ func TestNewRefusesUnsafeToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := daemon.Config{Listen: "127.0.0.1:0", StateDir: state, NoDefaultTerminal: true}
+	cfg := config.Config{Listen: "127.0.0.1:0", StateDir: state, NoDefaultTerminal: true}
 	_, err := daemon.New(cfg, daemon.Options{Logger: log})
 	if want := "chmod 600 " + tok; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("New with a 0640 token: %v; want an error naming %q", err, want)

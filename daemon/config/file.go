@@ -1,4 +1,4 @@
-package daemon
+package config
 
 // The config file (PROTOCOL.md §10 --config) is TOML, read with go-toml's
 // parser, one `key = value` per key; systemd/config.example.toml documents
@@ -43,31 +43,31 @@ import (
 // maxConfigBytes bounds the config file.
 const maxConfigBytes = 1 << 20
 
-// settings are what the command line and the config file set.
-type settings struct {
+// Settings are what the command line and the config file set.
+type Settings struct {
 	Config           // the daemon's configuration (zero fields: defaults)
 	Control   string // control socket path; "": the default; "none": no control plane
 	LogLevel  string // debug, info, warn or error; default info
 	LogFormat string // auto, text or journal; default auto
 }
 
-// defaultSettings has every limit at its default, so that a file may set
+// DefaultSettings has every limit at its default, so that a file may set
 // one member of a ReceiveLimits group (Limits.WithDefaults only fills a
 // group that is entirely zero).
-func defaultSettings() settings {
-	return settings{Config: Config{Limits: DefaultLimits()}, LogLevel: "info", LogFormat: "auto"}
+func DefaultSettings() Settings {
+	return Settings{Config: Config{Limits: DefaultLimits()}, LogLevel: "info", LogFormat: "auto"}
 }
 
-// ConfigError is a problem with one line of a config file (Line 0: the
+// FileError is a problem with one line of a config file (Line 0: the
 // file as a whole) or with a flag (Path "").
-type ConfigError struct {
+type FileError struct {
 	Path   string
 	Line   int
 	Key    string
 	Reason string
 }
 
-func (e *ConfigError) Error() string {
+func (e *FileError) Error() string {
 	var b strings.Builder
 	switch {
 	case e.Path == "":
@@ -117,7 +117,7 @@ type configKey struct {
 	name   string
 	flag   string // the flag that overrides it; "" if none
 	reload bool   // SIGHUP applies it
-	set    func(s *settings, e configEntry) error
+	set    func(s *Settings, e configEntry) error
 }
 
 func scalar(e configEntry) (string, error) {
@@ -127,8 +127,8 @@ func scalar(e configEntry) (string, error) {
 	return e.Value, nil
 }
 
-func setString(dst func(*settings) *string, allowed ...string) func(*settings, configEntry) error {
-	return func(s *settings, e configEntry) error {
+func setString(dst func(*Settings) *string, allowed ...string) func(*Settings, configEntry) error {
+	return func(s *Settings, e configEntry) error {
 		v, err := scalar(e)
 		if err != nil {
 			return err
@@ -205,49 +205,49 @@ func parseCountValue(s string) (int64, error) {
 // LimitFields' names, as in `ahpctl limits set`.
 var configKeys = func() []configKey {
 	keys := []configKey{
-		{name: "listen", flag: "listen", set: setString(func(s *settings) *string { return &s.Listen })},
-		{name: "control", flag: "control", set: setString(func(s *settings) *string { return &s.Control })},
-		{name: "stateDir", flag: "state-dir", set: setString(func(s *settings) *string { return &s.StateDir })},
-		{name: "websocketCompression", flag: "websocket-compression", set: setString(func(s *settings) *string { return &s.WebsocketCompression }, "deflate", "none")},
-		{name: "metricsPublic", flag: "metrics-public", set: func(s *settings, e configEntry) error {
+		{name: "listen", flag: "listen", set: setString(func(s *Settings) *string { return &s.Listen })},
+		{name: "control", flag: "control", set: setString(func(s *Settings) *string { return &s.Control })},
+		{name: "stateDir", flag: "state-dir", set: setString(func(s *Settings) *string { return &s.StateDir })},
+		{name: "websocketCompression", flag: "websocket-compression", set: setString(func(s *Settings) *string { return &s.WebsocketCompression }, "deflate", "none")},
+		{name: "metricsPublic", flag: "metrics-public", set: func(s *Settings, e configEntry) error {
 			v, err := parseBool(e)
 			s.MetricsPublic = v
 			return err
 		}},
-		{name: "defaultTerminal", flag: "no-default-terminal", set: func(s *settings, e configEntry) error {
+		{name: "defaultTerminal", flag: "no-default-terminal", set: func(s *Settings, e configEntry) error {
 			v, err := parseBool(e)
 			s.NoDefaultTerminal = !v
 			return err
 		}},
-		{name: "typingFirst", flag: "no-typing-first", set: func(s *settings, e configEntry) error {
+		{name: "typingFirst", flag: "no-typing-first", set: func(s *Settings, e configEntry) error {
 			v, err := parseBool(e)
 			s.NoTypingFirst = !v
 			return err
 		}},
-		{name: "logLevel", flag: "log-level", reload: true, set: setString(func(s *settings) *string { return &s.LogLevel }, "debug", "info", "warn", "error")},
-		{name: "logFormat", flag: "log-format", set: setString(func(s *settings) *string { return &s.LogFormat }, "auto", "text", "journal")},
-		{name: "shutdownTimeout", set: func(s *settings, e configEntry) error {
+		{name: "logLevel", flag: "log-level", reload: true, set: setString(func(s *Settings) *string { return &s.LogLevel }, "debug", "info", "warn", "error")},
+		{name: "logFormat", flag: "log-format", set: setString(func(s *Settings) *string { return &s.LogFormat }, "auto", "text", "journal")},
+		{name: "shutdownTimeout", set: func(s *Settings, e configEntry) error {
 			v, err := scalar(e)
 			if err == nil {
 				s.ShutdownTimeout, err = parseDurationValue(v)
 			}
 			return err
 		}},
-		{name: "ticketTTL", set: func(s *settings, e configEntry) error {
+		{name: "ticketTTL", set: func(s *Settings, e configEntry) error {
 			v, err := scalar(e)
 			if err == nil {
 				s.TicketTTL, err = parseDurationValue(v)
 			}
 			return err
 		}},
-		{name: "maxTotalBufferedBytes", set: func(s *settings, e configEntry) error {
+		{name: "maxTotalBufferedBytes", set: func(s *Settings, e configEntry) error {
 			v, err := scalar(e)
 			if err == nil {
 				s.MaxTotalBufferedBytes, err = parseSizeValue(v)
 			}
 			return err
 		}},
-		{name: "maxConnectionsPerToken", set: func(s *settings, e configEntry) error {
+		{name: "maxConnectionsPerToken", set: func(s *Settings, e configEntry) error {
 			v, err := scalar(e)
 			if err != nil {
 				return err
@@ -259,7 +259,7 @@ var configKeys = func() []configKey {
 			s.MaxConnectionsPerToken = n
 			return nil
 		}},
-		{name: "allowedOrigins", set: func(s *settings, e configEntry) error {
+		{name: "allowedOrigins", set: func(s *Settings, e configEntry) error {
 			list := e.List
 			if !e.IsList {
 				list = []string{e.Value}
@@ -272,7 +272,7 @@ var configKeys = func() []configKey {
 			s.AllowedOrigins = list
 			return nil
 		}},
-		{name: "allowedHosts", set: func(s *settings, e configEntry) error {
+		{name: "allowedHosts", set: func(s *Settings, e configEntry) error {
 			list := e.List
 			if !e.IsList {
 				list = []string{e.Value}
@@ -287,7 +287,7 @@ var configKeys = func() []configKey {
 		}},
 	}
 	for _, f := range LimitFields() {
-		keys = append(keys, configKey{name: f.Name, reload: true, set: func(s *settings, e configEntry) error {
+		keys = append(keys, configKey{name: f.Name, reload: true, set: func(s *Settings, e configEntry) error {
 			v, err := scalar(e)
 			if err != nil {
 				return err
@@ -339,9 +339,9 @@ func suggestKey(name string) string {
 	return ""
 }
 
-// defaultConfigPaths are where ahpd looks for its config file without
+// DefaultPaths are where ahpd looks for its config file without
 // --config, in order; the first that exists is used.
-func defaultConfigPaths() []string {
+func DefaultPaths() []string {
 	var p []string
 	if d := os.Getenv("CONFIGURATION_DIRECTORY"); d != "" { // systemd: ConfigurationDirectory=ahpd
 		p = append(p, filepath.Join(filepath.SplitList(d)[0], "config.toml"))
@@ -354,14 +354,14 @@ func defaultConfigPaths() []string {
 	return append(p, "/etc/ahpd/config.toml")
 }
 
-// findConfig resolves --config: "none" is no file; "" is the first of
-// defaultConfigPaths that exists, or none.
-func findConfig(flagValue string) string {
+// FindFile resolves --config: "none" is no file; "" is the first of
+// DefaultPaths that exists, or none.
+func FindFile(flagValue string) string {
 	switch flagValue {
 	case "none":
 		return ""
 	case "":
-		for _, p := range defaultConfigPaths() {
+		for _, p := range DefaultPaths() {
 			if _, err := os.Stat(p); err == nil {
 				return p
 			}
@@ -375,21 +375,21 @@ func findConfig(flagValue string) string {
 func readConfigFile(path string) (*configFile, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &ConfigError{Path: path, Reason: err.Error()}
+		return nil, &FileError{Path: path, Reason: err.Error()}
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
-		return nil, &ConfigError{Path: path, Reason: err.Error()}
+		return nil, &FileError{Path: path, Reason: err.Error()}
 	}
 	if len(b) > maxConfigBytes {
-		return nil, &ConfigError{Path: path, Reason: fmt.Sprintf("larger than %d bytes", maxConfigBytes)}
+		return nil, &FileError{Path: path, Reason: fmt.Sprintf("larger than %d bytes", maxConfigBytes)}
 	}
 	return parseConfig(path, string(b))
 }
 
 // parseConfig parses config text; path is only for messages. It reports
-// every bad line (up to 20), each as a *ConfigError.
+// every bad line (up to 20), each as a *FileError.
 //
 // go-toml's parser reads the text, one top-level expression at a time, and
 // places each key. Where it rejects the line that starts an expression and
@@ -436,7 +436,7 @@ type configParser struct {
 
 func (c *configParser) fail(line int, key, format string, args ...any) {
 	if len(c.errs) < 20 {
-		c.errs = append(c.errs, &ConfigError{Path: c.cf.Path, Line: line, Key: key, Reason: fmt.Sprintf(format, args...)})
+		c.errs = append(c.errs, &FileError{Path: c.cf.Path, Line: line, Key: key, Reason: fmt.Sprintf(format, args...)})
 	}
 }
 
@@ -595,7 +595,7 @@ func multiline(doc []byte, n *unstable.Node) bool {
 
 // apply sets s from the file's entries; flagged keys (set on the command
 // line) are skipped, since flags override the file.
-func (f *configFile) apply(s *settings, flagged map[string]bool) error {
+func (f *configFile) apply(s *Settings, flagged map[string]bool) error {
 	if f == nil {
 		return nil
 	}
@@ -606,7 +606,7 @@ func (f *configFile) apply(s *settings, flagged map[string]bool) error {
 			continue
 		}
 		if err := k.set(s, e); err != nil {
-			errs = append(errs, &ConfigError{Path: f.Path, Line: e.Line, Key: e.Key, Reason: err.Error()})
+			errs = append(errs, &FileError{Path: f.Path, Line: e.Line, Key: e.Key, Reason: err.Error()})
 		}
 	}
 	return errors.Join(errs...)
@@ -614,22 +614,22 @@ func (f *configFile) apply(s *settings, flagged map[string]bool) error {
 
 // validate checks s as New will, and names where a bad value came from:
 // the file's line or the flag.
-func (s settings) validate(f *configFile, flagged map[string]bool) error {
+func (s Settings) validate(f *configFile, flagged map[string]bool) error {
 	where := func(key, reason string) error {
 		if k, ok := findConfigKey(key); ok && k.flag != "" && flagged[k.flag] {
-			return &ConfigError{Key: k.flag, Reason: reason}
+			return &FileError{Key: k.flag, Reason: reason}
 		}
 		if line := f.line(key); line > 0 {
-			return &ConfigError{Path: f.Path, Line: line, Key: key, Reason: reason}
+			return &FileError{Path: f.Path, Line: line, Key: key, Reason: reason}
 		}
 		// key has its default: blame the file's key that the reason
 		// mentions (e.g. hostReceive.maximumFrameBytes when the default
 		// hostReceive.windowBytes is now too small for it).
 		if culprit := blame(f, key, reason); culprit != "" {
-			return &ConfigError{Path: f.Path, Line: f.line(culprit), Key: culprit,
+			return &FileError{Path: f.Path, Line: f.line(culprit), Key: culprit,
 				Reason: fmt.Sprintf("conflicts with the default of %s (%s: %s)", key, key, reason)}
 		}
-		return &ConfigError{Path: f.pathOr("defaults"), Key: key, Reason: reason}
+		return &FileError{Path: f.pathOr("defaults"), Key: key, Reason: reason}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil {
@@ -655,7 +655,7 @@ func (s settings) validate(f *configFile, flagged map[string]bool) error {
 				}
 			}
 		}
-		return &ConfigError{Path: f.pathOr("(defaults)"), Reason: err.Error()}
+		return &FileError{Path: f.pathOr("(defaults)"), Reason: err.Error()}
 	}
 	return nil
 }
@@ -688,11 +688,11 @@ func (f *configFile) pathOr(def string) string {
 	return f.Path
 }
 
-// loadSettings builds the settings: defaults, then the config file at
+// LoadSettings builds the Settings: defaults, then the config file at
 // path ("" for none), then the flags that were set (flagged, by name) from
 // fromFlags. It returns the parsed file too, for line numbers.
-func loadSettings(path string, fromFlags settings, flagged map[string]bool) (settings, *configFile, error) {
-	s := defaultSettings()
+func LoadSettings(path string, fromFlags Settings, flagged map[string]bool) (Settings, *configFile, error) {
+	s := DefaultSettings()
 	var cf *configFile
 	if path != "" {
 		var err error
@@ -715,21 +715,21 @@ func loadSettings(path string, fromFlags settings, flagged map[string]bool) (set
 }
 
 // flagSetters copy each flag that the config file also sets.
-var flagSetters = map[string]func(dst, src *settings){
-	"listen":                func(d, s *settings) { d.Listen = s.Listen },
-	"control":               func(d, s *settings) { d.Control = s.Control },
-	"state-dir":             func(d, s *settings) { d.StateDir = s.StateDir },
-	"websocket-compression": func(d, s *settings) { d.WebsocketCompression = s.WebsocketCompression },
-	"metrics-public":        func(d, s *settings) { d.MetricsPublic = s.MetricsPublic },
-	"no-default-terminal":   func(d, s *settings) { d.NoDefaultTerminal = s.NoDefaultTerminal },
-	"no-typing-first":       func(d, s *settings) { d.NoTypingFirst = s.NoTypingFirst },
-	"log-level":             func(d, s *settings) { d.LogLevel = s.LogLevel },
-	"log-format":            func(d, s *settings) { d.LogFormat = s.LogFormat },
+var flagSetters = map[string]func(dst, src *Settings){
+	"listen":                func(d, s *Settings) { d.Listen = s.Listen },
+	"control":               func(d, s *Settings) { d.Control = s.Control },
+	"state-dir":             func(d, s *Settings) { d.StateDir = s.StateDir },
+	"websocket-compression": func(d, s *Settings) { d.WebsocketCompression = s.WebsocketCompression },
+	"metrics-public":        func(d, s *Settings) { d.MetricsPublic = s.MetricsPublic },
+	"no-default-terminal":   func(d, s *Settings) { d.NoDefaultTerminal = s.NoDefaultTerminal },
+	"no-typing-first":       func(d, s *Settings) { d.NoTypingFirst = s.NoTypingFirst },
+	"log-level":             func(d, s *Settings) { d.LogLevel = s.LogLevel },
+	"log-format":            func(d, s *Settings) { d.LogFormat = s.LogFormat },
 }
 
-// restartOnlyChanges names the keys whose values differ between a and b
+// RestartOnlyChanges names the keys whose values differ between a and b
 // and that only a restart applies.
-func restartOnlyChanges(a, b settings) []string {
+func RestartOnlyChanges(a, b Settings) []string {
 	var out []string
 	add := func(key string, differ bool) {
 		if differ {

@@ -1,4 +1,4 @@
-package daemon
+package config
 
 import (
 	"errors"
@@ -34,11 +34,11 @@ func TestParseConfigValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := defaultSettings()
+	s := DefaultSettings()
 	if err := cf.apply(&s, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := settings{
+	want := Settings{
 		Config: Config{
 			Listen: "0.0.0.0:8080", StateDir: "/var/lib/ahpd/x#y", WebsocketCompression: "none",
 			MetricsPublic: true, NoDefaultTerminal: true, NoTypingFirst: true, ShutdownTimeout: 3 * time.Second, TicketTTL: time.Minute,
@@ -106,13 +106,13 @@ var configValidateCases = []struct {
 	{"ticketTTL = 1ms\n", "c.toml:1: ticketTTL: must be at least 1s"},
 }
 
-func loadText(t *testing.T, text string, fromFlags settings, flagged map[string]bool) (settings, error) {
+func loadText(t *testing.T, text string, fromFlags Settings, flagged map[string]bool) (Settings, error) {
 	t.Helper()
 	path := t.TempDir() + "/c.toml"
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := loadSettings(path, fromFlags, flagged)
+	s, _, err := LoadSettings(path, fromFlags, flagged)
 	if err != nil {
 		// Messages name the temporary path; the cases say c.toml.
 		err = errors.New(strings.ReplaceAll(err.Error(), path, "c.toml"))
@@ -126,7 +126,7 @@ func TestConfigErrorsNameLineAndKey(t *testing.T) {
 	all = append(all, configApplyCases...)
 	all = append(all, configValidateCases...)
 	for _, c := range all {
-		_, err := loadText(t, c.text, defaultSettings(), nil)
+		_, err := loadText(t, c.text, DefaultSettings(), nil)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("load(%q) = %v, want an error starting %q", c.text, err, c.want)
 		}
@@ -134,14 +134,14 @@ func TestConfigErrorsNameLineAndKey(t *testing.T) {
 }
 
 func TestConfigReportsEveryBadLine(t *testing.T) {
-	_, err := loadText(t, "a = 1\nlisten = \"x:1\"\nb = 2\n", defaultSettings(), nil)
+	_, err := loadText(t, "a = 1\nlisten = \"x:1\"\nb = 2\n", DefaultSettings(), nil)
 	if err == nil || !strings.Contains(err.Error(), "c.toml:1: a:") || !strings.Contains(err.Error(), "c.toml:3: b:") {
 		t.Fatalf("err = %v, want lines 1 and 3 reported", err)
 	}
 }
 
 func TestFlagsOverrideFile(t *testing.T) {
-	fl := defaultSettings()
+	fl := DefaultSettings()
 	fl.Listen = "127.0.0.1:9"
 	fl.LogLevel = "warn"
 	// The file's listen is invalid, but the flag replaces it, so it is not
@@ -164,7 +164,7 @@ func TestFlagsOverrideFile(t *testing.T) {
 // of systemd/config.example.toml: every key must be there, the file must
 // load, and each limit's documented value must be its default.
 func TestExampleConfigDocumentsEveryKey(t *testing.T) {
-	b, err := os.ReadFile("../systemd/config.example.toml")
+	b, err := os.ReadFile("../../systemd/config.example.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 		}
 	}
 	// allowedOrigins' example is not the default (which is computed).
-	s, err := loadText(t, strings.Join(out, "\n")+"\n", defaultSettings(), nil)
+	s, err := loadText(t, strings.Join(out, "\n")+"\n", DefaultSettings(), nil)
 	if err != nil {
 		t.Fatalf("the example, uncommented: %v", err)
 	}
@@ -205,7 +205,7 @@ func TestParseSizeValue(t *testing.T) {
 	}
 }
 
-// FuzzParseConfig: the loader never panics, every error is a *ConfigError
+// FuzzParseConfig: the loader never panics, every error is a *FileError
 // on a line of the text, and what it accepts applies and validates without
 // panicking either.
 func FuzzParseConfig(f *testing.F) {
@@ -222,9 +222,9 @@ func FuzzParseConfig(f *testing.F) {
 		cf, err := parseConfig("f", text)
 		if err != nil {
 			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				var ce *ConfigError
+				var ce *FileError
 				if !errors.As(e, &ce) || ce.Line < 1 || ce.Line > lines {
-					t.Fatalf("error %v is not a *ConfigError on one of the %d lines", e, lines)
+					t.Fatalf("error %v is not a *FileError on one of the %d lines", e, lines)
 				}
 			}
 			return
@@ -234,7 +234,7 @@ func FuzzParseConfig(f *testing.F) {
 				t.Fatalf("entry %s on line %d of %d", e.Key, e.Line, lines)
 			}
 		}
-		s := defaultSettings()
+		s := DefaultSettings()
 		if cf.apply(&s, nil) == nil {
 			_ = s.validate(cf, nil)
 		}
@@ -248,7 +248,7 @@ const configTOMLText = "allowedOrigins = [\r\n  \"a.example:443\", # first\r\n  
 	"maxSubscriptions = 0x10\r\nhostReceive . windowBytes = \"512\\u004BiB\"\r\nmaxOutputStall = 2s\r\n"
 
 func TestConfigIsTOML(t *testing.T) {
-	s, err := loadText(t, configTOMLText, defaultSettings(), nil)
+	s, err := loadText(t, configTOMLText, DefaultSettings(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestConfigIsTOML(t *testing.T) {
 // own line, wherever it is in the file.
 func TestConfigUnknownKeyNamesItsLine(t *testing.T) {
 	text := "# ahpd\nlisten = \"127.0.0.1:1\"\n\nmaxOutputStal = \"2s\" # typo\nmaxSubscriptions = 8\n"
-	_, err := loadText(t, text, defaultSettings(), nil)
+	_, err := loadText(t, text, DefaultSettings(), nil)
 	if want := "c.toml:4: maxOutputStal: unknown key"; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("err = %v, want one starting %q", err, want)
 	}
@@ -281,7 +281,7 @@ func TestConfigWrongTypeNamesKeyAndLine(t *testing.T) {
 		{"\nmaxConnectionsPerToken = true\n", "c.toml:2: maxConnectionsPerToken: want a positive integer"},
 		{"\nallowedOrigins = { a = 1 }\n", "c.toml:2: allowedOrigins: inline tables are not supported"},
 	} {
-		_, err := loadText(t, c.text, defaultSettings(), nil)
+		_, err := loadText(t, c.text, DefaultSettings(), nil)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("load(%q) = %v, want an error starting %q", c.text, err, c.want)
 		}
@@ -296,7 +296,7 @@ func TestConfigSyntaxErrorNamesItsLine(t *testing.T) {
 		{"maxSubscriptions = 8\nlisten = \"127.0.0.1:1\n", "c.toml:2: listen: "},
 		{"maxSubscriptions = 8\n\nallowedHosts = [\"a\" \"b\"]\n", "c.toml:3: allowedHosts: "},
 	} {
-		_, err := loadText(t, c.text, defaultSettings(), nil)
+		_, err := loadText(t, c.text, DefaultSettings(), nil)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("load(%q) = %v, want an error starting %q", c.text, err, c.want)
 		}

@@ -1,4 +1,4 @@
-package daemon
+package config
 
 import (
 	"fmt"
@@ -287,3 +287,7 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// ReconnectTokenTTL returns the lifetime of the token given to a viewer
+// that authenticated with a single-use ticket.
+func (c Config) ReconnectTokenTTL() time.Duration { return 24 * time.Hour }

@@ -1,9 +1,9 @@
-package daemon
+package config
 
 import "testing"
 
 func TestConfigAllowedHosts(t *testing.T) {
-	s, err := loadText(t, "allowedHosts = [\"terminals.example.com\", 'b.example']\n", defaultSettings(), nil)
+	s, err := loadText(t, "allowedHosts = [\"terminals.example.com\", 'b.example']\n", DefaultSettings(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -11,7 +11,7 @@ func TestConfigAllowedHosts(t *testing.T) {
 		t.Fatalf("allowedHosts = %q", got)
 	}
 	for _, bad := range []string{"https://a.example", "a.example:443", "[::1]", ""} {
-		if _, err := loadText(t, "allowedHosts = [\""+bad+"\"]\n", defaultSettings(), nil); err == nil {
+		if _, err := loadText(t, "allowedHosts = [\""+bad+"\"]\n", DefaultSettings(), nil); err == nil {
 			t.Errorf("allowedHosts %q accepted, want an error", bad)
 		}
 	}
