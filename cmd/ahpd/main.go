@@ -1,5 +1,7 @@
 // Command ahpd serves terminals, telemetry and TCP sockets to WebSocket
-// viewers over AHP/1. See README.md and PROTOCOL.md.
+// viewers over AHP/1. See README.md and PROTOCOL.md. This package holds
+// the command line, the signals (SIGTERM, SIGINT, SIGHUP reload) and the
+// systemd loop (run.go); package daemon wires the rest.
 package main
 
 import (
@@ -10,5 +12,5 @@ import (
 
 func main() {
 	daemon.CloseOnExecInherited() // no inherited descriptor reaches a shell
-	os.Exit(daemon.Main(os.Args[1:], os.Stderr))
+	os.Exit(Main(os.Args[1:], os.Stderr))
 }

@@ -1,4 +1,4 @@
-package daemon
+package main
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/control"
 	"github.com/ahp-dev/ahpd/daemon/systemd"
 	"github.com/ahp-dev/ahpd/internal/procs"
+	"github.com/ahp-dev/ahpd/daemon"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,7 +86,7 @@ func Main(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if *showVersion {
-		fmt.Fprintln(stderr, "ahpd", Version)
+		fmt.Fprintln(stderr, "ahpd", daemon.Version)
 		return 0
 	}
 	flagged := map[string]bool{}
@@ -200,14 +201,14 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	}
 	flooding, stopScaling := procs.Start(log)
 	defer stopScaling()
-	srv, err := New(cfg, Options{Logger: log, Flooding: flooding})
+	srv, err := daemon.New(cfg, daemon.Options{Logger: log, Flooding: flooding})
 	if err != nil {
 		act.Close()
 		return fatal("%v", err)
 	}
 	// A soft memory limit from the budgets, unless GOMEMLIMIT sets one.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(MemoryLimit(srv.Config()))
+		debug.SetMemoryLimit(daemon.MemoryLimit(srv.Config()))
 	}
 	ln := act.HTTP
 	if ln == nil {
@@ -216,8 +217,8 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 			return fatal("listen: %v", err)
 		}
 	}
-	copts := ControlOptions{Path: s.Control, HTTPAddr: ln.Addr().String()}
-	var cp *ControlPlane
+	copts := daemon.ControlOptions{Path: s.Control, HTTPAddr: ln.Addr().String()}
+	var cp *daemon.ControlPlane
 	if act.Control != nil {
 		cl, err := control.FromListener(act.Control)
 		if err != nil {
@@ -238,7 +239,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 
 	base := "http://" + ln.Addr().String()
 	if !cfg.NoDefaultTerminal {
-		ch, err := srv.CreateTerminal(TerminalSpec{ID: "shell", Title: "shell"})
+		ch, err := srv.CreateTerminal(daemon.TerminalSpec{ID: "shell", Title: "shell"})
 		if err != nil {
 			ln.Close()
 			return fatal("default terminal: %v", err)
@@ -252,7 +253,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 				srv.BrowserURL(base, ch.URI, auth.RoleControl), srv.Config().TicketTTL)
 		}
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "control", cp.Path(), "version", Version)
+	log.Info("listening", "addr", ln.Addr().String(), "control", cp.Path(), "version", daemon.Version)
 
 	r := &runner{
 		srv: srv, log: log, level: level, sd: sd, watchdog: wd, opts: ro, started: s,
@@ -278,7 +279,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 
 // runner is the daemon's main loop: SIGHUP reloads, watchdog pings.
 type runner struct {
-	srv      *Server
+	srv      *daemon.Server
 	log      *slog.Logger
 	level    *slog.LevelVar
 	sd       *systemd.Notifier
