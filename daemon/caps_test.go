@@ -15,6 +15,7 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/daemon/session"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -133,7 +134,7 @@ func TestFailedAuthLogIsRateLimited(t *testing.T) {
 	const tries = 30
 	for range tries {
 		_, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: "ahp_wrong"})
-		if rpcCode(err) != daemon.CodeUnauthorized {
+		if rpcCode(err) != session.CodeUnauthorized {
 			t.Fatalf("wrong token: %v, want -32001", err)
 		}
 	}

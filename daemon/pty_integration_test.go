@@ -11,6 +11,7 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -285,7 +286,7 @@ func TestResizeReachesPTYAndViewers(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = c.Call(ctxT(t), "terminal/resize", map[string]any{"subscriptionId": a.sub.ID, "rows": 0, "cols": 100}, nil)
-	if rpcCode(err) != daemon.CodeInvalidParams {
+	if rpcCode(err) != session.CodeInvalidParams {
 		t.Fatalf("resize to 0 rows: %v, want -32602", err)
 	}
 	for _, v := range []*viewer{a, b} {

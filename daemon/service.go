@@ -301,7 +301,7 @@ func (s *Server) StartTerminal(r TerminalRequest) (*registry.Channel, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	if s.connCtx.Err() != nil {
+	if s.isClosing() {
 		return nil, ErrShuttingDown
 	}
 	spec := TerminalSpec{ID: r.ID, Title: r.Title, Dir: r.Cwd, Rows: r.Rows, Cols: r.Cols, Scrollback: r.Scrollback}
@@ -323,7 +323,7 @@ func (s *Server) StartTerminal(r TerminalRequest) (*registry.Channel, error) {
 	}
 	// Shutdown closes the channels it finds after stopping connections; a
 	// channel registered after that point is ours to close.
-	if s.connCtx.Err() != nil {
+	if s.isClosing() {
 		_ = s.CloseChannel(ch.URI)
 		return nil, ErrShuttingDown
 	}

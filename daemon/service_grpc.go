@@ -30,6 +30,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/control"
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -312,7 +313,7 @@ func grpcError(err error) error {
 	switch {
 	case errors.Is(err, registry.ErrBadChannelID):
 		code = codes.InvalidArgument
-	case errors.Is(err, registry.ErrChannelNotFound), errors.Is(err, ErrViewerNotFound), errors.Is(err, ErrTokenNotFound):
+	case errors.Is(err, registry.ErrChannelNotFound), errors.Is(err, session.ErrViewerNotFound), errors.Is(err, ErrTokenNotFound):
 		code = codes.NotFound
 	case errors.Is(err, registry.ErrChannelExists):
 		code = codes.AlreadyExists
@@ -510,7 +511,7 @@ func fromLimitsRequest(req *ahpv1.SetLimitsRequest) ([]string, config.Limits, er
 	return fields, l, err
 }
 
-func toViewer(v ViewerInfo) *ahpv1.Viewer {
+func toViewer(v session.ViewerInfo) *ahpv1.Viewer {
 	p := &ahpv1.Viewer{
 		Id: v.ID, RemoteAddress: v.Remote, Client: v.Client, OpenTime: timestamppb.New(v.Opened), Initialized: v.Initialized,
 		FramesIn: v.FramesIn, BytesIn: v.BytesIn, MessagesOut: v.FramesOut, BytesOut: v.BytesOut,

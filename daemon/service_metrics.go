@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/pty"
 )
 
@@ -41,7 +42,7 @@ func (s *Server) MetricsHandler(opts MetricsOptions) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g, err := s.tokens.Authenticate(bearerToken(r))
+		g, err := s.tokens.Authenticate(session.BearerToken(r))
 		if err != nil || !g.Admin && len(g.Channels) > 0 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ahpd metrics"`)
 			http.Error(w, "metrics need Authorization: Bearer with the admin token or a token for all channels", http.StatusUnauthorized)

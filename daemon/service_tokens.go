@@ -61,23 +61,9 @@ func (s *Server) RevokeToken(id string) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("%w: %s", ErrTokenNotFound, id)
 	}
-	s.recheckTokens()
+	s.sess.RecheckTokens()
 	s.log.Info("token revoked", "token", id, "revoked", ids)
 	return nil
-}
-
-// recheckTokens makes every connection check its token before it handles
-// another message; those whose token is gone close.
-func (s *Server) recheckTokens() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
-		c.tokenDirty.Store(true)
-		select {
-		case c.wakeSig <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // BrowserLink returns the web page URL (base is http://HOST:PORT) that

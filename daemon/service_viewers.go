@@ -4,78 +4,19 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
-	"strings"
-	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/ahp-dev/ahpd/daemon/events"
+	"github.com/ahp-dev/ahpd/daemon/session"
 )
 
-// viewerQueryTimeout bounds how long ListViewers waits for one connection's
-// run loop; a connection that is closing does not answer and is left out.
-const viewerQueryTimeout = 500 * time.Millisecond
-
-// viewerQueryParallel bounds the connections inspected at once.
-const viewerQueryParallel = 16
-
 // ConnectionCount returns the number of open viewer connections.
-func (s *Server) ConnectionCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns)
-}
+func (s *Server) ConnectionCount() int { return s.sess.ConnectionCount() }
 
-// ListViewers lists the open connections, oldest first. Unlike Viewers it
-// waits at most viewerQueryTimeout for each connection, so a connection
-// that is closing is left out instead of holding up the list.
-func (s *Server) ListViewers(ctx context.Context) []ViewerInfo {
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	infos := make([]ViewerInfo, len(conns))
-	ok := make([]bool, len(conns))
-	sem := make(chan struct{}, viewerQueryParallel)
-	var wg sync.WaitGroup
-	for i, c := range conns {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			qctx, cancel := context.WithTimeout(ctx, viewerQueryTimeout)
-			defer cancel()
-			infos[i], ok[i] = c.inspect(qctx)
-		})
-	}
-	wg.Wait()
-	out := make([]ViewerInfo, 0, len(conns))
-	for i := range infos {
-		if ok[i] {
-			out = append(out, infos[i])
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Opened.Equal(out[j].Opened) {
-			return out[i].Opened.Before(out[j].Opened)
-		}
-		return connNumber(out[i].ID) < connNumber(out[j].ID)
-	})
-	return out
-}
-
-// connNumber orders ids "c2" before "c10".
-func connNumber(id string) int {
-	n := 0
-	for _, r := range strings.TrimPrefix(id, "c") {
-		if r < '0' || r > '9' {
-			return 0
-		}
-		n = n*10 + int(r-'0')
-	}
-	return n
+// ListViewers lists the open connections, oldest first (see
+// session.Server.ListViewers).
+func (s *Server) ListViewers(ctx context.Context) []session.ViewerInfo {
+	return s.sess.ListViewers(ctx)
 }
 
 // DisconnectViewer closes the connection id with WebSocket close code 1008
@@ -88,36 +29,19 @@ func (s *Server) DisconnectViewer(id, reason string) error {
 	if reason == "" {
 		reason = "disconnected by operator"
 	}
-	ref, ok := s.kick(id, reason)
+	tokenID, parent, ok := s.sess.Kick(id, reason)
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrViewerNotFound, id)
+		return fmt.Errorf("%w: %s", session.ErrViewerNotFound, id)
 	}
 	// A viewer that came with a ticket would be back in a moment with its
 	// reconnect token: revoke that (and close the connections sharing it).
 	var revoked []string
-	if ref != nil && ref.Parent != "" {
-		revoked = s.tokens.RevokeAll(ref.ID)
-		s.recheckTokens()
+	if parent != "" {
+		revoked = s.tokens.RevokeAll(tokenID)
+		s.sess.RecheckTokens()
 	}
 	s.log.Info("viewer disconnected by operator", "conn", id, "reason", reason, "revoked", revoked)
 	return nil
-}
-
-// kick asks connection id to close with reason and returns the token it
-// uses (nil before initialize or for the admin token).
-func (s *Server) kick(id, reason string) (*tokenRef, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
-		if c.id == id {
-			select {
-			case c.kick <- reason:
-			default:
-			}
-			return c.token.Load(), true
-		}
-	}
-	return nil, false
 }
 
 // ConnectionCounters are the counters of a connection (see ViewerInfo).

@@ -1,4 +1,4 @@
-package daemon
+package session
 
 import (
 	"context"
@@ -241,7 +241,7 @@ func (c *conn) readLoop(ctx context.Context) {
 		}
 		m := inbound{data: b, binary: typ != websocket.MessageText}
 		n := c.inBytes.Add(int64(len(b)) + 1024)
-		if n > c.srv.Limits().MaxBufferedBytes {
+		if n > c.srv.host.Limits().MaxBufferedBytes {
 			select {
 			case c.inbox <- inbound{overflow: true}:
 			case <-ctx.Done():
@@ -271,7 +271,7 @@ func (c *conn) writeLoop(ctx context.Context) {
 
 func (c *conn) pingLoop(ctx context.Context) {
 	for {
-		iv := c.srv.Limits().HeartbeatInterval
+		iv := c.srv.host.Limits().HeartbeatInterval
 		t := time.NewTimer(iv)
 		select {
 		case <-ctx.Done():
@@ -353,7 +353,7 @@ func (c *conn) run(ctx context.Context) error {
 		case <-c.alive:
 			c.lastAlive = time.Now()
 		case err := <-c.pingFailed:
-			if time.Since(c.lastAlive) < 3*c.srv.Limits().HeartbeatInterval {
+			if time.Since(c.lastAlive) < 3*c.srv.host.Limits().HeartbeatInterval {
 				// Traffic arrived meanwhile: the peer is alive but the
 				// socket could not take a ping; that is an output stall.
 				c.srv.events.Publish(events.Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "ping could not be written"})
@@ -479,7 +479,7 @@ func (c *conn) checkTimers(now time.Time) error {
 	if err := c.checkToken(); err != nil {
 		return err
 	}
-	l := c.srv.Limits()
+	l := c.srv.host.Limits()
 	for _, s := range c.subs {
 		c.resetIfClosed(s) // one that no wake-up reported
 	}
@@ -524,7 +524,7 @@ const maxCheckInterval = time.Second
 // nextCheck returns when checkTimers must next run: at the earliest
 // deadline it enforces, and within maxCheckInterval.
 func (c *conn) nextCheck(now time.Time) time.Time {
-	l := c.srv.Limits()
+	l := c.srv.host.Limits()
 	next := now.Add(maxCheckInterval)
 	later := func(t time.Time) {
 		if t.Before(next) {
@@ -556,7 +556,7 @@ func (c *conn) checkBy(t time.Time) {
 
 // noPong is the close for a peer silent for three heartbeat intervals.
 func (c *conn) noPong() error {
-	return closeWith(websocket.StatusPolicyViolation, "no pong or traffic for %v", 3*c.srv.Limits().HeartbeatInterval)
+	return closeWith(websocket.StatusPolicyViolation, "no pong or traffic for %v", 3*c.srv.host.Limits().HeartbeatInterval)
 }
 
 // pump hands frames to the writer while the transport has room.

@@ -1,4 +1,4 @@
-package daemon
+package session
 
 import (
 	"encoding/json"
@@ -45,7 +45,7 @@ func boundMessage(msg string) string {
 	if len(msg) <= maxErrorMessage {
 		return msg
 	}
-	return truncate(msg, maxErrorMessage-len("…")) + "…"
+	return Truncate(msg, maxErrorMessage-len("…")) + "…"
 }
 
 // request is an inbound JSON-RPC message (request or notification).

@@ -1,4 +1,4 @@
-package daemon
+package session
 
 import (
 	"encoding/json"
@@ -93,7 +93,7 @@ func (c *conn) initialize(req *request) error {
 	c.srv.pending.Add(-1) // no longer pending (maxPendingConnections)
 	var r wire.InitializeResult
 	r.ProtocolVersion = "ahp/1"
-	r.Server.Name, r.Server.Version = "ahpd", Version
+	r.Server.Name, r.Server.Version = "ahpd", c.srv.version
 	r.Capabilities.FlowControl.HostReceiveDefaults = c.limits.HostReceive
 	r.Capabilities.FlowControl.Maximums = c.limits.ClientReceiveMaximums
 	r.Capabilities.FlowControl.ClientDefaults = c.limits.ClientReceiveDefaults
@@ -112,8 +112,8 @@ func (c *conn) initialize(req *request) error {
 		g.Expires = c.srv.now().Add(c.srv.cfg.ReconnectTokenTTL())
 		r.ReconnectToken, _ = c.srv.tokens.Mint(g)
 	}
-	c.clientName = truncate(p.Client.Name, 128)
-	p.Client.Version = truncate(p.Client.Version, 128)
+	c.clientName = Truncate(p.Client.Name, 128)
+	p.Client.Version = Truncate(p.Client.Version, 128)
 	c.srv.events.Publish(events.Event{Kind: "viewer.joined", Viewer: c.id, Detail: c.clientName})
 	c.log.Info("viewer initialized", "conn", c.id, "client", c.clientName, "clientVersion", p.Client.Version, "role", grant.Role.String())
 	return c.respond(req, r, nil)
@@ -140,7 +140,7 @@ type subscribeParams struct {
 
 func (c *conn) subscribe(req *request) error {
 	// Limits changed at run time apply to new subscriptions at once (§10).
-	c.limits = c.srv.Limits()
+	c.limits = c.srv.host.Limits()
 	var p subscribeParams
 	if e := decodeParams(req, &p); e != nil {
 		return c.respondOr(req, e)
@@ -160,7 +160,7 @@ func (c *conn) subscribe(req *request) error {
 		if err := json.Unmarshal(p.Create, &k); err != nil {
 			return c.respondOr(req, rpcErr(CodeInvalidParams, "create: "+err.Error()))
 		}
-		ch, err := c.srv.createChannel(k.Type, p.Create)
+		ch, err := c.srv.host.CreateChannel(k.Type, p.Create)
 		if err != nil {
 			return c.respondOr(req, channelErr(err))
 		}
@@ -183,7 +183,7 @@ func (c *conn) subscribe(req *request) error {
 		return c.respondOr(req, rpcErr(CodeLimitExceeded, fmt.Sprintf("limit exceeded: at most %d subscriptions per connection (maxSubscriptions)", c.limits.MaxSubscriptions)))
 	}
 	// The channel's overrides of the flow-control limits, if any.
-	chl := c.srv.LimitsFor(ch.URI)
+	chl := c.srv.host.LimitsFor(ch.URI)
 	want := chl.ClientReceiveDefaults
 	if p.FlowControl != nil && p.FlowControl.Receive != nil {
 		want = *p.FlowControl.Receive
@@ -204,7 +204,7 @@ func (c *conn) subscribe(req *request) error {
 	if err != nil {
 		s.ended = true // a wake queued by Attach must not reach the Sender
 		if created {
-			_ = c.srv.CloseChannel(ch.URI)
+			_ = c.srv.host.CloseChannel(ch.URI)
 		}
 		return c.respondOr(req, channelErr(err))
 	}
@@ -266,7 +266,7 @@ func (c *conn) refuse(s *subscription, e *RPCError) error {
 	s.pending = false
 	c.endSub(s)
 	if s.created {
-		_ = c.srv.CloseChannel(s.ch.URI)
+		_ = c.srv.host.CloseChannel(s.ch.URI)
 	}
 	return c.queue(encodeResponse(s.reqID, nil, e))
 }
@@ -393,14 +393,14 @@ const maxQuoted = 64
 // to maxQuoted bytes: no error message echoes unbounded client input.
 func quoteClient(s string) string {
 	if len(s) > maxQuoted {
-		return strconv.Quote(truncate(s, maxQuoted)) + "…"
+		return strconv.Quote(Truncate(s, maxQuoted)) + "…"
 	}
 	return strconv.Quote(s)
 }
 
-// truncate bounds a client-supplied string before it reaches logs and
+// Truncate bounds a client-supplied string before it reaches logs and
 // events, at a UTF-8 boundary.
-func truncate(s string, n int) string {
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -1,7 +1,8 @@
-package daemon
+package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,6 +16,9 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/daemon/events"
+	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/flow"
 )
 
 // TestInboundWaitingBound: inbound messages wait while the run loop is
@@ -90,16 +94,43 @@ func TestIdleConnectionWakesRarely(t *testing.T) {
 	}
 }
 
+// testHost is the session's Host for tests: the configured limits, a
+// registry, no channel kind that subscribe creates.
+type testHost struct {
+	limits config.Limits
+	reg    *registry.Registry
+}
+
+func (h testHost) Limits() config.Limits          { return h.limits }
+func (h testHost) LimitsFor(string) config.Limits { return h.limits }
+func (h testHost) CreateChannel(typ string, _ json.RawMessage) (*registry.Channel, error) {
+	return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: no kinds here"}
+}
+func (h testHost) CloseChannel(uri string) error {
+	if _, ok := h.reg.Remove(uri); !ok {
+		return registry.ErrChannelNotFound
+	}
+	return nil
+}
+
+// newTestServer is a session Server over cfg (defaulted) with no channels.
+func newTestServer(cfg config.Config, tokens *auth.Tokens) *Server {
+	cfg = cfg.WithDefaults()
+	reg := registry.New()
+	return New(Options{
+		Config: cfg, Version: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: tokens,
+		Registry: reg, Events: &events.Bus{}, Budget: flow.NewBudget(cfg.MaxTotalBufferedBytes),
+		Host: testHost{limits: cfg.Limits, reg: reg},
+	})
+}
+
 // oneConn serves cfg on a loopback port and dials one initialized client
 // with token. It returns a context that ends within 20 s, the client, the
 // daemon's side of the connection, and stop, which closes the client and
 // the server and waits for the server.
 func oneConn(t *testing.T, cfg config.Config, token string) (context.Context, *client.Conn, *conn, func()) {
 	t.Helper()
-	srv, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: auth.NewTokens(token)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newTestServer(cfg, auth.NewTokens(token))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
