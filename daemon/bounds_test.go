@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/daemon/service"
 )
 
 // Incomplete client→host messages of all subscriptions of a connection
@@ -62,7 +62,7 @@ func TestEventWatcherBound(t *testing.T) {
 	next, stop := h.srv.Watch()
 	defer stop()
 	for i := 0; i < n; i++ {
-		if _, err := h.srv.CreateTerminal(daemon.TerminalSpec{}); err != nil {
+		if _, err := h.srv.CreateTerminal(service.TerminalSpec{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
-	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -83,7 +83,7 @@ func TestMaxTerminals(t *testing.T) {
 	}
 	_, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "c"})
 	wantCode(t, err, codes.ResourceExhausted, "too many: 2 terminals (maxTerminals, the maximum); close one first")
-	if _, err := h.srv.CreateTerminal(daemon.TerminalSpec{ID: "c"}); !errors.Is(err, daemon.ErrTooMany) {
+	if _, err := h.srv.CreateTerminal(service.TerminalSpec{ID: "c"}); !errors.Is(err, service.ErrTooMany) {
 		t.Fatalf("CreateTerminal beyond the limit: %v, want ErrTooMany", err)
 	}
 	if _, err := cp.channels.CloseChannel(ctx, &ahpv1.CloseChannelRequest{Channel: "ahp-terminal:/a"}); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -181,7 +182,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestSubscribeCreateWaitsForReady(t *testing.T) {
 	kind := &dialKind{}
 	h := startWith(t, false, nil, func(o *daemon.Options) {
-		o.Creators = map[string]daemon.Creator{"tcp": kind.create}
+		o.Creators = map[string]service.Creator{"tcp": kind.create}
 	})
 	ws := h.rawInit(adminToken)
 	send := func(s string) {
@@ -248,7 +249,7 @@ func TestSubscribeCreateWaitsForReady(t *testing.T) {
 func TestCreateNeedsControlOverAllChannels(t *testing.T) {
 	kind := &dialKind{}
 	h := startWith(t, false, nil, func(o *daemon.Options) {
-		o.Creators = map[string]daemon.Creator{"tcp": kind.create}
+		o.Creators = map[string]service.Creator{"tcp": kind.create}
 	})
 	h.term("t1")
 	for _, g := range []auth.Grant{{Role: auth.RoleView}, {Role: auth.RoleControl, Channels: []string{"ahp-terminal:/t1"}}} {

@@ -22,6 +22,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -120,7 +121,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func (h *harness) term(id string) (*registry.Channel, *fakeTerm) {
 	h.t.Helper()
-	ch, err := h.srv.CreateTerminal(daemon.TerminalSpec{ID: id})
+	ch, err := h.srv.CreateTerminal(service.TerminalSpec{ID: id})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -22,8 +22,8 @@ type fakeTerm struct {
 	cols    int
 }
 
-func newFakeFactory(terms *[]*fakeTerm, mu *sync.Mutex) daemon.TerminalFactory {
-	return func(spec daemon.TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error) {
+func newFakeFactory(terms *[]*fakeTerm, mu *sync.Mutex) service.TerminalFactory {
+	return func(spec service.TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error) {
 		t := &fakeTerm{viewers: map[*fakeViewer]bool{}, rows: 24, cols: 80}
 		mu.Lock()
 		*terms = append(*terms, t)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"log/slog"
 
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/pty"
 )
@@ -13,7 +14,7 @@ var _ flow.Channel = (*pty.Terminal)(nil)
 
 // newPTYTerminal is the default TerminalFactory (with the server's pacer
 // and flooding hook): a real PTY with the host's VT emulator (package pty).
-func newPTYTerminal(spec TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer, flooding func()) (flow.Channel, error) {
+func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer, flooding func()) (flow.Channel, error) {
 	t, err := pty.Start(pty.Config{
 		Command:       spec.Command,
 		Env:           spec.Env,

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
-	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -18,11 +18,11 @@ import (
 // These tests run real PTYs behind a real daemon over loopback WebSockets.
 
 // shellSpec runs /bin/sh with a recognisable prompt and no rc files.
-func shellSpec(id string, command ...string) daemon.TerminalSpec {
+func shellSpec(id string, command ...string) service.TerminalSpec {
 	if len(command) == 0 {
 		command = []string{"/bin/sh"}
 	}
-	return daemon.TerminalSpec{ID: id, Command: command, Env: []string{"PS1=PROMPT> ", "HOME=/tmp", "TERM=xterm-256color"}, Rows: 24, Cols: 80}
+	return service.TerminalSpec{ID: id, Command: command, Env: []string{"PS1=PROMPT> ", "HOME=/tmp", "TERM=xterm-256color"}, Rows: 24, Cols: 80}
 }
 
 // viewer collects a subscription's terminal output, releasing every

@@ -9,9 +9,9 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
-	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/session"
 )
 
@@ -51,7 +51,7 @@ func input(t *testing.T, sub *client.Sub, data string) error {
 func TestRevokeClosesOpenConnection(t *testing.T) {
 	h := start(t, false, nil)
 	ch, ft := h.term("t")
-	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: auth.RoleControl})
+	secret, info, err := h.srv.CreateToken(service.TokenRequest{Role: auth.RoleControl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestRevokeClosesOpenConnection(t *testing.T) {
 func TestExpiryClosesOpenConnection(t *testing.T) {
 	h := start(t, false, nil)
 	ch, _ := h.term("t")
-	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: auth.RoleControl, TTL: time.Second})
+	secret, info, err := h.srv.CreateToken(service.TokenRequest{Role: auth.RoleControl, TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestExpiryClosesOpenConnection(t *testing.T) {
 // returns the connection, the reconnect token and the ticket's id.
 func ticket(t *testing.T, h *harness, ttl time.Duration) (*client.Conn, string, string) {
 	t.Helper()
-	secret, info, err := h.srv.CreateToken(daemon.TokenRequest{Role: auth.RoleControl, SingleUse: true, TTL: ttl})
+	secret, info, err := h.srv.CreateToken(service.TokenRequest{Role: auth.RoleControl, SingleUse: true, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestReconnectIdleIsTicketTTLCapped(t *testing.T) {
 // again. The admin token has no bound.
 func TestMaxConnectionsPerToken(t *testing.T) {
 	h := start(t, false, func(c *config.Config) { c.MaxConnectionsPerToken = 2 })
-	secret, _, err := h.srv.CreateToken(daemon.TokenRequest{Role: auth.RoleView})
+	secret, _, err := h.srv.CreateToken(service.TokenRequest{Role: auth.RoleView})
 	if err != nil {
 		t.Fatal(err)
 	}

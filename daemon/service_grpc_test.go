@@ -26,8 +26,8 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
-	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
@@ -37,7 +37,7 @@ import (
 // t.TempDir() against a running daemon (fake terminals).
 
 type ctl struct {
-	cp        *daemon.ControlPlane
+	cp        *service.ControlPlane
 	cc        *grpc.ClientConn
 	daemon    ahpv1.DaemonServiceClient
 	channels  ahpv1.ChannelServiceClient
@@ -51,7 +51,7 @@ func (h *harness) control() *ctl {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	path := filepath.Join(h.t.TempDir(), "ctl.sock")
-	cp, err := h.srv.StartControl(ctx, daemon.ControlOptions{Path: path, HTTPAddr: h.addr})
+	cp, err := h.srv.StartControl(ctx, service.ControlOptions{Path: path, HTTPAddr: h.addr})
 	if err != nil {
 		cancel()
 		h.t.Fatal(err)
@@ -569,12 +569,12 @@ func TestControlStopEndsStreamsAndRemovesSocket(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "ctl.sock")
-	cp, err := h.srv.StartControl(ctx, daemon.ControlOptions{Path: path, HTTPAddr: h.addr})
+	cp, err := h.srv.StartControl(ctx, service.ControlOptions{Path: path, HTTPAddr: h.addr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second daemon on the same path is refused.
-	if cp2, err := h.srv.StartControl(ctx, daemon.ControlOptions{Path: path, HTTPAddr: h.addr}); err == nil {
+	if cp2, err := h.srv.StartControl(ctx, service.ControlOptions{Path: path, HTTPAddr: h.addr}); err == nil {
 		cp2.Close()
 		t.Fatal("a second control plane on the same path started")
 	}
@@ -611,7 +611,7 @@ func TestControlStopEndsStreamsAndRemovesSocket(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("socket after stop: %v, want removed", err)
 	}
-	if cp, err := h.srv.StartControl(context.Background(), daemon.ControlOptions{Path: "none"}); cp != nil || err != nil {
+	if cp, err := h.srv.StartControl(context.Background(), service.ControlOptions{Path: "none"}); cp != nil || err != nil {
 		t.Fatalf(`StartControl("none") = %v, %v; want nil, nil`, cp, err)
 	}
 }
@@ -624,11 +624,11 @@ func TestMetricsEndpoint(t *testing.T) {
 	if _, err := conn.Subscribe(ctx, ch.URI, nil); err != nil {
 		t.Fatal(err)
 	}
-	scoped, _, _ := h.srv.CreateToken(daemon.TokenRequest{Channels: []string{ch.URI}})
-	all, _, _ := h.srv.CreateToken(daemon.TokenRequest{})
-	guarded := httptest.NewServer(h.srv.MetricsHandler(daemon.MetricsOptions{}))
+	scoped, _, _ := h.srv.CreateToken(service.TokenRequest{Channels: []string{ch.URI}})
+	all, _, _ := h.srv.CreateToken(service.TokenRequest{})
+	guarded := httptest.NewServer(h.srv.MetricsHandler(service.MetricsOptions{}))
 	defer guarded.Close()
-	public := httptest.NewServer(h.srv.MetricsHandler(daemon.MetricsOptions{Public: true}))
+	public := httptest.NewServer(h.srv.MetricsHandler(service.MetricsOptions{Public: true}))
 	defer public.Close()
 	get := func(url, token string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)

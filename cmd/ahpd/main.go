@@ -7,10 +7,10 @@ package main
 import (
 	"os"
 
-	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/internal/fds"
 )
 
 func main() {
-	daemon.CloseOnExecInherited() // no inherited descriptor reaches a shell
+	fds.CloseOnExecInherited() // no inherited descriptor reaches a shell
 	os.Exit(Main(os.Args[1:], os.Stderr))
 }

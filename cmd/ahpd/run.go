@@ -17,12 +17,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/control"
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/systemd"
 	"github.com/ahp-dev/ahpd/internal/procs"
-	"github.com/ahp-dev/ahpd/daemon"
 	"golang.org/x/sys/unix"
 )
 
@@ -217,8 +218,8 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 			return fatal("listen: %v", err)
 		}
 	}
-	copts := daemon.ControlOptions{Path: s.Control, HTTPAddr: ln.Addr().String()}
-	var cp *daemon.ControlPlane
+	copts := service.ControlOptions{Path: s.Control, HTTPAddr: ln.Addr().String()}
+	var cp *service.ControlPlane
 	if act.Control != nil {
 		cl, err := control.FromListener(act.Control)
 		if err != nil {
@@ -239,7 +240,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 
 	base := "http://" + ln.Addr().String()
 	if !cfg.NoDefaultTerminal {
-		ch, err := srv.CreateTerminal(daemon.TerminalSpec{ID: "shell", Title: "shell"})
+		ch, err := srv.CreateTerminal(service.TerminalSpec{ID: "shell", Title: "shell"})
 		if err != nil {
 			ln.Close()
 			return fatal("default terminal: %v", err)

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"context"
@@ -27,7 +27,7 @@ type MetricsOptions struct {
 // (per connection and per channel, and their totals), gauges of channels,
 // connections and tokens, and the Go runtime and process collectors. Mount
 // it on the HTTP listener, e.g. mux.Handle("GET /metrics", s.MetricsHandler(MetricsOptions{})).
-func (s *Server) MetricsHandler(opts MetricsOptions) http.Handler {
+func (s *Service) MetricsHandler(opts MetricsOptions) http.Handler {
 	if opts.ScrapeTimeout == 0 {
 		opts.ScrapeTimeout = 5 * time.Second
 	}
@@ -83,7 +83,7 @@ var (
 // counters (they only grow while the connection lives and vanish with it);
 // per-channel sums are gauges, since they drop when a viewer leaves.
 type metricsCollector struct {
-	s       *Server
+	s       *Service
 	timeout time.Duration
 }
 
@@ -108,7 +108,7 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	gauge(descInfo, 1, Version)
+	gauge(descInfo, 1, m.s.version)
 	gauge(descConnections, int64(m.s.ConnectionCount()))
 	gauge(descTokens, int64(len(m.s.tokens.List())))
 	states := map[[2]string]int64{}

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"context"
@@ -11,25 +11,25 @@ import (
 )
 
 // ConnectionCount returns the number of open viewer connections.
-func (s *Server) ConnectionCount() int { return s.sess.ConnectionCount() }
+func (s *Service) ConnectionCount() int { return s.viewers.ConnectionCount() }
 
 // ListViewers lists the open connections, oldest first (see
 // session.Server.ListViewers).
-func (s *Server) ListViewers(ctx context.Context) []session.ViewerInfo {
-	return s.sess.ListViewers(ctx)
+func (s *Service) ListViewers(ctx context.Context) []session.ViewerInfo {
+	return s.viewers.ListViewers(ctx)
 }
 
 // DisconnectViewer closes the connection id with WebSocket close code 1008
 // and reason (at most 123 bytes of UTF-8; empty: "disconnected by
 // operator").
-func (s *Server) DisconnectViewer(id, reason string) error {
+func (s *Service) DisconnectViewer(id, reason string) error {
 	if len(reason) > maxCloseReason || !utf8.ValidString(reason) {
 		return argErr("reason", "must be valid UTF-8 of at most %d bytes (a WebSocket close frame), got %d bytes", maxCloseReason, len(reason))
 	}
 	if reason == "" {
 		reason = "disconnected by operator"
 	}
-	tokenID, parent, ok := s.sess.Kick(id, reason)
+	tokenID, parent, ok := s.viewers.Kick(id, reason)
 	if !ok {
 		return fmt.Errorf("%w: %s", session.ErrViewerNotFound, id)
 	}
@@ -38,7 +38,7 @@ func (s *Server) DisconnectViewer(id, reason string) error {
 	var revoked []string
 	if parent != "" {
 		revoked = s.tokens.RevokeAll(tokenID)
-		s.sess.RecheckTokens()
+		s.viewers.RecheckTokens()
 	}
 	s.log.Info("viewer disconnected by operator", "conn", id, "reason", reason, "revoked", revoked)
 	return nil
@@ -90,7 +90,7 @@ type Stats struct {
 }
 
 // Stats collects the counters of the open connections and their channels.
-func (s *Server) Stats(ctx context.Context) Stats {
+func (s *Service) Stats(ctx context.Context) Stats {
 	var st Stats
 	byURI := map[string]*ChannelStats{}
 	for _, ch := range s.registry.List() {
@@ -142,7 +142,7 @@ const maxEventKinds = 32
 // count of events lost because the watcher fell behind) until ctx ends or
 // send fails. The first call has no events: it is made once the watch is in
 // place. It returns ctx's error or send's.
-func (s *Server) WatchEvents(ctx context.Context, f EventFilter, send func(evs []events.Event, lost int) error) error {
+func (s *Service) WatchEvents(ctx context.Context, f EventFilter, send func(evs []events.Event, lost int) error) error {
 	if len(f.Kinds) > maxEventKinds {
 		return argErr("kinds", "at most %d kinds", maxEventKinds)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 // The control plane's service logic (PROTOCOL.md §10): plain Go methods on
 // *Server that the gRPC layer (service_grpc.go) adapts one line per RPC and
@@ -99,7 +99,7 @@ func channelDetail(c *registry.Channel) ChannelDetail {
 
 // ListChannels returns the channels in creation order, only those of type
 // typ if it is not empty.
-func (s *Server) ListChannels(typ string) []ChannelDetail {
+func (s *Service) ListChannels(typ string) []ChannelDetail {
 	out := []ChannelDetail{}
 	for _, ch := range s.registry.List() {
 		if typ == "" || ch.Type == typ {
@@ -110,7 +110,7 @@ func (s *Server) ListChannels(typ string) []ChannelDetail {
 }
 
 // GetChannel describes the channel with uri.
-func (s *Server) GetChannel(uri string) (ChannelDetail, error) {
+func (s *Service) GetChannel(uri string) (ChannelDetail, error) {
 	ch, ok := s.registry.Get(uri)
 	if !ok {
 		return ChannelDetail{}, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
@@ -140,7 +140,7 @@ func parseSignal(name string) (unix.Signal, error) {
 // process runs, sig (if not empty) is first sent to the process group,
 // and the process is given up to grace to exit before the PTY is hung up.
 // It reports whether the process exited during grace.
-func (s *Server) CloseChannelWith(ctx context.Context, uri, sig string, grace time.Duration) (bool, error) {
+func (s *Service) CloseChannelWith(ctx context.Context, uri, sig string, grace time.Duration) (bool, error) {
 	var signum unix.Signal
 	if sig != "" {
 		n, err := parseSignal(sig)
@@ -297,7 +297,7 @@ func mergeEnv(base, add []string) []string {
 }
 
 // StartTerminal validates r and starts a terminal channel.
-func (s *Server) StartTerminal(r TerminalRequest) (*registry.Channel, error) {
+func (s *Service) StartTerminal(r TerminalRequest) (*registry.Channel, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -331,7 +331,7 @@ func (s *Server) StartTerminal(r TerminalRequest) (*registry.Channel, error) {
 }
 
 // ResizeTerminal sets the size of the terminal with uri.
-func (s *Server) ResizeTerminal(uri string, rows, cols int) error {
+func (s *Service) ResizeTerminal(uri string, rows, cols int) error {
 	for _, f := range []struct {
 		name string
 		v    int

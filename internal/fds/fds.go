@@ -1,4 +1,7 @@
-package daemon
+// Package fds keeps inherited file descriptors from reaching the shells
+// ahpd starts (CloseOnExecInherited). It is called once, at start, before
+// any goroutine could fork.
+package fds
 
 import (
 	"os"

@@ -1,9 +1,9 @@
-package daemon
+package service
 
 // The gRPC adapter of the control plane: one line per RPC over the service
 // methods (service*.go), the conversions to and from proto/ahp/v1, and the
 // one mapping of service errors to gRPC codes. It lives in package daemon
-// (not daemon/control) because it needs *Server, and daemon/main.go starts
+// (not daemon/control) because it needs *Service, and daemon/main.go starts
 // it: daemon/control, which daemon imports, holds the transport.
 
 import (
@@ -64,7 +64,7 @@ type ControlPlane struct {
 // ctx is cancelled or Close is called; then it stops gracefully, bounded by
 // the shutdown timeout (streams end at once, unary calls may finish). With
 // Path "none" it returns nil, nil; a nil *ControlPlane's methods are no-ops.
-func (s *Server) StartControl(ctx context.Context, opts ControlOptions) (*ControlPlane, error) {
+func (s *Service) StartControl(ctx context.Context, opts ControlOptions) (*ControlPlane, error) {
 	if opts.Path == "none" && opts.Listener == nil {
 		return nil, nil
 	}
@@ -139,7 +139,7 @@ type grpcServer struct {
 	ahpv1.UnimplementedLimitsServiceServer
 	ahpv1.UnimplementedViewerServiceServer
 
-	s        *Server
+	s        *Service
 	opts     ControlOptions
 	path     string
 	started  time.Time
@@ -365,7 +365,7 @@ func (g *grpcServer) info() *ahpv1.GetInfoResponse {
 	cfg := g.s.Config()
 	stateDir, _ := filepath.Abs(cfg.StateDir)
 	return &ahpv1.GetInfoResponse{
-		Version:              Version,
+		Version:              g.s.version,
 		ListenAddress:        g.opts.HTTPAddr,
 		WebsocketUrl:         "ws://" + g.httpHost() + "/v1/ws",
 		BaseUrl:              g.baseURL(),

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ type TokenRequest struct {
 
 // CreateToken validates r and mints a token. The secret is returned once;
 // the store keeps only its digest.
-func (s *Server) CreateToken(r TokenRequest) (secret string, info auth.TokenInfo, err error) {
+func (s *Service) CreateToken(r TokenRequest) (secret string, info auth.TokenInfo, err error) {
 	if len(r.Channels) > maxTokenChannels {
 		return "", auth.TokenInfo{}, argErr("channels", "at most %d channels, got %d", maxTokenChannels, len(r.Channels))
 	}
@@ -51,17 +51,17 @@ func (s *Server) CreateToken(r TokenRequest) (secret string, info auth.TokenInfo
 }
 
 // ListTokens lists the live tokens, without secrets, ordered by id.
-func (s *Server) ListTokens() []auth.TokenInfo { return s.tokens.List() }
+func (s *Service) ListTokens() []auth.TokenInfo { return s.tokens.List() }
 
 // RevokeToken removes the token with id and the tokens derived from it
 // (a ticket's reconnect tokens, also after the ticket expired), and closes
 // the connections that use them with 1008 "token revoked".
-func (s *Server) RevokeToken(id string) error {
+func (s *Service) RevokeToken(id string) error {
 	ids := s.tokens.RevokeAll(id)
 	if len(ids) == 0 {
 		return fmt.Errorf("%w: %s", ErrTokenNotFound, id)
 	}
-	s.sess.RecheckTokens()
+	s.viewers.RecheckTokens()
 	s.log.Info("token revoked", "token", id, "revoked", ids)
 	return nil
 }
@@ -69,7 +69,7 @@ func (s *Server) RevokeToken(id string) error {
 // BrowserLink returns the web page URL (base is http://HOST:PORT) that
 // opens the existing channel uri with a fresh single-use ticket, and when
 // the ticket expires.
-func (s *Server) BrowserLink(base, uri string, role auth.Role) (string, time.Time, error) {
+func (s *Service) BrowserLink(base, uri string, role auth.Role) (string, time.Time, error) {
 	if _, ok := s.registry.Get(uri); !ok {
 		return "", time.Time{}, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ func channelLimitField(name string) bool {
 
 // LimitsFor returns the limits that apply to a new subscription of
 // channel: the daemon's, with the channel's overrides.
-func (s *Server) LimitsFor(channel string) config.Limits {
+func (s *Service) LimitsFor(channel string) config.Limits {
 	l := s.Limits()
 	s.mu.Lock()
 	o, ok := s.chLimits[channel]
@@ -38,7 +38,7 @@ func (s *Server) LimitsFor(channel string) config.Limits {
 }
 
 // ChannelOverrides returns the names of the limits channel overrides.
-func (s *Server) ChannelOverrides(channel string) []string {
+func (s *Service) ChannelOverrides(channel string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.chLimits[channel].fields)
@@ -54,7 +54,7 @@ type channelLimits struct {
 // overridden; the result, combined with the daemon's limits, must
 // validate. It returns the channel's effective limits and the fields that
 // changed. A change applies to new subscriptions of the channel.
-func (s *Server) UpdateChannelLimits(channel string, fields []string, from config.Limits, clear bool) (config.Limits, []string, error) {
+func (s *Service) UpdateChannelLimits(channel string, fields []string, from config.Limits, clear bool) (config.Limits, []string, error) {
 	if _, ok := s.registry.Get(channel); !ok {
 		return config.Limits{}, nil, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, channel)
 	}

@@ -1,0 +1,297 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/daemon/events"
+	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/daemon/session"
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// TerminalSpec describes a terminal to create.
+type TerminalSpec struct {
+	ID         string
+	Title      string
+	Command    []string // empty: the login shell
+	Env        []string
+	Dir        string
+	Rows, Cols int
+	Scrollback int
+}
+
+// TerminalFactory starts a terminal channel; the daemon's default is a
+// pty.Terminal (newPTYTerminal).
+type TerminalFactory func(spec TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error)
+
+// Creator makes a channel of its kind from the create member of a
+// subscribe (all of it, type included). It must not block: a channel
+// that dials returns at once, and its Subscribers become Ready when the
+// dial is done (or fail with -32008). An *flow.Error carries its code
+// (-32003 for a target the allow-list refuses).
+type Creator func(params json.RawMessage) (flow.Channel, error)
+
+// Viewers is what the service needs of the viewer session.
+type Viewers interface {
+	ConnectionCount() int
+	ListViewers(ctx context.Context) []session.ViewerInfo
+	Kick(id, reason string) (tokenID, tokenParent string, ok bool)
+	RecheckTokens()
+}
+
+// Options are a Service's collaborators.
+type Options struct {
+	Config      config.Config // defaulted and validated
+	Version     string
+	Log         *slog.Logger
+	Tokens      *auth.Tokens
+	NewTerminal TerminalFactory
+	// Creators are the channel kinds a subscribe may create, by type.
+	Creators map[string]Creator
+	// ChannelClosed is called after a channel is closed (the daemon gives
+	// memory back then); it must not block.
+	ChannelClosed func()
+}
+
+// Service is the daemon's state and the logic of its control plane:
+// channels (terminals and the kinds of Creators), limits and their
+// per-channel overrides, tokens, viewers (through Viewers) and events.
+// Its methods are safe for concurrent use.
+type Service struct {
+	cfg           config.Config
+	version       string
+	log           *slog.Logger
+	tokens        *auth.Tokens
+	registry      *registry.Registry
+	limits        atomic.Pointer[config.Limits]
+	newTerminal   TerminalFactory
+	creators      map[string]Creator
+	now           func() time.Time
+	channelClosed func()
+	viewers       Viewers // set once by SetViewers, before serving
+
+	mu        sync.Mutex // guards closing and chLimits
+	closing   bool       // set at shutdown; no channel is added after it
+	events    events.Bus
+	chLimits  map[string]channelLimits // per-channel overrides; guarded by mu
+	bg        sync.WaitGroup           // per-channel watchers (exit events); waited by Close
+	terminals atomic.Int64             // terminal channels in the registry or being created (maxTerminals)
+}
+
+// New returns a Service with no channels.
+func New(o Options) *Service {
+	if o.ChannelClosed == nil {
+		o.ChannelClosed = func() {}
+	}
+	s := &Service{
+		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: registry.New(),
+		newTerminal: o.NewTerminal, creators: o.Creators, now: time.Now, channelClosed: o.ChannelClosed,
+	}
+	l := o.Config.Limits
+	s.limits.Store(&l)
+	return s
+}
+
+// SetViewers connects the viewer session; call it once, before serving.
+func (s *Service) SetViewers(v Viewers) { s.viewers = v }
+
+// Events is the daemon's event bus.
+func (s *Service) Events() *events.Bus { return &s.events }
+
+// isClosing reports whether shutdown has begun.
+func (s *Service) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// BeginShutdown refuses new channels from now on.
+func (s *Service) BeginShutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = true
+}
+
+// Watch watches the daemon's events (events.Bus.Watch).
+func (s *Service) Watch() (next func(done <-chan struct{}) ([]events.Event, int, bool), stop func()) {
+	return s.events.Watch()
+}
+
+// Config returns the defaulted configuration.
+func (s *Service) Config() config.Config { return s.cfg }
+
+// Tokens returns the token store.
+func (s *Service) Tokens() *auth.Tokens { return s.tokens }
+
+// Registry returns the channel registry.
+func (s *Service) Registry() *registry.Registry { return s.registry }
+
+// Limits returns the limits in force.
+func (s *Service) Limits() config.Limits { return *s.limits.Load() }
+
+// SetLimits validates and installs new limits: they apply to new
+// connections and subscriptions at once, and to timers of existing ones
+// within a second (see maxCheckInterval).
+func (s *Service) SetLimits(l config.Limits) error {
+	l = l.WithDefaults()
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	s.limits.Store(&l)
+	s.log.Info("limits changed")
+	s.events.Publish(events.Event{Kind: "limits.changed"})
+	return nil
+}
+
+// CreateTerminal starts a terminal channel.
+func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
+	if spec.ID != "" {
+		if err := registry.ValidID(spec.ID); err != nil {
+			return nil, err
+		}
+		if _, ok := s.registry.Get(registry.SchemeTerminal + spec.ID); ok {
+			return nil, fmt.Errorf("%w: %s", registry.ErrChannelExists, registry.SchemeTerminal+spec.ID)
+		}
+	}
+	if s.isClosing() {
+		return nil, ErrShuttingDown
+	}
+	// A slot is taken before the process starts and given back by
+	// CloseChannel (or here on failure).
+	if max := s.Limits().MaxTerminals; s.terminals.Add(1) > int64(max) {
+		s.terminals.Add(-1)
+		return nil, fmt.Errorf("%w: %d terminals (maxTerminals, the maximum); close one first", ErrTooMany, max)
+	}
+	t, err := s.newTerminal(spec, s.Limits().TerminalViewerBacklog, s.log)
+	if err != nil {
+		s.terminals.Add(-1)
+		return nil, fmt.Errorf("start terminal: %w", err)
+	}
+	ch := registry.NewChannel(spec.Title, t)
+	if err := s.registry.Add(registry.SchemeTerminal, spec.ID, ch); err != nil {
+		s.terminals.Add(-1)
+		_ = t.Close()
+		return nil, err
+	}
+	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type)
+	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
+	s.mu.Lock()
+	closing := s.closing
+	n, notify := t.(exitNotifier)
+	if !closing && notify {
+		s.bg.Add(1) // under s.mu: shutdown's Wait cannot race this Add
+	}
+	s.mu.Unlock()
+	if closing {
+		_ = s.CloseChannel(ch.URI)
+		return nil, ErrShuttingDown
+	}
+	if notify {
+		// Ends when the process exits; shutdown closes every channel, so
+		// shutdown waits for it through s.bg.
+		go func() {
+			defer s.bg.Done()
+			<-n.Exited()
+			detail := t.Describe().Detail
+			s.log.Info("channel exited", "channel", ch.URI, "status", detail)
+			s.events.Publish(events.Event{Kind: "channel.exited", Channel: ch.URI, Detail: detail})
+		}()
+	}
+	return ch, nil
+}
+
+// CreateChannel makes a channel of type typ with its Creator and
+// registers it under a generated id.
+func (s *Service) CreateChannel(typ string, params json.RawMessage) (*registry.Channel, error) {
+	create, ok := s.creators[typ]
+	scheme := registry.Scheme(typ)
+	if !ok || scheme == "" {
+		return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: channels of type " + strconv.Quote(session.Truncate(typ, 64)) + " cannot be created by subscribe"}
+	}
+	if s.isClosing() {
+		return nil, ErrShuttingDown
+	}
+	impl, err := create(params)
+	if err != nil {
+		return nil, err
+	}
+	ch := registry.NewChannel("", impl)
+	if err := s.registry.Add(scheme, "", ch); err != nil {
+		_ = impl.Close()
+		return nil, err
+	}
+	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type, "by", "subscribe")
+	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
+	return ch, nil
+}
+
+// CloseChannel closes and removes a channel.
+func (s *Service) CloseChannel(uri string) error {
+	ch, ok := s.registry.Remove(uri)
+	if !ok {
+		return fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
+	}
+	ch.MarkClosed()
+	s.mu.Lock()
+	delete(s.chLimits, uri)
+	s.mu.Unlock()
+	if ch.Type == "terminal" {
+		s.terminals.Add(-1)
+	}
+	_ = ch.Impl().Close()
+	s.log.Info("channel closed", "channel", uri)
+	s.events.Publish(events.Event{Kind: "channel.closed", Channel: uri})
+	s.channelClosed()
+	return nil
+}
+
+// Ticket mints a single-use credential for the given channels and role.
+func (s *Service) Ticket(channels []string, role auth.Role, ttl time.Duration) string {
+	secret, _ := s.tokens.Mint(auth.Grant{Channels: channels, Role: role, SingleUse: true, Expires: s.now().Add(ttl)})
+	return secret
+}
+
+// BrowserURL returns a URL that opens channel in the web page with a
+// single-use ticket in the fragment (never sent to a server, never logged).
+func (s *Service) BrowserURL(base string, channel string, role auth.Role) string {
+	var ch []string
+	if channel != "" {
+		ch = []string{channel}
+	}
+	// Tickets are base64url and channel URIs use only letters, digits,
+	// "-_.:/": nothing needs escaping in a fragment.
+	frag := "ticket=" + s.Ticket(ch, role, s.cfg.TicketTTL)
+	if channel != "" {
+		frag += "&channel=" + channel
+	}
+	return strings.TrimSuffix(base, "/") + "/#" + frag
+}
+
+// exitNotifier is implemented by channels that report their process's
+// exit (pty.Terminal); Describe().Detail says how it exited.
+type exitNotifier interface {
+	Exited() <-chan struct{}
+}
+
+// Close refuses new channels, closes every channel (terminals are hung up
+// at once: each may take its kill timeout) and waits for the per-channel
+// watchers.
+func (s *Service) Close() {
+	s.BeginShutdown()
+	var wg sync.WaitGroup
+	for _, ch := range s.registry.List() {
+		wg.Go(func() { _ = s.CloseChannel(ch.URI) })
+	}
+	wg.Wait()
+	s.bg.Wait()
+}
