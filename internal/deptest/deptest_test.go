@@ -1,6 +1,10 @@
 // Package deptest enforces the import direction of DEVELOPERS.md:
 // flow/ uses only the standard library; channel packages use flow/ but not
 // the daemon; the daemon never imports the CLI, nor the CLI the daemon.
+// Inside daemon/: the session is kind-blind (no channel package) and
+// knows neither the service nor the wiring; the service does not know the
+// wiring; the daemon's leaf packages (auth, config, registry, events,
+// systemd, control, webui) know none of the three.
 package deptest
 
 import (
@@ -24,8 +28,9 @@ func TestImportDirection(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
+	leaves := "the daemon's leaf packages (auth, config, registry, events, systemd, control, webui) import neither the session, the service nor the wiring"
 	rules := []struct {
-		from    string
+		from    string // a package path relative to the module, and the packages under it
 		allowed func(imp string) bool
 		why     string
 	}{
@@ -35,6 +40,15 @@ func TestImportDirection(t *testing.T) {
 		{"tcp", notOurs("daemon", "ctl", "cmd", "pty", "telemetry"), "channel packages use flow/, never the daemon or each other"},
 		{"daemon", notOurs("ctl", "cmd"), "the daemon never imports the CLI"},
 		{"ctl", notOurs("daemon", "cmd", "pty", "tcp", "telemetry"), "the CLI talks to the daemon only through proto/ and the wire protocol"},
+		{"daemon/session", forbid("daemon", "daemon/service/...", "pty/...", "tcp/...", "telemetry/..."), "the session serves every channel kind through flow's contract, and knows neither the service nor the wiring"},
+		{"daemon/service", forbid("daemon"), "the service does not know the wiring"},
+		{"daemon/auth", forbid("daemon", "daemon/session/...", "daemon/service/..."), leaves},
+		{"daemon/config", forbid("daemon", "daemon/session/...", "daemon/service/..."), leaves},
+		{"daemon/registry", forbid("daemon", "daemon/session/...", "daemon/service/...", "pty/...", "tcp/...", "telemetry/..."), leaves + "; the registry is kind-blind"},
+		{"daemon/events", forbid("daemon", "daemon/session/...", "daemon/service/..."), leaves},
+		{"daemon/systemd", forbid("daemon", "daemon/session/...", "daemon/service/..."), leaves},
+		{"daemon/control", forbid("daemon", "daemon/session/...", "daemon/service/..."), leaves},
+		{"daemon/webui", forbid("daemon", "daemon/session/...", "daemon/service/..."), leaves},
 	}
 	seen := 0
 	for dec.More() {
@@ -43,9 +57,8 @@ func TestImportDirection(t *testing.T) {
 			t.Fatal(err)
 		}
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
-		top := strings.SplitN(rel, "/", 2)[0]
 		for _, r := range rules {
-			if r.from != top {
+			if rel != r.from && !strings.HasPrefix(rel, r.from+"/") {
 				continue
 			}
 			seen++
@@ -65,6 +78,23 @@ func notOurs(tops ...string) func(string) bool {
 	return func(imp string) bool {
 		for _, top := range tops {
 			if imp == module+"/"+top || strings.HasPrefix(imp, module+"/"+top+"/") {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// forbid refuses the module's packages named by paths: "x" is the package
+// x itself, "x/..." x and every package under it.
+func forbid(paths ...string) func(string) bool {
+	return func(imp string) bool {
+		for _, p := range paths {
+			if tree, ok := strings.CutSuffix(p, "/..."); ok {
+				if imp == module+"/"+tree || strings.HasPrefix(imp, module+"/"+tree+"/") {
+					return false
+				}
+			} else if imp == module+"/"+p {
 				return false
 			}
 		}
