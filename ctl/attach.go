@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/internal/wire"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -439,11 +439,4 @@ func readKeys(in io.Reader, keys chan<- []byte) {
 // reached, an expired token) rather than for an operator's decision (a
 // kick, a revocation): after those attach comes back with a fresh ticket
 // even when its reconnect token has gone meanwhile (a long outage).
-func transientClose(reason string) bool {
-	for _, p := range []string{"output stalled", "no pong", "too many", "daemon memory budget", "token expired"} {
-		if strings.HasPrefix(reason, p) {
-			return true
-		}
-	}
-	return false
-}
+func transientClose(reason string) bool { return wire.Transient(reason) }

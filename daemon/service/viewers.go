@@ -8,6 +8,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/session"
+	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
 // ConnectionCount returns the number of open viewer connections.
@@ -27,7 +28,7 @@ func (s *Service) DisconnectViewer(id, reason string) error {
 		return argErr("reason", "must be valid UTF-8 of at most %d bytes (a WebSocket close frame), got %d bytes", maxCloseReason, len(reason))
 	}
 	if reason == "" {
-		reason = "disconnected by operator"
+		reason = wire.ReasonKickedFallback
 	}
 	tokenID, parent, ok := s.viewers.Kick(id, reason)
 	if !ok {

@@ -19,18 +19,26 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
 // closeError ends a connection with a WebSocket close code.
 type closeError struct {
-	code   websocket.StatusCode
-	reason string
+	code    websocket.StatusCode
+	reason  string
+	stalled bool // the socket takes no more bytes: nothing more is flushed to it
 }
 
 func (e *closeError) Error() string { return fmt.Sprintf("close %d: %s", e.code, e.reason) }
 
 func closeWith(code websocket.StatusCode, format string, args ...any) error {
-	return &closeError{code, fmt.Sprintf(format, args...)}
+	return &closeError{code: code, reason: fmt.Sprintf(format, args...)}
+}
+
+// stallClose is the 1008 close of a stalled socket (its reason starts with
+// wire.ReasonOutputStalled).
+func stallClose(format string, args ...any) error {
+	return &closeError{code: websocket.StatusPolicyViolation, reason: fmt.Sprintf(format, args...), stalled: true}
 }
 
 // inbound is one WebSocket message from the reader goroutine.
@@ -188,7 +196,7 @@ func (c *conn) serve(shutdown context.Context) {
 	for _, s := range c.pending {
 		c.endSub(s)
 	}
-	if ce == nil || ce.code != websocket.StatusPolicyViolation || !strings.HasPrefix(ce.reason, "output stalled") {
+	if ce == nil || !ce.stalled {
 		c.flushControl(2 * time.Second)
 	}
 	close(c.out) // the writer finishes what it holds, then exits
@@ -339,7 +347,7 @@ func (c *conn) run(ctx context.Context) error {
 				return closeWith(websocket.StatusUnsupportedData, "binary messages are not supported; send JSON text")
 			}
 			if m.overflow {
-				return closeWith(websocket.StatusPolicyViolation, "too many inbound bytes waiting (maxBufferedBytes)")
+				return closeWith(websocket.StatusPolicyViolation, wire.ReasonTooMany+" inbound bytes waiting (maxBufferedBytes)")
 			}
 			if err := c.handle(m.data); err != nil {
 				return err
@@ -357,7 +365,7 @@ func (c *conn) run(ctx context.Context) error {
 				// Traffic arrived meanwhile: the peer is alive but the
 				// socket could not take a ping; that is an output stall.
 				c.srv.events.Publish(events.Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "ping could not be written"})
-				return closeWith(websocket.StatusPolicyViolation, "output stalled: ping could not be written (%v)", err)
+				return stallClose("%s: ping could not be written (%v)", wire.ReasonOutputStalled, err)
 			}
 			return c.noPong()
 		case <-c.wakeSig:
@@ -464,11 +472,11 @@ func (c *conn) checkToken() error {
 // tokenEnded is the close for a revoked or expired token.
 func (c *conn) tokenEnded(err error) error {
 	if errors.Is(err, auth.ErrTokenBusy) {
-		return closeWith(websocket.StatusPolicyViolation, "too many connections with this token (maxConnectionsPerToken %d)", c.srv.cfg.MaxConnectionsPerToken)
+		return closeWith(websocket.StatusPolicyViolation, "%s connections with this token (maxConnectionsPerToken %d)", wire.ReasonTooMany, c.srv.cfg.MaxConnectionsPerToken)
 	}
-	reason := "token revoked"
+	reason := wire.ReasonTokenRevoked
 	if errors.Is(err, auth.ErrTokenExpired) {
-		reason = "token expired"
+		reason = wire.ReasonTokenExpired
 	}
 	c.srv.events.Publish(events.Event{Kind: "viewer.kicked", Viewer: c.id, Detail: reason})
 	return closeWith(websocket.StatusPolicyViolation, "%s", reason)
@@ -492,7 +500,7 @@ func (c *conn) checkTimers(now time.Time) error {
 	if c.sender.InFlight() > 0 && now.Sub(c.lastWrite) > l.MaxOutputStall {
 		c.srv.events.Publish(events.Event{Kind: "viewer.stalled", Viewer: c.id, Detail: "output stalled; closing"})
 		c.ws.CloseNow() // no close frame can get through a stalled socket
-		return closeWith(websocket.StatusPolicyViolation, "output stalled for %v (maxOutputStall)", l.MaxOutputStall)
+		return stallClose("%s for %v (maxOutputStall)", wire.ReasonOutputStalled, l.MaxOutputStall)
 	}
 	if now.Sub(c.lastAlive) > 3*l.HeartbeatInterval {
 		return c.noPong()
@@ -556,7 +564,7 @@ func (c *conn) checkBy(t time.Time) {
 
 // noPong is the close for a peer silent for three heartbeat intervals.
 func (c *conn) noPong() error {
-	return closeWith(websocket.StatusPolicyViolation, "no pong or traffic for %v", 3*c.srv.host.Limits().HeartbeatInterval)
+	return closeWith(websocket.StatusPolicyViolation, "%s for %v", wire.ReasonNoPong, 3*c.srv.host.Limits().HeartbeatInterval)
 }
 
 // pump hands frames to the writer while the transport has room.
@@ -626,7 +634,7 @@ func (c *conn) putBuf(b []byte) {
 // queue sends a control message (response, reset).
 func (c *conn) queue(b []byte) error {
 	if err := c.sender.Control(b); err != nil {
-		return closeWith(websocket.StatusPolicyViolation, "too many unread responses: the client is not reading")
+		return closeWith(websocket.StatusPolicyViolation, wire.ReasonTooMany+" unread responses: the client is not reading")
 	}
 	return nil
 }
@@ -782,7 +790,7 @@ func (c *conn) resetSub(s *subscription, code, msg string) {
 	c.stats.resets.Add(1)
 	c.log.Debug("subscription reset", "conn", c.id, "sub", s.id, "channel", s.ch.URI, "code", code)
 	if err := c.sender.Control(encodeReset(s.ch.URI, s.id, code, msg)); err != nil {
-		c.fatal = closeWith(websocket.StatusPolicyViolation, "too many unread responses: the client is not reading")
+		c.fatal = closeWith(websocket.StatusPolicyViolation, wire.ReasonTooMany+" unread responses: the client is not reading")
 	}
 	c.endSub(s)
 }

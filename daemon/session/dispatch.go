@@ -86,7 +86,7 @@ func (c *conn) initialize(req *request) error {
 			msg = "unauthorized: token expired"
 		}
 		_ = c.respond(req, nil, rpcErr(CodeUnauthorized, msg))
-		return closeWith(websocket.StatusPolicyViolation, "unauthorized")
+		return closeWith(websocket.StatusPolicyViolation, wire.ReasonUnauthorized)
 	}
 	c.grant = grant
 	c.initialized = true

@@ -28,6 +28,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/webui"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/rawio"
+	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
 // Host is what the session needs of the daemon that owns the channels.
@@ -295,7 +296,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
 			s.log.Warn("connection refused: the daemon's memory budget is spent", "maxTotalBufferedBytes", s.budget.Max(), "suppressed", n)
 		}
-		_ = ws.Close(websocket.StatusPolicyViolation, "daemon memory budget spent (maxTotalBufferedBytes); try again later")
+		_ = ws.Close(websocket.StatusPolicyViolation, wire.ReasonMemoryBudget+" (maxTotalBufferedBytes); try again later")
 		return
 	}
 	control := min(4<<20, limits.MaxBufferedBytes/4)
