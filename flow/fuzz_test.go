@@ -325,3 +325,18 @@ func FuzzReceiver(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNotifications: channel/credit and channel/reset are valid UTF-8 and
+// valid JSON for any ids, code and message, and encoding/json reads back
+// exactly what was encoded (invalid UTF-8 bytes as U+FFFD).
+func FuzzNotifications(f *testing.F) {
+	for i, s := range sizeCases {
+		f.Add(s, "s1", flow.CodeProtocolError, sizeCases[(i+1)%len(sizeCases)], int64(i)*1024)
+	}
+	f.Add("ahp-terminal:/t1", "s1", flow.CodeInvalidCredit, "flow: credit beyond the bytes sent: 10 > 4", int64(flow.MaxSafeInteger))
+	f.Add("", "", "", "", int64(-1))
+	f.Fuzz(func(t *testing.T, channel, sub, code, message string, consumed int64) {
+		checkCredit(t, flow.AppendCredit(nil, channel, sub, consumed), channel, sub, consumed)
+		checkReset(t, flow.AppendReset(nil, channel, sub, code, message), channel, sub, code, message)
+	})
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 )
 
 // SenderConfig bounds one connection's outbound path (PROTOCOL.md §6).
@@ -505,7 +504,7 @@ func (s *Sender) Next(dst []byte) ([]byte, error) {
 			st.creditQueued = false
 			continue
 		}
-		b := appendCredit(dst, st)
+		b := AppendCredit(dst, st.channel, st.id, st.recv.Announced())
 		if int64(len(b)) > room {
 			return nil, nil
 		}
@@ -663,15 +662,4 @@ func (w *SendWindow) startReplay(size int64) error {
 	w.msgEnd = w.sent + size
 	w.bounds.Push(w.msgEnd)
 	return nil
-}
-
-// appendCredit encodes channel/credit for st's Receiver.
-func appendCredit(dst []byte, st *Stream) []byte {
-	dst = append(dst, `{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":`...)
-	dst = AppendJSONString(dst, st.channel)
-	dst = append(dst, `,"subscriptionId":`...)
-	dst = AppendJSONString(dst, st.id)
-	dst = append(dst, `,"consumedBytes":`...)
-	dst = strconv.AppendInt(dst, st.recv.Announced(), 10)
-	return append(dst, `}}`...)
 }
