@@ -220,3 +220,20 @@ func BenchmarkUTF16Len(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEscapedPrefix cuts the text into pieces whose escaped bodies
+// fit 64 KiB, the way a terminal viewer fills its messages.
+func BenchmarkEscapedPrefix(b *testing.B) {
+	for _, kind := range benchKinds {
+		text := benchText(kind)
+		b.Run(kind, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				for off := 0; off < len(text); {
+					n, _ := flow.EscapedPrefix(text[off:], 64<<10)
+					off += n
+				}
+			}
+		})
+	}
+}

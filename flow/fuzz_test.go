@@ -340,3 +340,16 @@ func FuzzNotifications(f *testing.F) {
 		checkReset(t, flow.AppendReset(nil, channel, sub, code, message), channel, sub, code, message)
 	})
 }
+
+// FuzzEscapedPrefix: EscapedPrefix cuts at a character, within the
+// budget, and as late as the budget allows.
+func FuzzEscapedPrefix(f *testing.F) {
+	for i, s := range sizeCases {
+		f.Add(s, int64(i))
+	}
+	f.Add(strings.Repeat("a\x01", 40), int64(61))
+	f.Fuzz(func(t *testing.T, s string, budget int64) {
+		budget = (budget&(1<<62-1))%(flow.EscapedLen(s)+16) - 2
+		checkEscapedPrefix(t, s, budget)
+	})
+}
