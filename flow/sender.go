@@ -131,7 +131,6 @@ type Stream struct {
 	nextID      int64
 	journal     *Journal
 	replay      ring[journalEntry]
-	lifecycles  int
 	closed      bool
 	minFrame    int64 // UTF-16 bytes of the smallest frame that carries a character
 	activeSize  int64 // size of the active data message counted in the Sender's budget, or 0
@@ -618,11 +617,11 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 		if replay {
 			err = st.win.startReplay(size)
 		} else {
-			if m.Class == Lifecycle {
-				st.lifecycles++
-				if st.lifecycles > s.cfg.MaxLifecycle {
-					return nil, 0, false, fmt.Errorf("%w: more than %d lifecycle messages", ErrSourceContract, s.cfg.MaxLifecycle)
-				}
+			// The window counts the lifecycle messages it started and
+			// holds them to MaxLifecycleMessages; the Sender's bound may
+			// be lower.
+			if m.Class == Lifecycle && st.win.lifecycles >= s.cfg.MaxLifecycle {
+				return nil, 0, false, fmt.Errorf("%w: more than %d lifecycle messages", ErrSourceContract, s.cfg.MaxLifecycle)
 			}
 			err = st.win.Start(size, m.Class)
 		}

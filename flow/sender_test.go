@@ -508,6 +508,43 @@ func TestSenderStreamErrors(t *testing.T) {
 	}
 }
 
+// TestSenderMaxLifecycle: a subscription sends SenderConfig.MaxLifecycle
+// lifecycle messages (MaxLifecycleMessages by default), and the next one
+// its Source returns is a contract violation.
+func TestSenderMaxLifecycle(t *testing.T) {
+	for _, tt := range []struct {
+		max, want int
+	}{
+		{0, flow.MaxLifecycleMessages},
+		{1, 1},
+		{3, 3},
+		{flow.MaxLifecycleMessages, flow.MaxLifecycleMessages},
+	} {
+		s := newSender(t, flow.SenderConfig{MaxLifecycle: tt.max})
+		src := &fakeSource{gen: func(int) flow.Message { return lifecycleMsg(sized("eof", 100)) }}
+		st := open(t, s, "s", src, limits(4096, 1024, 4096))
+		s.Wake(st)
+		sent := 0
+		var err error
+		for range 100 {
+			var b []byte
+			if b, err = s.Next(nil); err != nil || b == nil {
+				break
+			}
+			if it := classify(t, b); it.final {
+				sent++
+			}
+			s.Written(len(b))
+		}
+		if !errors.Is(err, flow.ErrSourceContract) || !strings.Contains(err.Error(), fmt.Sprintf("more than %d lifecycle", tt.want)) {
+			t.Errorf("MaxLifecycle %d: Next = %v, want ErrSourceContract: more than %d lifecycle messages", tt.max, err, tt.want)
+		}
+		if sent != tt.want {
+			t.Errorf("MaxLifecycle %d: %d lifecycle messages sent, want %d", tt.max, sent, tt.want)
+		}
+	}
+}
+
 // runUntil drives s, crediting every completed message at once (so every
 // stream stays ready), and calls visit for every frame.
 func crediting(t testing.TB, s *flow.Sender, byID map[string]*flow.Stream, visit func(it item, wire int)) bool {
