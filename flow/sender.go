@@ -10,8 +10,9 @@ import (
 // Zero fields take the defaults.
 type SenderConfig struct {
 	// Quantum is the deficit-round-robin quantum in wire bytes (UTF-8
-	// bytes of frames handed to the transport): about one frame. A ready subscription waits for at most about Quantum +
-	// one frame of each busier neighbour per round. Default 16 KiB.
+	// bytes of frames handed to the transport): about one frame. A ready
+	// subscription waits for at most about Quantum + one frame of each
+	// busier neighbour per round. Default 16 KiB.
 	Quantum int64
 	// TransportFrames and TransportBytes bound what has been handed to
 	// the transport and not yet written: at most TransportFrames

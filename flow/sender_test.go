@@ -403,9 +403,8 @@ func TestSenderLifecycle(t *testing.T) {
 			got = append(got, it.id)
 		}
 	}
-	// Message 1 fills the window (1000 ≥ … no: 1000 < 1024, so message 2
-	// may start too); message 2 shuts it; the lifecycle message starts
-	// without credit.
+	// Message 1 leaves the window open (1000 < 1024), so message 2 starts
+	// too and shuts it; the lifecycle message starts without credit.
 	if !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Fatalf("messages sent = %v, want [1 2 3]", got)
 	}
@@ -545,8 +544,9 @@ func TestSenderMaxLifecycle(t *testing.T) {
 	}
 }
 
-// runUntil drives s, crediting every completed message at once (so every
-// stream stays ready), and calls visit for every frame.
+// crediting takes one item from s and reports whether there was one; a
+// frame goes to visit, and the final frame of a message is credited at
+// once (so every stream stays ready).
 func crediting(t testing.TB, s *flow.Sender, byID map[string]*flow.Stream, visit func(it item, wire int)) bool {
 	t.Helper()
 	b, err := s.Next(nil)
@@ -688,7 +688,7 @@ func TestSchedulerFairnessProperty(t *testing.T) {
 	}
 }
 
-// TestSenderLinear: adding, waking and closing many streams, and draining
+// TestSenderManyStreams: adding, waking and closing many streams, and draining
 // them, costs time linear in the work (no quadratic scans).
 func TestSenderManyStreams(t *testing.T) {
 	s := newSender(t, flow.SenderConfig{})

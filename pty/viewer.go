@@ -78,8 +78,8 @@ var _ flow.Source = (*Viewer)(nil)
 // flow.RoleControl makes one that may send input). It may fall behind by
 // its window plus ViewerBacklog before its queue is dropped (PROTOCOL.md
 // §8), since output it may still receive under its window is not a
-// backlog. The shared log then keeps up to the
-// largest such allowance among live viewers.
+// backlog. The shared log then keeps up to the largest such allowance
+// among live viewers.
 func (t *Terminal) AttachWindow(wake func(), window int64) *Viewer {
 	if wake == nil {
 		wake = func() {}
