@@ -31,24 +31,6 @@
 // time, so below the Sources there is never more than the bounded control
 // lane and TransportFrames/TransportBytes in the transport.
 //
-// # Channels
-//
-// A channel kind (package pty, and tcp and telemetry after it) implements
-// Channel and Subscriber (channel.go), and a connection serves any kind
-// through them. subscribe calls Channel.Attach with a Wake hook, the
-// negotiated window and the subscriber's Role. The connection asks
-// Subscriber.Ready, and again after each Wake, until it reports true (an
-// error refuses the subscription); it then answers subscribe with the
-// AttachResult and opens a Stream whose Source is the Subscriber, with the
-// lease's Journal and Receiver when one is lent. A complete client→host
-// logical message goes to Deliver, which calls release once its bytes are
-// consumed (the connection credits the client then); a kind request
-// (terminal/resize) goes to Request. After a Wake the connection checks
-// End and resets the subscription with its code (channel/reset,
-// AppendReset); Subscriber.Close ends the subscription either way.
-// Channel.Close ends every subscriber, and Done is closed once the
-// channel is released.
-//
 // # Bounds (each proved by a test)
 //
 //   - SendWindow: a data message starts only while outstanding < window, so
