@@ -209,14 +209,31 @@ func BenchmarkJSONUnmarshal(b *testing.B) {
 	}
 }
 
-func BenchmarkUTF16Len(b *testing.B) {
+// benchPerKind runs f over the text of each kind as a sub-benchmark,
+// reporting MB/s of the text's bytes.
+func benchPerKind(b *testing.B, f func(text string)) {
 	for _, kind := range benchKinds {
 		text := benchText(kind)
 		b.Run(kind, func(b *testing.B) {
 			b.SetBytes(int64(len(text)))
 			for b.Loop() {
-				flow.UTF16Len(text)
+				f(text)
 			}
 		})
 	}
+}
+
+func BenchmarkUTF16Len(b *testing.B) {
+	benchPerKind(b, func(text string) { flow.UTF16Len(text) })
+}
+
+// BenchmarkEscapedPrefix cuts the text into pieces whose escaped bodies
+// fit 64 KiB, the way a terminal viewer fills its messages.
+func BenchmarkEscapedPrefix(b *testing.B) {
+	benchPerKind(b, func(text string) {
+		for off := 0; off < len(text); {
+			n, _ := flow.EscapedPrefix(text[off:], 64<<10)
+			off += n
+		}
+	})
 }

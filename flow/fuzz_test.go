@@ -325,3 +325,31 @@ func FuzzReceiver(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNotifications: channel/credit and channel/reset are valid UTF-8 and
+// valid JSON for any ids, code and message, and encoding/json reads back
+// exactly what was encoded (invalid UTF-8 bytes as U+FFFD).
+func FuzzNotifications(f *testing.F) {
+	for i, s := range sizeCases {
+		f.Add(s, "s1", flow.CodeProtocolError, sizeCases[(i+1)%len(sizeCases)], int64(i)*1024)
+	}
+	f.Add("ahp-terminal:/t1", "s1", flow.CodeInvalidCredit, "flow: credit beyond the bytes sent: 10 > 4", int64(flow.MaxSafeInteger))
+	f.Add("", "", "", "", int64(-1))
+	f.Fuzz(func(t *testing.T, channel, sub, code, message string, consumed int64) {
+		checkCredit(t, flow.AppendCredit(nil, channel, sub, consumed), channel, sub, consumed)
+		checkReset(t, flow.AppendReset(nil, channel, sub, code, message), channel, sub, code, message)
+	})
+}
+
+// FuzzEscapedPrefix: EscapedPrefix cuts at a character, within the
+// budget, and as late as the budget allows.
+func FuzzEscapedPrefix(f *testing.F) {
+	for i, s := range sizeCases {
+		f.Add(s, int64(i))
+	}
+	f.Add(strings.Repeat("a\x01", 40), int64(61))
+	f.Fuzz(func(t *testing.T, s string, budget int64) {
+		budget = (budget&(1<<62-1))%(flow.EscapedLen(s)+16) - 2
+		checkEscapedPrefix(t, s, budget)
+	})
+}

@@ -101,6 +101,39 @@ func appendEscapedASCII(dst []byte, c byte) []byte {
 	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 }
 
+// EscapedPrefix returns the length in bytes of the longest prefix of s
+// whose JSON string body, as AppendEscaped writes it, is at most budget
+// UTF-16 bytes, and that size. It never splits a UTF-8 sequence, so the
+// prefix's body is the start of the whole string's body: a message cut
+// to a size escapes the prefix with AppendEscaped and goes on from byte n
+// later. It does not allocate.
+func EscapedPrefix(s string, budget int64) (n int, size int64) {
+	i := 0
+	for i < len(s) {
+		// A byte at a time: the pieces of terminal output between
+		// escapes are short, and a word-at-a-time scan (plainPrefix)
+		// costs more than it saves on them.
+		c := s[i]
+		if c < utf8.RuneSelf {
+			w := int64(escapeLen[c]) * 2
+			if size+w > budget {
+				break
+			}
+			size += w
+			i++
+			continue
+		}
+		r, k := utf8.DecodeRuneInString(s[i:])
+		w := utf16Width(r) // an invalid byte travels as U+FFFD
+		if size+w > budget {
+			break
+		}
+		size += w
+		i += k
+	}
+	return i, size
+}
+
 // EscapedLen returns the size in UTF-16 bytes of the JSON string body that
 // AppendJSONString writes for s, quotes excluded. Escapes are ASCII, so
 // each escaped character counts 2 per output character. It does not

@@ -273,7 +273,7 @@ func TestReceiverRelease(t *testing.T) {
 	}
 }
 
-// TestReceiverReleaseMessageID: a released position whose id and position
+// TestReceiverReleaseConsistency: a released position whose id and position
 // disagree with Accepted/Released is refused.
 func TestReceiverReleaseConsistency(t *testing.T) {
 	r := flow.NewReceiver(limits(4096, 1024, 4096))

@@ -4,15 +4,15 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 )
 
 // SenderConfig bounds one connection's outbound path (PROTOCOL.md §6).
 // Zero fields take the defaults.
 type SenderConfig struct {
 	// Quantum is the deficit-round-robin quantum in wire bytes (UTF-8
-	// bytes of frames handed to the transport): about one frame. A ready subscription waits for at most about Quantum +
-	// one frame of each busier neighbour per round. Default 16 KiB.
+	// bytes of frames handed to the transport): about one frame. A ready
+	// subscription waits for at most about Quantum + one frame of each
+	// busier neighbour per round. Default 16 KiB.
 	Quantum int64
 	// TransportFrames and TransportBytes bound what has been handed to
 	// the transport and not yet written: at most TransportFrames
@@ -132,7 +132,6 @@ type Stream struct {
 	nextID      int64
 	journal     *Journal
 	replay      ring[journalEntry]
-	lifecycles  int
 	closed      bool
 	minFrame    int64 // UTF-16 bytes of the smallest frame that carries a character
 	activeSize  int64 // size of the active data message counted in the Sender's budget, or 0
@@ -505,7 +504,7 @@ func (s *Sender) Next(dst []byte) ([]byte, error) {
 			st.creditQueued = false
 			continue
 		}
-		b := appendCredit(dst, st)
+		b := AppendCredit(dst, st.channel, st.id, st.recv.Announced())
 		if int64(len(b)) > room {
 			return nil, nil
 		}
@@ -619,11 +618,11 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 		if replay {
 			err = st.win.startReplay(size)
 		} else {
-			if m.Class == Lifecycle {
-				st.lifecycles++
-				if st.lifecycles > s.cfg.MaxLifecycle {
-					return nil, 0, false, fmt.Errorf("%w: more than %d lifecycle messages", ErrSourceContract, s.cfg.MaxLifecycle)
-				}
+			// The window counts the lifecycle messages it started and
+			// holds them to MaxLifecycleMessages; the Sender's bound may
+			// be lower.
+			if m.Class == Lifecycle && st.win.lifecycles >= s.cfg.MaxLifecycle {
+				return nil, 0, false, fmt.Errorf("%w: more than %d lifecycle messages", ErrSourceContract, s.cfg.MaxLifecycle)
 			}
 			err = st.win.Start(size, m.Class)
 		}
@@ -663,15 +662,4 @@ func (w *SendWindow) startReplay(size int64) error {
 	w.msgEnd = w.sent + size
 	w.bounds.Push(w.msgEnd)
 	return nil
-}
-
-// appendCredit encodes channel/credit for st's Receiver.
-func appendCredit(dst []byte, st *Stream) []byte {
-	dst = append(dst, `{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":`...)
-	dst = AppendJSONString(dst, st.channel)
-	dst = append(dst, `,"subscriptionId":`...)
-	dst = AppendJSONString(dst, st.id)
-	dst = append(dst, `,"consumedBytes":`...)
-	dst = strconv.AppendInt(dst, st.recv.Announced(), 10)
-	return append(dst, `}}`...)
 }

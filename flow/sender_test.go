@@ -403,9 +403,8 @@ func TestSenderLifecycle(t *testing.T) {
 			got = append(got, it.id)
 		}
 	}
-	// Message 1 fills the window (1000 ≥ … no: 1000 < 1024, so message 2
-	// may start too); message 2 shuts it; the lifecycle message starts
-	// without credit.
+	// Message 1 leaves the window open (1000 < 1024), so message 2 starts
+	// too and shuts it; the lifecycle message starts without credit.
 	if !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Fatalf("messages sent = %v, want [1 2 3]", got)
 	}
@@ -508,8 +507,46 @@ func TestSenderStreamErrors(t *testing.T) {
 	}
 }
 
-// runUntil drives s, crediting every completed message at once (so every
-// stream stays ready), and calls visit for every frame.
+// TestSenderMaxLifecycle: a subscription sends SenderConfig.MaxLifecycle
+// lifecycle messages (MaxLifecycleMessages by default), and the next one
+// its Source returns is a contract violation.
+func TestSenderMaxLifecycle(t *testing.T) {
+	for _, tt := range []struct {
+		max, want int
+	}{
+		{0, flow.MaxLifecycleMessages},
+		{1, 1},
+		{3, 3},
+		{flow.MaxLifecycleMessages, flow.MaxLifecycleMessages},
+	} {
+		s := newSender(t, flow.SenderConfig{MaxLifecycle: tt.max})
+		src := &fakeSource{gen: func(int) flow.Message { return lifecycleMsg(sized("eof", 100)) }}
+		st := open(t, s, "s", src, limits(4096, 1024, 4096))
+		s.Wake(st)
+		sent := 0
+		var err error
+		for range 100 {
+			var b []byte
+			if b, err = s.Next(nil); err != nil || b == nil {
+				break
+			}
+			if it := classify(t, b); it.final {
+				sent++
+			}
+			s.Written(len(b))
+		}
+		if !errors.Is(err, flow.ErrSourceContract) || !strings.Contains(err.Error(), fmt.Sprintf("more than %d lifecycle", tt.want)) {
+			t.Errorf("MaxLifecycle %d: Next = %v, want ErrSourceContract: more than %d lifecycle messages", tt.max, err, tt.want)
+		}
+		if sent != tt.want {
+			t.Errorf("MaxLifecycle %d: %d lifecycle messages sent, want %d", tt.max, sent, tt.want)
+		}
+	}
+}
+
+// crediting takes one item from s and reports whether there was one; a
+// frame goes to visit, and the final frame of a message is credited at
+// once (so every stream stays ready).
 func crediting(t testing.TB, s *flow.Sender, byID map[string]*flow.Stream, visit func(it item, wire int)) bool {
 	t.Helper()
 	b, err := s.Next(nil)
@@ -651,7 +688,7 @@ func TestSchedulerFairnessProperty(t *testing.T) {
 	}
 }
 
-// TestSenderLinear: adding, waking and closing many streams, and draining
+// TestSenderManyStreams: adding, waking and closing many streams, and draining
 // them, costs time linear in the work (no quadratic scans).
 func TestSenderManyStreams(t *testing.T) {
 	s := newSender(t, flow.SenderConfig{})

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -131,5 +132,77 @@ func TestSizeNoAllocs(t *testing.T) {
 	s := strings.Repeat("日本 😀 \x1b[0m", 100)
 	if n := testing.AllocsPerRun(100, func() { flow.UTF16Len(s); flow.EscapedLen(s) }); n != 0 {
 		t.Errorf("UTF16Len+EscapedLen allocate %v times, want 0", n)
+	}
+}
+
+// checkEscapedPrefix checks EscapedPrefix(s, budget) against EscapedLen:
+// a whole-character prefix whose body fits, and the longest one.
+func checkEscapedPrefix(t testing.TB, s string, budget int64) {
+	t.Helper()
+	n, size := flow.EscapedPrefix(s, budget)
+	switch {
+	case n < 0 || n > len(s):
+		t.Fatalf("EscapedPrefix(%q, %d) = %d, out of range", s, budget, n)
+	case !charBoundary(s, n):
+		t.Fatalf("EscapedPrefix(%q, %d) = %d splits a UTF-8 sequence", s, budget, n)
+	case size != flow.EscapedLen(s[:n]):
+		t.Fatalf("EscapedPrefix(%q, %d) = %d, %d; EscapedLen of the prefix is %d", s, budget, n, size, flow.EscapedLen(s[:n]))
+	case size > max(budget, 0):
+		t.Fatalf("EscapedPrefix(%q, %d) = %d, %d: over the budget", s, budget, n, size)
+	}
+	// The body of the prefix is the start of the body of s, and one more
+	// character would not fit.
+	if body := string(flow.AppendEscaped(nil, s)); !strings.HasPrefix(body, string(flow.AppendEscaped(nil, s[:n]))) {
+		t.Fatalf("EscapedPrefix(%q, %d) = %d: the prefix escapes to %q, not a prefix of %q", s, budget, n, flow.AppendEscaped(nil, s[:n]), body)
+	}
+	if n < len(s) {
+		_, k := utf8.DecodeRuneInString(s[n:])
+		if next := flow.EscapedLen(s[:n+k]); next <= budget {
+			t.Fatalf("EscapedPrefix(%q, %d) = %d, %d; the next character fits too (%d)", s, budget, n, size, next)
+		}
+	}
+}
+
+// charBoundary reports whether s[:n] ends at a character as the encoder
+// reads s (an invalid byte is a character of its own).
+func charBoundary(s string, n int) bool {
+	i := 0
+	for i < n {
+		_, k := utf8.DecodeRuneInString(s[i:])
+		i += k
+	}
+	return i == n
+}
+
+func TestEscapedPrefix(t *testing.T) {
+	for _, s := range sizeCases {
+		for budget := int64(-2); budget <= flow.EscapedLen(s)+2; budget++ {
+			checkEscapedPrefix(t, s, budget)
+		}
+	}
+	for _, tt := range []struct {
+		s      string
+		budget int64
+		n      int
+		size   int64
+	}{
+		{"hello", 6, 3, 6},
+		{"hello", 7, 3, 6},
+		{"a\nb", 5, 1, 2}, // \n costs 4
+		{"a\nb", 6, 2, 6},
+		{"\x01", 11, 0, 0}, // \u0001 costs 12
+		{"\x01", 12, 1, 12},
+		{"😀x", 3, 0, 0}, // a surrogate pair costs 4, not split
+		{"😀x", 4, 4, 4},
+		{"\xffab", 2, 1, 2}, // U+FFFD
+		{"abc", 1 << 40, 3, 6},
+	} {
+		if n, size := flow.EscapedPrefix(tt.s, tt.budget); n != tt.n || size != tt.size {
+			t.Errorf("EscapedPrefix(%q, %d) = %d, %d; want %d, %d", tt.s, tt.budget, n, size, tt.n, tt.size)
+		}
+	}
+	s := strings.Repeat("日本 😀 \x1b[0m", 100)
+	if n := testing.AllocsPerRun(100, func() { flow.EscapedPrefix(s, 1000) }); n != 0 {
+		t.Errorf("EscapedPrefix allocates %v times, want 0", n)
 	}
 }

@@ -51,9 +51,8 @@ type Message struct {
 // Source splits its data to fit it; a message that cannot be split may be
 // larger, up to the receiver's maximumMessageBytes, and a larger one is
 // refused with ErrMessageTooLarge and never sent. Sizes are UTF-16 bytes
-// (UTF16Len). ok is false when
-// there is nothing to send now; the Source then calls its wake-up hook
-// when that changes.
+// (UTF16Len). ok is false when there is nothing to send now; the Source
+// then calls its wake-up hook when that changes.
 //
 // Pull is called from the connection's owner goroutine only; a Source fed
 // by another goroutine guards its queue itself.

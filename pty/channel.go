@@ -21,8 +21,8 @@ var (
 func (t *Terminal) Kind() string { return "terminal" }
 
 // Describe returns the exit status as the detail once the process has
-// exited ("code 0", "signal SIGHUP"). Programs' window titles are not
-// tracked yet: Title is "".
+// exited ("code 0", "signal SIGHUP"). The window title a program sets is
+// kept by the emulator but not reported yet: Title is "".
 func (t *Terminal) Describe() flow.Description {
 	st, ok := t.Exit()
 	switch {

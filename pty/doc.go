@@ -30,9 +30,8 @@
 // viewer: an item is dropped from the log once the emulator has applied it
 // and it is either behind every live viewer or more than the viewer's
 // allowance (its window plus Config.ViewerBacklog) behind the newest
-// output. A viewer whose
-// cursor falls off the log has lost its queue; on its next pull it gets a
-// snapshot: terminal/reset {rows, cols}, terminal/output that rebuilds the
+// output. A viewer whose cursor falls off the log has lost its queue; on
+// its next pull it gets a snapshot: terminal/reset {rows, cols}, terminal/output that rebuilds the
 // emulator state, channel/ready, then live output from exactly the point
 // of the stream that state reflects. The snapshot is taken under the
 // emulator lock together with the emulator's position, so snapshot plus
@@ -44,8 +43,7 @@
 // snapshotted again at once, and again), and a resnapshot waits until
 // snapInterval (250 ms) after the viewer's previous one started, so a
 // viewer slower than a flood costs at most four snapshots a second. A
-// viewer that keeps up receives
-// every byte in order; memory is bounded by the largest allowance plus
+// viewer that keeps up receives every byte in order; memory is bounded by the largest allowance plus
 // EmulatorBacklog plus one read (64 KiB) per terminal, whatever the number
 // of viewers. Output items are shared: the first viewer to read an item
 // escapes it straight into its message, and later readers copy the
@@ -58,13 +56,15 @@
 // (the flow.Source contract allows it), not copied; an idle viewer hands a
 // buffer over 64 KiB to a pool shared by all viewers.
 //
-// Input is queued (bounded by Config.InputQueue, ErrInputFull beyond) to a
-// writer goroutine that writes it, and the query replies, to the PTY in
-// order and then calls done.
+// Input that the PTY takes at once, with nothing queued before it, is
+// written by Input itself; the rest is queued (bounded by
+// Config.InputQueue, ErrInputFull beyond) to a writer goroutine that
+// writes it, and the query replies, to the PTY in order. Either way done
+// is called once the input is written (or discarded).
 //
 // # Concurrency
 //
-// Terminal methods and Viewer.Close and Viewer.Stats are safe for
+// Terminal methods and Viewer methods other than Pull are safe for
 // concurrent use. Viewer.Pull must be called from one goroutine at a time
 // (the connection's owner). The wake hook passed to Attach is called
 // without any Terminal lock held and must not block. Terminal.mu guards

@@ -419,9 +419,11 @@ func setSize(f *os.File, rows, cols int) error {
 	return nil
 }
 
-// Input queues data to be written to the PTY by the Terminal's writer
-// goroutine, which calls done (if not nil) once it has been written, or
-// discarded because the PTY failed or the Terminal closed. It never blocks.
+// Input writes data to the PTY: at once when nothing is queued before it
+// and the PTY takes it without blocking, else through the Terminal's
+// writer goroutine. done (if not nil) is called once data has been
+// written, or discarded because the PTY failed or the Terminal closed;
+// that may be before Input returns. It never blocks.
 // data must not be modified until done is called. It returns ErrInputFull
 // when the queue would exceed Config.InputQueue bytes.
 func (t *Terminal) Input(data []byte, done func()) error {

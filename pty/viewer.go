@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/ahp-dev/ahpd/flow"
@@ -79,8 +78,8 @@ var _ flow.Source = (*Viewer)(nil)
 // flow.RoleControl makes one that may send input). It may fall behind by
 // its window plus ViewerBacklog before its queue is dropped (PROTOCOL.md
 // §8), since output it may still receive under its window is not a
-// backlog. The shared log then keeps up to the
-// largest such allowance among live viewers.
+// backlog. The shared log then keeps up to the largest such allowance
+// among live viewers.
 func (t *Terminal) AttachWindow(wake func(), window int64) *Viewer {
 	if wake == nil {
 		wake = func() {}
@@ -312,7 +311,7 @@ func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos in
 				continue
 			}
 		}
-		k, n16 := fitPrefix(it.text[off:], budget-used)
+		k, n16 := flow.EscapedPrefix(it.text[off:], budget-used)
 		if k > 0 {
 			b = flow.AppendEscaped(b, it.text[off:off+k])
 			used += n16
@@ -409,7 +408,7 @@ func (v *Viewer) nextSnap(max int64) (flow.Message, bool) {
 		}
 	case 1:
 		budget := max - outEnvelope16
-		k, n16 := fitPrefix(s.text[s.off:], budget)
+		k, n16 := flow.EscapedPrefix(s.text[s.off:], budget)
 		b := append(v.nextBuf(), outPrefix...)
 		b = flow.AppendEscaped(b, s.text[s.off:s.off+k])
 		b = append(b, outSuffix...)
@@ -426,52 +425,4 @@ func (v *Viewer) nextSnap(max int64) (flow.Message, bool) {
 	}
 	v.sent.Add(size)
 	return flow.Message{Text: text, Class: flow.Data, Size: size}, true
-}
-
-// escLen16 is the UTF-16 size of each ASCII byte once JSON-escaped the way
-// flow.AppendJSONString does it.
-var escLen16 [utf8.RuneSelf]int64
-
-func init() {
-	for c := 0; c < utf8.RuneSelf; c++ {
-		switch {
-		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
-			escLen16[c] = 4
-		case c < 0x20:
-			escLen16[c] = 12
-		default:
-			escLen16[c] = 2
-		}
-	}
-}
-
-// fitPrefix returns the longest prefix of s (valid UTF-8), in bytes, whose
-// escaped UTF-16 size is at most budget, and that size. It never splits a
-// UTF-8 sequence.
-func fitPrefix(s string, budget int64) (int, int64) {
-	var n int64
-	i := 0
-	for i < len(s) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			w := escLen16[c]
-			if n+w > budget {
-				break
-			}
-			n += w
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		w := int64(2)
-		if r >= 0x10000 {
-			w = 4
-		}
-		if n+w > budget {
-			break
-		}
-		n += w
-		i += size
-	}
-	return i, n
 }

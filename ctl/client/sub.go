@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"sync"
 
 	"github.com/ahp-dev/ahpd/flow"
@@ -102,15 +101,7 @@ func (s *Sub) onFrame(size int64, f *flow.Frame) {
 	text, end, err := s.recv.Frame(size, f)
 	if err != nil {
 		s.fail(err)
-		reset := []byte(`{"jsonrpc":"2.0","method":"channel/reset","params":{"channel":`)
-		reset = flow.AppendJSONString(reset, s.Channel)
-		reset = append(reset, `,"subscriptionId":`...)
-		reset = flow.AppendJSONString(reset, s.ID)
-		reset = append(reset, `,"code":`...)
-		reset = flow.AppendJSONString(reset, flow.ResetCode(err))
-		reset = append(reset, `,"message":`...)
-		reset = flow.AppendJSONString(reset, err.Error())
-		reset = append(reset, `}}`...)
+		reset := flow.AppendReset(nil, s.Channel, s.ID, flow.ResetCode(err), err.Error())
 		// Not under s.mu (the reader holds it): the Conn's WaitGroup
 		// tracks the goroutine so Close waits for it.
 		s.c.wg.Go(func() { _ = s.c.SendRaw(context.Background(), reset) })
@@ -188,14 +179,7 @@ func (s *Sub) Release(ctx context.Context, m Message) error {
 // SendCredit sends channel/credit with consumedBytes as is (tests use it
 // to misbehave).
 func (s *Sub) SendCredit(ctx context.Context, consumed int64) error {
-	b := []byte(`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":`)
-	b = flow.AppendJSONString(b, s.Channel)
-	b = append(b, `,"subscriptionId":`...)
-	b = flow.AppendJSONString(b, s.ID)
-	b = append(b, `,"consumedBytes":`...)
-	b = strconv.AppendInt(b, consumed, 10)
-	b = append(b, `}}`...)
-	return s.c.SendRaw(ctx, b)
+	return s.c.SendRaw(ctx, flow.AppendCredit(nil, s.Channel, s.ID, consumed))
 }
 
 // Send sends one client→host logical message (a complete JSON-RPC
