@@ -126,10 +126,11 @@ type Subscriber interface {
 	// connection then Closes the subscriber.
 	Ready() (AttachResult, bool, error)
 	// Deliver hands over one complete client→host logical message, a
-	// JSON-RPC notification: its method and params. release is called
-	// exactly once, from any goroutine, when its bytes are consumed
-	// (written to the PTY, the socket) — the connection credits the
-	// client then. A *Reset error ends the subscription with it.
+	// JSON-RPC notification: its method and params. When Deliver returns
+	// nil, release is called exactly once, from any goroutine, when the
+	// bytes are consumed (written to the PTY, the socket) — the
+	// connection credits the client then. An error (a *Reset for its
+	// code) ends the subscription, and release may never be called.
 	Deliver(method string, params json.RawMessage, release func()) error
 	// Request answers a kind request (terminal/resize); its result is
 	// sent as the JSON-RPC result. An *Error carries its code; any other

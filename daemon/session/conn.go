@@ -789,7 +789,7 @@ func (c *conn) resetSub(s *subscription, code, msg string) {
 	}
 	c.stats.resets.Add(1)
 	c.log.Debug("subscription reset", "conn", c.id, "sub", s.id, "channel", s.ch.URI, "code", code)
-	if err := c.sender.Control(encodeReset(s.ch.URI, s.id, code, msg)); err != nil {
+	if err := c.sender.Control(flow.AppendReset(nil, s.ch.URI, s.id, code, boundMessage(msg))); err != nil {
 		c.fatal = closeWith(websocket.StatusPolicyViolation, wire.ReasonTooMany+" unread responses: the client is not reading")
 	}
 	c.endSub(s)

@@ -92,16 +92,3 @@ func encodeResponse(id json.RawMessage, result any, rerr *RPCError) []byte {
 	b = append(b, r...)
 	return append(b, '}')
 }
-
-// encodeReset serializes channel/reset (§7).
-func encodeReset(channel, sub, code, msg string) []byte {
-	b := []byte(`{"jsonrpc":"2.0","method":"channel/reset","params":{"channel":`)
-	b = flow.AppendJSONString(b, channel)
-	b = append(b, `,"subscriptionId":`...)
-	b = flow.AppendJSONString(b, sub)
-	b = append(b, `,"code":`...)
-	b = flow.AppendJSONString(b, code)
-	b = append(b, `,"message":`...)
-	b = flow.AppendJSONString(b, boundMessage(msg))
-	return append(b, `}}`...)
-}
