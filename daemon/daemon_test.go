@@ -300,13 +300,10 @@ func TestInitializeTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.CloseNow()
-	start := time.Now()
+	// End to end over a socket; that it closes on time, at its deadline
+	// and not on a coarse tick, is TestInitializeTimeoutExact's (session,
+	// in fake time).
 	expectClosed(t, ws, websocket.StatusPolicyViolation)
-	// On time: the connection's checks run at its deadlines, not on a
-	// coarse tick (maxCheckInterval is 1 s).
-	if d := time.Since(start); d > 700*time.Millisecond {
-		t.Fatalf("closed %v after the upgrade, want about the 200ms initializeTimeout", d)
-	}
 }
 
 func TestForeignOriginIs403(t *testing.T) {

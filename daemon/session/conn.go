@@ -41,6 +41,23 @@ func stallClose(format string, args ...any) error {
 	return &closeError{code: websocket.StatusPolicyViolation, reason: fmt.Sprintf(format, args...), stalled: true}
 }
 
+// transport is what a connection needs of its WebSocket (a
+// *websocket.Conn; tests use an in-memory one). Read and Write are called
+// by one goroutine each, Ping by a third; Close and CloseNow may come from
+// any goroutine and end pending calls.
+type transport interface {
+	Read(ctx context.Context) (websocket.MessageType, []byte, error)
+	Write(ctx context.Context, typ websocket.MessageType, p []byte) error
+	// Ping sends a ping and waits for its pong.
+	Ping(ctx context.Context) error
+	// Close sends a close frame and waits (bounded) for the peer's.
+	Close(code websocket.StatusCode, reason string) error
+	// CloseNow drops the connection without a close frame.
+	CloseNow() error
+}
+
+var _ transport = (*websocket.Conn)(nil)
+
 // inbound is one WebSocket message from the reader goroutine.
 type inbound struct {
 	data     []byte
@@ -81,7 +98,7 @@ type subscription struct {
 // end when the connection ends, and serve waits for them.
 type conn struct {
 	srv    *Server
-	ws     *websocket.Conn
+	ws     transport
 	log    *slog.Logger
 	id     string
 	remote string
@@ -105,7 +122,6 @@ type conn struct {
 	lastAlive   time.Time
 	check       *time.Timer         // the next checkTimers; see checkBy
 	checkAt     time.Time           // when check fires
-	checks      atomic.Int64        // checkTimers calls (tests)
 	free        [maxFreeBufs][]byte // frame buffers to reuse, largest first (see getBuf)
 	frame       flow.Frame
 
@@ -483,7 +499,6 @@ func (c *conn) tokenEnded(err error) error {
 }
 
 func (c *conn) checkTimers(now time.Time) error {
-	c.checks.Add(1)
 	if err := c.checkToken(); err != nil {
 		return err
 	}

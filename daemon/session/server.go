@@ -256,9 +256,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("too many pending connections (maxPendingConnections %d): try again later", max), http.StatusServiceUnavailable)
 		return
 	}
-	var c *conn
+	initialized := false
 	defer func() {
-		if c == nil || !c.initialized {
+		if !initialized {
 			s.pending.Add(-1)
 		}
 	}()
@@ -275,12 +275,19 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept wrote the HTTP error
 	}
-	limits := s.host.Limits()
-	ws.SetReadLimit(limits.MaxInboundMessageBytes)
+	ws.SetReadLimit(s.host.Limits().MaxInboundMessageBytes)
 	if ws.Subprotocol() != Subprotocol {
 		_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
 		return
 	}
+	initialized = s.serveConn(ws, r.RemoteAddr, socketOf(r), BearerToken(r))
+}
+
+// serveConn serves one upgraded connection over t until it ends, and
+// reports whether it had initialized (the pending count is the caller's).
+// sock, the socket's byte counts, may be nil.
+func (s *Server) serveConn(t transport, remote string, sock *countingConn, bearer string) (initialized bool) {
+	limits := s.host.Limits()
 	// The connection's memory is its control lane, the messages its
 	// subscriptions have started (each a text its viewer holds: a piece
 	// of a snapshot or of the output log), the transport's two frames and
@@ -296,8 +303,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
 			s.log.Warn("connection refused: the daemon's memory budget is spent", "maxTotalBufferedBytes", s.budget.Max(), "suppressed", n)
 		}
-		_ = ws.Close(websocket.StatusPolicyViolation, wire.ReasonMemoryBudget+" (maxTotalBufferedBytes); try again later")
-		return
+		_ = t.Close(websocket.StatusPolicyViolation, wire.ReasonMemoryBudget+" (maxTotalBufferedBytes); try again later")
+		return false
 	}
 	control := min(4<<20, limits.MaxBufferedBytes/4)
 	sender, err := flow.NewSender(flow.SenderConfig{
@@ -307,26 +314,26 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		SharedFloor:  sharedFloor,
 	})
 	if err != nil {
-		_ = ws.Close(websocket.StatusInternalError, "internal error")
-		return
+		_ = t.Close(websocket.StatusInternalError, "internal error")
+		return false
 	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		_ = ws.Close(websocket.StatusGoingAway, "host shutting down")
-		return
+		_ = t.Close(websocket.StatusGoingAway, "host shutting down")
+		return false
 	}
 	s.nextConn++
 	id := "c" + strconv.Itoa(s.nextConn)
 	now := time.Now()
-	c = &conn{
+	c := &conn{
 		srv:         s,
-		ws:          ws,
+		ws:          t,
 		log:         s.log,
 		id:          id,
-		remote:      r.RemoteAddr,
-		wire:        socketOf(r),
-		bearer:      BearerToken(r),
+		remote:      remote,
+		wire:        sock,
+		bearer:      bearer,
 		opened:      now,
 		limits:      limits,
 		sender:      sender,
@@ -347,7 +354,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	s.mu.Unlock()
-	s.log.Info("connection opened", "conn", id, "remote", r.RemoteAddr)
+	s.log.Info("connection opened", "conn", id, "remote", remote)
 	defer func() {
 		if c.initialized {
 			s.events.Publish(events.Event{Kind: "viewer.left", Viewer: id})
@@ -359,6 +366,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.connWG.Done()
 	}()
 	c.serve(s.connCtx)
+	return c.initialized
 }
 
 // BearerToken returns the token of an `Authorization: Bearer` header, or
