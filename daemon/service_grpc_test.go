@@ -659,7 +659,7 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Fatalf("GET /metrics (token %.8q) = %d, want %d", tc.token, code, tc.want)
 		}
 		if code == 200 {
-			for _, want := range []string{"ahpd_connections 1", `ahpd_channels{state="running",type="terminal"} 1`, `ahpd_channel_viewers{channel="ahp-terminal:/t1",type="terminal"} 1`, `ahpd_terminal_paced_seconds_total{channel="ahp-terminal:/t1"} 0`, "ahpd_connection_bytes_out_total{viewer=", "go_goroutines"} {
+			for _, want := range []string{"ahpd_connections 1", `ahpd_channels{state="running",type="terminal"} 1`, `ahpd_channel_viewers{channel="ahp-terminal:/t1",type="terminal"} 1`, `ahpd_terminal_paced_seconds_total{channel="ahp-terminal:/t1"} 0`, `ahpd_terminal_emulator_wakeups_total{channel="ahp-terminal:/t1",when="now"} 0`, "ahpd_connection_bytes_out_total{viewer=", "go_goroutines"} {
 				if !strings.Contains(body, want) {
 					t.Fatalf("metrics lack %q:\n%s", want, body)
 				}

@@ -85,6 +85,12 @@ type Stats struct {
 	// Paced is the time the reader paused so that another terminal's
 	// typing went first (see Pacer).
 	Paced time.Duration
+	// The emulator's wake-ups by the reader: at once, for output that
+	// paused with little to apply (an echo), and batched, by the lazy
+	// timer (a flood, a fast loop of small writes). Each costs the daemon
+	// a wake-up; an echoed keystroke should cost one at once and none
+	// batched.
+	EmulatorWakesNow, EmulatorWakesBatched int64
 }
 
 // Terminal is one process on a PTY, served to many viewers. See doc.go.
@@ -109,9 +115,9 @@ type Terminal struct {
 	emuWake   chan struct{}    // reader → emulator: new items (cap 1)
 	emuTimer  *afterfunc.Timer // reader → emulator: a lazy wake-up (see emuLazy)
 	emuArmed  atomic.Bool      // emuTimer is pending
-	emuLazies atomic.Int64     // times emuTimer was armed
+	emuLazies atomic.Int64     // times emuTimer was armed (Stats.EmulatorWakesBatched)
 	emuWoken  atomic.Int64     // monoNow of the latest catchUp or emuTimer wake-up
-	emuSoons  atomic.Int64     // times catchUp woke the emulator at once
+	emuSoons  atomic.Int64     // times catchUp woke the emulator at once (Stats.EmulatorWakesNow)
 	emuProg   chan struct{}    // emulator → reader: progress (cap 1)
 	inWake    chan struct{}    // Input/emulator → writer: queued data (cap 1)
 	resizeMu  sync.Mutex       // orders ioctl and resize items
@@ -359,6 +365,9 @@ func (t *Terminal) Stats() Stats {
 		Replies:     t.replies,
 		RepliesLost: t.lostReply,
 		Paced:       time.Duration(t.paced.Load()),
+
+		EmulatorWakesNow:     t.emuSoons.Load(),
+		EmulatorWakesBatched: t.emuLazies.Load(),
 	}
 	if t.exited {
 		s.State = StateExited

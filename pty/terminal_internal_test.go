@@ -225,7 +225,7 @@ func TestEchoWakesEmulatorAtOnce(t *testing.T) {
 	const keys = 20
 	pullUntil(t, v, wake, "ready", "the ready mark") // stty has run: no echo from the tty
 	time.Sleep(3 * emuLazy)                          // a typist: the first key comes a while after the prompt
-	lazies := term.emuLazies.Load()
+	lazies := term.Stats().EmulatorWakesBatched
 	for i := range keys {
 		if err := term.Input([]byte{'a' + byte(i)}, nil); err != nil {
 			t.Fatal(err)
@@ -233,7 +233,7 @@ func TestEchoWakesEmulatorAtOnce(t *testing.T) {
 		pullUntil(t, v, wake, string(rune('a'+i)), fmt.Sprintf("the echo of keystroke %d", i))
 		time.Sleep(3 * emuLazy)
 	}
-	if n := term.emuLazies.Load() - lazies; n != 0 {
+	if n := term.Stats().EmulatorWakesBatched - lazies; n != 0 {
 		t.Fatalf("the emulator's lazy timer was armed %d times for %d echoed keystrokes, want never", n, keys)
 	}
 	term.emuMu.Lock()
@@ -256,7 +256,7 @@ func TestSmallWritesBatched(t *testing.T) {
 		Command:       []string{"/bin/sh", "-c", "stty raw -echo; read x; i=0; while [ $i -lt 20000 ]; do echo line $i; i=$((i+1)); done; printf END; exec sleep 30"},
 		ViewerBacklog: 64 << 20,
 	})
-	soons := term.emuSoons.Load()
+	soons := term.Stats().EmulatorWakesNow
 	start := time.Now()
 	if err := term.Input([]byte("\n"), nil); err != nil {
 		t.Fatal(err)
@@ -267,7 +267,7 @@ func TestSmallWritesBatched(t *testing.T) {
 		return len(term.items) > 0 && strings.HasSuffix(term.items[len(term.items)-1].text, "END")
 	})
 	elapsed := time.Since(start)
-	n := term.emuSoons.Load() - soons
+	n := term.Stats().EmulatorWakesNow - soons
 	if limit := int64(elapsed/emuLazy) + 1; n > limit {
 		t.Fatalf("the reader woke the emulator at once %d times in %v of small writes, want at most %d", n, elapsed, limit)
 	}

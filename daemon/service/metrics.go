@@ -75,6 +75,7 @@ var (
 	descChanConsumed  = prometheus.NewDesc("ahpd_channel_consumed_bytes", "UTF-16 bytes credited on the channel's live subscriptions.", chanLabels, nil)
 	descChanDropped   = prometheus.NewDesc("ahpd_channel_dropped_bytes", "Output bytes dropped by the loss policy for the channel's live subscriptions.", chanLabels, nil)
 	descChanSnapshots = prometheus.NewDesc("ahpd_channel_snapshots", "Snapshots sent on the channel's live subscriptions.", chanLabels, nil)
+	descTermEmuWakes  = prometheus.NewDesc("ahpd_terminal_emulator_wakeups_total", "Wake-ups of the terminal's emulator by its reader: now (output that paused: an echo) or batched (the lazy timer: a flood).", []string{"channel", "when"}, nil)
 	descTermPaced     = prometheus.NewDesc("ahpd_terminal_paced_seconds_total", "Time the terminal's output was paced so that typing into another terminal went first (--no-typing-first turns pacing off).", []string{"channel"}, nil)
 	descChanStalled   = prometheus.NewDesc("ahpd_channel_stalled_subscriptions", "Live subscriptions of the channel whose window is shut.", chanLabels, nil)
 )
@@ -92,7 +93,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descInfo, descConnections, descChannels, descTokens,
 		descFramesIn, descBytesIn, descMessagesOut, descBytesOut, descWireOut, descResets, descDropped, descSubs,
 		descChanViewers, descChanSent, descChanConsumed, descChanDropped, descChanSnapshots, descChanStalled,
-		descTermPaced,
+		descTermPaced, descTermEmuWakes,
 	} {
 		ch <- d
 	}
@@ -115,11 +116,13 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range m.s.registry.List() {
 		states[[2]string{c.Type, c.State()}]++
 		if c.Type == "terminal" {
-			var paced time.Duration
+			var ts pty.Stats
 			if t, ok := c.Impl().(*pty.Terminal); ok {
-				paced = t.Stats().Paced
+				ts = t.Stats()
 			}
-			ch <- prometheus.MustNewConstMetric(descTermPaced, prometheus.CounterValue, paced.Seconds(), c.URI)
+			ch <- prometheus.MustNewConstMetric(descTermPaced, prometheus.CounterValue, ts.Paced.Seconds(), c.URI)
+			counter(descTermEmuWakes, ts.EmulatorWakesNow, c.URI, "now")
+			counter(descTermEmuWakes, ts.EmulatorWakesBatched, c.URI, "batched")
 		}
 	}
 	for k, n := range states {
