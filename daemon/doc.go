@@ -15,7 +15,8 @@
 //
 // The other packages it uses: auth (tokens, tickets, the state
 // directory), config (Config, Limits, the config file), registry (the
-// channel registry), events (the event bus), control (the control
+// channel registry), events (the event bus), metrics (/metrics, over
+// the service), control (the control
 // socket's transport), systemd (sd_notify, activation, the journal). The
 // command line and signals are cmd/ahpd's.
 //

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/daemon/metrics"
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
@@ -92,7 +93,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	s.sess = session.New(session.Options{
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, Registry: s.Registry(), Events: s.Events(),
 		Budget: flow.NewBudget(cfg.MaxTotalBufferedBytes), Host: s.Service,
-		Metrics:   s.MetricsHandler(service.MetricsOptions{Public: cfg.MetricsPublic}),
+		Metrics:   metrics.Handler(s.Service, metrics.Options{Version: Version, Public: cfg.MetricsPublic}),
 		ConnEnded: s.memory.soon,
 	})
 	s.SetViewers(s.sess)

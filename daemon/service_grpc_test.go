@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/daemon/metrics"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/session"
@@ -626,9 +627,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	scoped, _, _ := h.srv.CreateToken(service.TokenRequest{Channels: []string{ch.URI}})
 	all, _, _ := h.srv.CreateToken(service.TokenRequest{})
-	guarded := httptest.NewServer(h.srv.MetricsHandler(service.MetricsOptions{}))
+	guarded := httptest.NewServer(metrics.Handler(h.srv.Service, metrics.Options{}))
 	defer guarded.Close()
-	public := httptest.NewServer(h.srv.MetricsHandler(service.MetricsOptions{Public: true}))
+	public := httptest.NewServer(metrics.Handler(h.srv.Service, metrics.Options{Public: true}))
 	defer public.Close()
 	get := func(url, token string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)

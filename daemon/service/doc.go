@@ -2,7 +2,7 @@
 // control plane (PROTOCOL.md §10): channels (terminals, and the kinds of
 // Options.Creators) with their lifecycle, the limits in force and
 // per-channel overrides, tokens and browser links, viewers (through the
-// session, as Viewers), statistics, /metrics and events. grpc.go is the
+// session, as Viewers), statistics and events. grpc.go is the
 // gRPC adapter over it (proto/ahp/v1), with one mapping of errors to gRPC
 // codes (grpcError); the socket it is served on is package control's.
 //

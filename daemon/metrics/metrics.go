@@ -1,4 +1,9 @@
-package service
+// Package metrics is ahpd's Prometheus endpoint (/metrics): the counters
+// of the service's Stats per connection and per channel, gauges of
+// channels, connections and tokens, per-terminal figures, and the Go
+// runtime and process collectors. A scrape reads everything afresh; the
+// handler is safe for concurrent use and bounds scrapes in flight.
+package metrics
 
 import (
 	"context"
@@ -9,12 +14,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/pty"
 )
 
-// MetricsOptions configure MetricsHandler.
-type MetricsOptions struct {
+// Source is what the metrics read: the daemon's service.
+type Source interface {
+	Stats(ctx context.Context) service.Stats
+	ConnectionCount() int
+	Registry() *registry.Registry
+	Tokens() *auth.Tokens
+}
+
+// Options configure Handler.
+type Options struct {
+	// Version is ahpd_info's version label.
+	Version string
 	// Public serves /metrics without a token. Default false: a request
 	// needs `Authorization: Bearer TOKEN` with the admin token or a minted
 	// token that reaches every channel (its channel list is empty).
@@ -23,11 +41,11 @@ type MetricsOptions struct {
 	ScrapeTimeout time.Duration
 }
 
-// MetricsHandler returns the Prometheus endpoint: the counters of GetStats
+// Handler returns the Prometheus endpoint: the counters of GetStats
 // (per connection and per channel, and their totals), gauges of channels,
 // connections and tokens, and the Go runtime and process collectors. Mount
-// it on the HTTP listener, e.g. mux.Handle("GET /metrics", s.MetricsHandler(MetricsOptions{})).
-func (s *Service) MetricsHandler(opts MetricsOptions) http.Handler {
+// it on the HTTP listener, e.g. mux.Handle("GET /metrics", metrics.Handler(svc, metrics.Options{})).
+func Handler(s Source, opts Options) http.Handler {
 	if opts.ScrapeTimeout == 0 {
 		opts.ScrapeTimeout = 5 * time.Second
 	}
@@ -35,14 +53,14 @@ func (s *Service) MetricsHandler(opts MetricsOptions) http.Handler {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&metricsCollector{s: s, timeout: opts.ScrapeTimeout},
+		&metricsCollector{s: s, version: opts.Version, timeout: opts.ScrapeTimeout},
 	)
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil, MaxRequestsInFlight: 4, Timeout: opts.ScrapeTimeout + time.Second})
 	if opts.Public {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g, err := s.tokens.Authenticate(session.BearerToken(r))
+		g, err := s.Tokens().Authenticate(session.BearerToken(r))
 		if err != nil || !g.Admin && len(g.Channels) > 0 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ahpd metrics"`)
 			http.Error(w, "metrics need Authorization: Bearer with the admin token or a token for all channels", http.StatusUnauthorized)
@@ -84,7 +102,8 @@ var (
 // counters (they only grow while the connection lives and vanish with it);
 // per-channel sums are gauges, since they drop when a viewer leaves.
 type metricsCollector struct {
-	s       *Service
+	s       Source
+	version string
 	timeout time.Duration
 }
 
@@ -109,11 +128,11 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	gauge(descInfo, 1, m.s.version)
+	gauge(descInfo, 1, m.version)
 	gauge(descConnections, int64(m.s.ConnectionCount()))
-	gauge(descTokens, int64(len(m.s.tokens.List())))
+	gauge(descTokens, int64(len(m.s.Tokens().List())))
 	states := map[[2]string]int64{}
-	for _, c := range m.s.registry.List() {
+	for _, c := range m.s.Registry().List() {
 		states[[2]string{c.Type, c.State()}]++
 		if c.Type == "terminal" {
 			var ts pty.Stats
