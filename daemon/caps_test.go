@@ -15,7 +15,7 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/service"
-	"github.com/ahp-dev/ahpd/daemon/session"
+	"github.com/ahp-dev/ahpd/flow"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -134,7 +134,7 @@ func TestFailedAuthLogIsRateLimited(t *testing.T) {
 	const tries = 30
 	for range tries {
 		_, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: "ahp_wrong"})
-		if rpcCode(err) != session.CodeUnauthorized {
+		if rpcCode(err) != flow.ErrCodeUnauthorized {
 			t.Fatalf("wrong token: %v, want -32001", err)
 		}
 	}

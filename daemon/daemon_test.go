@@ -23,7 +23,6 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/service"
-	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -252,8 +251,8 @@ func TestHandshakeSubscribeAndOutput(t *testing.T) {
 func TestWrongTokenClosesWith1008(t *testing.T) {
 	h := start(t, false, nil)
 	_, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: "ahp_wrong"})
-	if rpcCode(err) != session.CodeUnauthorized {
-		t.Fatalf("dial with a wrong token: err = %v, want code %d", err, session.CodeUnauthorized)
+	if rpcCode(err) != flow.ErrCodeUnauthorized {
+		t.Fatalf("dial with a wrong token: err = %v, want code %d", err, flow.ErrCodeUnauthorized)
 	}
 	ws, _, err := h.raw(nil)
 	if err != nil {
@@ -382,15 +381,15 @@ func TestSubscribeErrors(t *testing.T) {
 	ch, _ := h.term("t1")
 	c := h.dial(adminToken)
 	ctx := ctxT(t)
-	if _, err := c.Subscribe(ctx, "ahp-terminal:/nope", nil); rpcCode(err) != session.CodeChannelNotFound {
+	if _, err := c.Subscribe(ctx, "ahp-terminal:/nope", nil); rpcCode(err) != flow.ErrCodeChannelNotFound {
 		t.Errorf("unknown channel: %v, want -32002", err)
 	}
 	_, err := c.Subscribe(ctx, ch.URI, &flow.ReceiveLimits{WindowBytes: 4096, MaximumFrameBytes: 512, MaximumMessageBytes: 4096})
-	if rpcCode(err) != session.CodeInvalidParams || !strings.Contains(err.Error(), "maximumFrameBytes") {
+	if rpcCode(err) != flow.ErrCodeInvalidParams || !strings.Contains(err.Error(), "maximumFrameBytes") {
 		t.Errorf("frame limit 512: %v, want -32602 naming maximumFrameBytes", err)
 	}
 	_, err = c.Subscribe(ctx, ch.URI, &flow.ReceiveLimits{WindowBytes: 1024, MaximumFrameBytes: 2048, MaximumMessageBytes: 4096})
-	if rpcCode(err) != session.CodeInvalidParams || !strings.Contains(err.Error(), "windowBytes") {
+	if rpcCode(err) != flow.ErrCodeInvalidParams || !strings.Contains(err.Error(), "windowBytes") {
 		t.Errorf("window < frame: %v, want -32602 naming windowBytes", err)
 	}
 	// The host lowers, never raises.
@@ -405,11 +404,11 @@ func TestSubscribeErrors(t *testing.T) {
 	if _, err := c.Subscribe(ctx, ch.URI, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Subscribe(ctx, ch.URI, nil); rpcCode(err) != session.CodeLimitExceeded {
+	if _, err := c.Subscribe(ctx, ch.URI, nil); rpcCode(err) != flow.ErrCodeLimitExceeded {
 		t.Errorf("third subscription: %v, want -32004", err)
 	}
 	err = c.Call(ctx, "unsubscribe", map[string]string{"subscriptionId": "s999"}, nil)
-	if rpcCode(err) != session.CodeUnknownSubscriber {
+	if rpcCode(err) != flow.ErrCodeUnknownSubscriber {
 		t.Errorf("unsubscribe unknown: %v, want -32005", err)
 	}
 	if err := s1.Unsubscribe(ctx); err != nil {
@@ -417,7 +416,7 @@ func TestSubscribeErrors(t *testing.T) {
 	}
 	// An ended subscription id is never reused and stays unknown.
 	err = c.Call(ctx, "unsubscribe", map[string]string{"subscriptionId": s1.ID}, nil)
-	if rpcCode(err) != session.CodeUnknownSubscriber {
+	if rpcCode(err) != flow.ErrCodeUnknownSubscriber {
 		t.Errorf("unsubscribe twice: %v, want -32005", err)
 	}
 }
@@ -438,7 +437,7 @@ func TestScopedTokens(t *testing.T) {
 	if len(list.Channels) != 1 || list.Channels[0].Channel != a.URI {
 		t.Fatalf("view token sees %+v, want only %s", list.Channels, a.URI)
 	}
-	if _, err := c.Subscribe(ctx, b.URI, nil); rpcCode(err) != session.CodeForbidden {
+	if _, err := c.Subscribe(ctx, b.URI, nil); rpcCode(err) != flow.ErrCodeForbidden {
 		t.Fatalf("subscribe outside scope: %v, want -32003", err)
 	}
 	sub, err := c.Subscribe(ctx, a.URI, nil)
@@ -446,7 +445,7 @@ func TestScopedTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = c.Call(ctx, "terminal/resize", map[string]any{"subscriptionId": sub.ID, "rows": 10, "cols": 10}, nil)
-	if rpcCode(err) != session.CodeForbidden {
+	if rpcCode(err) != flow.ErrCodeForbidden {
 		t.Fatalf("view resize: %v, want -32003", err)
 	}
 	input := string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "rm -rf /\r"}))
@@ -473,7 +472,7 @@ func TestScopedTokens(t *testing.T) {
 	if res.ReconnectToken == "" {
 		t.Fatal("no reconnect token for a ticket")
 	}
-	if _, _, err := client.Dial(ctx, h.url, client.Options{Token: ticket}); rpcCode(err) != session.CodeUnauthorized {
+	if _, _, err := client.Dial(ctx, h.url, client.Options{Token: ticket}); rpcCode(err) != flow.ErrCodeUnauthorized {
 		t.Fatalf("ticket reuse: %v, want -32001", err)
 	}
 	c3, _, err := client.Dial(ctx, h.url, client.Options{Token: res.ReconnectToken})
@@ -706,7 +705,7 @@ func TestRevokingTicketRevokesReconnectToken(t *testing.T) {
 	if !h.srv.Tokens().Revoke(id) {
 		t.Fatal("Revoke(ticket) = false")
 	}
-	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: res.ReconnectToken}); rpcCode(err) != session.CodeUnauthorized {
+	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: res.ReconnectToken}); rpcCode(err) != flow.ErrCodeUnauthorized {
 		t.Fatalf("reconnect token after revoking its ticket: %v, want -32001", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
-	"github.com/ahp-dev/ahpd/daemon/session"
+	"github.com/ahp-dev/ahpd/flow"
 )
 
 // rawInit opens a raw WebSocket and initializes it with token.
@@ -87,7 +87,7 @@ func TestLongIDsAndBoundedErrorMessages(t *testing.T) {
 		{"subscribe", `{"jsonrpc":"2.0","id":2,"method":"subscribe","params":{"channel":"` + long + `"}}`},
 	} {
 		r := call(t, ws, c.msg)
-		if r.Error == nil || r.Error.Code != session.CodeInvalidRequest {
+		if r.Error == nil || r.Error.Code != flow.ErrCodeInvalidRequest {
 			t.Errorf("%s with a 2,000-byte id: %+v, want -32600", c.name, r.Error)
 		} else if len(r.Error.Message) > bound {
 			t.Errorf("%s: message of %d bytes", c.name, len(r.Error.Message))
@@ -98,11 +98,11 @@ func TestLongIDsAndBoundedErrorMessages(t *testing.T) {
 		name, msg string
 		code      int
 	}{
-		{"unknown method", `{"jsonrpc":"2.0","id":3,"method":"` + long + `"}`, session.CodeMethodNotFound},
-		{"unknown subscription", `{"jsonrpc":"2.0","id":3,"method":"unsubscribe","params":{"subscriptionId":"` + long[:900] + `"}}`, session.CodeUnknownSubscriber},
-		{"unknown channel", `{"jsonrpc":"2.0","id":3,"method":"subscribe","params":{"channel":"ahp-terminal:/` + long[:900] + `"}}`, session.CodeChannelNotFound},
-		{"huge number", `{"jsonrpc":"2.0","id":3,"method":"terminal/resize","params":{"subscriptionId":"s1","rows":` + strings.Repeat("9", 5000) + `,"cols":1}}`, session.CodeInvalidParams},
-		{"wrong type", `{"jsonrpc":"2.0","id":3,"method":"subscribe","params":{"channel":` + strings.Repeat("1", 5000) + `}}`, session.CodeInvalidParams},
+		{"unknown method", `{"jsonrpc":"2.0","id":3,"method":"` + long + `"}`, flow.ErrCodeMethodNotFound},
+		{"unknown subscription", `{"jsonrpc":"2.0","id":3,"method":"unsubscribe","params":{"subscriptionId":"` + long[:900] + `"}}`, flow.ErrCodeUnknownSubscriber},
+		{"unknown channel", `{"jsonrpc":"2.0","id":3,"method":"subscribe","params":{"channel":"ahp-terminal:/` + long[:900] + `"}}`, flow.ErrCodeChannelNotFound},
+		{"huge number", `{"jsonrpc":"2.0","id":3,"method":"terminal/resize","params":{"subscriptionId":"s1","rows":` + strings.Repeat("9", 5000) + `,"cols":1}}`, flow.ErrCodeInvalidParams},
+		{"wrong type", `{"jsonrpc":"2.0","id":3,"method":"subscribe","params":{"channel":` + strings.Repeat("1", 5000) + `}}`, flow.ErrCodeInvalidParams},
 	} {
 		r := call(t, ws, c.msg)
 		if r.Error == nil || r.Error.Code != c.code {
@@ -131,14 +131,14 @@ func TestOutOfScopeChannelHidesExistence(t *testing.T) {
 	if exists.Error == nil || missing.Error == nil || *exists.Error != *missing.Error {
 		t.Fatalf("existing channel out of scope: %+v; missing one: %+v; want the same error", exists.Error, missing.Error)
 	}
-	if exists.Error.Code != session.CodeForbidden {
+	if exists.Error.Code != flow.ErrCodeForbidden {
 		t.Fatalf("out of scope: %+v, want -32003", exists.Error)
 	}
 	// In scope, a missing channel is still "not found".
 	if err := h.srv.CloseChannel(a.URI); err != nil {
 		t.Fatal(err)
 	}
-	if r := call(t, ws, `{"jsonrpc":"2.0","id":2,"method":"subscribe","params":{"channel":`+jsonString(a.URI)+`}}`); r.Error == nil || r.Error.Code != session.CodeChannelNotFound {
+	if r := call(t, ws, `{"jsonrpc":"2.0","id":2,"method":"subscribe","params":{"channel":`+jsonString(a.URI)+`}}`); r.Error == nil || r.Error.Code != flow.ErrCodeChannelNotFound {
 		t.Fatalf("closed channel in scope: %+v, want -32002", r.Error)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/service"
-	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -286,7 +285,7 @@ func TestResizeReachesPTYAndViewers(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = c.Call(ctxT(t), "terminal/resize", map[string]any{"subscriptionId": a.sub.ID, "rows": 0, "cols": 100}, nil)
-	if rpcCode(err) != session.CodeInvalidParams {
+	if rpcCode(err) != flow.ErrCodeInvalidParams {
 		t.Fatalf("resize to 0 rows: %v, want -32602", err)
 	}
 	for _, v := range []*viewer{a, b} {

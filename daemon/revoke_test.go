@@ -12,7 +12,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/service"
-	"github.com/ahp-dev/ahpd/daemon/session"
+	"github.com/ahp-dev/ahpd/flow"
 )
 
 // closedWith waits (at most within) for c to close and checks 1008 and the
@@ -165,7 +165,7 @@ func TestRevokeExpiredTicketClosesReconnects(t *testing.T) {
 	}
 	closedWith(t, c1, time.Second, "token revoked")
 	closedWith(t, c2, time.Second, "token revoked")
-	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect}); rpcCode(err) != session.CodeUnauthorized {
+	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect}); rpcCode(err) != flow.ErrCodeUnauthorized {
 		t.Fatalf("reconnect token after revoking its ticket: %v, want -32001", err)
 	}
 }
@@ -195,7 +195,7 @@ func TestReconnectTokenIdleExpiry(t *testing.T) {
 		t.Fatalf("reconnect token lived %v idle, want the ticket's 1 s TTL", idle)
 	}
 	_, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect})
-	if rpcCode(err) != session.CodeUnauthorized {
+	if rpcCode(err) != flow.ErrCodeUnauthorized {
 		t.Fatalf("dial with the expired reconnect token: %v, want -32001", err)
 	}
 	if idle := time.Since(closed); idle > 2*time.Second {
@@ -218,7 +218,7 @@ func TestKickRevokesReconnectToken(t *testing.T) {
 	}
 	closedWith(t, c, time.Second, "shift over")
 	closedWith(t, c2, time.Second, "token revoked")
-	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect}); rpcCode(err) != session.CodeUnauthorized {
+	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect}); rpcCode(err) != flow.ErrCodeUnauthorized {
 		t.Fatalf("reconnect token after kick: %v, want -32001", err)
 	}
 }

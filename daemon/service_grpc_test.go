@@ -29,7 +29,6 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/metrics"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/service"
-	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -288,7 +287,7 @@ func TestControlTokens(t *testing.T) {
 	if res.ReconnectToken == "" {
 		t.Fatal("a ticket's initialize result has no reconnectToken")
 	}
-	if _, _, err := client.Dial(ctx, h.url, client.Options{Token: ticket.Secret}); rpcCode(err) != session.CodeUnauthorized {
+	if _, _, err := client.Dial(ctx, h.url, client.Options{Token: ticket.Secret}); rpcCode(err) != flow.ErrCodeUnauthorized {
 		t.Fatalf("second use of a ticket: err = %v, want unauthorized", err)
 	}
 
@@ -306,7 +305,7 @@ func TestControlTokens(t *testing.T) {
 	if _, err := c.tokens.RevokeToken(ctx, &ahpv1.RevokeTokenRequest{Id: view.Token.Id}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := client.Dial(ctx, h.url, client.Options{Token: view.Secret}); rpcCode(err) != session.CodeUnauthorized {
+	if _, _, err := client.Dial(ctx, h.url, client.Options{Token: view.Secret}); rpcCode(err) != flow.ErrCodeUnauthorized {
 		t.Fatalf("revoked token: err = %v, want unauthorized", err)
 	}
 	_, err = c.tokens.RevokeToken(ctx, &ahpv1.RevokeTokenRequest{Id: view.Token.Id})
@@ -437,8 +436,8 @@ func TestControlLimitChangeAppliesToNewSubscriptions(t *testing.T) {
 	if want := (flow.ReceiveLimits{WindowBytes: 96 << 10, MaximumFrameBytes: 4096, MaximumMessageBytes: 96 << 10}); sub.Flow.ClientReceive != want {
 		t.Fatalf("clientReceive = %+v, want the new defaults %+v", sub.Flow.ClientReceive, want)
 	}
-	if _, err := conn.Subscribe(ctx, ch.URI, nil); rpcCode(err) != session.CodeLimitExceeded {
-		t.Fatalf("second subscription with maxSubscriptions=1: err = %v, want %d", err, session.CodeLimitExceeded)
+	if _, err := conn.Subscribe(ctx, ch.URI, nil); rpcCode(err) != flow.ErrCodeLimitExceeded {
+		t.Fatalf("second subscription with maxSubscriptions=1: err = %v, want %d", err, flow.ErrCodeLimitExceeded)
 	}
 }
 

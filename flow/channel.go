@@ -172,15 +172,22 @@ type Reset struct {
 
 func (r *Reset) Error() string { return r.Code + ": " + r.Message }
 
-// JSON-RPC error codes of PROTOCOL.md §7 that channels return.
+// JSON-RPC error codes of PROTOCOL.md §7: those a channel returns (in an
+// *Error) and those the connection answers with.
 const (
-	ErrCodeMethodNotFound  = -32601
-	ErrCodeInvalidParams   = -32602
-	ErrCodeChannelNotFound = -32002
-	ErrCodeForbidden       = -32003
-	ErrCodeResumeFailed    = -32006
-	ErrCodeChannelBusy     = -32007
-	ErrCodeConnectFailed   = -32008
+	ErrCodeParse             = -32700
+	ErrCodeInvalidRequest    = -32600
+	ErrCodeMethodNotFound    = -32601
+	ErrCodeInvalidParams     = -32602
+	ErrCodeInternal          = -32603
+	ErrCodeUnauthorized      = -32001
+	ErrCodeChannelNotFound   = -32002
+	ErrCodeForbidden         = -32003
+	ErrCodeLimitExceeded     = -32004
+	ErrCodeUnknownSubscriber = -32005
+	ErrCodeResumeFailed      = -32006
+	ErrCodeChannelBusy       = -32007
+	ErrCodeConnectFailed     = -32008
 )
 
 // Error is a JSON-RPC error a channel answers a subscribe or a request

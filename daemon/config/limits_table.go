@@ -126,3 +126,17 @@ func (l *Limits) SetLimitValue(name string, v int64) bool {
 	}
 	return true
 }
+
+// ChangedLimits returns the names of the limits whose values differ
+// between a and b, in LimitFields order.
+func ChangedLimits(a, b Limits) []string {
+	var changed []string
+	for _, f := range LimitFields() {
+		x, _ := a.LimitValue(f.Name)
+		y, _ := b.LimitValue(f.Name)
+		if x != y {
+			changed = append(changed, f.Name)
+		}
+	}
+	return changed
+}

@@ -111,14 +111,7 @@ func (s *Service) UpdateChannelLimits(channel string, fields []string, from conf
 		s.chLimits[channel] = next
 	}
 	s.mu.Unlock()
-	var changed []string
-	for _, f := range config.LimitFields() {
-		a, _ := before.LimitValue(f.Name)
-		b, _ := eff.LimitValue(f.Name)
-		if a != b {
-			changed = append(changed, f.Name)
-		}
-	}
+	changed := config.ChangedLimits(before, eff)
 	s.events.Publish(events.Event{Kind: "limits.changed", Channel: channel, Detail: strings.Join(changed, ",")})
 	return eff, changed, nil
 }

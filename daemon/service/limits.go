@@ -49,15 +49,7 @@ func (s *Service) UpdateLimits(fields []string, from config.Limits) (config.Limi
 		return cur, nil, limitArgError(err)
 	}
 	now := s.Limits()
-	var changed []string
-	for _, f := range config.LimitFields() {
-		a, _ := cur.LimitValue(f.Name)
-		b, _ := now.LimitValue(f.Name)
-		if a != b {
-			changed = append(changed, f.Name)
-		}
-	}
-	return now, changed, nil
+	return now, config.ChangedLimits(cur, now), nil
 }
 
 // limitArgError turns an error of Limits.Validate ("limits: FIELD: reason")

@@ -668,7 +668,7 @@ func (c *conn) handle(b []byte) error {
 	}
 	trim := strings.TrimLeft(unsafe.String(unsafe.SliceData(b), len(b)), " \t\r\n")
 	if strings.HasPrefix(trim, "[") {
-		return c.queue(encodeResponse(nil, nil, rpcErr(CodeInvalidRequest, "batches are not supported")))
+		return c.queue(encodeResponse(nil, nil, rpcErr(flow.ErrCodeInvalidRequest, "batches are not supported")))
 	}
 	if c.initialized && len(b) > 0 {
 		err := flow.DecodeFrame(b, &c.frame)
@@ -678,7 +678,7 @@ func (c *conn) handle(b []byte) error {
 		case errors.Is(err, flow.ErrNotFrame):
 			// An ordinary message.
 		case errors.Is(err, flow.ErrBadJSON):
-			return c.queue(encodeResponse(nil, nil, rpcErr(CodeParse, "parse error: "+err.Error())))
+			return c.queue(encodeResponse(nil, nil, rpcErr(flow.ErrCodeParse, "parse error: "+err.Error())))
 		default:
 			// A channel/frame with bad params: reset its subscription if
 			// it names one, else drop and count.
@@ -692,13 +692,13 @@ func (c *conn) handle(b []byte) error {
 	}
 	var req request
 	if err := json.Unmarshal(b, &req); err != nil {
-		return c.queue(encodeResponse(nil, nil, rpcErr(CodeParse, "parse error: "+err.Error())))
+		return c.queue(encodeResponse(nil, nil, rpcErr(flow.ErrCodeParse, "parse error: "+err.Error())))
 	}
 	if len(req.ID) > c.limits.MaxIDLength+2 || !validID(req.ID) {
-		return c.queue(encodeResponse(nil, nil, rpcErr(CodeInvalidRequest, "invalid or too long id")))
+		return c.queue(encodeResponse(nil, nil, rpcErr(flow.ErrCodeInvalidRequest, "invalid or too long id")))
 	}
 	if req.JSONRPC != "2.0" || req.Method == "" {
-		return c.respondOr(&req, rpcErr(CodeInvalidRequest, `invalid request: need "jsonrpc":"2.0" and a method`))
+		return c.respondOr(&req, rpcErr(flow.ErrCodeInvalidRequest, `invalid request: need "jsonrpc":"2.0" and a method`))
 	}
 	return c.dispatch(&req)
 }
@@ -719,7 +719,7 @@ func (c *conn) handleFirst(b []byte) error {
 	if len(id) > c.limits.MaxIDLength+2 || !validID(id) {
 		id = nil
 	}
-	_ = c.queue(encodeResponse(id, nil, rpcErr(CodeUnauthorized, "initialize first")))
+	_ = c.queue(encodeResponse(id, nil, rpcErr(flow.ErrCodeUnauthorized, "initialize first")))
 	return closeWith(websocket.StatusPolicyViolation, "message before initialize")
 }
 
@@ -799,7 +799,7 @@ func (c *conn) resetSub(s *subscription, code, msg string) {
 		return
 	}
 	if s.pending {
-		c.refuse(s, rpcErr(CodeChannelNotFound, "channel not available: "+msg))
+		c.refuse(s, rpcErr(flow.ErrCodeChannelNotFound, "channel not available: "+msg))
 		return
 	}
 	c.stats.resets.Add(1)

@@ -40,10 +40,10 @@ func (c *conn) dispatch(req *request) error {
 // decodeParams unmarshals params, answering -32602 on failure.
 func decodeParams(req *request, v any) *RPCError {
 	if len(req.Params) == 0 {
-		return rpcErr(CodeInvalidParams, "params missing")
+		return rpcErr(flow.ErrCodeInvalidParams, "params missing")
 	}
 	if err := json.Unmarshal(req.Params, v); err != nil {
-		return rpcErr(CodeInvalidParams, "invalid params: "+err.Error())
+		return rpcErr(flow.ErrCodeInvalidParams, "invalid params: "+err.Error())
 	}
 	return nil
 }
@@ -59,7 +59,7 @@ type initializeParams struct {
 
 func (c *conn) initialize(req *request) error {
 	if c.initialized {
-		return c.respondOr(req, rpcErr(CodeInvalidRequest, "already initialized"))
+		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidRequest, "already initialized"))
 	}
 	var p initializeParams
 	if e := decodeParams(req, &p); e != nil {
@@ -67,7 +67,7 @@ func (c *conn) initialize(req *request) error {
 		return closeWith(websocket.StatusPolicyViolation, "bad initialize")
 	}
 	if p.ProtocolVersion != "ahp/1" {
-		_ = c.respond(req, nil, rpcErr(CodeInvalidParams, "protocolVersion: unsupported "+quoteClient(p.ProtocolVersion)+`, want "ahp/1"`))
+		_ = c.respond(req, nil, rpcErr(flow.ErrCodeInvalidParams, "protocolVersion: unsupported "+quoteClient(p.ProtocolVersion)+`, want "ahp/1"`))
 		return closeWith(websocket.StatusPolicyViolation, "unsupported protocol version")
 	}
 	secret := c.bearer
@@ -85,7 +85,7 @@ func (c *conn) initialize(req *request) error {
 		if errors.Is(err, auth.ErrTokenExpired) {
 			msg = "unauthorized: token expired"
 		}
-		_ = c.respond(req, nil, rpcErr(CodeUnauthorized, msg))
+		_ = c.respond(req, nil, rpcErr(flow.ErrCodeUnauthorized, msg))
 		return closeWith(websocket.StatusPolicyViolation, wire.ReasonUnauthorized)
 	}
 	c.grant = grant
@@ -146,19 +146,19 @@ func (c *conn) subscribe(req *request) error {
 		return c.respondOr(req, e)
 	}
 	if len(p.Channel) > c.limits.MaxIDLength {
-		return c.respondOr(req, rpcErr(CodeInvalidRequest, "channel: longer than maxIdLength"))
+		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidRequest, "channel: longer than maxIdLength"))
 	}
 	var created bool
 	if p.Create != nil {
 		// §8: creating needs role control over all channels.
 		if c.grant.Role != auth.RoleControl || len(c.grant.Channels) != 0 {
-			return c.respondOr(req, rpcErr(CodeForbidden, "forbidden: creating a channel needs role control over all channels"))
+			return c.respondOr(req, rpcErr(flow.ErrCodeForbidden, "forbidden: creating a channel needs role control over all channels"))
 		}
 		var k struct {
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(p.Create, &k); err != nil {
-			return c.respondOr(req, rpcErr(CodeInvalidParams, "create: "+err.Error()))
+			return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, "create: "+err.Error()))
 		}
 		ch, err := c.srv.host.CreateChannel(k.Type, p.Create)
 		if err != nil {
@@ -170,17 +170,17 @@ func (c *conn) subscribe(req *request) error {
 	// whether it exists or not, so a scoped token cannot probe for the
 	// channels it does not reach (docs/protocol-decisions.md).
 	if !c.grant.Allows(p.Channel) {
-		return c.respondOr(req, rpcErr(CodeForbidden, "forbidden: the credential does not reach this channel"))
+		return c.respondOr(req, rpcErr(flow.ErrCodeForbidden, "forbidden: the credential does not reach this channel"))
 	}
 	ch, ok := c.srv.registry.Get(p.Channel)
 	if !ok {
-		return c.respondOr(req, rpcErr(CodeChannelNotFound, "channel not found: "+quoteClient(p.Channel)))
+		return c.respondOr(req, rpcErr(flow.ErrCodeChannelNotFound, "channel not found: "+quoteClient(p.Channel)))
 	}
 	if ch.State() == "closed" {
-		return c.respondOr(req, rpcErr(CodeChannelNotFound, "channel not available: "+quoteClient(p.Channel)))
+		return c.respondOr(req, rpcErr(flow.ErrCodeChannelNotFound, "channel not available: "+quoteClient(p.Channel)))
 	}
 	if len(c.subs)+len(c.pending) >= c.limits.MaxSubscriptions {
-		return c.respondOr(req, rpcErr(CodeLimitExceeded, fmt.Sprintf("limit exceeded: at most %d subscriptions per connection (maxSubscriptions)", c.limits.MaxSubscriptions)))
+		return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: at most %d subscriptions per connection (maxSubscriptions)", c.limits.MaxSubscriptions)))
 	}
 	// The channel's overrides of the flow-control limits, if any.
 	chl := c.srv.host.LimitsFor(ch.URI)
@@ -190,7 +190,7 @@ func (c *conn) subscribe(req *request) error {
 	}
 	got, err := flow.Negotiate(want, chl.ClientReceiveMaximums)
 	if err != nil {
-		return c.respondOr(req, rpcErr(CodeInvalidParams, "flowControl.receive."+err.Error()))
+		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, "flowControl.receive."+err.Error()))
 	}
 	c.nextSub++
 	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch, pending: true, reqID: req.ID, send: got, receive: chl.HostReceive, created: created}
@@ -236,7 +236,7 @@ func (c *conn) start(s *subscription) error {
 		Resume:         res.ResumeFrom,
 	})
 	if err != nil {
-		return c.refuse(s, rpcErr(CodeInvalidParams, "flowControl.receive: "+err.Error()))
+		return c.refuse(s, rpcErr(flow.ErrCodeInvalidParams, "flowControl.receive: "+err.Error()))
 	}
 	s.stream, s.pending = st, false
 	delete(c.pending, s.id)
@@ -277,7 +277,7 @@ func channelErr(err error) *RPCError {
 	if errors.As(err, &fe) {
 		return rpcErr(fe.Code, fe.Message)
 	}
-	return rpcErr(CodeInvalidParams, err.Error())
+	return rpcErr(flow.ErrCodeInvalidParams, err.Error())
 }
 
 type subRef struct {
@@ -290,9 +290,9 @@ type subRef struct {
 func (c *conn) tooLong(ref subRef) *RPCError {
 	switch {
 	case len(ref.SubscriptionID) > c.limits.MaxIDLength:
-		return rpcErr(CodeInvalidRequest, "subscriptionId: longer than maxIdLength")
+		return rpcErr(flow.ErrCodeInvalidRequest, "subscriptionId: longer than maxIdLength")
 	case len(ref.Channel) > c.limits.MaxIDLength:
-		return rpcErr(CodeInvalidRequest, "channel: longer than maxIdLength")
+		return rpcErr(flow.ErrCodeInvalidRequest, "channel: longer than maxIdLength")
 	}
 	return nil
 }
@@ -303,17 +303,23 @@ func (c *conn) lookup(req *request, ref subRef) (*subscription, error) {
 	}
 	s := c.subs[ref.SubscriptionID]
 	if s == nil || (ref.Channel != "" && ref.Channel != s.ch.URI) {
-		return nil, c.respondOr(req, rpcErr(CodeUnknownSubscriber, "unknown subscription: "+quoteClient(ref.SubscriptionID)))
+		return nil, c.respondOr(req, rpcErr(flow.ErrCodeUnknownSubscriber, "unknown subscription: "+quoteClient(ref.SubscriptionID)))
 	}
 	return s, nil
 }
 
-func (c *conn) unsubscribe(req *request) error {
+// subOf decodes a request's {channel, subscriptionId} and looks the
+// subscription up; when it returns nil, the request has been answered.
+func (c *conn) subOf(req *request) (*subscription, error) {
 	var p subRef
 	if e := decodeParams(req, &p); e != nil {
-		return c.respondOr(req, e)
+		return nil, c.respondOr(req, e)
 	}
-	s, err := c.lookup(req, p)
+	return c.lookup(req, p)
+}
+
+func (c *conn) unsubscribe(req *request) error {
+	s, err := c.subOf(req)
 	if s == nil {
 		return err
 	}
@@ -369,13 +375,9 @@ func (c *conn) clientReset(req *request) error {
 // and carry a subscriptionId.
 func (c *conn) kindRequest(req *request) error {
 	if !strings.Contains(req.Method, "/") {
-		return c.respondOr(req, rpcErr(CodeMethodNotFound, "method not found: "+quoteClient(req.Method)))
+		return c.respondOr(req, rpcErr(flow.ErrCodeMethodNotFound, "method not found: "+quoteClient(req.Method)))
 	}
-	var p subRef
-	if e := decodeParams(req, &p); e != nil {
-		return c.respondOr(req, e)
-	}
-	s, err := c.lookup(req, p)
+	s, err := c.subOf(req)
 	if s == nil {
 		return err
 	}

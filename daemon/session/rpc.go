@@ -7,22 +7,6 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 )
 
-// JSON-RPC error codes (PROTOCOL.md §7).
-const (
-	CodeParse             = -32700
-	CodeInvalidRequest    = -32600
-	CodeMethodNotFound    = -32601
-	CodeInvalidParams     = -32602
-	CodeUnauthorized      = -32001
-	CodeChannelNotFound   = -32002
-	CodeForbidden         = -32003
-	CodeLimitExceeded     = -32004
-	CodeUnknownSubscriber = -32005
-	CodeResumeFailed      = -32006
-	CodeChannelBusy       = -32007
-	CodeInternal          = -32603
-)
-
 // RPCError is a JSON-RPC error object.
 type RPCError struct {
 	Code    int    `json:"code"`
@@ -86,7 +70,7 @@ func encodeResponse(id json.RawMessage, result any, rerr *RPCError) []byte {
 	}
 	r, err := json.Marshal(result)
 	if err != nil {
-		return encodeResponse(id, nil, rpcErr(CodeInternal, "internal error"))
+		return encodeResponse(id, nil, rpcErr(flow.ErrCodeInternal, "internal error"))
 	}
 	b = append(b, `,"result":`...)
 	b = append(b, r...)
