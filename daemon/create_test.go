@@ -36,7 +36,7 @@ func (k *dialKind) create(params json.RawMessage) (flow.Channel, error) {
 	if p.Host != "127.0.0.1" {
 		return nil, &flow.Error{Code: flow.ErrCodeForbidden, Message: "not allowed: " + p.Host}
 	}
-	c := &dialChan{done: make(chan struct{})}
+	c := &dialChan{ending: newEnding()}
 	k.mu.Lock()
 	k.chans = append(k.chans, c)
 	k.mu.Unlock()
@@ -54,37 +54,16 @@ func (k *dialKind) last(t *testing.T) *dialChan {
 }
 
 type dialChan struct {
-	mu       sync.Mutex
-	sub      *dialSub
-	dialed   bool
-	dialErr  error
-	closed   bool
-	done     chan struct{}
+	mu      sync.Mutex
+	sub     *dialSub
+	dialed  bool
+	dialErr error
+	ending
 	attaches int
 }
 
 func (c *dialChan) Kind() string               { return "tcp" }
 func (c *dialChan) Describe() flow.Description { return flow.Description{} }
-func (c *dialChan) Done() <-chan struct{}      { return c.done }
-func (c *dialChan) State() flow.ChannelState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return flow.StateClosed
-	}
-	return flow.StateRunning
-}
-
-func (c *dialChan) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.closed {
-		c.closed = true
-		close(c.done)
-	}
-	return nil
-}
-
 func (c *dialChan) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -17,14 +17,14 @@ type fakeTerm struct {
 	mu      sync.Mutex
 	viewers map[*fakeViewer]bool
 	input   []byte
-	closed  bool
-	rows    int
-	cols    int
+	ending
+	rows int
+	cols int
 }
 
 func newFakeFactory(terms *[]*fakeTerm, mu *sync.Mutex) service.TerminalFactory {
 	return func(spec service.TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error) {
-		t := &fakeTerm{viewers: map[*fakeViewer]bool{}, rows: 24, cols: 80}
+		t := &fakeTerm{viewers: map[*fakeViewer]bool{}, rows: 24, cols: 80, ending: newEnding()}
 		mu.Lock()
 		*terms = append(*terms, t)
 		mu.Unlock()
@@ -90,33 +90,33 @@ func (t *fakeTerm) Resize(rows, cols int) error {
 
 func (t *fakeTerm) Kind() string               { return "terminal" }
 func (t *fakeTerm) Describe() flow.Description { return flow.Description{} }
-func (t *fakeTerm) Done() <-chan struct{}      { return t.done() }
-func (t *fakeTerm) State() flow.ChannelState {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return flow.StateClosed
-	}
-	return flow.StateRunning
+
+// ending is a fake channel's end: State, Close and Done.
+type ending struct {
+	once sync.Once
+	done chan struct{}
 }
 
-func (t *fakeTerm) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
+func newEnding() ending { return ending{done: make(chan struct{})} }
+
+// State is closed once Close was called, else running.
+func (e *ending) State() flow.ChannelState {
+	select {
+	case <-e.done:
+		return flow.StateClosed
+	default:
+		return flow.StateRunning
+	}
+}
+
+// Close ends the channel; idempotent.
+func (e *ending) Close() error {
+	e.once.Do(func() { close(e.done) })
 	return nil
 }
 
-// done is a closed channel once the terminal is closed (the fake has
-// nothing to release), else nil.
-func (t *fakeTerm) done() <-chan struct{} {
-	if t.State() != flow.StateClosed {
-		return nil
-	}
-	c := make(chan struct{})
-	close(c)
-	return c
-}
+// Done is closed by Close (a fake has nothing to release).
+func (e *ending) Done() <-chan struct{} { return e.done }
 
 // fakeViewer is a fakeTerm's flow.Subscriber: it takes terminal/input and
 // terminal/resize as a pty.Viewer does, role checks included.

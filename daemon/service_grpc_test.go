@@ -232,10 +232,7 @@ func TestControlTerminalsAndChannels(t *testing.T) {
 	}
 	_, err = c.channels.CloseChannel(ctx, &ahpv1.CloseChannelRequest{Channel: "ahp-terminal:/work"})
 	wantCode(t, err, codes.NotFound, "work")
-	ft.mu.Lock()
-	closed := ft.closed
-	ft.mu.Unlock()
-	if !closed {
+	if ft.State() != flow.StateClosed {
 		t.Fatal("CloseChannel did not close the terminal")
 	}
 }

@@ -175,19 +175,15 @@ func (r *Reset) Error() string { return r.Code + ": " + r.Message }
 // JSON-RPC error codes of PROTOCOL.md §7: those a channel returns (in an
 // *Error) and those the connection answers with.
 const (
-	ErrCodeParse             = -32700
-	ErrCodeInvalidRequest    = -32600
-	ErrCodeMethodNotFound    = -32601
-	ErrCodeInvalidParams     = -32602
-	ErrCodeInternal          = -32603
-	ErrCodeUnauthorized      = -32001
-	ErrCodeChannelNotFound   = -32002
-	ErrCodeForbidden         = -32003
-	ErrCodeLimitExceeded     = -32004
-	ErrCodeUnknownSubscriber = -32005
-	ErrCodeResumeFailed      = -32006
-	ErrCodeChannelBusy       = -32007
-	ErrCodeConnectFailed     = -32008
+	// JSON-RPC's own.
+	ErrCodeParse, ErrCodeInvalidRequest, ErrCodeMethodNotFound = -32700, -32600, -32601
+	ErrCodeInvalidParams, ErrCodeInternal                      = -32602, -32603
+
+	// AHP/1's: access and bounds, then channels and subscriptions.
+	ErrCodeUnauthorized, ErrCodeForbidden, ErrCodeLimitExceeded = -32001, -32003, -32004
+	ErrCodeChannelNotFound, ErrCodeUnknownSubscriber            = -32002, -32005
+	ErrCodeResumeFailed, ErrCodeChannelBusy                     = -32006, -32007
+	ErrCodeConnectFailed                                        = -32008
 )
 
 // Error is a JSON-RPC error a channel answers a subscribe or a request
