@@ -6,19 +6,19 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 
+	"github.com/ahp-dev/ahpd/internal/limits"
 	"github.com/ahp-dev/ahpd/internal/units"
 )
 
 // Kinds of limit values.
 const (
-	kindSize = iota
-	kindDuration
-	kindCount
+	kindSize     = int(limits.Bytes)
+	kindDuration = int(limits.Duration)
+	kindCount    = int(limits.Count)
 )
 
 // limitKey is one KEY of `limits set`: its wire name (PROTOCOL.md §9), its
@@ -27,74 +27,26 @@ type limitKey struct {
 	name string
 	path string
 	kind int
-	get  func(*ahpv1.Limits) int64
-	set  func(*ahpv1.Limits, int64)
+	spec limits.Spec
 }
 
-func durNS(d *durationpb.Duration) int64 { return int64(d.AsDuration()) }
+// get reads the key's value from l (0 when unset or not a valid duration:
+// the daemon sends valid ones).
+func (k limitKey) get(l *ahpv1.Limits) int64 {
+	v, _ := limits.Get(l, k.spec)
+	return v
+}
 
-// limitKeys lists the keys in the order `limits get` prints them.
+func (k limitKey) set(l *ahpv1.Limits, v int64) { limits.Set(l, k.spec, v) }
+
+// limitKeys lists the keys in the order `limits get` prints them: the
+// table of internal/limits.
 var limitKeys = func() []limitKey {
-	keys := []limitKey{
-		{"maxBufferedBytes", "max_buffered_bytes", kindSize,
-			func(l *ahpv1.Limits) int64 { return l.GetMaxBufferedBytes() },
-			func(l *ahpv1.Limits, v int64) { l.MaxBufferedBytes = v }},
-		{"maxOutputStall", "max_output_stall", kindDuration,
-			func(l *ahpv1.Limits) int64 { return durNS(l.GetMaxOutputStall()) },
-			func(l *ahpv1.Limits, v int64) { l.MaxOutputStall = durationpb.New(time.Duration(v)) }},
-		{"maxSubscriptions", "max_subscriptions", kindCount,
-			func(l *ahpv1.Limits) int64 { return l.GetMaxSubscriptions() },
-			func(l *ahpv1.Limits, v int64) { l.MaxSubscriptions = v }},
-		{"maxIdLength", "max_id_length", kindCount,
-			func(l *ahpv1.Limits) int64 { return l.GetMaxIdLength() },
-			func(l *ahpv1.Limits, v int64) { l.MaxIdLength = v }},
-		{"maxInboundMessageBytes", "max_inbound_message_bytes", kindSize,
-			func(l *ahpv1.Limits) int64 { return l.GetMaxInboundMessageBytes() },
-			func(l *ahpv1.Limits, v int64) { l.MaxInboundMessageBytes = v }},
-		{"heartbeatInterval", "heartbeat_interval", kindDuration,
-			func(l *ahpv1.Limits) int64 { return durNS(l.GetHeartbeatInterval()) },
-			func(l *ahpv1.Limits, v int64) { l.HeartbeatInterval = durationpb.New(time.Duration(v)) }},
-		{"initializeTimeout", "initialize_timeout", kindDuration,
-			func(l *ahpv1.Limits) int64 { return durNS(l.GetInitializeTimeout()) },
-			func(l *ahpv1.Limits, v int64) { l.InitializeTimeout = durationpb.New(time.Duration(v)) }},
+	var keys []limitKey
+	for _, s := range limits.All() {
+		keys = append(keys, limitKey{name: s.Name, path: limits.ProtoPath(s.Name), kind: int(s.Kind), spec: s})
 	}
-	groups := []struct {
-		name, path string
-		get        func(*ahpv1.Limits) **ahpv1.ReceiveLimits
-	}{
-		{"clientReceiveDefaults", "client_receive_defaults", func(l *ahpv1.Limits) **ahpv1.ReceiveLimits { return &l.ClientReceiveDefaults }},
-		{"clientReceiveMaximums", "client_receive_maximums", func(l *ahpv1.Limits) **ahpv1.ReceiveLimits { return &l.ClientReceiveMaximums }},
-		{"hostReceive", "host_receive", func(l *ahpv1.Limits) **ahpv1.ReceiveLimits { return &l.HostReceive }},
-	}
-	for _, g := range groups {
-		ensure := func(l *ahpv1.Limits) *ahpv1.ReceiveLimits {
-			p := g.get(l)
-			if *p == nil {
-				*p = &ahpv1.ReceiveLimits{}
-			}
-			return *p
-		}
-		keys = append(keys,
-			limitKey{g.name + ".windowBytes", g.path + ".window_bytes", kindSize,
-				func(l *ahpv1.Limits) int64 { return (*g.get(l)).GetWindowBytes() },
-				func(l *ahpv1.Limits, v int64) { ensure(l).WindowBytes = v }},
-			limitKey{g.name + ".maximumFrameBytes", g.path + ".maximum_frame_bytes", kindSize,
-				func(l *ahpv1.Limits) int64 { return (*g.get(l)).GetMaximumFrameBytes() },
-				func(l *ahpv1.Limits, v int64) { ensure(l).MaximumFrameBytes = v }},
-			limitKey{g.name + ".maximumMessageBytes", g.path + ".maximum_message_bytes", kindSize,
-				func(l *ahpv1.Limits) int64 { return (*g.get(l)).GetMaximumMessageBytes() },
-				func(l *ahpv1.Limits, v int64) { ensure(l).MaximumMessageBytes = v }},
-		)
-	}
-	return append(keys, limitKey{"terminalViewerBacklog", "terminal_viewer_backlog", kindSize,
-		func(l *ahpv1.Limits) int64 { return l.GetTerminalViewerBacklog() },
-		func(l *ahpv1.Limits, v int64) { l.TerminalViewerBacklog = v }},
-		limitKey{"maxPendingConnections", "max_pending_connections", kindCount,
-			func(l *ahpv1.Limits) int64 { return l.GetMaxPendingConnections() },
-			func(l *ahpv1.Limits, v int64) { l.MaxPendingConnections = v }},
-		limitKey{"maxTerminals", "max_terminals", kindCount,
-			func(l *ahpv1.Limits) int64 { return l.GetMaxTerminals() },
-			func(l *ahpv1.Limits, v int64) { l.MaxTerminals = v }})
+	return keys
 }()
 
 func normKey(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "")) }

@@ -3,6 +3,7 @@ package ctl
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -71,35 +72,48 @@ type receiveView struct {
 	MaximumMessageBytes int64 `json:"maximumMessageBytes"`
 }
 
-type limitsView struct {
-	MaxBufferedBytes       int64       `json:"maxBufferedBytes"`
-	MaxOutputStall         string      `json:"maxOutputStall"`
-	MaxSubscriptions       int64       `json:"maxSubscriptions"`
-	MaxIDLength            int64       `json:"maxIdLength"`
-	MaxInboundMessageBytes int64       `json:"maxInboundMessageBytes"`
-	HeartbeatInterval      string      `json:"heartbeatInterval"`
-	InitializeTimeout      string      `json:"initializeTimeout"`
-	ClientReceiveDefaults  receiveView `json:"clientReceiveDefaults"`
-	ClientReceiveMaximums  receiveView `json:"clientReceiveMaximums"`
-	HostReceive            receiveView `json:"hostReceive"`
-	TerminalViewerBacklog  int64       `json:"terminalViewerBacklog"`
-	MaxPendingConnections  int64       `json:"maxPendingConnections"`
-	MaxTerminals           int64       `json:"maxTerminals"`
-}
+// limitsView is ahpv1.Limits as `-o json` shows it: every limit of the
+// table in its order, durations as strings ("1m0s"), the flow-control
+// groups as objects.
+type limitsView struct{ l *ahpv1.Limits }
 
-func toReceiveView(r *ahpv1.ReceiveLimits) receiveView {
-	return receiveView{r.GetWindowBytes(), r.GetMaximumFrameBytes(), r.GetMaximumMessageBytes()}
-}
+func toLimitsView(l *ahpv1.Limits) limitsView { return limitsView{l} }
 
-func toLimitsView(l *ahpv1.Limits) limitsView {
-	return limitsView{
-		MaxBufferedBytes: l.GetMaxBufferedBytes(), MaxOutputStall: l.GetMaxOutputStall().AsDuration().String(),
-		MaxSubscriptions: l.GetMaxSubscriptions(), MaxIDLength: l.GetMaxIdLength(), MaxInboundMessageBytes: l.GetMaxInboundMessageBytes(),
-		HeartbeatInterval: l.GetHeartbeatInterval().AsDuration().String(), InitializeTimeout: l.GetInitializeTimeout().AsDuration().String(),
-		ClientReceiveDefaults: toReceiveView(l.GetClientReceiveDefaults()), ClientReceiveMaximums: toReceiveView(l.GetClientReceiveMaximums()),
-		HostReceive: toReceiveView(l.GetHostReceive()), TerminalViewerBacklog: l.GetTerminalViewerBacklog(),
-		MaxPendingConnections: l.GetMaxPendingConnections(), MaxTerminals: l.GetMaxTerminals(),
+func (v limitsView) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	group := ""
+	for i, k := range limitKeys {
+		g, member, grouped := k.spec.Group()
+		if group != "" && (!grouped || g != group) {
+			b = append(b, '}')
+			group = ""
+		}
+		if i > 0 && !(grouped && g == group) {
+			b = append(b, ',')
+		}
+		name := k.name
+		if grouped {
+			if g != group {
+				b = strconv.AppendQuote(b, g)
+				b = append(b, ":{"...)
+				group = g
+			} else {
+				b = append(b, ',')
+			}
+			name = member
+		}
+		b = strconv.AppendQuote(b, name)
+		b = append(b, ':')
+		if k.kind == kindDuration {
+			b = strconv.AppendQuote(b, time.Duration(k.get(v.l)).String())
+		} else {
+			b = strconv.AppendInt(b, k.get(v.l), 10)
+		}
 	}
+	if group != "" {
+		b = append(b, '}')
+	}
+	return append(b, '}'), nil
 }
 
 type subscriptionView struct {

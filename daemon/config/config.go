@@ -8,119 +8,88 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/limits"
 )
 
 // Limits are the per-connection bounds of PROTOCOL.md §9 and the
 // flow-control defaults and maximums of §3. Zero fields take the defaults
-// (DefaultLimits). They may change at run time; a change applies to new
+// (DefaultLimits). Each field's tag names its row in internal/limits, the
+// one table of limits: defaults, smallest values and the control API
+// follow from it. They may change at run time; a change applies to new
 // connections and subscriptions, and to timers of existing ones within a
 // second.
 type Limits struct {
 	// MaxBufferedBytes bounds what one connection holds for its client:
 	// queued control messages, frames in the transport and inbound
 	// messages waiting (each counted at length + 1 KiB). Default 64 MiB.
-	MaxBufferedBytes int64
+	MaxBufferedBytes int64 `limit:"maxBufferedBytes"`
 	// MaxOutputStall closes a connection (1008) whose socket took none of
 	// the bytes it had to write for this long. Default 60 s.
-	MaxOutputStall time.Duration
+	MaxOutputStall time.Duration `limit:"maxOutputStall"`
 	// MaxSubscriptions per connection; more get -32004. Default 1024.
-	MaxSubscriptions int
+	MaxSubscriptions int `limit:"maxSubscriptions"`
 	// MaxIDLength bounds JSON-RPC ids, channel ids and subscription ids
 	// (characters). Default 1024.
-	MaxIDLength int
+	MaxIDLength int `limit:"maxIdLength"`
 	// MaxInboundMessageBytes bounds one inbound WebSocket message; larger
 	// closes with 1009. Default 1 MiB.
-	MaxInboundMessageBytes int64
+	MaxInboundMessageBytes int64 `limit:"maxInboundMessageBytes"`
 	// HeartbeatInterval is the ping period; a connection with no pong and
 	// no inbound traffic for 3 intervals is closed. Default 15 s.
-	HeartbeatInterval time.Duration
+	HeartbeatInterval time.Duration `limit:"heartbeatInterval"`
 	// InitializeTimeout is how long a connection may take to initialize
 	// (§2). Default 10 s.
-	InitializeTimeout time.Duration
+	InitializeTimeout time.Duration `limit:"initializeTimeout"`
 	// ClientReceiveDefaults apply when a subscribe omits flowControl.
 	// Default window 1 MiB, frame 64 KiB, message 1 MiB.
-	ClientReceiveDefaults flow.ReceiveLimits
+	ClientReceiveDefaults flow.ReceiveLimits `limit:"clientReceiveDefaults"`
 	// ClientReceiveMaximums cap what a client may request. Default window
 	// 64 MiB, frame 1 MiB, message 16 MiB.
-	ClientReceiveMaximums flow.ReceiveLimits
+	ClientReceiveMaximums flow.ReceiveLimits `limit:"clientReceiveMaximums"`
 	// HostReceive are the host's receive limits for client→host data.
 	// Default window 256 KiB, frame 64 KiB, message 256 KiB. The frame
 	// limit must not exceed MaxInboundMessageBytes.
-	HostReceive flow.ReceiveLimits
+	HostReceive flow.ReceiveLimits `limit:"hostReceive"`
 	// TerminalViewerBacklog is how much live output a terminal viewer may
 	// fall behind beyond its window before it is dropped and resnapshotted.
 	// Default 1 MiB.
-	TerminalViewerBacklog int64
+	TerminalViewerBacklog int64 `limit:"terminalViewerBacklog"`
 	// MaxPendingConnections bounds the WebSocket connections that have not
 	// initialized yet, daemon-wide; an upgrade beyond it gets HTTP 503.
 	// Default 256.
-	MaxPendingConnections int
+	MaxPendingConnections int `limit:"maxPendingConnections"`
 	// MaxTerminals bounds the terminal channels (running or exited, until
 	// closed), daemon-wide; creating one beyond it fails with ErrTooMany.
 	// Default 256.
-	MaxTerminals int
+	MaxTerminals int `limit:"maxTerminals"`
 }
 
-// DefaultLimits returns the documented defaults.
+// DefaultLimits returns the documented defaults (internal/limits).
 func DefaultLimits() Limits {
-	return Limits{
-		MaxBufferedBytes:       64 << 20,
-		MaxOutputStall:         60 * time.Second,
-		MaxSubscriptions:       1024,
-		MaxIDLength:            1024,
-		MaxInboundMessageBytes: 1 << 20,
-		HeartbeatInterval:      15 * time.Second,
-		InitializeTimeout:      10 * time.Second,
-		ClientReceiveDefaults:  flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 1 << 20},
-		ClientReceiveMaximums:  flow.ReceiveLimits{WindowBytes: 64 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 16 << 20},
-		HostReceive:            flow.ReceiveLimits{WindowBytes: 256 << 10, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 256 << 10},
-		TerminalViewerBacklog:  1 << 20,
-		MaxPendingConnections:  256,
-		MaxTerminals:           256,
+	var l Limits
+	for _, f := range limits.All() {
+		l.SetLimitValue(f.Name, f.Default)
 	}
+	return l
 }
 
-// WithDefaults returns a copy with zero fields set to their defaults.
+// WithDefaults returns a copy with zero fields set to their defaults; a
+// flow-control group that is all zero takes the default group.
 func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
-	if l.MaxBufferedBytes == 0 {
-		l.MaxBufferedBytes = d.MaxBufferedBytes
+	for _, f := range limits.All() {
+		if _, _, grouped := f.Group(); grouped {
+			continue
+		}
+		if v, _ := l.LimitValue(f.Name); v == 0 {
+			dv, _ := d.LimitValue(f.Name)
+			l.SetLimitValue(f.Name, dv)
+		}
 	}
-	if l.MaxOutputStall == 0 {
-		l.MaxOutputStall = d.MaxOutputStall
-	}
-	if l.MaxSubscriptions == 0 {
-		l.MaxSubscriptions = d.MaxSubscriptions
-	}
-	if l.MaxIDLength == 0 {
-		l.MaxIDLength = d.MaxIDLength
-	}
-	if l.MaxInboundMessageBytes == 0 {
-		l.MaxInboundMessageBytes = d.MaxInboundMessageBytes
-	}
-	if l.HeartbeatInterval == 0 {
-		l.HeartbeatInterval = d.HeartbeatInterval
-	}
-	if l.InitializeTimeout == 0 {
-		l.InitializeTimeout = d.InitializeTimeout
-	}
-	if l.ClientReceiveDefaults == (flow.ReceiveLimits{}) {
-		l.ClientReceiveDefaults = d.ClientReceiveDefaults
-	}
-	if l.ClientReceiveMaximums == (flow.ReceiveLimits{}) {
-		l.ClientReceiveMaximums = d.ClientReceiveMaximums
-	}
-	if l.HostReceive == (flow.ReceiveLimits{}) {
-		l.HostReceive = d.HostReceive
-	}
-	if l.TerminalViewerBacklog == 0 {
-		l.TerminalViewerBacklog = d.TerminalViewerBacklog
-	}
-	if l.MaxPendingConnections == 0 {
-		l.MaxPendingConnections = d.MaxPendingConnections
-	}
-	if l.MaxTerminals == 0 {
-		l.MaxTerminals = d.MaxTerminals
+	for _, g := range limits.Groups {
+		if *l.group(g) == (flow.ReceiveLimits{}) {
+			*l.group(g) = *d.group(g)
+		}
 	}
 	return l
 }
@@ -128,27 +97,10 @@ func (l Limits) WithDefaults() Limits {
 // Validate rejects contradictions, naming the field.
 func (l Limits) Validate() error {
 	bad := func(field, why string) error { return fmt.Errorf("limits: %s: %s", field, why) }
-	switch {
-	case l.MaxBufferedBytes < 1<<20:
-		return bad("maxBufferedBytes", "must be at least 1 MiB")
-	case l.MaxOutputStall < 100*time.Millisecond:
-		return bad("maxOutputStall", "must be at least 100ms")
-	case l.MaxSubscriptions < 1:
-		return bad("maxSubscriptions", "must be at least 1")
-	case l.MaxIDLength < 16:
-		return bad("maxIdLength", "must be at least 16")
-	case l.MaxInboundMessageBytes < 4096:
-		return bad("maxInboundMessageBytes", "must be at least 4096")
-	case l.HeartbeatInterval < 100*time.Millisecond:
-		return bad("heartbeatInterval", "must be at least 100ms")
-	case l.InitializeTimeout < 100*time.Millisecond:
-		return bad("initializeTimeout", "must be at least 100ms")
-	case l.TerminalViewerBacklog < 64<<10:
-		return bad("terminalViewerBacklog", "must be at least 64 KiB")
-	case l.MaxPendingConnections < 1:
-		return bad("maxPendingConnections", "must be at least 1")
-	case l.MaxTerminals < 1:
-		return bad("maxTerminals", "must be at least 1")
+	for _, f := range limits.All() {
+		if v, _ := l.LimitValue(f.Name); f.Min > 0 && v < f.Min {
+			return bad(f.Name, "must be at least "+f.MinText)
+		}
 	}
 	for _, f := range []struct {
 		name string

@@ -1,8 +1,8 @@
 // Package config is ahpd's configuration: Config (what the daemon is
 // started with), Limits (the per-connection bounds of PROTOCOL.md §9, which
-// may change at run time) with their defaults and validation, the table of
-// settable limit names (LimitFields, used by `ahpctl limits` and the
-// control plane), and the config file (TOML, read with go-toml/v2:
+// may change at run time) with their defaults and validation, which follow
+// the one table of limits in internal/limits (each Limits field is tagged
+// with its row), and the config file (TOML, read with go-toml/v2:
 // Settings, LoadSettings, FindFile), whose errors name the file, the line
 // and the key.
 //

@@ -1,129 +1,88 @@
 package config
 
 import (
-	"strings"
-	"time"
+	"reflect"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/limits"
 )
 
-// LimitField describes one settable limit: its wire name (PROTOCOL.md §9,
-// as in `ahpctl limits set KEY=VALUE`) and its kind.
-type LimitField struct {
-	Name string
-	Kind LimitKind
-}
+// LimitField describes one settable limit (a row of internal/limits).
+type LimitField = limits.Spec
 
 // LimitKind is how a limit's value is written.
-type LimitKind int
+type LimitKind = limits.Kind
 
 // Kinds of limits.
 const (
-	LimitBytes    LimitKind = iota // a size in bytes (UTF-16 bytes for flow-control limits)
-	LimitDuration                  // a time.Duration, as nanoseconds
-	LimitCount                     // a plain count
+	LimitBytes    = limits.Bytes    // a size in bytes (UTF-16 bytes for flow-control limits)
+	LimitDuration = limits.Duration // a time.Duration, as nanoseconds
+	LimitCount    = limits.Count    // a plain count
 )
 
 // ReceiveGroups are the names of the three ReceiveLimits groups.
-var ReceiveGroups = []string{"clientReceiveDefaults", "clientReceiveMaximums", "hostReceive"}
+var ReceiveGroups = limits.Groups
 
 // LimitFields lists every settable limit, in a stable order. The names of
 // ReceiveLimits members are GROUP.windowBytes, GROUP.maximumFrameBytes and
 // GROUP.maximumMessageBytes.
-func LimitFields() []LimitField {
-	f := []LimitField{
-		{"maxBufferedBytes", LimitBytes},
-		{"maxOutputStall", LimitDuration},
-		{"maxSubscriptions", LimitCount},
-		{"maxIdLength", LimitCount},
-		{"maxInboundMessageBytes", LimitBytes},
-		{"heartbeatInterval", LimitDuration},
-		{"initializeTimeout", LimitDuration},
-	}
-	for _, g := range ReceiveGroups {
-		f = append(f, LimitField{g + ".windowBytes", LimitBytes}, LimitField{g + ".maximumFrameBytes", LimitBytes}, LimitField{g + ".maximumMessageBytes", LimitBytes})
-	}
-	return append(f, LimitField{"terminalViewerBacklog", LimitBytes},
-		LimitField{"maxPendingConnections", LimitCount}, LimitField{"maxTerminals", LimitCount})
-}
+func LimitFields() []LimitField { return limits.All() }
 
-// limitRef returns a pointer to the int64-shaped field called name.
-func limitRef(l *Limits, name string) (i64 *int64, dur *time.Duration, n *int) {
-	switch name {
-	case "maxBufferedBytes":
-		return &l.MaxBufferedBytes, nil, nil
-	case "maxOutputStall":
-		return nil, &l.MaxOutputStall, nil
-	case "maxSubscriptions":
-		return nil, nil, &l.MaxSubscriptions
-	case "maxIdLength":
-		return nil, nil, &l.MaxIDLength
-	case "maxInboundMessageBytes":
-		return &l.MaxInboundMessageBytes, nil, nil
-	case "heartbeatInterval":
-		return nil, &l.HeartbeatInterval, nil
-	case "initializeTimeout":
-		return nil, &l.InitializeTimeout, nil
-	case "terminalViewerBacklog":
-		return &l.TerminalViewerBacklog, nil, nil
-	case "maxPendingConnections":
-		return nil, nil, &l.MaxPendingConnections
-	case "maxTerminals":
-		return nil, nil, &l.MaxTerminals
+// limitIndex maps each limit's name to its field in Limits: the
+// `limit:"NAME"` tags, and for a flow.ReceiveLimits group its members' JSON
+// names. It panics at start if a row of the table has no field or a tag
+// no row.
+var limitIndex = func() map[string][]int {
+	idx := map[string][]int{}
+	t := reflect.TypeFor[Limits]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := f.Tag.Get("limit")
+		if name == "" {
+			continue
+		}
+		if f.Type != reflect.TypeFor[flow.ReceiveLimits]() {
+			idx[name] = []int{i}
+			continue
+		}
+		for j := range f.Type.NumField() {
+			m := f.Type.Field(j)
+			idx[name+"."+m.Tag.Get("json")] = []int{i, j}
+		}
 	}
-	group, member, ok := strings.Cut(name, ".")
-	if !ok {
-		return nil, nil, nil
+	for _, s := range limits.All() {
+		if idx[s.Name] == nil {
+			panic("config.Limits has no field for the limit " + s.Name)
+		}
 	}
-	var r *flow.ReceiveLimits
-	switch group {
-	case "clientReceiveDefaults":
-		r = &l.ClientReceiveDefaults
-	case "clientReceiveMaximums":
-		r = &l.ClientReceiveMaximums
-	case "hostReceive":
-		r = &l.HostReceive
-	default:
-		return nil, nil, nil
+	if len(idx) != len(limits.All()) {
+		panic("config.Limits has a limit tag that internal/limits does not list")
 	}
-	switch member {
-	case "windowBytes":
-		return &r.WindowBytes, nil, nil
-	case "maximumFrameBytes":
-		return &r.MaximumFrameBytes, nil, nil
-	case "maximumMessageBytes":
-		return &r.MaximumMessageBytes, nil, nil
-	}
-	return nil, nil, nil
+	return idx
+}()
+
+// group returns the ReceiveLimits group called name.
+func (l *Limits) group(name string) *flow.ReceiveLimits {
+	i := limitIndex[name+"."+limits.Members[0]]
+	return reflect.ValueOf(l).Elem().Field(i[0]).Addr().Interface().(*flow.ReceiveLimits)
 }
 
 // LimitValue returns the limit called name (durations in nanoseconds).
 func (l Limits) LimitValue(name string) (int64, bool) {
-	i, d, n := limitRef(&l, name)
-	switch {
-	case i != nil:
-		return *i, true
-	case d != nil:
-		return int64(*d), true
-	case n != nil:
-		return int64(*n), true
+	i, ok := limitIndex[name]
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	return reflect.ValueOf(l).FieldByIndex(i).Int(), true
 }
 
 // SetLimitValue sets the limit called name (durations in nanoseconds).
 func (l *Limits) SetLimitValue(name string, v int64) bool {
-	i, d, n := limitRef(l, name)
-	switch {
-	case i != nil:
-		*i = v
-	case d != nil:
-		*d = time.Duration(v)
-	case n != nil:
-		*n = int(v)
-	default:
+	i, ok := limitIndex[name]
+	if !ok {
 		return false
 	}
+	reflect.ValueOf(l).Elem().FieldByIndex(i).SetInt(v)
 	return true
 }
 

@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +30,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/session"
-	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/limits"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -424,52 +423,26 @@ func durationArg(field string, d *durationpb.Duration) (time.Duration, error) {
 	return d.AsDuration(), nil
 }
 
-func toReceive(r flow.ReceiveLimits) *ahpv1.ReceiveLimits {
-	return &ahpv1.ReceiveLimits{WindowBytes: r.WindowBytes, MaximumFrameBytes: r.MaximumFrameBytes, MaximumMessageBytes: r.MaximumMessageBytes}
-}
-
 func toLimits(l config.Limits) *ahpv1.Limits {
-	return &ahpv1.Limits{
-		MaxBufferedBytes:       l.MaxBufferedBytes,
-		MaxOutputStall:         durationpb.New(l.MaxOutputStall),
-		MaxSubscriptions:       int64(l.MaxSubscriptions),
-		MaxIdLength:            int64(l.MaxIDLength),
-		MaxInboundMessageBytes: l.MaxInboundMessageBytes,
-		HeartbeatInterval:      durationpb.New(l.HeartbeatInterval),
-		InitializeTimeout:      durationpb.New(l.InitializeTimeout),
-		ClientReceiveDefaults:  toReceive(l.ClientReceiveDefaults),
-		ClientReceiveMaximums:  toReceive(l.ClientReceiveMaximums),
-		HostReceive:            toReceive(l.HostReceive),
-		TerminalViewerBacklog:  l.TerminalViewerBacklog,
-		MaxPendingConnections:  int64(l.MaxPendingConnections),
-		MaxTerminals:           int64(l.MaxTerminals),
+	p := &ahpv1.Limits{}
+	for _, f := range limits.All() {
+		v, _ := l.LimitValue(f.Name)
+		limits.Set(p, f, v)
 	}
+	return p
 }
 
 // protoLimitPaths maps update_mask paths (proto names) to limit names.
 var protoLimitPaths = func() map[string]string {
 	m := map[string]string{}
-	for _, f := range config.LimitFields() {
-		m[snakeCase(f.Name)] = f.Name
+	for _, f := range limits.All() {
+		m[limits.ProtoPath(f.Name)] = f.Name
 	}
-	for _, g := range config.ReceiveGroups {
-		m[snakeCase(g)] = g
+	for _, g := range limits.Groups {
+		m[limits.ProtoPath(g)] = g
 	}
 	return m
 }()
-
-// snakeCase turns maxIdLength into max_id_length (dots kept).
-func snakeCase(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r >= 'A' && r <= 'Z' {
-			b.WriteByte('_')
-			r += 'a' - 'A'
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
 
 func fromLimitsRequest(req *ahpv1.SetLimitsRequest) ([]string, config.Limits, error) {
 	var fields []string
@@ -481,34 +454,18 @@ func fromLimitsRequest(req *ahpv1.SetLimitsRequest) ([]string, config.Limits, er
 		fields = append(fields, name)
 	}
 	p := req.GetLimits()
+	if p == nil {
+		p = &ahpv1.Limits{}
+	}
 	var l config.Limits
-	var err error
-	dur := func(field string, d *durationpb.Duration) time.Duration {
-		v, e := durationArg(field, d)
-		if e != nil && err == nil {
-			err = e
+	for _, f := range limits.All() {
+		v, err := limits.Get(p, f)
+		if err != nil {
+			return nil, config.Limits{}, argErr(f.Name, "%v", err)
 		}
-		return v
+		l.SetLimitValue(f.Name, v)
 	}
-	recv := func(r *ahpv1.ReceiveLimits) flow.ReceiveLimits {
-		return flow.ReceiveLimits{WindowBytes: r.GetWindowBytes(), MaximumFrameBytes: r.GetMaximumFrameBytes(), MaximumMessageBytes: r.GetMaximumMessageBytes()}
-	}
-	l = config.Limits{
-		MaxBufferedBytes:       p.GetMaxBufferedBytes(),
-		MaxOutputStall:         dur("maxOutputStall", p.GetMaxOutputStall()),
-		MaxSubscriptions:       int(p.GetMaxSubscriptions()),
-		MaxIDLength:            int(p.GetMaxIdLength()),
-		MaxInboundMessageBytes: p.GetMaxInboundMessageBytes(),
-		HeartbeatInterval:      dur("heartbeatInterval", p.GetHeartbeatInterval()),
-		InitializeTimeout:      dur("initializeTimeout", p.GetInitializeTimeout()),
-		ClientReceiveDefaults:  recv(p.GetClientReceiveDefaults()),
-		ClientReceiveMaximums:  recv(p.GetClientReceiveMaximums()),
-		HostReceive:            recv(p.GetHostReceive()),
-		TerminalViewerBacklog:  p.GetTerminalViewerBacklog(),
-		MaxPendingConnections:  int(p.GetMaxPendingConnections()),
-		MaxTerminals:           int(p.GetMaxTerminals()),
-	}
-	return fields, l, err
+	return fields, l, nil
 }
 
 func toViewer(v session.ViewerInfo) *ahpv1.Viewer {
