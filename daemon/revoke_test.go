@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func input(t *testing.T, sub *client.Sub, data string) error {
 func TestRevokeClosesOpenConnection(t *testing.T) {
 	h := start(t, false, nil)
 	ch, ft := h.term("t")
-	secret, info, err := h.srv.CreateToken(service.TokenRequest{Role: auth.RoleControl})
+	secret, info, err := h.srv.CreateToken(context.Background(), service.TokenRequest{Role: auth.RoleControl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestRevokeClosesOpenConnection(t *testing.T) {
 	if len(vs) != 2 || vs[0].Token != info.ID || vs[1].Token != "" {
 		t.Fatalf("viewers = %+v, want the first with token %s, the admin's without", vs, info.ID)
 	}
-	if err := h.srv.RevokeToken(info.ID); err != nil {
+	if err := h.srv.RevokeToken(context.Background(), info.ID); err != nil {
 		t.Fatal(err)
 	}
 	revoked := time.Now()
@@ -98,7 +99,7 @@ func TestRevokeClosesOpenConnection(t *testing.T) {
 func TestExpiryClosesOpenConnection(t *testing.T) {
 	h := start(t, false, nil)
 	ch, _ := h.term("t")
-	secret, info, err := h.srv.CreateToken(service.TokenRequest{Role: auth.RoleControl, TTL: time.Second})
+	secret, info, err := h.srv.CreateToken(context.Background(), service.TokenRequest{Role: auth.RoleControl, TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestExpiryClosesOpenConnection(t *testing.T) {
 // returns the connection, the reconnect token and the ticket's id.
 func ticket(t *testing.T, h *harness, ttl time.Duration) (*client.Conn, string, string) {
 	t.Helper()
-	secret, info, err := h.srv.CreateToken(service.TokenRequest{Role: auth.RoleControl, SingleUse: true, TTL: ttl})
+	secret, info, err := h.srv.CreateToken(context.Background(), service.TokenRequest{Role: auth.RoleControl, SingleUse: true, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestRevokeExpiredTicketClosesReconnects(t *testing.T) {
 	default:
 	}
 	c2 := h.dial(reconnect)
-	for _, ti := range h.srv.ListTokens() {
+	for _, ti := range h.srv.ListTokens(context.Background()) {
 		if ti.ID == ticketID {
 			t.Fatalf("expired ticket still listed: %+v", ti)
 		}
@@ -160,7 +161,7 @@ func TestRevokeExpiredTicketClosesReconnects(t *testing.T) {
 			t.Fatalf("reconnect token expires %v, want within its 1 s idle period", ti.Grant.Expires)
 		}
 	}
-	if err := h.srv.RevokeToken(ticketID); err != nil {
+	if err := h.srv.RevokeToken(context.Background(), ticketID); err != nil {
 		t.Fatalf("revoking the expired ticket: %v", err)
 	}
 	closedWith(t, c1, time.Second, "token revoked")
@@ -213,7 +214,7 @@ func TestKickRevokesReconnectToken(t *testing.T) {
 	if len(vs) != 2 {
 		t.Fatalf("viewers = %+v", vs)
 	}
-	if err := h.srv.DisconnectViewer(vs[0].ID, "shift over"); err != nil {
+	if err := h.srv.DisconnectViewer(context.Background(), vs[0].ID, "shift over"); err != nil {
 		t.Fatal(err)
 	}
 	closedWith(t, c, time.Second, "shift over")
@@ -258,7 +259,7 @@ func TestReconnectIdleIsTicketTTLCapped(t *testing.T) {
 // again. The admin token has no bound.
 func TestMaxConnectionsPerToken(t *testing.T) {
 	h := start(t, false, func(c *config.Config) { c.MaxConnectionsPerToken = 2 })
-	secret, _, err := h.srv.CreateToken(service.TokenRequest{Role: auth.RoleView})
+	secret, _, err := h.srv.CreateToken(context.Background(), service.TokenRequest{Role: auth.RoleView})
 	if err != nil {
 		t.Fatal(err)
 	}

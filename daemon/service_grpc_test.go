@@ -621,8 +621,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	if _, err := conn.Subscribe(ctx, ch.URI, nil); err != nil {
 		t.Fatal(err)
 	}
-	scoped, _, _ := h.srv.CreateToken(service.TokenRequest{Channels: []string{ch.URI}})
-	all, _, _ := h.srv.CreateToken(service.TokenRequest{})
+	scoped, _, _ := h.srv.CreateToken(context.Background(), service.TokenRequest{Channels: []string{ch.URI}})
+	all, _, _ := h.srv.CreateToken(context.Background(), service.TokenRequest{})
 	guarded := httptest.NewServer(metrics.Handler(h.srv.Service, metrics.Options{}))
 	defer guarded.Close()
 	public := httptest.NewServer(metrics.Handler(h.srv.Service, metrics.Options{Public: true}))

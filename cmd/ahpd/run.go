@@ -401,7 +401,7 @@ func (r *runner) reload() {
 		r.log.Error("reload failed; nothing changed", "err", err)
 		return
 	}
-	_, changed, err := r.srv.UpdateLimits(nil, s.Limits)
+	_, changed, err := r.srv.UpdateLimits(context.Background(), nil, s.Limits)
 	if err != nil {
 		r.log.Error("reload failed; nothing changed", "err", err)
 		return

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,7 +39,7 @@ func (s *Service) LimitsFor(channel string) config.Limits {
 }
 
 // ChannelOverrides returns the names of the limits channel overrides.
-func (s *Service) ChannelOverrides(channel string) []string {
+func (s *Service) ChannelOverrides(ctx context.Context, channel string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.chLimits[channel].fields)
@@ -54,7 +55,7 @@ type channelLimits struct {
 // overridden; the result, combined with the daemon's limits, must
 // validate. It returns the channel's effective limits and the fields that
 // changed. A change applies to new subscriptions of the channel.
-func (s *Service) UpdateChannelLimits(channel string, fields []string, from config.Limits, clear bool) (config.Limits, []string, error) {
+func (s *Service) UpdateChannelLimits(ctx context.Context, channel string, fields []string, from config.Limits, clear bool) (config.Limits, []string, error) {
 	if _, ok := s.registry.Get(channel); !ok {
 		return config.Limits{}, nil, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, channel)
 	}

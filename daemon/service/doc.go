@@ -9,6 +9,11 @@
 // It is also the session's Host: the connections ask it for limits, for
 // channels that subscribe creates, and to close channels.
 //
+// The control plane's operations take a context first. Most finish at
+// once; StartTerminal starts no process for a caller that gave up, and
+// those that wait (CloseChannelWith's grace, ListViewers, WatchEvents) end
+// with it.
+//
 // Concurrency: a Service's methods are safe for concurrent use. Close
 // refuses new channels, closes every channel and waits for the goroutines
 // it started (one per terminal, waiting for its exit).

@@ -194,12 +194,12 @@ func (g *grpcServer) WatchEvents(req *ahpv1.WatchEventsRequest, stream grpc.Serv
 
 // --- ChannelService
 
-func (g *grpcServer) ListChannels(_ context.Context, req *ahpv1.ListChannelsRequest) (*ahpv1.ListChannelsResponse, error) {
-	return &ahpv1.ListChannelsResponse{Channels: mapSlice(g.s.ListChannels(req.GetType()), toChannel)}, nil
+func (g *grpcServer) ListChannels(ctx context.Context, req *ahpv1.ListChannelsRequest) (*ahpv1.ListChannelsResponse, error) {
+	return &ahpv1.ListChannelsResponse{Channels: mapSlice(g.s.ListChannels(ctx, req.GetType()), toChannel)}, nil
 }
 
-func (g *grpcServer) GetChannel(_ context.Context, req *ahpv1.GetChannelRequest) (*ahpv1.GetChannelResponse, error) {
-	d, err := g.s.GetChannel(req.GetChannel())
+func (g *grpcServer) GetChannel(ctx context.Context, req *ahpv1.GetChannelRequest) (*ahpv1.GetChannelResponse, error) {
+	d, err := g.s.GetChannel(ctx, req.GetChannel())
 	return reply(&ahpv1.GetChannelResponse{Channel: toChannel(d)}, err)
 }
 
@@ -210,8 +210,8 @@ func (g *grpcServer) CloseChannel(ctx context.Context, req *ahpv1.CloseChannelRe
 
 // --- TerminalService
 
-func (g *grpcServer) CreateTerminal(_ context.Context, req *ahpv1.CreateTerminalRequest) (*ahpv1.CreateTerminalResponse, error) {
-	ch, err := g.s.StartTerminal(TerminalRequest{
+func (g *grpcServer) CreateTerminal(ctx context.Context, req *ahpv1.CreateTerminalRequest) (*ahpv1.CreateTerminalResponse, error) {
+	ch, err := g.s.StartTerminal(ctx, TerminalRequest{
 		ID: req.GetId(), Title: req.GetTitle(), Command: req.GetCommand(), Args: req.GetArgs(),
 		Env: req.GetEnv(), ClearEnv: req.GetClearEnv(), Cwd: req.GetCwd(),
 		Rows: int(req.GetRows()), Cols: int(req.GetCols()), Scrollback: int(req.GetScrollback()),
@@ -222,47 +222,47 @@ func (g *grpcServer) CreateTerminal(_ context.Context, req *ahpv1.CreateTerminal
 	return &ahpv1.CreateTerminalResponse{Channel: toChannel(channelDetail(ch))}, nil
 }
 
-func (g *grpcServer) ResizeTerminal(_ context.Context, req *ahpv1.ResizeTerminalRequest) (*ahpv1.ResizeTerminalResponse, error) {
-	return reply(&ahpv1.ResizeTerminalResponse{}, g.s.ResizeTerminal(req.GetChannel(), int(req.GetRows()), int(req.GetCols())))
+func (g *grpcServer) ResizeTerminal(ctx context.Context, req *ahpv1.ResizeTerminalRequest) (*ahpv1.ResizeTerminalResponse, error) {
+	return reply(&ahpv1.ResizeTerminalResponse{}, g.s.ResizeTerminal(ctx, req.GetChannel(), int(req.GetRows()), int(req.GetCols())))
 }
 
 // --- TokenService
 
-func (g *grpcServer) CreateToken(_ context.Context, req *ahpv1.CreateTokenRequest) (*ahpv1.CreateTokenResponse, error) {
+func (g *grpcServer) CreateToken(ctx context.Context, req *ahpv1.CreateTokenRequest) (*ahpv1.CreateTokenResponse, error) {
 	ttl, err := durationArg("ttl", req.GetTtl())
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	secret, info, err := g.s.CreateToken(TokenRequest{Channels: req.GetChannels(), Role: fromRole(req.GetRole(), auth.RoleView), TTL: ttl, SingleUse: req.GetSingleUse()})
+	secret, info, err := g.s.CreateToken(ctx, TokenRequest{Channels: req.GetChannels(), Role: fromRole(req.GetRole(), auth.RoleView), TTL: ttl, SingleUse: req.GetSingleUse()})
 	return reply(&ahpv1.CreateTokenResponse{Secret: secret, Token: toToken(info)}, err)
 }
 
-func (g *grpcServer) ListTokens(context.Context, *ahpv1.ListTokensRequest) (*ahpv1.ListTokensResponse, error) {
-	return &ahpv1.ListTokensResponse{Tokens: mapSlice(g.s.ListTokens(), toToken)}, nil
+func (g *grpcServer) ListTokens(ctx context.Context, _ *ahpv1.ListTokensRequest) (*ahpv1.ListTokensResponse, error) {
+	return &ahpv1.ListTokensResponse{Tokens: mapSlice(g.s.ListTokens(ctx), toToken)}, nil
 }
 
-func (g *grpcServer) RevokeToken(_ context.Context, req *ahpv1.RevokeTokenRequest) (*ahpv1.RevokeTokenResponse, error) {
-	return reply(&ahpv1.RevokeTokenResponse{}, g.s.RevokeToken(req.GetId()))
+func (g *grpcServer) RevokeToken(ctx context.Context, req *ahpv1.RevokeTokenRequest) (*ahpv1.RevokeTokenResponse, error) {
+	return reply(&ahpv1.RevokeTokenResponse{}, g.s.RevokeToken(ctx, req.GetId()))
 }
 
-func (g *grpcServer) CreateBrowserLink(_ context.Context, req *ahpv1.CreateBrowserLinkRequest) (*ahpv1.CreateBrowserLinkResponse, error) {
-	url, exp, err := g.s.BrowserLink(g.baseURL(), req.GetChannel(), fromRole(req.GetRole(), auth.RoleControl))
+func (g *grpcServer) CreateBrowserLink(ctx context.Context, req *ahpv1.CreateBrowserLinkRequest) (*ahpv1.CreateBrowserLinkResponse, error) {
+	url, exp, err := g.s.BrowserLink(ctx, g.baseURL(), req.GetChannel(), fromRole(req.GetRole(), auth.RoleControl))
 	return reply(&ahpv1.CreateBrowserLinkResponse{Url: url, ExpireTime: timestamppb.New(exp)}, err)
 }
 
 // --- LimitsService
 
-func (g *grpcServer) GetLimits(_ context.Context, req *ahpv1.GetLimitsRequest) (*ahpv1.GetLimitsResponse, error) {
+func (g *grpcServer) GetLimits(ctx context.Context, req *ahpv1.GetLimitsRequest) (*ahpv1.GetLimitsResponse, error) {
 	if ch := req.GetChannel(); ch != "" {
 		if _, ok := g.s.Registry().Get(ch); !ok {
 			return nil, grpcError(fmt.Errorf("%w: %s", registry.ErrChannelNotFound, ch))
 		}
-		return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.LimitsFor(ch)), Defaults: toLimits(config.DefaultLimits()), Overridden: g.s.ChannelOverrides(ch)}, nil
+		return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.LimitsFor(ch)), Defaults: toLimits(config.DefaultLimits()), Overridden: g.s.ChannelOverrides(ctx, ch)}, nil
 	}
 	return &ahpv1.GetLimitsResponse{Effective: toLimits(g.s.Limits()), Defaults: toLimits(config.DefaultLimits())}, nil
 }
 
-func (g *grpcServer) SetLimits(_ context.Context, req *ahpv1.SetLimitsRequest) (*ahpv1.SetLimitsResponse, error) {
+func (g *grpcServer) SetLimits(ctx context.Context, req *ahpv1.SetLimitsRequest) (*ahpv1.SetLimitsResponse, error) {
 	fields, from, err := fromLimitsRequest(req)
 	if err != nil {
 		return nil, grpcError(err)
@@ -271,13 +271,13 @@ func (g *grpcServer) SetLimits(_ context.Context, req *ahpv1.SetLimitsRequest) (
 		if len(fields) == 0 {
 			return nil, grpcError(argErr("update_mask", "name the limits to override for the channel"))
 		}
-		now, changed, err := g.s.UpdateChannelLimits(ch, fields, from, req.GetClear())
+		now, changed, err := g.s.UpdateChannelLimits(ctx, ch, fields, from, req.GetClear())
 		return reply(&ahpv1.SetLimitsResponse{Effective: toLimits(now), Changed: changed}, err)
 	}
 	if req.GetClear() {
 		return nil, grpcError(argErr("clear", "only with channel"))
 	}
-	now, changed, err := g.s.UpdateLimits(fields, from)
+	now, changed, err := g.s.UpdateLimits(ctx, fields, from)
 	return reply(&ahpv1.SetLimitsResponse{Effective: toLimits(now), Changed: changed}, err)
 }
 
@@ -287,8 +287,8 @@ func (g *grpcServer) ListViewers(ctx context.Context, _ *ahpv1.ListViewersReques
 	return &ahpv1.ListViewersResponse{Viewers: mapSlice(g.s.ListViewers(ctx), toViewer)}, nil
 }
 
-func (g *grpcServer) DisconnectViewer(_ context.Context, req *ahpv1.DisconnectViewerRequest) (*ahpv1.DisconnectViewerResponse, error) {
-	return reply(&ahpv1.DisconnectViewerResponse{}, g.s.DisconnectViewer(req.GetId(), req.GetReason()))
+func (g *grpcServer) DisconnectViewer(ctx context.Context, req *ahpv1.DisconnectViewerRequest) (*ahpv1.DisconnectViewerResponse, error) {
+	return reply(&ahpv1.DisconnectViewerResponse{}, g.s.DisconnectViewer(ctx, req.GetId(), req.GetReason()))
 }
 
 // grpcError is the one mapping of service errors to gRPC status codes.

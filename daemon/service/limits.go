@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,7 +20,7 @@ var limitsMu sync.Mutex
 // the limits now in force and the names of the limits that changed; on an
 // invalid name or value it changes nothing and returns an *ArgError naming
 // the field.
-func (s *Service) UpdateLimits(fields []string, from config.Limits) (config.Limits, []string, error) {
+func (s *Service) UpdateLimits(ctx context.Context, fields []string, from config.Limits) (config.Limits, []string, error) {
 	limitsMu.Lock()
 	defer limitsMu.Unlock()
 	cur := s.Limits()

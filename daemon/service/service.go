@@ -99,7 +99,7 @@ func channelDetail(c *registry.Channel) ChannelDetail {
 
 // ListChannels returns the channels in creation order, only those of type
 // typ if it is not empty.
-func (s *Service) ListChannels(typ string) []ChannelDetail {
+func (s *Service) ListChannels(ctx context.Context, typ string) []ChannelDetail {
 	out := []ChannelDetail{}
 	for _, ch := range s.registry.List() {
 		if typ == "" || ch.Type == typ {
@@ -110,7 +110,7 @@ func (s *Service) ListChannels(typ string) []ChannelDetail {
 }
 
 // GetChannel describes the channel with uri.
-func (s *Service) GetChannel(uri string) (ChannelDetail, error) {
+func (s *Service) GetChannel(ctx context.Context, uri string) (ChannelDetail, error) {
 	ch, ok := s.registry.Get(uri)
 	if !ok {
 		return ChannelDetail{}, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
@@ -297,9 +297,12 @@ func mergeEnv(base, add []string) []string {
 }
 
 // StartTerminal validates r and starts a terminal channel.
-func (s *Service) StartTerminal(r TerminalRequest) (*registry.Channel, error) {
+func (s *Service) StartTerminal(ctx context.Context, r TerminalRequest) (*registry.Channel, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // the caller gave up: start no process
 	}
 	if s.isClosing() {
 		return nil, ErrShuttingDown
@@ -331,7 +334,7 @@ func (s *Service) StartTerminal(r TerminalRequest) (*registry.Channel, error) {
 }
 
 // ResizeTerminal sets the size of the terminal with uri.
-func (s *Service) ResizeTerminal(uri string, rows, cols int) error {
+func (s *Service) ResizeTerminal(ctx context.Context, uri string, rows, cols int) error {
 	for _, f := range []struct {
 		name string
 		v    int

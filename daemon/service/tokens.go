@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -21,7 +22,7 @@ type TokenRequest struct {
 
 // CreateToken validates r and mints a token. The secret is returned once;
 // the store keeps only its digest.
-func (s *Service) CreateToken(r TokenRequest) (secret string, info auth.TokenInfo, err error) {
+func (s *Service) CreateToken(ctx context.Context, r TokenRequest) (secret string, info auth.TokenInfo, err error) {
 	if len(r.Channels) > maxTokenChannels {
 		return "", auth.TokenInfo{}, argErr("channels", "at most %d channels, got %d", maxTokenChannels, len(r.Channels))
 	}
@@ -51,12 +52,12 @@ func (s *Service) CreateToken(r TokenRequest) (secret string, info auth.TokenInf
 }
 
 // ListTokens lists the live tokens, without secrets, ordered by id.
-func (s *Service) ListTokens() []auth.TokenInfo { return s.tokens.List() }
+func (s *Service) ListTokens(ctx context.Context) []auth.TokenInfo { return s.tokens.List() }
 
 // RevokeToken removes the token with id and the tokens derived from it
 // (a ticket's reconnect tokens, also after the ticket expired), and closes
 // the connections that use them with 1008 "token revoked".
-func (s *Service) RevokeToken(id string) error {
+func (s *Service) RevokeToken(ctx context.Context, id string) error {
 	ids := s.tokens.RevokeAll(id)
 	if len(ids) == 0 {
 		return fmt.Errorf("%w: %s", ErrTokenNotFound, id)
@@ -69,7 +70,7 @@ func (s *Service) RevokeToken(id string) error {
 // BrowserLink returns the web page URL (base is http://HOST:PORT) that
 // opens the existing channel uri with a fresh single-use ticket, and when
 // the ticket expires.
-func (s *Service) BrowserLink(base, uri string, role auth.Role) (string, time.Time, error) {
+func (s *Service) BrowserLink(ctx context.Context, base, uri string, role auth.Role) (string, time.Time, error) {
 	if _, ok := s.registry.Get(uri); !ok {
 		return "", time.Time{}, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
 	}

@@ -23,7 +23,7 @@ func (s *Service) ListViewers(ctx context.Context) []session.ViewerInfo {
 // DisconnectViewer closes the connection id with WebSocket close code 1008
 // and reason (at most 123 bytes of UTF-8; empty: "disconnected by
 // operator").
-func (s *Service) DisconnectViewer(id, reason string) error {
+func (s *Service) DisconnectViewer(ctx context.Context, id, reason string) error {
 	if len(reason) > maxCloseReason || !utf8.ValidString(reason) {
 		return argErr("reason", "must be valid UTF-8 of at most %d bytes (a WebSocket close frame), got %d bytes", maxCloseReason, len(reason))
 	}
