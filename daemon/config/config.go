@@ -113,11 +113,9 @@ func (l Limits) Validate() error {
 	if _, err := flow.Negotiate(l.ClientReceiveDefaults, l.ClientReceiveMaximums); err != nil {
 		return bad("clientReceiveDefaults", err.Error())
 	}
-	// UTF-16 bytes of a frame are at least its UTF-8 bytes / 1.5; keep
-	// the host's frame limit within one inbound WebSocket message.
 	// A frame of F UTF-16 bytes is at most 1.5·F bytes of UTF-8 (a
-	// 3-byte character is one UTF-16 unit): it must fit one inbound
-	// WebSocket message.
+	// 3-byte character is one 2-byte UTF-16 unit), and it must fit in one
+	// inbound WebSocket message.
 	if l.HostReceive.MaximumFrameBytes*3/2 > l.MaxInboundMessageBytes {
 		return bad("hostReceive.maximumFrameBytes", "must fit in maxInboundMessageBytes (UTF-8 can be 1.5× the UTF-16 size)")
 	}
