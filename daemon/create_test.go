@@ -161,7 +161,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestSubscribeCreateWaitsForReady(t *testing.T) {
 	kind := &dialKind{}
 	h := startWith(t, false, nil, func(o *daemon.Options) {
-		o.Creators = map[string]service.Creator{"tcp": kind.create}
+		o.Creators = map[string]service.Creator{"tcp": kind.create, "terminal": kind.create} // a terminal creator is refused: terminals take a maxTerminals slot over the control plane
 	})
 	ws := h.rawInit(adminToken)
 	send := func(s string) {
@@ -197,17 +197,38 @@ func TestSubscribeCreateWaitsForReady(t *testing.T) {
 	if res := readJSON(t, ws); !strings.Contains(res, `"id":3`) || !strings.Contains(res, `"code":-32008`) {
 		t.Fatalf("failed dial: got %s, want error -32008", res)
 	}
-	if !failing.subClosed() || failing.State() != flow.StateClosed {
-		t.Fatal("after a failed dial the subscriber and its channel must be closed")
+	waitFor(t, "the failed dial's subscriber and channel to be closed and unregistered", func() bool {
+		_, registered := h.srv.Registry().Get("ahp-tcp:/2")
+		return failing.subClosed() && failing.State() == flow.StateClosed && !registered
+	})
+
+	// A channel its kind ends (a TCP channel after tcp/closed) leaves the
+	// registry by itself.
+	first := kind.chans[0]
+	_ = first.Close()
+	waitFor(t, "the channel its kind closed to leave the registry", func() bool {
+		_, registered := h.srv.Registry().Get("ahp-tcp:/1")
+		return !registered
+	})
+
+	// A subscribe that is refused before the channel would exist (a
+	// flowControl.receive the host cannot grant) creates none.
+	send(`{"jsonrpc":"2.0","id":6,"method":"subscribe","params":{"create":{"type":"tcp","host":"127.0.0.1","port":9},"flowControl":{"receive":{"windowBytes":10,"maximumFrameBytes":10,"maximumMessageBytes":10}}}}`)
+	if res := readJSON(t, ws); !strings.Contains(res, `"id":6`) || !strings.Contains(res, `"code":-32602`) {
+		t.Fatalf("create with bad limits: got %s, want -32602", res)
 	}
-	if _, ok := h.srv.Registry().Get("ahp-tcp:/2"); ok {
-		t.Fatal("the channel of a failed dial is still registered")
+	kind.mu.Lock()
+	made := len(kind.chans)
+	kind.mu.Unlock()
+	if made != 2 {
+		t.Fatalf("%d channels made, want 2: a refused subscribe must create none", made)
 	}
 
 	// The kind's refusal (an allow-list), an unknown type, and bad JSON.
 	for _, tc := range []struct{ params, want string }{
 		{`{"create":{"type":"tcp","host":"10.0.0.1","port":9}}`, `"code":-32003`},
 		{`{"create":{"type":"telemetry"}}`, `"code":-32602`},
+		{`{"create":{"type":"terminal"}}`, `"code":-32602`}, // over the control plane, with a maxTerminals slot
 		{`{"create":"tcp"}`, `"code":-32602`},
 	} {
 		send(`{"jsonrpc":"2.0","id":4,"method":"subscribe","params":` + tc.params + `}`)

@@ -215,7 +215,9 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 func (s *Service) CreateChannel(typ string, params json.RawMessage) (*registry.Channel, error) {
 	create, ok := s.creators[typ]
 	scheme := registry.Scheme(typ)
-	if !ok || scheme == "" {
+	// Terminals are created over the control plane, where they take a
+	// maxTerminals slot (CreateTerminal).
+	if !ok || scheme == "" || typ == "terminal" {
 		return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: channels of type " + strconv.Quote(session.Truncate(typ, 64)) + " cannot be created by subscribe"}
 	}
 	if s.isClosing() {
@@ -232,6 +234,25 @@ func (s *Service) CreateChannel(typ string, params json.RawMessage) (*registry.C
 	}
 	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type, "by", "subscribe")
 	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
+	// A kind may end its channel itself (a TCP channel after tcp/closed,
+	// a reset or its retention): it then leaves the registry (§8).
+	s.mu.Lock()
+	closing := s.closing
+	if !closing {
+		s.bg.Go(func() {
+			<-impl.Done()
+			if cur, ok := s.registry.Get(ch.URI); ok && cur == ch {
+				_ = s.CloseChannel(ch.URI)
+			}
+		})
+	}
+	s.mu.Unlock()
+	if closing {
+		// Shutdown may have listed the channels already: this one is ours
+		// to close.
+		_ = s.CloseChannel(ch.URI)
+		return nil, ErrShuttingDown
+	}
 	return ch, nil
 }
 

@@ -157,7 +157,7 @@ func (s *Service) CloseChannelWith(ctx context.Context, uri, sig string, grace t
 		return false, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
 	}
 	exited := false
-	if signum != 0 && running(ch.Impl()) {
+	if signum != 0 && ch.Type == "terminal" && running(ch.Impl()) {
 		if err := signalTerminal(ch.Impl(), signum); err != nil {
 			return false, fmt.Errorf("signal %s: %w", uri, err)
 		}

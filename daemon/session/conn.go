@@ -799,7 +799,9 @@ func (c *conn) resetSub(s *subscription, code, msg string) {
 		return
 	}
 	if s.pending {
-		c.refuse(s, rpcErr(flow.ErrCodeChannelNotFound, "channel not available: "+msg))
+		if err := c.refuse(s, rpcErr(flow.ErrCodeChannelNotFound, "channel not available: "+msg)); err != nil && c.fatal == nil {
+			c.fatal = err
+		}
 		return
 	}
 	c.stats.resets.Add(1)
@@ -810,7 +812,9 @@ func (c *conn) resetSub(s *subscription, code, msg string) {
 	c.endSub(s)
 }
 
-// endSub releases a subscription's resources.
+// endSub releases a subscription's resources. A channel that the
+// subscribe created and that never started (refused, or its connection
+// ended first) is closed with it.
 func (c *conn) endSub(s *subscription) {
 	if s.ended {
 		return
@@ -824,4 +828,7 @@ func (c *conn) endSub(s *subscription) {
 	s.ch.Left()
 	delete(c.subs, s.id)
 	delete(c.pending, s.id)
+	if s.created && s.stream == nil {
+		c.srv.closeSoon(s.ch.URI)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/internal/wire"
@@ -148,7 +149,16 @@ func (c *conn) subscribe(req *request) error {
 	if len(p.Channel) > c.limits.MaxIDLength {
 		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidRequest, "channel: longer than maxIdLength"))
 	}
-	var created bool
+	full := func() *RPCError {
+		if len(c.subs)+len(c.pending) >= c.limits.MaxSubscriptions {
+			return rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: at most %d subscriptions per connection (maxSubscriptions)", c.limits.MaxSubscriptions))
+		}
+		return nil
+	}
+	var (
+		ch      *registry.Channel
+		created bool
+	)
 	if p.Create != nil {
 		// §8: creating needs role control over all channels.
 		if c.grant.Role != auth.RoleControl || len(c.grant.Channels) != 0 {
@@ -160,37 +170,46 @@ func (c *conn) subscribe(req *request) error {
 		if err := json.Unmarshal(p.Create, &k); err != nil {
 			return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, "create: "+err.Error()))
 		}
-		ch, err := c.srv.host.CreateChannel(k.Type, p.Create)
-		if err != nil {
+		// Everything that can refuse the subscribe comes before the
+		// channel exists (a new channel has no overrides): a refused
+		// subscribe creates nothing.
+		if e := full(); e != nil {
+			return c.respondOr(req, e)
+		}
+		if _, e := c.negotiate(p, c.limits); e != nil {
+			return c.respondOr(req, e)
+		}
+		var err error
+		if ch, err = c.srv.host.CreateChannel(k.Type, p.Create); err != nil {
 			return c.respondOr(req, channelErr(err))
 		}
-		p.Channel, created = ch.URI, true
-	}
-	// Scope first: a channel outside the credential's scope gets -32003
-	// whether it exists or not, so a scoped token cannot probe for the
-	// channels it does not reach (docs/protocol-decisions.md).
-	if !c.grant.Allows(p.Channel) {
-		return c.respondOr(req, rpcErr(flow.ErrCodeForbidden, "forbidden: the credential does not reach this channel"))
-	}
-	ch, ok := c.srv.registry.Get(p.Channel)
-	if !ok {
-		return c.respondOr(req, rpcErr(flow.ErrCodeChannelNotFound, "channel not found: "+quoteClient(p.Channel)))
-	}
-	if ch.State() == "closed" {
-		return c.respondOr(req, rpcErr(flow.ErrCodeChannelNotFound, "channel not available: "+quoteClient(p.Channel)))
-	}
-	if len(c.subs)+len(c.pending) >= c.limits.MaxSubscriptions {
-		return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: at most %d subscriptions per connection (maxSubscriptions)", c.limits.MaxSubscriptions)))
+		created = true
+	} else {
+		// Scope first: a channel outside the credential's scope gets
+		// -32003 whether it exists or not, so a scoped token cannot probe
+		// for the channels it does not reach (docs/protocol-decisions.md).
+		if !c.grant.Allows(p.Channel) {
+			return c.respondOr(req, rpcErr(flow.ErrCodeForbidden, "forbidden: the credential does not reach this channel"))
+		}
+		var ok bool
+		if ch, ok = c.srv.registry.Get(p.Channel); !ok {
+			return c.respondOr(req, rpcErr(flow.ErrCodeChannelNotFound, "channel not found: "+quoteClient(p.Channel)))
+		}
+		if ch.State() == "closed" {
+			return c.respondOr(req, rpcErr(flow.ErrCodeChannelNotFound, "channel not available: "+quoteClient(p.Channel)))
+		}
+		if e := full(); e != nil {
+			return c.respondOr(req, e)
+		}
 	}
 	// The channel's overrides of the flow-control limits, if any.
 	chl := c.srv.host.LimitsFor(ch.URI)
-	want := chl.ClientReceiveDefaults
-	if p.FlowControl != nil && p.FlowControl.Receive != nil {
-		want = *p.FlowControl.Receive
-	}
-	got, err := flow.Negotiate(want, chl.ClientReceiveMaximums)
-	if err != nil {
-		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, "flowControl.receive."+err.Error()))
+	got, e := c.negotiate(p, chl)
+	if e != nil {
+		if created {
+			c.srv.closeSoon(ch.URI)
+		}
+		return c.respondOr(req, e)
 	}
 	c.nextSub++
 	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch, pending: true, reqID: req.ID, send: got, receive: chl.HostReceive, created: created}
@@ -204,7 +223,7 @@ func (c *conn) subscribe(req *request) error {
 	if err != nil {
 		s.ended = true // a wake queued by Attach must not reach the Sender
 		if created {
-			_ = c.srv.host.CloseChannel(ch.URI)
+			c.srv.closeSoon(ch.URI)
 		}
 		return c.respondOr(req, channelErr(err))
 	}
@@ -212,6 +231,20 @@ func (c *conn) subscribe(req *request) error {
 	ch.Joined()
 	c.pending[s.id] = s
 	return c.start(s)
+}
+
+// negotiate returns the client's receive limits for a subscribe under
+// the limits l (the channel's, with its overrides).
+func (c *conn) negotiate(p subscribeParams, l config.Limits) (flow.ReceiveLimits, *RPCError) {
+	want := l.ClientReceiveDefaults
+	if p.FlowControl != nil && p.FlowControl.Receive != nil {
+		want = *p.FlowControl.Receive
+	}
+	got, err := flow.Negotiate(want, l.ClientReceiveMaximums)
+	if err != nil {
+		return got, rpcErr(flow.ErrCodeInvalidParams, "flowControl.receive."+err.Error())
+	}
+	return got, nil
 }
 
 // start answers a pending subscribe once its Subscriber is Ready, and
@@ -225,6 +258,15 @@ func (c *conn) start(s *subscription) error {
 	if !ok {
 		return nil
 	}
+	receive := s.receive
+	if res.Receiver != nil {
+		// A lent Receiver starts on a message boundary: a message the
+		// previous holder left incomplete is resent by the client after
+		// the host's accepted position (§8). And it enforces the limits
+		// it was made with.
+		res.Receiver.DiscardPartial()
+		receive = res.Receiver.Limits()
+	}
 	st, err := c.sender.Open(flow.StreamConfig{
 		Channel:        s.ch.URI,
 		SubscriptionID: s.id,
@@ -235,10 +277,13 @@ func (c *conn) start(s *subscription) error {
 		Journal:        res.Journal,
 		Resume:         res.ResumeFrom,
 	})
+	if errors.Is(err, flow.ErrResume) {
+		return c.refuse(s, rpcErr(flow.ErrCodeResumeFailed, "resume failed: "+err.Error()))
+	}
 	if err != nil {
 		return c.refuse(s, rpcErr(flow.ErrCodeInvalidParams, "flowControl.receive: "+err.Error()))
 	}
-	s.stream, s.pending = st, false
+	s.stream, s.pending, s.receive = st, false, receive
 	delete(c.pending, s.id)
 	// The response goes to the control lane, which is written before any
 	// frame: no frame of s can precede it (§3).
@@ -260,14 +305,10 @@ func (c *conn) start(s *subscription) error {
 	return nil
 }
 
-// refuse answers a pending subscribe with an error and drops it; a
-// channel the subscribe created goes with it.
+// refuse answers a pending subscribe with an error and drops it (endSub
+// closes a channel the subscribe created; the kind gets its lease back).
 func (c *conn) refuse(s *subscription, e *RPCError) error {
-	s.pending = false
 	c.endSub(s)
-	if s.created {
-		_ = c.srv.host.CloseChannel(s.ch.URI)
-	}
 	return c.queue(encodeResponse(s.reqID, nil, e))
 }
 

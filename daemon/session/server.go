@@ -42,7 +42,8 @@ type Host interface {
 	// CreateChannel makes a channel for subscribe {create} (PROTOCOL.md
 	// §8) and registers it; an *flow.Error carries its code.
 	CreateChannel(typ string, params json.RawMessage) (*registry.Channel, error)
-	// CloseChannel closes and removes a channel.
+	// CloseChannel closes and removes a channel; it may block (a
+	// terminal's hang-up), so the session calls it off its run loops.
 	CloseChannel(uri string) error
 }
 
@@ -81,8 +82,9 @@ type Server struct {
 	connCtx   context.Context // parent of every connection; cancelled at shutdown
 	stopConns context.CancelFunc
 	connWG    sync.WaitGroup
-	mu        sync.Mutex // guards conns, nextConn, origins, originSchemes, hosts, closing
-	closing   bool       // set at shutdown; no connection is added after it
+	closers   sync.WaitGroup // CloseChannel calls of closeSoon; Serve waits for them
+	mu        sync.Mutex     // guards conns, nextConn, origins, originSchemes, hosts, closing
+	closing   bool           // set at shutdown; no connection is added after it
 	conns     map[*conn]struct{}
 	nextConn  int
 	origins   []string
@@ -515,6 +517,13 @@ func (s *Server) shutdown(hs *http.Server) {
 		s.mu.Unlock()
 		<-done
 	}
+	s.closers.Wait()
+}
+
+// closeSoon closes a channel without blocking the caller (a connection's
+// run loop): a channel's Close may wait for its process or socket.
+func (s *Server) closeSoon(uri string) {
+	s.closers.Go(func() { _ = s.host.CloseChannel(uri) })
 }
 
 // viewerQueryTimeout bounds how long ListViewers waits for one connection's
