@@ -7,8 +7,9 @@
 //     connections, kind-blind, with the Service as their Host;
 //   - the channel kinds (kinds.go): pty.Terminal today. A kind implements
 //     flow.Channel and flow.Subscriber (flow/doc.go, "Channels"); a kind
-//     that a subscribe may create adds a service.Creator to
-//     Options.Creators. Nothing else changes for a new kind;
+//     that a subscribe may create adds a service.Creator to the table of
+//     creators New builds (Options.Creators adds more). Nothing else
+//     changes for a new kind;
 //   - the memory returner (memory.go): free memory goes back to the
 //     system a second after a channel or a connection ends, and the soft
 //     memory limit follows the configured budgets.

@@ -29,8 +29,9 @@ type Options struct {
 	// while one floods (pty.Config.Flooding).
 	Flooding func()
 	// Creators are the channel kinds a subscribe may create, by type
-	// (PROTOCOL.md §8: subscribe {create:{type, ...}}); added to the
-	// daemon's own (kinds.go).
+	// (PROTOCOL.md §8: subscribe {create:{type, ...}}), added to the
+	// table New builds (none of the daemon's own kinds is created that way
+	// yet: terminals come from the control plane).
 	Creators map[string]service.Creator
 }
 

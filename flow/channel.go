@@ -45,7 +45,9 @@ type Channel interface {
 	// refuses the subscription; an *Error carries its JSON-RPC code.
 	Attach(req AttachRequest) (Subscriber, error)
 	// Close ends the channel: its subscribers report an End, new
-	// Attaches fail. Close is idempotent.
+	// Attaches fail. Close is idempotent and may block (a process's
+	// hang-up); the session calls it off its run loops. A kind that ends
+	// its channel itself closes Done, and the channel leaves the registry.
 	Close() error
 	// Done is closed once Close has finished releasing the channel.
 	Done() <-chan struct{}
@@ -100,7 +102,12 @@ type AttachResult struct {
 	// The lease of a lossless subscriber: state the channel keeps across
 	// connections and lends to the one that holds it, until the
 	// subscriber is Closed. Nil fields: the connection makes fresh ones.
-	// While lent, they belong to the connection's owner goroutine.
+	// While lent, they belong to the connection's owner goroutine. The
+	// connection discards a message a lent Receiver holds incomplete (the
+	// client resends after the host's accepted position) and states the
+	// Receiver's limits in the result. If the Journal cannot resume at
+	// ResumeFrom (ErrResume), the subscribe gets -32006 and the subscriber
+	// is Closed, which ends the lease.
 	Journal    *Journal     // retains sent, unreleased host→client messages
 	Receiver   *Receiver    // client→host reassembly and positions
 	ResumeFrom *ResumePoint // where the Journal continues (with Journal)
@@ -133,8 +140,9 @@ type Subscriber interface {
 	// code) ends the subscription, and release may never be called.
 	Deliver(method string, params json.RawMessage, release func()) error
 	// Request answers a kind request (terminal/resize); its result is
-	// sent as the JSON-RPC result. An *Error carries its code; any other
-	// error is -32602 invalid params.
+	// sent as the JSON-RPC result. The kind checks the role it was
+	// attached with (-32003 for one it refuses). An *Error carries its
+	// code; any other error is -32602 invalid params.
 	Request(method string, params json.RawMessage) (any, error)
 	// End is why the subscription ended on the host's side (the channel
 	// closed, a newer holder superseded it, the socket was reset), or

@@ -97,8 +97,8 @@
 //     Ready when the dial completes.
 //
 // So a new kind is a package that implements Channel and Subscriber (and,
-// if a subscribe may create it, a creator registered in the daemon's kind
-// table, daemon/kinds.go); the connection code does not change.
+// if a subscribe may create it, a service.Creator in the daemon's table of
+// creators, built in daemon.New); the connection code does not change.
 //
 // # Errors
 //

@@ -1,9 +1,9 @@
 // Package control is the transport of ahpd's control plane (PROTOCOL.md
 // §10): the unix socket that the gRPC API of proto/ahp/v1 is served on, and
 // the gRPC server around it (health, reflection, logging, bounded graceful
-// stop). It knows nothing of the daemon: package daemon registers its
-// services (daemon/service_grpc.go) on the *grpc.Server this package builds,
-// so the dependency runs daemon → control and daemon/main.go can start it.
+// stop). It knows nothing of the daemon: package daemon/service registers
+// its services (daemon/service/grpc.go) on the *grpc.Server this package
+// builds, so the dependency runs service → control, and cmd/ahpd starts it.
 //
 // Authorization is the socket's file permissions: the socket is mode 0660,
 // so its owner (the daemon's user) and its group may connect, and whoever

@@ -2,9 +2,9 @@ package service
 
 // The gRPC adapter of the control plane: one line per RPC over the service
 // methods (service*.go), the conversions to and from proto/ahp/v1, and the
-// one mapping of service errors to gRPC codes. It lives in package daemon
-// (not daemon/control) because it needs *Service, and daemon/main.go starts
-// it: daemon/control, which daemon imports, holds the transport.
+// one mapping of service errors to gRPC codes (grpcError). It lives here,
+// beside the *Service it adapts; cmd/ahpd starts it through StartControl,
+// and daemon/control holds the transport.
 
 import (
 	"context"

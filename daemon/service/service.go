@@ -1,9 +1,9 @@
 package service
 
 // The control plane's service logic (PROTOCOL.md §10): plain Go methods on
-// *Server that the gRPC layer (service_grpc.go) adapts one line per RPC and
-// that tests may call directly. Errors are classified by the sentinels and
-// *ArgError below; service_grpc.go maps them to gRPC codes in one place.
+// *Service that the gRPC layer (grpc.go) adapts one line per RPC and that
+// tests may call directly. Errors are classified by the sentinels and
+// *ArgError below; grpc.go maps them to gRPC codes in one place.
 
 import (
 	"context"

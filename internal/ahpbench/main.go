@@ -552,7 +552,7 @@ func (d *daemon) echo(n int, gap time.Duration) (idle timed, flood []time.Durati
 		return idle, nil, err
 	}
 	// Idle: the daemon stays on two Ps for half a second after the
-	// throughput runs' flood (daemon/procs.go); wait until it is back on one.
+	// throughput runs' flood (internal/procs); wait until it is back on one.
 	time.Sleep(time.Second)
 	cpu0, err := d.cpu()
 	if err != nil {
