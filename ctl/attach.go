@@ -34,7 +34,12 @@ sends a fresh snapshot of the screen; keys typed while disconnected are dropped,
 never replayed. It does not come back after the daemon ended the session on
 purpose (viewers kick, token revoke): it exits with the daemon's reason. attach ends when the program exits. Credentials: attach mints a
 single-use ticket over the control socket and keeps the reconnect token the
-daemon returns; nothing is written to disk.`
+daemon returns; nothing is written to disk.
+
+Without the control socket (from another machine, through a tunnel or a
+proxy): --url http://HOST:PORT (or $AHP_URL) names the daemon, and the token
+comes from --token-file FILE or $AHP_TOKEN, never from the command line
+(where other users could read it); mint one with 'ahpctl tokens create'.`
 
 // detachKey is Ctrl-]; the key after it decides (d detaches).
 const detachKey = 0x1d
@@ -63,11 +68,22 @@ func (e *exitedError) Error() string {
 
 func setupAttach(fs *flag.FlagSet) action {
 	readOnly := fs.Bool("read-only", false, "view only: no keys are sent and the channel is not resized")
+	remote := remoteFlags(fs)
 	return func(ctx context.Context, a *app, args []string) error {
+		wsURL, token, ok, err := remote.resolve(a.getenv)
+		if err != nil {
+			return err
+		}
 		in, okIn := a.stdin.(*os.File)
 		out, okOut := a.stdout.(*os.File)
 		if !okIn || !okOut || !isTerminal(in) {
 			return fmt.Errorf("attach needs a terminal on stdin (for a browser use 'ahpctl open %s')", args[0])
+		}
+		if ok {
+			// Without the control socket: the daemon's URL and a token
+			// given for it (from another machine, through a tunnel).
+			at := &attacher{a: a, uri: args[0], wsURL: wsURL, token: token, readOnly: *readOnly, in: in, out: out}
+			return at.run(ctx)
 		}
 		c, err := a.clients()
 		if err != nil {
@@ -91,9 +107,10 @@ func setupAttach(fs *flag.FlagSet) action {
 // stdin reader and the per-session output goroutine only send to it.
 type attacher struct {
 	a        *app
-	c        *clients
+	c        *clients // nil without the control socket (token is set then)
 	uri      string
 	wsURL    string
+	token    string // the credential given with --url, else "": mint tickets
 	readOnly bool
 	in, out  *os.File
 	buf      []byte // decoded output, reused (owned by the output loop)
@@ -233,6 +250,11 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 	var conn *client.Conn
 	var res *client.InitializeResult
 	var err error
+	if at.c == nil && at.policyClose != "" {
+		// The given token would still work: coming back would undo the
+		// operator's kick.
+		return nil, nil, &endedError{at.policyClose}
+	}
 	if at.reconnectToken != "" {
 		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: at.reconnectToken, ClientName: "ahpctl attach"})
 		var ce *client.Error
@@ -266,8 +288,12 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 	return conn, sub, nil
 }
 
-// ticket mints a single-use ticket for this channel over the control socket.
+// ticket mints a single-use ticket for this channel over the control
+// socket, or, without one, returns the token given with --url.
 func (at *attacher) ticket(ctx context.Context) (string, error) {
+	if at.c == nil {
+		return at.token, nil
+	}
 	role := ahpv1.Role_ROLE_CONTROL
 	if at.readOnly {
 		role = ahpv1.Role_ROLE_VIEW

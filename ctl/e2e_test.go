@@ -595,3 +595,69 @@ func TestE2ECompletionScripts(t *testing.T) {
 		t.Fatalf("completion tcsh: exit %d, want 2", ee.ExitCode())
 	}
 }
+
+// TestE2EAttachRemote: attach without the control socket (as from another
+// machine through a tunnel): --url and a token from --token-file. Typing
+// works; a kick ends it for good even though its token would still be
+// accepted; no token on the command line is needed or taken.
+func TestE2EAttachRemote(t *testing.T) {
+	d := startDaemon(t)
+	d.mustCtl("terminal", "create", "--id", "rsh", "--env", "PS1=REMOTE> ", "--env", "HOME=/tmp", "--", "/bin/sh")
+	tok := strings.TrimSpace(d.mustCtl("token", "create", "--role", "control", "--channel", "ahp-terminal:/rsh"))
+	tokFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A control socket that does not exist: attach must not need it.
+	cmd := exec.Command(d.ahpctl, "--control", filepath.Join(t.TempDir(), "none.sock"), "attach",
+		"--url", "http://"+d.addr, "--token-file", tokFile, "ahp-terminal:/rsh")
+	cmd.Env = append(os.Environ(), "AHP_TOKEN=", "AHP_URL=")
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	screen := newPTYScreen(f)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	pos := screen.waitFor(t, 0, regexp.MustCompile(`REMOTE> `))
+	if _, err := f.Write([]byte("echo re''mote-ok\r")); err != nil {
+		t.Fatal(err)
+	}
+	pos = screen.waitFor(t, pos, regexp.MustCompile(`\r\nremote-ok\r\n`))
+
+	var viewers []viewerJSON
+	var id string
+	deadline := time.Now().Add(20 * time.Second)
+	for id == "" {
+		if err := json.Unmarshal([]byte(d.mustCtl("viewers", "list", "-o", "json")), &viewers); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range viewers {
+			if v.Client == "ahpctl attach" {
+				id = v.ID
+			}
+		}
+		if id == "" && time.Now().After(deadline) {
+			t.Fatalf("viewers = %+v, want the remote attach", viewers)
+		}
+		time.Sleep(50 * time.Millisecond) // polling another process's state
+	}
+	d.mustCtl("viewers", "kick", id, "--reason", "remote kick")
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("attach exited 0 after a kick; output:\n%q", screen.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("remote attach did not exit after a kick (it came back with its token?); output:\n%q", screen.String())
+	}
+	screen.waitFor(t, pos, regexp.MustCompile(`remote kick.*not reconnecting`))
+
+	// --url without a token is a usage error naming where a token goes.
+	_, stderr, code := d.ctl("attach", "--url", "http://"+d.addr, "ahp-terminal:/rsh")
+	if code == 0 || !strings.Contains(stderr, "AHP_TOKEN") {
+		t.Fatalf("attach --url without a token: exit %d, stderr %q", code, stderr)
+	}
+}
