@@ -376,6 +376,37 @@ func (s *ptyScreen) waitFor(t *testing.T, from int, re *regexp.Regexp) int {
 	}
 }
 
+// inPTY starts cmd in a 24×80 PTY, closed when the test ends; done
+// yields cmd's exit.
+func inPTY(t *testing.T, cmd *exec.Cmd) (*os.File, *ptyScreen, <-chan error) {
+	t.Helper()
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	screen := newPTYScreen(f)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return f, screen, done
+}
+
+// kickEnds checks that an attach (cmd, its done) exits non-zero after a
+// kick with reason, saying so, instead of coming back.
+func kickEnds(t *testing.T, cmd *exec.Cmd, done <-chan error, screen *ptyScreen, pos int, reason string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("attach exited 0 after a kick; output:\n%q", screen.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("attach did not exit after a kick (it came back?); output:\n%q", screen.String())
+	}
+	screen.waitFor(t, pos, regexp.MustCompile(regexp.QuoteMeta(reason)+`.*not reconnecting`))
+}
+
 func TestE2EAttachKickAndEvents(t *testing.T) {
 	d := startDaemon(t)
 	d.mustCtl("terminal", "create", "--id", "sh", "--env", "PS1=PROMPT> ", "--env", "HOME=/tmp", "--", "/bin/sh")
@@ -445,14 +476,7 @@ watching:
 
 	// Attach inside a PTY, type a command, check the screen.
 	cmd := exec.Command(d.ahpctl, "--control", d.control, "attach", "ahp-terminal:/sh")
-	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	screen := newPTYScreen(f)
-	attachDone := make(chan error, 1)
-	go func() { attachDone <- cmd.Wait() }()
+	f, screen, attachDone := inPTY(t, cmd)
 	pos := screen.waitFor(t, 0, regexp.MustCompile(`PROMPT> `))
 	if _, err := f.Write([]byte("echo h''i-from-attach\r")); err != nil {
 		t.Fatal(err)
@@ -498,14 +522,7 @@ watching:
 	// Attach again and kick it: it does not come back (its reconnect token
 	// is revoked) and says why.
 	cmd = exec.Command(d.ahpctl, "--control", d.control, "attach", "ahp-terminal:/sh")
-	f2, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f2.Close()
-	screen = newPTYScreen(f2)
-	attachDone = make(chan error, 1)
-	go func() { attachDone <- cmd.Wait() }()
+	_, screen, attachDone = inPTY(t, cmd)
 	pos = screen.waitFor(t, 0, regexp.MustCompile(`PROMPT> `))
 	var viewers []viewerJSON
 	var attachID string
@@ -535,16 +552,7 @@ watching:
 	if e := waitEvent("viewer.kicked", "viewer", attachID); e["detail"] != "test kick" {
 		t.Fatalf("viewer.kicked = %v", e)
 	}
-	select {
-	case err := <-attachDone:
-		if err == nil {
-			t.Fatalf("attach exited 0 after a kick; output:\n%q", screen.String())
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("attach did not exit after a kick (it came back?); output:\n%q", screen.String())
-	}
-	screen.waitFor(t, pos, regexp.MustCompile(`test kick.*not reconnecting`))
+	kickEnds(t, cmd, attachDone, screen, pos, "test kick")
 
 	// Kicking a plain WebSocket viewer closes it with 1008 and the reason.
 	tok := strings.TrimSpace(d.mustCtl("token", "create", "--role", "view"))
@@ -612,14 +620,7 @@ func TestE2EAttachRemote(t *testing.T) {
 	cmd := exec.Command(d.ahpctl, "--control", filepath.Join(t.TempDir(), "none.sock"), "attach",
 		"--url", "http://"+d.addr, "--token-file", tokFile, "ahp-terminal:/rsh")
 	cmd.Env = append(os.Environ(), "AHP_TOKEN=", "AHP_URL=")
-	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	screen := newPTYScreen(f)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	f, screen, done := inPTY(t, cmd)
 	pos := screen.waitFor(t, 0, regexp.MustCompile(`REMOTE> `))
 	if _, err := f.Write([]byte("echo re''mote-ok\r")); err != nil {
 		t.Fatal(err)
@@ -644,16 +645,7 @@ func TestE2EAttachRemote(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling another process's state
 	}
 	d.mustCtl("viewers", "kick", id, "--reason", "remote kick")
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatalf("attach exited 0 after a kick; output:\n%q", screen.String())
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("remote attach did not exit after a kick (it came back with its token?); output:\n%q", screen.String())
-	}
-	screen.waitFor(t, pos, regexp.MustCompile(`remote kick.*not reconnecting`))
+	kickEnds(t, cmd, done, screen, pos, "remote kick")
 
 	// --url without a token is a usage error naming where a token goes.
 	_, stderr, code := d.ctl("attach", "--url", "http://"+d.addr, "ahp-terminal:/rsh")

@@ -29,18 +29,14 @@ func TestWebsocketURL(t *testing.T) {
 
 func TestRemoteResolve(t *testing.T) {
 	dir := t.TempDir()
-	tokFile := filepath.Join(dir, "tok")
-	if err := os.WriteFile(tokFile, []byte("ahp_from-file\n"), 0o600); err != nil {
-		t.Fatal(err)
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
-	empty := filepath.Join(dir, "empty")
-	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big")
-	if err := os.WriteFile(big, []byte(strings.Repeat("x", maxTokenFile+1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokFile, empty, big := file("tok", "ahp_from-file\n"), file("empty", "\n"), file("big", strings.Repeat("x", maxTokenFile+1))
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	resolve := func(args []string, e map[string]string) (string, string, bool, error) {
 		fs := flag.NewFlagSet("attach", flag.ContinueOnError)
