@@ -102,10 +102,10 @@ type AttachResult struct {
 	// The lease of a lossless subscriber: state the channel keeps across
 	// connections and lends to the one that holds it, until the
 	// subscriber is Closed. Nil fields: the connection makes fresh ones.
-	// While lent, they belong to the connection's owner goroutine. The
-	// connection discards a message a lent Receiver holds incomplete (the
-	// client resends after the host's accepted position) and states the
-	// Receiver's limits in the result. If the Journal cannot resume at
+	// While lent, they belong to the connection's owner goroutine.
+	// Sender.Open resumes a lent Receiver (a message it holds incomplete
+	// is dropped: the client resends after the host's accepted position),
+	// and the connection states the Receiver's limits in the result. If the Journal cannot resume at
 	// ResumeFrom (ErrResume), the subscribe gets -32006 and the subscriber
 	// is Closed, which ends the lease.
 	Journal    *Journal     // retains sent, unreleased host→client messages

@@ -109,7 +109,10 @@ type StreamConfig struct {
 	// Send are the client's receive limits (host→client direction).
 	Send ReceiveLimits
 	// Receive are the host's receive limits (client→host direction); a
-	// Receiver is made from them unless Receiver is set.
+	// Receiver is made from them unless Receiver is set. A Receiver set
+	// here is one kept across connections (a lease, PROTOCOL.md §8 resume):
+	// Open resumes it (Receiver.Resume), so it starts on a message
+	// boundary with no partial message of the previous connection.
 	Receive  ReceiveLimits
 	Receiver *Receiver
 	// Journal, when set, retains sent messages for resume (TCP).
@@ -220,6 +223,8 @@ func (s *Sender) Open(cfg StreamConfig) (*Stream, error) {
 			return nil, err
 		}
 		recv = NewReceiver(cfg.Receive)
+	} else {
+		recv.Resume()
 	}
 	st := &Stream{
 		channel: cfg.Channel,

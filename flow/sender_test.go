@@ -849,3 +849,29 @@ func TestSenderPullSize(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenResumesLentReceiver: a Receiver kept across connections (a
+// lease) holding part of a message starts, when opened again, at the
+// message after its accepted one, with nothing buffered: the client
+// resends the whole message (PROTOCOL.md §8).
+func TestOpenResumesLentReceiver(t *testing.T) {
+	recv := flow.NewReceiver(limits(1<<20, 1024, 1<<20))
+	fs := frames(t, 1, sized("m", 3000), 1024)
+	if _, _, err := deliver(t, recv, fs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if recv.Buffered() == 0 {
+		t.Fatal("the first frame of three left nothing buffered")
+	}
+	s := newSender(t, flow.SenderConfig{})
+	if _, err := s.Open(flow.StreamConfig{Channel: "c", SubscriptionID: "s2", Source: &fakeSource{}, Send: limits(4096, 1024, 4096), Receiver: recv}); err != nil {
+		t.Fatal(err)
+	}
+	if n := recv.Buffered(); n != 0 {
+		t.Fatalf("a lent Receiver opened with %d bytes of the old connection's partial message", n)
+	}
+	// The whole message again, from its first frame.
+	if msg, _, err := deliver(t, recv, fs); err != nil || msg != sized("m", 3000) {
+		t.Fatalf("resending the message after Open: %d bytes, %v", len(msg), err)
+	}
+}

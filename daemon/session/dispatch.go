@@ -260,11 +260,8 @@ func (c *conn) start(s *subscription) error {
 	}
 	receive := s.receive
 	if res.Receiver != nil {
-		// A lent Receiver starts on a message boundary: a message the
-		// previous holder left incomplete is resent by the client after
-		// the host's accepted position (§8). And it enforces the limits
-		// it was made with.
-		res.Receiver.DiscardPartial()
+		// A lent Receiver enforces the limits it was made with (and Open
+		// resumes it onto a message boundary).
 		receive = res.Receiver.Limits()
 	}
 	st, err := c.sender.Open(flow.StreamConfig{
