@@ -82,15 +82,18 @@ type subscription struct {
 	ended   bool
 	inQueue bool // guarded by conn.wakeMu
 
-	// A pending subscription waits for its Subscriber to be Ready (a
-	// lease, a dial); its subscribe request is answered then. It is in
-	// conn.pending, not conn.subs, so no message reaches it before.
-	pending bool
+	// A pending subscription (no stream yet) waits for its Subscriber to
+	// be Ready (a lease, a dial); its subscribe request is answered then.
+	// It is in conn.pending, not conn.subs, so no message reaches it
+	// before.
 	reqID   json.RawMessage // the subscribe request's id
 	send    flow.ReceiveLimits
 	receive flow.ReceiveLimits
 	created bool // the subscribe created the channel: the result names it
 }
+
+// pending reports whether s waits for its Subscriber to be Ready.
+func (s *subscription) pending() bool { return s.stream == nil }
 
 // conn is one viewer connection. Three goroutines serve it: the reader
 // (WebSocket → inbox), the writer (out → WebSocket) and the run loop, which
@@ -424,7 +427,7 @@ func (c *conn) drainWakes() {
 		// at once rather than at the next checkTimers.
 		switch {
 		case s.ended, c.resetIfClosed(s):
-		case s.pending:
+		case s.pending():
 			if err := c.start(s); err != nil && c.fatal == nil {
 				c.fatal = err
 			}
@@ -798,7 +801,7 @@ func (c *conn) resetSub(s *subscription, code, msg string) {
 	if s.ended {
 		return
 	}
-	if s.pending {
+	if s.pending() {
 		if err := c.refuse(s, rpcErr(flow.ErrCodeChannelNotFound, "channel not available: "+msg)); err != nil && c.fatal == nil {
 			c.fatal = err
 		}

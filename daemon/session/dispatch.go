@@ -212,7 +212,7 @@ func (c *conn) subscribe(req *request) error {
 		return c.respondOr(req, e)
 	}
 	c.nextSub++
-	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch, pending: true, reqID: req.ID, send: got, receive: chl.HostReceive, created: created}
+	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch, reqID: req.ID, send: got, receive: chl.HostReceive, created: created}
 	role := flow.RoleView
 	if c.grant.Role == auth.RoleControl {
 		role = flow.RoleControl
@@ -280,7 +280,7 @@ func (c *conn) start(s *subscription) error {
 	if err != nil {
 		return c.refuse(s, rpcErr(flow.ErrCodeInvalidParams, "flowControl.receive: "+err.Error()))
 	}
-	s.stream, s.pending, s.receive = st, false, receive
+	s.stream, s.receive = st, receive
 	delete(c.pending, s.id)
 	// The response goes to the control lane, which is written before any
 	// frame: no frame of s can precede it (§3).
