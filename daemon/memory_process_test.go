@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,19 +265,9 @@ func attacker(t *testing.T, ctx context.Context, url, token, uri string, subs in
 // vmKiB reads a field such as VmRSS or VmHWM (KiB) of /proc/PID/status.
 func vmKiB(t *testing.T, pid int, field string) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := termbench.StatusKiB(pid, field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %q", field, line)
-			}
-			return n
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s", pid, field)
-	return 0
+	return n
 }

@@ -1,19 +1,18 @@
 package daemon_test
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ahp-dev/ahpd/internal/termbench"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -118,18 +117,11 @@ func (d *metricsDaemon) metric(t *testing.T, name string) float64 {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s %q", name, v)
-			}
-			return n
-		}
+	n, err := termbench.Metric(res.Body, name)
+	if err != nil {
+		t.Fatalf("/metrics (%s): %v", res.Status, err)
 	}
-	t.Fatalf("/metrics (%s) has no %s", res.Status, name)
-	return 0
+	return n
 }
 
 // await polls /metrics until go_sched_gomaxprocs_threads is want.

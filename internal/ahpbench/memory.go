@@ -1,16 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/termbench"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -129,28 +127,15 @@ func (d *daemon) heap() (int64, error) {
 		return 0, err
 	}
 	defer res.Body.Close()
-	const name = "go_memstats_heap_alloc_bytes "
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int64(f), err
-		}
+	v, err := termbench.Metric(res.Body, "go_memstats_heap_alloc_bytes")
+	if err != nil {
+		return 0, fmt.Errorf("/metrics (%s): %w", res.Status, err)
 	}
-	return 0, fmt.Errorf("/metrics (%s) has no go_memstats_heap_alloc_bytes", res.Status)
+	return int64(v), nil
 }
 
 // rss reads the daemon's resident set size from /proc.
 func (d *daemon) rss() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kib << 10, err
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", d.cmd.Process.Pid)
+	kib, err := termbench.StatusKiB(d.cmd.Process.Pid, "VmRSS")
+	return kib << 10, err
 }
