@@ -62,6 +62,10 @@ type Limits struct {
 	// closed), daemon-wide; creating one beyond it fails with ErrTooMany.
 	// Default 256.
 	MaxTerminals int `limit:"maxTerminals"`
+	// TCPRetain is how long a TCP channel whose consumer left keeps its
+	// socket for a resume (PROTOCOL.md §8); a channel reads it when its
+	// consumer leaves. Default 60 s, at least 1 s.
+	TCPRetain time.Duration `limit:"tcpRetain"`
 }
 
 // DefaultLimits returns the documented defaults (internal/limits).
