@@ -44,7 +44,8 @@ func UserPath() string {
 // config: a file with an error is left alone, and the error names its
 // line. The key's text is replaced in place (a comment after it is kept,
 // comments inside its array are not); a file without the key gets it
-// appended; a missing file is created (mode 0644, its directory 0700).
+// appended; a missing file is created (mode 0644) in its directory, which
+// must exist.
 //
 // The new file is written to a temporary file in the same directory, given
 // the old file's mode (and owner, where the process may set it), synced
@@ -165,8 +166,6 @@ func replaceFile(path string, data []byte, old fs.FileInfo) error {
 	mode := fs.FileMode(0o644)
 	if old != nil {
 		mode = old.Mode().Perm()
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
