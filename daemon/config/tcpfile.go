@@ -77,20 +77,31 @@ func EditTCPAllow(path string, edit func([]tcp.Rule) []tcp.Rule) error {
 	default:
 		return err
 	}
+	text, err = rewriteTCPAllow(path, text, edit)
+	if err != nil {
+		return err
+	}
+	return replaceFile(real, []byte(text), fi)
+}
+
+// rewriteTCPAllow returns text, a config file's contents (path names it
+// in errors), with its tcpAllow key set to what edit returns for the
+// rules it holds now.
+func rewriteTCPAllow(path, text string, edit func([]tcp.Rule) []tcp.Rule) (string, error) {
 	// parseConfig drops a byte order mark, and its offsets do not count it.
 	bom := strings.HasPrefix(text, "\ufeff")
 	text = strings.TrimPrefix(text, "\ufeff")
 	cf, err := parseConfig(path, text)
 	if err != nil {
-		return fmt.Errorf("not rewriting a config file with an error: %w", err)
+		return "", fmt.Errorf("not rewriting a config file with an error: %w", err)
 	}
 	old, entry, err := tcpAllowOf(cf)
 	if err != nil {
-		return err
+		return "", err
 	}
 	rules := edit(slices.Clone(old))
 	if len(rules) > MaxTCPRules {
-		return fmt.Errorf("%s: more than %d rules", TCPAllowKey, MaxTCPRules)
+		return "", fmt.Errorf("%s: more than %d rules", TCPAllowKey, MaxTCPRules)
 	}
 	value := formatTCPAllow(rules)
 	if entry >= 0 {
@@ -106,20 +117,20 @@ func EditTCPAllow(path string, edit func([]tcp.Rule) []tcp.Rule) error {
 		text += "# TCP targets ahpd may dial; `ahpctl tcp allow|deny` rewrite this key.\n" + value + "\n"
 	}
 	if len(text) > maxConfigBytes {
-		return fmt.Errorf("the file would be larger than %d bytes", maxConfigBytes)
+		return "", fmt.Errorf("the file would be larger than %d bytes", maxConfigBytes)
 	}
 	// The text must read back as written, or it is not written.
 	cf, err = parseConfig(path, text)
 	if err != nil {
-		return fmt.Errorf("rewriting %s: %w", TCPAllowKey, err)
+		return "", fmt.Errorf("rewriting %s: %w", TCPAllowKey, err)
 	}
 	if back, _, err := tcpAllowOf(cf); err != nil || !slices.Equal(back, rules) {
-		return fmt.Errorf("rewriting %s: the file does not read back as written", TCPAllowKey)
+		return "", fmt.Errorf("rewriting %s: the file does not read back as written", TCPAllowKey)
 	}
 	if bom {
 		text = "\ufeff" + text
 	}
-	return replaceFile(real, []byte(text), fi)
+	return text, nil
 }
 
 // tcpAllowOf returns the rules of cf's tcpAllow key and the index of its
