@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,6 +207,16 @@ func TestE2ETCPCreate(t *testing.T) {
 	closed.Close()
 
 	d := startDaemonWith(t, []string{"--config", "none"}, hermeticConfig(t.TempDir()))
+	// tcpRetain is a limit like the others.
+	if out := d.mustCtl("limits", "set", "tcpRetain=30s"); out != "tcpRetain=30s\n" {
+		t.Fatalf("limits set tcpRetain=30s printed %q", out)
+	}
+	if out := d.mustCtl("limits", "get"); !regexp.MustCompile(`(?m)^tcpRetain\s+30s\s+1m0s$`).MatchString(out) {
+		t.Fatalf("limits get:\n%s", out)
+	}
+	if _, errOut, code := d.ctl("limits", "set", "tcpRetain=500ms"); code != 1 || !strings.Contains(errOut, "tcpRetain: must be at least 1s") {
+		t.Fatalf("limits set tcpRetain=500ms: exit %d, %q", code, errOut)
+	}
 	// Not allowed: the message names the target.
 	if _, errOut, code := d.ctl("tcp", "create", target); code == 0 || !strings.Contains(errOut, "tcp target "+target) {
 		t.Fatalf("tcp create (not allowed): exit %d, stderr %q", code, errOut)
