@@ -220,7 +220,7 @@ func setupTCPCreate(fs *flag.FlagSet) action {
 		defer cancel()
 		res, err := c.tcp.CreateTCP(rctx, &ahpv1.CreateTCPRequest{Host: host, Port: uint32(port), Id: *id})
 		if msg, ok := connectFailed(err); ok {
-			return fmt.Errorf("tcp create %s: %s", args[0], msg)
+			return fmt.Errorf("tcp create: %s", msg) // the message names the target
 		}
 		if err != nil {
 			return tcpUsage("create", err)
