@@ -28,9 +28,9 @@ import (
 // The TCP control plane over the real control socket: the allow-list and
 // its persistence, and TCP channels dialed to real sockets on 127.0.0.1.
 
-// startTCP runs a daemon whose config file is configFile (see
+// startTCPControl runs a daemon whose config file is configFile (see
 // daemon.Options.ConfigFile) and whose allow-list starts as rules.
-func startTCP(t *testing.T, configFile string, rules ...string) (*harness, ahpv1.TCPServiceClient, *ctl) {
+func startTCPControl(t *testing.T, configFile string, rules ...string) (*harness, ahpv1.TCPServiceClient, *ctl) {
 	t.Helper()
 	var rs []tcp.Rule
 	for _, s := range rules {
@@ -92,7 +92,7 @@ func TestControlTCPRulesPersisted(t *testing.T) {
 	if err := os.WriteFile(path, []byte(orig), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	_, tc, _ := startTCP(t, path)
+	_, tc, _ := startTCPControl(t, path)
 	ctx := ctxT(t)
 
 	res, err := tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "127.0.0.1:3000"})
@@ -152,7 +152,7 @@ func TestControlTCPNameRuleHint(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return a.String() == "127.0.0.1" }) {
 		t.Skipf("localhost does not resolve to 127.0.0.1 here: %v %v", addrs, err)
 	}
-	_, tc, _ := startTCP(t, filepath.Join(t.TempDir(), "c.toml"))
+	_, tc, _ := startTCPControl(t, filepath.Join(t.TempDir(), "c.toml"))
 	ctx := ctxT(t)
 	res, err := tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "LocalHost:3000"})
 	if err != nil {
@@ -176,7 +176,7 @@ func TestControlTCPNameRuleHint(t *testing.T) {
 // (--config none), leaves the change in force and says why.
 func TestControlTCPNotPersisted(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "gone")
-	_, tc, _ := startTCP(t, filepath.Join(dir, "config.toml"))
+	_, tc, _ := startTCPControl(t, filepath.Join(dir, "config.toml"))
 	ctx := ctxT(t)
 	// The file's directory is missing (and not created: only the per-user
 	// default is).
@@ -188,7 +188,7 @@ func TestControlTCPNotPersisted(t *testing.T) {
 		t.Fatalf("rules = %v", list.Rules)
 	}
 
-	_, tc, _ = startTCP(t, "none")
+	_, tc, _ = startTCPControl(t, "none")
 	res, err = tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "127.0.0.1:1"})
 	if err != nil || !res.Added || res.Persisted || !strings.Contains(res.PersistError, "--config none") || res.ConfigFile != "" {
 		t.Fatalf("AllowTCP(--config none) = %v, %v", res, err)
@@ -204,7 +204,7 @@ func TestControlTCPNoFileCreatesUserFile(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", home)
 	t.Setenv("CONFIGURATION_DIRECTORY", "")
-	_, tc, _ := startTCP(t, "")
+	_, tc, _ := startTCPControl(t, "")
 	res, err := tc.AllowTCP(ctxT(t), &ahpv1.AllowTCPRequest{Rule: "127.0.0.1:8080"})
 	want := filepath.Join(home, "ahpd", "config.toml")
 	if err != nil || !res.Persisted || res.ConfigFile != want {
@@ -222,7 +222,7 @@ func TestControlTCPNoFileCreatesUserFile(t *testing.T) {
 func TestControlCreateTCP(t *testing.T) {
 	port := listen127(t)
 	closed := closedPort(t)
-	h, tc, c := startTCP(t, "none", "127.0.0.1:"+strconv.Itoa(closed))
+	h, tc, c := startTCPControl(t, "none", "127.0.0.1:"+strconv.Itoa(closed))
 	ctx := ctxT(t)
 
 	_, err := tc.CreateTCP(ctx, &ahpv1.CreateTCPRequest{Host: "127.0.0.1", Port: uint32(port)})
