@@ -30,7 +30,7 @@ type command struct {
 	// rest (a command line to run) is passed as is.
 	rawTail bool
 	// complete names what the positional arguments are, for completion:
-	// "channel", "viewer", "token", "limit", "shell".
+	// "channel", "viewer", "token", "limit", "tcprule", "shell".
 	complete string
 }
 

@@ -18,16 +18,16 @@ import (
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
-// rootCommand is ahpctl's command tree. TCP and telemetry verbs of
-// PROTOCOL.md §10 (tcp allow|create, telemetry create|push, forward) are
-// absent: the daemon has no such channel types yet.
+// rootCommand is ahpctl's command tree. The telemetry verbs of
+// PROTOCOL.md §10 (telemetry create|push) and forward are absent: the
+// daemon has no telemetry channels yet.
 func rootCommand() *command {
 	return &command{sub: []*command{
 		{name: "status", summary: "Show the daemon's version, addresses and health", maxArgs: 0, setup: setupStatus,
 			examples: []string{"ahpctl status", "ahpctl status -o json"}},
 		{name: "channels", aliases: []string{"channel", "ch"}, summary: "List, describe and close channels", sub: []*command{
 			{name: "list", aliases: []string{"ls"}, summary: "List the channels", maxArgs: 0, setup: setupChannelsList,
-				examples: []string{"ahpctl channels list", "ahpctl channels list --type terminal -o json"}},
+				examples: []string{"ahpctl channels list", "ahpctl channels list --type terminal -o json", "ahpctl channels list --type tcp"}},
 			{name: "get", args: "URI", summary: "Describe a channel", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupChannelsGet,
 				examples: []string{"ahpctl channels get ahp-terminal:/shell -o json"}},
 			{name: "close", aliases: []string{"rm"}, args: "URI", summary: "Close a channel (a terminal's process is hung up)", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupChannelsClose,
@@ -41,6 +41,7 @@ func rootCommand() *command {
 			{name: "resize", args: "URI", summary: "Resize a terminal", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupTerminalResize,
 				examples: []string{"ahpctl terminal resize ahp-terminal:/build --rows 50 --cols 160"}},
 		}},
+		tcpCommand(),
 		{name: "token", aliases: []string{"tokens"}, summary: "Mint, list and revoke viewer tokens", sub: []*command{
 			{name: "create", summary: "Mint a token and print it alone on one line", maxArgs: 0, setup: setupTokenCreate,
 				help:     "The secret is shown once. Tokens live in the daemon's memory only: a restart\nrevokes them. Without --channel the token reaches every channel.",
@@ -83,7 +84,7 @@ func rootCommand() *command {
 				return nil
 			}
 		}},
-		{name: "__complete", hidden: true, args: "channels|viewers|tokens", minArgs: 1, maxArgs: 1, setup: setupComplete},
+		{name: "__complete", hidden: true, args: "channels|viewers|tokens|limits|tcprules", minArgs: 1, maxArgs: 1, setup: setupComplete},
 	}}
 }
 
@@ -618,6 +619,12 @@ func setupComplete(*flag.FlagSet) action {
 		case "limits":
 			for _, k := range limitKeys {
 				fmt.Fprintln(a.stdout, k.name+"=")
+			}
+		case "tcprules":
+			if res, err := c.tcp.ListTCPRules(rctx, &ahpv1.ListTCPRulesRequest{}); err == nil {
+				for _, r := range res.Rules {
+					fmt.Fprintln(a.stdout, r)
+				}
 			}
 		}
 		return nil

@@ -10,8 +10,9 @@ import (
 )
 
 // Shell completion scripts, generated from the command tree. Channel URIs,
-// viewer ids and token ids are completed by calling the hidden
-// `ahpctl __complete channels|viewers|tokens`, which asks the daemon.
+// viewer ids, token ids and TCP rules are completed by calling the hidden
+// `ahpctl __complete channels|viewers|tokens|tcprules`, which asks the
+// daemon.
 
 func setupCompletion(*flag.FlagSet) action {
 	return func(_ context.Context, a *app, args []string) error {
@@ -166,6 +167,8 @@ func dynKind(k string) string {
 		return "tokens"
 	case "limit":
 		return "limits"
+	case "tcprule":
+		return "tcprules"
 	case "shell":
 		return "shell"
 	}

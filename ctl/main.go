@@ -127,8 +127,8 @@ func (a *app) describe(err error) string {
 	return fmt.Sprintf("daemon error (%s): %s", st.Code(), msg)
 }
 
-const globalUsage = `ahpctl manages ahpd, the daemon that serves terminals to browsers and CLIs
-over AHP/1, through its gRPC control socket.
+const globalUsage = `ahpctl manages ahpd, the daemon that serves terminals and TCP sockets to
+browsers and CLIs over AHP/1, through its gRPC control socket.
 
 Usage:
   ahpctl [global flags] COMMAND [flags] [args]
@@ -150,6 +150,7 @@ Examples:
   ahpctl attach ahp-terminal:/build          # Ctrl-] d detaches
   ahpctl token create --channel ahp-terminal:/build --role view --ttl 1h
   ahpctl channels list -o json
+  ahpctl tcp allow 127.0.0.1:3000 && ahpctl tcp create 127.0.0.1:3000
   ahpctl limits set maxOutputStall=2s maxBufferedBytes=8MiB
 `
 
@@ -276,6 +277,7 @@ type clients struct {
 	tokens    ahpv1.TokenServiceClient
 	limits    ahpv1.LimitsServiceClient
 	viewers   ahpv1.ViewerServiceClient
+	tcp       ahpv1.TCPServiceClient
 }
 
 func (a *app) clients() (*clients, error) {
@@ -290,5 +292,6 @@ func (a *app) clients() (*clients, error) {
 		tokens:    ahpv1.NewTokenServiceClient(cc),
 		limits:    ahpv1.NewLimitsServiceClient(cc),
 		viewers:   ahpv1.NewViewerServiceClient(cc),
+		tcp:       ahpv1.NewTCPServiceClient(cc),
 	}, nil
 }

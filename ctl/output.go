@@ -40,10 +40,27 @@ type channelView struct {
 	Rows    int32  `json:"rows,omitempty"`
 	Cols    int32  `json:"cols,omitempty"`
 	Pid     int64  `json:"pid,omitempty"`
+	// TCP is set for TCP channels.
+	TCP *tcpChannelView `json:"tcp,omitempty"`
+}
+
+// tcpChannelView is a TCP channel's figures (ahpv1.TCPChannel).
+type tcpChannelView struct {
+	Target   string `json:"target"`
+	Remote   string `json:"remote"`
+	BytesIn  int64  `json:"bytesIn"`  // client→target
+	BytesOut int64  `json:"bytesOut"` // target→client
+	Resumes  int64  `json:"resumes"`
+	Consumer bool   `json:"consumer"`
+	Phase    string `json:"phase"`
 }
 
 func toChannelView(c *ahpv1.Channel) channelView {
-	return channelView{Channel: c.Uri, ID: c.Id, Type: c.Type, Title: c.Title, State: c.State, Viewers: c.Viewers, Rows: c.Rows, Cols: c.Cols, Pid: c.Pid}
+	v := channelView{Channel: c.Uri, ID: c.Id, Type: c.Type, Title: c.Title, State: c.State, Viewers: c.Viewers, Rows: c.Rows, Cols: c.Cols, Pid: c.Pid}
+	if t := c.Tcp; t != nil {
+		v.TCP = &tcpChannelView{Target: t.Target, Remote: t.Remote, BytesIn: t.BytesIn, BytesOut: t.BytesOut, Resumes: t.Resumes, Consumer: t.Consumer, Phase: t.Phase}
+	}
+	return v
 }
 
 type tokenView struct {
@@ -263,7 +280,30 @@ func (a *app) printChannels(views []channelView) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", c.Channel, c.Type, c.State, c.Viewers, size, pid, c.Title)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// TCP channels' figures in a table of their own.
+	var tcp []channelView
+	for _, c := range views {
+		if c.TCP != nil {
+			tcp = append(tcp, c)
+		}
+	}
+	if len(tcp) == 0 {
+		return nil
+	}
+	fmt.Fprintln(a.stdout)
+	tw = a.table("CHANNEL", "TARGET", "REMOTE", "PHASE", "CONSUMER", "BYTES IN", "BYTES OUT", "RESUMES")
+	for _, c := range tcp {
+		t := c.TCP
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d\t%d\n", c.Channel, t.Target, dash(t.Remote), t.Phase, t.Consumer, t.BytesIn, t.BytesOut, t.Resumes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "\nBYTES IN were written to the target, BYTES OUT read from it.")
+	return nil
 }
 
 func (a *app) printViewers(views []viewerView) error {

@@ -1,16 +1,46 @@
 package daemon
 
 import (
+	"encoding/json"
 	"log/slog"
+	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/pty"
+	"github.com/ahp-dev/ahpd/tcp"
 )
 
 // The channel kinds the daemon serves. Each implements flow.Channel and
 // its subscribers flow.Subscriber; the connection code knows none of them.
-var _ flow.Channel = (*pty.Terminal)(nil)
+var (
+	_ flow.Channel = (*pty.Terminal)(nil)
+	_ flow.Channel = (*tcp.Channel)(nil)
+)
+
+// tcpDialTimeout bounds a TCP channel's dial (PROTOCOL.md §8: 10 s).
+const tcpDialTimeout = 10 * time.Second
+
+// newTCPChannel is the "tcp" Creator (subscribe {create:{type:"tcp", host,
+// port}} and the control plane's CreateTCP): it checks the target against
+// the service's allow-list and starts dialing, without waiting. The
+// channel reads tcpRetain from the limits in force when its consumer
+// leaves.
+func newTCPChannel(svc *service.Service, params json.RawMessage, log *slog.Logger) (flow.Channel, error) {
+	host, port, err := tcp.ParseCreate(params)
+	if err != nil {
+		return nil, err
+	}
+	c, err := tcp.Create(tcp.Config{
+		Host: host, Port: port, Allow: svc.TCPAllowList(), DialTimeout: tcpDialTimeout,
+		Retain: func() time.Duration { return svc.Limits().TCPRetain },
+		Logger: log,
+	})
+	if err != nil {
+		return nil, err // not a nil *tcp.Channel in a flow.Channel
+	}
+	return c, nil
+}
 
 // newPTYTerminal is the default TerminalFactory (with the server's pacer
 // and flooding hook): a real PTY with the host's VT emulator (package pty).

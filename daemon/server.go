@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/pty"
+	"github.com/ahp-dev/ahpd/tcp"
 )
 
 // Version is the daemon's version, set at link time.
@@ -30,9 +32,14 @@ type Options struct {
 	Flooding func()
 	// Creators are the channel kinds a subscribe may create, by type
 	// (PROTOCOL.md §8: subscribe {create:{type, ...}}), added to the
-	// table New builds (none of the daemon's own kinds is created that way
-	// yet: terminals come from the control plane).
+	// table New builds, whose entries they replace (New's table has "tcp";
+	// terminals come from the control plane).
 	Creators map[string]service.Creator
+	// ConfigFile is the config file the daemon loaded, whose tcpAllow key
+	// `ahpctl tcp allow|deny` rewrite: "" when none was found (they then
+	// create the per-user file, config.UserPath), "none" for --config none
+	// (nothing is written).
+	ConfigFile string
 }
 
 // Server is ahpd wired together: the Service (channels, limits, tokens,
@@ -82,14 +89,16 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 			return newPTYTerminal(spec, backlog, log, pacer, opts.Flooding)
 		}
 	}
-	creators := map[string]service.Creator{}
+	s := &Server{memory: newMemoryReturner()}
+	creators := map[string]service.Creator{
+		"tcp": func(params json.RawMessage) (flow.Channel, error) { return newTCPChannel(s.Service, params, log) },
+	}
 	for typ, c := range opts.Creators {
 		creators[typ] = c
 	}
-	s := &Server{memory: newMemoryReturner()}
 	s.Service = service.New(service.Options{
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, NewTerminal: nt, Creators: creators,
-		ChannelClosed: s.memory.soon,
+		ChannelClosed: s.memory.soon, TCPAllow: tcp.NewAllowList(cfg.TCPAllow), ConfigFile: opts.ConfigFile,
 	})
 	s.sess = session.New(session.Options{
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, Registry: s.Registry(), Events: s.Events(),

@@ -43,10 +43,11 @@ one ahpd at a time may use a state directory.
 
 Settings come from the defaults, then the config file (see --config and
 systemd/config.example.toml), then the flags. SIGHUP re-reads the config file
-and applies its limits and logLevel without dropping connections; SIGINT and
-SIGTERM shut down gracefully. Under systemd, ahpd takes its listeners from
-socket activation (ahpd.socket), reports READY/RELOADING/STOPPING and
-watchdog pings on $NOTIFY_SOCKET, and logs with journald priorities.
+and applies its limits, logLevel and tcpAllow without dropping connections;
+SIGINT and SIGTERM shut down gracefully. Under systemd, ahpd takes its
+listeners from socket activation (ahpd.socket), reports
+READY/RELOADING/STOPPING and watchdog pings on $NOTIFY_SOCKET, and logs with
+journald priorities.
 
 It runs its Go code on one core, and on two while a terminal floods (where
 it may use two CPUs); GOMAXPROCS in the environment fixes the number instead.
@@ -133,6 +134,15 @@ func reportCheck(w io.Writer, flagValue, path string, err error) int {
 	return 0
 }
 
+// configFileOption is daemon.Options.ConfigFile: the file loaded, "" for
+// none found, "none" for --config none.
+func (ro runOptions) configFileOption() string {
+	if ro.configFlag == "none" {
+		return "none"
+	}
+	return ro.configPath
+}
+
 type runOptions struct {
 	configFlag string // --config as given: "", "none" or a path
 	configPath string // the file loaded at start, "" for none
@@ -202,7 +212,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	}
 	flooding, stopScaling := procs.Start(log)
 	defer stopScaling()
-	srv, err := daemon.New(cfg, daemon.Options{Logger: log, Flooding: flooding})
+	srv, err := daemon.New(cfg, daemon.Options{Logger: log, Flooding: flooding, ConfigFile: ro.configFileOption()})
 	if err != nil {
 		act.Close()
 		return fatal("%v", err)
@@ -389,8 +399,9 @@ func healthURL(addr net.Addr) string {
 }
 
 // reload re-reads the config file (the one given by --config, or the
-// first default path that exists now) and applies its limits and
-// logLevel; a bad file changes nothing. Keys that need a restart are
+// first default path that exists now) and applies its limits, logLevel
+// and tcpAllow (the file read becomes the one `ahpctl tcp allow|deny`
+// rewrite); a bad file changes nothing. Keys that need a restart are
 // reported if they changed.
 func (r *runner) reload() {
 	r.notify(fmt.Sprintf("RELOADING=1\nSTATUS=reloading\nMONOTONIC_USEC=%d", systemd.MonotonicUsec()))
@@ -407,13 +418,16 @@ func (r *runner) reload() {
 		return
 	}
 	_ = r.level.UnmarshalText([]byte(s.LogLevel))
+	ro := r.opts
+	ro.configPath = path
+	tcpChanged := r.srv.ReloadTCPRules(context.Background(), ro.configFileOption(), s.TCPAllow)
 	for _, key := range config.RestartOnlyChanges(r.started, s) {
 		r.log.Warn("reload: "+key+" changed; restart ahpd to apply it", "key", key)
 	}
 	if path == "" {
 		path = "none"
 	}
-	r.log.Info("config reloaded", "path", path, "limitsChanged", changed, "logLevel", s.LogLevel)
+	r.log.Info("config reloaded", "path", path, "limitsChanged", changed, "logLevel", s.LogLevel, "tcpAllowChanged", tcpChanged)
 }
 
 // isTerminal reports whether w is a terminal (the startup link is printed

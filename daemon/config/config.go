@@ -9,6 +9,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/limits"
+	"github.com/ahp-dev/ahpd/tcp"
 )
 
 // Limits are the per-connection bounds of PROTOCOL.md §9 and the
@@ -62,6 +63,10 @@ type Limits struct {
 	// closed), daemon-wide; creating one beyond it fails with ErrTooMany.
 	// Default 256.
 	MaxTerminals int `limit:"maxTerminals"`
+	// TCPRetain is how long a TCP channel whose consumer left keeps its
+	// socket for a resume (PROTOCOL.md §8); a channel reads it when its
+	// consumer leaves. Default 60 s, at least 1 s.
+	TCPRetain time.Duration `limit:"tcpRetain"`
 }
 
 // DefaultLimits returns the documented defaults (internal/limits).
@@ -172,7 +177,12 @@ type Config struct {
 	// connection closes with 1008. Default 64. Config file key
 	// maxConnectionsPerToken; a restart applies a change.
 	MaxConnectionsPerToken int
-	Limits                 Limits
+	// TCPAllow are the rules admitting the targets TCP channels may dial
+	// (tcp.AllowList; PROTOCOL.md §8). Default none: nothing may be
+	// dialed. Config file key tcpAllow; SIGHUP replaces the daemon's list
+	// with the file's, and `ahpctl tcp allow|deny` rewrite the key.
+	TCPAllow []tcp.Rule
+	Limits   Limits
 }
 
 func defaultStateDir() string {

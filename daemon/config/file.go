@@ -11,6 +11,9 @@ package config
 //	hostReceive.windowBytes = "256KiB"
 //	allowedOrigins = ["example.com:443", "localhost:7681"]
 //
+// tcpAllow lists the TCP targets (tcp.ParseRule's rules) the daemon may
+// dial; `ahpctl tcp allow|deny` rewrite it (tcpfile.go).
+//
 // Keys are those of the flags (camelCase) and of `ahpctl limits set`
 // (PROTOCOL.md §9), the limit groups as dotted keys. A value is a string,
 // an integer or a boolean, which its key reads as text (so "8" and 8 are
@@ -18,8 +21,8 @@ package config
 // before the file was read as TOML, a value that holds no quote may be left
 // unquoted (maxOutputStall = 2s, websocketCompression = none). Tables, quoted
 // keys, multi-line strings and inline tables are refused with the line
-// number. Limits and logLevel are re-read on SIGHUP; the other keys need a
-// restart.
+// number. Limits, logLevel and tcpAllow are re-read on SIGHUP; the other
+// keys need a restart.
 
 import (
 	"bytes"
@@ -38,6 +41,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/ahp-dev/ahpd/internal/units"
+	"github.com/ahp-dev/ahpd/tcp"
 )
 
 // maxConfigBytes bounds the config file.
@@ -91,6 +95,9 @@ type configEntry struct {
 	Value  string   // unquoted scalar
 	List   []string // elements of an array
 	IsList bool
+	// Start and End are the offsets of the `key = value` text in the file
+	// (a trailing comment excluded), for rewriting it (tcpfile.go).
+	Start, End int
 }
 
 // configFile is a parsed config file.
@@ -270,6 +277,25 @@ var configKeys = func() []configKey {
 				}
 			}
 			s.AllowedOrigins = list
+			return nil
+		}},
+		{name: TCPAllowKey, reload: true, set: func(s *Settings, e configEntry) error {
+			list := e.List
+			if !e.IsList {
+				list = []string{e.Value}
+			}
+			if len(list) > MaxTCPRules {
+				return fmt.Errorf("more than %d rules", MaxTCPRules)
+			}
+			rules := make([]tcp.Rule, 0, len(list))
+			for _, v := range list {
+				r, err := tcp.ParseRule(v)
+				if err != nil {
+					return err
+				}
+				rules = append(rules, r)
+			}
+			s.TCPAllow = rules
 			return nil
 		}},
 		{name: "allowedHosts", set: func(s *Settings, e configEntry) error {
@@ -492,6 +518,7 @@ func (c *configParser) expression(doc []byte, base int, expr *unstable.Node) int
 			c.fail(line, key, "%v", err)
 		} else {
 			e.Key, e.Line = key, line
+			e.Start, e.End = base+int(expr.Raw.Offset), base+int(expr.Raw.Offset+expr.Raw.Length)
 			c.add(e)
 		}
 	}
@@ -534,7 +561,13 @@ func (c *configParser) rejected(err error, base, end int) int {
 		c.fail(line, key, "missing value")
 		return next
 	case word[0] != '[' && word[0] != '{' && !strings.ContainsAny(word, "\"'"):
-		c.add(configEntry{Key: key, Line: line, Value: word})
+		from := c.nl[line-1] + 1
+		raw := string(c.data[from:c.nl[line]])
+		if i := strings.IndexByte(raw, '#'); i >= 0 { // a bare word holds no '#'
+			raw = raw[:i]
+		}
+		c.add(configEntry{Key: key, Line: line, Value: word,
+			Start: from + len(raw) - len(strings.TrimLeft(raw, " \t")), End: from + len(strings.TrimRight(raw, " \t\r"))})
 		return next
 	}
 	c.fail(line, key, "%v", err)

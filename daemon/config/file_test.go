@@ -104,6 +104,7 @@ var configValidateCases = []struct {
 	{"maxBufferedBytes = 1KiB\n", "c.toml:1: maxBufferedBytes: must be at least 1 MiB"},
 	{"hostReceive.maximumFrameBytes = 8MiB\n", "c.toml:1: hostReceive.maximumFrameBytes: "},
 	{"ticketTTL = 1ms\n", "c.toml:1: ticketTTL: must be at least 1s"},
+	{"tcpRetain = 500ms\n", "c.toml:1: tcpRetain: must be at least 1s"},
 }
 
 func loadText(t *testing.T, text string, fromFlags Settings, flagged map[string]bool) (Settings, error) {

@@ -1,6 +1,7 @@
 // Package metrics is ahpd's Prometheus endpoint (/metrics): the counters
 // of the service's Stats per connection and per channel, gauges of
-// channels, connections and tokens, per-terminal figures, and the Go
+// channels, connections and tokens, per-terminal figures, the daemon's TCP
+// totals (service.TCPStats), and the Go
 // runtime and process collectors. A scrape reads everything afresh; the
 // handler is safe for concurrent use and bounds scrapes in flight.
 package metrics
@@ -27,6 +28,7 @@ type Source interface {
 	ConnectionCount() int
 	Registry() *registry.Registry
 	Tokens() *auth.Tokens
+	TCPStats(ctx context.Context) service.TCPStats
 }
 
 // Options configure Handler.
@@ -96,6 +98,10 @@ var (
 	descTermEmuWakes  = prometheus.NewDesc("ahpd_terminal_emulator_wakeups_total", "Wake-ups of the terminal's emulator by its reader: now (output that paused: an echo) or batched (the lazy timer: a flood).", []string{"channel", "when"}, nil)
 	descTermPaced     = prometheus.NewDesc("ahpd_terminal_paced_seconds_total", "Time the terminal's output was paced so that typing into another terminal went first (--no-typing-first turns pacing off).", []string{"channel"}, nil)
 	descChanStalled   = prometheus.NewDesc("ahpd_channel_stalled_subscriptions", "Live subscriptions of the channel whose window is shut.", chanLabels, nil)
+
+	descTCPChannels = prometheus.NewDesc("ahpd_tcp_channels", "TCP channels in the registry (dialing, open or retained for a resume).", nil, nil)
+	descTCPBytes    = prometheus.NewDesc("ahpd_tcp_bytes_total", "Bytes of TCP channels since the daemon started, summed over the live channels and those that ended: in = written to the targets (client→target), out = read from them (target→client).", []string{"direction"}, nil)
+	descTCPResumes  = prometheus.NewDesc("ahpd_tcp_resumes_total", "Resumes of TCP channels after a consumer's reconnect since the daemon started, summed over the live channels and those that ended.", nil, nil)
 )
 
 // metricsCollector reads Stats at each scrape. Per-connection series are
@@ -112,7 +118,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descInfo, descConnections, descChannels, descTokens,
 		descFramesIn, descBytesIn, descMessagesOut, descBytesOut, descWireOut, descResets, descDropped, descSubs,
 		descChanViewers, descChanSent, descChanConsumed, descChanDropped, descChanSnapshots, descChanStalled,
-		descTermPaced, descTermEmuWakes,
+		descTermPaced, descTermEmuWakes, descTCPChannels, descTCPBytes, descTCPResumes,
 	} {
 		ch <- d
 	}
@@ -147,6 +153,11 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range states {
 		gauge(descChannels, n, k[0], k[1])
 	}
+	tcp := m.s.TCPStats(ctx)
+	gauge(descTCPChannels, tcp.Channels)
+	counter(descTCPBytes, tcp.BytesIn, "in")
+	counter(descTCPBytes, tcp.BytesOut, "out")
+	counter(descTCPResumes, tcp.Resumes)
 	for _, c := range st.Connections {
 		counter(descFramesIn, c.FramesIn, c.Viewer)
 		counter(descBytesIn, c.BytesIn, c.Viewer)

@@ -17,6 +17,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/tcp"
 )
 
 // TerminalSpec describes a terminal to create.
@@ -61,6 +62,13 @@ type Options struct {
 	// ChannelClosed is called after a channel is closed (the daemon gives
 	// memory back then); it must not block.
 	ChannelClosed func()
+	// TCPAllow is the TCP allow-list in force, which AllowTCP and DenyTCP
+	// change and the "tcp" Creator checks. Nil: an empty list.
+	TCPAllow *tcp.AllowList
+	// ConfigFile is the config file the daemon loaded, whose tcpAllow key
+	// AllowTCP and DenyTCP rewrite: "" when none was found (they create
+	// config.UserPath()), "none" for --config none (nothing is written).
+	ConfigFile string
 }
 
 // Service is the daemon's state and the logic of its control plane:
@@ -86,6 +94,16 @@ type Service struct {
 	chLimits  map[string]channelLimits // per-channel overrides; guarded by mu
 	bg        sync.WaitGroup           // per-channel watchers (exit events); waited by Close
 	terminals atomic.Int64             // terminal channels in the registry or being created (maxTerminals)
+
+	tcpAllow *tcp.AllowList
+	tcpMu    sync.Mutex // serializes AllowTCP, DenyTCP and ReloadTCPRules; guards tcpFile
+	tcpFile  string     // the config file the rules are persisted to (Options.ConfigFile)
+	// tcpEnded sums the counters of TCP channels that left the registry,
+	// so that the daemon's totals never decrease (TCPStats); guarded by
+	// tcpStatsMu, which also makes a channel's move from the registry to
+	// tcpEnded one step for TCPStats.
+	tcpStatsMu sync.Mutex
+	tcpEnded   TCPStats
 }
 
 // New returns a Service with no channels.
@@ -93,9 +111,13 @@ func New(o Options) *Service {
 	if o.ChannelClosed == nil {
 		o.ChannelClosed = func() {}
 	}
+	if o.TCPAllow == nil {
+		o.TCPAllow = tcp.NewAllowList(nil)
+	}
 	s := &Service{
 		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: registry.New(),
 		newTerminal: o.NewTerminal, creators: o.Creators, now: time.Now, channelClosed: o.ChannelClosed,
+		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile,
 	}
 	l := o.Config.Limits
 	s.limits.Store(&l)
@@ -213,6 +235,13 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 // CreateChannel makes a channel of type typ with its Creator and
 // registers it under a generated id.
 func (s *Service) CreateChannel(typ string, params json.RawMessage) (*registry.Channel, error) {
+	return s.createChannel("subscribe", typ, "", params)
+}
+
+// createChannel makes a channel of type typ with its Creator and registers
+// it under id, or a generated id if it is empty; by says who asked, for
+// the log.
+func (s *Service) createChannel(by, typ, id string, params json.RawMessage) (*registry.Channel, error) {
 	create, ok := s.creators[typ]
 	scheme := registry.Scheme(typ)
 	// Terminals are created over the control plane, where they take a
@@ -223,16 +252,26 @@ func (s *Service) CreateChannel(typ string, params json.RawMessage) (*registry.C
 	if s.isClosing() {
 		return nil, ErrShuttingDown
 	}
+	if id != "" {
+		// Checked before the channel exists (a TCP channel dials at
+		// once); Add checks again.
+		if err := registry.ValidID(id); err != nil {
+			return nil, err
+		}
+		if _, ok := s.registry.Get(scheme + id); ok {
+			return nil, fmt.Errorf("%w: %s", registry.ErrChannelExists, scheme+id)
+		}
+	}
 	impl, err := create(params)
 	if err != nil {
 		return nil, err
 	}
 	ch := registry.NewChannel("", impl)
-	if err := s.registry.Add(scheme, "", ch); err != nil {
+	if err := s.registry.Add(scheme, id, ch); err != nil {
 		_ = impl.Close()
 		return nil, err
 	}
-	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type, "by", "subscribe")
+	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type, "by", by)
 	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	// A kind may end its channel itself (a TCP channel after tcp/closed,
 	// a reset or its retention): it then leaves the registry (§8).
@@ -258,10 +297,19 @@ func (s *Service) CreateChannel(typ string, params json.RawMessage) (*registry.C
 
 // CloseChannel closes and removes a channel.
 func (s *Service) CloseChannel(uri string) error {
+	s.tcpStatsMu.Lock()
 	ch, ok := s.registry.Remove(uri)
 	if !ok {
+		s.tcpStatsMu.Unlock()
 		return fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
 	}
+	ti, isTCP := ch.Impl().(tcpInfoer)
+	var before tcp.Info
+	if isTCP {
+		before = ti.Info()
+		s.tcpEnded.add(before)
+	}
+	s.tcpStatsMu.Unlock()
 	ch.MarkClosed()
 	s.mu.Lock()
 	delete(s.chLimits, uri)
@@ -270,6 +318,15 @@ func (s *Service) CloseChannel(uri string) error {
 		s.terminals.Add(-1)
 	}
 	_ = ch.Impl().Close()
+	if isTCP {
+		// What the close itself moved (a flush to the target).
+		after := ti.Info()
+		s.tcpStatsMu.Lock()
+		s.tcpEnded.BytesIn += after.BytesIn - before.BytesIn
+		s.tcpEnded.BytesOut += after.BytesOut - before.BytesOut
+		s.tcpEnded.Resumes += after.Resumes - before.Resumes
+		s.tcpStatsMu.Unlock()
+	}
 	s.log.Info("channel closed", "channel", uri)
 	s.events.Publish(events.Event{Kind: "channel.closed", Channel: uri})
 	s.channelClosed()

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,9 +31,15 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/session"
+	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/limits"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+	"github.com/ahp-dev/ahpd/tcp"
 )
+
+// ErrorDomain is the domain of the google.rpc.ErrorInfo that grpcError
+// attaches to a channel kind's refusal.
+const ErrorDomain = "ahpd"
 
 // ControlOptions configure StartControl.
 type ControlOptions struct {
@@ -86,6 +93,7 @@ func (s *Service) StartControl(ctx context.Context, opts ControlOptions) (*Contr
 			ahpv1.DaemonService_ServiceDesc.ServiceName, ahpv1.ChannelService_ServiceDesc.ServiceName,
 			ahpv1.TerminalService_ServiceDesc.ServiceName, ahpv1.TokenService_ServiceDesc.ServiceName,
 			ahpv1.LimitsService_ServiceDesc.ServiceName, ahpv1.ViewerService_ServiceDesc.ServiceName,
+			ahpv1.TCPService_ServiceDesc.ServiceName,
 		},
 	})
 	g := &grpcServer{s: s, opts: opts, path: ln.Path(), started: time.Now(), stopping: cs.Context()}
@@ -137,6 +145,7 @@ type grpcServer struct {
 	ahpv1.UnimplementedTokenServiceServer
 	ahpv1.UnimplementedLimitsServiceServer
 	ahpv1.UnimplementedViewerServiceServer
+	ahpv1.UnimplementedTCPServiceServer
 
 	s        *Service
 	opts     ControlOptions
@@ -153,6 +162,7 @@ func (g *grpcServer) register(r grpc.ServiceRegistrar) {
 	ahpv1.RegisterTokenServiceServer(r, g)
 	ahpv1.RegisterLimitsServiceServer(r, g)
 	ahpv1.RegisterViewerServiceServer(r, g)
+	ahpv1.RegisterTCPServiceServer(r, g)
 }
 
 // reply converts a service result: (nil, status) on error, else (v, nil).
@@ -291,6 +301,32 @@ func (g *grpcServer) DisconnectViewer(ctx context.Context, req *ahpv1.Disconnect
 	return reply(&ahpv1.DisconnectViewerResponse{}, g.s.DisconnectViewer(ctx, req.GetId(), req.GetReason()))
 }
 
+// --- TCPService
+
+func (g *grpcServer) AllowTCP(ctx context.Context, req *ahpv1.AllowTCPRequest) (*ahpv1.AllowTCPResponse, error) {
+	c, err := g.s.AllowTCP(ctx, req.GetRule())
+	return reply(&ahpv1.AllowTCPResponse{Rule: c.Rule.String(), Added: c.Changed, Persisted: c.Persisted, PersistError: c.PersistError, Hint: c.Hint, ConfigFile: c.ConfigFile}, err)
+}
+
+func (g *grpcServer) DenyTCP(ctx context.Context, req *ahpv1.DenyTCPRequest) (*ahpv1.DenyTCPResponse, error) {
+	c, err := g.s.DenyTCP(ctx, req.GetRule())
+	return reply(&ahpv1.DenyTCPResponse{Rule: c.Rule.String(), Removed: c.Changed, Persisted: c.Persisted, PersistError: c.PersistError, ConfigFile: c.ConfigFile}, err)
+}
+
+func (g *grpcServer) ListTCPRules(ctx context.Context, _ *ahpv1.ListTCPRulesRequest) (*ahpv1.ListTCPRulesResponse, error) {
+	rules, file := g.s.TCPRules(ctx)
+	return &ahpv1.ListTCPRulesResponse{Rules: mapSlice(rules, tcp.Rule.String), ConfigFile: file}, nil
+}
+
+func (g *grpcServer) CreateTCP(ctx context.Context, req *ahpv1.CreateTCPRequest) (*ahpv1.CreateTCPResponse, error) {
+	port := int(min(req.GetPort(), 1<<16)) // beyond uint16: refused by CreateTCP
+	ch, err := g.s.CreateTCP(ctx, req.GetHost(), port, req.GetId())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &ahpv1.CreateTCPResponse{Channel: toChannel(channelDetail(ch))}, nil
+}
+
 // grpcError is the one mapping of service errors to gRPC status codes.
 // An *ArgError also carries a google.rpc.BadRequest naming the field.
 func grpcError(err error) error {
@@ -304,6 +340,30 @@ func grpcError(err error) error {
 	if errors.As(err, &ae) {
 		st := status.New(codes.InvalidArgument, err.Error())
 		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: ae.Field, Description: ae.Reason}}}); derr == nil {
+			st = d
+		}
+		return st.Err()
+	}
+	// A channel kind's refusal (a Creator's, a dial's) carries its
+	// JSON-RPC code (PROTOCOL.md §7); the reason in a google.rpc.ErrorInfo
+	// lets a client tell a failed dial from an unreachable daemon.
+	var fe *flow.Error
+	if errors.As(err, &fe) {
+		code, reason := codes.Internal, "INTERNAL"
+		switch fe.Code {
+		case flow.ErrCodeInvalidParams:
+			code, reason = codes.InvalidArgument, "INVALID_PARAMS"
+		case flow.ErrCodeForbidden:
+			code, reason = codes.PermissionDenied, "FORBIDDEN"
+		case flow.ErrCodeConnectFailed:
+			code, reason = codes.Unavailable, "CONNECT_FAILED"
+		case flow.ErrCodeLimitExceeded:
+			code, reason = codes.ResourceExhausted, "LIMIT_EXCEEDED"
+		case flow.ErrCodeChannelNotFound:
+			code, reason = codes.NotFound, "CHANNEL_NOT_FOUND"
+		}
+		st := status.New(code, fe.Message)
+		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: map[string]string{"jsonrpcCode": strconv.Itoa(fe.Code)}}); derr == nil {
 			st = d
 		}
 		return st.Err()
@@ -380,10 +440,14 @@ func (g *grpcServer) info() *ahpv1.GetInfoResponse {
 }
 
 func toChannel(d ChannelDetail) *ahpv1.Channel {
-	return &ahpv1.Channel{
+	p := &ahpv1.Channel{
 		Uri: d.Channel, Id: d.ID, Type: d.Type, Title: d.Title, State: d.State, Viewers: d.Viewers,
 		Rows: int32(d.Rows), Cols: int32(d.Cols), Pid: int64(d.Pid),
 	}
+	if t := d.TCP; t != nil {
+		p.Tcp = &ahpv1.TCPChannel{Target: t.Target, Remote: t.Remote, BytesIn: t.BytesIn, BytesOut: t.BytesOut, Resumes: t.Resumes, Consumer: t.Consumer, Phase: t.Phase}
+	}
+	return p
 }
 
 func toRole(r auth.Role) ahpv1.Role {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/tcp"
 )
 
 // ArgError reports an invalid argument of a control-plane request. Field
@@ -70,8 +71,9 @@ const (
 type ChannelDetail struct {
 	registry.ChannelInfo
 	ID         string
-	Rows, Cols int // 0 if unknown
-	Pid        int // 0 if unknown
+	Rows, Cols int       // 0 if unknown
+	Pid        int       // 0 if unknown
+	TCP        *tcp.Info // a TCP channel's figures; nil for other kinds
 }
 
 // Optional capabilities of a channel, for the control plane (a
@@ -81,6 +83,7 @@ type (
 	terminalPider   interface{ Pid() int }
 	terminalSignal  interface{ Signal(os.Signal) error }
 	terminalResizer interface{ Resize(rows, cols int) error }
+	tcpInfoer       interface{ Info() tcp.Info } // a tcp.Channel
 )
 
 // running reports whether the channel's process has not exited.
@@ -93,6 +96,10 @@ func channelDetail(c *registry.Channel) ChannelDetail {
 	}
 	if p, ok := c.Impl().(terminalPider); ok {
 		d.Pid = p.Pid()
+	}
+	if t, ok := c.Impl().(tcpInfoer); ok {
+		info := t.Info()
+		d.TCP = &info
 	}
 	return d
 }

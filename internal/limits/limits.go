@@ -75,6 +75,7 @@ var table = func() []Spec {
 		Spec{"terminalViewerBacklog", Bytes, 1 * MiB, 64 * KiB, "64 KiB"},
 		Spec{"maxPendingConnections", Count, 256, 1, "1"},
 		Spec{"maxTerminals", Count, 256, 1, "1"},
+		Spec{"tcpRetain", Duration, int64(60 * time.Second), int64(time.Second), "1s"},
 	)
 }()
 

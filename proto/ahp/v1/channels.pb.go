@@ -45,7 +45,9 @@ type Channel struct {
 	// cols is a terminal's width in cells; 0 if unknown or not a terminal.
 	Cols int32 `protobuf:"varint,8,opt,name=cols,proto3" json:"cols,omitempty"`
 	// pid is a terminal's process id; 0 if unknown or not a terminal.
-	Pid           int64 `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
+	Pid int64 `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
+	// tcp describes a TCP channel; unset for other types.
+	Tcp           *TCPChannel `protobuf:"bytes,10,opt,name=tcp,proto3" json:"tcp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -143,6 +145,115 @@ func (x *Channel) GetPid() int64 {
 	return 0
 }
 
+func (x *Channel) GetTcp() *TCPChannel {
+	if x != nil {
+		return x.Tcp
+	}
+	return nil
+}
+
+// TCPChannel is what a TCP channel reports (PROTOCOL.md §8).
+type TCPChannel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// target is host:port as requested.
+	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// remote is the address dialed (ADDR:PORT); empty while dialing.
+	Remote string `protobuf:"bytes,2,opt,name=remote,proto3" json:"remote,omitempty"`
+	// bytes_in counts the bytes written to the target (client→target).
+	BytesIn int64 `protobuf:"varint,3,opt,name=bytes_in,json=bytesIn,proto3" json:"bytes_in,omitempty"`
+	// bytes_out counts the bytes read from the target (target→client).
+	BytesOut int64 `protobuf:"varint,4,opt,name=bytes_out,json=bytesOut,proto3" json:"bytes_out,omitempty"`
+	// resumes counts the consumer's resumes after reconnects.
+	Resumes int64 `protobuf:"varint,5,opt,name=resumes,proto3" json:"resumes,omitempty"`
+	// consumer is true while a subscription holds the channel.
+	Consumer bool `protobuf:"varint,6,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	// phase is where the stream is: dialing, open, eof-sent (the client's
+	// half is closed), eof-received (the target's), closed-both, reset, or
+	// retained (the consumer left; the socket waits tcpRetain for a resume).
+	Phase         string `protobuf:"bytes,7,opt,name=phase,proto3" json:"phase,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TCPChannel) Reset() {
+	*x = TCPChannel{}
+	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TCPChannel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TCPChannel) ProtoMessage() {}
+
+func (x *TCPChannel) ProtoReflect() protoreflect.Message {
+	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TCPChannel.ProtoReflect.Descriptor instead.
+func (*TCPChannel) Descriptor() ([]byte, []int) {
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TCPChannel) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *TCPChannel) GetRemote() string {
+	if x != nil {
+		return x.Remote
+	}
+	return ""
+}
+
+func (x *TCPChannel) GetBytesIn() int64 {
+	if x != nil {
+		return x.BytesIn
+	}
+	return 0
+}
+
+func (x *TCPChannel) GetBytesOut() int64 {
+	if x != nil {
+		return x.BytesOut
+	}
+	return 0
+}
+
+func (x *TCPChannel) GetResumes() int64 {
+	if x != nil {
+		return x.Resumes
+	}
+	return 0
+}
+
+func (x *TCPChannel) GetConsumer() bool {
+	if x != nil {
+		return x.Consumer
+	}
+	return false
+}
+
+func (x *TCPChannel) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
 // ListChannelsRequest filters the list.
 type ListChannelsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -155,7 +266,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	mi := &file_ahp_v1_channels_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -167,7 +278,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	mi := &file_ahp_v1_channels_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -180,7 +291,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{1}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListChannelsRequest) GetType() string {
@@ -201,7 +312,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[2]
+	mi := &file_ahp_v1_channels_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -213,7 +324,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[2]
+	mi := &file_ahp_v1_channels_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -226,7 +337,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{2}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*Channel {
@@ -247,7 +358,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[3]
+	mi := &file_ahp_v1_channels_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -259,7 +370,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[3]
+	mi := &file_ahp_v1_channels_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -272,7 +383,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{3}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetChannelRequest) GetChannel() string {
@@ -293,7 +404,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[4]
+	mi := &file_ahp_v1_channels_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +416,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[4]
+	mi := &file_ahp_v1_channels_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +429,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{4}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetChannelResponse) GetChannel() *Channel {
@@ -347,7 +458,7 @@ type CloseChannelRequest struct {
 
 func (x *CloseChannelRequest) Reset() {
 	*x = CloseChannelRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[5]
+	mi := &file_ahp_v1_channels_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +470,7 @@ func (x *CloseChannelRequest) String() string {
 func (*CloseChannelRequest) ProtoMessage() {}
 
 func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[5]
+	mi := &file_ahp_v1_channels_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +483,7 @@ func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelRequest.ProtoReflect.Descriptor instead.
 func (*CloseChannelRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{5}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CloseChannelRequest) GetChannel() string {
@@ -407,7 +518,7 @@ type CloseChannelResponse struct {
 
 func (x *CloseChannelResponse) Reset() {
 	*x = CloseChannelResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[6]
+	mi := &file_ahp_v1_channels_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +530,7 @@ func (x *CloseChannelResponse) String() string {
 func (*CloseChannelResponse) ProtoMessage() {}
 
 func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[6]
+	mi := &file_ahp_v1_channels_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +543,7 @@ func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelResponse.ProtoReflect.Descriptor instead.
 func (*CloseChannelResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{6}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CloseChannelResponse) GetExitedBeforeHangup() bool {
@@ -446,7 +557,7 @@ var File_ahp_v1_channels_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_channels_proto_rawDesc = "" +
 	"\n" +
-	"\x15ahp/v1/channels.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\"\xbf\x01\n" +
+	"\x15ahp/v1/channels.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\"\xe5\x01\n" +
 	"\aChannel\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
@@ -456,7 +567,18 @@ const file_ahp_v1_channels_proto_rawDesc = "" +
 	"\aviewers\x18\x06 \x01(\x03R\aviewers\x12\x12\n" +
 	"\x04rows\x18\a \x01(\x05R\x04rows\x12\x12\n" +
 	"\x04cols\x18\b \x01(\x05R\x04cols\x12\x10\n" +
-	"\x03pid\x18\t \x01(\x03R\x03pid\")\n" +
+	"\x03pid\x18\t \x01(\x03R\x03pid\x12$\n" +
+	"\x03tcp\x18\n" +
+	" \x01(\v2\x12.ahp.v1.TCPChannelR\x03tcp\"\xc0\x01\n" +
+	"\n" +
+	"TCPChannel\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x16\n" +
+	"\x06remote\x18\x02 \x01(\tR\x06remote\x12\x19\n" +
+	"\bbytes_in\x18\x03 \x01(\x03R\abytesIn\x12\x1b\n" +
+	"\tbytes_out\x18\x04 \x01(\x03R\bbytesOut\x12\x18\n" +
+	"\aresumes\x18\x05 \x01(\x03R\aresumes\x12\x1a\n" +
+	"\bconsumer\x18\x06 \x01(\bR\bconsumer\x12\x14\n" +
+	"\x05phase\x18\a \x01(\tR\x05phase\")\n" +
 	"\x13ListChannelsRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\"C\n" +
 	"\x14ListChannelsResponse\x12+\n" +
@@ -489,32 +611,34 @@ func file_ahp_v1_channels_proto_rawDescGZIP() []byte {
 	return file_ahp_v1_channels_proto_rawDescData
 }
 
-var file_ahp_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_ahp_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_ahp_v1_channels_proto_goTypes = []any{
 	(*Channel)(nil),              // 0: ahp.v1.Channel
-	(*ListChannelsRequest)(nil),  // 1: ahp.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil), // 2: ahp.v1.ListChannelsResponse
-	(*GetChannelRequest)(nil),    // 3: ahp.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),   // 4: ahp.v1.GetChannelResponse
-	(*CloseChannelRequest)(nil),  // 5: ahp.v1.CloseChannelRequest
-	(*CloseChannelResponse)(nil), // 6: ahp.v1.CloseChannelResponse
-	(*durationpb.Duration)(nil),  // 7: google.protobuf.Duration
+	(*TCPChannel)(nil),           // 1: ahp.v1.TCPChannel
+	(*ListChannelsRequest)(nil),  // 2: ahp.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil), // 3: ahp.v1.ListChannelsResponse
+	(*GetChannelRequest)(nil),    // 4: ahp.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),   // 5: ahp.v1.GetChannelResponse
+	(*CloseChannelRequest)(nil),  // 6: ahp.v1.CloseChannelRequest
+	(*CloseChannelResponse)(nil), // 7: ahp.v1.CloseChannelResponse
+	(*durationpb.Duration)(nil),  // 8: google.protobuf.Duration
 }
 var file_ahp_v1_channels_proto_depIdxs = []int32{
-	0, // 0: ahp.v1.ListChannelsResponse.channels:type_name -> ahp.v1.Channel
-	0, // 1: ahp.v1.GetChannelResponse.channel:type_name -> ahp.v1.Channel
-	7, // 2: ahp.v1.CloseChannelRequest.grace:type_name -> google.protobuf.Duration
-	1, // 3: ahp.v1.ChannelService.ListChannels:input_type -> ahp.v1.ListChannelsRequest
-	3, // 4: ahp.v1.ChannelService.GetChannel:input_type -> ahp.v1.GetChannelRequest
-	5, // 5: ahp.v1.ChannelService.CloseChannel:input_type -> ahp.v1.CloseChannelRequest
-	2, // 6: ahp.v1.ChannelService.ListChannels:output_type -> ahp.v1.ListChannelsResponse
-	4, // 7: ahp.v1.ChannelService.GetChannel:output_type -> ahp.v1.GetChannelResponse
-	6, // 8: ahp.v1.ChannelService.CloseChannel:output_type -> ahp.v1.CloseChannelResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	1, // 0: ahp.v1.Channel.tcp:type_name -> ahp.v1.TCPChannel
+	0, // 1: ahp.v1.ListChannelsResponse.channels:type_name -> ahp.v1.Channel
+	0, // 2: ahp.v1.GetChannelResponse.channel:type_name -> ahp.v1.Channel
+	8, // 3: ahp.v1.CloseChannelRequest.grace:type_name -> google.protobuf.Duration
+	2, // 4: ahp.v1.ChannelService.ListChannels:input_type -> ahp.v1.ListChannelsRequest
+	4, // 5: ahp.v1.ChannelService.GetChannel:input_type -> ahp.v1.GetChannelRequest
+	6, // 6: ahp.v1.ChannelService.CloseChannel:input_type -> ahp.v1.CloseChannelRequest
+	3, // 7: ahp.v1.ChannelService.ListChannels:output_type -> ahp.v1.ListChannelsResponse
+	5, // 8: ahp.v1.ChannelService.GetChannel:output_type -> ahp.v1.GetChannelResponse
+	7, // 9: ahp.v1.ChannelService.CloseChannel:output_type -> ahp.v1.CloseChannelResponse
+	7, // [7:10] is the sub-list for method output_type
+	4, // [4:7] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_channels_proto_init() }
@@ -528,7 +652,7 @@ func file_ahp_v1_channels_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ahp_v1_channels_proto_rawDesc), len(file_ahp_v1_channels_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

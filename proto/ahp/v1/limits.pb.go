@@ -142,7 +142,13 @@ type Limits struct {
 	// max_terminals bounds the terminal channels (running or exited, until
 	// closed), daemon-wide; creating one beyond it fails with
 	// RESOURCE_EXHAUSTED. Default 256.
-	MaxTerminals  int64 `protobuf:"varint,13,opt,name=max_terminals,json=maxTerminals,proto3" json:"max_terminals,omitempty"`
+	MaxTerminals int64 `protobuf:"varint,13,opt,name=max_terminals,json=maxTerminals,proto3" json:"max_terminals,omitempty"`
+	// tcp_retain is how long a TCP channel whose consumer left (its
+	// connection dropped or it unsubscribed) keeps its socket for a resume
+	// (PROTOCOL.md §8); after that the channel is closed and a resume fails
+	// with -32006. A channel reads it when its consumer leaves. At least 1 s.
+	// Default 60 s.
+	TcpRetain     *durationpb.Duration `protobuf:"bytes,14,opt,name=tcp_retain,json=tcpRetain,proto3" json:"tcp_retain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -266,6 +272,13 @@ func (x *Limits) GetMaxTerminals() int64 {
 		return x.MaxTerminals
 	}
 	return 0
+}
+
+func (x *Limits) GetTcpRetain() *durationpb.Duration {
+	if x != nil {
+		return x.TcpRetain
+	}
+	return nil
 }
 
 // GetLimitsRequest selects whose limits to report.
@@ -527,7 +540,7 @@ const file_ahp_v1_limits_proto_rawDesc = "" +
 	"\rReceiveLimits\x12!\n" +
 	"\fwindow_bytes\x18\x01 \x01(\x03R\vwindowBytes\x12.\n" +
 	"\x13maximum_frame_bytes\x18\x02 \x01(\x03R\x11maximumFrameBytes\x122\n" +
-	"\x15maximum_message_bytes\x18\x03 \x01(\x03R\x13maximumMessageBytes\"\x88\x06\n" +
+	"\x15maximum_message_bytes\x18\x03 \x01(\x03R\x13maximumMessageBytes\"\xc2\x06\n" +
 	"\x06Limits\x12,\n" +
 	"\x12max_buffered_bytes\x18\x01 \x01(\x03R\x10maxBufferedBytes\x12C\n" +
 	"\x10max_output_stall\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0emaxOutputStall\x12+\n" +
@@ -542,7 +555,9 @@ const file_ahp_v1_limits_proto_rawDesc = "" +
 	" \x01(\v2\x15.ahp.v1.ReceiveLimitsR\vhostReceive\x126\n" +
 	"\x17terminal_viewer_backlog\x18\v \x01(\x03R\x15terminalViewerBacklog\x126\n" +
 	"\x17max_pending_connections\x18\f \x01(\x03R\x15maxPendingConnections\x12#\n" +
-	"\rmax_terminals\x18\r \x01(\x03R\fmaxTerminals\",\n" +
+	"\rmax_terminals\x18\r \x01(\x03R\fmaxTerminals\x128\n" +
+	"\n" +
+	"tcp_retain\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\ttcpRetain\",\n" +
 	"\x10GetLimitsRequest\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\"\x8d\x01\n" +
 	"\x11GetLimitsResponse\x12,\n" +
@@ -594,20 +609,21 @@ var file_ahp_v1_limits_proto_depIdxs = []int32{
 	0,  // 3: ahp.v1.Limits.client_receive_defaults:type_name -> ahp.v1.ReceiveLimits
 	0,  // 4: ahp.v1.Limits.client_receive_maximums:type_name -> ahp.v1.ReceiveLimits
 	0,  // 5: ahp.v1.Limits.host_receive:type_name -> ahp.v1.ReceiveLimits
-	1,  // 6: ahp.v1.GetLimitsResponse.effective:type_name -> ahp.v1.Limits
-	1,  // 7: ahp.v1.GetLimitsResponse.defaults:type_name -> ahp.v1.Limits
-	1,  // 8: ahp.v1.SetLimitsRequest.limits:type_name -> ahp.v1.Limits
-	7,  // 9: ahp.v1.SetLimitsRequest.update_mask:type_name -> google.protobuf.FieldMask
-	1,  // 10: ahp.v1.SetLimitsResponse.effective:type_name -> ahp.v1.Limits
-	2,  // 11: ahp.v1.LimitsService.GetLimits:input_type -> ahp.v1.GetLimitsRequest
-	4,  // 12: ahp.v1.LimitsService.SetLimits:input_type -> ahp.v1.SetLimitsRequest
-	3,  // 13: ahp.v1.LimitsService.GetLimits:output_type -> ahp.v1.GetLimitsResponse
-	5,  // 14: ahp.v1.LimitsService.SetLimits:output_type -> ahp.v1.SetLimitsResponse
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	6,  // 6: ahp.v1.Limits.tcp_retain:type_name -> google.protobuf.Duration
+	1,  // 7: ahp.v1.GetLimitsResponse.effective:type_name -> ahp.v1.Limits
+	1,  // 8: ahp.v1.GetLimitsResponse.defaults:type_name -> ahp.v1.Limits
+	1,  // 9: ahp.v1.SetLimitsRequest.limits:type_name -> ahp.v1.Limits
+	7,  // 10: ahp.v1.SetLimitsRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 11: ahp.v1.SetLimitsResponse.effective:type_name -> ahp.v1.Limits
+	2,  // 12: ahp.v1.LimitsService.GetLimits:input_type -> ahp.v1.GetLimitsRequest
+	4,  // 13: ahp.v1.LimitsService.SetLimits:input_type -> ahp.v1.SetLimitsRequest
+	3,  // 14: ahp.v1.LimitsService.GetLimits:output_type -> ahp.v1.GetLimitsResponse
+	5,  // 15: ahp.v1.LimitsService.SetLimits:output_type -> ahp.v1.SetLimitsResponse
+	14, // [14:16] is the sub-list for method output_type
+	12, // [12:14] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_limits_proto_init() }
