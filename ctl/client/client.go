@@ -45,6 +45,13 @@ type Options struct {
 	ReadLimit int64
 	// Deflate offers permessage-deflate.
 	Deflate bool
+	// HTTPClient carries the upgrade request and so the connection
+	// (tests wrap its net.Conn to inject faults); nil: http.DefaultClient.
+	HTTPClient *http.Client
+	// OnSend, if set, is called after each text message has been written,
+	// with the message (valid during the call only). Tests use it to act
+	// at a protocol point, e.g. drop the connection right after a credit.
+	OnSend func(msg []byte)
 }
 
 // InitializeResult is the host's answer to initialize.
@@ -59,9 +66,10 @@ type Notification struct {
 
 // Conn is one AHP/1 connection.
 type Conn struct {
-	ws   *websocket.Conn
-	done chan struct{}
-	wg   sync.WaitGroup
+	ws     *websocket.Conn
+	onSend func([]byte)
+	done   chan struct{}
+	wg     sync.WaitGroup
 
 	writeMu sync.Mutex // serializes writes
 
@@ -70,8 +78,8 @@ type Conn struct {
 	mu      sync.Mutex // guards the fields below
 	nextID  int
 	pending map[string]chan response
-	psubs   map[string]*Sub // subscribe requests awaiting their response
-	subs    map[string]*Sub
+	psubs   map[string]subscription // subscribe requests awaiting their response
+	subs    map[string]subscription
 	notes   []Notification
 	noteSig chan struct{}
 	err     error
@@ -95,6 +103,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 		Subprotocols:    []string{"ahp.v1"},
 		HTTPHeader:      opts.Header,
 		CompressionMode: mode,
+		HTTPClient:      opts.HTTPClient,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -104,7 +113,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 		limit = 32 << 20
 	}
 	ws.SetReadLimit(limit)
-	c := &Conn{ws: ws, done: make(chan struct{}), pending: map[string]chan response{}, psubs: map[string]*Sub{}, subs: map[string]*Sub{}, noteSig: make(chan struct{}, 1)}
+	c := &Conn{ws: ws, onSend: opts.OnSend, done: make(chan struct{}), pending: map[string]chan response{}, psubs: map[string]subscription{}, subs: map[string]subscription{}, noteSig: make(chan struct{}, 1)}
 	c.wg.Go(c.readLoop)
 	params := map[string]any{
 		"protocolVersion": "ahp/1",
@@ -155,7 +164,13 @@ func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
 	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	return c.ws.Write(context.Background(), websocket.MessageText, b)
+	if err := c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
+		return err
+	}
+	if c.onSend != nil {
+		c.onSend(b)
+	}
+	return nil
 }
 
 // Call sends a request and waits for its response; result may be nil.
@@ -165,7 +180,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 
 // call is Call; a non-nil sub is registered under the request id so the
 // reader can install it the moment the response arrives.
-func (c *Conn) call(ctx context.Context, method string, params, result any, sub *Sub) error {
+func (c *Conn) call(ctx context.Context, method string, params, result any, sub subscription) error {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -259,9 +274,7 @@ func (c *Conn) readLoop() {
 		c.mu.Lock()
 		c.err = err
 		for _, s := range c.subs {
-			s.mu.Lock() // fail's fields are guarded by s.mu (lock order c.mu → s.mu, as in onCredit)
-			s.fail(err)
-			s.mu.Unlock()
+			s.end(err) // lock order c.mu → the subscription's, as in onCredit
 		}
 		c.mu.Unlock()
 		close(c.done)
@@ -317,9 +330,7 @@ func (c *Conn) readLoop() {
 				_ = json.Unmarshal(m.Params, &p)
 				c.mu.Lock()
 				if s := c.subs[p.SubscriptionID]; s != nil {
-					s.mu.Lock()
-					s.fail(&ResetError{Code: p.Code, Message: p.Message})
-					s.mu.Unlock()
+					s.end(&ResetError{Code: p.Code, Message: p.Message})
 					delete(c.subs, p.SubscriptionID)
 				}
 				c.mu.Unlock()
@@ -341,8 +352,9 @@ func (c *Conn) readLoop() {
 			if s := c.psubs[string(m.ID)]; s != nil {
 				delete(c.psubs, string(m.ID))
 				if m.Error == nil {
-					s.init(m.Result)
-					c.subs[s.ID] = s
+					if id := s.init(m.Result); id != "" {
+						c.subs[id] = s
+					}
 				}
 			}
 			c.mu.Unlock()
@@ -388,6 +400,30 @@ func (c *Conn) onFrame(raw []byte, f *flow.Frame) {
 	}
 	size := flow.UTF16Len(unsafe.String(unsafe.SliceData(raw), len(raw)))
 	s.onFrame(size, f)
+}
+
+// subscription is what the reader routes one subscription's traffic to:
+// a Sub, or a TCP stream's binding to this connection.
+type subscription interface {
+	// init takes the subscribe result, on the reader goroutine under
+	// c.mu, before any frame that follows it; it returns the
+	// subscriptionId to route by ("": do not route).
+	init(result json.RawMessage) string
+	// onFrame takes one frame of the subscription whose whole text is
+	// size UTF-16 bytes (reader goroutine, c.mu not held).
+	onFrame(size int64, f *flow.Frame)
+	// onCredit takes a channel/credit (reader goroutine, under c.mu).
+	onCredit(consumed int64)
+	// end reports why the subscription ended: a channel/reset, or the
+	// connection's end (under c.mu).
+	end(err error)
+}
+
+// unroute stops routing subscription id's traffic (after unsubscribe).
+func (c *Conn) unroute(id string) {
+	c.mu.Lock()
+	delete(c.subs, id)
+	c.mu.Unlock()
 }
 
 // ResetError reports a channel/reset of a subscription.
