@@ -48,9 +48,10 @@ type Options struct {
 	// HTTPClient carries the upgrade request and so the connection
 	// (tests wrap its net.Conn to inject faults); nil: http.DefaultClient.
 	HTTPClient *http.Client
-	// OnSend, if set, is called after each text message has been written,
-	// with the message (valid during the call only). Tests use it to act
-	// at a protocol point, e.g. drop the connection right after a credit.
+	// OnSend, if set, is called just before each text message is
+	// written, with the message (valid during the call only; writes wait
+	// for it). Tests use it to act at a protocol point: drop the
+	// connection under a credit so that it is lost.
 	OnSend func(msg []byte)
 }
 
@@ -164,14 +165,15 @@ func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
 	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	if err := c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
-		return err
-	}
 	if c.onSend != nil {
 		c.onSend(b)
 	}
-	return nil
+	return c.ws.Write(context.Background(), websocket.MessageText, b)
 }
+
+// abort drops the connection at once, without a close handshake (a
+// connection on which a request timed out is not trusted further).
+func (c *Conn) abort() { _ = c.ws.CloseNow() }
 
 // Call sends a request and waits for its response; result may be nil.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
