@@ -346,12 +346,21 @@ func (s *TCPStream) Close() error {
 		}
 		t.Stop()
 	}
+	s.mu.Unlock()
+	s.Abort()
+	s.wg.Wait()
+	return nil
+}
+
+// Abort ends the stream without waiting: Read and Write return
+// net.ErrClosed, and the stream's goroutines leave the channel. Close
+// waits for them.
+func (s *TCPStream) Abort() {
+	s.mu.Lock()
 	s.closed = true
 	s.broadcastLocked()
 	s.mu.Unlock()
 	s.cancel()
-	s.wg.Wait()
-	return nil
 }
 
 func (s *TCPStream) writeErrLocked() error {
