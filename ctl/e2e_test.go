@@ -81,11 +81,17 @@ type daemonProc struct {
 // socket in t.TempDir(); it is stopped with SIGTERM when the test ends.
 func startDaemon(t *testing.T) *daemonProc {
 	t.Helper()
+	return startDaemonArgs(t)
+}
+
+// startDaemonArgs is startDaemon with more ahpd flags.
+func startDaemonArgs(t *testing.T, extra ...string) *daemonProc {
+	t.Helper()
 	ahpd, ahpctl := binaries(t)
 	dir := t.TempDir()
 	d := &daemonProc{t: t, control: filepath.Join(dir, "ctl.sock"), ahpctl: ahpctl, exited: make(chan error, 1)}
-	d.cmd = exec.Command(ahpd, "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"),
-		"--control", d.control, "--no-default-terminal", "--log-level", "debug")
+	d.cmd = exec.Command(ahpd, append([]string{"--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"),
+		"--control", d.control, "--no-default-terminal", "--log-level", "debug"}, extra...)...)
 	d.cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
