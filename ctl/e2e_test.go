@@ -81,18 +81,19 @@ type daemonProc struct {
 // socket in t.TempDir(); it is stopped with SIGTERM when the test ends.
 func startDaemon(t *testing.T) *daemonProc {
 	t.Helper()
-	return startDaemonArgs(t)
+	return startDaemonWith(t, nil, nil)
 }
 
-// startDaemonArgs is startDaemon with more ahpd flags.
-func startDaemonArgs(t *testing.T, extra ...string) *daemonProc {
+// startDaemonWith is startDaemon with more flags and environment entries
+// (which replace the inherited ones).
+func startDaemonWith(t *testing.T, args, env []string) *daemonProc {
 	t.Helper()
 	ahpd, ahpctl := binaries(t)
 	dir := t.TempDir()
 	d := &daemonProc{t: t, control: filepath.Join(dir, "ctl.sock"), ahpctl: ahpctl, exited: make(chan error, 1)}
 	d.cmd = exec.Command(ahpd, append([]string{"--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"),
-		"--control", d.control, "--no-default-terminal", "--log-level", "debug"}, extra...)...)
-	d.cmd.Env = append(os.Environ(), "SHELL=/bin/sh")
+		"--control", d.control, "--no-default-terminal", "--log-level", "debug"}, args...)...)
+	d.cmd.Env = append(append(os.Environ(), "SHELL=/bin/sh"), env...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

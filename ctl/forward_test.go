@@ -102,7 +102,7 @@ func startTCPDaemon(t *testing.T, targets ...string) *daemonProc {
 	if err := os.WriteFile(cfg, []byte("tcpAllow = ["+strings.Join(quoted, ", ")+"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return startDaemonArgs(t, "--config", cfg)
+	return startDaemonWith(t, []string{"--config", cfg}, nil)
 }
 
 // forwardProc is a running ahpctl forward.
