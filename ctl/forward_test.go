@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,6 +160,9 @@ func startForward(t *testing.T, d *daemonProc, env []string, args ...string) *fo
 			t.Logf("ahpctl forward stderr:\n%s", f.log())
 		}
 	})
+	if slices.Contains(args, "--quiet") {
+		return f // no listening line: the caller knows the address
+	}
 	if m := f.waitLine(listeningRE); m != nil {
 		f.addr = m[1]
 	}
@@ -396,7 +400,86 @@ func TestE2EForwardHalfClose(t *testing.T) {
 	}
 	f.waitLine(regexp.MustCompile(`closed: sent 30 bytes, received 22 bytes$`))
 	waitNoChannels(t, d)
+
+	// SIGTERM with a connection open: forward exits 0 and the local
+	// connection ends.
+	c, err = net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	b = make([]byte, 22)
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatal(err)
+	}
 	f.stop()
+	if _, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("local connection after forward's SIGTERM: %v, want it closed", err)
+	}
+}
+
+// TestE2EForwardChannelURI: forward serves a channel made with 'ahpctl
+// tcp create' to its first local connection, refuses a second one while
+// it is served, and exits 0 once the channel has ended. --quiet prints
+// nothing.
+func TestE2EForwardChannelURI(t *testing.T) {
+	echo := newTCPServer(t, echoServe)
+	d := startTCPDaemon(t, echo.addr())
+	uri := strings.TrimSpace(d.mustCtl("tcp", "create", echo.addr()))
+	if !strings.HasPrefix(uri, "ahp-tcp:/") {
+		t.Fatalf("tcp create printed %q", uri)
+	}
+	addr := closedPort(t)
+	f := startForward(t, d, nil, "--quiet", addr, uri)
+	var c net.Conn
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var err error
+		if c, err = net.Dial("tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) || f.cmd.ProcessState != nil {
+			t.Fatalf("forward does not listen on %s: %v\n%s", addr, err, f.log())
+		}
+		time.Sleep(20 * time.Millisecond) // waiting for another process to listen
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4)
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != "ping" {
+		t.Fatalf("echo through the channel: %q, %v", b, err)
+	}
+	// A second local connection is refused: closed without a byte.
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c2.SetDeadline(time.Now().Add(20 * time.Second))
+	if b, err := io.ReadAll(c2); len(b) != 0 || err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("second local connection: read %q, %v; want it closed", b, err)
+	}
+	c2.Close()
+	// The first goes on; its end ends the channel and forward.
+	if _, err := c.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(c); err != nil || string(b) != "pong" {
+		t.Fatalf("echo then EOF: %q, %v", b, err)
+	}
+	if code := f.wait(); code != 0 {
+		t.Fatalf("forward exit %d after its channel ended, want 0", code)
+	}
+	if log := f.log(); log != "" {
+		t.Fatalf("--quiet printed:\n%s", log)
+	}
+	waitNoChannels(t, d)
 }
 
 // TestE2EForwardTargetReset: a target that resets its connection resets
