@@ -45,7 +45,7 @@ func parseTCPData(params []byte) (int64, []byte, error) {
 		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
 			i++
 		}
-		if i > 0 && i <= 16 {
+		if i > 0 && i <= 16 && (rest[0] != '0' || i == 1) { // JSON has no leading zeros
 			if body, ok := bytes.CutPrefix(rest[i:], []byte(mid)); ok && bytes.HasSuffix(body, []byte(tail)) {
 				body = body[:len(body)-len(tail)]
 				if bytes.IndexByte(body, '\\') < 0 && bytes.IndexByte(body, '"') < 0 {
