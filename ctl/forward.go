@@ -246,10 +246,12 @@ func (f *forwarder) serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// fatalForward reports errors every later connection would meet too.
+// fatalForward reports errors every later connection would meet too, and
+// an operator's decision (a kick) that forward must not undo.
 func fatalForward(err error) bool {
 	var ce *client.Error
-	return errors.As(err, &ce) && (ce.Code == flow.ErrCodeForbidden || ce.Code == flow.ErrCodeUnauthorized)
+	return errors.As(err, &ce) && (ce.Code == flow.ErrCodeForbidden || ce.Code == flow.ErrCodeUnauthorized) ||
+		errors.Is(err, client.ErrSessionEnded)
 }
 
 // handle serves one local connection over its own TCP stream.
@@ -286,6 +288,9 @@ func (f *forwarder) handle(ctx context.Context, n int, lc *net.TCPConn) error {
 	return err
 }
 
+// copyBuffer is the size of forward's reads from a local connection.
+const copyBuffer = 128 << 10
+
 // pump copies both ways until both halves are closed or one side fails.
 // A half-close passes on (local EOF → tcp/eof, tcp/eof → CloseWrite); a
 // failure of the stream resets the local connection, and a failure of
@@ -316,7 +321,8 @@ func pump(ctx context.Context, lc *net.TCPConn, st *client.TCPStream) error {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { // local → channel
-		_, err := io.Copy(st, lc)
+		// Not lc's WriteTo, whose 32 KiB reads would make small messages.
+		_, err := io.CopyBuffer(st, struct{ io.Reader }{lc}, make([]byte, copyBuffer))
 		if err == nil {
 			err = st.CloseWrite()
 		}

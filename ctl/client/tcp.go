@@ -166,6 +166,12 @@ type TCPStats struct {
 	Resent       int64 // client→host messages sent again after a resume
 }
 
+// ErrSessionEnded means the daemon closed the connection on purpose (a
+// kick, a revoked token: close 1008 with a reason that is not a
+// connection's own trouble); coming back would undo the operator's
+// decision, so the stream does not resume.
+var ErrSessionEnded = errors.New("the daemon ended the session")
+
 // ErrResumeMismatch means the host's resume positions do not fit the
 // stream's journal: the stream cannot go on without losing or repeating
 // bytes.
@@ -568,7 +574,7 @@ func lostFor(why error) error {
 	if errors.As(why, &ce) && ce.Code == websocket.StatusPolicyViolation && !wire.Transient(ce.Reason) {
 		// An operator's decision (a kick, a revoked token): coming back
 		// would undo it.
-		return fmt.Errorf("the daemon ended the session (%s): %w", ce.Reason, why)
+		return fmt.Errorf("%w (%s)", ErrSessionEnded, ce.Reason)
 	}
 	return nil
 }
