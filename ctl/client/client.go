@@ -1,11 +1,14 @@
 // Package client is a Go client of AHP/1 (PROTOCOL.md): it dials the
 // daemon's WebSocket, initializes, subscribes with flow control, reassembles
 // frames, returns credit when the caller releases messages, and sends
-// client→host logical messages under the host's limits. ahpctl and the
-// daemon's integration tests use it.
+// client→host logical messages under the host's limits. A TCPStream
+// (tcp.go) is a TCP channel's byte stream, each way, kept whole across
+// reconnects; a Redialer shares one connection among streams. ahpctl and
+// the daemon's integration tests use it.
 //
 // Concurrency: a Conn is safe for concurrent use. One reader goroutine per
-// Conn delivers messages; Close stops it and waits for it.
+// Conn delivers messages; Close stops it and waits for it. A TCPStream's
+// goroutines (its run loop, a writer per connection) end with Close.
 package client
 
 import (
