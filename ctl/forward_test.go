@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -708,4 +709,44 @@ func TestE2ETCPStreamFaults(t *testing.T) {
 		t.Fatalf("dials %d, lost %d, resumed %d (stats %d): want more than %d drops, each resumed", fd.dials.Load(), lost.Load(), resumed.Load(), s.Resumes, drops)
 	}
 	waitNoChannels(t, d)
+}
+
+// TestE2EForwardKick: an operator's kick of forward's connection ends
+// forward (exit 1, saying why) instead of coming back, as for attach.
+func TestE2EForwardKick(t *testing.T) {
+	echo := newTCPServer(t, echoServe)
+	d := startTCPDaemon(t, echo.addr())
+	f := startForward(t, d, nil, "127.0.0.1:0", echo.addr())
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	var viewers []viewerJSON
+	if err := json.Unmarshal([]byte(d.mustCtl("viewers", "list", "-o", "json")), &viewers); err != nil {
+		t.Fatal(err)
+	}
+	id := ""
+	for _, v := range viewers {
+		if v.Client == "ahpctl forward" {
+			id = v.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no ahpctl forward among the viewers: %+v", viewers)
+	}
+	d.mustCtl("viewers", "kick", id, "--reason", "forward kick")
+	if code := f.wait(); code != 1 || !strings.Contains(f.log(), "forward kick") {
+		t.Fatalf("forward after a kick: exit %d, want 1 naming the reason:\n%s", code, f.log())
+	}
+	if _, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("local connection after the kick: %v", err)
+	}
 }
