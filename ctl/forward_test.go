@@ -275,11 +275,11 @@ func roundTrip(addr string, size int) (time.Duration, error) {
 }
 
 // transferSize is 64 MiB each way; with -race (ahpd and ahpctl built with
-// it too) the same test runs with 8 MiB so that it stays within the
-// package's time budget.
+// it too, about 20 times slower here) the same test runs with 4 MiB so
+// that it stays within the package's time budget.
 func transferSize() int {
 	if raceEnabled {
-		return 8 << 20
+		return 4 << 20
 	}
 	return 64 << 20
 }
@@ -602,7 +602,7 @@ func (c *dropConn) Write(b []byte) (int, error) {
 }
 
 // faultDialer dials the daemon's WebSocket through dropConns: the first
-// drops connections drop at a random point (after 64 KiB–1 MiB), and the
+// drops connections drop at a random point (after 32–512 KiB), and the
 // first channel/credit the client writes is lost with its connection.
 type faultDialer struct {
 	url, token string
@@ -621,7 +621,7 @@ func (fd *faultDialer) dial(ctx context.Context) (*client.Conn, error) {
 		}
 		dc := &dropConn{Conn: c}
 		if fd.dials.Add(1) <= fd.drops {
-			dc.limit = 64<<10 + mrand.Int64N(960<<10)
+			dc.limit = 32<<10 + mrand.Int64N(480<<10)
 		}
 		fd.mu.Lock()
 		fd.cur = dc
