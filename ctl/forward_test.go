@@ -607,6 +607,7 @@ func (c *dropConn) Write(b []byte) (int, error) {
 type faultDialer struct {
 	url, token string
 	drops      int64
+	refuse     atomic.Bool // dials fail while set
 	dials      atomic.Int64
 	lostCredit atomic.Bool
 	mu         sync.Mutex // guards cur
@@ -615,6 +616,9 @@ type faultDialer struct {
 
 func (fd *faultDialer) dial(ctx context.Context) (*client.Conn, error) {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if fd.refuse.Load() {
+			return nil, errors.New("test: the network is down")
+		}
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -748,5 +752,50 @@ func TestE2EForwardKick(t *testing.T) {
 	}
 	if _, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("local connection after the kick: %v", err)
+	}
+}
+
+// TestE2ETCPStreamResumeFails: a stream that comes back after the
+// channel's retention expired gets -32006 and fails for good (no new
+// socket, no further attempts), well within its reconnect budget.
+func TestE2ETCPStreamResumeFails(t *testing.T) {
+	echo := newTCPServer(t, echoServe)
+	d := startTCPDaemon(t, echo.addr())
+	d.mustCtl("limits", "set", "tcpRetain=1s")
+	tok := strings.TrimSpace(d.mustCtl("token", "create", "--role", "control"))
+	fd := &faultDialer{url: "ws://" + d.addr + "/v1/ws", token: tok}
+	conns := client.NewRedialer(fd.dial)
+	defer conns.Close()
+	host, port, _ := net.SplitHostPort(echo.addr())
+	p, _ := strconv.Atoi(port)
+	st, err := client.OpenTCP(ctxT(t), client.TCPOptions{Dial: conns.Get, Host: host, Port: p, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(st, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	// The network goes down until the daemon has given the channel up.
+	fd.refuse.Store(true)
+	fd.mu.Lock()
+	fd.cur.drop()
+	fd.mu.Unlock()
+	waitNoChannels(t, d)
+	fd.refuse.Store(false)
+	_, err = st.Read(make([]byte, 1))
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != -32006 {
+		t.Fatalf("Read after the retention expired: %v, want the -32006 resume failure", err)
+	}
+	dials := fd.dials.Load()
+	if _, err := st.Write([]byte("x")); !errors.As(err, &ce) {
+		t.Fatalf("Write after the failure: %v, want the same error", err)
+	}
+	if fd.dials.Load() != dials {
+		t.Fatal("the stream dialed again after -32006")
 	}
 }
