@@ -76,6 +76,19 @@ type AttachRequest struct {
 	// Resume is the client's resume request (PROTOCOL.md §8), or nil.
 	// A kind that cannot resume ignores it.
 	Resume *ResumeRequest
+	// Receive are the host's receive limits for this subscription's
+	// client→host messages: a kind that keeps its own Receiver (a lease)
+	// makes it with them.
+	Receive ReceiveLimits
+	// Release credits the client for its client→host messages up to and
+	// including p, which the kind has consumed. A kind that lends a
+	// Receiver and whose consumption outlives a connection (a TCP write
+	// that completes after a resume) calls the current holder's Release
+	// with the message's position instead of Deliver's release; p is the
+	// lent Receiver's Accepted() when the message was delivered. It may
+	// be called from any goroutine, never blocks, and is ignored once the
+	// subscriber is Closed.
+	Release func(p Position)
 }
 
 // ResumeRequest is the resume member of subscribe (PROTOCOL.md §8).
@@ -136,7 +149,8 @@ type Subscriber interface {
 	// JSON-RPC notification: its method and params. When Deliver returns
 	// nil, release is called exactly once, from any goroutine, when the
 	// bytes are consumed (written to the PTY, the socket) — the
-	// connection credits the client then. An error (a *Reset for its
+	// connection credits the client then (a kind that lends a Receiver
+	// may call AttachRequest.Release instead). An error (a *Reset for its
 	// code) ends the subscription, and release may never be called.
 	Deliver(method string, params json.RawMessage, release func()) error
 	// Request answers a kind request (terminal/resize); its result is

@@ -436,7 +436,7 @@ func (c *conn) drainWakes() {
 		}
 	}
 	for _, r := range rel {
-		if r.sub.ended {
+		if r.sub.ended || r.sub.stream == nil {
 			continue
 		}
 		_, send, err := r.sub.stream.Receiver().Release(r.pos)

@@ -193,6 +193,11 @@ func (c *conn) subscribe(req *request) error {
 		}
 		var ok bool
 		if ch, ok = c.srv.registry.Get(p.Channel); !ok {
+			if p.Resume != nil {
+				// §8: a resume that finds its channel gone (closed, or its
+				// retention expired) failed.
+				return c.respondOr(req, rpcErr(flow.ErrCodeResumeFailed, "resume failed: channel not found (closed, or its retention expired): "+quoteClient(p.Channel)))
+			}
 			return c.respondOr(req, rpcErr(flow.ErrCodeChannelNotFound, "channel not found: "+quoteClient(p.Channel)))
 		}
 		if ch.State() == "closed" {
@@ -219,7 +224,10 @@ func (c *conn) subscribe(req *request) error {
 	}
 	// A wake before the subscription is registered is harmless: the run
 	// loop handles it after this function returns.
-	sub, err := ch.Impl().Attach(flow.AttachRequest{Wake: func() { c.wake(s) }, Window: got.WindowBytes, Role: role, Resume: p.Resume})
+	sub, err := ch.Impl().Attach(flow.AttachRequest{
+		Wake: func() { c.wake(s) }, Window: got.WindowBytes, Role: role, Resume: p.Resume,
+		Receive: chl.HostReceive, Release: func(pos flow.Position) { c.released(s, pos) },
+	})
 	if err != nil {
 		s.ended = true // a wake queued by Attach must not reach the Sender
 		if created {

@@ -1,0 +1,541 @@
+package tcp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+var (
+	_ flow.Channel    = (*Channel)(nil)
+	_ flow.Subscriber = (*Sub)(nil)
+)
+
+// Config describes a TCP channel to create.
+type Config struct {
+	Host string // a host name or an address, as requested
+	Port uint16
+	// Allow admits the target (required).
+	Allow *AllowList
+	// DialTimeout bounds the dial; default 10 s (PROTOCOL.md §8).
+	DialTimeout time.Duration
+	// Retain returns how long a channel without a consumer waits for a
+	// resume (the tcpRetain limit); read each time the consumer leaves.
+	// Nil: DefaultRetain.
+	Retain func() time.Duration
+	// Logger; nil: discard.
+	Logger *slog.Logger
+}
+
+// DefaultRetain is tcpRetain's default.
+const DefaultRetain = 60 * time.Second
+
+// readSize is the size of each of the two buffers the reader fills from
+// the socket.
+const readSize = 64 << 10
+
+// maxTokens is how many resume tokens of a channel stay valid: the newest
+// and the ones before it, for a client that lost a subscribe result.
+const maxTokens = 4
+
+// Channel is a TCP channel: one socket, one consumer at a time.
+type Channel struct {
+	cfg     Config
+	target  string
+	log     *slog.Logger
+	closing chan struct{} // closed when Close starts
+	done    chan struct{} // closed when Close has finished
+	dialed  chan struct{} // closed when the dial has finished
+	once    sync.Once     // closes closing
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the dialer, reader and writer
+
+	more chan struct{} // a read buffer was emptied (cap 1)
+	wsig chan struct{} // the write queue grew (cap 1)
+
+	mu      sync.Mutex
+	conn    *net.TCPConn
+	remote  string
+	dialErr error
+	holder  *Sub // holds the lease
+	waiting *Sub // the newest attach waiting for the lease
+	journal *flow.Journal
+	recv    *flow.Receiver
+	tokens  []string
+	retain  *time.Timer
+	ended   bool // Close ran, or the channel finished
+
+	// target→client
+	pend     [][]byte // filled read buffers, oldest first (at most 2)
+	free     [][]byte // empty read buffers
+	outOff   int64    // decoded bytes handed out as tcp/data
+	readEOF  bool
+	eofSent  bool
+	closedOK bool // tcp/closed was handed out
+	reset    *flow.Reset
+
+	// client→target
+	wq          []writeItem
+	inOff       int64         // decoded bytes accepted from the client
+	inEOF       bool          // tcp/eof accepted
+	written     flow.Position // the last client message written (or suppressed)
+	writeClosed bool          // the socket's write half is closed
+
+	bytesIn, bytesOut, resumes int64
+}
+
+type writeItem struct {
+	data []byte
+	eof  bool
+	pos  flow.Position
+}
+
+// Info is what the control plane shows of a TCP channel.
+type Info struct {
+	Target   string // host:port as requested
+	Remote   string // the address dialed; "" before the dial
+	BytesIn  int64  // decoded bytes written to the target (client→target)
+	BytesOut int64  // decoded bytes read from the target and sent (target→client)
+	Resumes  int64  // resumes that took the channel
+	Consumer bool   // a subscription holds the channel now
+	Phase    string // dialing, open, eof-received, eof-sent, half-closed, closed, reset, failed, ended
+}
+
+// ParseCreate parses the create member of a subscribe:
+// {type:"tcp", host, port}. Errors are *flow.Error -32602.
+func ParseCreate(params json.RawMessage) (host string, port uint16, err error) {
+	var p struct {
+		Type string `json:"type"`
+		Host string `json:"host"`
+		Port *int64 `json:"port"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return "", 0, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: " + err.Error()}
+	}
+	switch {
+	case p.Host == "":
+		return "", 0, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create.host: required"}
+	case len(p.Host) > 255:
+		return "", 0, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create.host: longer than 255 bytes"}
+	case p.Port == nil:
+		return "", 0, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create.port: required"}
+	case *p.Port < 1 || *p.Port > 65535:
+		return "", 0, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create.port: must be 1–65535"}
+	}
+	return p.Host, uint16(*p.Port), nil
+}
+
+// Create checks the target against the allow-list and starts dialing it;
+// it returns at once. A target the list does not admit is a *flow.Error
+// -32003 naming it. The dial's outcome is reported by WaitDialed and by
+// the Ready of the channel's first subscriber.
+func Create(cfg Config) (*Channel, error) {
+	if cfg.Allow == nil {
+		return nil, errors.New("tcp: Config.Allow is required")
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.Retain == nil {
+		cfg.Retain = func() time.Duration { return DefaultRetain }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	host := cfg.Host
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	if err := cfg.Allow.Check(host, cfg.Port); err != nil {
+		return nil, &flow.Error{Code: flow.ErrCodeForbidden, Message: err.Error()}
+	}
+	cfg.Host = host
+	c := &Channel{
+		cfg:     cfg,
+		target:  net.JoinHostPort(host, strconv.Itoa(int(cfg.Port))),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+		dialed:  make(chan struct{}),
+		more:    make(chan struct{}, 1),
+		wsig:    make(chan struct{}, 1),
+		free:    [][]byte{make([]byte, readSize), make([]byte, readSize)},
+	}
+	c.log = cfg.Logger.With("target", c.target)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
+	c.cancel = cancel
+	c.wg.Go(func() { c.dial(ctx) })
+	go c.reap()
+	return c, nil
+}
+
+// dial connects to the target: each address the name resolves to must be
+// admitted too (AllowList.CheckAddr).
+func (c *Channel) dial(ctx context.Context) {
+	defer close(c.dialed)
+	conn, err := c.connect(ctx)
+	c.cancel()
+	c.mu.Lock()
+	if err == nil && c.ended {
+		_ = conn.Close()
+		err = errors.New("the channel was closed")
+	}
+	if err != nil {
+		c.dialErr = err
+		w := c.waiting
+		c.mu.Unlock()
+		c.log.Info("tcp connect failed", "err", err)
+		// A channel whose dial failed ends (and leaves the registry): at
+		// once when no subscribe waits, else when the waiting one, answered
+		// -32008 by Ready, lets go — so that its answer is the dial's error
+		// and not "closed".
+		if w == nil {
+			c.end()
+		}
+		wake(w)
+		return
+	}
+	c.conn, c.remote = conn, conn.RemoteAddr().String()
+	if c.holder == nil {
+		c.startRetain()
+	}
+	w := c.waiting
+	c.wg.Go(c.readLoop)
+	c.wg.Go(c.writeLoop)
+	c.mu.Unlock()
+	c.log.Info("tcp connected", "remote", c.remote)
+	wake(w)
+}
+
+func (c *Channel) connect(ctx context.Context) (*net.TCPConn, error) {
+	var addrs []netip.AddrPort
+	if a, err := netip.ParseAddr(c.cfg.Host); err == nil {
+		addrs = []netip.AddrPort{netip.AddrPortFrom(a, c.cfg.Port)}
+	} else {
+		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", c.cfg.Host)
+		if err != nil {
+			return nil, &flow.Error{Code: flow.ErrCodeConnectFailed, Message: "connect failed: " + c.target + ": cannot resolve " + c.cfg.Host + ": " + dialReason(err)}
+		}
+		for _, ip := range ips {
+			addrs = append(addrs, netip.AddrPortFrom(ip.Unmap(), c.cfg.Port))
+		}
+	}
+	var firstErr error
+	var d net.Dialer
+	for _, ap := range addrs {
+		if err := c.cfg.Allow.CheckAddr(c.cfg.Host, ap); err != nil {
+			if firstErr == nil {
+				firstErr = &flow.Error{Code: flow.ErrCodeForbidden, Message: err.Error()}
+			}
+			continue
+		}
+		conn, err := d.DialContext(ctx, "tcp", ap.String())
+		if err == nil {
+			return conn.(*net.TCPConn), nil
+		}
+		var fe *flow.Error
+		if firstErr == nil || errors.As(firstErr, &fe) && fe.Code == flow.ErrCodeForbidden {
+			firstErr = &flow.Error{Code: flow.ErrCodeConnectFailed, Message: "connect failed: " + c.target + ": " + dialReason(err)}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if firstErr == nil {
+		firstErr = &flow.Error{Code: flow.ErrCodeConnectFailed, Message: "connect failed: " + c.target + ": no address"}
+	}
+	return nil, firstErr
+}
+
+// dialReason says why a dial failed, in the words of PROTOCOL.md §8.
+func dialReason(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "timed out"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "unreachable"
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		if dnsErr.IsTimeout {
+			return "timed out"
+		}
+		return dnsErr.Err
+	}
+	return err.Error()
+}
+
+// WaitDialed waits for the dial: nil once connected, the *flow.Error of a
+// failed dial (-32008, or -32003 for a name resolving to an address no
+// rule admits), or ctx's error.
+func (c *Channel) WaitDialed(ctx context.Context) error {
+	select {
+	case <-c.dialed:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dialErr
+}
+
+// Kind is "tcp".
+func (c *Channel) Kind() string { return "tcp" }
+
+// Target is host:port as requested.
+func (c *Channel) Target() string { return c.target }
+
+// State is running while the socket is open both ways or half, exited
+// once tcp/closed was sent or the target reset, and closed after Close.
+func (c *Channel) State() flow.ChannelState {
+	select {
+	case <-c.closing:
+		return flow.StateClosed
+	default:
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closedOK || c.reset != nil || c.dialErr != nil {
+		return flow.StateExited
+	}
+	return flow.StateRunning
+}
+
+// Describe gives the target as the title and the phase as the detail.
+func (c *Channel) Describe() flow.Description {
+	i := c.Info()
+	return flow.Description{Title: i.Target, Detail: i.Phase}
+}
+
+// Info returns the channel's counters and phase.
+func (c *Channel) Info() Info {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := Info{Target: c.target, Remote: c.remote, BytesIn: c.bytesIn, BytesOut: c.bytesOut, Resumes: c.resumes, Consumer: c.holder != nil}
+	switch {
+	case c.dialErr != nil:
+		i.Phase = "failed"
+	case c.reset != nil:
+		i.Phase = "reset"
+	case c.ended:
+		i.Phase = "ended"
+	case c.conn == nil:
+		i.Phase = "dialing"
+	case c.closedOK:
+		i.Phase = "closed"
+	case c.eofSent && c.writeClosed:
+		i.Phase = "closed-both"
+	case c.eofSent:
+		i.Phase = "eof-sent"
+	case c.writeClosed:
+		i.Phase = "eof-received"
+	default:
+		i.Phase = "open"
+	}
+	if i.Phase != "failed" && i.Phase != "ended" && c.conn != nil && c.holder == nil {
+		i.Phase += ", retained"
+	}
+	return i
+}
+
+// Done is closed once Close has released the socket and its goroutines.
+func (c *Channel) Done() <-chan struct{} { return c.done }
+
+// Close closes the socket and ends every subscriber; idempotent. It
+// returns once the channel's goroutines have stopped.
+func (c *Channel) Close() error {
+	c.end()
+	<-c.done
+	return nil
+}
+
+// end starts closing the channel without waiting: the reaper does the
+// rest. Safe with or without c.mu held.
+func (c *Channel) end() { c.once.Do(func() { close(c.closing) }) }
+
+// reap closes the channel once end was called: the socket, the timers,
+// and every subscriber's End; then it waits for the dialer, reader and
+// writer and closes done. It is the channel's goroutine from Create on,
+// and Close waits for it.
+func (c *Channel) reap() {
+	<-c.closing
+	c.cancel()
+	c.mu.Lock()
+	c.ended = true
+	if c.retain != nil {
+		c.retain.Stop()
+	}
+	conn, h, w := c.conn, c.holder, c.waiting
+	c.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+	wake(h)
+	wake(w)
+	c.wg.Wait()
+	close(c.done)
+}
+
+// startRetain starts the retention timer of a channel without a consumer;
+// c.mu is held.
+func (c *Channel) startRetain() {
+	if c.ended {
+		return
+	}
+	d := c.cfg.Retain()
+	if c.retain != nil {
+		c.retain.Stop()
+	}
+	c.retain = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		expired := c.holder == nil && !c.ended
+		c.mu.Unlock()
+		if expired {
+			c.log.Info("tcp channel retention expired", "retain", d)
+			c.end()
+		}
+	})
+}
+
+func wake(s *Sub) {
+	if s != nil && s.req.Wake != nil {
+		s.req.Wake()
+	}
+}
+
+// newToken returns a fresh resume token.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (c *Channel) readLoop() {
+	for {
+		c.mu.Lock()
+		for len(c.free) == 0 && !c.ended {
+			c.mu.Unlock()
+			select {
+			case <-c.more:
+			case <-c.closing:
+				return
+			}
+			c.mu.Lock()
+		}
+		if c.ended {
+			c.mu.Unlock()
+			return
+		}
+		buf := c.free[len(c.free)-1]
+		c.free = c.free[:len(c.free)-1]
+		conn := c.conn
+		c.mu.Unlock()
+
+		n, err := conn.Read(buf[:cap(buf)])
+		c.mu.Lock()
+		if n > 0 {
+			c.pend = append(c.pend, buf[:n])
+		} else {
+			c.free = append(c.free, buf)
+		}
+		switch {
+		case err == nil:
+		case c.ended:
+		case errors.Is(err, io.EOF):
+			c.readEOF = true
+		default:
+			c.reset = &flow.Reset{Code: flow.CodeTCPReset, Message: "reading from " + c.target + ": " + resetReason(err)}
+		}
+		h := c.holder
+		stop := err != nil
+		c.mu.Unlock()
+		if stop && err != io.EOF {
+			c.log.Info("tcp read failed", "err", err)
+		}
+		wake(h)
+		if stop {
+			return
+		}
+	}
+}
+
+func resetReason(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset by the target"
+	case errors.Is(err, syscall.EPIPE):
+		return "broken pipe"
+	}
+	return err.Error()
+}
+
+func (c *Channel) writeLoop() {
+	for {
+		c.mu.Lock()
+		for len(c.wq) == 0 && !c.ended {
+			c.mu.Unlock()
+			select {
+			case <-c.wsig:
+			case <-c.closing:
+				return
+			}
+			c.mu.Lock()
+		}
+		if c.ended {
+			c.mu.Unlock()
+			return
+		}
+		it, conn := c.wq[0], c.conn
+		c.mu.Unlock()
+
+		var err error
+		switch {
+		case it.eof:
+			err = conn.CloseWrite()
+		case len(it.data) > 0:
+			_, err = conn.Write(it.data)
+		}
+		c.mu.Lock()
+		c.wq[0] = writeItem{}
+		c.wq = c.wq[1:]
+		if err != nil {
+			h := c.holder
+			if !c.ended {
+				c.reset = &flow.Reset{Code: flow.CodeTCPReset, Message: "writing to " + c.target + ": " + resetReason(err)}
+			}
+			c.mu.Unlock()
+			c.log.Info("tcp write failed", "err", err)
+			wake(h)
+			return
+		}
+		c.written = it.pos
+		c.bytesIn += int64(len(it.data))
+		if it.eof {
+			c.writeClosed = true
+		}
+		h := c.holder
+		c.mu.Unlock()
+		if h != nil {
+			// The connection holding the channel now credits the client,
+			// whichever connection delivered the bytes.
+			h.req.Release(it.pos)
+			if it.eof {
+				wake(h) // tcp/closed may follow
+			}
+		}
+	}
+}

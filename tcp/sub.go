@@ -1,0 +1,364 @@
+package tcp
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"unsafe"
+
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// Sub is one subscription to a TCP channel: while it holds the lease, the
+// channel's consumer.
+type Sub struct {
+	c   *Channel
+	req flow.AttachRequest
+
+	// guarded by c.mu
+	ready  bool
+	result flow.AttachResult
+	err    error
+	end    *flow.Reset
+	closed bool
+
+	// the connection's owner goroutine's
+	text  []byte
+	stats flow.SubscriberStats
+}
+
+// Attach adds a subscriber. A first subscribe takes the channel; later
+// ones must resume (PROTOCOL.md §8): without a resume member the channel
+// is busy (-32007). A resume supersedes the connection that holds the
+// channel; its subscriber is Ready once that one has let go.
+func (c *Channel) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
+	if req.Role != flow.RoleControl {
+		return nil, &flow.Error{Code: flow.ErrCodeForbidden, Message: "forbidden: a TCP channel's consumer needs role control"}
+	}
+	if req.Release == nil {
+		return nil, fmt.Errorf("tcp: AttachRequest.Release is required")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.ended:
+		if req.Resume != nil {
+			return nil, &flow.Error{Code: flow.ErrCodeResumeFailed, Message: "resume failed: the tcp channel has ended"}
+		}
+		return nil, &flow.Error{Code: flow.ErrCodeChannelNotFound, Message: "channel not available: the tcp channel has ended"}
+	case req.Resume == nil && (c.journal != nil || c.holder != nil || c.waiting != nil):
+		return nil, &flow.Error{Code: flow.ErrCodeChannelBusy, Message: "channel busy: a TCP channel has one consumer (a reconnect resumes with its token)"}
+	case req.Resume != nil && c.journal == nil:
+		return nil, &flow.Error{Code: flow.ErrCodeResumeFailed, Message: "resume failed: the channel was never subscribed to"}
+	case req.Resume != nil && !slices.Contains(c.tokens, req.Resume.Token):
+		return nil, &flow.Error{Code: flow.ErrCodeResumeFailed, Message: "resume failed: unknown resume token (use the newest)"}
+	}
+	s := &Sub{c: c, req: req}
+	old := c.waiting
+	if old != nil {
+		old.end = &flow.Reset{Code: flow.CodeSuperseded, Message: "a newer resume of this channel came first"}
+	}
+	c.waiting = s
+	h := c.holder
+	if h != nil {
+		h.end = &flow.Reset{Code: flow.CodeSuperseded, Message: "another connection resumed this channel"}
+	}
+	// Wake without c.mu: the callers' locks are theirs.
+	defer func() { wake(old); wake(h) }()
+	return s, nil
+}
+
+// Ready lends the lease once the dial is done and no other subscription
+// holds it. A resume reconciles the client's positions with the journal
+// here; if it cannot, the resume fails (-32006) and the channel closes.
+func (s *Sub) Ready() (flow.AttachResult, bool, error) {
+	c := s.c
+	c.mu.Lock()
+	if s.ready || s.err != nil {
+		defer c.mu.Unlock()
+		return s.result, s.ready, s.err
+	}
+	switch {
+	case c.dialErr != nil:
+		s.err = c.dialErr
+	case s.end != nil:
+		s.err = &flow.Error{Code: flow.ErrCodeResumeFailed, Message: "resume failed: " + s.end.Message}
+	case c.ended:
+		s.err = &flow.Error{Code: flow.ErrCodeResumeFailed, Message: "resume failed: the tcp channel has ended"}
+	case c.conn == nil || c.holder != nil:
+		c.mu.Unlock()
+		return flow.AttachResult{}, false, nil // dialing, or the old holder has not let go yet
+	}
+	if s.err != nil {
+		c.mu.Unlock()
+		return flow.AttachResult{}, false, s.err
+	}
+	res := flow.AttachResult{Initial: flow.InitialLive}
+	if c.journal == nil {
+		c.journal, c.recv = flow.NewJournal(), flow.NewReceiver(s.req.Receive)
+	} else {
+		if c.reset != nil {
+			return s.failResume("the target reset the connection meanwhile (" + c.reset.Message + ")")
+		}
+		r := s.req.Resume
+		rp, err := c.journal.Resume(r.Accepted, r.Released)
+		if err != nil {
+			return s.failResume(err.Error())
+		}
+		// What the writer wrote while no connection held the channel is
+		// released now; the result tells the client.
+		if c.written.Position > c.recv.Released().Position {
+			if _, _, err := c.recv.Release(c.written); err != nil {
+				return s.failResume("client→host positions: " + err.Error())
+			}
+		}
+		res.Initial, res.ResumeFrom = flow.InitialReplay, &rp
+		c.resumes++
+	}
+	tok := newToken()
+	c.tokens = append(c.tokens, tok)
+	if len(c.tokens) > maxTokens {
+		c.tokens = slices.Delete(c.tokens, 0, len(c.tokens)-maxTokens)
+	}
+	res.Resume = &flow.ResumeResult{Token: tok, Accepted: c.recv.Accepted(), Released: c.recv.Released()}
+	res.Journal, res.Receiver = c.journal, c.recv
+	c.holder, c.waiting = s, nil
+	if c.retain != nil {
+		c.retain.Stop()
+	}
+	s.ready, s.result = true, res
+	c.mu.Unlock()
+	c.log.Info("tcp consumer attached", "initial", res.Initial)
+	return res, true, nil
+}
+
+// failResume refuses a resume that cannot be reconciled and closes the
+// channel (PROTOCOL.md §8); c.mu is held and released.
+func (s *Sub) failResume(why string) (flow.AttachResult, bool, error) {
+	c := s.c
+	s.err = &flow.Error{Code: flow.ErrCodeResumeFailed, Message: "resume failed: " + why}
+	c.ended = true
+	c.mu.Unlock()
+	c.log.Info("tcp resume failed; closing the channel", "why", why)
+	c.end()
+	return flow.AttachResult{}, false, s.err
+}
+
+var (
+	dataPrefix   = `{"jsonrpc":"2.0","method":"tcp/data","params":{"offset":`
+	dataMiddle   = `,"data":"`
+	dataSuffix   = `"}}`
+	dataOverhead = int64(len(dataPrefix)+20+len(dataMiddle)+len(dataSuffix)) * 2
+)
+
+// Pull hands out the socket's bytes as tcp/data, then tcp/eof and
+// tcp/closed as lifecycle messages, in that order.
+func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool) {
+	c := s.c
+	c.mu.Lock()
+	if s != c.holder || s.end != nil || c.reset != nil || c.ended {
+		c.mu.Unlock()
+		return flow.Message{}, false
+	}
+	var m flow.Message
+	switch {
+	case len(c.pend) > 0:
+		if !dataAllowed {
+			c.mu.Unlock()
+			return flow.Message{}, false
+		}
+		// Base64 takes 4 characters per 3 bytes, each 2 UTF-16 bytes.
+		n := int((maxMessageBytes-dataOverhead)/8) * 3
+		buf := c.pend[0]
+		n = max(min(n, len(buf)), min(3, len(buf)))
+		t := append(s.text[:0], dataPrefix...)
+		t = strconv.AppendInt(t, c.outOff, 10)
+		t = append(t, dataMiddle...)
+		t = base64.StdEncoding.AppendEncode(t, buf[:n])
+		t = append(t, dataSuffix...)
+		s.text = t
+		c.outOff += int64(n)
+		c.bytesOut += int64(n)
+		if n == len(buf) {
+			c.pend = c.pend[1:]
+			c.free = append(c.free, buf[:0])
+			select {
+			case c.more <- struct{}{}:
+			default:
+			}
+		} else {
+			c.pend[0] = buf[n:]
+		}
+		m = flow.Message{Text: unsafe.String(unsafe.SliceData(t), len(t)), Class: flow.Data, Size: int64(len(t)) * 2}
+	case c.readEOF && !c.eofSent:
+		c.eofSent = true
+		s.text = fmt.Appendf(s.text[:0], `{"jsonrpc":"2.0","method":"tcp/eof","params":{"offset":%d}}`, c.outOff)
+		m = flow.Message{Text: string(s.text), Class: flow.Lifecycle}
+	case c.eofSent && c.writeClosed && !c.closedOK:
+		c.closedOK = true
+		m = flow.Message{Text: `{"jsonrpc":"2.0","method":"tcp/closed","params":{}}`, Class: flow.Lifecycle}
+	default:
+		// Once the client has released tcp/closed, the channel has ended
+		// (PROTOCOL.md §8). The journal is ours to read here: the
+		// connection that holds the lease calls Pull.
+		finished := c.closedOK && c.journal.Released() == c.journal.Last()
+		c.mu.Unlock()
+		if finished {
+			c.log.Info("tcp channel finished")
+			c.end()
+		}
+		return flow.Message{}, false
+	}
+	c.mu.Unlock()
+	s.stats.BytesSent += m.Size
+	if m.Size == 0 {
+		s.stats.BytesSent += flow.UTF16Len(m.Text)
+	}
+	return m, true
+}
+
+type inputParams struct {
+	Offset *int64  `json:"offset"`
+	Data   *string `json:"data"`
+}
+
+// Deliver takes tcp/input and tcp/eof (PROTOCOL.md §8). Offsets count
+// decoded bytes: bytes at offsets already seen are suppressed, a gap is a
+// protocol error. The client is credited (AttachRequest.Release) once the
+// bytes are written to the socket.
+func (s *Sub) Deliver(method string, params json.RawMessage, _ func()) error {
+	var p inputParams
+	if err := json.Unmarshal(params, &p); err != nil || p.Offset == nil || *p.Offset < 0 {
+		return &flow.Reset{Code: flow.CodeProtocolError, Message: method + ": params need a non-negative offset"}
+	}
+	var data []byte
+	switch method {
+	case "tcp/input":
+		if p.Data == nil {
+			return &flow.Reset{Code: flow.CodeProtocolError, Message: "tcp/input: data is required"}
+		}
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(*p.Data); err != nil {
+			return &flow.Reset{Code: flow.CodeProtocolError, Message: "tcp/input: data is not standard padded base64: " + err.Error()}
+		}
+	case "tcp/eof":
+	default:
+		return &flow.Reset{Code: flow.CodeProtocolError, Message: "unknown method on a tcp channel: " + strconv.Quote(method)}
+	}
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s != c.holder {
+		return &flow.Reset{Code: flow.CodeSuperseded, Message: "another connection holds this channel"}
+	}
+	off := *p.Offset
+	it := writeItem{pos: c.recv.Accepted()}
+	switch {
+	case method == "tcp/eof" && c.inEOF:
+		if off != c.inOff {
+			return &flow.Reset{Code: flow.CodeProtocolError, Message: fmt.Sprintf("tcp/eof: offset %d, but the stream ended at %d", off, c.inOff)}
+		}
+		// a repeated tcp/eof: suppressed, credited in order
+	case c.inEOF:
+		if off+int64(len(data)) > c.inOff {
+			return &flow.Reset{Code: flow.CodeProtocolError, Message: "tcp/input after tcp/eof"}
+		}
+	case off > c.inOff:
+		return &flow.Reset{Code: flow.CodeProtocolError, Message: fmt.Sprintf("%s: gap: offset %d, but %d bytes were received", method, off, c.inOff)}
+	case method == "tcp/eof":
+		if off != c.inOff {
+			return &flow.Reset{Code: flow.CodeProtocolError, Message: fmt.Sprintf("tcp/eof: offset %d, but %d bytes were received", off, c.inOff)}
+		}
+		c.inEOF, it.eof = true, true
+	default:
+		if skip := c.inOff - off; skip > 0 {
+			data = data[min(skip, int64(len(data))):] // already seen: suppressed
+		}
+		c.inOff += int64(len(data))
+		it.data = data
+	}
+	c.wq = append(c.wq, it)
+	select {
+	case c.wsig <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Request answers no kind requests: a TCP channel has none.
+func (s *Sub) Request(method string, _ json.RawMessage) (any, error) {
+	return nil, &flow.Error{Code: flow.ErrCodeMethodNotFound, Message: "method not found on a tcp channel: " + strconv.Quote(method)}
+}
+
+// End is superseded, tcp-reset, or channel-closed once the channel ended.
+func (s *Sub) End() *flow.Reset {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case s.end != nil:
+		return s.end
+	case !s.ready:
+		return nil // a pending subscribe is answered by Ready
+	case c.reset != nil:
+		return c.reset
+	case c.ended:
+		return &flow.Reset{Code: flow.CodeChannelClosed, Message: "the tcp channel has ended"}
+	}
+	return nil
+}
+
+// Stats returns the subscriber's counters.
+func (s *Sub) Stats() flow.SubscriberStats {
+	st := s.stats
+	c := s.c
+	c.mu.Lock()
+	if s == c.holder {
+		for _, b := range c.pend {
+			st.Queued += int64(len(b))
+		}
+	}
+	c.mu.Unlock()
+	return st
+}
+
+// Close lets go of the channel: a holder's leaving starts the retention
+// timer (or, after a reset, ends the channel) and lets a waiting resume
+// take the lease.
+func (s *Sub) Close() {
+	c := s.c
+	c.mu.Lock()
+	if s.closed {
+		c.mu.Unlock()
+		return
+	}
+	s.closed = true
+	if c.waiting == s {
+		c.waiting = nil
+		if c.dialErr != nil {
+			c.mu.Unlock()
+			c.end()
+			return
+		}
+	}
+	var w *Sub
+	finish := false
+	if c.holder == s {
+		c.holder = nil
+		w = c.waiting
+		switch {
+		case c.ended:
+		case c.reset != nil:
+			finish = true
+		case w == nil:
+			c.startRetain()
+		}
+	}
+	c.mu.Unlock()
+	if finish {
+		c.end()
+	}
+	wake(w)
+}
