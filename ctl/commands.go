@@ -19,8 +19,8 @@ import (
 )
 
 // rootCommand is ahpctl's command tree. The telemetry verbs of
-// PROTOCOL.md §10 (telemetry create|push) and forward are absent: the
-// daemon has no telemetry channels yet.
+// PROTOCOL.md §10 (telemetry create|push) are absent: the daemon has no
+// telemetry channels yet.
 func rootCommand() *command {
 	return &command{sub: []*command{
 		{name: "status", summary: "Show the daemon's version, addresses and health", maxArgs: 0, setup: setupStatus,
@@ -73,6 +73,9 @@ func rootCommand() *command {
 		{name: "attach", args: "URI", summary: "Attach this terminal to a terminal channel (Ctrl-] d detaches)", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupAttach,
 			help:     attachHelp,
 			examples: []string{"ahpctl attach ahp-terminal:/shell", "ahpctl attach --read-only ahp-terminal:/build"}},
+		{name: "forward", args: "LOCAL_ADDR HOST:PORT|URI", summary: "Forward local TCP connections through the daemon to HOST:PORT or a TCP channel", minArgs: 2, maxArgs: 2, setup: setupForward,
+			help:     forwardHelp,
+			examples: []string{"ahpctl forward 8080 127.0.0.1:80", "ahpctl forward 127.0.0.1:5433 db.internal:5432 --quiet", "ahpctl forward 9000 ahp-tcp:/3", "ahpctl forward --url http://gw:7681 --token-file ~/.ahp-token 8080 10.0.0.5:80"}},
 		{name: "open", args: "URI", summary: "Print a browser URL with a single-use ticket", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupOpen,
 			help:     "The ticket is in the URL fragment, which browsers never send to a server; it\nworks once and expires after the daemon's ticket TTL (default 10 minutes).",
 			examples: []string{"ahpctl open ahp-terminal:/shell", "ahpctl open --browser --role view ahp-terminal:/build"}},

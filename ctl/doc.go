@@ -1,8 +1,9 @@
 // Package ctl is ahpctl, the operator CLI of ahpd (PROTOCOL.md §10). It
 // talks to the daemon's gRPC control plane (proto/ahp/v1) over the unix
 // socket given by --control or $AHP_CONTROL, and to viewers' AHP/1
-// WebSocket endpoint through ctl/client for `attach`. It never imports the
-// daemon: the import-direction test (internal/deptest) enforces that.
+// WebSocket endpoint through ctl/client for `attach` and `forward`. It
+// never imports the daemon: the import-direction test (internal/deptest)
+// enforces that.
 //
 // The command tree is in commands.go; each listing prints a tabwriter table
 // or, with -o json, stable JSON (sizes as integers, durations in Go syntax,

@@ -1,11 +1,14 @@
 // Package client is a Go client of AHP/1 (PROTOCOL.md): it dials the
 // daemon's WebSocket, initializes, subscribes with flow control, reassembles
 // frames, returns credit when the caller releases messages, and sends
-// client→host logical messages under the host's limits. ahpctl and the
-// daemon's integration tests use it.
+// client→host logical messages under the host's limits. A TCPStream
+// (tcp.go) is a TCP channel's byte stream, each way, kept whole across
+// reconnects; a Redialer shares one connection among streams. ahpctl and
+// the daemon's integration tests use it.
 //
 // Concurrency: a Conn is safe for concurrent use. One reader goroutine per
-// Conn delivers messages; Close stops it and waits for it.
+// Conn delivers messages; Close stops it and waits for it. A TCPStream's
+// goroutines (its run loop, a writer per connection) end with Close.
 package client
 
 import (
@@ -45,6 +48,14 @@ type Options struct {
 	ReadLimit int64
 	// Deflate offers permessage-deflate.
 	Deflate bool
+	// HTTPClient carries the upgrade request and so the connection
+	// (tests wrap its net.Conn to inject faults); nil: http.DefaultClient.
+	HTTPClient *http.Client
+	// OnSend, if set, is called just before each text message is
+	// written, with the message (valid during the call only; writes wait
+	// for it). Tests use it to act at a protocol point: drop the
+	// connection under a credit so that it is lost.
+	OnSend func(msg []byte)
 }
 
 // InitializeResult is the host's answer to initialize.
@@ -59,9 +70,10 @@ type Notification struct {
 
 // Conn is one AHP/1 connection.
 type Conn struct {
-	ws   *websocket.Conn
-	done chan struct{}
-	wg   sync.WaitGroup
+	ws     *websocket.Conn
+	onSend func([]byte)
+	done   chan struct{}
+	wg     sync.WaitGroup
 
 	writeMu sync.Mutex // serializes writes
 
@@ -70,8 +82,8 @@ type Conn struct {
 	mu      sync.Mutex // guards the fields below
 	nextID  int
 	pending map[string]chan response
-	psubs   map[string]*Sub // subscribe requests awaiting their response
-	subs    map[string]*Sub
+	psubs   map[string]subscription // subscribe requests awaiting their response
+	subs    map[string]subscription
 	notes   []Notification
 	noteSig chan struct{}
 	err     error
@@ -95,6 +107,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 		Subprotocols:    []string{"ahp.v1"},
 		HTTPHeader:      opts.Header,
 		CompressionMode: mode,
+		HTTPClient:      opts.HTTPClient,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -104,7 +117,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 		limit = 32 << 20
 	}
 	ws.SetReadLimit(limit)
-	c := &Conn{ws: ws, done: make(chan struct{}), pending: map[string]chan response{}, psubs: map[string]*Sub{}, subs: map[string]*Sub{}, noteSig: make(chan struct{}, 1)}
+	c := &Conn{ws: ws, onSend: opts.OnSend, done: make(chan struct{}), pending: map[string]chan response{}, psubs: map[string]subscription{}, subs: map[string]subscription{}, noteSig: make(chan struct{}, 1)}
 	c.wg.Go(c.readLoop)
 	params := map[string]any{
 		"protocolVersion": "ahp/1",
@@ -155,8 +168,15 @@ func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
 	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	if c.onSend != nil {
+		c.onSend(b)
+	}
 	return c.ws.Write(context.Background(), websocket.MessageText, b)
 }
+
+// abort drops the connection at once, without a close handshake (a
+// connection on which a request timed out is not trusted further).
+func (c *Conn) abort() { _ = c.ws.CloseNow() }
 
 // Call sends a request and waits for its response; result may be nil.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
@@ -165,7 +185,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 
 // call is Call; a non-nil sub is registered under the request id so the
 // reader can install it the moment the response arrives.
-func (c *Conn) call(ctx context.Context, method string, params, result any, sub *Sub) error {
+func (c *Conn) call(ctx context.Context, method string, params, result any, sub subscription) error {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -259,9 +279,7 @@ func (c *Conn) readLoop() {
 		c.mu.Lock()
 		c.err = err
 		for _, s := range c.subs {
-			s.mu.Lock() // fail's fields are guarded by s.mu (lock order c.mu → s.mu, as in onCredit)
-			s.fail(err)
-			s.mu.Unlock()
+			s.end(err) // lock order c.mu → the subscription's, as in onCredit
 		}
 		c.mu.Unlock()
 		close(c.done)
@@ -317,9 +335,7 @@ func (c *Conn) readLoop() {
 				_ = json.Unmarshal(m.Params, &p)
 				c.mu.Lock()
 				if s := c.subs[p.SubscriptionID]; s != nil {
-					s.mu.Lock()
-					s.fail(&ResetError{Code: p.Code, Message: p.Message})
-					s.mu.Unlock()
+					s.end(&ResetError{Code: p.Code, Message: p.Message})
 					delete(c.subs, p.SubscriptionID)
 				}
 				c.mu.Unlock()
@@ -341,8 +357,9 @@ func (c *Conn) readLoop() {
 			if s := c.psubs[string(m.ID)]; s != nil {
 				delete(c.psubs, string(m.ID))
 				if m.Error == nil {
-					s.init(m.Result)
-					c.subs[s.ID] = s
+					if id := s.init(m.Result); id != "" {
+						c.subs[id] = s
+					}
 				}
 			}
 			c.mu.Unlock()
@@ -388,6 +405,30 @@ func (c *Conn) onFrame(raw []byte, f *flow.Frame) {
 	}
 	size := flow.UTF16Len(unsafe.String(unsafe.SliceData(raw), len(raw)))
 	s.onFrame(size, f)
+}
+
+// subscription is what the reader routes one subscription's traffic to:
+// a Sub, or a TCP stream's binding to this connection.
+type subscription interface {
+	// init takes the subscribe result, on the reader goroutine under
+	// c.mu, before any frame that follows it; it returns the
+	// subscriptionId to route by ("": do not route).
+	init(result json.RawMessage) string
+	// onFrame takes one frame of the subscription whose whole text is
+	// size UTF-16 bytes (reader goroutine, c.mu not held).
+	onFrame(size int64, f *flow.Frame)
+	// onCredit takes a channel/credit (reader goroutine, under c.mu).
+	onCredit(consumed int64)
+	// end reports why the subscription ended: a channel/reset, or the
+	// connection's end (under c.mu).
+	end(err error)
+}
+
+// unroute stops routing subscription id's traffic (after unsubscribe).
+func (c *Conn) unroute(id string) {
+	c.mu.Lock()
+	delete(c.subs, id)
+	c.mu.Unlock()
 }
 
 // ResetError reports a channel/reset of a subscription.

@@ -59,12 +59,19 @@ func (c *Conn) Subscribe(ctx context.Context, channel string, limits *flow.Recei
 	return s, nil
 }
 
-func (s *Sub) init(result json.RawMessage) {
+func (s *Sub) init(result json.RawMessage) string {
 	var res wire.SubscribeResult
 	_ = json.Unmarshal(result, &res)
 	s.ID, s.Flow, s.Initial = res.SubscriptionID, res.FlowControl, res.Initial.Kind
 	s.recv = flow.NewReceiver(res.FlowControl.ClientReceive)
 	s.win = flow.NewSendWindow(res.FlowControl.HostReceive)
+	return s.ID
+}
+
+func (s *Sub) end(err error) {
+	s.mu.Lock()
+	s.fail(err)
+	s.mu.Unlock()
 }
 
 // Err returns why the subscription ended, or nil.
@@ -236,12 +243,8 @@ func (s *Sub) Send(ctx context.Context, text string) error {
 // Unsubscribe ends the subscription.
 func (s *Sub) Unsubscribe(ctx context.Context) error {
 	err := s.c.Call(ctx, "unsubscribe", map[string]string{"subscriptionId": s.ID}, nil)
-	s.c.mu.Lock()
-	delete(s.c.subs, s.ID)
-	s.c.mu.Unlock()
-	s.mu.Lock()
-	s.fail(errors.New("unsubscribed"))
-	s.mu.Unlock()
+	s.c.unroute(s.ID)
+	s.end(errors.New("unsubscribed"))
 	return err
 }
 

@@ -1,0 +1,276 @@
+package client
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/wire"
+)
+
+var parseTCPDataCases = []string{
+	`{"offset":0,"data":"aGVsbG8="}`,
+	`{"offset":12345,"data":""}`,
+	`{"data":"aGk=","offset":7}`,                 // another order: encoding/json
+	`{"offset":3,"data":"aGk\u003d"}`,            // escaped: encoding/json
+	`{"offset":3,"data":"aGk=","extra":true}`,    // more members
+	`{"offset":-1,"data":"aGk="}`,                // negative
+	`{"offset":3,"data":"aGk"}`,                  // unpadded
+	`{"offset":3}`,                               // no data
+	`{"offset":99999999999999999,"data":"aGk="}`, // 17 digits: encoding/json
+	`{"offset":1,"data":"a\"b"}`,
+	`{"offset":01,"data":"aGk="}`, // not JSON
+}
+
+func TestParseTCPData(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		off  int64
+		data string
+		ok   bool
+	}{
+		{parseTCPDataCases[0], 0, "hello", true},
+		{parseTCPDataCases[1], 12345, "", true},
+		{parseTCPDataCases[2], 7, "hi", true},
+		{parseTCPDataCases[3], 3, "hi", true},
+		{parseTCPDataCases[4], 3, "hi", true},
+		{parseTCPDataCases[5], 0, "", false},
+		{parseTCPDataCases[6], 0, "", false},
+		{parseTCPDataCases[7], 0, "", false},
+		{parseTCPDataCases[8], 99999999999999999, "hi", true},
+		{parseTCPDataCases[9], 0, "", false},
+	} {
+		off, data, err := parseTCPData([]byte(tc.in))
+		if (err == nil) != tc.ok || err == nil && (off != tc.off || string(data) != tc.data) {
+			t.Errorf("parseTCPData(%s) = %d, %q, %v; want %d, %q, ok %v", tc.in, off, data, err, tc.off, tc.data, tc.ok)
+		}
+	}
+}
+
+// FuzzParseTCPData: the fast path and encoding/json agree, and nothing
+// panics.
+func FuzzParseTCPData(f *testing.F) {
+	for _, c := range parseTCPDataCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		off, data, err := parseTCPData(in)
+		var p struct {
+			Offset *int64  `json:"offset"`
+			Data   *string `json:"data"`
+		}
+		jerr := json.Unmarshal(in, &p)
+		if jerr != nil || p.Offset == nil || p.Data == nil || *p.Offset < 0 {
+			if err == nil && jerr != nil {
+				t.Fatalf("parseTCPData(%q) accepted what encoding/json refuses: %v", in, jerr)
+			}
+			return
+		}
+		want, derr := base64.StdEncoding.DecodeString(*p.Data)
+		if (derr == nil) != (err == nil) {
+			t.Fatalf("parseTCPData(%q): err %v, base64 %v", in, err, derr)
+		}
+		if err == nil && (off != *p.Offset || !bytes.Equal(data, want)) {
+			t.Fatalf("parseTCPData(%q) = %d, %q; encoding/json says %d, %q", in, off, data, *p.Offset, want)
+		}
+	})
+}
+
+// TestTCPInputFits: a tcp/input of tcpInputBytes(m) bytes at the largest
+// offset is at most m UTF-16 bytes, and round-trips.
+func TestTCPInputFits(t *testing.T) {
+	for _, m := range []int64{1024, 4096, 4097, 64 << 10, 1 << 20} {
+		n := tcpInputBytes(m)
+		data := bytes.Repeat([]byte{0xfb}, n)
+		msg := appendTCPInput(nil, flow.MaxSafeInteger, data)
+		if size := flow.UTF16Len(string(msg)); size > m {
+			t.Errorf("tcpInputBytes(%d) = %d: the message is %d UTF-16 bytes", m, n, size)
+		}
+		if more := appendTCPInput(nil, flow.MaxSafeInteger, append(data, 1, 2, 3)); flow.UTF16Len(string(more)) <= m {
+			t.Errorf("tcpInputBytes(%d) = %d leaves room for 3 more bytes", m, n)
+		}
+		_, params := splitEnvelope(msg)
+		off, got, err := parseTCPData(params)
+		if err != nil || off != flow.MaxSafeInteger || !bytes.Equal(got, data) {
+			t.Errorf("round trip of %d bytes: %d, %d bytes, %v", n, off, len(got), err)
+		}
+	}
+}
+
+// journaled returns a stream whose journal holds messages of the given
+// sizes (UTF-16 bytes; the last one tcp/eof if eof), as if written.
+func journaled(sizes []int64, eof bool) *TCPStream {
+	s := &TCPStream{changed: make(chan struct{})}
+	for i, n := range sizes {
+		class := flow.Data
+		if eof && i == len(sizes)-1 {
+			class = flow.Lifecycle
+		}
+		s.appendOutLocked(strings.Repeat("x", int(n/2)), class)
+	}
+	return s
+}
+
+func resumeResult(accepted, released flow.Position, window int64) *wire.SubscribeResult {
+	l := flow.ReceiveLimits{WindowBytes: window, MaximumFrameBytes: 1024, MaximumMessageBytes: 64 << 10}
+	res := &wire.SubscribeResult{SubscriptionID: "s9", Channel: "ahp-tcp:/1", FlowControl: FlowControl{ClientReceive: l, HostReceive: l}}
+	res.Resume = &flow.ResumeResult{Token: "t", Accepted: accepted, Released: released}
+	return res
+}
+
+// TestTCPResumeReconcile: the host's positions after a reconnect decide
+// what the journal drops, what stays outstanding and what is sent again;
+// positions that do not fit it fail the resume.
+func TestTCPResumeReconcile(t *testing.T) {
+	p := func(id, pos int64) flow.Position { return flow.Position{MessageID: id, Position: pos} }
+	// Messages 1–4 end at 1000, 3000, 6000, 10000.
+	sizes := []int64{1000, 2000, 3000, 4000}
+	for _, tc := range []struct {
+		name               string
+		accepted, released flow.Position
+		window             int64
+		wantErr            bool
+		retained, resent   int   // journal entries left, of which resent
+		nextSend           int64 // first id framed again
+		outstanding        int64 // in the new window
+	}{
+		{"nothing arrived", p(0, 0), p(0, 0), 1 << 20, false, 4, 4, 1, 0},
+		{"all arrived, none released", p(4, 10000), p(0, 0), 1 << 20, false, 4, 0, 5, 10000},
+		{"two arrived, one released", p(2, 3000), p(1, 1000), 1 << 20, false, 3, 2, 3, 2000},
+		{"all released", p(4, 10000), p(4, 10000), 1 << 20, false, 0, 0, 5, 0},
+		{"released beyond accepted", p(1, 1000), p(2, 3000), 1 << 20, true, 0, 0, 0, 0},
+		{"accepted beyond sent", p(5, 11000), p(0, 0), 1 << 20, true, 0, 0, 0, 0},
+		{"off a boundary", p(2, 2500), p(0, 0), 1 << 20, true, 0, 0, 0, 0},
+		{"wrong id at a boundary", p(3, 3000), p(0, 0), 1 << 20, true, 0, 0, 0, 0},
+		{"outstanding no longer fits the window", p(4, 10000), p(0, 0), 2048, true, 0, 0, 0, 0},
+	} {
+		s := journaled(sizes, false)
+		b := &tcpBinding{s: s}
+		s.recv = flow.NewReceiver(resumeResult(p(0, 0), p(0, 0), 1<<20).FlowControl.ClientReceive)
+		err := s.attachLocked(b, resumeResult(tc.accepted, tc.released, tc.window))
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: attach = %v, want error %v", tc.name, err, tc.wantErr)
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, ErrResumeMismatch) {
+				t.Errorf("%s: %v does not wrap ErrResumeMismatch", tc.name, err)
+			}
+			if s.cur != nil {
+				t.Errorf("%s: a refused resume became the subscription in use", tc.name)
+			}
+			continue
+		}
+		if len(s.out) != tc.retained || int(s.stats.Resent) != tc.resent || b.nextSend != tc.nextSend || b.win.Outstanding() != tc.outstanding || b.base != tc.released.Position || s.outReleased != tc.released {
+			t.Errorf("%s: retained %d, resent %d, nextSend %d, outstanding %d, base %d, released %v; want %d, %d, %d, %d, %d, %v",
+				tc.name, len(s.out), s.stats.Resent, b.nextSend, b.win.Outstanding(), b.base, s.outReleased,
+				tc.retained, tc.resent, tc.nextSend, tc.outstanding, tc.released.Position, tc.released)
+		}
+		// The host's credit is in journal positions: crediting message 3
+		// (end 6000), when the host has it, works whatever the base.
+		if tc.released.Position < 6000 && tc.accepted.Position >= 6000 {
+			b.onCredit(6000)
+			if s.err != nil || s.outReleased != p(3, 6000) || len(s.out) != 1 {
+				t.Errorf("%s: credit at 6000: err %v, released %v, %d retained", tc.name, s.err, s.outReleased, len(s.out))
+			}
+		}
+	}
+}
+
+// TestTCPResumeLifecycle: a journaled tcp/eof the host already accepted
+// counts as a lifecycle message in the new window.
+func TestTCPResumeLifecycle(t *testing.T) {
+	s := journaled([]int64{2000, 100}, true)
+	s.recv = flow.NewReceiver(flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 16 << 10, MaximumMessageBytes: 64 << 10})
+	b := &tcpBinding{s: s}
+	// A window of 1024: the data message fills it, the EOF still fits.
+	if err := s.attachLocked(b, resumeResult(flow.Position{MessageID: 2, Position: 2100}, flow.Position{}, 1024)); err != nil {
+		t.Fatal(err)
+	}
+	if b.win.Outstanding() != 2100 || b.nextSend != 3 {
+		t.Fatalf("outstanding %d, nextSend %d; want 2100, 3", b.win.Outstanding(), b.nextSend)
+	}
+}
+
+// TestTCPReceive: offsets are checked; duplicates are suppressed, gaps
+// and a wrong EOF offset fail; bytes are released (credited) only once
+// read.
+func TestTCPReceive(t *testing.T) {
+	limits := flow.ReceiveLimits{WindowBytes: 64 << 10, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 64 << 10}
+	data := func(off int64, s string) string {
+		return strings.Replace(string(appendTCPInput(nil, off, []byte(s))), "tcp/input", "tcp/data", 1)
+	}
+	eof := func(off int64) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"tcp/eof","params":{"offset":%d}}`, off)
+	}
+	for _, tc := range []struct {
+		name string
+		msgs []string
+		want string // what Read returns, then EOF if eof
+		err  string // the stream's error, if any
+	}{
+		{"in order", []string{data(0, "abc"), data(3, "def"), eof(6)}, "abcdef", ""},
+		{"overlap suppressed", []string{data(0, "abc"), data(1, "bcd"), data(0, "ab"), eof(4)}, "abcd", ""},
+		{"gap", []string{data(0, "abc"), data(4, "e")}, "abc", "gap"},
+		{"eof short", []string{data(0, "abc"), eof(2)}, "abc", "tcp/eof: offset 2"},
+		{"data after eof", []string{data(0, "a"), eof(1), data(1, "b")}, "a", "after tcp/eof"},
+	} {
+		s := &TCPStream{changed: make(chan struct{}), recv: flow.NewReceiver(limits)}
+		var pos int64
+		var err error
+		for i, m := range tc.msgs {
+			pos += flow.UTF16Len(m)
+			if err = feed(s, int64(i+1), m); err != nil {
+				break
+			}
+		}
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: receive error %v, want %q", tc.name, err, tc.err)
+			continue
+		}
+		if err != nil {
+			s.failLocked(err)
+		}
+		// Nothing is released before it is read.
+		if s.recv.Released().Position != 0 && len(tc.want) > 0 {
+			t.Errorf("%s: released %v before any Read", tc.name, s.recv.Released())
+		}
+		if tc.err != "" {
+			continue
+		}
+		got, rerr := io.ReadAll(onlyReader{s})
+		if rerr != nil || string(got) != tc.want {
+			t.Errorf("%s: read %q, %v; want %q", tc.name, got, rerr, tc.want)
+		}
+		if s.recv.Released() != s.recv.Accepted() || s.creditWant != pos {
+			t.Errorf("%s: after reading all: released %v of %v, credit %d of %d", tc.name, s.recv.Released(), s.recv.Accepted(), s.creditWant, pos)
+		}
+	}
+}
+
+type onlyReader struct{ io.Reader }
+
+// feed passes msg to s as the host sends it: one frame through the
+// stream's receiver.
+func feed(s *TCPStream, id int64, msg string) error {
+	var fr flow.Fragmenter
+	if err := fr.Reset("ahp-tcp:/1", "s1", id, msg, 64<<10); err != nil {
+		return err
+	}
+	frame, _, _ := fr.Next(nil)
+	var f flow.Frame
+	if err := flow.DecodeFrame(frame, &f); err != nil {
+		return err
+	}
+	text, end, err := s.recv.Frame(flow.UTF16Len(string(frame)), &f)
+	if err != nil || text == nil {
+		return fmt.Errorf("frame: %v (complete: %v)", err, text != nil)
+	}
+	return s.receiveLocked(text, end)
+}

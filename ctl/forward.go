@@ -1,0 +1,345 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/flow"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+const forwardHelp = `forward listens on LOCAL_ADDR and carries each accepted connection over the
+daemon's WebSocket to a TCP socket the daemon holds (PROTOCOL.md §8).
+
+With HOST:PORT, each local connection gets a TCP channel of its own, created
+over the WebSocket: the daemon dials HOST:PORT, which its allow-list must admit
+('ahpctl tcp allow'). With a channel URI (ahp-tcp:/ID, from 'ahpctl tcp
+create'), that one channel is served to the first local connection; later ones
+are refused, and forward exits when the channel has ended.
+
+LOCAL_ADDR is HOST:PORT, or PORT alone for 127.0.0.1:PORT (":PORT" listens on
+every interface). Half-closes pass both ways; a reset of the target resets the
+local connection. If the WebSocket drops, forward reconnects (backoff up to
+5 s, for at most a minute) and the channel resumes where it was: no byte is
+lost or repeated. A status line per connection goes to stderr (opened,
+resumed, closed with the bytes each way); --quiet hides them. Ctrl-C or
+SIGTERM stops forwarding and exits 0.
+
+Credentials: through the control socket, forward mints single-use tickets
+(role control; over every channel for HOST:PORT, which a create needs) and
+keeps the reconnect token the daemon returns. Without the control socket,
+--url http://HOST:PORT (or $AHP_URL) names the daemon and the token comes from
+--token-file FILE or $AHP_TOKEN, never from the command line; it needs role
+control (over every channel for HOST:PORT).`
+
+func setupForward(fs *flag.FlagSet) action {
+	quiet := fs.Bool("quiet", false, "print no status lines")
+	remote := remoteFlags(fs)
+	return func(ctx context.Context, a *app, args []string) error {
+		f := &forwarder{a: a, quiet: *quiet}
+		if err := f.parseTarget(args[1]); err != nil {
+			return err
+		}
+		laddr := args[0]
+		if _, err := strconv.ParseUint(laddr, 10, 16); err == nil {
+			laddr = "127.0.0.1:" + laddr
+		}
+		wsURL, token, ok, err := remote.resolve(a.getenv)
+		if err != nil {
+			return err
+		}
+		if ok {
+			f.wsURL, f.token = wsURL, token
+		} else {
+			c, err := a.clients()
+			if err != nil {
+				return err
+			}
+			rctx, cancel := a.rpc(ctx)
+			info, err := c.daemon.GetInfo(rctx, &ahpv1.GetInfoRequest{})
+			if err == nil && f.uri != "" {
+				_, err = c.channels.GetChannel(rctx, &ahpv1.GetChannelRequest{Channel: f.uri})
+			}
+			cancel()
+			if err != nil {
+				return err
+			}
+			f.c, f.wsURL = c, info.WebsocketUrl
+		}
+		ln, err := net.Listen("tcp", laddr)
+		if err != nil {
+			return fmt.Errorf("forward: %w", err)
+		}
+		defer ln.Close()
+		f.conns = client.NewRedialer(f.dial)
+		defer f.conns.Close()
+		// A wrong URL or token fails now, not at the first connection.
+		dctx, cancel := context.WithTimeout(ctx, a.timeout)
+		_, err = f.conns.Get(dctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("forward: connect to %s: %w", f.wsURL, err)
+		}
+		f.statusf("listening on %s, forwarding to %s", ln.Addr(), args[1])
+		return f.serve(ctx, ln)
+	}
+}
+
+// forwarder is one `ahpctl forward`.
+type forwarder struct {
+	a     *app
+	quiet bool
+	// the target: a channel URI, or host and port to create channels to
+	uri  string
+	host string
+	port int
+
+	wsURL string
+	token string   // the credential given with --url, else "": mint tickets
+	c     *clients // nil without the control socket
+	conns *client.Redialer
+
+	mu             sync.Mutex // guards reconnectToken and status lines
+	reconnectToken string
+}
+
+func (f *forwarder) parseTarget(t string) error {
+	if rest, ok := strings.CutPrefix(t, "ahp-tcp:"); ok {
+		if strings.TrimPrefix(rest, "/") == "" {
+			return usagef("forward: %q names no channel", t)
+		}
+		f.uri = t
+		return nil
+	}
+	if i := strings.Index(t, ":/"); i > 0 && !strings.Contains(t[:i], ".") {
+		return usagef("forward: %q is not a TCP channel (ahp-tcp:/ID) nor HOST:PORT", t)
+	}
+	host, port, err := net.SplitHostPort(t)
+	if err != nil || host == "" {
+		return usagef("forward: target %q: want HOST:PORT or ahp-tcp:/ID", t)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return usagef("forward: target %q: the port must be 1–65535", t)
+	}
+	f.host, f.port = host, int(p)
+	return nil
+}
+
+func (f *forwarder) statusf(format string, args ...any) {
+	if f.quiet {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fmt.Fprintf(f.a.stderr, "forward: "+format+"\n", args...)
+}
+
+// dial opens a connection to the daemon: with the --url token, else with
+// the reconnect token of an earlier connection or a fresh ticket.
+func (f *forwarder) dial(ctx context.Context) (*client.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.a.timeout)
+	defer cancel()
+	opts := client.Options{ClientName: "ahpctl forward"}
+	if f.c == nil {
+		opts.Token = f.token
+		c, _, err := client.Dial(ctx, f.wsURL, opts)
+		return c, err
+	}
+	f.mu.Lock()
+	opts.Token = f.reconnectToken
+	f.mu.Unlock()
+	if opts.Token != "" {
+		c, _, err := client.Dial(ctx, f.wsURL, opts)
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != flow.ErrCodeUnauthorized {
+			return c, err
+		}
+		// Expired, revoked, or the daemon restarted: a fresh ticket.
+	}
+	req := &ahpv1.CreateTokenRequest{Role: ahpv1.Role_ROLE_CONTROL, SingleUse: true, Ttl: durationpb.New(time.Minute)}
+	if f.uri != "" {
+		req.Channels = []string{f.uri}
+	}
+	res, err := f.c.tokens.CreateToken(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("mint a ticket: %s", f.a.describe(err))
+	}
+	opts.Token = res.Secret
+	c, ini, err := client.Dial(ctx, f.wsURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	if ini.ReconnectToken != "" {
+		f.reconnectToken = ini.ReconnectToken
+	}
+	f.mu.Unlock()
+	return c, nil
+}
+
+// serve accepts local connections until ctx ends, a connection fails in
+// a way every other would too (not allowed, unauthorized), or, for a
+// channel URI, its one connection has ended.
+func (f *forwarder) serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	var fatalMu sync.Mutex // guards fatal
+	var fatal error
+	served := false
+	for n := 1; ; n++ {
+		lc, err := ln.Accept()
+		if err != nil {
+			break
+		}
+		tc, ok := lc.(*net.TCPConn)
+		if !ok {
+			lc.Close()
+			continue
+		}
+		if f.uri != "" && served {
+			f.statusf("refused %s: %s is served to one local connection only", lc.RemoteAddr(), f.uri)
+			lc.Close()
+			continue
+		}
+		served = true
+		wg.Go(func() {
+			err := f.handle(ctx, n, tc)
+			switch {
+			case ctx.Err() != nil: // interrupted, or another connection's fatal error
+				return
+			case f.uri == "" && !fatalForward(err):
+				return // this connection's trouble only (a refused dial, a reset)
+			}
+			// The one channel has been served, or every connection would
+			// fail the same way: forward ends.
+			fatalMu.Lock()
+			fatal = err
+			fatalMu.Unlock()
+			cancel()
+		})
+	}
+	cancel()
+	wg.Wait()
+	fatalMu.Lock()
+	defer fatalMu.Unlock()
+	if fatal != nil {
+		return fmt.Errorf("forward: %w", fatal)
+	}
+	return nil
+}
+
+// fatalForward reports errors every later connection would meet too, and
+// an operator's decision (a kick) that forward must not undo.
+func fatalForward(err error) bool {
+	var ce *client.Error
+	return errors.As(err, &ce) && (ce.Code == flow.ErrCodeForbidden || ce.Code == flow.ErrCodeUnauthorized) ||
+		errors.Is(err, client.ErrSessionEnded)
+}
+
+// handle serves one local connection over its own TCP stream.
+func (f *forwarder) handle(ctx context.Context, n int, lc *net.TCPConn) error {
+	defer lc.Close()
+	from := lc.RemoteAddr().String()
+	label := fmt.Sprintf("#%d from %s", n, from)
+	st, err := client.OpenTCP(ctx, client.TCPOptions{
+		Dial: f.conns.Get, Channel: f.uri, Host: f.host, Port: f.port,
+		OnEvent: func(e client.TCPEvent) {
+			switch e.Kind {
+			case client.TCPLost:
+				f.statusf("%s: %s: connection lost (%v); resuming", label, e.Channel, e.Err)
+			case client.TCPResumed:
+				f.statusf("%s: %s: resumed (attempt %d)", label, e.Channel, e.Attempts)
+			}
+		},
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			f.statusf("%s: failed: %v", label, err)
+		}
+		return err
+	}
+	f.statusf("%s: opened %s", label, st.Channel())
+	err = pump(ctx, lc, st)
+	st.Close()
+	s := st.Stats()
+	how := ""
+	if err != nil {
+		how = fmt.Sprintf(" (%v)", err)
+	}
+	f.statusf("%s: %s closed: sent %d bytes, received %d bytes%s", label, st.Channel(), s.BytesWritten, s.BytesRead, how)
+	return err
+}
+
+// copyBuffer is the size of forward's reads from a local connection.
+const copyBuffer = 128 << 10
+
+// pump copies both ways until both halves are closed or one side fails.
+// A half-close passes on (local EOF → tcp/eof, tcp/eof → CloseWrite); a
+// failure of the stream resets the local connection, and a failure of
+// the local connection abandons the stream.
+func pump(ctx context.Context, lc *net.TCPConn, st *client.TCPStream) error {
+	var once sync.Once
+	var first error
+	abort := func(err error, reset bool) {
+		once.Do(func() {
+			first = err
+			if reset {
+				_ = lc.SetLinger(0) // Close sends RST
+			}
+			lc.Close()
+			st.Abort()
+		})
+	}
+	stop := context.AfterFunc(ctx, func() { abort(nil, false) })
+	defer stop()
+	// A failure of the stream (a reset of the target) resets the local
+	// connection too; one of the local connection abandons the stream.
+	failed := func(err error) {
+		if serr := st.Err(); serr != nil {
+			abort(serr, true)
+			return
+		}
+		abort(fmt.Errorf("local side: %w", err), false)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { // local → channel
+		// Not lc's WriteTo, whose 32 KiB reads would make small messages.
+		_, err := io.CopyBuffer(st, struct{ io.Reader }{lc}, make([]byte, copyBuffer))
+		if err == nil {
+			err = st.CloseWrite()
+		}
+		if err != nil {
+			failed(err)
+		}
+	})
+	wg.Go(func() { // channel → local
+		_, err := io.Copy(lc, st)
+		if err == nil {
+			err = lc.CloseWrite()
+		}
+		if err != nil {
+			failed(err)
+		}
+	})
+	wg.Wait()
+	once.Do(func() {}) // an abort under way (ctx) has finished: first is set
+	return first
+}
