@@ -39,6 +39,8 @@ func ParseRule(s string) (Rule, error) {
 	}
 	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
 		host = host[1 : len(host)-1]
+	} else if strings.Contains(host, ":") && !strings.Contains(host, "/") {
+		return Rule{}, fmt.Errorf("tcp rule %q: an IPv6 address goes in brackets: [ADDR]:PORT", s)
 	}
 	switch {
 	case host == "":
