@@ -167,9 +167,12 @@ type TCPChannel struct {
 	Resumes int64 `protobuf:"varint,5,opt,name=resumes,proto3" json:"resumes,omitempty"`
 	// consumer is true while a subscription holds the channel.
 	Consumer bool `protobuf:"varint,6,opt,name=consumer,proto3" json:"consumer,omitempty"`
-	// phase is where the stream is: dialing, open, eof-sent (the client's
-	// half is closed), eof-received (the target's), closed-both, reset, or
-	// retained (the consumer left; the socket waits tcpRetain for a resume).
+	// phase is where the stream is: dialing; open; eof-sent (the target
+	// closed its half and tcp/eof went to the client); eof-received (the
+	// client's tcp/eof closed the socket's write half); closed-both; closed
+	// (tcp/closed went to the client); reset; failed (the dial failed);
+	// ended. ", retained" is appended while the socket is connected and no
+	// subscription holds the channel (it waits tcpRetain for one).
 	Phase         string `protobuf:"bytes,7,opt,name=phase,proto3" json:"phase,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
