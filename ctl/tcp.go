@@ -47,8 +47,8 @@ says why.`,
 		{name: "list", aliases: []string{"ls"}, summary: "List the TCP allow-list", maxArgs: 0, setup: setupTCPList,
 			examples: []string{"ahpctl tcp list", "ahpctl tcp list -o json"}},
 		{name: "create", args: "HOST:PORT", summary: "Dial an allowed target and print the TCP channel's URI", minArgs: 1, maxArgs: 1, setup: setupTCPCreate,
-			help:     "The daemon dials HOST:PORT (an IPv6 address in brackets) and prints the URI\nonce connected; its first subscriber (a WebSocket client) becomes its consumer.\nThe dial fails if no rule allows the target (see ahpctl tcp allow), or if it is\nrefused, unreachable or not connected within 10 s.",
-			examples: []string{"ahpctl tcp create 127.0.0.1:3000", "ahpctl tcp create --id db '[::1]:5432'"}},
+			help:     "The daemon dials HOST:PORT (an IPv6 address in brackets) and prints the URI\nonce connected; its first subscriber (ahpctl forward LOCAL_ADDR URI, or another\nAHP/1 client) becomes its consumer. A channel nobody takes within tcpRetain\n(ahpctl limits get) is closed. The dial fails if no rule allows the target (see\nahpctl tcp allow), or if it is refused, unreachable or not connected within 10 s.",
+			examples: []string{"ahpctl tcp create 127.0.0.1:3000", "ahpctl tcp create --id db '[::1]:5432'", "ahpctl forward 5433 $(ahpctl tcp create 127.0.0.1:5432)"}},
 	}}
 }
 
