@@ -125,9 +125,7 @@ func (s *Sub) Ready() (flow.AttachResult, bool, error) {
 	res.Resume = &flow.ResumeResult{Token: tok, Accepted: c.recv.Accepted(), Released: c.recv.Released()}
 	res.Journal, res.Receiver = c.journal, c.recv
 	c.holder, c.waiting = s, nil
-	if c.retain != nil {
-		c.retain.Stop()
-	}
+	c.stopRetain()
 	s.ready, s.result = true, res
 	c.mu.Unlock()
 	c.log.Info("tcp consumer attached", "initial", res.Initial)
