@@ -204,13 +204,9 @@ func (c *Channel) dial(ctx context.Context) {
 		w := c.waiting
 		c.mu.Unlock()
 		c.log.Info("tcp connect failed", "err", err)
-		// A channel whose dial failed ends (and leaves the registry): at
-		// once when no subscribe waits, else when the waiting one, answered
-		// -32008 by Ready, lets go — so that its answer is the dial's error
-		// and not "closed".
-		if w == nil {
-			c.end()
-		}
+		// A channel whose dial failed is closed by whoever created it
+		// (the subscribe it answers -32008, CreateTCP): not here, so that
+		// the answer is the dial's error and not "closed".
 		wake(w)
 		return
 	}

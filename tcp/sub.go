@@ -43,6 +43,8 @@ func (c *Channel) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case c.dialErr != nil:
+		return nil, c.dialErr
 	case c.ended:
 		if req.Resume != nil {
 			return nil, &flow.Error{Code: flow.ErrCodeResumeFailed, Message: "resume failed: the tcp channel has ended"}
@@ -335,11 +337,6 @@ func (s *Sub) Close() {
 	s.closed = true
 	if c.waiting == s {
 		c.waiting = nil
-		if c.dialErr != nil {
-			c.mu.Unlock()
-			c.end()
-			return
-		}
 	}
 	var w *Sub
 	finish := false
