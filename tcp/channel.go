@@ -13,10 +13,12 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/afterfunc"
 )
 
 var (
@@ -62,6 +64,9 @@ type Channel struct {
 	once    sync.Once     // closes closing
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // the dialer, reader and writer
+	// gen counts the lease changes; the retention timer ends the channel
+	// only if no consumer took it since it was armed (armedAt).
+	gen, armedAt atomic.Int64
 
 	more chan struct{} // a read buffer was emptied (cap 1)
 	wsig chan struct{} // the write queue grew (cap 1)
@@ -75,8 +80,9 @@ type Channel struct {
 	journal *flow.Journal
 	recv    *flow.Receiver
 	tokens  []string
-	retain  *time.Timer
-	ended   bool // Close ran, or the channel finished
+	retain  *afterfunc.Timer // the retention timer; armed while no consumer holds the channel
+	retainD time.Duration    // its duration when last armed
+	ended   bool             // Close ran, or the channel finished
 
 	// target→client
 	pend     [][]byte // filled read buffers, oldest first (at most 2)
@@ -174,6 +180,7 @@ func Create(cfg Config) (*Channel, error) {
 		free:    [][]byte{make([]byte, readSize), make([]byte, readSize)},
 	}
 	c.log = cfg.Logger.With("target", c.target)
+	c.retain = afterfunc.New(c.retentionExpired)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
 	c.cancel = cancel
 	c.wg.Go(func() { c.dial(ctx) })
@@ -197,13 +204,9 @@ func (c *Channel) dial(ctx context.Context) {
 		w := c.waiting
 		c.mu.Unlock()
 		c.log.Info("tcp connect failed", "err", err)
-		// A channel whose dial failed ends (and leaves the registry): at
-		// once when no subscribe waits, else when the waiting one, answered
-		// -32008 by Ready, lets go — so that its answer is the dial's error
-		// and not "closed".
-		if w == nil {
-			c.end()
-		}
+		// A channel whose dial failed is closed by whoever created it
+		// (the subscribe it answers -32008, CreateTCP): not here, so that
+		// the answer is the dial's error and not "closed".
 		wake(w)
 		return
 	}
@@ -375,12 +378,10 @@ func (c *Channel) reap() {
 	<-c.closing
 	c.cancel()
 	c.mu.Lock()
-	c.ended = true
-	if c.retain != nil {
-		c.retain.Stop()
-	}
+	c.ended = true // no Reset of the timer after this
 	conn, h, w := c.conn, c.holder, c.waiting
 	c.mu.Unlock()
+	c.retain.Stop()
 	if conn != nil {
 		_ = conn.Close()
 	}
@@ -396,19 +397,23 @@ func (c *Channel) startRetain() {
 	if c.ended {
 		return
 	}
-	d := c.cfg.Retain()
-	if c.retain != nil {
-		c.retain.Stop()
+	c.retainD = c.cfg.Retain()
+	c.armedAt.Store(c.gen.Add(1))
+	c.retain.Reset(c.retainD)
+}
+
+// stopRetain disarms it when a consumer takes the channel; c.mu is held
+// (the callback does not take it).
+func (c *Channel) stopRetain() {
+	c.gen.Add(1)
+	c.retain.Stop()
+}
+
+func (c *Channel) retentionExpired() {
+	if c.armedAt.Load() == c.gen.Load() {
+		c.log.Info("tcp channel retention expired; closing it")
+		c.end()
 	}
-	c.retain = time.AfterFunc(d, func() {
-		c.mu.Lock()
-		expired := c.holder == nil && !c.ended
-		c.mu.Unlock()
-		if expired {
-			c.log.Info("tcp channel retention expired", "retain", d)
-			c.end()
-		}
-	})
 }
 
 func wake(s *Sub) {

@@ -43,6 +43,8 @@ func (c *Channel) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case c.dialErr != nil:
+		return nil, c.dialErr
 	case c.ended:
 		if req.Resume != nil {
 			return nil, &flow.Error{Code: flow.ErrCodeResumeFailed, Message: "resume failed: the tcp channel has ended"}
@@ -125,9 +127,7 @@ func (s *Sub) Ready() (flow.AttachResult, bool, error) {
 	res.Resume = &flow.ResumeResult{Token: tok, Accepted: c.recv.Accepted(), Released: c.recv.Released()}
 	res.Journal, res.Receiver = c.journal, c.recv
 	c.holder, c.waiting = s, nil
-	if c.retain != nil {
-		c.retain.Stop()
-	}
+	c.stopRetain()
 	s.ready, s.result = true, res
 	c.mu.Unlock()
 	c.log.Info("tcp consumer attached", "initial", res.Initial)
@@ -337,11 +337,6 @@ func (s *Sub) Close() {
 	s.closed = true
 	if c.waiting == s {
 		c.waiting = nil
-		if c.dialErr != nil {
-			c.mu.Unlock()
-			c.end()
-			return
-		}
 	}
 	var w *Sub
 	finish := false
