@@ -52,7 +52,7 @@ func ParseRule(s string) (Rule, error) {
 		}
 		r.Prefix = p.Masked()
 	default:
-		if a, err := netip.ParseAddr(host); err == nil {
+		if a, err := netip.ParseAddr(strings.TrimSuffix(host, ".")); err == nil { // "127.0.0.1." is the address
 			if a.Zone() != "" {
 				return Rule{}, fmt.Errorf("tcp rule %q: an address with a zone cannot be allowed", s)
 			}
