@@ -429,20 +429,30 @@ func newToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// await waits until ready (checked under c.mu) holds, woken by sig; it
+// returns true with c.mu held, or false, without it, once the channel
+// ends.
+func (c *Channel) await(ready func() bool, sig <-chan struct{}) bool {
+	c.mu.Lock()
+	for !ready() && !c.ended {
+		c.mu.Unlock()
+		select {
+		case <-sig:
+		case <-c.closing:
+			return false
+		}
+		c.mu.Lock()
+	}
+	if c.ended {
+		c.mu.Unlock()
+		return false
+	}
+	return true
+}
+
 func (c *Channel) readLoop() {
 	for {
-		c.mu.Lock()
-		for len(c.free) == 0 && !c.ended {
-			c.mu.Unlock()
-			select {
-			case <-c.more:
-			case <-c.closing:
-				return
-			}
-			c.mu.Lock()
-		}
-		if c.ended {
-			c.mu.Unlock()
+		if !c.await(func() bool { return len(c.free) > 0 }, c.more) {
 			return
 		}
 		buf := c.free[len(c.free)-1]
@@ -490,18 +500,7 @@ func resetReason(err error) string {
 
 func (c *Channel) writeLoop() {
 	for {
-		c.mu.Lock()
-		for len(c.wq) == 0 && !c.ended {
-			c.mu.Unlock()
-			select {
-			case <-c.wsig:
-			case <-c.closing:
-				return
-			}
-			c.mu.Lock()
-		}
-		if c.ended {
-			c.mu.Unlock()
+		if !c.await(func() bool { return len(c.wq) > 0 }, c.wsig) {
 			return
 		}
 		it, conn := c.wq[0], c.conn
