@@ -152,6 +152,9 @@ type Subscriber interface {
 	// connection credits the client then (a kind that lends a Receiver
 	// may call AttachRequest.Release instead). An error (a *Reset for its
 	// code) ends the subscription, and release may never be called.
+	// params is a JSON value (its strings' UTF-8 unchecked), nil when
+	// absent; it may alias the connection's buffers, so a kind copies
+	// what it keeps past the call.
 	Deliver(method string, params json.RawMessage, release func()) error
 	// Request answers a kind request (terminal/resize); its result is
 	// sent as the JSON-RPC result. The kind checks the role it was

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -609,4 +610,79 @@ func (d *decoder) skip() error {
 // encoding/json.
 func AppendUnescaped(dst, body []byte) ([]byte, int64, error) {
 	return appendUnescaped(dst, body)
+}
+
+// ErrNotNotification means a well-formed JSON text is not a JSON-RPC 2.0
+// notification: it has an id, no string method, or jsonrpc is not "2.0".
+var ErrNotNotification = errors.New("flow: not a JSON-RPC 2.0 notification")
+
+// DecodeNotification splits a client→host logical message (a JSON-RPC
+// notification) into its method and params without reflection, in one
+// scan that validates the JSON structure (strings' UTF-8 is left to the
+// kind's own decoding of params). params aliases b (nil when absent). It
+// returns ErrBadJSON (wrapped) for malformed JSON and ErrNotNotification
+// (wrapped) for a request, a response, or a missing method.
+func DecodeNotification(b []byte) (method string, params []byte, err error) {
+	d := decoder{b: b}
+	d.ws()
+	if !d.consume('{') {
+		return "", nil, fmt.Errorf("%w: expected object", ErrBadJSON)
+	}
+	var version, name []byte
+	var escapedName, hasID, hasMethod bool
+	err = d.object(func(key []byte) error {
+		switch string(key) {
+		case "jsonrpc":
+			if !d.atString() {
+				version = nil
+				return d.skip()
+			}
+			s, _, err := d.str()
+			version = s
+			return err
+		case "method":
+			if !d.atString() {
+				hasMethod = false
+				return d.skip()
+			}
+			s, esc, err := d.str()
+			name, escapedName, hasMethod = s, esc, true
+			return err
+		case "params":
+			start := d.i
+			if err := d.skip(); err != nil {
+				return err
+			}
+			params = b[start:d.i]
+			return nil
+		case "id":
+			hasID = true
+			return d.skip()
+		default:
+			return d.skip()
+		}
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	d.ws()
+	if d.i != len(b) {
+		return "", nil, fmt.Errorf("%w: trailing data", ErrBadJSON)
+	}
+	if bytes.IndexByte(version, '\\') >= 0 {
+		if version, _, err = appendUnescaped(nil, version); err != nil {
+			return "", nil, err
+		}
+	}
+	if hasID || !hasMethod || len(name) == 0 || string(version) != "2.0" {
+		return "", nil, ErrNotNotification
+	}
+	if escapedName {
+		u, _, err := appendUnescaped(nil, name)
+		if err != nil {
+			return "", nil, err
+		}
+		name = u
+	}
+	return string(name), params, nil
 }

@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/b64"
 )
 
 // Sub is one subscription to a TCP channel: while it holds the lease, the
@@ -176,7 +176,7 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 		t := append(s.text[:0], dataPrefix...)
 		t = strconv.AppendInt(t, c.outOff, 10)
 		t = append(t, dataMiddle...)
-		t = base64.StdEncoding.AppendEncode(t, buf[:n])
+		t = b64.AppendEncode(t, buf[:n])
 		t = append(t, dataSuffix...)
 		s.text = t
 		c.outOff += int64(n)
@@ -219,33 +219,24 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 	return m, true
 }
 
-type inputParams struct {
-	Offset *int64  `json:"offset"`
-	Data   *string `json:"data"`
-}
-
 // Deliver takes tcp/input and tcp/eof (PROTOCOL.md §8). Offsets count
 // decoded bytes: bytes at offsets already seen are suppressed, a gap is a
 // protocol error. The client is credited (AttachRequest.Release) once the
 // bytes are written to the socket.
 func (s *Sub) Deliver(method string, params json.RawMessage, _ func()) error {
-	var p inputParams
-	if err := json.Unmarshal(params, &p); err != nil || p.Offset == nil || *p.Offset < 0 {
-		return &flow.Reset{Code: flow.CodeProtocolError, Message: method + ": params need a non-negative offset"}
-	}
+	var off int64
 	var data []byte
+	var err error
 	switch method {
 	case "tcp/input":
-		if p.Data == nil {
-			return &flow.Reset{Code: flow.CodeProtocolError, Message: "tcp/input: data is required"}
-		}
-		var err error
-		if data, err = base64.StdEncoding.DecodeString(*p.Data); err != nil {
-			return &flow.Reset{Code: flow.CodeProtocolError, Message: "tcp/input: data is not standard padded base64: " + err.Error()}
-		}
+		off, data, err = DecodeData(method, params)
 	case "tcp/eof":
+		off, err = DecodeOffset(method, params)
 	default:
 		return &flow.Reset{Code: flow.CodeProtocolError, Message: "unknown method on a tcp channel: " + strconv.Quote(method)}
+	}
+	if err != nil {
+		return &flow.Reset{Code: flow.CodeProtocolError, Message: err.Error()}
 	}
 	c := s.c
 	c.mu.Lock()
@@ -253,7 +244,6 @@ func (s *Sub) Deliver(method string, params json.RawMessage, _ func()) error {
 	if s != c.holder {
 		return &flow.Reset{Code: flow.CodeSuperseded, Message: "another connection holds this channel"}
 	}
-	off := *p.Offset
 	it := writeItem{pos: c.recv.Accepted()}
 	switch {
 	case method == "tcp/eof" && c.inEOF:

@@ -1,0 +1,71 @@
+package tcp
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/ahp-dev/ahpd/internal/b64"
+)
+
+// The params of tcp/data and tcp/input are {offset, data}, data standard
+// padded base64 (PROTOCOL.md §8); those of tcp/eof are {offset}. Both
+// ends decode them here: the canonical shape both ends write is sliced
+// without encoding/json (a message of base64 cost as much to validate as
+// everything else on the path), any other is decoded by encoding/json.
+
+// DecodeData decodes {offset, data} params of method (for its errors).
+func DecodeData(method string, params []byte) (int64, []byte, error) {
+	const head, mid, tail = `{"offset":`, `,"data":"`, `"}`
+	if rest, ok := bytes.CutPrefix(params, []byte(head)); ok {
+		i := 0
+		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+			i++
+		}
+		if i > 0 && i <= 16 && (rest[0] != '0' || i == 1) { // JSON has no leading zeros
+			if body, ok := bytes.CutPrefix(rest[i:], []byte(mid)); ok && bytes.HasSuffix(body, []byte(tail)) {
+				body = body[:len(body)-len(tail)]
+				if bytes.IndexByte(body, '\\') < 0 && bytes.IndexByte(body, '"') < 0 {
+					off, _ := strconv.ParseInt(string(rest[:i]), 10, 64)
+					data, err := b64.AppendDecode(nil, body)
+					if err != nil {
+						return 0, nil, fmt.Errorf("%s: data is not standard padded base64: %w", method, err)
+					}
+					return off, data, nil
+				}
+			}
+		}
+	}
+	var p struct {
+		Offset *int64  `json:"offset"`
+		Data   *string `json:"data"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", method, err)
+	}
+	if p.Offset == nil || *p.Offset < 0 || p.Data == nil {
+		return 0, nil, fmt.Errorf("%s: params need a non-negative offset and data", method)
+	}
+	data, err := base64.StdEncoding.DecodeString(*p.Data)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: data is not standard padded base64: %w", method, err)
+	}
+	return *p.Offset, data, nil
+}
+
+// DecodeOffset decodes {offset} params of method (tcp/eof).
+func DecodeOffset(method string, params []byte) (int64, error) {
+	var p struct {
+		Offset *int64 `json:"offset"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return 0, fmt.Errorf("%s: %w", method, err)
+	}
+	if p.Offset == nil || *p.Offset < 0 {
+		return 0, errors.New(method + ": params need a non-negative offset")
+	}
+	return *p.Offset, nil
+}
