@@ -11,7 +11,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e test lint fuzz bench bench-process gen proto-tools proto-check clean install
+.PHONY: all build run web web-test e2e test lint fuzz bench bench-process bench-tcp gen proto-tools proto-check clean install
 
 all: build
 
@@ -68,6 +68,14 @@ bench:
 bench-process:
 	$(GO) build -o bin/ ./cmd/ahpd
 	$(GO) run ./internal/ahpbench -ahpd bin/ahpd $(BENCHFLAGS)
+
+# TCP channels through bin/ahpd and `ahpctl forward`, against raw loopback
+# TCP and a plain WebSocket relay in the same run (throughput, CPU per GiB,
+# echo under a bulk neighbour). BENCHFLAGS passes flags on, e.g.
+# BENCHFLAGS='-size 256MiB -runs 1'.
+bench-tcp:
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
+	$(GO) run ./internal/tcpbench -ahpd bin/ahpd -ahpctl bin/ahpctl $(BENCHFLAGS)
 
 proto-tools:
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

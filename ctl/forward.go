@@ -34,7 +34,9 @@ local connection. If the WebSocket drops, forward reconnects (backoff up to
 5 s, for at most a minute) and the channel resumes where it was: no byte is
 lost or repeated. A status line per connection goes to stderr (opened,
 resumed, closed with the bytes each way); --quiet hides them. Ctrl-C or
-SIGTERM stops forwarding and exits 0.
+SIGTERM stops forwarding and exits 0. --compress offers permessage-deflate
+(the daemon's websocketCompression decides): it pays over a slow tunnel with
+compressible data and costs CPU on loopback or with compressed data.
 
 Credentials: through the control socket, forward mints single-use tickets
 (role control; over every channel for HOST:PORT, which a create needs) and
@@ -45,9 +47,10 @@ control (over every channel for HOST:PORT).`
 
 func setupForward(fs *flag.FlagSet) action {
 	quiet := fs.Bool("quiet", false, "print no status lines")
+	compress := fs.Bool("compress", false, "offer permessage-deflate on the WebSocket")
 	remote := remoteFlags(fs)
 	return func(ctx context.Context, a *app, args []string) error {
-		f := &forwarder{a: a, quiet: *quiet}
+		f := &forwarder{a: a, quiet: *quiet, compress: *compress}
 		if err := f.parseTarget(args[1]); err != nil {
 			return err
 		}
@@ -101,8 +104,9 @@ func setupForward(fs *flag.FlagSet) action {
 
 // forwarder is one `ahpctl forward`.
 type forwarder struct {
-	a     *app
-	quiet bool
+	a        *app
+	quiet    bool
+	compress bool // offer permessage-deflate
 	// the target: a channel URI, or host and port to create channels to
 	uri  string
 	host string
@@ -154,7 +158,7 @@ func (f *forwarder) statusf(format string, args ...any) {
 func (f *forwarder) dial(ctx context.Context) (*client.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.a.timeout)
 	defer cancel()
-	opts := client.Options{ClientName: "ahpctl forward"}
+	opts := client.Options{ClientName: "ahpctl forward", Deflate: f.compress}
 	if f.c == nil {
 		opts.Token = f.token
 		c, _, err := client.Dial(ctx, f.wsURL, opts)

@@ -7,8 +7,12 @@ import (
 	"os"
 
 	"github.com/ahp-dev/ahpd/ctl"
+	"github.com/ahp-dev/ahpd/internal/cpuprof"
 )
 
 func main() {
-	os.Exit(ctl.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	stop := cpuprof.Start("AHPCTL_CPUPROFILE") // for the benchmarks
+	code := ctl.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

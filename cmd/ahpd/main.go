@@ -7,10 +7,14 @@ package main
 import (
 	"os"
 
+	"github.com/ahp-dev/ahpd/internal/cpuprof"
 	"github.com/ahp-dev/ahpd/internal/fds"
 )
 
 func main() {
 	fds.CloseOnExecInherited() // no inherited descriptor reaches a shell
-	os.Exit(Main(os.Args[1:], os.Stderr))
+	stop := cpuprof.Start("AHPD_CPUPROFILE") // for the benchmarks (docs/benchmarks.md)
+	code := Main(os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
 }

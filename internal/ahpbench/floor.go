@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ahp-dev/ahpd/internal/benchproc"
 	"github.com/ahp-dev/ahpd/internal/termbench"
 )
 
@@ -60,7 +61,7 @@ func cRelayEcho(bin string, n int, gap time.Duration) (out timed, err error) {
 	if err := cmd.Start(); err != nil {
 		return out, err
 	}
-	defer waitOrKill(cmd, 10*time.Second) // it exits when the connection closes
+	defer benchproc.WaitOrKill(cmd, 10*time.Second) // it exits when the connection closes
 	port, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		_ = cmd.Process.Kill()
@@ -75,14 +76,14 @@ func cRelayEcho(bin string, n int, gap time.Duration) (out timed, err error) {
 	if err := c.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
 		return out, err
 	}
-	cpu0, err := processCPU(cmd.Process.Pid)
+	cpu0, err := benchproc.CPU(cmd.Process.Pid)
 	if err != nil {
 		return out, err
 	}
 	if out.d, err = termbench.Echo(c, n, gap); err != nil {
 		return out, err
 	}
-	cpu1, err := processCPU(cmd.Process.Pid)
+	cpu1, err := benchproc.CPU(cmd.Process.Pid)
 	out.cpu = cpu1 - cpu0
 	return out, err
 }

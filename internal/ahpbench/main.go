@@ -49,6 +49,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/benchproc"
 	"github.com/ahp-dev/ahpd/internal/termbench"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -357,36 +358,11 @@ func (d *daemon) stop() {
 		d.ctl.Close()
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	waitOrKill(d.cmd, 15*time.Second)
-}
-
-// waitOrKill waits for cmd to exit, and kills it after d.
-func waitOrKill(cmd *exec.Cmd, d time.Duration) {
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
-		_ = cmd.Process.Kill()
-		<-done
-	}
+	benchproc.WaitOrKill(d.cmd, 15*time.Second)
 }
 
 // cpu returns the daemon's user+system CPU time so far.
-func (d *daemon) cpu() (time.Duration, error) { return processCPU(d.cmd.Process.Pid) }
-
-// processCPU returns a process's user+system CPU time so far.
-func processCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name (which may hold spaces) in parentheses.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ is 100 on Linux
-}
+func (d *daemon) cpu() (time.Duration, error) { return benchproc.CPU(d.cmd.Process.Pid) }
 
 // syscalls returns how many read and write system calls the daemon has
 // made so far.

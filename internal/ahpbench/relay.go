@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/creack/pty"
 
+	"github.com/ahp-dev/ahpd/internal/benchproc"
 	"github.com/ahp-dev/ahpd/internal/termbench"
 )
 
@@ -138,7 +139,7 @@ func startRelay() (*relay, error) {
 
 func (r *relay) stop() {
 	r.in.Close() // the relay exits when its stdin closes
-	waitOrKill(r.cmd, 10*time.Second)
+	benchproc.WaitOrKill(r.cmd, 10*time.Second)
 }
 
 func (r *relay) dial(ctx context.Context, command string) (*websocket.Conn, error) {
@@ -199,7 +200,7 @@ func (r *relay) echo(n int, gap time.Duration) (timed, error) {
 	} else if string(b) != termbench.EchoReady {
 		return out, fmt.Errorf("the relay's terminal said %q, not the ready mark %q", b, termbench.EchoReady)
 	}
-	cpu0, err := processCPU(r.cmd.Process.Pid)
+	cpu0, err := benchproc.CPU(r.cmd.Process.Pid)
 	if err != nil {
 		return out, err
 	}
@@ -220,7 +221,7 @@ func (r *relay) echo(n int, gap time.Duration) (timed, error) {
 		}
 		out.d = append(out.d, time.Since(t))
 	}
-	cpu1, err := processCPU(r.cmd.Process.Pid)
+	cpu1, err := benchproc.CPU(r.cmd.Process.Pid)
 	out.cpu = cpu1 - cpu0
 	return out, err
 }

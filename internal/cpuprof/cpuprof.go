@@ -1,0 +1,36 @@
+// Package cpuprof lets the commands write a CPU profile for the
+// benchmarks (docs/benchmarks.md): when the environment variable names a
+// file, the whole run is profiled into it.
+package cpuprof
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+)
+
+// Start begins a CPU profile into the file named by the environment
+// variable env, if set, and returns the function that ends it (a no-op
+// otherwise). A profile that cannot be started is reported on stderr and
+// the command runs without it.
+func Start(env string) (stop func()) {
+	path := os.Getenv(env)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: no CPU profile: %v\n", env, err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
