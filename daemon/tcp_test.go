@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -505,4 +507,37 @@ func TestTCPBackpressure(t *testing.T) {
 	if grow := int64(after.HeapInuse) - int64(before.HeapInuse); grow > 16<<20 {
 		t.Errorf("daemon heap grew by %d bytes under a non-crediting client", grow)
 	}
+}
+
+// TestTCPUnsubscribeAborts: the consumer's own unsubscribe ends a TCP
+// channel at once (no retention: that is for a lost connection), and a
+// target with bytes in flight sees a reset, as from a socket closed with
+// unread data.
+func TestTCPUnsubscribeAborts(t *testing.T) {
+	got := make(chan error, 1)
+	tg := newTarget(t, func(c net.Conn) {
+		// 1 MiB that the client does not read: in flight when it leaves.
+		_, err := c.Write(bytes.Repeat([]byte("x"), 1<<20))
+		if err == nil {
+			_, err = io.Copy(io.Discard, c)
+		}
+		got <- err
+	})
+	h := startTCP(t, time.Minute, "127.0.0.1:"+strconv.Itoa(tg.port()))
+	c := h.tcpClient(adminToken)
+	c.subscribe(createParams(tg.port()))
+	c.input([]byte("some input"))
+	c.send(`{"jsonrpc":"2.0","id":"u1","method":"unsubscribe","params":{"subscriptionId":"` + c.sub + `"}}`)
+	select {
+	case err := <-got:
+		if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+			t.Fatalf("the target's socket ended with %v, want a reset", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the target's socket is still open 10 s after the unsubscribe (retained?)")
+	}
+	waitFor(t, "the channel to leave the registry", func() bool {
+		_, ok := h.srv.Registry().Get(c.channel)
+		return !ok
+	})
 }

@@ -171,6 +171,15 @@ type Subscriber interface {
 	Close()
 }
 
+// Unsubscriber is implemented by a Subscriber whose channel reacts to
+// the client's own unsubscribe, as against the connection's loss: the
+// connection calls Unsubscribed before Close. A TCP channel ends there
+// (its consumer is done with it), where a lost connection keeps it for
+// resume.
+type Unsubscriber interface {
+	Unsubscribed()
+}
+
 // SubscriberStats are one subscriber's counters.
 type SubscriberStats struct {
 	BytesSent    int64 // UTF-16 bytes of all messages Pull returned

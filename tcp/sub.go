@@ -300,6 +300,28 @@ func (s *Sub) End() *flow.Reset {
 	return nil
 }
 
+// Unsubscribed ends the channel when its consumer unsubscribes: the
+// client is done with it, so it is not retained for a resume (that is for
+// a lost connection). After tcp/closed the socket has closed both ways;
+// before it, bytes may be in flight either way and the target gets a
+// reset (RST), as from a local socket closed with unread data.
+func (s *Sub) Unsubscribed() {
+	c := s.c
+	c.mu.Lock()
+	if s != c.holder || c.ended {
+		c.mu.Unlock()
+		return
+	}
+	abort := !c.closedOK
+	conn := c.conn
+	c.mu.Unlock()
+	if abort && conn != nil {
+		_ = conn.SetLinger(0)
+	}
+	c.log.Info("tcp channel closed by its consumer", "abort", abort)
+	c.end()
+}
+
 // Stats returns the subscriber's counters.
 func (s *Sub) Stats() flow.SubscriberStats {
 	st := s.stats

@@ -369,6 +369,9 @@ func (c *conn) unsubscribe(req *request) error {
 	if s == nil {
 		return err
 	}
+	if u, ok := s.sub.(flow.Unsubscriber); ok && !s.ended {
+		u.Unsubscribed()
+	}
 	c.endSub(s)
 	c.log.Info("unsubscribed", "conn", c.id, "sub", s.id, "channel", s.ch.URI)
 	return c.respond(req, map[string]any{}, nil)
