@@ -72,6 +72,7 @@ func main() {
 	flag.Int64Var(&recvLimits.MaximumFrameBytes, "frame", 64<<10, "the in-process client's maximumFrameBytes (with -window)")
 	flag.Int64Var(&recvLimits.MaximumMessageBytes, "message", 1<<20, "the in-process client's maximumMessageBytes (with -window)")
 	flag.IntVar(&daemonProcs, "procs", 0, "run the daemon with GOMAXPROCS set to this (0: the daemon's own plan)")
+	flag.StringVar(&daemonConfig, "config", "", "lines of the daemon's config file, ';'-separated (default: no file), e.g. 'hostReceive.windowBytes = \"4MiB\"'")
 	serveTarget := flag.Bool("serve-target", false, "serve the loopback target (tcpbench starts it itself)")
 	serveRelay := flag.String("serve-relay", "", "serve the WebSocket relay to this target `address` (tcpbench starts it itself)")
 	flag.Parse()
@@ -109,6 +110,9 @@ var (
 
 // recvLimits are the in-process client's receive limits (-window).
 var recvLimits flow.ReceiveLimits
+
+// daemonConfig is the daemon's config file's text (-config; "": none).
+var daemonConfig string
 
 // daemonProcs is the daemon's GOMAXPROCS (-procs; 0: its own plan).
 var daemonProcs int
@@ -336,8 +340,15 @@ func startDaemon(bin, dir, target string) (*daemon, error) {
 	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "control.sock")
 	// The daemon's defaults (permessage-deflate when the client offers
 	// it), with no config file and no default terminal.
+	conf := "none"
+	if daemonConfig != "" {
+		conf = filepath.Join(dir, "config.toml")
+		if err := os.WriteFile(conf, []byte(strings.ReplaceAll(daemonConfig, ";", "\n")+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+	}
 	cmd := exec.Command(bin, "--listen", addr, "--state-dir", state, "--control", sock,
-		"--config", "none", "--no-default-terminal", "--log-level", "warn")
+		"--config", conf, "--no-default-terminal", "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	cmd.Env = os.Environ()
