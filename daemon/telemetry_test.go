@@ -237,4 +237,3 @@ func TestTelemetryControlRefusals(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
