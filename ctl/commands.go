@@ -18,9 +18,8 @@ import (
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
-// rootCommand is ahpctl's command tree. The telemetry verbs of
-// PROTOCOL.md §10 (telemetry create|push) are absent: the daemon has no
-// telemetry channels yet.
+// rootCommand is ahpctl's command tree. Of the telemetry verbs of
+// PROTOCOL.md §10, telemetry push is absent yet (ctl/telemetry.go).
 func rootCommand() *command {
 	return &command{sub: []*command{
 		{name: "status", summary: "Show the daemon's version, addresses and health", maxArgs: 0, setup: setupStatus,
@@ -42,6 +41,7 @@ func rootCommand() *command {
 				examples: []string{"ahpctl terminal resize ahp-terminal:/build --rows 50 --cols 160"}},
 		}},
 		tcpCommand(),
+		telemetryCommand(),
 		{name: "token", aliases: []string{"tokens"}, summary: "Mint, list and revoke viewer tokens", sub: []*command{
 			{name: "create", summary: "Mint a token and print it alone on one line", maxArgs: 0, setup: setupTokenCreate,
 				help:     "The secret is shown once. Tokens live in the daemon's memory only: a restart\nrevokes them. Without --channel the token reaches every channel.",

@@ -278,6 +278,7 @@ type clients struct {
 	limits    ahpv1.LimitsServiceClient
 	viewers   ahpv1.ViewerServiceClient
 	tcp       ahpv1.TCPServiceClient
+	telemetry ahpv1.TelemetryServiceClient
 }
 
 func (a *app) clients() (*clients, error) {
@@ -293,5 +294,6 @@ func (a *app) clients() (*clients, error) {
 		limits:    ahpv1.NewLimitsServiceClient(cc),
 		viewers:   ahpv1.NewViewerServiceClient(cc),
 		tcp:       ahpv1.NewTCPServiceClient(cc),
+		telemetry: ahpv1.NewTelemetryServiceClient(cc),
 	}, nil
 }

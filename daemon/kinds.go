@@ -9,6 +9,7 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/pty"
 	"github.com/ahp-dev/ahpd/tcp"
+	"github.com/ahp-dev/ahpd/telemetry"
 )
 
 // The channel kinds the daemon serves. Each implements flow.Channel and
@@ -16,6 +17,7 @@ import (
 var (
 	_ flow.Channel = (*pty.Terminal)(nil)
 	_ flow.Channel = (*tcp.Channel)(nil)
+	_ flow.Channel = (*telemetry.Channel)(nil)
 )
 
 // tcpDialTimeout bounds a TCP channel's dial (PROTOCOL.md §8: 10 s).
@@ -65,4 +67,38 @@ func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, 
 		return nil, err
 	}
 	return t, nil
+}
+
+// newTelemetryChannel is the "telemetry" Creator (the control plane's
+// CreateTelemetry; a subscribe may not create one, since a command source
+// runs a program): a telemetry.Channel with the source its spec names.
+// collect gives the daemon's own figures to a "daemon" source.
+func newTelemetryChannel(params json.RawMessage, collect func(now time.Time) []telemetry.Sample, log *slog.Logger) (flow.Channel, error) {
+	spec, err := telemetry.ParseSpec(params)
+	if err != nil {
+		return nil, err
+	}
+	log = log.With("telemetry", spec.Kind)
+	var src telemetry.Source
+	switch spec.Kind {
+	case "system":
+		if src, err = telemetry.NewSystem(telemetry.SystemConfig{Interval: spec.Interval}); err != nil {
+			return nil, err
+		}
+	case "process":
+		if src, err = telemetry.NewProcess(spec.Pid, spec.Interval, ""); err != nil {
+			return nil, err
+		}
+	case "command":
+		if src, err = telemetry.NewCommand(telemetry.CommandConfig{Command: spec.Command, Logger: log}); err != nil {
+			return nil, err
+		}
+	case "daemon":
+		src = telemetry.Func{Interval: spec.Interval, Collect: collect}
+	}
+	c, err := telemetry.New(telemetry.Config{Source: spec.Kind, Title: spec.Title, History: spec.History, Policy: spec.Policy, Logger: log}, src)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }

@@ -92,6 +92,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	s := &Server{memory: newMemoryReturner()}
 	creators := map[string]service.Creator{
 		"tcp": func(params json.RawMessage) (flow.Channel, error) { return newTCPChannel(s.Service, params, log) },
+		"telemetry": func(params json.RawMessage) (flow.Channel, error) {
+			return newTelemetryChannel(params, s.daemonFigures, log)
+		},
 	}
 	for typ, c := range opts.Creators {
 		creators[typ] = c

@@ -245,8 +245,9 @@ func (s *Service) createChannel(by, typ, id string, params json.RawMessage) (*re
 	create, ok := s.creators[typ]
 	scheme := registry.Scheme(typ)
 	// Terminals are created over the control plane, where they take a
-	// maxTerminals slot (CreateTerminal).
-	if !ok || scheme == "" || typ == "terminal" {
+	// maxTerminals slot (CreateTerminal); telemetry channels too, since a
+	// command source runs a program (CreateTelemetry).
+	if !ok || scheme == "" || typ == "terminal" || typ == "telemetry" && by == "subscribe" {
 		return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: channels of type " + strconv.Quote(session.Truncate(typ, 64)) + " cannot be created by subscribe"}
 	}
 	if s.isClosing() {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -35,6 +36,7 @@ import (
 	"github.com/ahp-dev/ahpd/internal/limits"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 	"github.com/ahp-dev/ahpd/tcp"
+	"github.com/ahp-dev/ahpd/telemetry"
 )
 
 // ErrorDomain is the domain of the google.rpc.ErrorInfo that grpcError
@@ -93,7 +95,7 @@ func (s *Service) StartControl(ctx context.Context, opts ControlOptions) (*Contr
 			ahpv1.DaemonService_ServiceDesc.ServiceName, ahpv1.ChannelService_ServiceDesc.ServiceName,
 			ahpv1.TerminalService_ServiceDesc.ServiceName, ahpv1.TokenService_ServiceDesc.ServiceName,
 			ahpv1.LimitsService_ServiceDesc.ServiceName, ahpv1.ViewerService_ServiceDesc.ServiceName,
-			ahpv1.TCPService_ServiceDesc.ServiceName,
+			ahpv1.TCPService_ServiceDesc.ServiceName, ahpv1.TelemetryService_ServiceDesc.ServiceName,
 		},
 	})
 	g := &grpcServer{s: s, opts: opts, path: ln.Path(), started: time.Now(), stopping: cs.Context()}
@@ -146,6 +148,7 @@ type grpcServer struct {
 	ahpv1.UnimplementedLimitsServiceServer
 	ahpv1.UnimplementedViewerServiceServer
 	ahpv1.UnimplementedTCPServiceServer
+	ahpv1.UnimplementedTelemetryServiceServer
 
 	s        *Service
 	opts     ControlOptions
@@ -163,6 +166,7 @@ func (g *grpcServer) register(r grpc.ServiceRegistrar) {
 	ahpv1.RegisterLimitsServiceServer(r, g)
 	ahpv1.RegisterViewerServiceServer(r, g)
 	ahpv1.RegisterTCPServiceServer(r, g)
+	ahpv1.RegisterTelemetryServiceServer(r, g)
 }
 
 // reply converts a service result: (nil, status) on error, else (v, nil).
@@ -299,6 +303,61 @@ func (g *grpcServer) ListViewers(ctx context.Context, _ *ahpv1.ListViewersReques
 
 func (g *grpcServer) DisconnectViewer(ctx context.Context, req *ahpv1.DisconnectViewerRequest) (*ahpv1.DisconnectViewerResponse, error) {
 	return reply(&ahpv1.DisconnectViewerResponse{}, g.s.DisconnectViewer(ctx, req.GetId(), req.GetReason()))
+}
+
+// --- TelemetryService
+
+func (g *grpcServer) CreateTelemetry(ctx context.Context, req *ahpv1.CreateTelemetryRequest) (*ahpv1.CreateTelemetryResponse, error) {
+	r := TelemetryRequest{Kind: req.GetKind(), ID: req.GetId(), Interval: req.GetInterval().AsDuration(), Terminal: req.GetTerminal(), Command: req.GetCommand(), Policy: req.GetPolicy()}
+	if h := req.GetHistory(); h != nil {
+		d := h.AsDuration()
+		r.History = &d
+	}
+	ch, err := g.s.CreateTelemetry(ctx, r)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &ahpv1.CreateTelemetryResponse{Channel: toChannel(channelDetail(ch))}, nil
+}
+
+func (g *grpcServer) PublishTelemetry(stream ahpv1.TelemetryService_PublishTelemetryServer) error {
+	var uri string
+	var res ahpv1.PublishTelemetryResponse
+	var samples []telemetry.Sample
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&res)
+		}
+		if err != nil {
+			return err
+		}
+		res.Messages++
+		switch c := req.GetChannel(); {
+		case c != "" && uri != "" && c != uri:
+			return status.Errorf(codes.InvalidArgument, "message %d: channel %s, but the stream publishes to %s", res.Messages, c, uri)
+		case c != "":
+			uri = c
+		case uri == "":
+			return status.Error(codes.InvalidArgument, "the first message must name the channel")
+		}
+		samples = samples[:0]
+		for _, p := range req.GetSamples() {
+			s := telemetry.Sample{T: p.GetT(), Name: p.GetName(), Value: p.GetValue()}
+			for k, v := range p.GetLabels() {
+				s.Labels = append(s.Labels, telemetry.Label{Name: k, Value: v})
+			}
+			samples = append(samples, s)
+		}
+		if err := g.s.PublishTelemetry(uri, samples); err != nil {
+			var ae *ArgError
+			if errors.As(err, &ae) {
+				ae.Field = fmt.Sprintf("messages[%d].%s", res.Messages-1, ae.Field)
+			}
+			return grpcError(err)
+		}
+		res.Samples += int64(len(samples))
+	}
 }
 
 // --- TCPService
@@ -446,6 +505,9 @@ func toChannel(d ChannelDetail) *ahpv1.Channel {
 	}
 	if t := d.TCP; t != nil {
 		p.Tcp = &ahpv1.TCPChannel{Target: t.Target, Remote: t.Remote, BytesIn: t.BytesIn, BytesOut: t.BytesOut, Resumes: t.Resumes, Consumer: t.Consumer, Phase: t.Phase}
+	}
+	if t := d.Telemetry; t != nil {
+		p.Telemetry = &ahpv1.TelemetryChannel{Source: t.Source, Policy: t.Policy, Seq: int64(t.Seq), Samples: t.Samples, Viewers: int32(t.Viewers)}
 	}
 	return p
 }

@@ -74,6 +74,16 @@ type ChannelDetail struct {
 	Rows, Cols int       // 0 if unknown
 	Pid        int       // 0 if unknown
 	TCP        *tcp.Info // a TCP channel's figures; nil for other kinds
+	// Telemetry is a telemetry channel's figures; nil for other kinds.
+	Telemetry *TelemetryInfo
+}
+
+// TelemetryInfo is what the control plane shows of a telemetry channel.
+type TelemetryInfo struct {
+	Source, Policy string
+	Seq            uint64 // the next batch's
+	Samples        int64  // published
+	Viewers        int
 }
 
 // Optional capabilities of a channel, for the control plane (a
@@ -100,6 +110,10 @@ func channelDetail(c *registry.Channel) ChannelDetail {
 	if t, ok := c.Impl().(tcpInfoer); ok {
 		info := t.Info()
 		d.TCP = &info
+	}
+	if t, ok := c.Impl().(telemetryChannel); ok {
+		cfg, st := t.Config(), t.Stats()
+		d.Telemetry = &TelemetryInfo{Source: cfg.Source, Policy: string(cfg.Policy), Seq: st.Seq, Samples: st.Samples, Viewers: st.Viewers}
 	}
 	return d
 }

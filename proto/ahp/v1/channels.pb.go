@@ -47,7 +47,9 @@ type Channel struct {
 	// pid is a terminal's process id; 0 if unknown or not a terminal.
 	Pid int64 `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
 	// tcp describes a TCP channel; unset for other types.
-	Tcp           *TCPChannel `protobuf:"bytes,10,opt,name=tcp,proto3" json:"tcp,omitempty"`
+	Tcp *TCPChannel `protobuf:"bytes,10,opt,name=tcp,proto3" json:"tcp,omitempty"`
+	// telemetry describes a telemetry channel; unset for other types.
+	Telemetry     *TelemetryChannel `protobuf:"bytes,11,opt,name=telemetry,proto3" json:"telemetry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -152,6 +154,95 @@ func (x *Channel) GetTcp() *TCPChannel {
 	return nil
 }
 
+func (x *Channel) GetTelemetry() *TelemetryChannel {
+	if x != nil {
+		return x.Telemetry
+	}
+	return nil
+}
+
+// TelemetryChannel is what a telemetry channel reports (PROTOCOL.md §8).
+type TelemetryChannel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// source is the source kind: system, process, command, push or daemon.
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// policy is the viewers' overflow policy.
+	Policy string `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// seq is the seq the next batch gets.
+	Seq int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// samples is the number of samples published since the channel began.
+	Samples int64 `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
+	// viewers is the number of subscriptions now.
+	Viewers       int32 `protobuf:"varint,5,opt,name=viewers,proto3" json:"viewers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TelemetryChannel) Reset() {
+	*x = TelemetryChannel{}
+	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TelemetryChannel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TelemetryChannel) ProtoMessage() {}
+
+func (x *TelemetryChannel) ProtoReflect() protoreflect.Message {
+	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TelemetryChannel.ProtoReflect.Descriptor instead.
+func (*TelemetryChannel) Descriptor() ([]byte, []int) {
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TelemetryChannel) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *TelemetryChannel) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *TelemetryChannel) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *TelemetryChannel) GetSamples() int64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *TelemetryChannel) GetViewers() int32 {
+	if x != nil {
+		return x.Viewers
+	}
+	return 0
+}
+
 // TCPChannel is what a TCP channel reports (PROTOCOL.md §8).
 type TCPChannel struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -180,7 +271,7 @@ type TCPChannel struct {
 
 func (x *TCPChannel) Reset() {
 	*x = TCPChannel{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	mi := &file_ahp_v1_channels_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -192,7 +283,7 @@ func (x *TCPChannel) String() string {
 func (*TCPChannel) ProtoMessage() {}
 
 func (x *TCPChannel) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	mi := &file_ahp_v1_channels_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -205,7 +296,7 @@ func (x *TCPChannel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCPChannel.ProtoReflect.Descriptor instead.
 func (*TCPChannel) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{1}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TCPChannel) GetTarget() string {
@@ -269,7 +360,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[2]
+	mi := &file_ahp_v1_channels_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -281,7 +372,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[2]
+	mi := &file_ahp_v1_channels_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -294,7 +385,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{2}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListChannelsRequest) GetType() string {
@@ -315,7 +406,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[3]
+	mi := &file_ahp_v1_channels_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +418,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[3]
+	mi := &file_ahp_v1_channels_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +431,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{3}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*Channel {
@@ -361,7 +452,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[4]
+	mi := &file_ahp_v1_channels_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +464,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[4]
+	mi := &file_ahp_v1_channels_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +477,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{4}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetChannelRequest) GetChannel() string {
@@ -407,7 +498,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[5]
+	mi := &file_ahp_v1_channels_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +510,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[5]
+	mi := &file_ahp_v1_channels_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +523,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{5}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetChannelResponse) GetChannel() *Channel {
@@ -461,7 +552,7 @@ type CloseChannelRequest struct {
 
 func (x *CloseChannelRequest) Reset() {
 	*x = CloseChannelRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[6]
+	mi := &file_ahp_v1_channels_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -473,7 +564,7 @@ func (x *CloseChannelRequest) String() string {
 func (*CloseChannelRequest) ProtoMessage() {}
 
 func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[6]
+	mi := &file_ahp_v1_channels_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -486,7 +577,7 @@ func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelRequest.ProtoReflect.Descriptor instead.
 func (*CloseChannelRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{6}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CloseChannelRequest) GetChannel() string {
@@ -521,7 +612,7 @@ type CloseChannelResponse struct {
 
 func (x *CloseChannelResponse) Reset() {
 	*x = CloseChannelResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[7]
+	mi := &file_ahp_v1_channels_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +624,7 @@ func (x *CloseChannelResponse) String() string {
 func (*CloseChannelResponse) ProtoMessage() {}
 
 func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[7]
+	mi := &file_ahp_v1_channels_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +637,7 @@ func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelResponse.ProtoReflect.Descriptor instead.
 func (*CloseChannelResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{7}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CloseChannelResponse) GetExitedBeforeHangup() bool {
@@ -560,7 +651,7 @@ var File_ahp_v1_channels_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_channels_proto_rawDesc = "" +
 	"\n" +
-	"\x15ahp/v1/channels.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\"\xe5\x01\n" +
+	"\x15ahp/v1/channels.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9d\x02\n" +
 	"\aChannel\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
@@ -572,7 +663,14 @@ const file_ahp_v1_channels_proto_rawDesc = "" +
 	"\x04cols\x18\b \x01(\x05R\x04cols\x12\x10\n" +
 	"\x03pid\x18\t \x01(\x03R\x03pid\x12$\n" +
 	"\x03tcp\x18\n" +
-	" \x01(\v2\x12.ahp.v1.TCPChannelR\x03tcp\"\xc0\x01\n" +
+	" \x01(\v2\x12.ahp.v1.TCPChannelR\x03tcp\x126\n" +
+	"\ttelemetry\x18\v \x01(\v2\x18.ahp.v1.TelemetryChannelR\ttelemetry\"\x88\x01\n" +
+	"\x10TelemetryChannel\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
+	"\x06policy\x18\x02 \x01(\tR\x06policy\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12\x18\n" +
+	"\asamples\x18\x04 \x01(\x03R\asamples\x12\x18\n" +
+	"\aviewers\x18\x05 \x01(\x05R\aviewers\"\xc0\x01\n" +
 	"\n" +
 	"TCPChannel\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x16\n" +
@@ -614,34 +712,36 @@ func file_ahp_v1_channels_proto_rawDescGZIP() []byte {
 	return file_ahp_v1_channels_proto_rawDescData
 }
 
-var file_ahp_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_ahp_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_ahp_v1_channels_proto_goTypes = []any{
 	(*Channel)(nil),              // 0: ahp.v1.Channel
-	(*TCPChannel)(nil),           // 1: ahp.v1.TCPChannel
-	(*ListChannelsRequest)(nil),  // 2: ahp.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil), // 3: ahp.v1.ListChannelsResponse
-	(*GetChannelRequest)(nil),    // 4: ahp.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),   // 5: ahp.v1.GetChannelResponse
-	(*CloseChannelRequest)(nil),  // 6: ahp.v1.CloseChannelRequest
-	(*CloseChannelResponse)(nil), // 7: ahp.v1.CloseChannelResponse
-	(*durationpb.Duration)(nil),  // 8: google.protobuf.Duration
+	(*TelemetryChannel)(nil),     // 1: ahp.v1.TelemetryChannel
+	(*TCPChannel)(nil),           // 2: ahp.v1.TCPChannel
+	(*ListChannelsRequest)(nil),  // 3: ahp.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil), // 4: ahp.v1.ListChannelsResponse
+	(*GetChannelRequest)(nil),    // 5: ahp.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),   // 6: ahp.v1.GetChannelResponse
+	(*CloseChannelRequest)(nil),  // 7: ahp.v1.CloseChannelRequest
+	(*CloseChannelResponse)(nil), // 8: ahp.v1.CloseChannelResponse
+	(*durationpb.Duration)(nil),  // 9: google.protobuf.Duration
 }
 var file_ahp_v1_channels_proto_depIdxs = []int32{
-	1, // 0: ahp.v1.Channel.tcp:type_name -> ahp.v1.TCPChannel
-	0, // 1: ahp.v1.ListChannelsResponse.channels:type_name -> ahp.v1.Channel
-	0, // 2: ahp.v1.GetChannelResponse.channel:type_name -> ahp.v1.Channel
-	8, // 3: ahp.v1.CloseChannelRequest.grace:type_name -> google.protobuf.Duration
-	2, // 4: ahp.v1.ChannelService.ListChannels:input_type -> ahp.v1.ListChannelsRequest
-	4, // 5: ahp.v1.ChannelService.GetChannel:input_type -> ahp.v1.GetChannelRequest
-	6, // 6: ahp.v1.ChannelService.CloseChannel:input_type -> ahp.v1.CloseChannelRequest
-	3, // 7: ahp.v1.ChannelService.ListChannels:output_type -> ahp.v1.ListChannelsResponse
-	5, // 8: ahp.v1.ChannelService.GetChannel:output_type -> ahp.v1.GetChannelResponse
-	7, // 9: ahp.v1.ChannelService.CloseChannel:output_type -> ahp.v1.CloseChannelResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	2, // 0: ahp.v1.Channel.tcp:type_name -> ahp.v1.TCPChannel
+	1, // 1: ahp.v1.Channel.telemetry:type_name -> ahp.v1.TelemetryChannel
+	0, // 2: ahp.v1.ListChannelsResponse.channels:type_name -> ahp.v1.Channel
+	0, // 3: ahp.v1.GetChannelResponse.channel:type_name -> ahp.v1.Channel
+	9, // 4: ahp.v1.CloseChannelRequest.grace:type_name -> google.protobuf.Duration
+	3, // 5: ahp.v1.ChannelService.ListChannels:input_type -> ahp.v1.ListChannelsRequest
+	5, // 6: ahp.v1.ChannelService.GetChannel:input_type -> ahp.v1.GetChannelRequest
+	7, // 7: ahp.v1.ChannelService.CloseChannel:input_type -> ahp.v1.CloseChannelRequest
+	4, // 8: ahp.v1.ChannelService.ListChannels:output_type -> ahp.v1.ListChannelsResponse
+	6, // 9: ahp.v1.ChannelService.GetChannel:output_type -> ahp.v1.GetChannelResponse
+	8, // 10: ahp.v1.ChannelService.CloseChannel:output_type -> ahp.v1.CloseChannelResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_channels_proto_init() }
@@ -655,7 +755,7 @@ func file_ahp_v1_channels_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ahp_v1_channels_proto_rawDesc), len(file_ahp_v1_channels_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,97 @@
+package ctl
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+// The telemetry verbs (PROTOCOL.md §8, §10): telemetry channels created
+// over the control socket. `telemetry push` is not here yet: its line
+// parser lives in package telemetry, which ahpctl may not import
+// (internal/deptest); it moves to a shared package first.
+
+func telemetryCommand() *command {
+	return &command{name: "telemetry", summary: "Create telemetry channels", sub: []*command{
+		{name: "create", args: "--kind KIND [-- CMD [ARG...]]", summary: "Create a telemetry channel and print its URI", maxArgs: -1, rawTail: true, setup: setupTelemetryCreate,
+			help: `KIND is the source: system (this host's CPU per core and total, memory, load,
+network and disk rates), process (the process tree of --terminal URI: CPU, RSS,
+threads, the foreground command), command (CMD's stdout lines are samples,
+"name value [k=v...]" or one JSON object per line; restarted when it exits),
+push (fed over the control socket) or daemon (ahpd's own figures). A viewer
+that falls behind gets telemetry/dropped in place of the batches its queue could
+not hold; --policy chooses which: drop-oldest (default), drop-newest or
+coalesce-latest-per-series. A new viewer first gets the last --history of
+samples (default 60s; 0 for none).`,
+			examples: []string{"ahpctl telemetry create --kind system --interval 250ms", "ahpctl telemetry create --kind process --terminal ahp-terminal:/1", "ahpctl telemetry create --kind command --id temp -- sh -c 'while sleep 1; do echo temp $(cat /sys/class/thermal/thermal_zone0/temp); done'", "ahpctl telemetry create --kind push --id build --policy coalesce-latest-per-series"}},
+	}}
+}
+
+func setupTelemetryCreate(fs *flag.FlagSet) action {
+	kind := fs.String("kind", "", "the source `KIND`: system, process, command, push or daemon (required)")
+	id := fs.String("id", "", "channel `ID` (letters, digits, - _ .); default: the next number")
+	interval := fs.Duration("interval", 0, "sampling `INTERVAL` of system, process and daemon sources (default 1s, at least 10ms)")
+	terminal := fs.String("terminal", "", "the terminal `URI` whose processes a process source samples")
+	policy := fs.String("policy", "", "what a viewer's full queue drops: drop-oldest (default), drop-newest, coalesce-latest-per-series")
+	history := fs.String("history", "", "how far back a new viewer's replay goes, e.g. 30s (default 60s; 0: none)")
+	return func(ctx context.Context, a *app, args []string) error {
+		if *kind == "" {
+			return usagef("telemetry create: --kind is required (system, process, command, push or daemon)")
+		}
+		if *kind == "command" && len(args) == 0 {
+			return usagef("telemetry create: --kind command needs a command after --")
+		}
+		if *kind != "command" && len(args) > 0 {
+			return usagef("telemetry create: only --kind command takes a command, got %q", args[0])
+		}
+		req := &ahpv1.CreateTelemetryRequest{Kind: *kind, Id: *id, Terminal: *terminal, Command: args, Policy: *policy}
+		if *interval != 0 {
+			req.Interval = durationpb.New(*interval)
+		}
+		if *history != "" {
+			d, err := time.ParseDuration(*history)
+			if *history == "0" {
+				d, err = 0, nil
+			}
+			if err != nil {
+				return usagef("telemetry create: --history %q: %v", *history, err)
+			}
+			req.History = durationpb.New(d)
+		}
+		c, rctx, cancel, err := a.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		res, err := c.telemetry.CreateTelemetry(rctx, req)
+		if err != nil {
+			return telemetryUsage(err)
+		}
+		fmt.Fprintln(a.stdout, res.Channel.Uri)
+		return nil
+	}
+}
+
+// telemetryUsage turns the daemon's INVALID_ARGUMENT into bad usage (exit
+// 2), naming the field.
+func telemetryUsage(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument {
+		return err
+	}
+	msg := st.Message()
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.FieldViolations) > 0 {
+			msg = br.FieldViolations[0].Field + ": " + br.FieldViolations[0].Description
+		}
+	}
+	return usagef("telemetry create: %s", msg)
+}

@@ -1,0 +1,37 @@
+// Package telemetry is the telemetry channel kind (PROTOCOL.md §8):
+// samples from one source, many viewers, live-only, with explicit loss.
+//
+// A Channel numbers the samples it is given (Publish) into batches, each
+// one telemetry/samples message with the next channel-wide seq, serialized
+// once and shared by every viewer. It keeps a bounded recent history
+// (Config.History, HistoryBatches, HistoryBytes) as the initial replay of
+// a new viewer, which then gets channel/ready and live batches from the
+// current seq.
+//
+// Each viewer (Sub, a flow.Subscriber) has a bounded queue of batches
+// (Config.QueueBatches, QueueBytes). Publish never waits for a viewer:
+// when a queue is full the channel's Policy applies — drop the oldest
+// unsent batches (the default), drop the newest, or coalesce to the
+// latest sample per series — and the seqs dropped become one
+// telemetry/dropped {fromSeq, toSeq, count} in their place (adjacent
+// ranges merge). What Pull has handed out has left the queue and is never
+// dropped: every seq is either delivered or inside a reported range, and
+// the counts add up to the samples lost. A viewer's queued bytes are its
+// Stats().Queued, which the daemon reports with the connection's other
+// buffers; batches are shared, so the memory a channel holds is its
+// history plus the largest queue, not one per viewer (coalesced batches
+// are a viewer's own and count in its queue).
+//
+// Sources (Source) run in a goroutine the Channel owns: New starts it and
+// Close cancels it and waits for it. System reads /proc (CPU, memory,
+// load, network and disk rates), Process a process tree, Command a child
+// whose stdout lines are samples (ParseLine), and Func a callback (the
+// daemon's own figures); a push channel has no source and is fed by
+// Publish alone.
+//
+// Concurrency: Channel's methods and Publish are safe for concurrent use;
+// a Sub's Pull is called from one goroutine at a time (the connection's
+// owner), its other methods from any. One mutex per channel guards the
+// history and every viewer's queue; Publish holds it for O(viewers) per
+// batch, encoding outside it.
+package telemetry
