@@ -329,19 +329,9 @@ func startDaemon(bin, dir string, procs int) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{cmd: cmd, url: "ws://" + addr + "/v1/ws", base: "http://" + addr}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		tok, err := os.ReadFile(filepath.Join(state, "admin.token"))
-		_, serr := os.Stat(sock)
-		if err == nil && serr == nil && len(tok) > 0 {
-			d.token = strings.TrimSpace(string(tok))
-			break
-		}
-		if time.Now().After(deadline) {
-			d.stop()
-			return nil, errors.New("ahpd did not start within 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if d.token, err = benchproc.WaitForDaemon(state, sock); err != nil {
+		d.stop()
+		return nil, err
 	}
 	d.ctl, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

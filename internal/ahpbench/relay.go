@@ -66,40 +66,8 @@ func relayConn(w http.ResponseWriter, r *http.Request) {
 		ws.Close(websocket.StatusInternalError, err.Error())
 		return
 	}
-	ctx := r.Context()
-	input := make(chan struct{})
-	defer func() {
-		ws.CloseNow() // ends the input goroutine,
-		f.Close()
-		<-input        // waits for it,
-		_ = cmd.Wait() // and reaps the command
-	}()
-	go func() {
-		defer close(input)
-		for {
-			_, b, err := ws.Read(ctx)
-			if err != nil {
-				f.Close()
-				return
-			}
-			if _, err := f.Write(b); err != nil {
-				return
-			}
-		}
-	}()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			if werr := ws.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			ws.Close(websocket.StatusNormalClosure, "")
-			return
-		}
-	}
+	defer func() { _ = cmd.Wait() }() // reaps the command once the relay closed its PTY
+	benchproc.Relay(r.Context(), ws, f, 64<<10)
 }
 
 // relay is a running minimal relay.

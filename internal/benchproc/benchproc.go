@@ -1,15 +1,22 @@
 // Package benchproc holds what the process benchmarks (internal/ahpbench,
-// internal/tcpbench) share: a process's CPU time from /proc and a bounded
-// wait for a child to exit.
+// internal/tcpbench) share: a process's CPU time from /proc, a bounded
+// wait for a child to exit, the wait for ahpd to be up, and the minimal
+// WebSocket relay.
 package benchproc
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // CPU returns a process's user+system CPU time so far (/proc/PID/stat).
@@ -44,5 +51,63 @@ func WaitOrKill(cmd *exec.Cmd, d time.Duration) {
 	case <-time.After(d):
 		_ = cmd.Process.Kill()
 		<-done
+	}
+}
+
+// WaitForDaemon waits (10 s at most) until an ahpd started with
+// --state-dir state and --control sock has written its admin token and
+// opened its control socket, and returns the token.
+func WaitForDaemon(state, sock string) (string, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tok, err := os.ReadFile(filepath.Join(state, "admin.token"))
+		_, serr := os.Stat(sock)
+		if err == nil && serr == nil && len(tok) > 0 {
+			return strings.TrimSpace(string(tok)), nil
+		}
+		if time.Now().After(deadline) {
+			return "", errors.New("ahpd did not start within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Relay copies between a WebSocket and rw until either ends: each read of
+// rw (up to bufSize bytes) becomes one binary message, and each message is
+// written to rw. It is the minimal relay the benchmarks measure ahpd
+// against (a PTY in ahpbench, a TCP socket in tcpbench). rw is closed
+// when Relay returns, and its goroutine has ended.
+func Relay(ctx context.Context, ws *websocket.Conn, rw io.ReadWriteCloser, bufSize int) {
+	input := make(chan struct{})
+	defer func() {
+		ws.CloseNow() // ends the input goroutine,
+		rw.Close()
+		<-input // and waits for it
+	}()
+	go func() {
+		defer close(input)
+		for {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				rw.Close()
+				return
+			}
+			if _, err := rw.Write(b); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, bufSize)
+	for {
+		n, err := rw.Read(buf)
+		if n > 0 {
+			if werr := ws.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			ws.Close(websocket.StatusNormalClosure, "")
+			return
+		}
 	}
 }

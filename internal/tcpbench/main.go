@@ -223,35 +223,7 @@ func relayConn(w http.ResponseWriter, r *http.Request, target string) {
 		ws.Close(websocket.StatusInternalError, err.Error())
 		return
 	}
-	ctx := r.Context()
-	input := make(chan struct{})
-	defer func() { ws.CloseNow(); c.Close(); <-input }()
-	go func() {
-		defer close(input)
-		for {
-			_, b, err := ws.Read(ctx)
-			if err != nil {
-				c.Close()
-				return
-			}
-			if _, err := c.Write(b); err != nil {
-				return
-			}
-		}
-	}()
-	buf := make([]byte, 16<<10)
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			if werr := ws.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			ws.Close(websocket.StatusNormalClosure, "")
-			return
-		}
-	}
+	benchproc.Relay(r.Context(), ws, c, 16<<10)
 }
 
 // child is a copy of this program (target, relay) or ahpctl forward.
@@ -362,19 +334,9 @@ func startDaemon(bin, dir, target string) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{child: &child{cmd: cmd}, ws: "ws://" + addr + "/v1/ws", sock: sock}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		tok, err := os.ReadFile(filepath.Join(state, "admin.token"))
-		_, serr := os.Stat(sock)
-		if err == nil && serr == nil && len(tok) > 0 {
-			d.token = strings.TrimSpace(string(tok))
-			break
-		}
-		if time.Now().After(deadline) {
-			d.stop()
-			return nil, errors.New("ahpd did not start within 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if d.token, err = benchproc.WaitForDaemon(state, sock); err != nil {
+		d.stop()
+		return nil, err
 	}
 	d.ctl, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err == nil {
