@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	fds.CloseOnExecInherited() // no inherited descriptor reaches a shell
+	fds.CloseOnExecInherited()               // no inherited descriptor reaches a shell
 	stop := cpuprof.Start("AHPD_CPUPROFILE") // for the benchmarks (docs/benchmarks.md)
 	code := Main(os.Args[1:], os.Stderr)
 	stop()
