@@ -9,6 +9,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/b64"
+	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
 // Sub is one subscription to a TCP channel: while it holds the lease, the
@@ -229,9 +230,9 @@ func (s *Sub) Deliver(method string, params json.RawMessage, _ func()) error {
 	var err error
 	switch method {
 	case "tcp/input":
-		off, data, err = DecodeData(method, params)
+		off, data, err = wire.DecodeTCPData(method, params)
 	case "tcp/eof":
-		off, err = DecodeOffset(method, params)
+		off, err = wire.DecodeTCPOffset(method, params)
 	default:
 		return &flow.Reset{Code: flow.CodeProtocolError, Message: "unknown method on a tcp channel: " + strconv.Quote(method)}
 	}

@@ -4,7 +4,7 @@ import (
 	"strconv"
 
 	"github.com/ahp-dev/ahpd/internal/b64"
-	"github.com/ahp-dev/ahpd/tcp"
+	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
 // The tcp/input text (PROTOCOL.md §8); data is standard padded base64.
@@ -34,7 +34,9 @@ func tcpInputBytes(msgBytes int64) int {
 }
 
 // parseTCPData decodes tcp/data params {offset, data}.
-func parseTCPData(params []byte) (int64, []byte, error) { return tcp.DecodeData("tcp/data", params) }
+func parseTCPData(params []byte) (int64, []byte, error) {
+	return wire.DecodeTCPData("tcp/data", params)
+}
 
 // parseOffset decodes the offset of tcp/eof params.
-func parseOffset(params []byte) (int64, error) { return tcp.DecodeOffset("tcp/eof", params) }
+func parseOffset(params []byte) (int64, error) { return wire.DecodeTCPOffset("tcp/eof", params) }

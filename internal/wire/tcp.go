@@ -1,4 +1,4 @@
-package tcp
+package wire
 
 import (
 	"bytes"
@@ -17,8 +17,8 @@ import (
 // without encoding/json (a message of base64 cost as much to validate as
 // everything else on the path), any other is decoded by encoding/json.
 
-// DecodeData decodes {offset, data} params of method (for its errors).
-func DecodeData(method string, params []byte) (int64, []byte, error) {
+// DecodeTCPData decodes {offset, data} params of method (for its errors).
+func DecodeTCPData(method string, params []byte) (int64, []byte, error) {
 	const head, mid, tail = `{"offset":`, `,"data":"`, `"}`
 	if rest, ok := bytes.CutPrefix(params, []byte(head)); ok {
 		i := 0
@@ -56,8 +56,8 @@ func DecodeData(method string, params []byte) (int64, []byte, error) {
 	return *p.Offset, data, nil
 }
 
-// DecodeOffset decodes {offset} params of method (tcp/eof).
-func DecodeOffset(method string, params []byte) (int64, error) {
+// DecodeTCPOffset decodes {offset} params of method (tcp/eof).
+func DecodeTCPOffset(method string, params []byte) (int64, error) {
 	var p struct {
 		Offset *int64 `json:"offset"`
 	}
