@@ -322,17 +322,28 @@ func (c *Channel) Close() error {
 	return nil
 }
 
+// SampleError is Publish's error for an invalid sample: Index is its
+// index in the call, Err wraps ErrInvalidSample.
+type SampleError struct {
+	Index int
+	Err   error
+}
+
+func (e *SampleError) Error() string { return fmt.Sprintf("samples[%d]: %v", e.Index, e.Err) }
+func (e *SampleError) Unwrap() error { return e.Err }
+
 // ErrClosed is returned by Publish once the channel is closed.
 var ErrClosed = errors.New("telemetry channel closed")
 
 // Publish numbers samples into batches and hands them to every viewer's
 // queue; it never waits for a viewer. Every sample is checked first
 // (Normalize; labels may be reordered in place): an invalid one refuses
-// the whole call with an error naming its index, and nothing is published.
+// the whole call with a *SampleError naming its index, and nothing is
+// published.
 func (c *Channel) Publish(samples []Sample) error {
 	for i := range samples {
 		if err := samples[i].Normalize(); err != nil {
-			return fmt.Errorf("samples[%d]: %w", i, err)
+			return &SampleError{Index: i, Err: err}
 		}
 	}
 	c.pubMu.Lock()

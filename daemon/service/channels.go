@@ -62,6 +62,12 @@ type Options struct {
 	// ChannelClosed is called after a channel is closed (the daemon gives
 	// memory back then); it must not block.
 	ChannelClosed func()
+	// Busy is called while a push producer streams samples fast (a
+	// PublishTelemetry message of at least busySamples): the daemon runs
+	// on two Ps then, as while a terminal floods (internal/procs), so that
+	// the producer's stream and the viewers' connections do not take
+	// turns on one. Default: nothing.
+	Busy func()
 	// TCPAllow is the TCP allow-list in force, which AllowTCP and DenyTCP
 	// change and the "tcp" Creator checks. Nil: an empty list.
 	TCPAllow *tcp.AllowList
@@ -86,6 +92,7 @@ type Service struct {
 	creators      map[string]Creator
 	now           func() time.Time
 	channelClosed func()
+	busy          func()
 	viewers       Viewers // set once by SetViewers, before serving
 
 	mu        sync.Mutex // guards closing and chLimits
@@ -111,12 +118,15 @@ func New(o Options) *Service {
 	if o.ChannelClosed == nil {
 		o.ChannelClosed = func() {}
 	}
+	if o.Busy == nil {
+		o.Busy = func() {}
+	}
 	if o.TCPAllow == nil {
 		o.TCPAllow = tcp.NewAllowList(nil)
 	}
 	s := &Service{
 		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: registry.New(),
-		newTerminal: o.NewTerminal, creators: o.Creators, now: time.Now, channelClosed: o.ChannelClosed,
+		newTerminal: o.NewTerminal, creators: o.Creators, now: time.Now, channelClosed: o.ChannelClosed, busy: o.Busy,
 		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile,
 	}
 	l := o.Config.Limits
