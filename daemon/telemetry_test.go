@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/metrics"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -307,5 +309,44 @@ func TestDaemonFiguresChannel(t *testing.T) {
 		if got["ahpd_connections"] >= 1 && got["ahpd_subscriptions"] >= 1 && got["ahpd_sent_bytes"] > 0 && got["ahpd_channels"] >= 1 {
 			return
 		}
+	}
+}
+
+// TestFastProducerRaisesProcs: a PublishTelemetry message of 100 samples
+// or more calls the daemon's Flooding hook (two Ps while it streams, as
+// for a flooding terminal); a trickle of small ones does not.
+func TestFastProducerRaisesProcs(t *testing.T) {
+	var calls atomic.Int64
+	h := startWith(t, false, nil, func(o *daemon.Options) { o.Flooding = func() { calls.Add(1) } })
+	tc := ahpv1.NewTelemetryServiceClient(h.control().cc)
+	res, err := tc.CreateTelemetry(ctxT(t), &ahpv1.CreateTelemetryRequest{Kind: "push", Id: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := tc.PublishTelemetry(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(first bool, n int) {
+		req := &ahpv1.PublishTelemetryRequest{}
+		if first {
+			req.Channel = res.GetChannel().GetUri()
+		}
+		for i := range n {
+			req.Samples = append(req.Samples, &ahpv1.Sample{Name: "x", Value: float64(i)})
+		}
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(true, 99)
+	send(false, 10)
+	send(false, 100)
+	send(false, 1000)
+	if r, err := stream.CloseAndRecv(); err != nil || r.GetSamples() != 1209 {
+		t.Fatalf("CloseAndRecv: %v, %v", r, err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("Flooding called %d times, want 2 (the messages of 100 and 1,000 samples)", n)
 	}
 }
