@@ -145,6 +145,9 @@ type Terminal struct {
 	inBroken   bool
 	writing    bool // the writer goroutine is writing an item it popped (guarded by mu)
 
+	// title is the emulator's window title (OSC 0/2) as of its latest
+	// batch, for Title without emuMu.
+	title atomic.Pointer[string]
 	// emuMu guards the emulator and the snapshot cache.
 	emuMu      sync.Mutex
 	emu        *emulator
@@ -945,7 +948,11 @@ func (t *Terminal) emulate() {
 				t.emuMu.Lock()
 			}
 		}
+		title := t.emu.title
 		t.emuMu.Unlock()
+		if cur := t.title.Load(); cur == nil && title != "" || cur != nil && *cur != title {
+			t.title.Store(&title)
+		}
 		for _, r := range replies {
 			t.queueReply(r)
 		}
