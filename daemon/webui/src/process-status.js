@@ -134,7 +134,13 @@ export function createProcessStatus() {
     },
     state() {
       if (!model) return null;
-      return { channel, drawn, stats: { ...model.stats }, cpu: model.chart(CPU)?.series[0]?.last ?? null, rss: model.chart(RSS)?.series[0]?.last ?? null };
+      const c = model.chart(CPU)?.series[0];
+      let cpuMax = null;
+      for (let i = 0; c && i < c.values.length; i++) {
+        const v = c.values.get(i);
+        if (typeof v === 'number' && (cpuMax === null || v > cpuMax)) cpuMax = v;
+      }
+      return { channel, drawn, stats: { ...model.stats }, cpu: c?.last ?? null, cpuMax, rss: model.chart(RSS)?.series[0]?.last ?? null };
     },
   };
 }

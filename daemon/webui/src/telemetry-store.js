@@ -104,7 +104,8 @@ export class Chart {
     this.hiddenSeries = new Set(); // keys beyond maxSeries (bounded below)
     this.hiddenSamples = 0;
     this.gapPending = false;
-    this.gaps = new RingBuffer(MAX_GAPS); // [{from, to}] time spans of dropped data
+    this.gapCount = null;
+    this.gaps = new RingBuffer(MAX_GAPS); // [{from, to, count}] time spans of dropped data
     this.version = 0; // bumps on every change, for redraws
     this._data = [[]]; // uPlot's aligned arrays, reused
   }
@@ -141,8 +142,13 @@ export class Chart {
     for (const s of this.series) s.values.push(fill);
   }
 
-  /** markGap records that data was lost before the next sample (telemetry/dropped). */
-  markGap() {
+  /**
+   * markGap records that data was lost before the next sample
+   * (telemetry/dropped); count is the samples lost, if known.
+   */
+  markGap(count = null) {
+    if (this.gapPending) this.gapCount = count == null || this.gapCount == null ? null : this.gapCount + count;
+    else this.gapCount = count;
     this.gapPending = true;
   }
 
@@ -161,7 +167,7 @@ export class Chart {
         // One null row between the last point before the loss and the first
         // after it: uPlot breaks every line there (spanGaps is off).
         this._pushRow(lastT + (t - lastT) / 2, null);
-        this.gaps.push({ from: lastT, to: t });
+        this.gaps.push({ from: lastT, to: t, count: this.gapCount });
       }
     }
     const n = this.xs.length;
@@ -242,9 +248,9 @@ export class TelemetryModel {
     return c;
   }
 
-  _gap() {
+  _gap(count = null) {
     this.stats.gaps++;
-    for (const c of this.charts.values()) c.markGap();
+    for (const c of this.charts.values()) c.markGap(count);
   }
 
   /**
@@ -307,8 +313,9 @@ export class TelemetryModel {
       this.stats.droppedBatches += to - from + 1;
       if (to > this.lastSeq) this.lastSeq = to;
     }
-    if (Number.isSafeInteger(p.count) && p.count > 0) this.stats.lostSamples += p.count;
-    this._gap();
+    const count = Number.isSafeInteger(p.count) && p.count >= 0 ? p.count : null;
+    if (count) this.stats.lostSamples += count;
+    this._gap(count);
     this.version++;
     return true;
   }

@@ -29,7 +29,7 @@ import { formatterFor, number } from './format.js';
 export const kind = 'telemetry';
 
 const PALETTE = ['#5fb3f9', '#4ec27a', '#e0b04a', '#c792ea', '#ef6b6b', '#56d4dd', '#f78c6c', '#a9b665'];
-const CHART_HEIGHT = 190;
+const CHART_HEIGHT = 210;
 const AXIS = {
   stroke: '#7d8590',
   font: '11px ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace',
@@ -38,6 +38,7 @@ const AXIS = {
 };
 const GAP_FILL = 'rgba(239, 107, 107, 0.13)';
 const GAP_EDGE = 'rgba(239, 107, 107, 0.7)';
+const GAP_TEXT = '#f4a3a3';
 
 /**
  * createView builds the telemetry view in container. hooks (all optional):
@@ -117,7 +118,9 @@ export function createView(container, hooks = {}) {
     if (!model) return;
     const st = model.stats;
     const now = performance.now();
-    if (!rateAt) {
+    if (!rateAt || now - rateAt > 3000) {
+      // First draw, or none for a while (a hidden tab, a stall): start over
+      // rather than average the pause in.
       rateAt = now;
       rateSamples = st.samples;
     } else if (now - rateAt >= 1000) {
@@ -267,6 +270,17 @@ function drawGaps(u, chart) {
     ctx.fillStyle = GAP_EDGE;
     ctx.fillRect(x0, bbox.top, 1, bbox.height);
     ctx.fillRect(x0 + w - 1, bbox.top, 1, bbox.height);
+    // The loss, written in the band when it is wide enough (the whole
+    // range's count: every chart shows the same channel-wide loss).
+    const label = g.count == null ? 'gap' : `${g.count.toLocaleString('en-US')} lost`;
+    ctx.font = `${Math.round(11 * devicePixelRatio)}px ui-monospace, Menlo, Consolas, monospace`;
+    const tw = ctx.measureText(label).width;
+    if (w > tw + 8) {
+      ctx.fillStyle = GAP_TEXT;
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'top';
+      ctx.fillText(label, x0 + w / 2, bbox.top + 6 * devicePixelRatio);
+    }
   }
   ctx.restore();
 }

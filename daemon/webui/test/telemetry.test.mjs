@@ -108,7 +108,7 @@ test('telemetry/dropped: a null row in every chart between the last point and th
   const a = m.chart('a').data();
   assert.deepEqual(a, [[1000, 2000, 5500, 9000], [1, 2, null, 9]]);
   assert.deepEqual(m.chart('b').data(), [[1000, 2000, 5500, 9000], [10, 20, null, 90]]);
-  assert.deepEqual(m.chart('a').visibleGaps(), [{ from: 2000, to: 9000 }]);
+  assert.deepEqual(m.chart('a').visibleGaps(), [{ from: 2000, to: 9000, count: 42 }]);
   // Only one null row per gap, however many samples follow.
   m.apply(samples(9, [{ t: 9500, name: 'a', value: 9.5 }]));
   assert.deepEqual(m.chart('a').data()[1], [1, 2, null, 9, 9.5]);
