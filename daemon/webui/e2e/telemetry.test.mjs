@@ -15,7 +15,7 @@
 //                           the 10-minute run: TELEMETRY_SOAK_SECONDS=600 npm run e2e)
 //   TELEMETRY_HEAP_BOUND_MIB how much the heap may grow over it (default 4)
 //
-// Every wait is bounded; with the default soak the test takes about 45 s
+// Every wait is bounded; with the default soak the test takes about 40 s
 // and has a 60 s budget (the soak's length more with a longer soak).
 
 import { test } from 'node:test';
@@ -132,7 +132,7 @@ test('browser: telemetry charts, gaps for dropped ranges, flat heap; process spa
   const ctl = (...args) => run(AHPCTL_BIN, args, { AHP_CONTROL: controlSock });
   const procUri = (await ctl('telemetry', 'create', '--kind', 'process', '--terminal', TERMINAL,
     '--interval', '250ms', '--id', 'shellproc')).trim();
-  const telUri = (await ctl('telemetry', 'create', '--kind', 'command', '--id', 'e2e', '--history', '0',
+  const telUri = (await ctl('telemetry', 'create', '--kind', 'command', '--id', 'e2e',
     '--', 'sh', '-c', GENERATOR)).trim();
   assert.equal(telUri, TELEMETRY);
   note(`channels ${procUri} ${telUri}`);
@@ -206,6 +206,8 @@ test('browser: telemetry charts, gaps for dropped ranges, flat heap; process spa
   assert.equal(await page.locator('[data-testid=telemetry-chart] canvas').first().isVisible(), true);
 
   // ---- heap at ~1,000 samples/s, once the rings are full --------------------------
+  // The channel's history (the initial replay: the seconds since it was
+  // created) usually fills them at once.
 
   await waitFor(page, 'the rings to fill', () =>
     window.ahpTest.state().telemetry.charts.every((c) => c.points === c.capacity), undefined, 15_000);
@@ -277,6 +279,16 @@ test('browser: telemetry charts, gaps for dropped ranges, flat heap; process spa
   const drawn = st.telemetry.stats.samples;
   await waitFor(page, 'samples after the gap', (n) => window.ahpTest.state().telemetry.stats.samples > n + 200, drawn);
   await page.screenshot({ path: join(ARTIFACTS_DIR, 'telemetry.png') });
+
+  // ---- back to the terminal: its view and its sparkline return --------------------
+
+  await page.locator(`[data-testid=channel-item][data-channel="${TERMINAL}"] button`).click();
+  await waitFor(page, 'the terminal again, with its process status', () => {
+    const s = window.ahpTest.state();
+    return s.view === 'terminal' && s.ready && s.channel === 'ahp-terminal:/shell' && s.telemetry === null &&
+      s.process?.drawn > 0 && document.querySelector('[data-testid=terminal]').offsetHeight > 0 &&
+      document.querySelector('.tele-host').hidden;
+  });
 
   assert.deepEqual(problems, [], 'the page logged errors');
   note('passed');

@@ -183,6 +183,7 @@ function attach(channel) {
   }
   const type = kindOf(channel);
   const v = viewFor(type);
+  v.clear?.();
   ui.channel = channel;
   ui.view = v.kind;
   ui.ended = null;

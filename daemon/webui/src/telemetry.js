@@ -199,6 +199,14 @@ export function createView(container, hooks = {}) {
       if (sub === s) sub = null;
     },
     setRole() {},
+    /**
+     * clear forgets what was drawn, so the next subscription starts afresh
+     * (the page calls it when the user attaches; a reconnect keeps the
+     * charts and skips the replayed batches instead).
+     */
+    clear() {
+      channel = null;
+    },
     /** setTitle shows the channel's channels/list title in the header. */
     setTitle(t) {
       title.textContent = t && t !== channel ? `${t} — ${channel}` : channel ?? '';
