@@ -42,6 +42,7 @@ func TestSystemd(t *testing.T) {
 	t.Run("CheckConfig", func(t *testing.T) { testCheckConfig(t, bin) })
 	t.Run("UnitsVerifyAfterInstall", func(t *testing.T) { testUnitsVerifyAfterInstall(t, bin) })
 	t.Run("ProcsFollowFloods", func(t *testing.T) { testProcsFollowFloods(t, bin) })
+	t.Run("DaemonTelemetryFlag", func(t *testing.T) { testDaemonTelemetryFlag(t, bin) })
 }
 
 // notifySocket is a fake NOTIFY_SOCKET: it collects the datagrams.

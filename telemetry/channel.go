@@ -212,14 +212,19 @@ type Channel struct {
 	exitErr   error // the source ended with it
 	batches   int64 // published
 	samples   int64
+	dropped   int64 // samples the viewers' policies dropped, over all viewers ever
 }
 
 // Stats are a channel's counters.
 type Stats struct {
-	Seq          uint64 // the seq of the next batch
-	Batches      int64  // published
-	Samples      int64  // published
-	Viewers      int
+	Seq     uint64 // the seq of the next batch
+	Batches int64  // published
+	Samples int64  // published
+	Viewers int
+	// Dropped is the samples the viewers' policies dropped (reported in
+	// telemetry/dropped ranges), summed over every viewer the channel
+	// had: it never decreases.
+	Dropped      int64
 	HistoryBytes int64
 	HistoryLen   int
 }
@@ -286,7 +291,7 @@ func (c *Channel) Describe() flow.Description {
 func (c *Channel) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{Seq: c.next, Batches: c.batches, Samples: c.samples, Viewers: len(c.subs), HistoryBytes: c.histBytes, HistoryLen: c.hist.Len()}
+	return Stats{Seq: c.next, Batches: c.batches, Samples: c.samples, Viewers: len(c.subs), Dropped: c.dropped, HistoryBytes: c.histBytes, HistoryLen: c.hist.Len()}
 }
 
 // Done is closed once Close has finished.

@@ -66,6 +66,7 @@ func Main(args []string, stderr io.Writer) int {
 	fs.BoolVar(&fl.MetricsPublic, "metrics-public", false, "serve /metrics without a token")
 	fs.BoolVar(&fl.NoDefaultTerminal, "no-default-terminal", false, "do not start the default terminal running the login shell")
 	fs.BoolVar(&fl.NoTypingFirst, "no-typing-first", false, "read a flooding terminal at full speed even while another terminal is typed into (by default it is paced to ~2 MB/s then, so keystrokes echo at once)")
+	fs.BoolVar(&fl.DaemonTelemetry, "daemon-telemetry", false, "create the telemetry channel ahp-telemetry:/ahpd at start: the daemon's own figures (connections, subscriptions, bytes, drops, snapshots, resets) every second")
 	fs.StringVar(&fl.Control, "control", "", "gRPC control `socket`, mode 0660 (default $RUNTIME_DIRECTORY/ahpd.sock, else $XDG_RUNTIME_DIR/ahpd/control.sock, else STATE_DIR/control.sock; \"none\" disables it; ignored when socket activation passes it)")
 	fs.StringVar(&fl.LogLevel, "log-level", "info", "log `level`: debug, info, warn, error")
 	fs.StringVar(&fl.LogFormat, "log-format", "auto", "log `format`: text; journal (\"<6>message key=value\", no timestamps); auto: journal when stderr is journald's stream ($JOURNAL_STREAM), else text")
@@ -262,6 +263,12 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		} else {
 			fmt.Fprintf(stderr, "\n  Open %s in your browser (single-use link, valid %v)\n\n",
 				srv.BrowserURL(base, ch.URI, auth.RoleControl), srv.Config().TicketTTL)
+		}
+	}
+	if cfg.DaemonTelemetry {
+		if _, err := srv.CreateTelemetry(ctx, service.TelemetryRequest{Kind: "daemon", ID: "ahpd"}); err != nil {
+			ln.Close()
+			return fatal("daemon telemetry: %v", err)
 		}
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "control", cp.Path(), "version", daemon.Version)
