@@ -60,7 +60,7 @@ the channel closed), 2 for bad usage.`
 
 func setupTelemetryPush(fs *flag.FlagSet) action {
 	batch := fs.Int("batch", defaultPushBatch, "send at most `N` samples per message (1–10000)")
-	linger := fs.Duration("linger", defaultPushLinger, "how long a partial batch waits for more input (`DURATION`; 0: send as soon as stdin has nothing more)")
+	linger := fs.Duration("linger", defaultPushLinger, "a partial batch waits up to `DURATION` for more input (0: it goes as soon as stdin has nothing more)")
 	quiet := fs.Bool("quiet", false, "print no summary when every line was good")
 	return func(ctx context.Context, a *app, args []string) error {
 		if *batch < 1 || *batch > maxPushBatch {
@@ -305,12 +305,12 @@ func (p *pusher) finish(ctx context.Context, c *clients, readErr, streamErr erro
 			return notPushChannel(ch, p.uri)
 		}
 		if p.sent > 0 {
-			fmt.Fprintf(p.a.stderr, "ahpctl: telemetry push: %d samples went to %s before the stream ended\n", p.sent, p.uri)
+			fmt.Fprintf(p.a.stderr, "ahpctl: telemetry push: the stream to %s ended after %s had been sent\n", p.uri, plural(p.sent, "sample"))
 		}
 		return streamErr
 	}
-	summary := fmt.Sprintf("telemetry push: %d samples sent to %s in %d messages, %d bad lines of %d (%s",
-		res.Samples, p.uri, p.messages, p.bad, p.lines, elapsed.Round(time.Millisecond))
+	summary := fmt.Sprintf("telemetry push: %s sent to %s in %s, %d bad lines of %d (%s",
+		plural(res.Samples, "sample"), p.uri, plural(p.messages, "message"), p.bad, p.lines, elapsed.Round(time.Millisecond))
 	if secs := elapsed.Seconds(); res.Samples >= 10_000 && secs > 0 {
 		summary += fmt.Sprintf(", %.0f samples/s", float64(res.Samples)/secs)
 	}
@@ -326,6 +326,13 @@ func (p *pusher) finish(ctx context.Context, c *clients, readErr, streamErr erro
 		fmt.Fprintln(p.a.stderr, "ahpctl: "+summary)
 	}
 	return nil
+}
+
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // stdinChunk is one read of stdin.
