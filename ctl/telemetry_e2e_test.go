@@ -341,3 +341,21 @@ func TestE2ETelemetryPushChannelClosed(t *testing.T) {
 		t.Fatalf("stderr %q", stderr.String())
 	}
 }
+
+// TestE2ETelemetryPushBigSamples: --batch 10000 of samples near the 2 KiB
+// bound would pass gRPC's 4 MiB message limit; batches end early.
+func TestE2ETelemetryPushBigSamples(t *testing.T) {
+	d := startDaemon(t)
+	uri := strings.TrimSpace(d.mustCtl("telemetry", "create", "--kind", "push", "--id", "big", "--history", "0"))
+	var line strings.Builder
+	line.WriteString("big_sample 1")
+	for i := range 12 {
+		fmt.Fprintf(&line, " l%02d=%s", i, strings.Repeat("v", 60))
+	}
+	const n = 6000 // 5 MB of protobuf
+	in := strings.Repeat(line.String()+"\n", n)
+	_, errOut, code := d.ctlIn(in, "telemetry", "push", "--batch", "10000", uri)
+	if code != 0 || !strings.HasPrefix(errOut, fmt.Sprintf("ahpctl: telemetry push: %d samples sent to %s in ", n, uri)) || strings.Contains(errOut, " in 1 message,") {
+		t.Fatalf("push: exit %d, stderr %q; want every sample in more than one message", code, errOut)
+	}
+}

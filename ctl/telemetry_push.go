@@ -37,6 +37,10 @@ const (
 	pushChunkBytes    = 64 << 10
 	pushChunks        = 4 // chunks read ahead
 	pushQueue         = 8 // batches waiting for the sender
+	// pushMaxBytes ends a batch early: a message stays far below gRPC's
+	// default 4 MiB limit on what the daemon receives (one sample encodes
+	// to at most ~7 KiB).
+	pushMaxBytes = 1 << 20
 )
 
 const pushHelp = `Each line of stdin is one sample, in either format of command sources:
@@ -244,7 +248,7 @@ func (p *pusher) read(ctx context.Context) error {
 		}
 		p.cur.b = appendSample(p.cur.b, &s)
 		p.cur.n++
-		if p.cur.n == p.o.batch {
+		if p.cur.n == p.o.batch || len(p.cur.b) >= pushMaxBytes {
 			if err := p.flush(); err != nil {
 				return err
 			}
@@ -270,7 +274,7 @@ func (p *pusher) flush() error {
 	}
 	p.parsed += int64(p.cur.n)
 	// The next batch of this many samples will likely need as much.
-	p.batchBytes = max(p.batchBytes, cap(p.cur.b)*p.o.batch/p.cur.n)
+	p.batchBytes = min(max(p.batchBytes, cap(p.cur.b)*p.o.batch/p.cur.n), pushMaxBytes+8<<10)
 	p.cur = pushBatch{}
 	return nil
 }
