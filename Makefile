@@ -11,7 +11,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e test lint fuzz bench bench-process bench-tcp gen proto-tools proto-check clean install
+.PHONY: all build run web web-test e2e test lint fuzz bench bench-process bench-tcp bench-telemetry gen proto-tools proto-check clean install
 
 all: build
 
@@ -19,9 +19,10 @@ build: web
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
 # Builds the web page (needs Node.js and npm) and runs the daemon with a
-# terminal on your login shell; open the URL it prints.
+# terminal on your login shell; open the URL it prints. ARGS passes flags
+# on, e.g. make run ARGS='--listen 127.0.0.1:9000'.
 run: build
-	./bin/ahpd
+	./bin/ahpd $(ARGS)
 
 web: $(WEBUI)/dist/index.html
 
@@ -76,6 +77,14 @@ bench-process:
 bench-tcp:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 	$(GO) run ./internal/tcpbench -ahpd bin/ahpd -ahpctl bin/ahpctl $(BENCHFLAGS)
+
+# Telemetry channels through bin/ahpd: push ingest with 0, 1 and 100
+# viewers, and 100 viewers at 1,000 samples/s with and without
+# permessage-deflate (samples/s, losses, daemon CPU, bytes per sample).
+# BENCHFLAGS passes flags on, e.g. BENCHFLAGS='-duration 10s'.
+bench-telemetry:
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/ahpd
+	$(GO) run ./internal/telemetrybench -ahpd bin/ahpd $(BENCHFLAGS)
 
 proto-tools:
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

@@ -25,7 +25,7 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 		t.Skip("one CPU: ahpd stays on one P")
 	}
 	t.Run("Scaled", func(t *testing.T) {
-		d := startMetricsDaemon(t, bin, "")
+		d := startMetricsDaemon(t, bin, "", "--log-level", "debug") // the plan is logged at debug
 		if strings.Contains(d.p.stderr.String(), "Go scheduler: GOMAXPROCS 1 (less than two CPUs available)") {
 			t.Skip("one CPU's worth of quota: ahpd stays on one P")
 		}
@@ -39,7 +39,7 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 		d.await(t, 1, "after the flood")
 	})
 	t.Run("FromEnvironment", func(t *testing.T) {
-		d := startMetricsDaemon(t, bin, "GOMAXPROCS=1")
+		d := startMetricsDaemon(t, bin, "GOMAXPROCS=1", "--log-level", "debug")
 		if want := `Go scheduler: GOMAXPROCS from the environment" gomaxprocs=1`; !strings.Contains(d.p.stderr.String(), want) {
 			t.Fatalf("the log lacks %q:\n%s", want, d.p.stderr.String())
 		}
@@ -61,11 +61,11 @@ type metricsDaemon struct {
 	uri    string
 }
 
-func startMetricsDaemon(t *testing.T, bin, env string) *metricsDaemon {
+func startMetricsDaemon(t *testing.T, bin, env string, args ...string) *metricsDaemon {
 	dir := t.TempDir()
 	ns := newNotifySocket(t, dir)
-	cmd := exec.Command(filepath.Join(bin, "ahpd"), "--config", "none", "--listen", "127.0.0.1:0", "--metrics-public",
-		"--no-default-terminal", "--state-dir", filepath.Join(dir, "state"), "--control", filepath.Join(dir, "c.sock"))
+	cmd := exec.Command(filepath.Join(bin, "ahpd"), append([]string{"--config", "none", "--listen", "127.0.0.1:0", "--metrics-public",
+		"--no-default-terminal", "--state-dir", filepath.Join(dir, "state"), "--control", filepath.Join(dir, "c.sock")}, args...)...)
 	cmd.Env = append(baseEnv(dir), "NOTIFY_SOCKET="+ns.path)
 	if env != "" {
 		cmd.Env = append(cmd.Env, env)
@@ -100,6 +100,26 @@ func (d *metricsDaemon) closeFlood(t *testing.T) {
 	defer cancel()
 	if _, err := d.chans.CloseChannel(ctx, &ahpv1.CloseChannelRequest{Channel: d.uri}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testDaemonTelemetryFlag: --daemon-telemetry creates ahp-telemetry:/ahpd
+// at start, and its source publishes (as /metrics counts).
+func testDaemonTelemetryFlag(t *testing.T, bin string) {
+	d := startMetricsDaemon(t, bin, "", "--daemon-telemetry")
+	ch, err := d.chans.GetChannel(ctxT(t), &ahpv1.GetChannelRequest{Channel: "ahp-telemetry:/ahpd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm := ch.GetChannel().GetTelemetry(); tm.GetSource() != "daemon" {
+		t.Fatalf("ahp-telemetry:/ahpd: %+v, want a daemon source", ch.GetChannel())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for d.metric(t, `ahpd_telemetry_samples_total{channel="ahp-telemetry:/ahpd"}`) < 10 {
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon source published fewer than 10 samples in 10 s")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

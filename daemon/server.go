@@ -28,7 +28,8 @@ type Options struct {
 	// NewTerminal overrides the PTY-backed terminal factory.
 	NewTerminal service.TerminalFactory
 	// Flooding, when set, is called by the default terminals' readers
-	// while one floods (pty.Config.Flooding).
+	// while one floods (pty.Config.Flooding), and while a push producer
+	// streams fast (service.Options.Busy).
 	Flooding func()
 	// Creators are the channel kinds a subscribe may create, by type
 	// (PROTOCOL.md §8: subscribe {create:{type, ...}}), added to the
@@ -74,7 +75,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		log.Info("admin token", "path", path)
+		log.Debug("admin token", "path", path)
 		tokens = t
 	}
 	nt := opts.NewTerminal
@@ -101,7 +102,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	}
 	s.Service = service.New(service.Options{
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, NewTerminal: nt, Creators: creators,
-		ChannelClosed: s.memory.soon, TCPAllow: tcp.NewAllowList(cfg.TCPAllow), ConfigFile: opts.ConfigFile,
+		ChannelClosed: s.memory.soon, Busy: opts.Flooding, TCPAllow: tcp.NewAllowList(cfg.TCPAllow), ConfigFile: opts.ConfigFile,
 	})
 	s.sess = session.New(session.Options{
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, Registry: s.Registry(), Events: s.Events(),

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -194,16 +195,17 @@ func TestStartupLink(t *testing.T) {
 		})
 		return cmd
 	}
-	// awaitLines reads lines from r up to the "listening" log line (which
-	// follows the link) or EOF and returns all it read. The daemon is
-	// killed after 30s, so the read ends.
-	awaitLines := func(t *testing.T, r *bufio.Reader) string {
+	// awaitLines reads lines from r up to one containing until (the
+	// "listening" log line, or the link, which follows it) or EOF and
+	// returns all it read. The daemon is killed after 30s, so the read
+	// ends.
+	awaitLines := func(t *testing.T, r *bufio.Reader, until string) string {
 		t.Helper()
 		var all strings.Builder
 		for {
 			line, err := r.ReadString('\n')
 			all.WriteString(line)
-			if strings.Contains(line, "msg=listening") || err != nil {
+			if strings.Contains(line, until) || err != nil {
 				return all.String()
 			}
 		}
@@ -238,7 +240,11 @@ func TestStartupLink(t *testing.T) {
 					t.Fatal(err)
 				}
 				timer := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
-				out := awaitLines(t, bufio.NewReader(pr))
+				until := "msg=listening"
+				if tc.link {
+					until = "in your browser"
+				}
+				out := awaitLines(t, bufio.NewReader(pr), until)
 				timer.Stop()
 				stop(t, cmd)
 				if !strings.Contains(out, "msg=listening") {
@@ -252,7 +258,8 @@ func TestStartupLink(t *testing.T) {
 					if strings.Contains(out, "ticket=") {
 						t.Errorf("a ticket in the log:\n%s", out)
 					}
-					if !strings.Contains(out, "print a browser link with: ahpctl open ahp-terminal:/shell") {
+					// "ahpctl" when on PATH, else its path.
+					if !regexp.MustCompile(`print a browser link with: \S*ahpctl open ahp-terminal:/shell`).MatchString(out) {
 						t.Errorf("the log does not say how to get a link:\n%s", out)
 					}
 				}
@@ -273,7 +280,7 @@ func TestStartupLink(t *testing.T) {
 		}
 		tty.Close()
 		timer := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
-		out := awaitLines(t, bufio.NewReader(ptmx))
+		out := awaitLines(t, bufio.NewReader(ptmx), "in your browser")
 		timer.Stop()
 		stop(t, cmd)
 		if !strings.Contains(out, "Open http://127.0.0.1:") || !strings.Contains(out, "#ticket=ahp_") {

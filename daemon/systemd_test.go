@@ -42,6 +42,7 @@ func TestSystemd(t *testing.T) {
 	t.Run("CheckConfig", func(t *testing.T) { testCheckConfig(t, bin) })
 	t.Run("UnitsVerifyAfterInstall", func(t *testing.T) { testUnitsVerifyAfterInstall(t, bin) })
 	t.Run("ProcsFollowFloods", func(t *testing.T) { testProcsFollowFloods(t, bin) })
+	t.Run("DaemonTelemetryFlag", func(t *testing.T) { testDaemonTelemetryFlag(t, bin) })
 }
 
 // notifySocket is a fake NOTIFY_SOCKET: it collects the datagrams.
@@ -272,7 +273,7 @@ func testNotifyReadyWatchdogStopping(t *testing.T, bin string) {
 
 	b, _ := os.ReadFile(logPath)
 	log := string(b)
-	for _, want := range []string{"<6>listening addr=127.0.0.1:", "<6>watchdog enabled interval=400ms", "<6>default terminal started; print a browser link with: ahpctl open ahp-terminal:/shell", "<6>stopped"} {
+	for _, want := range []string{"<6>listening addr=127.0.0.1:", "<6>watchdog enabled interval=400ms", "<6>default terminal started; print a browser link with: ", "open ahp-terminal:/shell", "<6>stopped"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("journal log lacks %q:\n%s", want, log)
 		}

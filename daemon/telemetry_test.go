@@ -3,8 +3,12 @@ package daemon_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/metrics"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -168,6 +174,26 @@ func TestTelemetryPushFastAndSlowViewers(t *testing.T) {
 	if tm := ch.GetChannel().GetTelemetry(); tm.GetSamples() != int64(total) || tm.GetSource() != "push" || tm.GetViewers() != 2 || tm.GetPolicy() != "drop-oldest" {
 		t.Errorf("GetChannel: telemetry %+v", tm)
 	}
+
+	// /metrics: what the source published and what the slow viewer's
+	// policy dropped, exactly.
+	srv := httptest.NewServer(metrics.Handler(h.srv.Service, metrics.Options{Public: true}))
+	defer srv.Close()
+	mres, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(mres.Body)
+	mres.Body.Close()
+	for _, want := range []string{
+		fmt.Sprintf(`ahpd_telemetry_samples_total{channel=%q} %d`, uri, total),
+		fmt.Sprintf(`ahpd_telemetry_dropped_samples_total{channel=%q} %d`, uri, lost),
+		fmt.Sprintf(`ahpd_telemetry_history_bytes{channel=%q} 0`, uri),
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 }
 
 func TestTelemetryControlRefusals(t *testing.T) {
@@ -237,3 +263,90 @@ func TestTelemetryControlRefusals(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestDaemonFiguresChannel: a "daemon" telemetry channel reports the
+// daemon's own figures, and they count its viewer: one connection, one
+// subscription, bytes sent.
+func TestDaemonFiguresChannel(t *testing.T) {
+	h := startWith(t, false, nil, nil)
+	tc := ahpv1.NewTelemetryServiceClient(h.control().cc)
+	res, err := tc.CreateTelemetry(ctxT(t), &ahpv1.CreateTelemetryRequest{Kind: "daemon", Id: "ahpd", Interval: durationpb.New(20 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := res.GetChannel().GetUri()
+	v := h.tcpClient(adminToken)
+	v.channel = uri
+	if r := v.subscribe(`{"channel":"` + uri + `"}`); v.sub == "" {
+		t.Fatalf("subscribe: %s", r)
+	}
+	want := map[string]bool{"ahpd_connections": true, "ahpd_subscriptions": true, "ahpd_channels": true, "ahpd_sent_bytes": true,
+		"ahpd_received_bytes": true, "ahpd_dropped_bytes": true, "ahpd_snapshots": true, "ahpd_resets": true}
+	for i := 0; ; i++ {
+		if i > 200 {
+			t.Fatal("no sample counts the viewer in 200 messages")
+		}
+		m := v.next()
+		v.credit()
+		if m.Method != "telemetry/samples" {
+			continue
+		}
+		var p telemetryMsg
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, s := range p.Samples {
+			got[s.Name] = s.Value
+		}
+		for name := range want {
+			if _, ok := got[name]; !ok {
+				t.Fatalf("samples %s lack %s", m.Params, name)
+			}
+		}
+		// The first samples may predate the subscription; later ones
+		// count it.
+		if got["ahpd_connections"] >= 1 && got["ahpd_subscriptions"] >= 1 && got["ahpd_sent_bytes"] > 0 && got["ahpd_channels"] >= 1 {
+			return
+		}
+	}
+}
+
+// TestFastProducerRaisesProcs: a PublishTelemetry message of 100 samples
+// or more calls the daemon's Flooding hook (two Ps while it streams, as
+// for a flooding terminal); a trickle of small ones does not.
+func TestFastProducerRaisesProcs(t *testing.T) {
+	var calls atomic.Int64
+	h := startWith(t, false, nil, func(o *daemon.Options) { o.Flooding = func() { calls.Add(1) } })
+	tc := ahpv1.NewTelemetryServiceClient(h.control().cc)
+	res, err := tc.CreateTelemetry(ctxT(t), &ahpv1.CreateTelemetryRequest{Kind: "push", Id: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := tc.PublishTelemetry(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(first bool, n int) {
+		req := &ahpv1.PublishTelemetryRequest{}
+		if first {
+			req.Channel = res.GetChannel().GetUri()
+		}
+		for i := range n {
+			req.Samples = append(req.Samples, &ahpv1.Sample{Name: "x", Value: float64(i)})
+		}
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(true, 99)
+	send(false, 10)
+	send(false, 100)
+	send(false, 1000)
+	if r, err := stream.CloseAndRecv(); err != nil || r.GetSamples() != 1209 {
+		t.Fatalf("CloseAndRecv: %v, %v", r, err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("Flooding called %d times, want 2 (the messages of 100 and 1,000 samples)", n)
+	}
+}

@@ -20,18 +20,30 @@ var (
 // Kind is "terminal".
 func (t *Terminal) Kind() string { return "terminal" }
 
-// Describe returns the exit status as the detail once the process has
-// exited ("code 0", "signal SIGHUP"). The window title a program sets is
-// kept by the emulator but not reported yet: Title is "".
+// Describe returns the window title the program set (OSC 0 or 2; "" for
+// none) and, once the process has exited, the exit status as the detail
+// ("code 0", "signal SIGHUP").
 func (t *Terminal) Describe() flow.Description {
+	d := flow.Description{Title: t.Title()}
 	st, ok := t.Exit()
 	switch {
 	case !ok:
-		return flow.Description{}
 	case st.Signal != "":
-		return flow.Description{Detail: "signal " + st.Signal}
+		d.Detail = "signal " + st.Signal
+	default:
+		d.Detail = "code " + strconv.Itoa(st.Code)
 	}
-	return flow.Description{Detail: "code " + strconv.Itoa(st.Code)}
+	return d
+}
+
+// Title is the window title the program set last (OSC 0 or 2), as the
+// emulator has applied it (it may lag the output by its lazy timer), or
+// "" for none.
+func (t *Terminal) Title() string {
+	if p := t.title.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Attach adds a viewer (AttachWindow with req.Wake and req.Window) that

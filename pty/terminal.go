@@ -145,6 +145,9 @@ type Terminal struct {
 	inBroken   bool
 	writing    bool // the writer goroutine is writing an item it popped (guarded by mu)
 
+	// title is the emulator's window title (OSC 0/2) as of its latest
+	// batch, for Title without emuMu.
+	title atomic.Pointer[string]
 	// emuMu guards the emulator and the snapshot cache.
 	emuMu      sync.Mutex
 	emu        *emulator
@@ -235,7 +238,7 @@ func Start(cfg Config) (*Terminal, error) {
 	go t.waiter()
 	go t.emulate()
 	go t.writer()
-	t.log.Info("terminal started", "pid", t.pid, "command", cfg.Command[0], "rows", cfg.Rows, "cols", cfg.Cols)
+	t.log.Debug("terminal started", "pid", t.pid, "command", cfg.Command[0], "rows", cfg.Rows, "cols", cfg.Cols)
 	return t, nil
 }
 
@@ -309,7 +312,7 @@ func (t *Terminal) Close() error {
 		}
 		t.inQ = nil
 		t.mu.Unlock()
-		t.log.Info("terminal closed", "pid", t.pid)
+		t.log.Debug("terminal closed", "pid", t.pid)
 	})
 	return nil
 }
@@ -873,9 +876,9 @@ func (t *Terminal) waiter() {
 	close(t.exitDone)
 	t.wakeAll(wake)
 	if st.Signal != "" {
-		t.log.Info("terminal exited", "pid", t.pid, "signal", st.Signal)
+		t.log.Debug("terminal exited", "pid", t.pid, "signal", st.Signal)
 	} else {
-		t.log.Info("terminal exited", "pid", t.pid, "code", st.Code)
+		t.log.Debug("terminal exited", "pid", t.pid, "code", st.Code)
 	}
 }
 
@@ -945,7 +948,11 @@ func (t *Terminal) emulate() {
 				t.emuMu.Lock()
 			}
 		}
+		title := t.emu.title
 		t.emuMu.Unlock()
+		if cur := t.title.Load(); cur == nil && title != "" || cur != nil && *cur != title {
+			t.title.Store(&title)
+		}
 		for _, r := range replies {
 			t.queueReply(r)
 		}

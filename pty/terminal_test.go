@@ -559,3 +559,34 @@ func TestResnapshotGrace(t *testing.T) {
 		t.Fatalf("terminal retained %d bytes, bound %d", maxRetained, bound)
 	}
 }
+
+// TestTitle: the window title a program sets (OSC 0, then OSC 2) is the
+// terminal's Title and Describe().Title, and stays after it exits.
+func TestTitle(t *testing.T) {
+	term := start(t, pty.Config{Command: sh(`printf '\033]0;first\007'; read x; printf '\033]2;second title\033\\'; read y`)})
+	w := attach(t, term, 64<<10)
+	untilReady(t, w)
+	deadline := time.Now().Add(10 * time.Second)
+	for term.Title() != "first" {
+		if time.Now().After(deadline) {
+			t.Fatalf("Title() = %q, want %q", term.Title(), "first")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := term.Input([]byte("\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for term.Title() != "second title" {
+		if time.Now().After(deadline) {
+			t.Fatalf("Title() = %q, want %q", term.Title(), "second title")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := term.Input([]byte("\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	w.untilExit(10 * time.Second)
+	if d := term.Describe(); d.Title != "second title" || d.Detail != "code 0" {
+		t.Fatalf("Describe() = %+v after the exit", d)
+	}
+}

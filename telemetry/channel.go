@@ -212,14 +212,19 @@ type Channel struct {
 	exitErr   error // the source ended with it
 	batches   int64 // published
 	samples   int64
+	dropped   int64 // samples the viewers' policies dropped, over all viewers ever
 }
 
 // Stats are a channel's counters.
 type Stats struct {
-	Seq          uint64 // the seq of the next batch
-	Batches      int64  // published
-	Samples      int64  // published
-	Viewers      int
+	Seq     uint64 // the seq of the next batch
+	Batches int64  // published
+	Samples int64  // published
+	Viewers int
+	// Dropped is the samples the viewers' policies dropped (reported in
+	// telemetry/dropped ranges), summed over every viewer the channel
+	// had: it never decreases.
+	Dropped      int64
 	HistoryBytes int64
 	HistoryLen   int
 }
@@ -286,7 +291,7 @@ func (c *Channel) Describe() flow.Description {
 func (c *Channel) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{Seq: c.next, Batches: c.batches, Samples: c.samples, Viewers: len(c.subs), HistoryBytes: c.histBytes, HistoryLen: c.hist.Len()}
+	return Stats{Seq: c.next, Batches: c.batches, Samples: c.samples, Viewers: len(c.subs), Dropped: c.dropped, HistoryBytes: c.histBytes, HistoryLen: c.hist.Len()}
 }
 
 // Done is closed once Close has finished.
@@ -317,17 +322,28 @@ func (c *Channel) Close() error {
 	return nil
 }
 
+// SampleError is Publish's error for an invalid sample: Index is its
+// index in the call, Err wraps ErrInvalidSample.
+type SampleError struct {
+	Index int
+	Err   error
+}
+
+func (e *SampleError) Error() string { return fmt.Sprintf("samples[%d]: %v", e.Index, e.Err) }
+func (e *SampleError) Unwrap() error { return e.Err }
+
 // ErrClosed is returned by Publish once the channel is closed.
 var ErrClosed = errors.New("telemetry channel closed")
 
 // Publish numbers samples into batches and hands them to every viewer's
 // queue; it never waits for a viewer. Every sample is checked first
 // (Normalize; labels may be reordered in place): an invalid one refuses
-// the whole call with an error naming its index, and nothing is published.
+// the whole call with a *SampleError naming its index, and nothing is
+// published.
 func (c *Channel) Publish(samples []Sample) error {
 	for i := range samples {
 		if err := samples[i].Normalize(); err != nil {
-			return fmt.Errorf("samples[%d]: %w", i, err)
+			return &SampleError{Index: i, Err: err}
 		}
 	}
 	c.pubMu.Lock()

@@ -201,6 +201,11 @@ func TestLossInvariants(t *testing.T) {
 	if len(ms) == 0 || ms[0].Method != "telemetry/dropped" {
 		t.Errorf("stalled viewer: first message %v, want telemetry/dropped", summary(ms[:1]))
 	}
+	// The channel's Dropped (ahpd_telemetry_dropped_samples_total) is the
+	// sum of what its viewers' policies dropped.
+	if got, want := c.Stats().Dropped, fast.s.Loss().Samples+slow.s.Loss().Samples+stalled.Loss().Samples; got != want {
+		t.Errorf("Stats().Dropped = %d, viewers lost %d", got, want)
+	}
 }
 
 // TestLossInvariantsPolicies: the same accounting for drop-newest and

@@ -126,10 +126,29 @@ func (s *Sample) validate() error {
 			return invalid("%s: label %s appears twice", s.Name, l.Name)
 		}
 	}
-	if n := s.encodedSize(); n > MaxSampleBytes {
-		return invalid("%s: encodes to %d UTF-16 bytes, more than %d", s.Name, n, MaxSampleBytes)
+	if s.sizeBound() > MaxSampleBytes { // rare: encode to know
+		if n := s.encodedSize(); n > MaxSampleBytes {
+			return invalid("%s: encodes to %d UTF-16 bytes, more than %d", s.Name, n, MaxSampleBytes)
+		}
 	}
 	return nil
+}
+
+// sizeBound is an upper bound of encodedSize without encoding: the
+// fixed keys, the value ('g': at most 24 bytes), the time ('f': at most
+// 17 significant digits, a point and 3 leading zeros, for a time in
+// [1e-3, 1e16) ms; any other time is measured), the name, and each label
+// with its value escaped at worst (6 bytes a byte), all at 2 UTF-16 bytes
+// a byte.
+func (s *Sample) sizeBound() int64 {
+	if s.T != 0 && (s.T < 1e-3 || s.T >= 1e16) {
+		return math.MaxInt64
+	}
+	n := int64(len(`{"t":,"name":"","value":,"labels":{}}`) + 24 + 24 + len(s.Name))
+	for _, l := range s.Labels {
+		n += int64(len(l.Name) + 6*len(l.Value) + len(`"":"",`))
+	}
+	return 2 * n
 }
 
 // appendJSON appends the sample as the JSON object of PROTOCOL.md §8:

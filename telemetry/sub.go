@@ -152,6 +152,7 @@ func (s *Sub) dropAt(i int) {
 
 func (s *Sub) lost(b *batch, seqs int64) {
 	s.loss.Samples += b.n
+	s.c.dropped += b.n
 	s.loss.Seqs += seqs
 	s.loss.Bytes += b.size
 }
@@ -249,6 +250,7 @@ func (s *Sub) coalesce(b *batch) {
 	}
 	k := int64(len(chunks))
 	s.loss.Samples += total - delivered
+	s.c.dropped += total - delivered
 	s.loss.Seqs += span - k - prevSeqs
 	s.q.Clear()
 	s.qBatches, s.qBytes = 0, 0

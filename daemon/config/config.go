@@ -155,6 +155,11 @@ type Config struct {
 	// another terminal is typed into; by default it is paced then
 	// (pty.Pacer). Config file key typingFirst, flag --no-typing-first.
 	NoTypingFirst bool
+	// DaemonTelemetry creates the telemetry channel ahp-telemetry:/ahpd
+	// at start: the daemon's own figures (connections, subscriptions,
+	// bytes, drops, snapshots, resets) every second. Default false. Config
+	// file key daemonTelemetry, flag --daemon-telemetry.
+	DaemonTelemetry bool
 	// ShutdownTimeout bounds a graceful shutdown. Default 10 s.
 	ShutdownTimeout time.Duration
 	// MetricsPublic serves /metrics without a token. Default false: a

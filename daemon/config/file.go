@@ -231,6 +231,11 @@ var configKeys = func() []configKey {
 			s.NoTypingFirst = !v
 			return err
 		}},
+		{name: "daemonTelemetry", flag: "daemon-telemetry", set: func(s *Settings, e configEntry) error {
+			v, err := parseBool(e)
+			s.DaemonTelemetry = v
+			return err
+		}},
 		{name: "logLevel", flag: "log-level", reload: true, set: setString(func(s *Settings) *string { return &s.LogLevel }, "debug", "info", "warn", "error")},
 		{name: "logFormat", flag: "log-format", set: setString(func(s *Settings) *string { return &s.LogFormat }, "auto", "text", "journal")},
 		{name: "shutdownTimeout", set: func(s *Settings, e configEntry) error {
@@ -756,6 +761,7 @@ var flagSetters = map[string]func(dst, src *Settings){
 	"metrics-public":        func(d, s *Settings) { d.MetricsPublic = s.MetricsPublic },
 	"no-default-terminal":   func(d, s *Settings) { d.NoDefaultTerminal = s.NoDefaultTerminal },
 	"no-typing-first":       func(d, s *Settings) { d.NoTypingFirst = s.NoTypingFirst },
+	"daemon-telemetry":      func(d, s *Settings) { d.DaemonTelemetry = s.DaemonTelemetry },
 	"log-level":             func(d, s *Settings) { d.LogLevel = s.LogLevel },
 	"log-format":            func(d, s *Settings) { d.LogFormat = s.LogFormat },
 }
@@ -776,6 +782,7 @@ func RestartOnlyChanges(a, b Settings) []string {
 	add("metricsPublic", a.MetricsPublic != b.MetricsPublic)
 	add("defaultTerminal", a.NoDefaultTerminal != b.NoDefaultTerminal)
 	add("typingFirst", a.NoTypingFirst != b.NoTypingFirst)
+	add("daemonTelemetry", a.DaemonTelemetry != b.DaemonTelemetry)
 	add("logFormat", a.LogFormat != b.LogFormat)
 	add("shutdownTimeout", a.ShutdownTimeout != b.ShutdownTimeout)
 	add("ticketTTL", a.TicketTTL != b.TicketTTL)

@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/proto" // the codec wrapped
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -55,6 +57,13 @@ func NewServer(opts Options) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.GRPC = grpc.NewServer(
 		grpc.MaxConcurrentStreams(streams),
+		grpc.ForceServerCodecV2(codec{encoding.GetCodecV2("proto")}),
+		// A client-streaming producer (PublishTelemetry) may run a few
+		// messages ahead of the handler instead of waiting for each
+		// window update: flow control stays on, the bound is 1 MiB a
+		// stream and 4 MiB a connection.
+		grpc.InitialWindowSize(1<<20),
+		grpc.InitialConnWindowSize(4<<20),
 		grpc.ChainUnaryInterceptor(s.logUnary),
 		grpc.ChainStreamInterceptor(s.logStream),
 	)

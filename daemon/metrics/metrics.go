@@ -1,7 +1,8 @@
 // Package metrics is ahpd's Prometheus endpoint (/metrics): the counters
 // of the service's Stats per connection and per channel, gauges of
 // channels, connections and tokens, per-terminal figures, the daemon's TCP
-// totals (service.TCPStats), and the Go
+// totals (service.TCPStats), per-telemetry-channel samples, drops and
+// history, and the Go
 // runtime and process collectors. A scrape reads everything afresh; the
 // handler is safe for concurrent use and bounds scrapes in flight.
 package metrics
@@ -20,6 +21,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/pty"
+	"github.com/ahp-dev/ahpd/telemetry"
 )
 
 // Source is what the metrics read: the daemon's service.
@@ -102,6 +104,11 @@ var (
 	descTCPChannels = prometheus.NewDesc("ahpd_tcp_channels", "TCP channels in the registry (dialing, open or retained for a resume).", nil, nil)
 	descTCPBytes    = prometheus.NewDesc("ahpd_tcp_bytes_total", "Bytes of TCP channels since the daemon started, summed over the live channels and those that ended: in = written to the targets (client→target), out = read from them (target→client).", []string{"direction"}, nil)
 	descTCPResumes  = prometheus.NewDesc("ahpd_tcp_resumes_total", "Resumes of TCP channels after a consumer's reconnect since the daemon started, summed over the live channels and those that ended.", nil, nil)
+
+	descTelSamples = prometheus.NewDesc("ahpd_telemetry_samples_total", "Samples the telemetry channel's source published.", []string{"channel"}, nil)
+	descTelBatches = prometheus.NewDesc("ahpd_telemetry_batches_total", "Batches (telemetry/samples messages, one seq each) the telemetry channel published.", []string{"channel"}, nil)
+	descTelDropped = prometheus.NewDesc("ahpd_telemetry_dropped_samples_total", "Samples the telemetry channel's loss policy dropped for slow viewers (reported to them in telemetry/dropped), summed over its viewers.", []string{"channel"}, nil)
+	descTelHistory = prometheus.NewDesc("ahpd_telemetry_history_bytes", "Bytes of the telemetry channel's recent history (a new viewer's replay).", []string{"channel"}, nil)
 )
 
 // metricsCollector reads Stats at each scrape. Per-connection series are
@@ -119,6 +126,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descFramesIn, descBytesIn, descMessagesOut, descBytesOut, descWireOut, descResets, descDropped, descSubs,
 		descChanViewers, descChanSent, descChanConsumed, descChanDropped, descChanSnapshots, descChanStalled,
 		descTermPaced, descTermEmuWakes, descTCPChannels, descTCPBytes, descTCPResumes,
+		descTelSamples, descTelBatches, descTelDropped, descTelHistory,
 	} {
 		ch <- d
 	}
@@ -148,6 +156,13 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descTermPaced, prometheus.CounterValue, ts.Paced.Seconds(), c.URI)
 			counter(descTermEmuWakes, ts.EmulatorWakesNow, c.URI, "now")
 			counter(descTermEmuWakes, ts.EmulatorWakesBatched, c.URI, "batched")
+		}
+		if t, ok := c.Impl().(*telemetry.Channel); ok {
+			ts := t.Stats()
+			counter(descTelSamples, ts.Samples, c.URI)
+			counter(descTelBatches, ts.Batches, c.URI)
+			counter(descTelDropped, ts.Dropped, c.URI)
+			gauge(descTelHistory, ts.HistoryBytes, c.URI)
 		}
 	}
 	for k, n := range states {

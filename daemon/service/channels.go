@@ -17,6 +17,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/limits"
 	"github.com/ahp-dev/ahpd/tcp"
 )
 
@@ -62,6 +63,12 @@ type Options struct {
 	// ChannelClosed is called after a channel is closed (the daemon gives
 	// memory back then); it must not block.
 	ChannelClosed func()
+	// Busy is called while a push producer streams samples fast (a
+	// PublishTelemetry message of at least busySamples): the daemon runs
+	// on two Ps then, as while a terminal floods (internal/procs), so that
+	// the producer's stream and the viewers' connections do not take
+	// turns on one. Default: nothing.
+	Busy func()
 	// TCPAllow is the TCP allow-list in force, which AllowTCP and DenyTCP
 	// change and the "tcp" Creator checks. Nil: an empty list.
 	TCPAllow *tcp.AllowList
@@ -86,6 +93,7 @@ type Service struct {
 	creators      map[string]Creator
 	now           func() time.Time
 	channelClosed func()
+	busy          func()
 	viewers       Viewers // set once by SetViewers, before serving
 
 	mu        sync.Mutex // guards closing and chLimits
@@ -111,12 +119,15 @@ func New(o Options) *Service {
 	if o.ChannelClosed == nil {
 		o.ChannelClosed = func() {}
 	}
+	if o.Busy == nil {
+		o.Busy = func() {}
+	}
 	if o.TCPAllow == nil {
 		o.TCPAllow = tcp.NewAllowList(nil)
 	}
 	s := &Service{
 		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: registry.New(),
-		newTerminal: o.NewTerminal, creators: o.Creators, now: time.Now, channelClosed: o.ChannelClosed,
+		newTerminal: o.NewTerminal, creators: o.Creators, now: time.Now, channelClosed: o.ChannelClosed, busy: o.Busy,
 		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile,
 	}
 	l := o.Config.Limits
@@ -169,8 +180,14 @@ func (s *Service) SetLimits(l config.Limits) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
-	s.limits.Store(&l)
-	s.log.Info("limits changed")
+	old := s.limits.Swap(&l)
+	var changed []any
+	for _, name := range config.ChangedLimits(*old, l) {
+		f, _ := limits.Find(name)
+		v, _ := l.LimitValue(name)
+		changed = append(changed, name, formatLimit(f, v))
+	}
+	s.log.Info("limits changed", changed...)
 	s.events.Publish(events.Event{Kind: "limits.changed"})
 	return nil
 }
@@ -205,7 +222,11 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 		_ = t.Close()
 		return nil, err
 	}
-	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type)
+	attrs := []any{"channel", ch.URI, "type", ch.Type}
+	if p, ok := t.(terminalPider); ok {
+		attrs = append(attrs, "pid", p.Pid())
+	}
+	s.log.Info("channel created", attrs...)
 	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	s.mu.Lock()
 	closing := s.closing
@@ -225,7 +246,11 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 			defer s.bg.Done()
 			<-n.Exited()
 			detail := t.Describe().Detail
-			s.log.Info("channel exited", "channel", ch.URI, "status", detail)
+			attrs := []any{"channel", ch.URI, "status", detail}
+			if p, ok := t.(terminalPider); ok {
+				attrs = append(attrs, "pid", p.Pid())
+			}
+			s.log.Info("channel exited", attrs...)
 			s.events.Publish(events.Event{Kind: "channel.exited", Channel: ch.URI, Detail: detail})
 		}()
 	}
@@ -373,4 +398,22 @@ func (s *Service) Close() {
 	}
 	wg.Wait()
 	s.bg.Wait()
+}
+
+// formatLimit writes a limit's value as `ahpctl limits set` takes it.
+func formatLimit(f limits.Spec, v int64) string {
+	switch f.Kind {
+	case limits.Duration:
+		return time.Duration(v).String()
+	case limits.Bytes:
+		for _, u := range []struct {
+			n    int64
+			name string
+		}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+			if v != 0 && v%u.n == 0 {
+				return strconv.FormatInt(v/u.n, 10) + u.name
+			}
+		}
+	}
+	return strconv.FormatInt(v, 10)
 }

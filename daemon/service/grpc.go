@@ -36,7 +36,6 @@ import (
 	"github.com/ahp-dev/ahpd/internal/limits"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 	"github.com/ahp-dev/ahpd/tcp"
-	"github.com/ahp-dev/ahpd/telemetry"
 )
 
 // ErrorDomain is the domain of the google.rpc.ErrorInfo that grpcError
@@ -116,7 +115,7 @@ func (s *Service) StartControl(ctx context.Context, opts ControlOptions) (*Contr
 		cp.err = <-served
 		_ = ln.Close()
 	}()
-	s.log.Info("control socket listening", "path", ln.Path(), "activated", opts.Listener != nil)
+	s.log.Debug("control socket listening", "path", ln.Path(), "activated", opts.Listener != nil)
 	return cp, nil
 }
 
@@ -320,12 +319,19 @@ func (g *grpcServer) CreateTelemetry(ctx context.Context, req *ahpv1.CreateTelem
 	return &ahpv1.CreateTelemetryResponse{Channel: toChannel(channelDetail(ch))}, nil
 }
 
+// busySamples is the size of a PublishTelemetry message that counts as a
+// fast producer (Options.Busy).
+const busySamples = 100
+
 func (g *grpcServer) PublishTelemetry(stream ahpv1.TelemetryService_PublishTelemetryServer) error {
 	var uri string
 	var res ahpv1.PublishTelemetryResponse
-	var samples []telemetry.Sample
 	for {
-		req, err := stream.Recv()
+		// Decoded by publishRequest.UnmarshalWire (the control server's
+		// codec), not into ahpv1.PublishTelemetryRequest: the same
+		// message, without the reflection and maps.
+		var req publishRequest
+		err := stream.RecvMsg(&req)
 		if errors.Is(err, io.EOF) {
 			return stream.SendAndClose(&res)
 		}
@@ -333,7 +339,7 @@ func (g *grpcServer) PublishTelemetry(stream ahpv1.TelemetryService_PublishTelem
 			return err
 		}
 		res.Messages++
-		switch c := req.GetChannel(); {
+		switch c := req.Channel; {
 		case c != "" && uri != "" && c != uri:
 			return status.Errorf(codes.InvalidArgument, "message %d: channel %s, but the stream publishes to %s", res.Messages, c, uri)
 		case c != "":
@@ -341,22 +347,17 @@ func (g *grpcServer) PublishTelemetry(stream ahpv1.TelemetryService_PublishTelem
 		case uri == "":
 			return status.Error(codes.InvalidArgument, "the first message must name the channel")
 		}
-		samples = samples[:0]
-		for _, p := range req.GetSamples() {
-			s := telemetry.Sample{T: p.GetT(), Name: p.GetName(), Value: p.GetValue()}
-			for k, v := range p.GetLabels() {
-				s.Labels = append(s.Labels, telemetry.Label{Name: k, Value: v})
-			}
-			samples = append(samples, s)
+		if len(req.Samples) >= busySamples {
+			g.s.busy()
 		}
-		if err := g.s.PublishTelemetry(uri, samples); err != nil {
+		if err := g.s.PublishTelemetry(uri, req.Samples); err != nil {
 			var ae *ArgError
 			if errors.As(err, &ae) {
 				ae.Field = fmt.Sprintf("messages[%d].%s", res.Messages-1, ae.Field)
 			}
 			return grpcError(err)
 		}
-		res.Samples += int64(len(samples))
+		res.Samples += int64(len(req.Samples))
 	}
 }
 

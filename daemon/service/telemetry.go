@@ -7,6 +7,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -114,11 +115,12 @@ func (s *Service) PublishTelemetry(uri string, samples []telemetry.Sample) error
 		if samples[i].T == 0 {
 			samples[i].T = nowMs
 		}
-		if err := samples[i].Normalize(); err != nil {
-			return argErr(fmt.Sprintf("samples[%d]", i), "%v", err)
-		}
 	}
+	// Publish checks every sample before it publishes any.
 	if err := tc.Publish(samples); err != nil {
+		if se, ok := errors.AsType[*telemetry.SampleError](err); ok {
+			return argErr(fmt.Sprintf("samples[%d]", se.Index), "%v", se.Err)
+		}
 		return fmt.Errorf("%w: %s: %v", ErrNotRunning, uri, err)
 	}
 	return nil

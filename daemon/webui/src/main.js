@@ -1,10 +1,15 @@
 // main.js — the ahpd web page wiring: the channel list in the sidebar,
 // switching the one attached channel, the status line, notices and the
 // test hook. The protocol is session.js (over wire.js); what is shown of a
-// channel is its view (terminal.js, the only kind shown so far).
+// channel is its view (terminal.js, telemetry.js). A terminal's process
+// telemetry, when a channel for it is listed, is drawn in the status line
+// (process-status.js).
 
-// terminal.js brings xterm.css: imported first so style.css comes after it.
+// terminal.js brings xterm.css and telemetry.js uPlot's CSS: imported first
+// so style.css comes after them.
 import { createView as createTerminalView, kind as terminalKind } from './terminal.js';
+import { createView as createTelemetryView, kind as telemetryKind, TELEMETRY_RECEIVE } from './telemetry.js';
+import { createProcessStatus, findProcessChannel } from './process-status.js';
 import './style.css';
 
 import { Client, ErrorCode, WS_PATH } from './session.js';
@@ -18,6 +23,7 @@ const el = {
   channels: $('channels'),
   notice: $('notice'),
   terminal: $('terminal'),
+  telemetry: $('telemetry'),
   status: $('status'),
   connection: $('status-connection'),
   channel: $('status-channel'),
@@ -38,6 +44,7 @@ const ui = {
   role: null,
   channels: [],
   channel: null, // selected channel URI
+  view: null, // kind of the view shown: terminal | telemetry
   subscriptionId: null,
   ready: false, // channel/ready of the current subscription applied
   rows: 0,
@@ -47,10 +54,12 @@ const ui = {
   ended: null, // {code, message} of the last subscription end
 };
 
-// ---- the view -------------------------------------------------------------
+// ---- the views ------------------------------------------------------------
 
-// One terminal view fills the window; it sends input and resize requests on
-// the subscription it is given and reports what the page shows.
+// The view of the attached channel fills the stage: the terminal view (made
+// at once, for its test hooks) or the telemetry view (made when first
+// shown); the other one's container is hidden. A view sends only on the
+// subscription it is given and reports what the page shows.
 const view = createTerminalView(el.terminal, {
   onSize(rows, cols) {
     ui.rows = rows;
@@ -70,6 +79,51 @@ const view = createTerminalView(el.terminal, {
     applyRole('view');
   },
 });
+let telemetryView = null;
+
+// kindOf returns the channel's type: from channels/list, else its URI scheme.
+function kindOf(channel) {
+  const c = ui.channels.find((x) => x.channel === channel);
+  if (c) return c.type;
+  const m = /^ahp-([a-z]+):/.exec(channel ?? '');
+  return m ? m[1] : null;
+}
+
+const shown = (type) => type === terminalKind || type === telemetryKind;
+
+function viewFor(type) {
+  if (type !== telemetryKind) return view;
+  if (!telemetryView) {
+    telemetryView = createTelemetryView(el.telemetry, {
+      onReady() {
+        ui.ready = true;
+        render();
+      },
+    });
+    telemetryView.setRole(ui.role);
+  }
+  return telemetryView;
+}
+
+// The status line's CPU/RSS sparkline of the attached terminal's processes.
+const proc = createProcessStatus();
+el.channel.after(proc.el);
+let procAttachment = null;
+
+// syncProcessStatus subscribes to the process channel of the attached
+// terminal (title `processes of URI`), or ends that subscription.
+function syncProcessStatus() {
+  const c = ui.view === terminalKind && ui.channel ? findProcessChannel(ui.channels, ui.channel) : null;
+  if (procAttachment && procAttachment.channel === c?.channel) return;
+  if (procAttachment) {
+    procAttachment.detach();
+    procAttachment = null;
+    proc.stop();
+  }
+  if (!c) return;
+  proc.start(c.channel);
+  procAttachment = client.attach(c.channel, proc.consumer, { receive: TELEMETRY_RECEIVE });
+}
 
 // ---- connection -----------------------------------------------------------
 
@@ -85,8 +139,8 @@ const client = new Client({
 
 let attachment = null;
 
-// consumer is the view plus the page's bookkeeping (Client.attach, session.js).
-const consumer = {
+// consumerFor wraps a view with the page's bookkeeping (Client.attach, session.js).
+const consumerFor = (view) => ({
   onSubscribed(sub, session) {
     view.onSubscribed(sub, session);
     ui.subscriptionId = sub.id;
@@ -118,7 +172,7 @@ const consumer = {
         : err.message;
     showNotice(`Cannot attach ${ui.channel}: ${why}.`, true);
   },
-};
+});
 
 function attach(channel) {
   if (attachment && attachment.channel === channel) {
@@ -127,11 +181,18 @@ function attach(channel) {
   } else if (attachment) {
     attachment.detach();
   }
+  const type = kindOf(channel);
+  const v = viewFor(type);
+  v.clear?.();
   ui.channel = channel;
+  ui.view = v.kind;
   ui.ended = null;
   ui.exit = null;
+  el.terminal.hidden = v !== view;
+  el.telemetry.hidden = v === view;
   setFragmentChannel(channel);
-  attachment = client.attach(channel, consumer);
+  attachment = client.attach(channel, consumerFor(v), v.kind === telemetryKind ? { receive: TELEMETRY_RECEIVE } : {});
+  syncProcessStatus();
   render();
 }
 
@@ -165,7 +226,7 @@ client.on('session', async (session) => {
   applyRole(session.role);
   await refreshChannels(session);
   if (!attachment) {
-    const first = ui.channels.find((c) => c.type === terminalKind);
+    const first = ui.channels.find((c) => c.type === terminalKind) ?? ui.channels.find((c) => shown(c.type));
     const channel = ui.channel || first?.channel;
     if (channel) attach(channel);
     else showNotice(['No terminal to attach. Create one with ', code('ahpctl terminal create -- bash'), '.']);
@@ -175,6 +236,7 @@ client.on('session', async (session) => {
 function applyRole(role) {
   ui.role = role;
   view.setRole(role);
+  telemetryView?.setRole(role);
 }
 
 // pingSince is when the outstanding channels/list round trip started (0: none).
@@ -192,6 +254,10 @@ async function refreshChannels(session) {
     pingSince = 0;
   }
   renderChannels();
+  syncProcessStatus();
+  if (telemetryView && ui.view === telemetryKind) {
+    telemetryView.setTitle(ui.channels.find((c) => c.channel === ui.channel)?.title);
+  }
   render();
 }
 
@@ -244,7 +310,7 @@ function render() {
   el.channel.textContent = ui.channel ? ui.channel + (ui.exit ? ' — exited' : ui.subscriptionId && !ui.ready ? ' — loading' : '') : '';
   el.role.textContent = ui.role ? `role ${ui.role}` : '';
   el.viewOnly.hidden = ui.role !== 'view';
-  el.size.textContent = ui.rows ? `${ui.rows}×${ui.cols}` : '';
+  el.size.textContent = ui.rows && ui.view === terminalKind ? `${ui.rows}×${ui.cols}` : '';
   el.latency.textContent = ui.latencyMs != null ? `${ui.latencyMs} ms` : '';
   for (const li of el.channels.children) li.classList.toggle('active', li.dataset.channel === ui.channel);
 }
@@ -258,8 +324,8 @@ function renderChannels() {
     li.className = `type-${c.type} state-${c.state}`;
     const b = document.createElement('button');
     b.type = 'button';
-    b.disabled = c.type !== terminalKind;
-    b.title = c.type === terminalKind ? c.channel : `${c.channel} (${c.type} channels cannot be shown here yet)`;
+    b.disabled = !shown(c.type);
+    b.title = shown(c.type) ? c.channel : `${c.channel} (${c.type} channels cannot be shown here yet)`;
     const title = document.createElement('span');
     title.className = 'title';
     title.textContent = c.title || c.channel;
@@ -334,6 +400,11 @@ window.ahpTest = {
       termCols: view.term.cols,
       receive: sub ? sub.receiveState() : null,
       send: sub ? sub.sendState() : null,
+      telemetry: ui.view === telemetryKind ? telemetryView?.state() ?? null : null,
+      process: proc.channel ? {
+        ...proc.state(),
+        receive: procAttachment?.subscription?.receiveState() ?? null,
+      } : null,
     };
   },
   /** screenText returns the visible lines of the terminal, right-trimmed. */
@@ -341,6 +412,10 @@ window.ahpTest = {
   attach,
   client,
   term: view.term,
+  /** the telemetry view (state(), stream.pause()/resume()), once shown. */
+  get telemetry() {
+    return telemetryView;
+  },
 };
 
 render();
