@@ -35,7 +35,7 @@ func ParseLine(line []byte, now float64) (s Sample, ok bool, err error) {
 
 // fromShared converts a sample of package samples. The two types are the
 // same struct: telemetry keeps its own (with the channel's methods) and
-// checks with the same rules (TestSharedBounds).
+// checks with the same rules (TestSharedBounds, TestNormalizeAgrees).
 func fromShared(ps samples.Sample) Sample {
 	s := Sample{T: ps.T, Name: ps.Name, Value: ps.Value}
 	if len(ps.Labels) > 0 {
