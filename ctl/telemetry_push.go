@@ -198,7 +198,6 @@ type pusher struct {
 	queue      chan pushBatch
 	batchBytes int // capacity of a new batch's buffer
 	lines      int64
-	parsed     int64 // samples queued
 	bad        int64
 
 	// The sender's, read after it has finished:
@@ -272,7 +271,6 @@ func (p *pusher) flush() error {
 	case <-p.stop:
 		return errPushStopped
 	}
-	p.parsed += int64(p.cur.n)
 	// The next batch of this many samples will likely need as much.
 	p.batchBytes = min(max(p.batchBytes, cap(p.cur.b)*p.o.batch/p.cur.n), pushMaxBytes+8<<10)
 	p.cur = pushBatch{}
