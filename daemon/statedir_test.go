@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,8 +19,10 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/config"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
 // TestStateDirTrust runs the real ahpd on state directories that another
@@ -231,7 +235,8 @@ func TestStartupLink(t *testing.T) {
 			link  bool
 		}{{"Default", nil, false}, {"PrintLink", []string{"--print-link"}, true}} {
 			t.Run(tc.name, func(t *testing.T) {
-				cmd := start(t, t.TempDir(), tc.extra...)
+				dir := t.TempDir()
+				cmd := start(t, dir, tc.extra...)
 				pr, err := cmd.StderrPipe()
 				if err != nil {
 					t.Fatal(err)
@@ -246,6 +251,9 @@ func TestStartupLink(t *testing.T) {
 				}
 				out := awaitLines(t, bufio.NewReader(pr), until)
 				timer.Stop()
+				if tc.link {
+					checkLinkReachesAll(t, dir, out)
+				}
 				stop(t, cmd)
 				if !strings.Contains(out, "msg=listening") {
 					t.Fatalf("ahpd did not start:\n%s", out)
@@ -287,6 +295,42 @@ func TestStartupLink(t *testing.T) {
 			t.Errorf("no link on the terminal:\n%s", out)
 		}
 	})
+}
+
+// checkLinkReachesAll: the startup link's ticket reaches every channel,
+// not just the default terminal it opens: a terminal created after it
+// is listed too.
+func checkLinkReachesAll(t *testing.T, dir, out string) {
+	t.Helper()
+	m := regexp.MustCompile(`Open http://(\S+)/#ticket=(ahp_[A-Za-z0-9_-]+)&channel=ahp-terminal:/shell in your browser`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no link opening ahp-terminal:/shell:\n%s", out)
+	}
+	cc := grpcConn(t, filepath.Join(dir, "c.sock"))
+	if _, err := ahpv1.NewTerminalServiceClient(cc).CreateTerminal(ctxT(t), &ahpv1.CreateTerminalRequest{Id: "later", Command: "/bin/sh"}); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := client.Dial(ctxT(t), "ws://"+m[1]+"/v1/ws", client.Options{Token: m[2], Header: http.Header{"Origin": {"http://" + m[1]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var list struct {
+		Channels []struct {
+			Channel string `json:"channel"`
+		} `json:"channels"`
+	}
+	if err := c.Call(ctxT(t), "channels/list", map[string]any{}, &list); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ch := range list.Channels {
+		got = append(got, ch.Channel)
+	}
+	slices.Sort(got)
+	if want := []string{"ahp-terminal:/later", "ahp-terminal:/shell"}; !slices.Equal(got, want) {
+		t.Fatalf("the link's ticket lists %v, want %v", got, want)
+	}
 }
 
 // TestNewRefusesUnsafeToken: daemon.New (ahpd in-process, as embedders

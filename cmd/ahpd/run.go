@@ -268,8 +268,10 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 			link = "log"
 			log.Info("default terminal started; print a browser link with: "+ahpctlName()+" open "+ch.URI, "channel", ch.URI)
 		} else {
+			// The operator's link reaches every channel (the page lists
+			// them all) and opens the default terminal.
 			link = fmt.Sprintf("\n  Open %s in your browser (single-use link, valid %v)\n\n",
-				srv.BrowserURL(base, ch.URI, auth.RoleControl), srv.Config().TicketTTL)
+				srv.BrowserURL(base, "", auth.RoleControl)+"&channel="+ch.URI, srv.Config().TicketTTL)
 		}
 	}
 	if cfg.DaemonTelemetry {
