@@ -26,41 +26,11 @@ var ErrLineTooLong = samples.ErrLineTooLong
 // comment line. An error says what is wrong with the line; the sample is
 // valid otherwise (Normalize has been applied).
 func ParseLine(line []byte, now float64) (s Sample, ok bool, err error) {
-	ps, ok, err := samples.ParseLine(line, now)
-	if !ok {
-		return Sample{}, ok, err
-	}
-	return fromShared(ps), true, nil
+	return samples.ParseLine(line, now)
 }
 
-// fromShared converts a sample of package samples. The two types are the
-// same struct: telemetry keeps its own (with the channel's methods) and
-// checks with the same rules (TestSharedBounds, TestNormalizeAgrees).
-func fromShared(ps samples.Sample) Sample {
-	s := Sample{T: ps.T, Name: ps.Name, Value: ps.Value}
-	if len(ps.Labels) > 0 {
-		s.Labels = make([]Label, len(ps.Labels))
-		for i, l := range ps.Labels {
-			s.Labels[i] = Label{l.Name, l.Value}
-		}
-	}
-	return s
-}
-
-func toShared(s Sample) samples.Sample {
-	ps := samples.Sample{T: s.T, Name: s.Name, Value: s.Value}
-	if len(s.Labels) > 0 {
-		ps.Labels = make([]samples.Label, len(s.Labels))
-		for i, l := range s.Labels {
-			ps.Labels[i] = samples.Label{Name: l.Name, Value: l.Value}
-		}
-	}
-	return ps
-}
-
-// FormatLine writes s in the first line format (without a newline); the
-// time is not written. ParseLine reads it back to s with T = now.
-func FormatLine(s Sample) string { return samples.FormatLine(toShared(s)) }
+// FormatLine writes s in the text line format (samples.FormatLine).
+func FormatLine(s Sample) string { return samples.FormatLine(s) }
 
 // LineReader reads lines of at most MaxLineBytes, counting them
 // (samples.LineReader).

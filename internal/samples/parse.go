@@ -94,7 +94,7 @@ func parseJSONLine(line []byte, now float64) (Sample, error) {
 		if v == nil {
 			return Sample{}, fmt.Errorf("label %s: value must be a string, got null", strconv.Quote(k))
 		}
-		s.Labels = append(s.Labels, Label{k, *v})
+		s.Labels = append(s.Labels, Label{Name: k, Value: *v})
 	}
 	return s, nil
 }
@@ -135,7 +135,7 @@ func parseTextLine(line string, now float64) (Sample, error) {
 		} else {
 			val, rest = cutField(rest)
 		}
-		s.Labels = append(s.Labels, Label{k, val})
+		s.Labels = append(s.Labels, Label{Name: k, Value: val})
 	}
 	return s, nil
 }

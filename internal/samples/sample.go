@@ -141,7 +141,7 @@ func (s *Sample) validate() error {
 // significant digits, a point and 3 leading zeros, for a time in [1e-3,
 // 1e16) ms; any other time is measured), the name, and each label with
 // its value escaped at worst (6 bytes a byte), all at 2 UTF-16 bytes a
-// byte. It is telemetry's (telemetry/sample.go), which has its own copy.
+// byte.
 func (s *Sample) sizeBound() int64 {
 	if s.T != 0 && (s.T < 1e-3 || s.T >= 1e16) {
 		return math.MaxInt64
