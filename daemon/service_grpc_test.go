@@ -332,6 +332,90 @@ func TestControlTokens(t *testing.T) {
 	}
 	_, err = c.tokens.CreateBrowserLink(ctx, &ahpv1.CreateBrowserLinkRequest{Channel: "ahp-terminal:/nope"})
 	wantCode(t, err, codes.NotFound, "nope")
+	_, err = c.tokens.CreateBrowserLink(ctx, &ahpv1.CreateBrowserLinkRequest{Channel: ch.URI, Ttl: durationpb.New(time.Hour)})
+	wantCode(t, err, codes.InvalidArgument, "ttl")
+}
+
+// TestControlShareLinks: a reusable link works in several tabs at once
+// (each initialize succeeds), within its channel and role, until it is
+// revoked; a link without a channel reaches every channel.
+func TestControlShareLinks(t *testing.T) {
+	h := start(t, false, nil)
+	c := h.control()
+	ctx := ctxT(t)
+	ch, err := h.srv.CreateTerminal(service.TerminalSpec{ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.CreateTerminal(service.TerminalSpec{ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	link, err := c.tokens.CreateBrowserLink(ctx, &ahpv1.CreateBrowserLinkRequest{Channel: ch.URI, Role: ahpv1.Role_ROLE_VIEW, Reusable: true, Ttl: durationpb.New(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, frag, _ := strings.Cut(link.Url, "#")
+	q, _ := url.ParseQuery(frag)
+	tok := q.Get("token")
+	if !strings.HasPrefix(tok, "ahp_") || q.Get("channel") != ch.URI || q.Has("ticket") || link.TokenId == "" {
+		t.Fatalf("reusable link %s (token id %q)", link.Url, link.TokenId)
+	}
+	if d := time.Until(link.ExpireTime.AsTime()); d < 59*time.Minute || d > time.Hour {
+		t.Fatalf("expires in %v, want 1h", d)
+	}
+	list := func(tok string) []string {
+		t.Helper()
+		conn, res, err := client.Dial(ctx, h.url, client.Options{Token: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if res.Access.Role != "view" {
+			t.Fatalf("role %q, want view", res.Access.Role)
+		}
+		var l struct {
+			Channels []struct {
+				Channel string `json:"channel"`
+			} `json:"channels"`
+		}
+		if err := conn.Call(ctx, "channels/list", map[string]any{}, &l); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range l.Channels {
+			got = append(got, c.Channel)
+		}
+		slices.Sort(got)
+		return got
+	}
+	// A first tab stays open while a second opens the same link.
+	first, _, err := client.Dial(ctx, h.url, client.Options{Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if got := list(tok); !slices.Equal(got, []string{ch.URI}) {
+		t.Fatalf("share link lists %v", got)
+	}
+	if _, err := c.tokens.RevokeToken(ctx, &ahpv1.RevokeTokenRequest{Id: link.TokenId}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client.Dial(ctx, h.url, client.Options{Token: tok}); rpcCode(err) != flow.ErrCodeUnauthorized {
+		t.Fatalf("revoked share link: %v, want unauthorized", err)
+	}
+
+	all, err := c.tokens.CreateBrowserLink(ctx, &ahpv1.CreateBrowserLinkRequest{Role: ahpv1.Role_ROLE_VIEW, Reusable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, frag, _ = strings.Cut(all.Url, "#")
+	q, _ = url.ParseQuery(frag)
+	if q.Has("channel") {
+		t.Fatalf("all-channel link %s names a channel", all.Url)
+	}
+	if got := list(q.Get("token")); !slices.Equal(got, []string{"ahp-terminal:/a", "ahp-terminal:/b"}) {
+		t.Fatalf("all-channel link lists %v", got)
+	}
 }
 
 func TestControlLimitsGetSet(t *testing.T) {

@@ -259,8 +259,15 @@ func (g *grpcServer) RevokeToken(ctx context.Context, req *ahpv1.RevokeTokenRequ
 }
 
 func (g *grpcServer) CreateBrowserLink(ctx context.Context, req *ahpv1.CreateBrowserLinkRequest) (*ahpv1.CreateBrowserLinkResponse, error) {
-	url, exp, err := g.s.BrowserLink(ctx, g.baseURL(), req.GetChannel(), fromRole(req.GetRole(), auth.RoleControl))
-	return reply(&ahpv1.CreateBrowserLinkResponse{Url: url, ExpireTime: timestamppb.New(exp)}, err)
+	var ttl time.Duration
+	if d := req.GetTtl(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return nil, grpcError(argErr("ttl", "%v", err))
+		}
+		ttl = d.AsDuration()
+	}
+	l, err := g.s.BrowserLink(ctx, g.baseURL(), LinkRequest{Channel: req.GetChannel(), Role: fromRole(req.GetRole(), auth.RoleControl), Reusable: req.GetReusable(), TTL: ttl})
+	return reply(&ahpv1.CreateBrowserLinkResponse{Url: l.URL, ExpireTime: timestamppb.New(l.Expires), TokenId: l.TokenID}, err)
 }
 
 // --- LimitsService
