@@ -801,3 +801,50 @@ func TestControlPerChannelLimits(t *testing.T) {
 		t.Fatalf("after clear: window %d, want %d", sa2.Flow.ClientReceive.WindowBytes, 8<<20)
 	}
 }
+
+// TestChannelExitAndDetails: a terminal whose program exits shows its
+// exit code in GetChannel and channels/list, with its command and when it
+// was created.
+func TestChannelExitAndDetails(t *testing.T) {
+	h := start(t, true, nil)
+	c := h.control()
+	ctx := ctxT(t)
+	before := time.Now()
+	if _, err := c.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "three", Command: "/bin/sh", Args: []string{"-c", "exit 3"}}); err != nil {
+		t.Fatal(err)
+	}
+	var ch *ahpv1.Channel
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got, err := c.channels.GetChannel(ctx, &ahpv1.GetChannelRequest{Channel: "ahp-terminal:/three"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch = got.Channel; ch.State == "exited" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %s after 10 s", ch.State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ch.Exit == nil || ch.Exit.Code != 3 || ch.Exit.Signal != "" || !slices.Equal(ch.Command, []string{"/bin/sh", "-c", "exit 3"}) {
+		t.Fatalf("GetChannel = exit %v, command %q", ch.Exit, ch.Command)
+	}
+	if ct := ch.CreateTime.AsTime(); ct.Before(before.Add(-time.Second)) || ct.After(time.Now()) {
+		t.Fatalf("create_time %v, want about %v", ct, before)
+	}
+	conn, _, err := client.Dial(ctx, h.url, client.Options{Token: adminToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var list struct {
+		Channels []registry.ChannelInfo `json:"channels"`
+	}
+	if err := conn.Call(ctx, "channels/list", map[string]any{}, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Channels) != 1 || list.Channels[0].Exit == nil || list.Channels[0].Exit.Code == nil || *list.Channels[0].Exit.Code != 3 {
+		t.Fatalf("channels/list = %+v", list.Channels)
+	}
+}

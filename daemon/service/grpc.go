@@ -509,7 +509,13 @@ func (g *grpcServer) info() *ahpv1.GetInfoResponse {
 func toChannel(d ChannelDetail) *ahpv1.Channel {
 	p := &ahpv1.Channel{
 		Uri: d.Channel, Id: d.ID, Type: d.Type, Title: d.Title, State: d.State, Viewers: d.Viewers,
-		Rows: int32(d.Rows), Cols: int32(d.Cols), Pid: int64(d.Pid),
+		Rows: int32(d.Rows), Cols: int32(d.Cols), Pid: int64(d.Pid), CreateTime: timestamppb.New(d.Created), Command: d.Command,
+	}
+	if e := d.Exit; e != nil {
+		p.Exit = &ahpv1.ChannelExit{Signal: e.Signal}
+		if e.Code != nil {
+			p.Exit.Code = int32(*e.Code)
+		}
 	}
 	if t := d.TCP; t != nil {
 		p.Tcp = &ahpv1.TCPChannel{Target: t.Target, Remote: t.Remote, BytesIn: t.BytesIn, BytesOut: t.BytesOut, Resumes: t.Resumes, Consumer: t.Consumer, Phase: t.Phase}
