@@ -3,9 +3,6 @@ package daemon_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ahp-dev/ahpd/daemon"
-	"github.com/ahp-dev/ahpd/daemon/metrics"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -177,14 +173,7 @@ func TestTelemetryPushFastAndSlowViewers(t *testing.T) {
 
 	// /metrics: what the source published and what the slow viewer's
 	// policy dropped, exactly.
-	srv := httptest.NewServer(metrics.Handler(h.srv.Service, metrics.Options{Public: true}))
-	defer srv.Close()
-	mres, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(mres.Body)
-	mres.Body.Close()
+	body := scrapeMetrics(t, h)
 	for _, want := range []string{
 		fmt.Sprintf(`ahpd_telemetry_samples_total{channel=%q} %d`, uri, total),
 		fmt.Sprintf(`ahpd_telemetry_dropped_samples_total{channel=%q} %d`, uri, lost),
