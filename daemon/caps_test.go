@@ -162,15 +162,5 @@ func TestLimitsChangedLogSaysWhat(t *testing.T) {
 func startLogged(t *testing.T) (*harness, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
-	h, stop, err := startServer(t.TempDir(), false, nil, nil, logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.t = t
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return h, logs
+	return startWithLog(t, false, nil, nil, logs), logs
 }
