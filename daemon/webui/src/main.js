@@ -325,7 +325,7 @@ client.on('state', (s) => {
   }
   if (s.error === 'restarted') {
     showAuthHelp(`ahpd restarted: it shut down (${closeText(ui.closeCode, ui.closeReason)}) and the daemon running now ` +
-      "does not know this tab's credential (tickets and reconnect tokens do not outlive the daemon). " +
+      "does not know this tab's credential (tickets and the tokens it minted live in its memory; only the admin token outlives it). " +
       'The terminal shown here ended with the old daemon; the screen is what it last showed.');
     el.notice.dataset.reason = 'restarted';
   }
@@ -398,7 +398,9 @@ function render() {
   el.status.dataset.state = ui.connection;
   renderBanner();
   renderTitle();
-  el.clipped.hidden = !ui.clipped || ui.view !== terminalKind;
+  // Clipped matters while this page could do something about it: not while
+  // disconnected or after the program exited.
+  el.clipped.hidden = !ui.clipped || ui.view !== terminalKind || ui.connection !== 'connected' || !!ui.exit;
   if (ui.clipped) {
     const c = ui.clipped;
     el.clipped.textContent = `clipped ${c.rows}×${c.cols} > ${c.fitRows}×${c.fitCols}`;

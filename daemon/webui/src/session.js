@@ -588,6 +588,8 @@ export class Client extends Emitter {
     this.session = null;
     this.state = { state: 'idle', attempt: 0 };
     this._attachments = new Set();
+    this._policyClose = null; // the reason of a 1008 close, until the next session
+    this._lastClose = null; // {code, reason} of the last session's close, until the next one
     this._timer = null;
     this._stopped = true;
     this._setTimeout = options.setTimeout ?? ((f, ms) => setTimeout(f, ms));

@@ -36,14 +36,13 @@ import '@xterm/xterm/css/xterm.css';
 
 import { ErrorCode } from './session.js';
 import { terminalConsumer } from './terminal-stream.js';
-import { clampFontSize, clippedBy, FONT_SIZE_DEFAULT, shortcut } from './prefs.js';
+import { clampFontSize, FONT_SIZE_DEFAULT, shortcut } from './prefs.js';
+import { InputGate, ResizePolicy } from './terminal-policy.js';
 
 /** kind is the channels/list type this view shows. */
 export const kind = 'terminal';
 
 const RESIZE_DEBOUNCE_MS = 150;
-/** EARLY_INPUT_MAX bounds the keys kept while attaching (UTF-16 code units). */
-export const EARLY_INPUT_MAX = 4096;
 
 export const THEMES = {
   dark: {
@@ -134,31 +133,12 @@ export function createView(container, hooks = {}, options = {}) {
   }
   useWebgl();
 
-  let sub = null; // the live Subscription, from onSubscribed to its onEnd
-  let role = null; // 'control' | 'view', from setRole
-  let ready = false; // channel/ready of the current subscription applied
-  let exited = false; // terminal/exit applied: nothing more is sent
-  let rows = 0; // the host's size, from terminal/reset and terminal/resize
-  let cols = 0;
-  let early = null; // keys typed while attaching (a string), or null: not attaching
-  let earlyDropped = 0;
+  const gate = new InputGate();
 
   // ---- input ----
 
   function input(data) {
-    if (exited) return;
-    if (role === 'view') {
-      hooks.onViewOnlyTyping?.();
-      return;
-    }
-    if (sub && role === 'control') {
-      sub.sendInput(data);
-      return;
-    }
-    if (early !== null) {
-      if (early.length + data.length <= EARLY_INPUT_MAX) early += data;
-      else earlyDropped += data.length;
-    }
+    if (gate.input(data) === 'view-only') hooks.onViewOnlyTyping?.();
   }
 
   const inputs = [
@@ -175,7 +155,7 @@ export function createView(container, hooks = {}, options = {}) {
   // A view-only page has stdin disabled, so xterm reports no data: the keys
   // are seen here, to say why nothing happens.
   const onKeyDown = (ev) => {
-    if (role !== 'view' || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (gate.role !== 'view' || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     if (ev.key.length === 1 || ev.key === 'Enter' || ev.key === 'Backspace') hooks.onViewOnlyTyping?.();
   };
   container.addEventListener('keydown', onKeyDown, true);
@@ -210,47 +190,25 @@ export function createView(container, hooks = {}, options = {}) {
   // ---- resize requests ----
 
   let resizeTimer = null;
-  let lastFit = ''; // "RxC" that fitted the viewport when last measured
-  let wantSize = false; // ask for this page's size at the next channel/ready
-  let clipped = null;
-  let requests = 0;
-
-  function measure() {
+  const measure = () => {
     const d = fit.proposeDimensions();
     return d && d.rows > 0 && d.cols > 0 ? { rows: d.rows, cols: d.cols } : null;
-  }
+  };
+  const policy = new ResizePolicy({
+    measure,
+    request(rows, cols) {
+      // The host answers with a terminal/resize notice in the stream, which
+      // resizes xterm in order with the output (and every other viewer's).
+      gate.sub?.resize(rows, cols).catch((err) => {
+        if (err.code === ErrorCode.FORBIDDEN) hooks.onForbidden?.();
+      });
+    },
+    onClipped: (c) => hooks.onClipped?.(c),
+  });
+  const canRequest = () => !!gate.sub && gate.role === 'control' && !gate.exited;
   function viewportChanged() {
     clearTimeout(resizeTimer);
-    resizeTimer = setTimeout(() => {
-      const d = measure();
-      if (!d) return;
-      const key = `${d.rows}x${d.cols}`;
-      if (key !== lastFit) {
-        lastFit = key;
-        if (ready) requestSize(d);
-        else wantSize = true;
-      }
-      updateClipped(d);
-    }, RESIZE_DEBOUNCE_MS);
-  }
-  function requestSize(d = measure()) {
-    if (!d || !sub || role !== 'control' || !ready || exited) return false;
-    wantSize = false;
-    lastFit = `${d.rows}x${d.cols}`;
-    if (d.rows === rows && d.cols === cols) return false;
-    requests++;
-    // The host answers with a terminal/resize notice in the stream, which
-    // resizes xterm in order with the output (and every other viewer's).
-    sub.resize(d.rows, d.cols).catch((err) => {
-      if (err.code === ErrorCode.FORBIDDEN) hooks.onForbidden?.();
-    });
-    return true;
-  }
-  function updateClipped(d = measure()) {
-    const c = clippedBy(rows ? { rows, cols } : null, d);
-    const changed = JSON.stringify(c) !== JSON.stringify(clipped);
-    clipped = c;
-    if (changed) hooks.onClipped?.(c);
+    resizeTimer = setTimeout(() => policy.viewport(), RESIZE_DEBOUNCE_MS);
   }
   const observer = new ResizeObserver(viewportChanged);
   observer.observe(container);
@@ -259,19 +217,16 @@ export function createView(container, hooks = {}, options = {}) {
 
   const stream = terminalConsumer(term, {
     onSize(r, c) {
-      rows = r;
-      cols = c;
       hooks.onSize?.(r, c);
-      updateClipped(); // another viewer's size: shown, not fought
+      policy.hostSize(r, c); // another viewer's size: shown, not fought
     },
     onReady() {
-      ready = true;
       hooks.onReady?.();
-      if (wantSize) requestSize();
-      updateClipped();
+      policy.readied(canRequest());
     },
     onExit(e) {
-      exited = true;
+      gate.exit();
+      policy.setCanRequest(false);
       hooks.onExit?.(e);
     },
   });
@@ -286,44 +241,34 @@ export function createView(container, hooks = {}, options = {}) {
      * its size once the snapshot is in.
      */
     attaching() {
-      // Keys already kept (typed while the page loaded, before it knew
-      // which channel it attaches) go to the channel now being attached.
-      if (early === null) {
-        early = '';
-        earlyDropped = 0;
-      }
-      wantSize = true;
-      exited = false;
+      gate.attaching();
+      policy.attaching();
     },
     onSubscribed(s) {
-      sub = s;
-      ready = false;
-      exited = false;
-      const keys = early;
-      early = null;
-      if (keys && role === 'control') s.sendInput(keys);
+      policy.ended(); // the new subscription is ready at its channel/ready
+      gate.subscribed(s);
     },
     onMessage: stream.onMessage,
     onEnd(_info, s) {
-      if (sub === s) sub = null;
-      ready = false;
+      gate.ended(s);
+      policy.ended();
     },
     /** cancelAttach forgets keys kept for an attach that failed. */
     cancelAttach() {
-      early = null;
+      gate.cancel();
     },
     /** setRole sets what the page may do: 'control' types and resizes, 'view' only watches. */
     setRole(r) {
-      role = r;
+      gate.setRole(r);
       term.options.disableStdin = r === 'view';
-      if (r === 'view') early = null;
+      if (policy.ready) policy.setCanRequest(canRequest());
     },
     focus() {
       term.focus();
     },
     /** fitToWindow asks the host for this viewport's size (the clipped badge's action). */
     fitToWindow() {
-      return requestSize();
+      return policy.fit();
     },
     setFontSize(n) {
       term.options.fontSize = clampFontSize(n);
@@ -347,8 +292,8 @@ export function createView(container, hooks = {}, options = {}) {
     },
     state() {
       return {
-        renderer, webglLosses, fontSize: term.options.fontSize, clipped, fit: measure(), requests,
-        exited, earlyQueued: early?.length ?? null, earlyDropped,
+        renderer, webglLosses, fontSize: term.options.fontSize, clipped: policy.clipped, fit: measure(),
+        requests: policy.requests, exited: gate.exited, earlyQueued: gate.early?.length ?? null, earlyDropped: gate.dropped,
       };
     },
     /** screenText returns the visible lines of the terminal, right-trimmed. */
