@@ -324,9 +324,9 @@ client.on('state', (s) => {
       : 'The link was refused: it was already used or has expired.');
   }
   if (s.error === 'restarted') {
-    showAuthHelp(`ahpd restarted: it shut down (${closeText(ui.closeCode, ui.closeReason)}) and the daemon running now ` +
-      "does not know this tab's credential (tickets and the tokens it minted live in its memory; only the admin token outlives it). " +
-      'The terminal shown here ended with the old daemon; the screen is what it last showed.');
+    showAuthHelp(`ahpd restarted: it shut down (${closeText(ui.closeCode, ui.closeReason)}), and the daemon running now ` +
+      "does not accept this tab's credential (tickets and the tokens a daemon mints do not outlive it). " +
+      'The terminal shown here ended with the old daemon; this is its last screen.');
     el.notice.dataset.reason = 'restarted';
   }
   render();
