@@ -463,6 +463,8 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   assert.match(down.banner, /^Disconnected — closed 1001 “host shutting down”\. Reconnecting/);
   assert.ok(Number(down.dim) < 0.6, `the stale screen is not dimmed: opacity ${down.dim}`);
   assert.match(await text(page, 'status-connection'), /closed 1001: host shutting down/);
+  await page.keyboard.type('x'); // keys typed while down are not sent, and the page says so
+  await waitFor(page, 'the not-sent hint', () => document.querySelector('[data-testid=toast]').dataset.kind === 'not-sent');
   await page.screenshot({ path: join(ARTIFACTS_DIR, 'after-shutdown.png') });
 
   // ---- restart: the new daemon refuses the old reconnect token --------------

@@ -111,6 +111,9 @@ const view = createTerminalView(el.terminal, {
   onViewOnlyTyping() {
     toast('view only: typing is disabled', 'view-only-hint');
   },
+  onNotSent() {
+    toast('not connected: keys typed now are not sent', 'not-sent');
+  },
   onCopy({ ok, chars, error }) {
     if (ok) toast(`copied ${chars} character${chars === 1 ? '' : 's'}`, 'copied');
     else toast(`copy failed: ${error}`, 'copy-failed');
@@ -581,6 +584,13 @@ el.theme.addEventListener('click', () => {
   render();
 });
 el.theme.addEventListener('mousedown', (ev) => ev.preventDefault());
+// Escape closes the drawer (narrow screens) and gives the keys back to the view.
+document.addEventListener('keydown', (ev) => {
+  if (ev.key !== 'Escape' || !ui.sidebarOpen) return;
+  ui.sidebarOpen = false;
+  render();
+  focusView();
+});
 el.sidebarToggle.addEventListener('click', () => {
   ui.sidebarOpen = !ui.sidebarOpen;
   render();

@@ -411,6 +411,10 @@ export class Session extends Emitter {
 
   _sendText(text) {
     if (this.closed) return false;
+    // During the closing handshake (the host's close frame arrived, the
+    // close event not yet) a send is lost anyway, and the browser logs an
+    // error for it: send nothing once the socket is not OPEN (1).
+    if (this.ws.readyState !== undefined && this.ws.readyState !== 1) return false;
     this.ws.send(text);
     return true;
   }

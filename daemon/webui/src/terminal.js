@@ -66,7 +66,8 @@ export const THEMES = {
  * onForbidden() the host refused a request as beyond this page's role;
  * onTitle(title) the program set its title; onClipped(null | {rows, cols,
  * fitRows, fitCols}) whether the host's size exceeds the viewport;
- * onViewOnlyTyping() keys were typed in a view-only page; onCopy({ok,
+ * onViewOnlyTyping() keys were typed in a view-only page; onNotSent() keys
+ * were typed while no subscription is live (reconnecting); onCopy({ok,
  * chars, error}) a selection was copied (or not); onFontSize(n) Ctrl +/-/0.
  * options: {fontSize, theme ('dark'|'light'), renderer ('webgl'|'dom')}.
  * The view also has term (the Terminal) and screenText(), for tests.
@@ -138,7 +139,9 @@ export function createView(container, hooks = {}, options = {}) {
   // ---- input ----
 
   function input(data) {
-    if (gate.input(data) === 'view-only') hooks.onViewOnlyTyping?.();
+    const r = gate.input(data);
+    if (r === 'view-only') hooks.onViewOnlyTyping?.();
+    else if (r === 'dropped' && gate.early === null) hooks.onNotSent?.();
   }
 
   const inputs = [

@@ -296,3 +296,17 @@ test('after a 1001, an accepted reconnect is flagged as a restarted daemon; a re
   assert.equal(c2.states.at(-1).error, 'unauthorized');
   assert.equal(c2.states.at(-1).credential, 'reconnect');
 });
+
+test('nothing is sent while the socket is closing (the browser would log an error)', async () => {
+  const creds = new CredentialStore(memStorage());
+  creds.takeFromLocation(fakeLocation('#token=T'), fakeHistory());
+  const { client } = newClient(creds);
+  client.start();
+  const { ws } = await hostAccept({});
+  ws.readyState = 2; // CLOSING: the host's close frame is in, the close event not yet
+  assert.equal(client.session.notify('channel/credit', {}), false);
+  assert.deepEqual(ws.take(), []);
+  ws.readyState = 1;
+  assert.equal(client.session.notify('channel/credit', {}), true);
+  client.stop();
+});
