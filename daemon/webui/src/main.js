@@ -112,7 +112,7 @@ const view = createTerminalView(el.terminal, {
     toast('view only: typing is disabled', 'view-only-hint');
   },
   onNotSent() {
-    toast('not connected: keys typed now are not sent', 'not-sent');
+    if (ui.connection !== 'connected') toast('not connected: keys typed now are not sent', 'not-sent');
   },
   onCopy({ ok, chars, error }) {
     if (ok) toast(`copied ${chars} character${chars === 1 ? '' : 's'}`, 'copied');
@@ -287,6 +287,11 @@ function attach(channel) {
 // the focus would otherwise stay on the list's button).
 function focusView() {
   if (ui.view === terminalKind) view.focus();
+  else {
+    // The hidden terminal must not keep the keys.
+    el.telemetry.tabIndex = -1;
+    el.telemetry.focus({ preventScroll: true });
+  }
 }
 
 function setFragmentChannel(channel) {
