@@ -544,6 +544,7 @@ function renderTitle() {
 function renderBanner() {
   const down = ui.everConnected && ui.connection !== 'connected';
   el.stage.classList.toggle('disconnected', down);
+  document.body.classList.toggle('disconnected', down); // the list is stale too
   el.banner.hidden = !down;
   if (!down) return;
   const why = ui.closeCode != null ? closeText(ui.closeCode, ui.closeReason) : 'the connection was lost';
