@@ -19,9 +19,10 @@ build: web
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
 # Builds the web page (needs Node.js and npm) and runs the daemon with a
-# terminal on your login shell; open the URL it prints.
+# terminal on your login shell; open the URL it prints. ARGS passes flags
+# on, e.g. make run ARGS='--listen 127.0.0.1:9000'.
 run: build
-	./bin/ahpd
+	./bin/ahpd $(ARGS)
 
 web: $(WEBUI)/dist/index.html
 

@@ -18,8 +18,7 @@ import (
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
-// rootCommand is ahpctl's command tree. Of the telemetry verbs of
-// PROTOCOL.md §10, telemetry push is absent yet (ctl/telemetry.go).
+// rootCommand is ahpctl's command tree.
 func rootCommand() *command {
 	return &command{sub: []*command{
 		{name: "status", summary: "Show the daemon's version, addresses and health", maxArgs: 0, setup: setupStatus,

@@ -8,5 +8,6 @@
 // The command tree is in commands.go; each listing prints a tabwriter table
 // or, with -o json, stable JSON (sizes as integers, durations in Go syntax,
 // field names as in PROTOCOL.md). Exit status: 0 success, 1 an error from
-// the daemon or the environment, 2 bad usage. Errors print one line.
+// the daemon or the environment (for telemetry push also a malformed
+// input line), 2 bad usage. Errors print one line.
 package ctl

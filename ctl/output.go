@@ -42,6 +42,17 @@ type channelView struct {
 	Pid     int64  `json:"pid,omitempty"`
 	// TCP is set for TCP channels.
 	TCP *tcpChannelView `json:"tcp,omitempty"`
+	// Telemetry is set for telemetry channels.
+	Telemetry *telemetryChannelView `json:"telemetry,omitempty"`
+}
+
+// telemetryChannelView is a telemetry channel's figures
+// (ahpv1.TelemetryChannel).
+type telemetryChannelView struct {
+	Source  string `json:"source"`  // system, process, command, push or daemon
+	Policy  string `json:"policy"`  // the viewers' overflow policy
+	Seq     int64  `json:"nextSeq"` // the seq the next batch gets
+	Samples int64  `json:"samples"` // published since the channel began
 }
 
 // tcpChannelView is a TCP channel's figures (ahpv1.TCPChannel).
@@ -59,6 +70,12 @@ func toChannelView(c *ahpv1.Channel) channelView {
 	v := channelView{Channel: c.Uri, ID: c.Id, Type: c.Type, Title: c.Title, State: c.State, Viewers: c.Viewers, Rows: c.Rows, Cols: c.Cols, Pid: c.Pid}
 	if t := c.Tcp; t != nil {
 		v.TCP = &tcpChannelView{Target: t.Target, Remote: t.Remote, BytesIn: t.BytesIn, BytesOut: t.BytesOut, Resumes: t.Resumes, Consumer: t.Consumer, Phase: t.Phase}
+	}
+	if t := c.Telemetry; t != nil {
+		v.Telemetry = &telemetryChannelView{Source: t.Source, Policy: t.Policy, Seq: t.Seq, Samples: t.Samples}
+		if v.Telemetry.Policy == "" {
+			v.Telemetry.Policy = "drop-oldest" // the default (PROTOCOL.md §8)
+		}
 	}
 	return v
 }
@@ -283,11 +300,25 @@ func (a *app) printChannels(views []channelView) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	// TCP channels' figures in a table of their own.
-	var tcp []channelView
+	// Telemetry and TCP channels' figures in tables of their own.
+	var telemetry, tcp []channelView
 	for _, c := range views {
+		if c.Telemetry != nil {
+			telemetry = append(telemetry, c)
+		}
 		if c.TCP != nil {
 			tcp = append(tcp, c)
+		}
+	}
+	if len(telemetry) > 0 {
+		fmt.Fprintln(a.stdout)
+		tw = a.table("CHANNEL", "SOURCE", "POLICY", "VIEWERS", "SAMPLES", "NEXT SEQ")
+		for _, c := range telemetry {
+			t := c.Telemetry
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", c.Channel, t.Source, t.Policy, c.Viewers, t.Samples, t.Seq)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
 	if len(tcp) == 0 {

@@ -15,12 +15,13 @@ import (
 )
 
 // The telemetry verbs (PROTOCOL.md §8, §10): telemetry channels created
-// over the control socket. `telemetry push` is not here yet: its line
-// parser lives in package telemetry, which ahpctl may not import
-// (internal/deptest); it moves to a shared package first.
+// over the control socket, and samples pushed into push channels
+// (telemetry_push.go; the line parser is internal/samples, shared with
+// the daemon's command sources, since ahpctl may not import package
+// telemetry: internal/deptest).
 
 func telemetryCommand() *command {
-	return &command{name: "telemetry", summary: "Create telemetry channels", sub: []*command{
+	return &command{name: "telemetry", summary: "Create telemetry channels and push samples into them", sub: []*command{
 		{name: "create", args: "--kind KIND [-- CMD [ARG...]]", summary: "Create a telemetry channel and print its URI", maxArgs: -1, rawTail: true, setup: setupTelemetryCreate,
 			help: `KIND is the source: system (this host's CPU per core and total, memory, load,
 network and disk rates), process (the process tree of --terminal URI: CPU, RSS,
@@ -32,6 +33,12 @@ not hold; --policy chooses which: drop-oldest (default), drop-newest or
 coalesce-latest-per-series. A new viewer first gets the last --history of
 samples (default 60s; 0 for none).`,
 			examples: []string{"ahpctl telemetry create --kind system --interval 250ms", "ahpctl telemetry create --kind process --terminal ahp-terminal:/1", "ahpctl telemetry create --kind command --id temp -- sh -c 'while sleep 1; do echo temp $(cat /sys/class/thermal/thermal_zone0/temp); done'", "ahpctl telemetry create --kind push --id build --policy coalesce-latest-per-series"}},
+		{name: "push", args: "URI", summary: "Send samples from stdin lines to a push telemetry channel", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupTelemetryPush,
+			help: pushHelp,
+			examples: []string{"echo 'build_seconds 12.5 target=linux' | ahpctl telemetry push ahp-telemetry:/build",
+				"vmstat -n 1 | awk 'NR>2 {print \"vm_free_kib\", $4; fflush()}' | ahpctl telemetry push ahp-telemetry:/vm",
+				"seq 1000000 | awk '{print \"n\", $1, \"host=a\"}' | ahpctl telemetry push --quiet ahp-telemetry:/load",
+				"ahpctl telemetry push $(ahpctl telemetry create --kind push --id build) < samples.txt"}},
 	}}
 }
 

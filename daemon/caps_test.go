@@ -152,3 +152,28 @@ func TestFailedAuthLogIsRateLimited(t *testing.T) {
 		t.Fatalf("the line after suppression does not count them: %s", last)
 	}
 }
+
+// TestLimitsChangedLogSaysWhat: the "limits changed" line names each
+// limit changed with its new value, as `ahpctl limits set` writes it.
+func TestLimitsChangedLogSaysWhat(t *testing.T) {
+	logs := &syncBuffer{}
+	h, stop, err := startServer(t.TempDir(), false, nil, nil, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.t = t
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	l := h.srv.Limits()
+	l.MaxOutputStall = 2 * time.Second
+	l.MaxBufferedBytes = 8 << 20
+	if err := h.srv.SetLimits(l); err != nil {
+		t.Fatal(err)
+	}
+	if want := "limits changed\" maxBufferedBytes=8MiB maxOutputStall=2s"; !strings.Contains(logs.String(), want) {
+		t.Fatalf("log lacks %q:\n%s", want, logs.String())
+	}
+}

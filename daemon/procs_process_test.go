@@ -25,7 +25,7 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 		t.Skip("one CPU: ahpd stays on one P")
 	}
 	t.Run("Scaled", func(t *testing.T) {
-		d := startMetricsDaemon(t, bin, "")
+		d := startMetricsDaemon(t, bin, "", "--log-level", "debug") // the plan is logged at debug
 		if strings.Contains(d.p.stderr.String(), "Go scheduler: GOMAXPROCS 1 (less than two CPUs available)") {
 			t.Skip("one CPU's worth of quota: ahpd stays on one P")
 		}
@@ -39,7 +39,7 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 		d.await(t, 1, "after the flood")
 	})
 	t.Run("FromEnvironment", func(t *testing.T) {
-		d := startMetricsDaemon(t, bin, "GOMAXPROCS=1")
+		d := startMetricsDaemon(t, bin, "GOMAXPROCS=1", "--log-level", "debug")
 		if want := `Go scheduler: GOMAXPROCS from the environment" gomaxprocs=1`; !strings.Contains(d.p.stderr.String(), want) {
 			t.Fatalf("the log lacks %q:\n%s", want, d.p.stderr.String())
 		}

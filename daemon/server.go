@@ -75,7 +75,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		log.Info("admin token", "path", path)
+		log.Debug("admin token", "path", path)
 		tokens = t
 	}
 	nt := opts.NewTerminal

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,8 +19,10 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/config"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
 // TestStateDirTrust runs the real ahpd on state directories that another
@@ -194,16 +199,17 @@ func TestStartupLink(t *testing.T) {
 		})
 		return cmd
 	}
-	// awaitLines reads lines from r up to the "listening" log line (which
-	// follows the link) or EOF and returns all it read. The daemon is
-	// killed after 30s, so the read ends.
-	awaitLines := func(t *testing.T, r *bufio.Reader) string {
+	// awaitLines reads lines from r up to one containing until (the
+	// "listening" log line, or the link, which follows it) or EOF and
+	// returns all it read. The daemon is killed after 30s, so the read
+	// ends.
+	awaitLines := func(t *testing.T, r *bufio.Reader, until string) string {
 		t.Helper()
 		var all strings.Builder
 		for {
 			line, err := r.ReadString('\n')
 			all.WriteString(line)
-			if strings.Contains(line, "msg=listening") || err != nil {
+			if strings.Contains(line, until) || err != nil {
 				return all.String()
 			}
 		}
@@ -229,7 +235,8 @@ func TestStartupLink(t *testing.T) {
 			link  bool
 		}{{"Default", nil, false}, {"PrintLink", []string{"--print-link"}, true}} {
 			t.Run(tc.name, func(t *testing.T) {
-				cmd := start(t, t.TempDir(), tc.extra...)
+				dir := t.TempDir()
+				cmd := start(t, dir, tc.extra...)
 				pr, err := cmd.StderrPipe()
 				if err != nil {
 					t.Fatal(err)
@@ -238,8 +245,15 @@ func TestStartupLink(t *testing.T) {
 					t.Fatal(err)
 				}
 				timer := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
-				out := awaitLines(t, bufio.NewReader(pr))
+				until := "msg=listening"
+				if tc.link {
+					until = "in your browser"
+				}
+				out := awaitLines(t, bufio.NewReader(pr), until)
 				timer.Stop()
+				if tc.link {
+					checkLinkReachesAll(t, dir, out)
+				}
 				stop(t, cmd)
 				if !strings.Contains(out, "msg=listening") {
 					t.Fatalf("ahpd did not start:\n%s", out)
@@ -252,7 +266,8 @@ func TestStartupLink(t *testing.T) {
 					if strings.Contains(out, "ticket=") {
 						t.Errorf("a ticket in the log:\n%s", out)
 					}
-					if !strings.Contains(out, "print a browser link with: ahpctl open ahp-terminal:/shell") {
+					// "ahpctl" when on PATH, else its path.
+					if !regexp.MustCompile(`print a browser link with: \S*ahpctl open ahp-terminal:/shell`).MatchString(out) {
 						t.Errorf("the log does not say how to get a link:\n%s", out)
 					}
 				}
@@ -273,13 +288,49 @@ func TestStartupLink(t *testing.T) {
 		}
 		tty.Close()
 		timer := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
-		out := awaitLines(t, bufio.NewReader(ptmx))
+		out := awaitLines(t, bufio.NewReader(ptmx), "in your browser")
 		timer.Stop()
 		stop(t, cmd)
 		if !strings.Contains(out, "Open http://127.0.0.1:") || !strings.Contains(out, "#ticket=ahp_") {
 			t.Errorf("no link on the terminal:\n%s", out)
 		}
 	})
+}
+
+// checkLinkReachesAll: the startup link's ticket reaches every channel,
+// not just the default terminal it opens: a terminal created after it
+// is listed too.
+func checkLinkReachesAll(t *testing.T, dir, out string) {
+	t.Helper()
+	m := regexp.MustCompile(`Open http://(\S+)/#ticket=(ahp_[A-Za-z0-9_-]+)&channel=ahp-terminal:/shell in your browser`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no link opening ahp-terminal:/shell:\n%s", out)
+	}
+	cc := grpcConn(t, filepath.Join(dir, "c.sock"))
+	if _, err := ahpv1.NewTerminalServiceClient(cc).CreateTerminal(ctxT(t), &ahpv1.CreateTerminalRequest{Id: "later", Command: "/bin/sh"}); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := client.Dial(ctxT(t), "ws://"+m[1]+"/v1/ws", client.Options{Token: m[2], Header: http.Header{"Origin": {"http://" + m[1]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var list struct {
+		Channels []struct {
+			Channel string `json:"channel"`
+		} `json:"channels"`
+	}
+	if err := c.Call(ctxT(t), "channels/list", map[string]any{}, &list); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ch := range list.Channels {
+		got = append(got, ch.Channel)
+	}
+	slices.Sort(got)
+	if want := []string{"ahp-terminal:/later", "ahp-terminal:/shell"}; !slices.Equal(got, want) {
+		t.Fatalf("the link's ticket lists %v, want %v", got, want)
+	}
 }
 
 // TestNewRefusesUnsafeToken: daemon.New (ahpd in-process, as embedders

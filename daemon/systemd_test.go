@@ -273,7 +273,7 @@ func testNotifyReadyWatchdogStopping(t *testing.T, bin string) {
 
 	b, _ := os.ReadFile(logPath)
 	log := string(b)
-	for _, want := range []string{"<6>listening addr=127.0.0.1:", "<6>watchdog enabled interval=400ms", "<6>default terminal started; print a browser link with: ahpctl open ahp-terminal:/shell", "<6>stopped"} {
+	for _, want := range []string{"<6>listening addr=127.0.0.1:", "<6>watchdog enabled interval=400ms", "<6>default terminal started; print a browser link with: ", "open ahp-terminal:/shell", "<6>stopped"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("journal log lacks %q:\n%s", want, log)
 		}

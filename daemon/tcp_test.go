@@ -115,6 +115,10 @@ type tcpClient struct {
 	acc      flow.Position
 	partial  map[int64][]byte
 	received int64 // UTF-16 bytes of complete host→client messages
+	// A TCP subscription's channel/ready (PROTOCOL.md §3) is checked and
+	// passed over by next: it comes before any new message, after the
+	// replay of a resume.
+	ready, resuming bool
 }
 
 type message struct {
@@ -133,6 +137,7 @@ func (c *tcpClient) send(s string) {
 func (c *tcpClient) subscribe(params string) string {
 	c.t.Helper()
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"subscribe","params":` + params + `}`)
+	c.ready, c.resuming = false, strings.Contains(params, `"resume"`)
 	res := readJSON(c.t, c.ws)
 	var r struct {
 		Result *struct {
@@ -219,6 +224,17 @@ func (c *tcpClient) next() message {
 		}
 		delete(c.partial, f.MessageID)
 		c.acc = flow.Position{MessageID: f.MessageID, Position: c.received}
+		if strings.HasPrefix(c.channel, "ahp-tcp:") {
+			switch {
+			case m.Method == "channel/ready" && c.ready:
+				c.t.Fatal("a second channel/ready")
+			case m.Method == "channel/ready":
+				c.ready = true
+				continue
+			case !c.ready && !c.resuming:
+				c.t.Fatalf("%s before channel/ready", m.Method)
+			}
+		}
 		return m
 	}
 }
@@ -354,10 +370,11 @@ func TestTCPResumeSupersedeAndRetention(t *testing.T) {
 	b.nextID, b.inOff = a.nextID, a.inOff
 	resume := func(c *tcpClient, from *tcpClient, accepted flow.Position) string {
 		return c.subscribe(fmt.Sprintf(`{"channel":%q,"resume":{"token":%q,"accepted":{"messageId":%d,"position":%d},"released":{"messageId":%d,"position":%d}}}`,
-			from.channel, from.token, accepted.MessageID, accepted.Position, 1, firstEnd(t, from)))
+			from.channel, from.token, accepted.MessageID, accepted.Position, 2, firstEnd(t, from)))
 	}
-	// b claims it received only the first message: the second is replayed.
-	res := resume(b, a, flow.Position{MessageID: 1, Position: firstEnd(t, a)})
+	// b claims it received only the first data message (message 2, after
+	// channel/ready): the second is replayed.
+	res := resume(b, a, flow.Position{MessageID: 2, Position: firstEnd(t, a)})
 	if !strings.Contains(res, `"kind":"replay"`) || !strings.Contains(res, `"accepted":{"messageId":2`) {
 		t.Fatalf("resume: %s, want replay and host accepted = our 2 messages", res)
 	}
@@ -365,7 +382,7 @@ func TestTCPResumeSupersedeAndRetention(t *testing.T) {
 		t.Fatalf("old holder: %s %s, want reset superseded", r.Method, r.Params)
 	}
 	b.received = firstEnd(t, a)
-	b.acc = flow.Position{MessageID: 1, Position: b.received}
+	b.acc = flow.Position{MessageID: 2, Position: b.received}
 	if got := string(b.readData(&off, 6)); got != "second" {
 		t.Fatalf("replayed %q, want second", got)
 	}
@@ -400,7 +417,8 @@ func TestTCPResumeSupersedeAndRetention(t *testing.T) {
 // of the test above (5 bytes at offset 0).
 func firstEnd(t *testing.T, _ *tcpClient) int64 {
 	t.Helper()
-	return flow.UTF16Len(`{"jsonrpc":"2.0","method":"tcp/data","params":{"offset":0,"data":"` + base64.StdEncoding.EncodeToString([]byte("first")) + `"}}`)
+	return flow.UTF16Len(`{"jsonrpc":"2.0","method":"channel/ready","params":{}}`) +
+		flow.UTF16Len(`{"jsonrpc":"2.0","method":"tcp/data","params":{"offset":0,"data":"`+base64.StdEncoding.EncodeToString([]byte("first"))+`"}}`)
 }
 
 // TestTCPResetAndBadResume: a target that resets the connection ends the

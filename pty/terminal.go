@@ -238,7 +238,7 @@ func Start(cfg Config) (*Terminal, error) {
 	go t.waiter()
 	go t.emulate()
 	go t.writer()
-	t.log.Info("terminal started", "pid", t.pid, "command", cfg.Command[0], "rows", cfg.Rows, "cols", cfg.Cols)
+	t.log.Debug("terminal started", "pid", t.pid, "command", cfg.Command[0], "rows", cfg.Rows, "cols", cfg.Cols)
 	return t, nil
 }
 
@@ -312,7 +312,7 @@ func (t *Terminal) Close() error {
 		}
 		t.inQ = nil
 		t.mu.Unlock()
-		t.log.Info("terminal closed", "pid", t.pid)
+		t.log.Debug("terminal closed", "pid", t.pid)
 	})
 	return nil
 }
@@ -876,9 +876,9 @@ func (t *Terminal) waiter() {
 	close(t.exitDone)
 	t.wakeAll(wake)
 	if st.Signal != "" {
-		t.log.Info("terminal exited", "pid", t.pid, "signal", st.Signal)
+		t.log.Debug("terminal exited", "pid", t.pid, "signal", st.Signal)
 	} else {
-		t.log.Info("terminal exited", "pid", t.pid, "code", st.Code)
+		t.log.Debug("terminal exited", "pid", t.pid, "code", st.Code)
 	}
 }
 

@@ -26,8 +26,9 @@ type Sub struct {
 	closed bool
 
 	// the connection's owner goroutine's
-	text  []byte
-	stats flow.SubscriberStats
+	text      []byte
+	stats     flow.SubscriberStats
+	readySent bool // channel/ready, the subscription's first new message
 }
 
 // Attach adds a subscriber. A first subscribe takes the channel; later
@@ -154,7 +155,12 @@ var (
 	dataOverhead = int64(len(dataPrefix)+20+len(dataMiddle)+len(dataSuffix)) * 2
 )
 
-// Pull hands out the socket's bytes as tcp/data, then tcp/eof and
+// readyMsg ends a subscription's initial content (PROTOCOL.md §3): for
+// TCP, nothing on a first subscribe, the journal's replay on a resume.
+const readyMsg = `{"jsonrpc":"2.0","method":"channel/ready","params":{}}`
+
+// Pull hands out channel/ready (the Sender replays a resume's journal
+// before it pulls), then the socket's bytes as tcp/data, then tcp/eof and
 // tcp/closed as lifecycle messages, in that order.
 func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool) {
 	c := s.c
@@ -162,6 +168,11 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 	if s != c.holder || s.end != nil || c.reset != nil || c.ended {
 		c.mu.Unlock()
 		return flow.Message{}, false
+	}
+	if !s.readySent {
+		s.readySent = true
+		c.mu.Unlock()
+		return flow.Message{Text: readyMsg, Class: flow.Lifecycle, Size: int64(len(readyMsg)) * 2}, true
 	}
 	var m flow.Message
 	switch {

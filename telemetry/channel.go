@@ -359,7 +359,7 @@ func (c *Channel) Publish(samples []Sample) error {
 			if n > 0 {
 				body = append(body, ',')
 			}
-			body = samples[n].appendJSON(body)
+			body = samples[n].AppendJSON(body)
 			sz := flow.UTF16Len(unsafe.String(unsafe.SliceData(body[start:]), len(body)-start))
 			if n > 0 && size+sz > maxBody {
 				body = body[:start]

@@ -187,7 +187,7 @@ func TestBatching(t *testing.T) {
 	pullAll(t, s)
 	samples := make([]telemetry.Sample, 1000)
 	for i := range samples {
-		samples[i] = telemetry.Sample{T: 1, Name: "m", Value: float64(i), Labels: []telemetry.Label{{"k", strings.Repeat("v", 50)}}}
+		samples[i] = telemetry.Sample{T: 1, Name: "m", Value: float64(i), Labels: []telemetry.Label{{Name: "k", Value: strings.Repeat("v", 50)}}}
 	}
 	if err := c.Publish(samples); err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestSmallReceiverGetsOversizeBatchAsDropped(t *testing.T) {
 	c := newChannel(t, telemetry.Config{})
 	s := attach(t, c, nil)
 	s.Pull(true, 2048) // ready
-	big := telemetry.Sample{T: 1, Name: "m", Value: 1, Labels: []telemetry.Label{{"k", strings.Repeat("v", 200)}}}
+	big := telemetry.Sample{T: 1, Name: "m", Value: 1, Labels: []telemetry.Label{{Name: "k", Value: strings.Repeat("v", 200)}}}
 	c.Publish([]telemetry.Sample{big, big, big})
 	c.Publish(one("small", 1))
 	var got []string

@@ -151,7 +151,7 @@ func TestLossInvariants(t *testing.T) {
 			for i := range buf {
 				n := total + i
 				buf[i] = telemetry.Sample{T: float64(time.Now().UnixMilli()), Name: "load_test", Value: float64(n),
-					Labels: []telemetry.Label{{"s", strconv.Itoa(n % 8)}}}
+					Labels: []telemetry.Label{{Name: "s", Value: strconv.Itoa(n % 8)}}}
 			}
 			t0 := time.Now()
 			if err := c.Publish(buf); err != nil {

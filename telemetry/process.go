@@ -118,11 +118,11 @@ func (p *Process) Collect(now time.Time) ([]Sample, error) {
 	add("process_threads", threads)
 	add("process_count", float64(len(tree)))
 	for _, name := range sortedKeys(commands) {
-		add("process_command_count", float64(commands[name]), Label{"command", sanitize(name)})
+		add("process_command_count", float64(commands[name]), Label{Name: "command", Value: sanitize(name)})
 	}
 	if root.TPGID > 0 {
 		if fg, ok := stats[root.TPGID]; ok {
-			add("process_foreground", 1, Label{"command", sanitize(fg.Comm)}, Label{"pid", fmt.Sprint(fg.PID)})
+			add("process_foreground", 1, Label{Name: "command", Value: sanitize(fg.Comm)}, Label{Name: "pid", Value: fmt.Sprint(fg.PID)})
 		}
 	}
 	return out, nil

@@ -146,18 +146,18 @@ func TestSystemRatesFromCounters(t *testing.T) {
 		label telemetry.Label
 		want  float64
 	}{
-		{"system_cpu_usage_ratio", telemetry.Label{"cpu", "total"}, 0.5},
-		{"system_cpu_usage_ratio", telemetry.Label{"cpu", "0"}, 0.5},
-		{"system_network_receive_bytes_per_second", telemetry.Label{"device", "eth0"}, 1000},
-		{"system_network_transmit_bytes_per_second", telemetry.Label{"device", "eth0"}, 2000},
-		{"system_disk_read_bytes_per_second", telemetry.Label{"device", "sda"}, 1024 * 512 / 2},
-		{"system_disk_write_bytes_per_second", telemetry.Label{"device", "sda"}, 0},
+		{"system_cpu_usage_ratio", telemetry.Label{Name: "cpu", Value: "total"}, 0.5},
+		{"system_cpu_usage_ratio", telemetry.Label{Name: "cpu", Value: "0"}, 0.5},
+		{"system_network_receive_bytes_per_second", telemetry.Label{Name: "device", Value: "eth0"}, 1000},
+		{"system_network_transmit_bytes_per_second", telemetry.Label{Name: "device", Value: "eth0"}, 2000},
+		{"system_disk_read_bytes_per_second", telemetry.Label{Name: "device", Value: "sda"}, 1024 * 512 / 2},
+		{"system_disk_write_bytes_per_second", telemetry.Label{Name: "device", Value: "sda"}, 0},
 	} {
 		if got, ok := find(second, c.name, c.label); !ok || got.Value != c.want {
 			t.Errorf("%s{%s} = %v (found %v), want %v", c.name, c.label.Value, got.Value, ok, c.want)
 		}
 	}
-	if _, ok := find(second, "system_disk_read_bytes_per_second", telemetry.Label{"device", "loop0"}); ok {
+	if _, ok := find(second, "system_disk_read_bytes_per_second", telemetry.Label{Name: "device", Value: "loop0"}); ok {
 		t.Error("a loop device is reported")
 	}
 	if second[0].T != 1002000 {
@@ -175,14 +175,14 @@ func TestSystemRealProc(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, p) }()
 	got := p.waitFor(t, "a CPU ratio", func(ss []telemetry.Sample) bool {
-		_, ok := find(ss, "system_cpu_usage_ratio", telemetry.Label{"cpu", "total"})
+		_, ok := find(ss, "system_cpu_usage_ratio", telemetry.Label{Name: "cpu", Value: "total"})
 		return ok
 	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v", err)
 	}
-	r, _ := find(got, "system_cpu_usage_ratio", telemetry.Label{"cpu", "total"})
+	r, _ := find(got, "system_cpu_usage_ratio", telemetry.Label{Name: "cpu", Value: "total"})
 	m, _ := find(got, "system_memory_total_bytes")
 	if r.Value < 0 || r.Value > 1 || m.Value <= 0 {
 		t.Errorf("cpu ratio %v, memory %v", r.Value, m.Value)
@@ -222,10 +222,10 @@ exit 3`
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v", err)
 	}
-	if s, ok := find(got, "cpu", telemetry.Label{"core", "1"}); !ok || s.Value != 0.5 {
+	if s, ok := find(got, "cpu", telemetry.Label{Name: "core", Value: "1"}); !ok || s.Value != 0.5 {
 		t.Errorf("cpu: %+v %v", s, ok)
 	}
-	if s, ok := find(got, "mem", telemetry.Label{"unit", "MiB"}); !ok || s.Value != 42 {
+	if s, ok := find(got, "mem", telemetry.Label{Name: "unit", Value: "MiB"}); !ok || s.Value != 42 {
 		t.Errorf("mem: %+v %v", s, ok)
 	}
 	st := c.Stats()
@@ -286,7 +286,7 @@ func TestProcessSourceSeesSleepChild(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx, pub) }()
 	got := pub.waitFor(t, "sleep in the tree", func(ss []telemetry.Sample) bool {
-		_, ok := find(ss, "process_command_count", telemetry.Label{"command", "sleep"})
+		_, ok := find(ss, "process_command_count", telemetry.Label{Name: "command", Value: "sleep"})
 		_, cpu := find(ss, "process_cpu_usage_ratio")
 		return ok && cpu
 	})

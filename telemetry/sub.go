@@ -193,7 +193,7 @@ func (s *Sub) coalesce(b *batch) {
 		total += bt.n
 		bytes += bt.size
 		for _, sm := range bt.samples {
-			k := sm.seriesKey()
+			k := seriesKey(&sm)
 			if i, ok := latest[k]; ok {
 				kept[i] = sm
 			} else {
@@ -228,7 +228,7 @@ func (s *Sub) coalesce(b *batch) {
 			if n > 0 {
 				body = append(body, ',')
 			}
-			body = kept[n].appendJSON(body)
+			body = kept[n].AppendJSON(body)
 			sz := flow.UTF16Len(unsafe.String(unsafe.SliceData(body[start:]), len(body)-start))
 			if n > 0 && size+sz > maxBody {
 				body = body[:start]

@@ -94,7 +94,7 @@ func (s *System) Collect(now time.Time) ([]Sample, error) {
 	if !first {
 		for _, name := range sortedKeys(cpus) {
 			if r, ok := cpuRatio(s.prevCPU[name], cpus[name]); ok {
-				add("system_cpu_usage_ratio", r, Label{"cpu", name})
+				add("system_cpu_usage_ratio", r, Label{Name: "cpu", Value: name})
 			}
 		}
 	}
@@ -122,8 +122,8 @@ func (s *System) Collect(now time.Time) ([]Sample, error) {
 		if !first {
 			for _, name := range sortedKeys(cur) {
 				if r, ok := rates(s.prevNet, cur, name, dt); ok {
-					add("system_network_receive_bytes_per_second", r[0], Label{"device", name})
-					add("system_network_transmit_bytes_per_second", r[1], Label{"device", name})
+					add("system_network_receive_bytes_per_second", r[0], Label{Name: "device", Value: name})
+					add("system_network_transmit_bytes_per_second", r[1], Label{Name: "device", Value: name})
 				}
 			}
 		}
@@ -140,8 +140,8 @@ func (s *System) Collect(now time.Time) ([]Sample, error) {
 		if !first {
 			for _, name := range sortedKeys(cur) {
 				if r, ok := rates(s.prevDisk, cur, name, dt); ok {
-					add("system_disk_read_bytes_per_second", r[0], Label{"device", name})
-					add("system_disk_write_bytes_per_second", r[1], Label{"device", name})
+					add("system_disk_read_bytes_per_second", r[0], Label{Name: "device", Value: name})
+					add("system_disk_write_bytes_per_second", r[1], Label{Name: "device", Value: name})
 				}
 			}
 		}

@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -226,6 +228,9 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	if ln == nil {
 		if ln, err = net.Listen("tcp", srv.Config().Listen); err != nil {
 			act.Close()
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fatal("listen: %s is in use (another ahpd, or another server); pick another address with --listen, e.g. --listen 127.0.0.1:0 for any free port (with make run: make run ARGS='--listen 127.0.0.1:9000')", srv.Config().Listen)
+			}
 			return fatal("listen: %v", err)
 		}
 	}
@@ -250,6 +255,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	defer cp.Close()
 
 	base := "http://" + ln.Addr().String()
+	var link string // the default terminal's line for the operator
 	if !cfg.NoDefaultTerminal {
 		ch, err := srv.CreateTerminal(service.TerminalSpec{ID: "shell", Title: "shell"})
 		if err != nil {
@@ -259,10 +265,13 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		if journal || !ro.printLink && !isTerminal(stderr) {
 			// A log (the journal, a file) is kept and may be read by
 			// others: no ticket in it.
-			log.Info("default terminal started; print a browser link with: ahpctl open "+ch.URI, "channel", ch.URI)
+			link = "log"
+			log.Info("default terminal started; print a browser link with: "+ahpctlName()+" open "+ch.URI, "channel", ch.URI)
 		} else {
-			fmt.Fprintf(stderr, "\n  Open %s in your browser (single-use link, valid %v)\n\n",
-				srv.BrowserURL(base, ch.URI, auth.RoleControl), srv.Config().TicketTTL)
+			// The operator's link reaches every channel (the page lists
+			// them all) and opens the default terminal.
+			link = fmt.Sprintf("\n  Open %s in your browser (single-use link, valid %v)\n\n",
+				srv.BrowserURL(base, "", auth.RoleControl)+"&channel="+ch.URI, srv.Config().TicketTTL)
 		}
 	}
 	if cfg.DaemonTelemetry {
@@ -271,7 +280,11 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 			return fatal("daemon telemetry: %v", err)
 		}
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "control", cp.Path(), "version", daemon.Version)
+	log.Info("listening", "addr", ln.Addr().String(), "control", cp.Path(), "admin_token", filepath.Join(srv.Config().StateDir, "admin.token"), "version", daemon.Version)
+	if link != "" && link != "log" {
+		// Last, so that it is what the operator sees.
+		fmt.Fprint(stderr, link)
+	}
 
 	r := &runner{
 		srv: srv, log: log, level: level, sd: sd, watchdog: wd, opts: ro, started: s,
@@ -446,4 +459,27 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// ahpctlName is how the operator runs ahpctl, for the hints ahpd logs:
+// "ahpctl" when it is on PATH, else the one beside this ahpd (./bin/ahpctl
+// after make build), relative to the working directory when under it.
+func ahpctlName() string {
+	if _, err := exec.LookPath("ahpctl"); err == nil {
+		return "ahpctl"
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "ahpctl"
+	}
+	p := filepath.Join(filepath.Dir(self), "ahpctl")
+	if _, err := os.Stat(p); err != nil {
+		return "ahpctl"
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+			return "./" + rel
+		}
+	}
+	return p
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,5 +37,25 @@ func TestRestartOnlyChanges(t *testing.T) {
 	b.AllowedOrigins = []string{"x:1"}
 	if got := strings.Join(config.RestartOnlyChanges(a, b), ","); got != "listen,allowedOrigins" {
 		t.Errorf("restartOnlyChanges = %s", got)
+	}
+}
+
+// TestListenInUse: a listen address in use is named, with how to pick
+// another, and ahpd exits 1.
+func TestListenInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir()
+	var out strings.Builder
+	code := Main([]string{"--config", "none", "--no-default-terminal", "--listen", l.Addr().String(),
+		"--state-dir", filepath.Join(dir, "state"), "--control", filepath.Join(dir, "c.sock")}, &out)
+	if code != 1 {
+		t.Fatalf("exit status %d, want 1:\n%s", code, out.String())
+	}
+	if want := "listen: " + l.Addr().String() + " is in use"; !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "--listen 127.0.0.1:0") {
+		t.Fatalf("output lacks %q and the hint:\n%s", want, out.String())
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/limits"
 	"github.com/ahp-dev/ahpd/tcp"
 )
 
@@ -179,8 +180,14 @@ func (s *Service) SetLimits(l config.Limits) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
-	s.limits.Store(&l)
-	s.log.Info("limits changed")
+	old := s.limits.Swap(&l)
+	var changed []any
+	for _, name := range config.ChangedLimits(*old, l) {
+		f, _ := limits.Find(name)
+		v, _ := l.LimitValue(name)
+		changed = append(changed, name, formatLimit(f, v))
+	}
+	s.log.Info("limits changed", changed...)
 	s.events.Publish(events.Event{Kind: "limits.changed"})
 	return nil
 }
@@ -215,7 +222,11 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 		_ = t.Close()
 		return nil, err
 	}
-	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type)
+	attrs := []any{"channel", ch.URI, "type", ch.Type}
+	if p, ok := t.(terminalPider); ok {
+		attrs = append(attrs, "pid", p.Pid())
+	}
+	s.log.Info("channel created", attrs...)
 	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	s.mu.Lock()
 	closing := s.closing
@@ -235,7 +246,11 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 			defer s.bg.Done()
 			<-n.Exited()
 			detail := t.Describe().Detail
-			s.log.Info("channel exited", "channel", ch.URI, "status", detail)
+			attrs := []any{"channel", ch.URI, "status", detail}
+			if p, ok := t.(terminalPider); ok {
+				attrs = append(attrs, "pid", p.Pid())
+			}
+			s.log.Info("channel exited", attrs...)
 			s.events.Publish(events.Event{Kind: "channel.exited", Channel: ch.URI, Detail: detail})
 		}()
 	}
@@ -383,4 +398,22 @@ func (s *Service) Close() {
 	}
 	wg.Wait()
 	s.bg.Wait()
+}
+
+// formatLimit writes a limit's value as `ahpctl limits set` takes it.
+func formatLimit(f limits.Spec, v int64) string {
+	switch f.Kind {
+	case limits.Duration:
+		return time.Duration(v).String()
+	case limits.Bytes:
+		for _, u := range []struct {
+			n    int64
+			name string
+		}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+			if v != 0 && v%u.n == 0 {
+				return strconv.FormatInt(v/u.n, 10) + u.name
+			}
+		}
+	}
+	return strconv.FormatInt(v, 10)
 }

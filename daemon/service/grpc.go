@@ -115,7 +115,7 @@ func (s *Service) StartControl(ctx context.Context, opts ControlOptions) (*Contr
 		cp.err = <-served
 		_ = ln.Close()
 	}()
-	s.log.Info("control socket listening", "path", ln.Path(), "activated", opts.Listener != nil)
+	s.log.Debug("control socket listening", "path", ln.Path(), "activated", opts.Listener != nil)
 	return cp, nil
 }
 

@@ -102,19 +102,19 @@ func (s *procScaler) stop() {
 	s.timer.Stop()
 }
 
-// Start applies procPlan to this process and logs it. flooding is the
+// Start applies procPlan to this process and logs it (at debug level). flooding is the
 // hook for the terminals (nil when GOMAXPROCS fixes the Ps); stop ends the
 // scaling.
 func Start(log *slog.Logger) (flooding func(), stop func()) {
 	busy, scale := procPlan(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), systemCgroupCPUs)
 	switch {
 	case !scale:
-		log.Info("Go scheduler: GOMAXPROCS from the environment", "gomaxprocs", busy)
+		log.Debug("Go scheduler: GOMAXPROCS from the environment", "gomaxprocs", busy)
 		return nil, func() {}
 	case busy > 1:
-		log.Info("Go scheduler: GOMAXPROCS 1, raised to "+strconv.Itoa(busy)+" while a terminal floods", "gomaxprocs", 1)
+		log.Debug("Go scheduler: GOMAXPROCS 1, raised to "+strconv.Itoa(busy)+" while a terminal floods", "gomaxprocs", 1)
 	default:
-		log.Info("Go scheduler: GOMAXPROCS 1 (less than two CPUs available)", "gomaxprocs", 1)
+		log.Debug("Go scheduler: GOMAXPROCS 1 (less than two CPUs available)", "gomaxprocs", 1)
 	}
 	ps := newProcScaler(1, busy, 500*time.Millisecond, runtime.GOMAXPROCS, log)
 	return ps.flooding, ps.stop
