@@ -45,6 +45,10 @@ type Channel struct {
 	Type    string // terminal | telemetry | tcp
 	Label   string // title given at creation
 	Created time.Time
+	// Spec is what the channel was made from, for whoever made it (the
+	// service keeps a terminal's spec to restart it); the registry does
+	// not look at it.
+	Spec any
 
 	impl flow.Channel
 
