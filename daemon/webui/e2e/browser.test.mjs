@@ -31,7 +31,7 @@ const ARTIFACTS_DIR = resolve(process.env.ARTIFACTS_DIR || join(here, 'artifacts
 const CI = process.env.CI === 'true';
 
 const ARTIFACTS = ['terminal.png', 'view-only.png', 'terminal-after-reload.png', 'after-shutdown.png',
-  'ticket-reused.png', 'exited.png', 'clipped.png', 'phone.png', 'phone-sidebar.png', 'after-restart.png',
+  'ticket-reused.png', 'exited.png', 'new-terminal.png', 'clipped.png', 'phone.png', 'phone-sidebar.png', 'after-restart.png',
   'failure-page5.png', 'failure-page1.png', 'failure-page2.png', 'failure-page3.png', 'failure-page4.png',
   'daemon.log', 'e2e.log'];
 const CHANNEL = 'ahp-terminal:/shell';
@@ -334,6 +334,26 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
     assert.equal(n.testid, 'exit-notice', `a key after the exit replaced the notice: ${JSON.stringify(n)}`);
     assert.equal(n.error, false);
     await page2.screenshot({ path: join(ARTIFACTS_DIR, 'exited.png') });
+
+    // ---- Restart reruns it under the same URI; Close removes it ------------
+
+    note('step: restart, close, new terminal');
+    await page2.getByTestId('restart').click();
+    await waitAttached(page2);
+    await typeLine(page2, 'echo restarted-run');
+    await waitScreen(page2, 'output after the restart', (lines) => lines.includes('restarted-run'));
+    await typeLine(page2, 'exit 4');
+    await waitFor(page2, 'the second exit', () => /exited with code 4/.test(document.querySelector('[data-testid=exit-notice]')?.textContent ?? ''));
+    await page2.getByTestId('close').click();
+    await waitFor(page2, 'the closed channel to leave the list',
+      () => !document.querySelector('[data-testid=channel-item][data-channel="ahp-terminal:/second"]'));
+    const before = await page2.evaluate(() => [...document.querySelectorAll('[data-testid=channel-item]')].map((e) => e.dataset.channel));
+    await page2.getByTestId('new-terminal').click();
+    await waitFor(page2, 'a new terminal in the list', (n) => document.querySelectorAll('[data-testid=channel-item]').length === n + 1, before.length);
+    await waitAttached(page2);
+    await typeLine(page2, 'echo in-new-terminal');
+    await waitScreen(page2, 'output in the new terminal', (lines) => lines.includes('in-new-terminal'));
+    await page2.screenshot({ path: join(ARTIFACTS_DIR, 'new-terminal.png') });
   }
   await page2.close();
 
