@@ -1,12 +1,16 @@
 package daemon_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon/auth"
@@ -130,4 +134,60 @@ func listedChannels(t *testing.T, c *client.Conn) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestChannelsWatch: after channels/watch a connection gets
+// channels/changed when a channel is created or closed, at most about
+// every 250 ms however many changes there are; one that did not ask gets
+// none.
+func TestChannelsWatch(t *testing.T) {
+	h := start(t, false, nil)
+	ws := h.rawInit(adminToken)
+	quiet := h.rawInit(adminToken)
+	if err := ws.Write(ctxT(t), websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":1,"method":"channels/watch","params":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readJSON(t, ws); !strings.Contains(got, `"id":1`) || !strings.Contains(got, `"result":{}`) {
+		t.Fatalf("channels/watch: %s", got)
+	}
+	if _, err := h.srv.CreateTerminal(service.TerminalSpec{ID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readJSON(t, ws); got != `{"jsonrpc":"2.0","method":"channels/changed","params":{}}` {
+		t.Fatalf("after a create: %s", got)
+	}
+	// A burst of 20 changes within ~0.1 s comes as one or two.
+	began := time.Now()
+	for i := range 10 {
+		id := "b" + strconv.Itoa(i)
+		if _, err := h.srv.CreateTerminal(service.TerminalSpec{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.srv.CloseChannel("ahp-terminal:/" + id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	burst := time.Since(began)
+	n := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+		_, b, err := ws.Read(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		if !strings.Contains(string(b), "channels/changed") {
+			t.Fatalf("unexpected %s", b)
+		}
+		n++
+	}
+	if max := 2 + int(burst/(250*time.Millisecond)); n < 1 || n > max {
+		t.Fatalf("%d channels/changed for 20 changes in %v, want 1 to %d", n, burst, max)
+	}
+	// The connection that did not watch got nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, b, err := quiet.Read(ctx); err == nil {
+		t.Fatalf("a connection that did not watch got %s", b)
+	}
 }

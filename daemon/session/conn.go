@@ -109,6 +109,17 @@ type conn struct {
 	bearer string        // token from the Authorization header, if any
 	opened time.Time
 
+	// channels/watch: the watcher goroutine (started by run, stopped and
+	// waited for by serve) signals changed; run sends channels/changed at
+	// most every channelsChangedEvery.
+	watchStop   func()
+	watchDone   chan struct{}
+	watchWG     sync.WaitGroup
+	changed     chan struct{}
+	changedNext time.Time   // run's: the earliest next channels/changed
+	changedTmr  *time.Timer // run's: re-signals a change held back
+	changedHeld bool        // run's: a change waits for changedTmr
+
 	// Owned by run.
 	limits      config.Limits
 	sender      *flow.Sender
@@ -198,6 +209,7 @@ func (c *conn) serve(shutdown context.Context) {
 	wg.Go(func() { c.pingLoop(ioCtx) })
 
 	err := c.run(shutdown)
+	c.stopWatch()
 	if c.attached {
 		c.srv.tokens.Detach(c.grant.ID)
 	}
@@ -387,6 +399,10 @@ func (c *conn) run(ctx context.Context) error {
 				return stallClose("%s: ping could not be written (%v)", wire.ReasonOutputStalled, err)
 			}
 			return c.noPong()
+		case <-c.changed:
+			if err := c.channelsChanged(); err != nil {
+				return err
+			}
 		case <-c.wakeSig:
 			c.drainWakes()
 		case <-c.sharedFreed():
@@ -831,5 +847,78 @@ func (c *conn) endSub(s *subscription) {
 	delete(c.pending, s.id)
 	if s.created && s.stream == nil {
 		c.srv.closeSoon(s.ch.URI)
+	}
+}
+
+// channelsChangedEvery bounds how often a watching connection gets
+// channels/changed: changes within it are sent as one.
+const channelsChangedEvery = 250 * time.Millisecond
+
+// channelsChangedMsg tells a connection that asked (channels/watch) that
+// channels/list would answer differently now.
+const channelsChangedMsg = `{"jsonrpc":"2.0","method":"channels/changed","params":{}}`
+
+// watchChannels answers channels/watch: from now on the connection gets
+// channels/changed whenever a channel is created, exits or is closed, or a
+// viewer joins or leaves (PROTOCOL.md is silent: docs/protocol-decisions.md,
+// "The first ten minutes"). Idempotent.
+func (c *conn) watchChannels(req *request) error {
+	if c.watchStop == nil {
+		next, stop := c.srv.events.Watch()
+		c.watchStop, c.watchDone, c.changed = stop, make(chan struct{}), make(chan struct{}, 1)
+		done, changed := c.watchDone, c.changed
+		c.watchWG.Go(func() {
+			for {
+				evs, lost, ok := next(done)
+				if !ok {
+					return
+				}
+				for _, e := range evs {
+					if lost > 0 || strings.HasPrefix(e.Kind, "channel.") || e.Kind == "viewer.joined" || e.Kind == "viewer.left" {
+						select {
+						case changed <- struct{}{}:
+						default:
+						}
+						break
+					}
+				}
+			}
+		})
+	}
+	return c.respond(req, map[string]any{}, nil)
+}
+
+// channelsChanged sends channels/changed, or holds it until
+// channelsChangedEvery has passed since the last one.
+func (c *conn) channelsChanged() error {
+	now := time.Now()
+	if now.Before(c.changedNext) {
+		if !c.changedHeld {
+			c.changedHeld = true
+			changed := c.changed
+			c.changedTmr = time.AfterFunc(c.changedNext.Sub(now), func() {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			})
+		}
+		return nil
+	}
+	c.changedHeld = false
+	c.changedNext = now.Add(channelsChangedEvery)
+	return c.queue([]byte(channelsChangedMsg))
+}
+
+// stopWatch ends channels/watch's goroutine and timer, and waits.
+func (c *conn) stopWatch() {
+	if c.watchStop == nil {
+		return
+	}
+	close(c.watchDone)
+	c.watchWG.Wait()
+	c.watchStop()
+	if c.changedTmr != nil {
+		c.changedTmr.Stop()
 	}
 }

@@ -26,6 +26,8 @@ func (c *conn) dispatch(req *request) error {
 		return c.initialize(req)
 	case "channels/list":
 		return c.channelsList(req)
+	case "channels/watch":
+		return c.watchChannels(req)
 	case "channels/create":
 		return c.channelsCreate(req)
 	case "channels/restart", "channels/close":

@@ -288,8 +288,9 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
       { AHP_CONTROL: controlSock })).trim();
     assert.equal(second, 'ahp-terminal:/second');
     const item = (p, ch) => p.locator(`[data-testid=channel-item][data-channel="${ch}"] button`);
-    await waitFor(page2, 'the second terminal in the list',
-      () => !!document.querySelector('[data-testid=channel-item][data-channel="ahp-terminal:/second"]'));
+    // channels/changed, not the 5 s poll: it is listed at once.
+    await waitFor(page2, 'the second terminal in the list within 1.5 s',
+      () => !!document.querySelector('[data-testid=channel-item][data-channel="ahp-terminal:/second"]'), undefined, 1500);
     await item(page2, second).click();
     await waitAttached(page2);
     assert.equal(await focused(page2), 'xterm-helper-textarea', 'the focus stayed on the list');
@@ -327,6 +328,9 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
     note('step: restart, close, new terminal');
     await page2.getByTestId('restart').click();
     await waitAttached(page2);
+    // A shell that is just starting may discard what was typed before it
+    // was ready (its terminal set-up flushes input): wait for its prompt.
+    await waitScreen(page2, 'the restarted shell\'s prompt', (lines) => lines.some((l) => l.startsWith(PROMPT)));
     await typeLine(page2, 'echo restarted-run');
     await waitScreen(page2, 'output after the restart', (lines) => lines.includes('restarted-run'));
     await typeLine(page2, 'exit 4');
@@ -338,6 +342,7 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
     await page2.getByTestId('new-terminal').click();
     await waitFor(page2, 'a new terminal in the list', (n) => document.querySelectorAll('[data-testid=channel-item]').length === n + 1, before.length);
     await waitAttached(page2);
+    await waitScreen(page2, 'the new shell\'s prompt', (lines) => lines.some((l) => l.startsWith(PROMPT)));
     await typeLine(page2, 'echo in-new-terminal');
     await waitScreen(page2, 'output in the new terminal', (lines) => lines.includes('in-new-terminal'));
     await page2.screenshot({ path: join(ARTIFACTS_DIR, 'new-terminal.png') });

@@ -402,6 +402,12 @@ let currentSession = null;
 client.on('session', async (session) => {
   currentSession = session;
   el.newTerminal.hidden = !session.createsChannels;
+  // The list follows the daemon's changes at once; the 5 s poll stays for
+  // the viewer counts of other channels and the latency figure.
+  session.on('channelsChanged', () => {
+    if (!pingSince) refreshChannels(session);
+  });
+  session.watchChannels().catch(() => {}); // an older daemon: the poll alone
   applyRole(session.role);
   await refreshChannels(session);
   if (!attachment) {

@@ -461,6 +461,15 @@ export class Session extends Emitter {
     return this.request('channels/close', { channel });
   }
 
+  /**
+   * watchChannels asks for channels/changed notifications (emitted as
+   * 'channelsChanged') whenever a channel is created, exits or closes, or a
+   * viewer joins or leaves.
+   */
+  watchChannels() {
+    return this.request('channels/watch', {});
+  }
+
   /** listChannels returns channels/list's channel array. */
   async listChannels() {
     const r = await this.request('channels/list', {});
@@ -551,6 +560,10 @@ export class Session extends Emitter {
         else sub._onReset(params);
         return;
       }
+      case 'channels/changed':
+        // After watchChannels: channels/list would answer differently.
+        this._emit('channelsChanged');
+        return;
       default:
         if (m.id !== undefined && m.method !== undefined) {
           this._sendText(JSON.stringify({

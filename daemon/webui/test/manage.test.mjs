@@ -41,3 +41,18 @@ test('createTerminal, restartChannel and closeChannel send their requests', asyn
   ws.recv({ jsonrpc: '2.0', id: req.id, result: {} });
   await closed;
 });
+
+test('watchChannels asks once; channels/changed is emitted', async () => {
+  const { session, ws } = await connectWith({ role: 'view' });
+  let changed = 0;
+  session.on('channelsChanged', () => { changed++; });
+  const watching = session.watchChannels();
+  const [req] = ws.take();
+  assert.deepEqual([req.method, req.params], ['channels/watch', {}]);
+  ws.recv({ jsonrpc: '2.0', id: req.id, result: {} });
+  await watching;
+  ws.recv({ jsonrpc: '2.0', method: 'channels/changed', params: {} });
+  ws.recv({ jsonrpc: '2.0', method: 'channels/changed', params: {} });
+  assert.equal(changed, 2);
+  assert.equal(session.stats.droppedNotifications, 0);
+});
