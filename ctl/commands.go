@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,10 +25,12 @@ func rootCommand() *command {
 	return &command{sub: []*command{
 		{name: "status", summary: "Show the daemon's version, addresses and health", maxArgs: 0, setup: setupStatus,
 			examples: []string{"ahpctl status", "ahpctl status -o json"}},
+		{name: "ls", summary: "List the channels (the same as channels list)", maxArgs: 0, setup: setupChannelsList,
+			examples: []string{"ahpctl ls", "ahpctl ls -o wide", "ahpctl -o yaml ls --type terminal"}},
 		{name: "channels", aliases: []string{"channel", "ch"}, summary: "List, describe and close channels", sub: []*command{
 			{name: "list", aliases: []string{"ls"}, summary: "List the channels", maxArgs: 0, setup: setupChannelsList,
 				examples: []string{"ahpctl channels list", "ahpctl channels list --type terminal -o json", "ahpctl channels list --type tcp"}},
-			{name: "get", args: "URI", summary: "Describe a channel", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupChannelsGet,
+			{name: "get", args: "URI", summary: "Describe a channel and who views it", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupChannelsGet,
 				examples: []string{"ahpctl channels get ahp-terminal:/shell -o json"}},
 			{name: "close", aliases: []string{"rm"}, args: "URI", summary: "Close a channel (a terminal's process is hung up)", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupChannelsClose,
 				help:     "A terminal's process group gets --signal first (if given), then up to --grace to exit,\nthen the PTY is hung up (SIGHUP, then SIGKILL after the daemon's kill timeout).",
@@ -75,9 +79,9 @@ func rootCommand() *command {
 		{name: "forward", args: "LOCAL_ADDR HOST:PORT|URI", summary: "Forward local TCP connections through the daemon to HOST:PORT or a TCP channel", minArgs: 2, maxArgs: 2, setup: setupForward,
 			help:     forwardHelp,
 			examples: []string{"ahpctl forward 8080 127.0.0.1:80", "ahpctl forward 127.0.0.1:5433 db.internal:5432 --quiet", "ahpctl forward 9000 ahp-tcp:/3", "ahpctl forward --url http://gw:7681 --token-file ~/.ahp-token 8080 10.0.0.5:80"}},
-		{name: "open", args: "URI", summary: "Print a browser URL with a single-use ticket", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupOpen,
-			help:     "The ticket is in the URL fragment, which browsers never send to a server; it\nworks once and expires after the daemon's ticket TTL (default 10 minutes).",
-			examples: []string{"ahpctl open ahp-terminal:/shell", "ahpctl open --browser --role view ahp-terminal:/build"}},
+		{name: "open", args: "[URI]", summary: "Print a browser URL with a single-use ticket", maxArgs: 1, complete: "channel", setup: setupOpen,
+			help:     "The ticket is in the URL fragment, which browsers never send to a server; it\nworks once and expires after the daemon's ticket TTL (default 10 minutes).\nWithout URI (or with --all) the ticket covers every channel and the page\nopens on its channel list.",
+			examples: []string{"ahpctl open ahp-terminal:/shell", "ahpctl open shell", "ahpctl open --browser --role view ahp-terminal:/build", "ahpctl open --all"}},
 		{name: "completion", args: "bash|zsh|fish", summary: "Print a shell completion script", minArgs: 1, maxArgs: 1, setup: setupCompletion,
 			examples: []string{"source <(ahpctl completion bash)", "ahpctl completion zsh > \"${fpath[1]}/_ahpctl\"", "ahpctl completion fish > ~/.config/fish/completions/ahpctl.fish"}},
 		{name: "version", summary: "Print ahpctl's version", maxArgs: 0, setup: func(*flag.FlagSet) action {
@@ -109,24 +113,39 @@ func setupStatus(fs *flag.FlagSet) action {
 		if h, err := healthpb.NewHealthClient(a.cc).Check(rctx, &healthpb.HealthCheckRequest{}); err == nil {
 			health = h.Status.String()
 		}
-		v := statusView{
+		// The next step: a link command, since the bare web page asks for a
+		// ticket.
+		open := "ahpctl open"
+		if lres, err := c.channels.ListChannels(rctx, &ahpv1.ListChannelsRequest{Type: "terminal"}); err == nil && len(lres.Channels) > 0 {
+			open += " " + lres.Channels[0].Uri
+			for _, ch := range lres.Channels {
+				if ch.Uri == "ahp-terminal:/shell" { // the default terminal
+					open = "ahpctl open " + ch.Uri
+				}
+			}
+		}
+		v := statusView{Open: open,
 			Version: info.Version, Health: health, Pid: info.Pid, Listen: info.ListenAddress, BaseURL: info.BaseUrl,
 			WebSocketURL: info.WebsocketUrl, Control: info.ControlSocket, StateDir: info.StateDir,
 			Started: info.StartTime.AsTime(), Uptime: time.Since(info.StartTime.AsTime()).Round(time.Second).String(),
 			Compression: info.WebsocketCompression, Channels: info.Channels, Connections: info.Connections,
 		}
-		if *o == "json" {
-			return a.printJSON(v)
+		if structured(*o) {
+			return a.printAs(*o, v)
 		}
 		tw := a.table()
 		for _, kv := range [][2]any{
 			{"version", v.Version}, {"health", v.Health}, {"pid", v.Pid}, {"uptime", v.Uptime},
-			{"listen", v.Listen}, {"web page", v.BaseURL}, {"websocket", v.WebSocketURL}, {"compression", v.Compression},
+			{"listen", v.Listen}, {"web page", v.BaseURL + " (needs a ticket: see below)"}, {"websocket", v.WebSocketURL}, {"compression", v.Compression},
 			{"control socket", v.Control}, {"state dir", v.StateDir}, {"channels", v.Channels}, {"connections", v.Connections},
 		} {
 			fmt.Fprintf(tw, "%s:\t%v\n", kv[0], kv[1])
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "\nOpen in a browser: %s   (prints a link with a single-use ticket)\n", v.Open)
+		return nil
 	}
 }
 
@@ -136,6 +155,9 @@ func setupChannelsList(fs *flag.FlagSet) action {
 	return func(ctx context.Context, a *app, _ []string) error {
 		if err := checkOutput(*o); err != nil {
 			return err
+		}
+		if *typ != "" && !slices.Contains(channelTypes, *typ) {
+			return usagef("--type must be %s, got %q", strings.Join(channelTypes, ", "), *typ)
 		}
 		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
@@ -150,10 +172,10 @@ func setupChannelsList(fs *flag.FlagSet) action {
 		for _, ch := range res.Channels {
 			views = append(views, toChannelView(ch))
 		}
-		if *o == "json" {
-			return a.printJSON(views)
+		if structured(*o) {
+			return a.printAs(*o, views)
 		}
-		return a.printChannels(views)
+		return a.printChannels(views, *o == "wide")
 	}
 }
 
@@ -168,15 +190,29 @@ func setupChannelsGet(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		res, err := c.channels.GetChannel(rctx, &ahpv1.GetChannelRequest{Channel: args[0]})
+		uri, err := a.channelURI(ctx, args[0])
 		if err != nil {
 			return err
 		}
-		v := toChannelView(res.Channel)
-		if *o == "json" {
-			return a.printJSON(v)
+		res, err := c.channels.GetChannel(rctx, &ahpv1.GetChannelRequest{Channel: uri})
+		if err != nil {
+			return err
 		}
-		return a.printChannels([]channelView{v})
+		v := channelDetailView{channelView: toChannelView(res.Channel), Subscribers: []channelSubscriberView{}}
+		// Who views it: the viewer connections with a subscription to it.
+		if vres, err := c.viewers.ListViewers(rctx, &ahpv1.ListViewersRequest{}); err == nil {
+			for _, vw := range vres.Viewers {
+				for _, sub := range vw.Subscriptions {
+					if sub.Channel == v.Channel {
+						v.Subscribers = append(v.Subscribers, channelSubscriberView{Viewer: vw.Id, Client: vw.Client, Role: roleName(vw.Role), Remote: vw.RemoteAddress, Subscription: sub.Id, Stalled: sub.Stalled})
+					}
+				}
+			}
+		}
+		if structured(*o) {
+			return a.printAs(*o, v)
+		}
+		return a.printChannelDetail(v)
 	}
 }
 
@@ -191,9 +227,13 @@ func setupChannelsClose(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
+		uri, err := a.channelURI(ctx, args[0])
+		if err != nil {
+			return err
+		}
 		rctx, cancel := context.WithTimeout(ctx, a.timeout+*grace)
 		defer cancel()
-		_, err = c.channels.CloseChannel(rctx, &ahpv1.CloseChannelRequest{Channel: args[0], Signal: *sig, Grace: durationpb.New(*grace)})
+		_, err = c.channels.CloseChannel(rctx, &ahpv1.CloseChannelRequest{Channel: uri, Signal: *sig, Grace: durationpb.New(*grace)})
 		return err
 	}
 }
@@ -248,7 +288,11 @@ func setupTerminalResize(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		_, err = c.terminals.ResizeTerminal(rctx, &ahpv1.ResizeTerminalRequest{Channel: args[0], Rows: int32(*rows), Cols: int32(*cols)})
+		uri, err := a.channelURI(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		_, err = c.terminals.ResizeTerminal(rctx, &ahpv1.ResizeTerminalRequest{Channel: uri, Rows: int32(*rows), Cols: int32(*cols)})
 		return err
 	}
 }
@@ -292,7 +336,11 @@ func setupTokenCreate(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		req := &ahpv1.CreateTokenRequest{Channels: channels, Role: r, SingleUse: *single}
+		uris, err := a.channelURIs(ctx, channels)
+		if err != nil {
+			return err
+		}
+		req := &ahpv1.CreateTokenRequest{Channels: uris, Role: r, SingleUse: *single}
 		if *ttl > 0 {
 			req.Ttl = durationpb.New(*ttl)
 		}
@@ -320,12 +368,15 @@ func setupTokenList(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
+		// Oldest first: ids are minted in order (tok-1, tok-2, …; the API
+		// has no creation time), so by their number, not as strings.
+		sortTokens(res.Tokens)
 		views := make([]tokenView, 0, len(res.Tokens))
 		for _, t := range res.Tokens {
 			views = append(views, toTokenView(t))
 		}
-		if *o == "json" {
-			return a.printJSON(views)
+		if structured(*o) {
+			return a.printAs(*o, views)
 		}
 		tw := a.table("ID", "ROLE", "CHANNELS", "EXPIRES", "SINGLE-USE")
 		for _, t := range views {
@@ -341,6 +392,21 @@ func setupTokenList(fs *flag.FlagSet) action {
 		}
 		return tw.Flush()
 	}
+}
+
+func sortTokens(ts []*ahpv1.Token) {
+	slices.SortStableFunc(ts, func(x, y *ahpv1.Token) int { return cmpTokenIDs(x.Id, y.Id) })
+}
+
+// cmpTokenIDs orders token ids by their number (tok-2 before tok-10), then
+// as strings.
+func cmpTokenIDs(a, b string) int {
+	na, ea := strconv.Atoi(strings.TrimPrefix(a, "tok-"))
+	nb, eb := strconv.Atoi(strings.TrimPrefix(b, "tok-"))
+	if ea == nil && eb == nil && na != nb {
+		return cmp.Compare(na, nb)
+	}
+	return strings.Compare(a, b)
 }
 
 func setupTokenRevoke(*flag.FlagSet) action {
@@ -367,12 +433,18 @@ func setupLimitsGet(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		res, err := c.limits.GetLimits(rctx, &ahpv1.GetLimitsRequest{Channel: *channel})
+		uri := *channel
+		if uri != "" {
+			if uri, err = a.channelURI(ctx, uri); err != nil {
+				return err
+			}
+		}
+		res, err := c.limits.GetLimits(rctx, &ahpv1.GetLimitsRequest{Channel: uri})
 		if err != nil {
 			return err
 		}
-		if *o == "json" {
-			return a.printJSON(map[string]any{"effective": toLimitsView(res.Effective), "defaults": toLimitsView(res.Defaults), "overridden": res.Overridden})
+		if structured(*o) {
+			return a.printAs(*o, map[string]any{"effective": toLimitsView(res.Effective), "defaults": toLimitsView(res.Defaults), "overridden": res.Overridden})
 		}
 		tw := a.table("KEY", "VALUE", "DEFAULT")
 		for _, k := range limitKeys {
@@ -394,7 +466,9 @@ func setupLimitsSet(fs *flag.FlagSet) action {
 			return err
 		}
 		if *channel != "" {
-			req.Channel = *channel
+			if req.Channel, err = a.channelURI(ctx, *channel); err != nil {
+				return err
+			}
 			defaults := 0
 			for _, arg := range args {
 				if strings.HasSuffix(arg, "=default") {
@@ -414,13 +488,27 @@ func setupLimitsSet(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
+		// The values before, to show what changed (best effort: a daemon
+		// that cannot say still gets the change).
+		var before *ahpv1.Limits
+		if old, err := c.limits.GetLimits(rctx, &ahpv1.GetLimitsRequest{Channel: req.Channel}); err == nil {
+			before = old.Effective
+		}
 		res, err := c.limits.SetLimits(rctx, req)
 		if err != nil {
 			return err
 		}
+		if len(res.Changed) == 0 {
+			fmt.Fprintln(a.stdout, "no change: the limits already had those values")
+			return nil
+		}
 		for _, name := range res.Changed {
 			k, _ := findLimitKey(name)
-			fmt.Fprintf(a.stdout, "%s=%s\n", name, formatLimit(k.kind, k.get(res.Effective)))
+			line := name + "=" + formatLimit(k.kind, k.get(res.Effective))
+			if before != nil {
+				line += " (was " + formatLimit(k.kind, k.get(before)) + ")"
+			}
+			fmt.Fprintln(a.stdout, line)
 		}
 		return nil
 	}
@@ -445,8 +533,8 @@ func setupViewersList(fs *flag.FlagSet) action {
 		for _, v := range res.Viewers {
 			views = append(views, toViewerView(v))
 		}
-		if *o == "json" {
-			return a.printJSON(views)
+		if structured(*o) {
+			return a.printAs(*o, views)
 		}
 		return a.printViewers(views)
 	}
@@ -481,8 +569,8 @@ func setupStats(fs *flag.FlagSet) action {
 			return err
 		}
 		v := toStatsView(res)
-		if *o == "json" {
-			return a.printJSON(v)
+		if structured(*o) {
+			return a.printAs(*o, v)
 		}
 		return a.printStats(v)
 	}
@@ -491,7 +579,7 @@ func setupStats(fs *flag.FlagSet) action {
 func setupEvents(fs *flag.FlagSet) action {
 	o := outputFlag(fs)
 	var kinds stringList
-	fs.Var(&kinds, "kind", "only events of this `kind` (repeatable): channel.created, channel.exited, channel.closed, viewer.joined, viewer.left, viewer.stalled, viewer.kicked, limits.changed")
+	fs.Var(&kinds, "kind", "only events of this `kind` (repeatable): "+strings.Join(eventKinds, ", "))
 	channel := fs.String("channel", "", "only events about this channel `URI`")
 	count := fs.Int("count", 0, "exit after this many events (default: follow until interrupted)")
 	return func(ctx context.Context, a *app, _ []string) error {
@@ -501,13 +589,24 @@ func setupEvents(fs *flag.FlagSet) action {
 		if *count < 0 {
 			return usagef("events: --count must not be negative")
 		}
+		for _, k := range kinds {
+			if !slices.Contains(eventKinds, k) {
+				return usagef("events: unknown --kind %q (kinds: %s)", k, strings.Join(eventKinds, ", "))
+			}
+		}
 		c, err := a.clients()
 		if err != nil {
 			return err
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stream, err := c.daemon.WatchEvents(ctx, &ahpv1.WatchEventsRequest{Kinds: kinds, Channel: *channel})
+		uri := *channel
+		if uri != "" {
+			if uri, err = a.channelURI(ctx, uri); err != nil {
+				return err
+			}
+		}
+		stream, err := c.daemon.WatchEvents(ctx, &ahpv1.WatchEventsRequest{Kinds: kinds, Channel: uri})
 		if err != nil {
 			return err
 		}
@@ -525,11 +624,17 @@ func setupEvents(fs *flag.FlagSet) action {
 			}
 			for _, e := range res.Events {
 				v := eventView{Time: e.Time.AsTime(), Kind: e.Kind, Channel: e.Channel, Viewer: e.Viewer, Detail: e.Detail}
-				if *o == "json" {
+				switch *o {
+				case "json":
 					if err := a.printJSONLine(v); err != nil {
 						return err
 					}
-				} else {
+				case "yaml": // a stream of documents
+					fmt.Fprintln(a.stdout, "---")
+					if err := a.printAs("yaml", v); err != nil {
+						return err
+					}
+				default:
 					fmt.Fprintf(a.stdout, "%s  %-15s %-24s %-6s %s\n", v.Time.Local().Format("15:04:05.000"), v.Kind, dash(v.Channel), dash(v.Viewer), v.Detail)
 				}
 				if seen++; *count > 0 && seen >= *count {
@@ -539,6 +644,12 @@ func setupEvents(fs *flag.FlagSet) action {
 		}
 	}
 }
+
+// channelTypes are the values of ListChannelsRequest.type.
+var channelTypes = []string{"terminal", "telemetry", "tcp"}
+
+// eventKinds are the kinds WatchEvents sends (daemon.proto, Event.kind).
+var eventKinds = []string{"channel.created", "channel.exited", "channel.closed", "viewer.joined", "viewer.left", "viewer.stalled", "viewer.kicked", "limits.changed"}
 
 func dash(s string) string {
 	if s == "" {
@@ -550,26 +661,59 @@ func dash(s string) string {
 func setupOpen(fs *flag.FlagSet) action {
 	browser := fs.Bool("browser", false, "also open the URL with xdg-open (or $BROWSER)")
 	role := fs.String("role", "control", "`role` of the ticket: view or control")
+	all := fs.Bool("all", false, "a link whose ticket covers every channel (the default without URI)")
 	return func(ctx context.Context, a *app, args []string) error {
 		r, err := parseRole(*role)
 		if err != nil {
 			return err
+		}
+		if *all && len(args) > 0 {
+			return usagef("open: --all or a URI, not both")
 		}
 		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer cancel()
-		res, err := c.tokens.CreateBrowserLink(rctx, &ahpv1.CreateBrowserLinkRequest{Channel: args[0], Role: r})
+		var url string
+		if len(args) == 0 {
+			url, err = allChannelsLink(rctx, c, r)
+		} else {
+			var uri string
+			if uri, err = a.channelURI(ctx, args[0]); err != nil {
+				return err
+			}
+			var res *ahpv1.CreateBrowserLinkResponse
+			if res, err = c.tokens.CreateBrowserLink(rctx, &ahpv1.CreateBrowserLinkRequest{Channel: uri, Role: r}); err == nil {
+				url = res.Url
+			}
+		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(a.stdout, res.Url)
+		fmt.Fprintln(a.stdout, url)
 		if *browser {
-			return openBrowser(a.getenv, res.Url)
+			return openBrowser(a.getenv, url)
 		}
 		return nil
 	}
+}
+
+// allChannelsLink is the web page URL with a single-use ticket over every
+// channel (the page then shows its channel list). CreateBrowserLink needs
+// a channel, so it is made of its parts: a ticket from CreateToken (the
+// daemon's ticket TTL) and the base URL from GetInfo, in the form the
+// daemon prints at start (http://HOST:PORT/#ticket=T).
+func allChannelsLink(ctx context.Context, c *clients, r ahpv1.Role) (string, error) {
+	info, err := c.daemon.GetInfo(ctx, &ahpv1.GetInfoRequest{})
+	if err != nil {
+		return "", err
+	}
+	tok, err := c.tokens.CreateToken(ctx, &ahpv1.CreateTokenRequest{Role: r, SingleUse: true})
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(info.BaseUrl, "/") + "/#ticket=" + tok.Secret, nil
 }
 
 // openBrowser starts $BROWSER or the platform's opener, without waiting.

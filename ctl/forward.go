@@ -158,7 +158,7 @@ func (f *forwarder) statusf(format string, args ...any) {
 func (f *forwarder) dial(ctx context.Context) (*client.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.a.timeout)
 	defer cancel()
-	opts := client.Options{ClientName: "ahpctl forward", Deflate: f.compress}
+	opts := client.Options{ClientName: "ahpctl forward", ClientVersion: Version, Deflate: f.compress}
 	if f.c == nil {
 		opts.Token = f.token
 		c, _, err := client.Dial(ctx, f.wsURL, opts)

@@ -28,6 +28,9 @@ type statusView struct {
 	Compression  string    `json:"websocketCompression"`
 	Channels     int64     `json:"channels"`
 	Connections  int64     `json:"connections"`
+	// Open is the command that prints a browser link (the web page needs
+	// a ticket).
+	Open string `json:"open"`
 }
 
 type channelView struct {
@@ -78,6 +81,81 @@ func toChannelView(c *ahpv1.Channel) channelView {
 		}
 	}
 	return v
+}
+
+// detail is the one-line summary of a TCP or telemetry channel's figures.
+func (c channelView) detail() string {
+	switch {
+	case c.TCP != nil:
+		return fmt.Sprintf("%s %s in=%d out=%d", c.TCP.Target, strings.ReplaceAll(c.TCP.Phase, " ", ""), c.TCP.BytesIn, c.TCP.BytesOut)
+	case c.Telemetry != nil:
+		return fmt.Sprintf("%s %s samples=%d", c.Telemetry.Source, c.Telemetry.Policy, c.Telemetry.Samples)
+	}
+	return "-"
+}
+
+// channelDetailView is `channels get`: the channel and the viewer
+// connections subscribed to it.
+type channelDetailView struct {
+	channelView
+	Subscribers []channelSubscriberView `json:"subscribers"`
+}
+
+type channelSubscriberView struct {
+	Viewer       string `json:"viewer"`
+	Client       string `json:"client"`
+	Role         string `json:"role"`
+	Remote       string `json:"remoteAddress"`
+	Subscription string `json:"subscriptionId"`
+	Stalled      bool   `json:"stalled"`
+}
+
+// printChannelDetail prints `channels get` as KEY: VALUE lines, then the
+// subscribers.
+func (a *app) printChannelDetail(v channelDetailView) error {
+	tw := a.table()
+	row := func(k string, val any) { fmt.Fprintf(tw, "%s:\t%v\n", k, val) }
+	row("channel", v.Channel)
+	row("id", v.ID)
+	row("type", v.Type)
+	row("state", v.State)
+	if v.Title != "" {
+		row("title", v.Title)
+	}
+	if v.Rows > 0 {
+		row("size", fmt.Sprintf("%dx%d (cols x rows)", v.Cols, v.Rows))
+	}
+	if v.Pid > 0 {
+		row("pid", v.Pid)
+	}
+	if t := v.TCP; t != nil {
+		row("target", t.Target)
+		row("remote", dash(t.Remote))
+		row("phase", t.Phase)
+		row("consumer", t.Consumer)
+		row("bytes in", fmt.Sprintf("%d (written to the target)", t.BytesIn))
+		row("bytes out", fmt.Sprintf("%d (read from the target)", t.BytesOut))
+		row("resumes", t.Resumes)
+	}
+	if t := v.Telemetry; t != nil {
+		row("source", t.Source)
+		row("policy", t.Policy)
+		row("samples", t.Samples)
+		row("next seq", t.Seq)
+	}
+	row("viewers", v.Viewers)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(v.Subscribers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(a.stdout)
+	tw = a.table("VIEWER", "CLIENT", "ROLE", "REMOTE", "SUB", "STALLED")
+	for _, s := range v.Subscribers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", s.Viewer, dash(s.Client), s.Role, s.Remote, s.Subscription, s.Stalled)
+	}
+	return tw.Flush()
 }
 
 type tokenView struct {
@@ -285,8 +363,16 @@ func (a *app) table(header ...string) *tabwriter.Writer {
 	return tw
 }
 
-func (a *app) printChannels(views []channelView) error {
-	tw := a.table("CHANNEL", "TYPE", "STATE", "VIEWERS", "SIZE", "PID", "TITLE")
+// printChannels prints the channels table; wide adds the ID and a DETAIL
+// column (a TCP channel's target and phase, a telemetry channel's source
+// and samples). The API has no creation time, command or exit status of a
+// channel, so there are no AGE, COMMAND or EXIT columns.
+func (a *app) printChannels(views []channelView, wide bool) error {
+	header := []string{"CHANNEL", "TYPE", "STATE", "VIEWERS", "SIZE", "PID", "TITLE"}
+	if wide {
+		header = []string{"CHANNEL", "ID", "TYPE", "STATE", "VIEWERS", "SIZE", "PID", "DETAIL", "TITLE"}
+	}
+	tw := a.table(header...)
 	for _, c := range views {
 		size, pid := "-", "-"
 		if c.Rows > 0 {
@@ -294,6 +380,10 @@ func (a *app) printChannels(views []channelView) error {
 		}
 		if c.Pid > 0 {
 			pid = fmt.Sprint(c.Pid)
+		}
+		if wide {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.Channel, c.ID, c.Type, c.State, c.Viewers, size, pid, c.detail(), c.Title)
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", c.Channel, c.Type, c.State, c.Viewers, size, pid, c.Title)
 	}
