@@ -156,7 +156,9 @@ Global flags:
 
 The control socket is mode 0660: whoever can open it (the daemon's user and
 group) has every right. Run 'ahpctl COMMAND --help' for a command's flags and
-examples. Exit status: 0 success, 1 error, 2 bad usage.
+examples. Where a command takes a channel URI, a bare ID (shell) names the one
+channel with that ID. Exit status: 0 success, 1 error, 2 bad usage (a value
+the daemon refuses included); attach exits with the program's status.
 
 Examples:
   ahpctl terminal create --id build -- make -j8
