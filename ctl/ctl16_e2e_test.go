@@ -60,6 +60,7 @@ func TestE2EAttachExitStatus(t *testing.T) {
 	if code := attachExit(t, cmd, done, screen); code != 7 {
 		t.Fatalf("attach after exit 7: status %d; output:\n%q", code, screen.String())
 	}
+	screen.waitFor(t, 0, regexp.MustCompile(`exited with status 7`))
 	if !strings.HasPrefix(screen.String(), "ahpctl: attached to ahp-terminal:/x1; detach: Ctrl-] d\r\n") {
 		t.Fatalf("attach did not start with the hint; output:\n%q", screen.String())
 	}
@@ -71,6 +72,7 @@ func TestE2EAttachExitStatus(t *testing.T) {
 	if code := attachExit(t, cmd, done, screen); code != 0 {
 		t.Fatalf("attach after Ctrl-A d: status %d; output:\n%q", code, screen.String())
 	}
+	screen.waitFor(t, 0, regexp.MustCompile(`\[detached from ahp-terminal:/x2\]`))
 	if out := screen.String(); !strings.Contains(out, "detach: Ctrl-A d") || !strings.Contains(out, "[detached from ahp-terminal:/x2]") {
 		t.Fatalf("attach --detach-keys ctrl-a output:\n%q", out)
 	}
@@ -81,6 +83,7 @@ func TestE2EAttachExitStatus(t *testing.T) {
 	if code := attachExit(t, cmd, done, screen); code != 128+9 {
 		t.Fatalf("attach after SIGKILL: status %d, want 137; output:\n%q", code, screen.String())
 	}
+	screen.waitFor(t, 0, regexp.MustCompile(`killed by SIGKILL`))
 	if strings.Contains(screen.String(), "attached to") {
 		t.Fatalf("--quiet printed the hint:\n%q", screen.String())
 	}
@@ -89,6 +92,7 @@ func TestE2EAttachExitStatus(t *testing.T) {
 	cmd, _, screen, done = attach("ahp-terminal:/x4")
 	d.mustCtl("channels", "close", "x4")
 	code := attachExit(t, cmd, done, screen)
+	screen.waitFor(t, 0, regexp.MustCompile(`was closed; not reconnecting`))
 	out := screen.String()
 	if code != 1 || strings.Count(out, "was closed; not reconnecting") != 1 || strings.Contains(out, "reconnecting…") {
 		t.Fatalf("attach after channels close: status %d; output:\n%q", code, out)
@@ -121,9 +125,10 @@ func TestE2EShortNamesAndOutput(t *testing.T) {
 	}
 	cmd := exec.Command(d.ahpctl, "--control", d.control, "attach", "nope")
 	_, screen, done := inPTY(t, cmd)
-	if code := attachExit(t, cmd, done, screen); code != 1 || !strings.Contains(screen.String(), `no channel has the ID "nope"`) {
+	if code := attachExit(t, cmd, done, screen); code != 1 {
 		t.Fatalf("attach nope: exit %d, output %q", code, screen.String())
 	}
+	screen.waitFor(t, 0, regexp.MustCompile(`no channel has the ID "nope"`))
 	d.mustCtl("terminal", "resize", "sh1", "--rows", "31", "--cols", "91")
 
 	// A viewer shows up in channels get.

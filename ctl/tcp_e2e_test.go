@@ -208,7 +208,7 @@ func TestE2ETCPCreate(t *testing.T) {
 
 	d := startDaemonWith(t, []string{"--config", "none"}, hermeticConfig(t.TempDir()))
 	// tcpRetain is a limit like the others.
-	if out := d.mustCtl("limits", "set", "tcpRetain=30s"); out != "tcpRetain=30s\n" {
+	if out := d.mustCtl("limits", "set", "tcpRetain=30s"); out != "tcpRetain=30s (was 1m0s)\n" {
 		t.Fatalf("limits set tcpRetain=30s printed %q", out)
 	}
 	if out := d.mustCtl("limits", "get"); !regexp.MustCompile(`(?m)^tcpRetain\s+30s\s+1m0s$`).MatchString(out) {
