@@ -53,6 +53,7 @@ test: lint web
 	# detector's slowdown too.
 	$(GO) test -count=1 -run 'TestCtrlCUnderFlood' ./daemon/
 	$(GO) test -count=1 -run 'TestSmallWritesBatched|TestEchoWakesEmulatorAtOnce' ./pty/
+	$(GO) test -count=1 -run 'TestLossInvariants$$' ./telemetry/
 	$(MAKE) fuzz
 	$(MAKE) web-test
 	@if [ -x $(CHROMIUM) ]; then $(MAKE) e2e; \

@@ -119,17 +119,7 @@ func TestMaxTerminals(t *testing.T) {
 // loop gets at most about one log line a second, and the next line says how
 // many were suppressed.
 func TestFailedAuthLogIsRateLimited(t *testing.T) {
-	logs := &syncBuffer{}
-	h, stop, err := startServer(t.TempDir(), false, nil, nil, logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.t = t
-	defer func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	h, logs := startLogged(t)
 	began := time.Now()
 	const tries = 30
 	for range tries {
@@ -156,17 +146,7 @@ func TestFailedAuthLogIsRateLimited(t *testing.T) {
 // TestLimitsChangedLogSaysWhat: the "limits changed" line names each
 // limit changed with its new value, as `ahpctl limits set` writes it.
 func TestLimitsChangedLogSaysWhat(t *testing.T) {
-	logs := &syncBuffer{}
-	h, stop, err := startServer(t.TempDir(), false, nil, nil, logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.t = t
-	defer func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	h, logs := startLogged(t)
 	l := h.srv.Limits()
 	l.MaxOutputStall = 2 * time.Second
 	l.MaxBufferedBytes = 8 << 20
@@ -176,4 +156,11 @@ func TestLimitsChangedLogSaysWhat(t *testing.T) {
 	if want := "limits changed\" maxBufferedBytes=8MiB maxOutputStall=2s"; !strings.Contains(logs.String(), want) {
 		t.Fatalf("log lacks %q:\n%s", want, logs.String())
 	}
+}
+
+// startLogged starts a daemon (fake terminals) whose log the test reads.
+func startLogged(t *testing.T) (*harness, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	return startWithLog(t, false, nil, nil, logs), logs
 }

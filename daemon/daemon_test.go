@@ -55,6 +55,12 @@ func startWith(t *testing.T, real bool, mutate func(*config.Config), mutateOpts 
 	if testing.Verbose() {
 		logw = testWriter{t}
 	}
+	return startWithLog(t, real, mutate, mutateOpts, logw)
+}
+
+// startWithLog is startWith with the daemon's log going to logw.
+func startWithLog(t *testing.T, real bool, mutate func(*config.Config), mutateOpts func(*daemon.Options), logw io.Writer) *harness {
+	t.Helper()
 	h, stop, err := startServer(t.TempDir(), real, mutate, mutateOpts, logw)
 	if err != nil {
 		t.Fatal(err)

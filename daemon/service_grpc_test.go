@@ -332,6 +332,90 @@ func TestControlTokens(t *testing.T) {
 	}
 	_, err = c.tokens.CreateBrowserLink(ctx, &ahpv1.CreateBrowserLinkRequest{Channel: "ahp-terminal:/nope"})
 	wantCode(t, err, codes.NotFound, "nope")
+	_, err = c.tokens.CreateBrowserLink(ctx, &ahpv1.CreateBrowserLinkRequest{Channel: ch.URI, Ttl: durationpb.New(time.Hour)})
+	wantCode(t, err, codes.InvalidArgument, "ttl")
+}
+
+// TestControlShareLinks: a reusable link works in several tabs at once
+// (each initialize succeeds), within its channel and role, until it is
+// revoked; a link without a channel reaches every channel.
+func TestControlShareLinks(t *testing.T) {
+	h := start(t, false, nil)
+	c := h.control()
+	ctx := ctxT(t)
+	ch, err := h.srv.CreateTerminal(service.TerminalSpec{ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.CreateTerminal(service.TerminalSpec{ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	link, err := c.tokens.CreateBrowserLink(ctx, &ahpv1.CreateBrowserLinkRequest{Channel: ch.URI, Role: ahpv1.Role_ROLE_VIEW, Reusable: true, Ttl: durationpb.New(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, frag, _ := strings.Cut(link.Url, "#")
+	q, _ := url.ParseQuery(frag)
+	tok := q.Get("token")
+	if !strings.HasPrefix(tok, "ahp_") || q.Get("channel") != ch.URI || q.Has("ticket") || link.TokenId == "" {
+		t.Fatalf("reusable link %s (token id %q)", link.Url, link.TokenId)
+	}
+	if d := time.Until(link.ExpireTime.AsTime()); d < 59*time.Minute || d > time.Hour {
+		t.Fatalf("expires in %v, want 1h", d)
+	}
+	list := func(tok string) []string {
+		t.Helper()
+		conn, res, err := client.Dial(ctx, h.url, client.Options{Token: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if res.Access.Role != "view" {
+			t.Fatalf("role %q, want view", res.Access.Role)
+		}
+		var l struct {
+			Channels []struct {
+				Channel string `json:"channel"`
+			} `json:"channels"`
+		}
+		if err := conn.Call(ctx, "channels/list", map[string]any{}, &l); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range l.Channels {
+			got = append(got, c.Channel)
+		}
+		slices.Sort(got)
+		return got
+	}
+	// A first tab stays open while a second opens the same link.
+	first, _, err := client.Dial(ctx, h.url, client.Options{Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if got := list(tok); !slices.Equal(got, []string{ch.URI}) {
+		t.Fatalf("share link lists %v", got)
+	}
+	if _, err := c.tokens.RevokeToken(ctx, &ahpv1.RevokeTokenRequest{Id: link.TokenId}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client.Dial(ctx, h.url, client.Options{Token: tok}); rpcCode(err) != flow.ErrCodeUnauthorized {
+		t.Fatalf("revoked share link: %v, want unauthorized", err)
+	}
+
+	all, err := c.tokens.CreateBrowserLink(ctx, &ahpv1.CreateBrowserLinkRequest{Role: ahpv1.Role_ROLE_VIEW, Reusable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, frag, _ = strings.Cut(all.Url, "#")
+	q, _ = url.ParseQuery(frag)
+	if q.Has("channel") {
+		t.Fatalf("all-channel link %s names a channel", all.Url)
+	}
+	if got := list(q.Get("token")); !slices.Equal(got, []string{"ahp-terminal:/a", "ahp-terminal:/b"}) {
+		t.Fatalf("all-channel link lists %v", got)
+	}
 }
 
 func TestControlLimitsGetSet(t *testing.T) {
@@ -715,5 +799,52 @@ func TestControlPerChannelLimits(t *testing.T) {
 	}
 	if sa2.Flow.ClientReceive.WindowBytes != 8<<20 {
 		t.Fatalf("after clear: window %d, want %d", sa2.Flow.ClientReceive.WindowBytes, 8<<20)
+	}
+}
+
+// TestChannelExitAndDetails: a terminal whose program exits shows its
+// exit code in GetChannel and channels/list, with its command and when it
+// was created.
+func TestChannelExitAndDetails(t *testing.T) {
+	h := start(t, true, nil)
+	c := h.control()
+	ctx := ctxT(t)
+	before := time.Now()
+	if _, err := c.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "three", Command: "/bin/sh", Args: []string{"-c", "exit 3"}}); err != nil {
+		t.Fatal(err)
+	}
+	var ch *ahpv1.Channel
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got, err := c.channels.GetChannel(ctx, &ahpv1.GetChannelRequest{Channel: "ahp-terminal:/three"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch = got.Channel; ch.State == "exited" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %s after 10 s", ch.State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ch.Exit == nil || ch.Exit.Code != 3 || ch.Exit.Signal != "" || !slices.Equal(ch.Command, []string{"/bin/sh", "-c", "exit 3"}) {
+		t.Fatalf("GetChannel = exit %v, command %q", ch.Exit, ch.Command)
+	}
+	if ct := ch.CreateTime.AsTime(); ct.Before(before.Add(-time.Second)) || ct.After(time.Now()) {
+		t.Fatalf("create_time %v, want about %v", ct, before)
+	}
+	conn, _, err := client.Dial(ctx, h.url, client.Options{Token: adminToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var list struct {
+		Channels []registry.ChannelInfo `json:"channels"`
+	}
+	if err := conn.Call(ctx, "channels/list", map[string]any{}, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Channels) != 1 || list.Channels[0].Exit == nil || list.Channels[0].Exit.Code == nil || *list.Channels[0].Exit.Code != 3 {
+		t.Fatalf("channels/list = %+v", list.Channels)
 	}
 }

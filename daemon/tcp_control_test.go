@@ -274,14 +274,7 @@ func TestControlCreateTCP(t *testing.T) {
 	}
 
 	// /metrics counts the TCP channels.
-	srv := httptest.NewServer(metrics.Handler(h.srv.Service, metrics.Options{Public: true}))
-	defer srv.Close()
-	mres, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(mres.Body)
-	mres.Body.Close()
+	body := scrapeMetrics(t, h)
 	for _, want := range []string{"ahpd_tcp_channels 2", `ahpd_tcp_bytes_total{direction="in"} 0`, `ahpd_tcp_bytes_total{direction="out"} 0`, "ahpd_tcp_resumes_total 0"} {
 		if !strings.Contains(string(body), want) {
 			t.Fatalf("metrics lack %q:\n%s", want, body)
@@ -293,4 +286,21 @@ func TestControlCreateTCP(t *testing.T) {
 	if st := h.srv.TCPStats(ctx); st.Channels != 1 {
 		t.Fatalf("TCPStats after a close = %+v, want 1 channel", st)
 	}
+}
+
+// scrapeMetrics reads the daemon's /metrics once.
+func scrapeMetrics(t *testing.T, h *harness) []byte {
+	t.Helper()
+	srv := httptest.NewServer(metrics.Handler(h.srv.Service, metrics.Options{Public: true}))
+	defer srv.Close()
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
 }

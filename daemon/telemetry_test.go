@@ -3,9 +3,6 @@ package daemon_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ahp-dev/ahpd/daemon"
-	"github.com/ahp-dev/ahpd/daemon/metrics"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -177,14 +173,7 @@ func TestTelemetryPushFastAndSlowViewers(t *testing.T) {
 
 	// /metrics: what the source published and what the slow viewer's
 	// policy dropped, exactly.
-	srv := httptest.NewServer(metrics.Handler(h.srv.Service, metrics.Options{Public: true}))
-	defer srv.Close()
-	mres, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(mres.Body)
-	mres.Body.Close()
+	body := scrapeMetrics(t, h)
 	for _, want := range []string{
 		fmt.Sprintf(`ahpd_telemetry_samples_total{channel=%q} %d`, uri, total),
 		fmt.Sprintf(`ahpd_telemetry_dropped_samples_total{channel=%q} %d`, uri, lost),
@@ -348,5 +337,55 @@ func TestFastProducerRaisesProcs(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("Flooding called %d times, want 2 (the messages of 100 and 1,000 samples)", n)
+	}
+}
+
+// TestProcessTelemetryOfATerminal: a process source on a real terminal
+// sees the `sleep` its shell started, with the foreground command.
+func TestProcessTelemetryOfATerminal(t *testing.T) {
+	h := startWith(t, true, nil, nil)
+	c := h.control()
+	term, err := c.terminals.CreateTerminal(ctxT(t), &ahpv1.CreateTerminalRequest{Id: "sh", Command: "/bin/sh", Args: []string{"-c", "sleep 30; :"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := ahpv1.NewTelemetryServiceClient(c.cc)
+	res, err := tc.CreateTelemetry(ctxT(t), &ahpv1.CreateTelemetryRequest{Kind: "process", Terminal: term.GetChannel().GetUri(), Interval: durationpb.New(20 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "processes of " + term.GetChannel().GetUri(); res.GetChannel().GetTitle() != want {
+		t.Errorf("title %q, want %q (the page finds a terminal's process channel by it)", res.GetChannel().GetTitle(), want)
+	}
+	v := h.tcpClient(adminToken)
+	v.channel = res.GetChannel().GetUri()
+	if r := v.subscribe(`{"channel":"` + v.channel + `"}`); v.sub == "" {
+		t.Fatalf("subscribe: %s", r)
+	}
+	for i := 0; ; i++ {
+		if i > 500 {
+			t.Fatal("no sample shows the terminal's sleep in 500 messages")
+		}
+		m := v.next()
+		v.credit()
+		if m.Method != "telemetry/samples" {
+			continue
+		}
+		var p telemetryMsg
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		var sleeping, count bool
+		for _, s := range p.Samples {
+			switch {
+			case s.Name == "process_command_count" && s.Labels["command"] == "sleep" && s.Value == 1:
+				sleeping = true
+			case s.Name == "process_count" && s.Value >= 2:
+				count = true
+			}
+		}
+		if sleeping && count {
+			return
+		}
 	}
 }

@@ -61,6 +61,16 @@ type Description struct {
 	// Detail is a short kind-specific state detail: an exit status
 	// ("code 0", "signal SIGHUP") or "" for none.
 	Detail string
+	// Exit is how the channel's process ended, once it has (nil before,
+	// and for kinds without a process).
+	Exit *Exit
+}
+
+// Exit is how a channel's process ended: its exit code, or the signal
+// that killed it (Signal non-empty, Code then meaningless).
+type Exit struct {
+	Code   int
+	Signal string
 }
 
 // AttachRequest is what a subscriber is attached with.

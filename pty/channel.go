@@ -28,13 +28,19 @@ func (t *Terminal) Describe() flow.Description {
 	st, ok := t.Exit()
 	switch {
 	case !ok:
+		return d
 	case st.Signal != "":
 		d.Detail = "signal " + st.Signal
 	default:
 		d.Detail = "code " + strconv.Itoa(st.Code)
 	}
+	d.Exit = &flow.Exit{Code: st.Code, Signal: st.Signal}
 	return d
 }
+
+// Command is the command line the terminal runs (its program and
+// arguments).
+func (t *Terminal) Command() []string { return append([]string(nil), t.cfg.Command...) }
 
 // Title is the window title the program set last (OSC 0 or 2), as the
 // emulator has applied it (it may lag the output by its lazy timer), or

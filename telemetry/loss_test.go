@@ -166,7 +166,12 @@ func TestLossInvariants(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	if r := float64(total) / elapsed.Seconds(); r < rate {
+	// The producer keeps its pace: Publish never waits for a viewer (the
+	// stalled one never pulls). Under the race detector on a loaded
+	// machine the pace itself may not be reachable (Publish is ~10×
+	// slower there), so the rate is checked without it, where 50,000/s is
+	// a few percent of what Publish does (BenchmarkPublishFanout).
+	if r := float64(total) / elapsed.Seconds(); r < rate && !raceEnabled {
 		t.Errorf("producer published %.0f samples/s, want ≥ %d", r, rate)
 	}
 	last := c.Stats().Seq - 1

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -39,10 +40,15 @@ func Scheme(typ string) string {
 // Channel is a resource the host owns: a channel kind's flow.Channel
 // under its URI. Nothing here depends on the kind.
 type Channel struct {
-	URI   string
-	ID    string
-	Type  string // terminal | telemetry | tcp
-	Label string // title given at creation
+	URI     string
+	ID      string
+	Type    string // terminal | telemetry | tcp
+	Label   string // title given at creation
+	Created time.Time
+	// Spec is what the channel was made from, for whoever made it (the
+	// service keeps a terminal's spec to restart it); the registry does
+	// not look at it.
+	Spec any
 
 	impl flow.Channel
 
@@ -52,7 +58,7 @@ type Channel struct {
 
 // NewChannel wraps a kind's channel; Registry.Add names it.
 func NewChannel(label string, impl flow.Channel) *Channel {
-	return &Channel{Type: impl.Kind(), Label: label, impl: impl}
+	return &Channel{Type: impl.Kind(), Label: label, Created: time.Now(), impl: impl}
 }
 
 // Impl is the kind's channel.
@@ -97,11 +103,34 @@ type ChannelInfo struct {
 	Title   string `json:"title"`
 	State   string `json:"state"`
 	Viewers int64  `json:"viewers"`
+	// Exit is how the channel's process ended, as terminal/exit says it
+	// ({code} or {signal}); absent while it runs and for kinds without a
+	// process.
+	Exit *ExitInfo `json:"exit,omitempty"`
+}
+
+// ExitInfo is ChannelInfo's exit.
+type ExitInfo struct {
+	Code   *int   `json:"code,omitempty"`
+	Signal string `json:"signal,omitempty"`
 }
 
 // Info describes the channel for channels/list.
 func (c *Channel) Info() ChannelInfo {
-	return ChannelInfo{Channel: c.URI, Type: c.Type, Title: c.Title(), State: c.State(), Viewers: c.Viewers()}
+	d := c.impl.Describe()
+	title := d.Title
+	if title == "" {
+		title = c.Label
+	}
+	info := ChannelInfo{Channel: c.URI, Type: c.Type, Title: title, State: c.State(), Viewers: c.Viewers()}
+	if e := d.Exit; e != nil {
+		info.Exit = &ExitInfo{Signal: e.Signal}
+		if e.Signal == "" {
+			code := e.Code
+			info.Exit.Code = &code
+		}
+	}
+	return info
 }
 
 // Errors of the registry.

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -217,6 +218,7 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
 	ch := registry.NewChannel(spec.Title, t)
+	ch.Spec = spec
 	if err := s.registry.Add(registry.SchemeTerminal, spec.ID, ch); err != nil {
 		s.terminals.Add(-1)
 		_ = t.Close()
@@ -416,4 +418,56 @@ func formatLimit(f limits.Spec, v int64) string {
 		}
 	}
 	return strconv.FormatInt(v, 10)
+}
+
+// CreateShell creates a terminal running the login shell (the daemon's
+// default command) for a viewer's channels/create: id and title may be
+// empty. Errors are *flow.Error with the code to answer.
+func (s *Service) CreateShell(id, title string) (*registry.Channel, error) {
+	ch, err := s.CreateTerminal(TerminalSpec{ID: id, Title: title})
+	return ch, viewerErr(err)
+}
+
+// RestartTerminal reruns an exited terminal's command under the same URI,
+// with the spec it was created from (title, size, directory,
+// environment): the old channel is closed (its viewers' subscriptions end
+// with channel-closed) and a new one takes its place. A terminal still
+// running is refused. Errors are *flow.Error with the code to answer.
+func (s *Service) RestartTerminal(uri string) (*registry.Channel, error) {
+	ch, ok := s.registry.Get(uri)
+	if !ok {
+		return nil, &flow.Error{Code: flow.ErrCodeChannelNotFound, Message: "channel not found: " + uri}
+	}
+	spec, ok := ch.Spec.(TerminalSpec)
+	switch {
+	case !ok || ch.Type != "terminal":
+		return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: uri + " is not a terminal: only a terminal restarts"}
+	case running(ch.Impl()):
+		return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: uri + " is still running: a terminal restarts once its program has exited"}
+	}
+	if err := s.CloseChannel(uri); err != nil {
+		return nil, viewerErr(err)
+	}
+	spec.ID = ch.ID
+	nc, err := s.CreateTerminal(spec)
+	if err == nil {
+		s.log.Info("channel restarted", "channel", nc.URI)
+	}
+	return nc, viewerErr(err)
+}
+
+// viewerErr gives a service error the JSON-RPC code a viewer gets.
+func viewerErr(err error) error {
+	var fe *flow.Error
+	switch {
+	case err == nil || errors.As(err, &fe):
+		return err
+	case errors.Is(err, ErrTooMany):
+		return &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: err.Error()}
+	case errors.Is(err, registry.ErrChannelNotFound):
+		return &flow.Error{Code: flow.ErrCodeChannelNotFound, Message: err.Error()}
+	case errors.Is(err, ErrShuttingDown):
+		return &flow.Error{Code: flow.ErrCodeInternal, Message: err.Error()}
+	}
+	return &flow.Error{Code: flow.ErrCodeInvalidParams, Message: err.Error()}
 }

@@ -259,8 +259,15 @@ func (g *grpcServer) RevokeToken(ctx context.Context, req *ahpv1.RevokeTokenRequ
 }
 
 func (g *grpcServer) CreateBrowserLink(ctx context.Context, req *ahpv1.CreateBrowserLinkRequest) (*ahpv1.CreateBrowserLinkResponse, error) {
-	url, exp, err := g.s.BrowserLink(ctx, g.baseURL(), req.GetChannel(), fromRole(req.GetRole(), auth.RoleControl))
-	return reply(&ahpv1.CreateBrowserLinkResponse{Url: url, ExpireTime: timestamppb.New(exp)}, err)
+	var ttl time.Duration
+	if d := req.GetTtl(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return nil, grpcError(argErr("ttl", "%v", err))
+		}
+		ttl = d.AsDuration()
+	}
+	l, err := g.s.BrowserLink(ctx, g.baseURL(), LinkRequest{Channel: req.GetChannel(), Role: fromRole(req.GetRole(), auth.RoleControl), Reusable: req.GetReusable(), TTL: ttl})
+	return reply(&ahpv1.CreateBrowserLinkResponse{Url: l.URL, ExpireTime: timestamppb.New(l.Expires), TokenId: l.TokenID}, err)
 }
 
 // --- LimitsService
@@ -502,7 +509,13 @@ func (g *grpcServer) info() *ahpv1.GetInfoResponse {
 func toChannel(d ChannelDetail) *ahpv1.Channel {
 	p := &ahpv1.Channel{
 		Uri: d.Channel, Id: d.ID, Type: d.Type, Title: d.Title, State: d.State, Viewers: d.Viewers,
-		Rows: int32(d.Rows), Cols: int32(d.Cols), Pid: int64(d.Pid),
+		Rows: int32(d.Rows), Cols: int32(d.Cols), Pid: int64(d.Pid), CreateTime: timestamppb.New(d.Created), Command: d.Command,
+	}
+	if e := d.Exit; e != nil {
+		p.Exit = &ahpv1.ChannelExit{Signal: e.Signal}
+		if e.Code != nil {
+			p.Exit.Code = int32(*e.Code)
+		}
 	}
 	if t := d.TCP; t != nil {
 		p.Tcp = &ahpv1.TCPChannel{Target: t.Target, Remote: t.Remote, BytesIn: t.BytesIn, BytesOut: t.BytesOut, Resumes: t.Resumes, Consumer: t.Consumer, Phase: t.Phase}

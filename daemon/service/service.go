@@ -71,6 +71,8 @@ const (
 type ChannelDetail struct {
 	registry.ChannelInfo
 	ID         string
+	Created    time.Time
+	Command    []string  // a terminal's program and arguments
 	Rows, Cols int       // 0 if unknown
 	Pid        int       // 0 if unknown
 	TCP        *tcp.Info // a TCP channel's figures; nil for other kinds
@@ -100,7 +102,10 @@ type (
 func running(c flow.Channel) bool { return c.State() == flow.StateRunning }
 
 func channelDetail(c *registry.Channel) ChannelDetail {
-	d := ChannelDetail{ChannelInfo: c.Info(), ID: c.ID}
+	d := ChannelDetail{ChannelInfo: c.Info(), ID: c.ID, Created: c.Created}
+	if t, ok := c.Impl().(interface{ Command() []string }); ok {
+		d.Command = t.Command()
+	}
 	if s, ok := c.Impl().(terminalSizer); ok {
 		d.Rows, d.Cols = s.Size()
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
@@ -67,13 +68,61 @@ func (s *Service) RevokeToken(ctx context.Context, id string) error {
 	return nil
 }
 
+// LinkRequest describes a browser link for BrowserLink.
+type LinkRequest struct {
+	Channel  string // the channel the page opens; "": every channel, none opened
+	Role     auth.Role
+	Reusable bool          // a token (share link) instead of a single-use ticket
+	TTL      time.Duration // of a reusable link; 0: defaultLinkTTL
+}
+
+// defaultLinkTTL is how long a reusable link works unless asked.
+const defaultLinkTTL = time.Hour
+
+// Link is a browser link and its credential.
+type Link struct {
+	URL     string
+	Expires time.Time
+	TokenID string
+}
+
 // BrowserLink returns the web page URL (base is http://HOST:PORT) that
-// opens the existing channel uri with a fresh single-use ticket, and when
-// the ticket expires.
-func (s *Service) BrowserLink(ctx context.Context, base, uri string, role auth.Role) (string, time.Time, error) {
-	if _, ok := s.registry.Get(uri); !ok {
-		return "", time.Time{}, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
+// opens the existing channel r.Channel (or reaches every channel, when
+// empty) with a fresh single-use ticket, or with a reusable token that
+// works in any number of tabs until it expires or is revoked.
+func (s *Service) BrowserLink(ctx context.Context, base string, r LinkRequest) (Link, error) {
+	var scope []string
+	if r.Channel != "" {
+		if _, ok := s.registry.Get(r.Channel); !ok {
+			return Link{}, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, r.Channel)
+		}
+		scope = []string{r.Channel}
 	}
-	expires := s.now().Add(s.cfg.TicketTTL)
-	return s.BrowserURL(base, uri, role), expires, nil
+	kind, ttl := "ticket", s.cfg.TicketTTL
+	var secret string
+	var info auth.TokenInfo
+	if r.Reusable {
+		if r.TTL == 0 {
+			r.TTL = defaultLinkTTL
+		}
+		var err error
+		if secret, info, err = s.CreateToken(ctx, TokenRequest{Channels: scope, Role: r.Role, TTL: r.TTL}); err != nil {
+			return Link{}, err
+		}
+		kind, ttl = "token", r.TTL
+	} else {
+		if r.TTL != 0 {
+			return Link{}, argErr("ttl", "a single-use link has the daemon's ticketTTL (%v); a ttl needs a reusable link", s.cfg.TicketTTL)
+		}
+		g := auth.Grant{Channels: scope, Role: r.Role, SingleUse: true, Expires: s.now().Add(ttl)}
+		secret, info.ID = s.tokens.Mint(g)
+		info.Grant = g
+	}
+	// Secrets are base64url and channel URIs use only letters, digits,
+	// "-_.:/": nothing needs escaping in a fragment.
+	u := strings.TrimSuffix(base, "/") + "/#" + kind + "=" + secret
+	if r.Channel != "" {
+		u += "&channel=" + r.Channel
+	}
+	return Link{URL: u, Expires: info.Grant.Expires, TokenID: info.ID}, nil
 }

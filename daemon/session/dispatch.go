@@ -26,6 +26,10 @@ func (c *conn) dispatch(req *request) error {
 		return c.initialize(req)
 	case "channels/list":
 		return c.channelsList(req)
+	case "channels/create":
+		return c.channelsCreate(req)
+	case "channels/restart", "channels/close":
+		return c.channelsManage(req)
 	case "subscribe":
 		return c.subscribe(req)
 	case "unsubscribe":
@@ -118,6 +122,69 @@ func (c *conn) initialize(req *request) error {
 	c.srv.events.Publish(events.Event{Kind: "viewer.joined", Viewer: c.id, Detail: c.clientName})
 	c.log.Info("viewer initialized", "conn", c.id, "client", c.clientName, "clientVersion", p.Client.Version, "role", grant.Role.String())
 	return c.respond(req, r, nil)
+}
+
+// channelsCreate creates a terminal running the login shell: the page's
+// "New terminal" (docs/protocol-decisions.md, "The first ten minutes"). It
+// needs role control over all channels, as subscribe {create} does; a
+// program of the viewer's choosing is not on offer (that stays with the
+// control plane).
+func (c *conn) channelsCreate(req *request) error {
+	if c.grant.Role != auth.RoleControl || len(c.grant.Channels) != 0 {
+		return c.respondOr(req, rpcErr(flow.ErrCodeForbidden, "forbidden: creating a channel needs role control over all channels"))
+	}
+	var p struct {
+		Type  string `json:"type"`
+		ID    string `json:"id"`
+		Title string `json:"title"`
+	}
+	if e := decodeParams(req, &p); e != nil {
+		return c.respondOr(req, e)
+	}
+	if p.Type != "terminal" {
+		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, `type: channels/create makes terminals (type "terminal"); TCP channels come from subscribe {create}, telemetry from the control plane`))
+	}
+	if len(p.ID) > c.limits.MaxIDLength || len(p.Title) > 256 {
+		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, "id or title too long"))
+	}
+	ch, err := c.srv.host.CreateShell(p.ID, p.Title)
+	if err != nil {
+		return c.respondOr(req, channelErr(err))
+	}
+	c.log.Info("channel created by a viewer", "conn", c.id, "channel", ch.URI)
+	return c.respond(req, map[string]any{"channel": ch.URI}, nil)
+}
+
+// channelsManage restarts an exited terminal or closes a channel: the
+// page's Restart and Close. Each needs role control over the channel.
+func (c *conn) channelsManage(req *request) error {
+	var p struct {
+		Channel string `json:"channel"`
+	}
+	if e := decodeParams(req, &p); e != nil {
+		return c.respondOr(req, e)
+	}
+	if e := c.tooLong(subRef{Channel: p.Channel}); e != nil {
+		return c.respondOr(req, e)
+	}
+	if c.grant.Role != auth.RoleControl || !c.grant.Allows(p.Channel) {
+		return c.respondOr(req, rpcErr(flow.ErrCodeForbidden, "forbidden: "+strings.TrimPrefix(req.Method, "channels/")+" needs role control over the channel"))
+	}
+	if _, ok := c.srv.registry.Get(p.Channel); !ok {
+		return c.respondOr(req, rpcErr(flow.ErrCodeChannelNotFound, "channel not found: "+quoteClient(p.Channel)))
+	}
+	if req.Method == "channels/close" {
+		// A terminal's hang-up may take its kill timeout: off the run
+		// loop. Its viewers get channel/reset channel-closed.
+		c.srv.closeSoon(p.Channel)
+		c.log.Info("channel closed by a viewer", "conn", c.id, "channel", p.Channel)
+		return c.respond(req, map[string]any{}, nil)
+	}
+	ch, err := c.srv.host.RestartTerminal(p.Channel)
+	if err != nil {
+		return c.respondOr(req, channelErr(err))
+	}
+	return c.respond(req, map[string]any{"channel": ch.URI}, nil)
 }
 
 func (c *conn) channelsList(req *request) error {

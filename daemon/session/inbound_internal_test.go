@@ -82,6 +82,12 @@ func (h testHost) LimitsFor(string) config.Limits { return h.limits }
 func (h testHost) CreateChannel(typ string, _ json.RawMessage) (*registry.Channel, error) {
 	return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: no kinds here"}
 }
+func (h testHost) CreateShell(string, string) (*registry.Channel, error) {
+	return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "no terminals here"}
+}
+func (h testHost) RestartTerminal(string) (*registry.Channel, error) {
+	return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "no terminals here"}
+}
 func (h testHost) CloseChannel(uri string) error {
 	if _, ok := h.reg.Remove(uri); !ok {
 		return registry.ErrChannelNotFound

@@ -45,6 +45,12 @@ type Host interface {
 	// CloseChannel closes and removes a channel; it may block (a
 	// terminal's hang-up), so the session calls it off its run loops.
 	CloseChannel(uri string) error
+	// CreateShell makes a terminal running the login shell for
+	// channels/create (id and title may be empty); RestartTerminal reruns
+	// an exited terminal under its URI for channels/restart. Errors are
+	// *flow.Error with the code to answer.
+	CreateShell(id, title string) (*registry.Channel, error)
+	RestartTerminal(uri string) (*registry.Channel, error)
 }
 
 // Options are a Server's collaborators.

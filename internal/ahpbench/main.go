@@ -33,19 +33,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
@@ -119,7 +113,7 @@ func run(bin string, runs, samples, procs, fanout int) error {
 	if err != nil {
 		return err
 	}
-	defer d.stop()
+	defer d.Stop()
 
 	rl, err := startRelay()
 	if err != nil {
@@ -297,67 +291,33 @@ func median(v []float64) float64 {
 
 // daemon is a running ahpd.
 type daemon struct {
-	cmd   *exec.Cmd
-	url   string
-	token string
-	ctl   *grpc.ClientConn
+	*benchproc.Daemon
 	terms ahpv1.TerminalServiceClient
 	chans ahpv1.ChannelServiceClient
-	base  string // http://ADDR
 }
 
 // daemonLog is the daemon's --log-level (flag -log).
 var daemonLog string
 
 func startDaemon(bin, dir string, procs int) (*daemon, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "control.sock")
-	cmd := exec.Command(bin, "--listen", addr, "--state-dir", state, "--control", sock,
-		"--no-default-terminal", "--websocket-compression", "none", "--log-level", daemonLog)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // if ahpbench is killed
-	cmd.Env = os.Environ()
+	var env []string
 	if procs > 0 {
-		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(procs))
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(procs))
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	d := &daemon{cmd: cmd, url: "ws://" + addr + "/v1/ws", base: "http://" + addr}
-	if d.token, err = benchproc.WaitForDaemon(state, sock); err != nil {
-		d.stop()
-		return nil, err
-	}
-	d.ctl, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	bd, err := benchproc.StartDaemon(bin, dir, []string{"--no-default-terminal", "--websocket-compression", "none", "--log-level", daemonLog}, env)
 	if err != nil {
-		d.stop()
 		return nil, err
 	}
-	d.terms = ahpv1.NewTerminalServiceClient(d.ctl)
-	d.chans = ahpv1.NewChannelServiceClient(d.ctl)
-	return d, nil
-}
-
-func (d *daemon) stop() {
-	if d.ctl != nil {
-		d.ctl.Close()
-	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	benchproc.WaitOrKill(d.cmd, 15*time.Second)
+	return &daemon{Daemon: bd, terms: ahpv1.NewTerminalServiceClient(bd.Conn), chans: ahpv1.NewChannelServiceClient(bd.Conn)}, nil
 }
 
 // cpu returns the daemon's user+system CPU time so far.
-func (d *daemon) cpu() (time.Duration, error) { return benchproc.CPU(d.cmd.Process.Pid) }
+func (d *daemon) cpu() (time.Duration, error) { return benchproc.CPU(d.Cmd.Process.Pid) }
 
 // syscalls returns how many read and write system calls the daemon has
 // made so far.
 func (d *daemon) syscalls() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", d.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", d.Cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
@@ -380,7 +340,7 @@ func (d *daemon) terminal(ctx context.Context, id string, script string) (string
 }
 
 func (d *daemon) dial(ctx context.Context) (*client.Conn, error) {
-	c, _, err := client.Dial(ctx, d.url, client.Options{Token: d.token})
+	c, _, err := client.Dial(ctx, d.WS(), client.Options{Token: d.Token})
 	return c, err
 }
 

@@ -117,11 +117,11 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // heap reads the daemon's live heap (go_memstats_heap_alloc_bytes) from
 // its /metrics, with the admin token.
 func (d *daemon) heap() (int64, error) {
-	req, err := http.NewRequest(http.MethodGet, d.base+"/metrics", nil)
+	req, err := http.NewRequest(http.MethodGet, d.Base()+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+d.token)
+	req.Header.Set("Authorization", "Bearer "+d.Token)
 	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		return 0, err
@@ -136,6 +136,6 @@ func (d *daemon) heap() (int64, error) {
 
 // rss reads the daemon's resident set size from /proc.
 func (d *daemon) rss() (int64, error) {
-	kib, err := termbench.StatusKiB(d.cmd.Process.Pid, "VmRSS")
+	kib, err := termbench.StatusKiB(d.Cmd.Process.Pid, "VmRSS")
 	return kib << 10, err
 }

@@ -47,8 +47,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
@@ -288,11 +286,7 @@ func selfCPU() time.Duration {
 
 // daemon is a running bin/ahpd with the target allow-listed.
 type daemon struct {
-	*child
-	ws    string // ws://ADDR/v1/ws
-	sock  string // the control socket
-	token string // the admin token
-	ctl   *grpc.ClientConn
+	*benchproc.Daemon
 }
 
 func freePort() (string, error) {
@@ -305,11 +299,6 @@ func freePort() (string, error) {
 }
 
 func startDaemon(bin, dir, target string) (*daemon, error) {
-	addr, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "control.sock")
 	// The daemon's defaults (permessage-deflate when the client offers
 	// it), with no config file and no default terminal.
 	conf := "none"
@@ -319,44 +308,29 @@ func startDaemon(bin, dir, target string) (*daemon, error) {
 			return nil, err
 		}
 	}
-	cmd := exec.Command(bin, "--listen", addr, "--state-dir", state, "--control", sock,
-		"--config", conf, "--no-default-terminal", "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	cmd.Env = os.Environ()
+	var env []string
 	if profileDir != "" {
-		cmd.Env = append(cmd.Env, "AHPD_CPUPROFILE="+filepath.Join(profileDir, "ahpd.prof"))
+		env = append(env, "AHPD_CPUPROFILE="+filepath.Join(profileDir, "ahpd.prof"))
 	}
 	if daemonProcs > 0 {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", daemonProcs))
+		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", daemonProcs))
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	d := &daemon{child: &child{cmd: cmd}, ws: "ws://" + addr + "/v1/ws", sock: sock}
-	if d.token, err = benchproc.WaitForDaemon(state, sock); err != nil {
-		d.stop()
-		return nil, err
-	}
-	d.ctl, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = ahpv1.NewTCPServiceClient(d.ctl).AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: target})
-		cancel()
-	}
+	bd, err := benchproc.StartDaemon(bin, dir, []string{"--config", conf, "--no-default-terminal", "--log-level", "warn"}, env)
 	if err != nil {
-		d.stop()
 		return nil, err
 	}
-	return d, nil
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err = ahpv1.NewTCPServiceClient(bd.Conn).AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: target})
+	cancel()
+	if err != nil {
+		bd.Stop()
+		return nil, err
+	}
+	return &daemon{Daemon: bd}, nil
 }
 
-func (d *daemon) stop() {
-	if d.ctl != nil {
-		d.ctl.Close()
-	}
-	d.child.stop()
-}
+// cpu is the daemon's CPU time so far, for measure.
+func (d *daemon) cpu() time.Duration { return d.CPU() }
 
 // startForward runs `ahpctl forward` to target and waits until it accepts.
 func startForward(bin string, d *daemon, target string, compress bool) (*child, error) {
@@ -364,7 +338,7 @@ func startForward(bin string, d *daemon, target string, compress bool) (*child, 
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--control", d.sock, "forward", "--quiet"}
+	args := []string{"--control", d.Sock, "forward", "--quiet"}
 	if compress {
 		args = append(args, "--compress")
 	}
@@ -515,7 +489,7 @@ func run(ahpdBin, ahpctlBin string, size int64, runs, samples int, gap time.Dura
 	if err != nil {
 		return err
 	}
-	defer d.stop()
+	defer d.Stop()
 	fwd, err := startForward(ahpctlBin, d, target.addr, false)
 	if err != nil {
 		return err
@@ -532,7 +506,7 @@ func run(ahpdBin, ahpctlBin string, size int64, runs, samples int, gap time.Dura
 
 	// A connection of the in-process client, shared by its streams.
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-	conn, _, err := client.Dial(cctx, d.ws, client.Options{Token: d.token})
+	conn, _, err := client.Dial(cctx, d.WS(), client.Options{Token: d.Token})
 	ccancel()
 	if err != nil {
 		return err

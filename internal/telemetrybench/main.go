@@ -34,20 +34,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
@@ -115,7 +110,7 @@ func (b *bench) run(only string) error {
 	if err != nil {
 		return err
 	}
-	defer d.stop()
+	defer d.Stop()
 	fmt.Printf("telemetrybench: %s, phases of %v, batches of %d samples, %d series\n\n", b.bin, b.duration, b.batch, b.series)
 	var rows []row
 	if only == "" || only == "ingest" {
@@ -155,62 +150,23 @@ func (b *bench) run(only string) error {
 
 // daemon is a running bin/ahpd.
 type daemon struct {
-	cmd   *exec.Cmd
-	base  string // http://addr
-	token string
-	cc    *grpc.ClientConn
+	*benchproc.Daemon
 	tel   ahpv1.TelemetryServiceClient
 	chans ahpv1.ChannelServiceClient
 }
 
 func startDaemon(bin, dir string) (*daemon, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	bd, err := benchproc.StartDaemon(bin, dir, []string{"--config", "none", "--no-default-terminal", "--metrics-public", "--log-level", "warn"}, nil)
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
-	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "control.sock")
-	cmd := exec.Command(bin, "--listen", addr, "--state-dir", state, "--control", sock,
-		"--config", "none", "--no-default-terminal", "--metrics-public", "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	d := &daemon{cmd: cmd, base: "http://" + addr}
-	if d.token, err = benchproc.WaitForDaemon(state, sock); err != nil {
-		d.stop()
-		return nil, err
-	}
-	if d.cc, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-		d.stop()
-		return nil, err
-	}
-	d.tel, d.chans = ahpv1.NewTelemetryServiceClient(d.cc), ahpv1.NewChannelServiceClient(d.cc)
-	return d, nil
-}
-
-func (d *daemon) stop() {
-	if d.cc != nil {
-		d.cc.Close()
-	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	benchproc.WaitOrKill(d.cmd, 10*time.Second)
-}
-
-func (d *daemon) cpu() time.Duration {
-	c, err := benchproc.CPU(d.cmd.Process.Pid)
-	if err != nil {
-		return 0
-	}
-	return c
+	return &daemon{Daemon: bd, tel: ahpv1.NewTelemetryServiceClient(bd.Conn), chans: ahpv1.NewChannelServiceClient(bd.Conn)}, nil
 }
 
 // wireBytes sums ahpd_connection_wire_bytes_out_total over the
 // connections /metrics lists.
 func (d *daemon) wireBytes() (int64, error) {
-	res, err := (&http.Client{Timeout: 10 * time.Second}).Get(d.base + "/metrics")
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Get(d.Base() + "/metrics")
 	if err != nil {
 		return 0, err
 	}
@@ -261,7 +217,7 @@ type viewer struct {
 }
 
 func (d *daemon) viewer(ctx context.Context, uri string, deflate bool) (*viewer, error) {
-	conn, _, err := client.Dial(ctx, "ws://"+strings.TrimPrefix(d.base, "http://")+"/v1/ws", client.Options{Token: d.token, Deflate: deflate, ClientName: "telemetrybench"})
+	conn, _, err := client.Dial(ctx, d.WS(), client.Options{Token: d.Token, Deflate: deflate, ClientName: "telemetrybench"})
 	if err != nil {
 		return nil, err
 	}
@@ -429,9 +385,9 @@ func (b *bench) ingest(d *daemon, id string, nviewers int) (row, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.duration)
 	defer cancel()
-	cpu0, t0 := d.cpu(), time.Now()
+	cpu0, t0 := d.CPU(), time.Now()
 	total, err := b.producer(ctx, d, uri, 0)
-	elapsed, cpu := time.Since(t0), d.cpu()-cpu0
+	elapsed, cpu := time.Since(t0), d.CPU()-cpu0
 	if err == nil {
 		settle(vs, total)
 	}
@@ -467,12 +423,12 @@ func (b *bench) fanout(d *daemon, id string, deflate bool) (row, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.duration)
 	defer cancel()
-	cpu0, t0 := d.cpu(), time.Now()
+	cpu0, t0 := d.CPU(), time.Now()
 	total, err := b.producer(ctx, d, uri, b.rate)
 	if err == nil {
 		settle(vs, total)
 	}
-	elapsed, cpu := time.Since(t0), d.cpu()-cpu0
+	elapsed, cpu := time.Since(t0), d.CPU()-cpu0
 	w1, werr := d.wireBytes()
 	delivered, lost := sums(vs)
 	if serr := stop(); err == nil {

@@ -31,7 +31,8 @@ const ARTIFACTS_DIR = resolve(process.env.ARTIFACTS_DIR || join(here, 'artifacts
 const CI = process.env.CI === 'true';
 
 const ARTIFACTS = ['terminal.png', 'view-only.png', 'terminal-after-reload.png', 'after-shutdown.png',
-  'ticket-reused.png', 'failure-page1.png', 'failure-page2.png', 'failure-page3.png', 'failure-page4.png',
+  'ticket-reused.png', 'exited.png', 'clipped.png', 'phone.png', 'phone-sidebar.png', 'after-restart.png',
+  'failure-page5.png', 'failure-page1.png', 'failure-page2.png', 'failure-page3.png', 'failure-page4.png',
   'daemon.log', 'e2e.log'];
 const CHANNEL = 'ahp-terminal:/shell';
 const PROMPT = 'e2e$ ';
@@ -70,7 +71,9 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   const pages = new Map(); // name → page, for a screenshot when the test fails
   let passed = false;
 
+  let daemon2 = null; // the daemon started again on the same port and state dir
   t.after(async () => {
+    if (daemon2 && daemon2.exitCode === null) daemon2.kill('SIGKILL');
     if (!passed) {
       for (const [name, p] of pages) {
         if (!p.isClosed()) await p.screenshot({ path: join(ARTIFACTS_DIR, `failure-${name}.png`), timeout: 3000 }).catch(() => {});
@@ -87,7 +90,7 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
 
   const controlSock = join(tmp, 'control.sock');
   // --print-link: stderr is a pipe here, where ahpd would only log how to get a link.
-  daemon = spawn(AHPD_BIN, ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--control', controlSock, '--print-link'], {
+  const startDaemon = (listen) => spawn(AHPD_BIN, ['--listen', listen, '--state-dir', stateDir, '--control', controlSock, '--print-link'], {
     cwd: home,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
@@ -100,6 +103,7 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
       TZ: 'UTC',
     },
   });
+  daemon = startDaemon('127.0.0.1:0');
   const exited = new Promise((res) => daemon.on('exit', (code, signal) => {
     daemonExit = { code, signal };
     note(`daemon exited code=${code} signal=${signal}`);
@@ -128,6 +132,7 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   browser = await chromium.launch({ executablePath: CHROMIUM_BIN, args: CHROMIUM_ARGS, timeout: LAUNCH_MS });
   const context = await browser.newContext({ viewport: { width: 1100, height: 640 }, deviceScaleFactor: 1 });
   context.setDefaultTimeout(STEP_MS);
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
   const problems = [];
   let shuttingDown = false; // after SIGTERM the page's reconnects are refused
   const watch = (page, name) => {
@@ -147,8 +152,13 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   watch(page, 'page1');
   await page.goto(url);
   note('page loaded');
+  // Issue 16: the terminal has the keyboard from the start; keys typed
+  // before the page is attached (no click) reach the shell once it is.
+  await typeLine(page, 'echo typed-$((40+2))-at-load');
   await waitAttached(page);
   note('attached');
+  assert.equal(await focused(page), 'xterm-helper-textarea', 'the terminal has the focus after load');
+  await waitScreen(page, 'the keys typed at load to reach the shell', (lines) => lines.includes('typed-42-at-load'));
 
   // The ticket is taken out of the address bar; the channel stays.
   assert.ok(!page.url().includes('ticket='), `ticket left in the URL: ${page.url()}`);
@@ -201,6 +211,47 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   await page.screenshot({ path: join(ARTIFACTS_DIR, 'terminal.png') });
   note(`screen after echo:\n${await screenText(page)}`);
 
+  // ---- the program's title (OSC 0) --------------------------------------
+
+  note('step: title');
+  await typeLine(page, "printf '\\033]0;e2e title\\007'");
+  await waitFor(page, 'the tab title and the list to show the OSC 0 title', () =>
+    document.title === 'e2e title — ahpd' &&
+    document.querySelector('[data-testid=channel-item] .title')?.textContent === 'e2e title');
+
+  // ---- links, copy on select, the renderer ----------------------------------
+
+  note('step: link, copy');
+  await typeLine(page, 'echo https://example.com/e2e-link');
+  const linkAt = await cellOf(page, (l) => l === 'https://example.com/e2e-link', 4);
+  await page.mouse.move(linkAt.x, linkAt.y);
+  await waitFor(page, 'the link to be recognised under the mouse',
+    () => document.querySelector('[data-testid=terminal]').dataset.hoverLink === 'https://example.com/e2e-link');
+  const wordAt = await cellOf(page, (l) => l === 'hello', 1);
+  await page.mouse.dblclick(wordAt.x, wordAt.y);
+  await waitFor(page, 'the copied toast', () => {
+    const t = document.querySelector('[data-testid=toast]');
+    return !t.hidden && t.textContent === 'copied 5 characters';
+  });
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'hello');
+  await page.evaluate(() => window.ahpTest.term.selectAll());
+  await page.keyboard.press('Control+Shift+C');
+  assert.match(await page.evaluate(() => navigator.clipboard.readText()), /typed-42-at-load[^]*e2e-link/);
+  await page.evaluate(() => window.ahpTest.term.clearSelection());
+  assert.equal(await focused(page), 'xterm-helper-textarea', 'the terminal keeps the focus after a copy');
+  const webgl = await page.evaluate(() => !!document.createElement('canvas').getContext('webgl2'));
+  const renderer = await page.evaluate(() => window.ahpTest.state().terminal.renderer);
+  note(`webgl2 available: ${webgl}; renderer ${renderer}`);
+  assert.equal(renderer, webgl ? 'webgl' : 'dom');
+  if (webgl) {
+    // A lost WebGL context falls back to the DOM renderer, and typing works on.
+    assert.ok(await page.evaluate(() => window.ahpTest.view.loseWebglContext()));
+    await waitFor(page, 'the DOM renderer after a lost context', () => window.ahpTest.state().terminal.renderer === 'dom');
+    await typeLine(page, 'echo after-context-loss');
+    await waitScreen(page, 'output drawn by the DOM renderer', (lines) => lines.includes('after-context-loss'));
+    assert.ok(await page.evaluate(() => document.querySelector('.xterm-rows')?.textContent.includes('after-context-loss')));
+  }
+
   // ---- a second viewer ------------------------------------------------------
   // Tickets are minted by the daemon only (one is printed); the second tab
   // uses the admin token from the state directory as its #token=.
@@ -209,17 +260,109 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   const admin = (await readFile(join(stateDir, 'admin.token'), 'utf8')).trim();
   const page2 = await context.newPage();
   watch(page2, 'page2');
-  await page2.goto(`${base}/#token=${encodeURIComponent(admin)}&channel=${CHANNEL}`);
+  // A smaller window than page1's: the latest resize request wins.
+  await page2.setViewportSize({ width: 760, height: 420 });
+  const requests1 = await page.evaluate(() => window.ahpTest.state().terminal.requests);
+  await page2.goto(`${base}/?renderer=dom#token=${encodeURIComponent(admin)}&channel=${CHANNEL}`);
   await waitAttached(page2);
   await waitScreen(page2, 'the snapshot with `hello`', (lines) => lines.includes('hello'));
   await waitFor(page2, 'the channel list to count two viewers',
-    () => document.querySelector('[data-testid=channel-item] .meta')?.textContent === 'terminal · running · 2 viewers');
-  await page2.getByTestId('terminal').click();
-  await typeLine(page2, 'echo second-viewer');
+    () => document.querySelector(`[data-testid=channel-item][data-channel="ahp-terminal:/shell"] .meta`)?.textContent === 'terminal · running · 2 viewers');
+  const fit2 = await page2.evaluate(() => window.ahpTest.state().terminal.fit);
+  await waitFor(page, 'page1 to follow the size page2 asked for',
+    (f) => { const s = window.ahpTest.state(); return s.rows === f.rows && s.cols === f.cols; }, fit2);
+  // page1 did not change its window, so it does not ask for its size back.
+  await page.waitForTimeout(600);
+  let s1 = await page.evaluate(() => window.ahpTest.state());
+  assert.deepEqual([s1.rows, s1.cols, s1.terminal.requests], [fit2.rows, fit2.cols, requests1], 'page1 snapped the size back');
+  assert.equal(s1.clipped, null);
+  await typeLine(page2, 'echo second-viewer; stty size');
   for (const p of [page2, page]) {
-    await waitScreen(p, 'output typed in the second tab', (lines) => lines.includes('second-viewer'));
+    await waitScreen(p, 'output typed in the second tab', (lines, size) => lines.includes('second-viewer') && lines.includes(size),
+      `${fit2.rows} ${fit2.cols}`);
+  }
+  // page1's window grows: its request wins now, and page2 shows it is clipped.
+  await page.setViewportSize({ width: 1140, height: 660 });
+  await waitFor(page2, 'the clipped badge in page2', () => !document.querySelector('[data-testid=clipped]').hidden);
+  s1 = await page.evaluate(() => window.ahpTest.state());
+  assert.deepEqual([s1.rows, s1.cols], [s1.terminal.fit.rows, s1.terminal.fit.cols]);
+  assert.match(await text(page2, 'clipped'), new RegExp(`^clipped ${s1.rows}×${s1.cols} > ${fit2.rows}×${fit2.cols}$`));
+  await page2.screenshot({ path: join(ARTIFACTS_DIR, 'clipped.png') });
+  // The badge asks for page2's size.
+  await page2.getByTestId('clipped').click();
+  await waitFor(page2, 'page2 to be unclipped', () => document.querySelector('[data-testid=clipped]').hidden);
+  await waitFor(page, 'page1 to follow', (f) => window.ahpTest.state().cols === f.cols, fit2);
+
+  // ---- switching channels keeps the keyboard on the terminal ----------------
+
+  if (existsSync(AHPCTL_BIN)) {
+    note('step: switching channels');
+    const second = (await run(AHPCTL_BIN, ['terminal', 'create', '--id', 'second', '--title', 'the second', '--', '/bin/sh'],
+      { AHP_CONTROL: controlSock })).trim();
+    assert.equal(second, 'ahp-terminal:/second');
+    const item = (p, ch) => p.locator(`[data-testid=channel-item][data-channel="${ch}"] button`);
+    await waitFor(page2, 'the second terminal in the list',
+      () => !!document.querySelector('[data-testid=channel-item][data-channel="ahp-terminal:/second"]'));
+    await item(page2, second).click();
+    await waitAttached(page2);
+    assert.equal(await focused(page2), 'xterm-helper-textarea', 'the focus stayed on the list');
+    await typeLine(page2, 'echo in-second');
+    await waitScreen(page2, 'output in the second terminal', (lines) => lines.includes('in-second'));
+    assert.equal(await page2.title(), 'the second — ahpd');
+    await item(page2, CHANNEL).click();
+    await waitAttached(page2);
+    await typeLine(page2, 'echo back-in-shell');
+    await waitScreen(page2, 'output after switching back', (lines) => lines.includes('back-in-shell') && lines.includes('second-viewer'));
+    assert.equal(await page2.title(), 'e2e title — ahpd');
+
+    // ---- the program exits: the notice stays, the list says so at once ----
+
+    note('step: exit');
+    await item(page2, second).click();
+    await waitAttached(page2);
+    await typeLine(page2, 'exit 3');
+    await waitFor(page2, 'the exit notice', () => /exited with code 3/.test(document.querySelector('[data-testid=exit-notice]')?.textContent ?? ''));
+    await waitFor(page2, 'the list to show the exit before its next poll', () =>
+      /· (exited|closed) ·/.test(document.querySelector('[data-testid=channel-item][data-channel="ahp-terminal:/second"] .meta')?.textContent),
+    undefined, 1500);
+    await page2.keyboard.type('x');
+    await page2.waitForTimeout(400);
+    const n = await page2.evaluate(() => {
+      const e = document.querySelector('#notice');
+      return { testid: e.dataset.testid, error: e.classList.contains('error'), text: e.textContent };
+    });
+    assert.equal(n.testid, 'exit-notice', `a key after the exit replaced the notice: ${JSON.stringify(n)}`);
+    assert.equal(n.error, false);
+    await page2.screenshot({ path: join(ARTIFACTS_DIR, 'exited.png') });
   }
   await page2.close();
+
+  // ---- a phone-sized window -------------------------------------------------
+
+  note('step: phone');
+  const page5 = await context.newPage();
+  watch(page5, 'page5');
+  await page5.setViewportSize({ width: 390, height: 740 });
+  await page5.goto(`${base}/?renderer=dom#token=${encodeURIComponent(admin)}&channel=${CHANNEL}`);
+  await waitAttached(page5);
+  const phone = await page5.evaluate(() => ({
+    host: document.querySelector('[data-testid=terminal]').getBoundingClientRect().width,
+    sidebar: getComputedStyle(document.querySelector('.sidebar')).visibility,
+    fit: window.ahpTest.state().terminal.fit,
+    cell: document.querySelector('.xterm-screen').getBoundingClientRect().width / window.ahpTest.term.cols,
+  }));
+  note(`phone: ${JSON.stringify(phone)}`);
+  assert.equal(phone.sidebar, 'hidden');
+  assert.ok(phone.host >= 380, `the terminal gets ${phone.host}px of 390`);
+  assert.ok(phone.fit.cols * phone.cell >= 0.9 * 390, `only ${phone.fit.cols} columns fit`);
+  await page5.screenshot({ path: join(ARTIFACTS_DIR, 'phone.png') });
+  await page5.getByTestId('sidebar-toggle').click();
+  await waitFor(page5, 'the sidebar drawer', () => getComputedStyle(document.querySelector('.sidebar')).visibility === 'visible');
+  await page5.waitForTimeout(200); // the slide-in
+  await page5.screenshot({ path: join(ARTIFACTS_DIR, 'phone-sidebar.png') });
+  await page5.locator(`[data-testid=channel-item][data-channel="${CHANNEL}"] button`).click();
+  await waitFor(page5, 'the drawer to close on a pick', () => getComputedStyle(document.querySelector('.sidebar')).visibility === 'hidden');
+  await page5.close();
 
   // ---- a view-only viewer ---------------------------------------------------
   // `ahpctl open --role view URI` mints a view-only ticket link.
@@ -233,14 +376,18 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
     assert.match(viewUrl, /^http:\/\/127\.0\.0\.1:\d+\/#ticket=/);
     const page3 = await context.newPage();
     watch(page3, 'page3');
-    await page3.goto(viewUrl);
+    await page3.goto(viewUrl.replace('/#', '/?renderer=dom#'));
     await waitAttached(page3);
     assert.equal(await text(page3, 'status-role'), 'role view');
     assert.equal(await page3.getByTestId('view-only').isVisible(), true);
     await waitScreen(page3, 'the snapshot in the view-only tab', (lines) => lines.includes('hello'));
-    // Keys typed in the view-only tab go nowhere ...
+    // Keys typed in the view-only tab go nowhere, and it says so ...
     await page3.getByTestId('terminal').click();
     await typeLine(page3, 'echo from-viewer');
+    await waitFor(page3, 'the view-only hint', () => {
+      const t = document.querySelector('[data-testid=toast]');
+      return !t.hidden && t.dataset.kind === 'view-only-hint' && t.textContent === 'view only: typing is disabled';
+    });
     // ... while output typed in the control tab reaches it. The shell handles
     // input in order, so once the marker is out, the viewer's line would be too.
     await page.getByTestId('terminal').click();
@@ -270,15 +417,28 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
 
   // ---- reload: reconnect token and snapshot ---------------------------------
 
+  note('step: font size and theme');
+  await page.getByTestId('terminal').click();
+  await page.keyboard.press('Control+Equal');
+  await waitFor(page, 'font size 14', () => window.ahpTest.state().terminal.fontSize === 14);
+  await page.getByTestId('theme-toggle').click();
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'light');
+
   note('step: reloading');
   await page.reload();
   await waitAttached(page);
+  assert.deepEqual(await page.evaluate(() => [window.ahpTest.state().terminal.fontSize, document.documentElement.dataset.theme]),
+    [14, 'light'], 'font size and theme are kept');
+  assert.equal(await focused(page), 'xterm-helper-textarea');
   assert.equal(await text(page, 'status-role'), 'role control');
   await waitScreen(page, '`hello` after the reload', (lines) => lines.includes('hello') && lines.includes('second-viewer'));
   await page.getByTestId('terminal').click();
   await typeLine(page, 'echo after-reload');
   await waitScreen(page, 'output typed after the reload', (lines) => lines.includes('after-reload'));
   await page.screenshot({ path: join(ARTIFACTS_DIR, 'terminal-after-reload.png') });
+  await page.keyboard.press('Control+0');
+  await page.getByTestId('theme-toggle').click();
+  await waitFor(page, 'font size 13', () => window.ahpTest.state().terminal.fontSize === 13);
 
   // ---- shutdown -------------------------------------------------------------
 
@@ -288,10 +448,39 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   daemon.kill('SIGTERM');
   const exit = await within(STEP_MS, 'the daemon to exit after SIGTERM', exited);
   assert.deepEqual(exit, { code: 0, signal: null }, 'SIGTERM must exit 0');
-  // Every connection was closed with 1001 (going away): the page says so.
+  // Every connection was closed with 1001 (going away): the page says so,
+  // dims the stale screen, and keeps saying 1001 while its reconnects fail.
   await waitFor(page, 'the page to see close 1001', () => window.ahpTest.state().closeCode === 1001);
-  assert.match(await text(page, 'status-connection'), /1001/);
+  await waitFor(page, 'a failed reconnect', () => window.ahpTest.state().attempt >= 2);
+  const down = await page.evaluate(() => ({
+    s: window.ahpTest.state(),
+    banner: document.querySelector('[data-testid=disconnected]').textContent,
+    visible: !document.querySelector('[data-testid=disconnected]').hidden,
+    dim: getComputedStyle(document.querySelector('[data-testid=terminal]')).opacity,
+  }));
+  assert.equal(down.s.closeCode, 1001, JSON.stringify(down.s));
+  assert.ok(down.visible);
+  assert.match(down.banner, /^Disconnected — closed 1001 “host shutting down”\. Reconnecting/);
+  assert.ok(Number(down.dim) < 0.6, `the stale screen is not dimmed: opacity ${down.dim}`);
+  assert.match(await text(page, 'status-connection'), /closed 1001: host shutting down/);
+  await page.keyboard.type('x'); // keys typed while down are not sent, and the page says so
+  await waitFor(page, 'the not-sent hint', () => document.querySelector('[data-testid=toast]').dataset.kind === 'not-sent');
   await page.screenshot({ path: join(ARTIFACTS_DIR, 'after-shutdown.png') });
+
+  // ---- restart: the new daemon refuses the old reconnect token --------------
+
+  note('step: restart');
+  daemon2 = startDaemon(new URL(base).host);
+  daemon2.stdout.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
+  daemon2.stderr.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
+  await waitFor(page, 'the page to say the daemon restarted', () => window.ahpTest.state().error === 'restarted');
+  const help = await page.getByTestId('auth-help').textContent();
+  assert.match(help, /^ahpd restarted: it shut down \(closed 1001 “host shutting down”\)/);
+  assert.match(help, /ended with the old daemon/);
+  assert.doesNotMatch(help, /already used/);
+  assert.match(await page.getByTestId('disconnected').textContent(), /ahpd restarted; this terminal is gone/);
+  await page.screenshot({ path: join(ARTIFACTS_DIR, 'after-restart.png') });
+  daemon2.kill('SIGTERM');
 
   assert.deepEqual(problems, [], 'the page logged errors');
   passed = true;
@@ -311,9 +500,9 @@ async function within(ms, what, promise) {
   }
 }
 
-async function waitFor(page, what, fn, arg) {
+async function waitFor(page, what, fn, arg, timeout = STEP_MS) {
   try {
-    await page.waitForFunction(fn, arg, { timeout: STEP_MS, polling: 50 });
+    await page.waitForFunction(fn, arg, { timeout, polling: 50 });
   } catch (e) {
     const state = await page.evaluate(() => window.ahpTest?.state()).catch(() => null);
     throw new Error(`waiting for ${what}: ${e.message.split('\n')[0]}\npage state: ${JSON.stringify(state)}`);
@@ -362,6 +551,23 @@ function run(bin, args, env) {
 async function typeLine(page, text) {
   await page.keyboard.type(text, { delay: 5 });
   await page.keyboard.press('Enter');
+}
+
+// focused returns the class (or tag) of the page's focused element.
+function focused(page) {
+  return page.evaluate(() => document.activeElement?.className || document.activeElement?.tagName);
+}
+
+// cellOf returns page coordinates of column col of the last visible line
+// that matches pred.
+async function cellOf(page, pred, col) {
+  const lines = await waitScreen(page, 'a line to point at', (l) => l.some(pred));
+  const row = lines.findLastIndex(pred);
+  return page.evaluate(([r, c]) => {
+    const box = document.querySelector('.xterm-screen').getBoundingClientRect();
+    const t = window.ahpTest.term;
+    return { x: box.left + (c + 0.5) * (box.width / t.cols), y: box.top + (r + 0.5) * (box.height / t.rows) };
+  }, [row, col]);
 }
 
 function screenText(page) {

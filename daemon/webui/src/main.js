@@ -14,6 +14,8 @@ import './style.css';
 
 import { Client, ErrorCode, WS_PATH } from './session.js';
 import { CredentialStore, formatFragment, parseFragment } from './credentials.js';
+import { Prefs } from './prefs.js';
+import { channelLabel, closeText, documentTitle } from './page-text.js';
 
 const VERSION = '0.1.0';
 const LATENCY_INTERVAL_MS = 5000;
@@ -31,6 +33,12 @@ const el = {
   role: $('status-role'),
   size: $('status-size'),
   latency: $('status-latency'),
+  stage: $('stage'),
+  banner: $('banner'),
+  toast: $('toast'),
+  clipped: $('status-clipped'),
+  theme: $('theme-toggle'),
+  sidebarToggle: $('sidebar-toggle'),
 };
 
 // ui is the page state; render() draws it and window.ahpTest exposes it.
@@ -38,8 +46,12 @@ const ui = {
   connection: 'connecting', // connecting | connected | reconnecting | closed
   attempt: 0,
   retryAt: 0,
-  closeCode: null,
+  closeCode: null, // how the host closed the last session that was up
   closeReason: '',
+  attemptCode: null, // how the latest reconnect attempt failed (1006: unreachable)
+  everConnected: false,
+  restarted: false, // the last reconnect reached a daemon that restarted (after a 1001)
+  credential: null, // kind of the credential the host refused
   error: null,
   role: null,
   channels: [],
@@ -52,7 +64,14 @@ const ui = {
   latencyMs: null,
   exit: null,
   ended: null, // {code, message} of the last subscription end
+  liveTitle: null, // the attached terminal's title as xterm saw it set (OSC 0/2)
+  clipped: null, // {rows, cols, fitRows, fitCols} when the terminal exceeds the viewport
+  sidebarOpen: false, // on narrow screens the sidebar is a drawer
 };
+
+// Saved preferences: terminal font size and theme (localStorage).
+const prefs = new Prefs(safeStorage('localStorage'));
+document.documentElement.dataset.theme = prefs.theme;
 
 // ---- the views ------------------------------------------------------------
 
@@ -72,13 +91,63 @@ const view = createTerminalView(el.terminal, {
   },
   onExit({ code, signal }) {
     ui.exit = { code, signal };
-    showNotice(`The process exited${signal ? ` (signal ${signal})` : code != null ? ` with code ${code}` : ''}.`);
+    showExitNotice();
+    // The list shows it at once, not at the next channels/list.
+    setChannelState(ui.channel, 'exited');
     render();
   },
   onForbidden() {
     applyRole('view');
   },
+  onTitle(title) {
+    ui.liveTitle = title;
+    renderChannels();
+    render();
+  },
+  onClipped(c) {
+    ui.clipped = c;
+    render();
+  },
+  onViewOnlyTyping() {
+    toast('view only: typing is disabled', 'view-only-hint');
+  },
+  onNotSent() {
+    if (ui.connection !== 'connected') toast('not connected: keys typed now are not sent', 'not-sent');
+  },
+  onCopy({ ok, chars, error }) {
+    if (ok) toast(`copied ${chars} character${chars === 1 ? '' : 's'}`, 'copied');
+    else toast(`copy failed: ${error}`, 'copy-failed');
+  },
+  onFontSize(n) {
+    prefs.set({ fontSize: n });
+    view.setFontSize(prefs.fontSize);
+    toast(`font size ${prefs.fontSize}`, 'font-size');
+  },
+}, {
+  fontSize: prefs.fontSize,
+  theme: prefs.theme,
+  // ?renderer=dom turns WebGL off (a GPU that draws badly).
+  renderer: new URLSearchParams(location.search).get('renderer') === 'dom' ? 'dom' : 'webgl',
 });
+// The terminal has the keyboard from the start: keys typed while the page
+// connects are sent once it is attached.
+view.attaching();
+view.focus();
+
+function showExitNotice() {
+  const { code, signal } = ui.exit;
+  showNotice(`The process exited${signal ? ` (signal ${signal})` : code != null ? ` with code ${code}` : ''}. ` +
+    'The terminal is read-only now; pick a channel to attach another.');
+  el.notice.dataset.testid = 'exit-notice';
+}
+
+// setChannelState updates one channel's state in the list before the next poll.
+function setChannelState(channel, state) {
+  const c = ui.channels.find((x) => x.channel === channel);
+  if (!c || c.state === state || (c.state === 'closed' && state === 'exited')) return;
+  c.state = state;
+  renderChannels();
+}
 let telemetryView = null;
 
 // kindOf returns the channel's type: from channels/list, else its URI scheme.
@@ -127,7 +196,7 @@ function syncProcessStatus() {
 
 // ---- connection -----------------------------------------------------------
 
-const credentials = new CredentialStore(safeSessionStorage());
+const credentials = new CredentialStore(safeStorage('sessionStorage'));
 const fragment = credentials.takeFromLocation(window.location, window.history);
 ui.channel = fragment.get('channel') || null;
 
@@ -148,7 +217,11 @@ const consumerFor = (view) => ({
     ui.exit = null;
     ui.ended = null;
     ui.role = session.role;
-    hideNotice();
+    if (ui.restarted) {
+      showNotice(`ahpd restarted: the terminal this tab showed ended with the old daemon; ${ui.channel} is a new channel of the daemon running now.`);
+      el.notice.dataset.testid = 'restart-notice';
+      ui.restarted = false;
+    } else hideNotice();
     render();
     // The list fetched at connect predates this subscription: refresh it so
     // the viewer count includes this page.
@@ -159,7 +232,12 @@ const consumerFor = (view) => ({
     view.onEnd(info, sub);
     ui.subscriptionId = null;
     ui.ready = false;
-    if (info.code !== 'connection-closed' && info.code !== 'unsubscribed') {
+    if (info.code === 'channel-closed') setChannelState(ui.channel, 'closed');
+    if (info.code === 'channel-closed' && ui.exit) {
+      // The normal end after terminal/exit: the exit notice stays.
+      ui.ended = { code: info.code, message: info.message };
+      showExitNotice();
+    } else if (info.code !== 'connection-closed' && info.code !== 'unsubscribed') {
       ui.ended = { code: info.code, message: info.message };
       showNotice(`Detached from ${ui.channel}: ${info.code}${info.message ? ' — ' + info.message : ''}. ` +
         'Select the channel to attach again.', true);
@@ -167,6 +245,7 @@ const consumerFor = (view) => ({
     render();
   },
   onSubscribeError(err) {
+    view.cancelAttach();
     const why = err.code === ErrorCode.CHANNEL_NOT_FOUND ? 'no such channel'
       : err.code === ErrorCode.FORBIDDEN ? 'this link does not grant access to it'
         : err.message;
@@ -175,8 +254,12 @@ const consumerFor = (view) => ({
 });
 
 function attach(channel) {
+  ui.sidebarOpen = false;
   if (attachment && attachment.channel === channel) {
-    if (attachment.subscription) return;
+    if (attachment.subscription) {
+      focusView();
+      return render();
+    }
     attachment.detach();
   } else if (attachment) {
     attachment.detach();
@@ -184,16 +267,31 @@ function attach(channel) {
   const type = kindOf(channel);
   const v = viewFor(type);
   v.clear?.();
+  if (ui.channel !== channel) ui.liveTitle = null;
   ui.channel = channel;
   ui.view = v.kind;
   ui.ended = null;
   ui.exit = null;
+  ui.clipped = null;
   el.terminal.hidden = v !== view;
   el.telemetry.hidden = v === view;
+  if (v === view) view.attaching();
+  focusView();
   setFragmentChannel(channel);
   attachment = client.attach(channel, consumerFor(v), v.kind === telemetryKind ? { receive: TELEMETRY_RECEIVE } : {});
   syncProcessStatus();
   render();
+}
+
+// focusView gives the keyboard to the terminal (after a click in the list,
+// the focus would otherwise stay on the list's button).
+function focusView() {
+  if (ui.view === terminalKind) view.focus();
+  else {
+    // The hidden terminal must not keep the keys.
+    el.telemetry.tabIndex = -1;
+    el.telemetry.focus({ preventScroll: true });
+  }
 }
 
 function setFragmentChannel(channel) {
@@ -209,16 +307,36 @@ client.on('state', (s) => {
   if (s.state === 'connected') {
     ui.closeCode = null;
     ui.closeReason = '';
+    ui.attemptCode = null;
     ui.error = null;
     ui.role = s.role;
+    ui.everConnected = true;
+    ui.restarted = !!s.restarted;
+  } else if (s.lastClose) {
+    // The close the daemon sent; the attempts after it fail otherwise
+    // (1006 while nothing listens), which is shown apart.
+    ui.closeCode = s.lastClose.code ?? null;
+    ui.closeReason = s.lastClose.reason ?? '';
+    ui.attemptCode = s.state === 'reconnecting' && s.attempt > 1 ? s.closeCode ?? null : null;
   } else if (s.closeCode !== undefined || s.closeReason) {
     ui.closeCode = s.closeCode ?? null;
     ui.closeReason = s.closeReason ?? '';
   }
   if (s.state !== 'connected') ui.latencyMs = null;
   if (s.error) ui.error = s.error;
+  ui.credential = s.credential ?? null;
   if (s.error === 'no-credential') showAuthHelp('This page needs a link with a ticket.');
-  if (s.error === 'unauthorized') showAuthHelp('The link was refused: it was already used or has expired.');
+  if (s.error === 'unauthorized') {
+    showAuthHelp(s.credential === 'reconnect'
+      ? "This tab's saved credential was refused: the daemon has restarted since it was issued (its terminals ended with it), or it expired or was revoked."
+      : 'The link was refused: it was already used or has expired.');
+  }
+  if (s.error === 'restarted') {
+    showAuthHelp(`ahpd restarted: it shut down (${closeText(ui.closeCode, ui.closeReason)}), and the daemon running now ` +
+      "does not accept this tab's credential (tickets and the tokens a daemon mints do not outlive it). " +
+      'The terminal shown here ended with the old daemon; this is its last screen.');
+    el.notice.dataset.reason = 'restarted';
+  }
   render();
 });
 
@@ -286,6 +404,21 @@ setInterval(() => {
 
 function render() {
   el.status.dataset.state = ui.connection;
+  renderBanner();
+  renderTitle();
+  // Clipped matters while this page could do something about it: not while
+  // disconnected or after the program exited.
+  el.clipped.hidden = !ui.clipped || ui.view !== terminalKind || ui.connection !== 'connected' || !!ui.exit;
+  if (ui.clipped) {
+    const c = ui.clipped;
+    el.clipped.textContent = `clipped ${c.rows}×${c.cols} > ${c.fitRows}×${c.fitCols}`;
+    el.clipped.disabled = ui.role !== 'control';
+    el.clipped.title = `The terminal is ${c.rows}×${c.cols}, larger than this window (${c.fitRows}×${c.fitCols}): ` +
+      'another viewer resized it, so part of it is cut off here.' + (ui.role === 'control' ? ' Click to resize it to this window.' : '');
+  }
+  el.theme.textContent = prefs.theme === 'dark' ? '◐ dark' : '◑ light';
+  document.body.classList.toggle('sidebar-open', ui.sidebarOpen);
+  el.sidebarToggle.setAttribute('aria-expanded', String(ui.sidebarOpen));
   let text;
   switch (ui.connection) {
     case 'connected':
@@ -298,6 +431,7 @@ function render() {
       const s = Math.max(0, Math.ceil((ui.retryAt - Date.now()) / 1000));
       text = ui.retryAt && s > 0 ? `reconnecting in ${s}s` : 'reconnecting…';
       if (ui.closeCode != null) text += ` (closed ${ui.closeCode}${ui.closeReason ? ': ' + ui.closeReason : ''})`;
+      if (ui.attemptCode != null && ui.attemptCode !== ui.closeCode) text += ` · last try ${ui.attemptCode}`;
       break;
     }
     default:
@@ -308,6 +442,7 @@ function render() {
   }
   el.connection.textContent = text;
   el.channel.textContent = ui.channel ? ui.channel + (ui.exit ? ' — exited' : ui.subscriptionId && !ui.ready ? ' — loading' : '') : '';
+  el.channel.title = currentTitle() || '';
   el.role.textContent = ui.role ? `role ${ui.role}` : '';
   el.viewOnly.hidden = ui.role !== 'view';
   el.size.textContent = ui.rows && ui.view === terminalKind ? `${ui.rows}×${ui.cols}` : '';
@@ -328,12 +463,15 @@ function renderChannels() {
     b.title = shown(c.type) ? c.channel : `${c.channel} (${c.type} channels cannot be shown here yet)`;
     const title = document.createElement('span');
     title.className = 'title';
-    title.textContent = c.title || c.channel;
+    title.textContent = channelLabel(c.channel === ui.channel && ui.liveTitle ? { ...c, title: ui.liveTitle } : c);
+    title.title = c.title || c.channel;
     const meta = document.createElement('span');
     meta.className = 'meta';
     meta.textContent = `${c.type} · ${c.state} · ${c.viewers} viewer${c.viewers === 1 ? '' : 's'}`;
     b.append(title, meta);
     b.addEventListener('click', () => attach(c.channel));
+    // Keep the focus where it is (the terminal) on a mouse click.
+    b.addEventListener('mousedown', (ev) => ev.preventDefault());
     li.append(b);
     return li;
   });
@@ -351,6 +489,7 @@ function showNotice(content, isError = false) {
   el.notice.hidden = false;
   el.notice.dataset.testid = 'notice';
   el.notice.classList.toggle('error', isError);
+  delete el.notice.dataset.reason;
   el.notice.replaceChildren(...(Array.isArray(content) ? content : [content]));
 }
 
@@ -379,13 +518,89 @@ function code(text) {
   return c;
 }
 
-function safeSessionStorage() {
+function safeStorage(name) {
   try {
-    return window.sessionStorage;
+    return window[name];
   } catch {
     return null;
   }
 }
+
+// currentTitle is the attached channel's title: what the program set, as
+// xterm saw it, else channels/list's.
+function currentTitle() {
+  if (!ui.channel) return '';
+  if (ui.view === terminalKind && ui.liveTitle) return ui.liveTitle;
+  return ui.channels.find((c) => c.channel === ui.channel)?.title || '';
+}
+
+function renderTitle() {
+  const t = documentTitle(currentTitle(), ui.channel);
+  if (document.title !== t) document.title = t;
+}
+
+// renderBanner: while the connection is down, the stale screen is dimmed
+// and a banner says why and what happens next.
+function renderBanner() {
+  const down = ui.everConnected && ui.connection !== 'connected';
+  el.stage.classList.toggle('disconnected', down);
+  document.body.classList.toggle('disconnected', down); // the list is stale too
+  el.banner.hidden = !down;
+  if (!down) return;
+  const why = ui.closeCode != null ? closeText(ui.closeCode, ui.closeReason) : 'the connection was lost';
+  let next;
+  if (ui.connection === 'reconnecting') {
+    const s = Math.max(0, Math.ceil((ui.retryAt - Date.now()) / 1000));
+    next = ui.retryAt && s > 0 ? `Reconnecting in ${s} s (attempt ${ui.attempt})…` : 'Reconnecting…';
+    if (ui.attemptCode === 1006) next += ' The daemon is not reachable yet.';
+  } else if (ui.error === 'restarted') next = 'ahpd restarted; this terminal is gone.';
+  else if (ui.error === 'ended' || ui.error === 'unauthorized') next = 'Not reconnecting: the credential was refused.';
+  else next = 'Not reconnecting.';
+  el.banner.dataset.code = ui.closeCode ?? '';
+  el.banner.replaceChildren(strong('Disconnected'), ` — ${why}. ${next} The screen below is as it was when the connection ended.`);
+}
+
+function strong(text) {
+  const b = document.createElement('strong');
+  b.textContent = text;
+  return b;
+}
+
+// toast shows a short message for a moment (copy, font size, view-only keys).
+let toastTimer = null;
+function toast(text, kind) {
+  el.toast.textContent = text;
+  el.toast.dataset.kind = kind;
+  el.toast.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => {
+    el.toast.hidden = true;
+  }, 2000);
+}
+
+el.clipped.addEventListener('click', () => {
+  view.fitToWindow();
+  view.focus();
+});
+el.clipped.addEventListener('mousedown', (ev) => ev.preventDefault());
+el.theme.addEventListener('click', () => {
+  prefs.set({ theme: prefs.theme === 'dark' ? 'light' : 'dark' });
+  document.documentElement.dataset.theme = prefs.theme;
+  view.setTheme(prefs.theme);
+  render();
+});
+el.theme.addEventListener('mousedown', (ev) => ev.preventDefault());
+// Escape closes the drawer (narrow screens) and gives the keys back to the view.
+document.addEventListener('keydown', (ev) => {
+  if (ev.key !== 'Escape' || !ui.sidebarOpen) return;
+  ui.sidebarOpen = false;
+  render();
+  focusView();
+});
+el.sidebarToggle.addEventListener('click', () => {
+  ui.sidebarOpen = !ui.sidebarOpen;
+  render();
+});
 
 // ---- test hook ------------------------------------------------------------
 
@@ -398,6 +613,10 @@ window.ahpTest = {
       channels: ui.channels.map((c) => ({ ...c })),
       termRows: view.term.rows,
       termCols: view.term.cols,
+      title: currentTitle(),
+      documentTitle: document.title,
+      terminal: view.state(),
+      activeElement: document.activeElement?.className || document.activeElement?.tagName,
       receive: sub ? sub.receiveState() : null,
       send: sub ? sub.sendState() : null,
       telemetry: ui.view === telemetryKind ? telemetryView?.state() ?? null : null,
@@ -412,6 +631,7 @@ window.ahpTest = {
   attach,
   client,
   term: view.term,
+  view,
   /** the telemetry view (state(), stream.pause()/resume()), once shown. */
   get telemetry() {
     return telemetryView;

@@ -411,6 +411,10 @@ export class Session extends Emitter {
 
   _sendText(text) {
     if (this.closed) return false;
+    // During the closing handshake (the host's close frame arrived, the
+    // close event not yet) a send is lost anyway, and the browser logs an
+    // error for it: send nothing once the socket is not OPEN (1).
+    if (this.ws.readyState !== undefined && this.ws.readyState !== 1) return false;
     this.ws.send(text);
     return true;
   }
@@ -572,8 +576,13 @@ export function backoffDelay(n, { initialMs = 250, maxMs = 5000 } = {}, random =
  * credentials: {token(): string|null, accepted(initializeResult), rejected(err)}
  *
  * Events (client.on):
- *   'state' {state, attempt, retryInMs, closeCode, closeReason, error}
- *           state ∈ 'connecting' | 'connected' | 'reconnecting' | 'closed'
+ *   'state' {state, attempt, retryInMs, closeCode, closeReason, error, lastClose}
+ *           state ∈ 'connecting' | 'connected' | 'reconnecting' | 'closed';
+ *           lastClose {code, reason}: how the host closed the last session
+ *           that was up (closeCode/closeReason are the latest attempt's);
+ *           error ∈ 'no-credential' | 'unauthorized' | 'ended' (a 1008
+ *           close, then refused) | 'restarted' (a 1001 close, then refused);
+ *           connected states carry restarted: true after a 1001 close.
  *   'session' the new Session after initialize
  */
 export class Client extends Emitter {
@@ -583,6 +592,8 @@ export class Client extends Emitter {
     this.session = null;
     this.state = { state: 'idle', attempt: 0 };
     this._attachments = new Set();
+    this._policyClose = null; // the reason of a 1008 close, until the next session
+    this._lastClose = null; // {code, reason} of the last session's close, until the next one
     this._timer = null;
     this._stopped = true;
     this._setTimeout = options.setTimeout ?? ((f, ms) => setTimeout(f, ms));
@@ -635,17 +646,26 @@ export class Client extends Emitter {
       // with HTTP 403, which the browser reports as 1006).
       if ((err instanceof RpcError && err.code === ErrorCode.UNAUTHORIZED) ||
           (err instanceof ClosedError && err.closeCode === 1008)) {
+        const kind = this.options.credentials.kind?.() ?? null;
         this.options.credentials.rejected(err);
         this._stopped = true;
         const ended = this._policyClose;
+        const last = this._lastClose ?? null;
         this._policyClose = null;
         if (ended != null) {
           // The host closed the session with 1008 (a kick, a revoked or
           // expired token) and refuses the reconnect token since: show
           // the host's reason, not the refusal.
-          return this._setState({ state: 'closed', attempt, error: 'ended', closeCode: 1008, closeReason: ended });
+          return this._setState({ state: 'closed', attempt, error: 'ended', closeCode: 1008, closeReason: ended, lastClose: last });
         }
-        return this._setState({ state: 'closed', attempt, error: 'unauthorized', closeReason: err.message });
+        if (last?.code === 1001) {
+          // The daemon shut down (1001) and the one answering now does not
+          // know this page's credential: reconnect tokens and tickets live
+          // in the daemon's memory, so it restarted, and its terminals
+          // (SIGHUP at shutdown, §9) ended with it.
+          return this._setState({ state: 'closed', attempt, error: 'restarted', credential: kind, refusal: err.message, lastClose: last });
+        }
+        return this._setState({ state: 'closed', attempt, error: 'unauthorized', credential: kind, closeReason: err.message, lastClose: last });
       }
       return this._retry(attempt + 1, err);
     }
@@ -656,6 +676,11 @@ export class Client extends Emitter {
     this.options.credentials.accepted(session.initializeResult);
     this.session = session;
     this._policyClose = null;
+    // A reconnect after the host closed with 1001 reached a daemon that
+    // started since (1001 is sent only at shutdown, §9): its channels are
+    // new ones, whatever their names.
+    const restarted = this._lastClose?.code === 1001;
+    this._lastClose = null;
     session.on('close', (info) => {
       // Subscriptions ended with the session (their onEnd ran); the next
       // session re-subscribes every attachment.
@@ -663,9 +688,13 @@ export class Client extends Emitter {
       // A 1008 may be transient (an output stall): reconnect once; if the
       // credential is then refused, the 1008's reason is what ended it.
       this._policyClose = info.code === 1008 ? info.reason : null;
+      // The close the host sent is kept apart from the failures of the
+      // reconnect attempts after it (a refused TCP connection is 1006), so
+      // the page can say why the connection ended.
+      this._lastClose = { code: info.code, reason: info.reason || '' };
       if (!this._stopped) this._retry(1, new ClosedError(info.code, info.reason));
     });
-    this._setState({ state: 'connected', attempt: 0, role: session.role });
+    this._setState({ state: 'connected', attempt: 0, role: session.role, restarted });
     this._emit('session', session);
     for (const a of this._attachments) a._subscribe(session);
   }
@@ -679,6 +708,9 @@ export class Client extends Emitter {
       retryAt: Date.now() + delay,
       closeCode: err?.closeCode,
       closeReason: err?.reason ?? err?.message,
+      // lastClose: the close the host sent on the last established session
+      // (null if none); closeCode/closeReason: this attempt's failure.
+      lastClose: this._lastClose ?? null,
     });
     this._timer = this._setTimeout(() => this._connect(attempt), delay);
   }

@@ -9,112 +9,227 @@
 //     terminal-stream.js, releasing each message from xterm's write
 //     callback, so credit follows rendering;
 //   - sends keystrokes as terminal/input on the live subscription (control
-//     role only; a view-only page sends nothing);
-//   - asks the host, debounced, for the size that fits the container
-//     (terminal/resize, control role, after channel/ready). xterm itself is
-//     only resized by the host's terminal/reset and terminal/resize, so it
-//     always matches the host's emulator.
+//     role only; a view-only page sends nothing and says so when typed in).
+//     Keys typed while the page is still attaching (right after load, or
+//     after picking a channel) are kept (bounded) and sent once the
+//     subscription is live; keys typed while reconnecting are not, and after
+//     the program exited nothing is sent;
+//   - asks the host for the size that fits the container (terminal/resize,
+//     control role) when this page attaches and when its own viewport
+//     changes, never because another viewer resized: the latest request
+//     wins, and a tab that did not change does not snap the size back.
+//     xterm itself is only resized by the host's terminal/reset and
+//     terminal/resize, so it always matches the host's emulator; when that
+//     is larger than the viewport the page is told (clipped);
+//   - reports the program's title (OSC 0/2, xterm's onTitleChange);
+//   - links are clickable (addon-web-links), a selection is copied when the
+//     mouse button is let go and on Ctrl+Shift+C, Ctrl +/-/0 sets the font
+//     size, and the WebGL renderer is used where it works (the DOM renderer
+//     otherwise, and again after a lost WebGL context).
 
 import { Terminal } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
 import { Unicode11Addon } from '@xterm/addon-unicode11';
+import { WebLinksAddon } from '@xterm/addon-web-links';
+import { WebglAddon } from '@xterm/addon-webgl';
 import '@xterm/xterm/css/xterm.css';
 
 import { ErrorCode } from './session.js';
 import { terminalConsumer } from './terminal-stream.js';
+import { clampFontSize, FONT_SIZE_DEFAULT, shortcut } from './prefs.js';
+import { InputGate, ResizePolicy } from './terminal-policy.js';
 
 /** kind is the channels/list type this view shows. */
 export const kind = 'terminal';
 
 const RESIZE_DEBOUNCE_MS = 150;
 
+export const THEMES = {
+  dark: {
+    background: '#0f1115', foreground: '#d7dae0', cursor: '#d7dae0', cursorAccent: '#0f1115',
+    selectionBackground: '#2d4a66',
+  },
+  light: {
+    background: '#fbfbfa', foreground: '#1f2328', cursor: '#1f2328', cursorAccent: '#fbfbfa',
+    selectionBackground: '#b6d3f2',
+    black: '#24292f', red: '#cf222e', green: '#116329', yellow: '#7d4e00', blue: '#0969da',
+    magenta: '#8250df', cyan: '#1b7c83', white: '#6e7781',
+    brightBlack: '#57606a', brightRed: '#a40e26', brightGreen: '#1a7f37', brightYellow: '#633c01',
+    brightBlue: '#218bff', brightMagenta: '#a475f9', brightCyan: '#3192aa', brightWhite: '#8c959f',
+  },
+};
+
 /**
  * createView opens a Terminal in container and returns the view.
  * hooks (all optional): onSize(rows, cols) the host's size was applied;
  * onReady() channel/ready (the snapshot is complete); onExit({code, signal});
- * onForbidden() the host refused a request as beyond this page's role.
+ * onForbidden() the host refused a request as beyond this page's role;
+ * onTitle(title) the program set its title; onClipped(null | {rows, cols,
+ * fitRows, fitCols}) whether the host's size exceeds the viewport;
+ * onViewOnlyTyping() keys were typed in a view-only page; onNotSent() keys
+ * were typed while no subscription is live (reconnecting); onCopy({ok,
+ * chars, error}) a selection was copied (or not); onFontSize(n) Ctrl +/-/0.
+ * options: {fontSize, theme ('dark'|'light'), renderer ('webgl'|'dom')}.
  * The view also has term (the Terminal) and screenText(), for tests.
  */
-export function createView(container, hooks = {}) {
+export function createView(container, hooks = {}, options = {}) {
   const term = new Terminal({
     allowProposedApi: true, // term.unicode is a proposed API
     cursorBlink: true,
     fontFamily: 'ui-monospace, "SFMono-Regular", "JetBrains Mono", Menlo, Consolas, monospace',
-    fontSize: 13,
+    fontSize: clampFontSize(options.fontSize ?? FONT_SIZE_DEFAULT),
     scrollback: 10000,
-    theme: { background: '#0f1115', foreground: '#d7dae0', cursor: '#d7dae0', selectionBackground: '#2d4a66' },
+    theme: THEMES[options.theme] ?? THEMES.dark,
   });
   const fit = new FitAddon();
   term.loadAddon(fit);
   term.loadAddon(new Unicode11Addon());
   term.unicode.activeVersion = '11'; // §8: widths follow Unicode 11, like the host's emulator
+  term.loadAddon(new WebLinksAddon(openLink, {
+    hover(_ev, text) {
+      container.dataset.hoverLink = text;
+    },
+    leave() {
+      delete container.dataset.hoverLink;
+    },
+  }));
   term.open(container);
   {
     const d = fit.proposeDimensions();
     if (d) term.resize(d.cols, d.rows);
   }
 
-  let sub = null; // the live Subscription, from onSubscribed to its onEnd
-  let role = null; // 'control' | 'view', from setRole
-  let ready = false; // channel/ready of the current subscription applied
-  let rows = 0; // the host's size, from terminal/reset and terminal/resize
-  let cols = 0;
+  // ---- renderer ----
+
+  let renderer = 'dom';
+  let webglLosses = 0;
+  let webgl = null;
+  function useWebgl() {
+    if (options.renderer === 'dom' || !webglAvailable()) return;
+    try {
+      const gl = new WebglAddon();
+      gl.onContextLoss(() => {
+        // The GPU process went away (or the browser took the context back):
+        // go back to the DOM renderer rather than show a frozen canvas.
+        webglLosses++;
+        dropWebgl();
+      });
+      term.loadAddon(gl);
+      webgl = gl;
+      renderer = 'webgl';
+    } catch {
+      dropWebgl();
+    }
+  }
+  function dropWebgl() {
+    const gl = webgl;
+    webgl = null;
+    renderer = 'dom';
+    try {
+      gl?.dispose();
+    } catch {
+      // already torn down
+    }
+    term.refresh(0, term.rows - 1);
+  }
+  useWebgl();
+
+  const gate = new InputGate();
 
   // ---- input ----
 
+  function input(data) {
+    const r = gate.input(data);
+    if (r === 'view-only') hooks.onViewOnlyTyping?.();
+    else if (r === 'dropped' && gate.early === null) hooks.onNotSent?.();
+  }
+
   const inputs = [
-    term.onData((data) => {
-      if (!sub || role !== 'control') return; // view-only: nothing is sent
-      sub.sendInput(data);
-    }),
+    term.onData(input),
     term.onBinary((data) => {
       // Binary strings carry bytes as U+0000–U+00FF; terminal/input is UTF-8
       // text, so only the ASCII part can travel unchanged.
-      if (!sub || role !== 'control' || /[^\x00-\x7f]/.test(data)) return;
-      sub.sendInput(data);
+      if (/[^\x00-\x7f]/.test(data)) return;
+      input(data);
     }),
+    term.onTitleChange((t) => hooks.onTitle?.(t)),
   ];
+
+  // A view-only page has stdin disabled, so xterm reports no data: the keys
+  // are seen here, to say why nothing happens.
+  const onKeyDown = (ev) => {
+    if (gate.role !== 'view' || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key.length === 1 || ev.key === 'Enter' || ev.key === 'Backspace') hooks.onViewOnlyTyping?.();
+  };
+  container.addEventListener('keydown', onKeyDown, true);
+
+  term.attachCustomKeyEventHandler((ev) => {
+    const action = shortcut(ev);
+    if (!action) return true;
+    ev.preventDefault(); // Ctrl +/- would zoom the page
+    if (action === 'copy') copySelection();
+    else hooks.onFontSize?.(action === 'font0' ? FONT_SIZE_DEFAULT : term.options.fontSize + (action === 'font+' ? 1 : -1));
+    return false;
+  });
+
+  // ---- copy ----
+
+  function copySelection() {
+    const text = term.getSelection();
+    if (!text) return;
+    copyText(text).then(
+      () => hooks.onCopy?.({ ok: true, chars: text.length }),
+      (err) => hooks.onCopy?.({ ok: false, chars: text.length, error: String(err?.message ?? err) }),
+    );
+  }
+  // Copy on select: when the mouse button is let go over a selection.
+  const onMouseUp = () => {
+    setTimeout(() => {
+      if (term.hasSelection()) copySelection();
+    }, 0);
+  };
+  container.addEventListener('mouseup', onMouseUp);
 
   // ---- resize requests ----
 
   let resizeTimer = null;
-  let lastRequested = '';
-  function scheduleResizeRequest() {
-    clearTimeout(resizeTimer);
-    resizeTimer = setTimeout(requestResize, RESIZE_DEBOUNCE_MS);
-  }
-  function requestResize() {
-    if (!sub || role !== 'control' || !ready) return;
+  const measure = () => {
     const d = fit.proposeDimensions();
-    if (!d || !(d.rows > 0 && d.cols > 0)) return;
-    if (d.rows === rows && d.cols === cols) return;
-    const key = `${sub.id}:${d.rows}x${d.cols}`;
-    if (key === lastRequested) return;
-    lastRequested = key;
-    // The host answers with a terminal/resize notice in the stream, which
-    // resizes xterm in order with the output.
-    sub.resize(d.rows, d.cols).catch((err) => {
-      if (err.code === ErrorCode.FORBIDDEN) hooks.onForbidden?.();
-    });
+    return d && d.rows > 0 && d.cols > 0 ? { rows: d.rows, cols: d.cols } : null;
+  };
+  const policy = new ResizePolicy({
+    measure,
+    request(rows, cols) {
+      // The host answers with a terminal/resize notice in the stream, which
+      // resizes xterm in order with the output (and every other viewer's).
+      gate.sub?.resize(rows, cols).catch((err) => {
+        if (err.code === ErrorCode.FORBIDDEN) hooks.onForbidden?.();
+      });
+    },
+    onClipped: (c) => hooks.onClipped?.(c),
+  });
+  const canRequest = () => !!gate.sub && gate.role === 'control' && !gate.exited;
+  function viewportChanged() {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => policy.viewport(), RESIZE_DEBOUNCE_MS);
   }
-  const observer = new ResizeObserver(scheduleResizeRequest);
+  const observer = new ResizeObserver(viewportChanged);
   observer.observe(container);
 
   // ---- the stream ----
 
   const stream = terminalConsumer(term, {
     onSize(r, c) {
-      rows = r;
-      cols = c;
       hooks.onSize?.(r, c);
-      scheduleResizeRequest();
+      policy.hostSize(r, c); // another viewer's size: shown, not fought
     },
     onReady() {
-      ready = true;
       hooks.onReady?.();
-      scheduleResizeRequest();
+      policy.readied(canRequest());
     },
     onExit(e) {
+      gate.exit();
+      policy.setCanRequest(false);
       hooks.onExit?.(e);
     },
   });
@@ -122,19 +237,67 @@ export function createView(container, hooks = {}) {
   return {
     kind,
     term,
+    /**
+     * attaching: the page is attaching a channel on the user's behalf (first
+     * load, or a channel picked in the list). Keys typed until the
+     * subscription is live are kept and sent then, and the page asks for
+     * its size once the snapshot is in.
+     */
+    attaching() {
+      gate.attaching();
+      policy.attaching();
+    },
     onSubscribed(s) {
-      sub = s;
-      ready = false;
+      policy.ended(); // the new subscription is ready at its channel/ready
+      gate.subscribed(s);
     },
     onMessage: stream.onMessage,
     onEnd(_info, s) {
-      if (sub === s) sub = null;
-      ready = false;
+      gate.ended(s);
+      policy.ended();
+    },
+    /** cancelAttach forgets keys kept for an attach that failed. */
+    cancelAttach() {
+      gate.cancel();
     },
     /** setRole sets what the page may do: 'control' types and resizes, 'view' only watches. */
     setRole(r) {
-      role = r;
-      term.options.disableStdin = r !== 'control';
+      gate.setRole(r);
+      term.options.disableStdin = r === 'view';
+      if (policy.ready) policy.setCanRequest(canRequest());
+    },
+    focus() {
+      term.focus();
+    },
+    /** fitToWindow asks the host for this viewport's size (the clipped badge's action). */
+    fitToWindow() {
+      return policy.fit();
+    },
+    setFontSize(n) {
+      term.options.fontSize = clampFontSize(n);
+      viewportChanged(); // a new cell size: a new fit, which this page asks for
+    },
+    setTheme(name) {
+      term.options.theme = THEMES[name] ?? THEMES.dark;
+    },
+    /** loseWebglContext simulates a lost WebGL context (tests). */
+    loseWebglContext() {
+      if (!webgl) return false;
+      for (const canvas of container.querySelectorAll('.xterm-screen canvas')) {
+        const gl = canvas.getContext('webgl2');
+        const ext = gl?.getExtension('WEBGL_lose_context');
+        if (ext) {
+          ext.loseContext();
+          return true;
+        }
+      }
+      return false;
+    },
+    state() {
+      return {
+        renderer, webglLosses, fontSize: term.options.fontSize, clipped: policy.clipped, fit: measure(),
+        requests: policy.requests, exited: gate.exited, earlyQueued: gate.early?.length ?? null, earlyDropped: gate.dropped,
+      };
     },
     /** screenText returns the visible lines of the terminal, right-trimmed. */
     screenText() {
@@ -146,8 +309,54 @@ export function createView(container, hooks = {}) {
     dispose() {
       clearTimeout(resizeTimer);
       observer.disconnect();
+      container.removeEventListener('keydown', onKeyDown, true);
+      container.removeEventListener('mouseup', onMouseUp);
       for (const d of inputs) d.dispose();
       term.dispose();
     },
   };
+}
+
+function webglAvailable() {
+  try {
+    return !!document.createElement('canvas').getContext('webgl2');
+  } catch {
+    return false;
+  }
+}
+
+// openLink opens a link in a new tab that cannot reach back into this page.
+function openLink(ev, uri) {
+  ev.preventDefault?.();
+  if (!/^https?:\/\//i.test(uri)) return;
+  window.open(uri, '_blank', 'noopener,noreferrer');
+}
+
+// copyText puts text on the clipboard: the async Clipboard API where the
+// page is a secure context (https, or http on localhost), else the older
+// execCommand('copy') from a hidden textarea.
+async function copyText(text) {
+  if (navigator.clipboard?.writeText && window.isSecureContext) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return;
+    } catch {
+      // fall through to the old way
+    }
+  }
+  const ta = document.createElement('textarea');
+  ta.value = text;
+  ta.setAttribute('readonly', '');
+  ta.style.cssText = 'position:fixed;left:-9999px;top:0;opacity:0';
+  const prev = document.activeElement;
+  document.body.append(ta);
+  ta.select();
+  let ok = false;
+  try {
+    ok = document.execCommand('copy');
+  } finally {
+    ta.remove();
+    prev?.focus?.();
+  }
+  if (!ok) throw new Error('the browser refused to copy');
 }

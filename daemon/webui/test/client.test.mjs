@@ -219,3 +219,94 @@ test('a local close (dead host) ends the session at once and reconnects', async 
   assert.equal(session.stats.droppedNotifications, 0);
   client.stop();
 });
+
+test('the host\'s 1001 stays the close shown while the reconnects fail with 1006', async () => {
+  const creds = new CredentialStore(memStorage());
+  creds.takeFromLocation(fakeLocation('#token=T'), fakeHistory());
+  const { client, timers, states } = newClient(creds);
+  client.start();
+  const { ws } = await hostAccept({});
+  ws.hostClose(1001, 'host shutting down');
+  assert.deepEqual(states.at(-1).lastClose, { code: 1001, reason: 'host shutting down' });
+  for (let i = 0; i < 2; i++) {
+    timers.at(-1).f();
+    lastSocket().hostClose(1006, ''); // nothing listens
+    await tick();
+    const s = states.at(-1);
+    assert.equal(s.state, 'reconnecting');
+    assert.equal(s.closeCode, 1006, 'the attempt\'s own failure');
+    assert.deepEqual(s.lastClose, { code: 1001, reason: 'host shutting down' }, 'the daemon\'s close is kept');
+  }
+  client.stop();
+});
+
+test('after a 1001, a refused reconnect token means the daemon restarted', async () => {
+  const creds = new CredentialStore(memStorage());
+  creds.takeFromLocation(fakeLocation('#ticket=TICKET-R'), fakeHistory());
+  const { client, timers, states } = newClient(creds);
+  client.start();
+  const { ws: ws1 } = await hostAccept({ reconnectToken: 'RECONNECT-R' });
+  ws1.hostClose(1001, 'host shutting down');
+  timers.at(-1).f();
+  lastSocket().hostClose(1006, ''); // restarting
+  await tick();
+  timers.at(-1).f();
+  const ws2 = lastSocket();
+  ws2.open();
+  const [init] = ws2.take();
+  assert.equal(init.params.token, 'RECONNECT-R');
+  ws2.recv({ jsonrpc: '2.0', id: init.id, error: { code: ErrorCode.UNAUTHORIZED, message: 'unauthorized: unknown, used or revoked token' } });
+  await tick();
+  const s = states.at(-1);
+  assert.equal(s.state, 'closed');
+  assert.equal(s.error, 'restarted');
+  assert.equal(s.credential, 'reconnect');
+  assert.deepEqual(s.lastClose, { code: 1001, reason: 'host shutting down' });
+  assert.equal(creds.token(), null);
+});
+
+test('after a 1001, an accepted reconnect is flagged as a restarted daemon; a refused saved token says which credential', async () => {
+  const creds = new CredentialStore(memStorage());
+  creds.takeFromLocation(fakeLocation('#token=ADMIN'), fakeHistory());
+  const { client, timers, states } = newClient(creds);
+  client.start();
+  const { ws } = await hostAccept({});
+  assert.equal(states.at(-1).restarted, false);
+  ws.hostClose(1001, 'host shutting down');
+  timers.at(-1).f();
+  const { ws: ws2 } = await hostAccept({});
+  assert.equal(states.at(-1).state, 'connected');
+  assert.equal(states.at(-1).restarted, true);
+  ws2.hostClose(1006, ''); // not a shutdown
+  timers.at(-1).f();
+  await hostAccept({});
+  assert.equal(states.at(-1).restarted, false);
+  client.stop();
+
+  // A reload whose saved token is refused (no close seen by this page).
+  const storage = memStorage();
+  storage.setItem(STORAGE_KEY, 'SAVED');
+  const c2 = newClient(new CredentialStore(storage));
+  c2.client.start();
+  const w = lastSocket();
+  w.open();
+  const [init] = w.take();
+  w.recv({ jsonrpc: '2.0', id: init.id, error: { code: ErrorCode.UNAUTHORIZED, message: 'unauthorized' } });
+  await tick();
+  assert.equal(c2.states.at(-1).error, 'unauthorized');
+  assert.equal(c2.states.at(-1).credential, 'reconnect');
+});
+
+test('nothing is sent while the socket is closing (the browser would log an error)', async () => {
+  const creds = new CredentialStore(memStorage());
+  creds.takeFromLocation(fakeLocation('#token=T'), fakeHistory());
+  const { client } = newClient(creds);
+  client.start();
+  const { ws } = await hostAccept({});
+  ws.readyState = 2; // CLOSING: the host's close frame is in, the close event not yet
+  assert.equal(client.session.notify('channel/credit', {}), false);
+  assert.deepEqual(ws.take(), []);
+  ws.readyState = 1;
+  assert.equal(client.session.notify('channel/credit', {}), true);
+  client.stop();
+});

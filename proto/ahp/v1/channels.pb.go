@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -49,7 +50,13 @@ type Channel struct {
 	// tcp describes a TCP channel; unset for other types.
 	Tcp *TCPChannel `protobuf:"bytes,10,opt,name=tcp,proto3" json:"tcp,omitempty"`
 	// telemetry describes a telemetry channel; unset for other types.
-	Telemetry     *TelemetryChannel `protobuf:"bytes,11,opt,name=telemetry,proto3" json:"telemetry,omitempty"`
+	Telemetry *TelemetryChannel `protobuf:"bytes,11,opt,name=telemetry,proto3" json:"telemetry,omitempty"`
+	// create_time is when the channel was created.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// command is a terminal's program and arguments; empty for other types.
+	Command []string `protobuf:"bytes,13,rep,name=command,proto3" json:"command,omitempty"`
+	// exit is how a terminal's process ended; unset while it runs.
+	Exit          *ChannelExit `protobuf:"bytes,14,opt,name=exit,proto3" json:"exit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +168,82 @@ func (x *Channel) GetTelemetry() *TelemetryChannel {
 	return nil
 }
 
+func (x *Channel) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Channel) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *Channel) GetExit() *ChannelExit {
+	if x != nil {
+		return x.Exit
+	}
+	return nil
+}
+
+// ChannelExit is how a channel's process ended.
+type ChannelExit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is the exit code; meaningless when signal is set.
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// signal is the signal that killed it (e.g. SIGHUP), or empty.
+	Signal        string `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelExit) Reset() {
+	*x = ChannelExit{}
+	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelExit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelExit) ProtoMessage() {}
+
+func (x *ChannelExit) ProtoReflect() protoreflect.Message {
+	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelExit.ProtoReflect.Descriptor instead.
+func (*ChannelExit) Descriptor() ([]byte, []int) {
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ChannelExit) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ChannelExit) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
 // TelemetryChannel is what a telemetry channel reports (PROTOCOL.md §8).
 type TelemetryChannel struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -180,7 +263,7 @@ type TelemetryChannel struct {
 
 func (x *TelemetryChannel) Reset() {
 	*x = TelemetryChannel{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	mi := &file_ahp_v1_channels_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -192,7 +275,7 @@ func (x *TelemetryChannel) String() string {
 func (*TelemetryChannel) ProtoMessage() {}
 
 func (x *TelemetryChannel) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	mi := &file_ahp_v1_channels_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -205,7 +288,7 @@ func (x *TelemetryChannel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TelemetryChannel.ProtoReflect.Descriptor instead.
 func (*TelemetryChannel) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{1}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TelemetryChannel) GetSource() string {
@@ -271,7 +354,7 @@ type TCPChannel struct {
 
 func (x *TCPChannel) Reset() {
 	*x = TCPChannel{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[2]
+	mi := &file_ahp_v1_channels_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -283,7 +366,7 @@ func (x *TCPChannel) String() string {
 func (*TCPChannel) ProtoMessage() {}
 
 func (x *TCPChannel) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[2]
+	mi := &file_ahp_v1_channels_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -296,7 +379,7 @@ func (x *TCPChannel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCPChannel.ProtoReflect.Descriptor instead.
 func (*TCPChannel) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{2}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TCPChannel) GetTarget() string {
@@ -360,7 +443,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[3]
+	mi := &file_ahp_v1_channels_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +455,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[3]
+	mi := &file_ahp_v1_channels_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +468,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{3}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListChannelsRequest) GetType() string {
@@ -406,7 +489,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[4]
+	mi := &file_ahp_v1_channels_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +501,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[4]
+	mi := &file_ahp_v1_channels_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +514,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{4}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*Channel {
@@ -452,7 +535,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[5]
+	mi := &file_ahp_v1_channels_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +547,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[5]
+	mi := &file_ahp_v1_channels_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +560,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{5}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetChannelRequest) GetChannel() string {
@@ -498,7 +581,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[6]
+	mi := &file_ahp_v1_channels_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +593,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[6]
+	mi := &file_ahp_v1_channels_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +606,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{6}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetChannelResponse) GetChannel() *Channel {
@@ -552,7 +635,7 @@ type CloseChannelRequest struct {
 
 func (x *CloseChannelRequest) Reset() {
 	*x = CloseChannelRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[7]
+	mi := &file_ahp_v1_channels_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +647,7 @@ func (x *CloseChannelRequest) String() string {
 func (*CloseChannelRequest) ProtoMessage() {}
 
 func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[7]
+	mi := &file_ahp_v1_channels_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +660,7 @@ func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelRequest.ProtoReflect.Descriptor instead.
 func (*CloseChannelRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{7}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CloseChannelRequest) GetChannel() string {
@@ -612,7 +695,7 @@ type CloseChannelResponse struct {
 
 func (x *CloseChannelResponse) Reset() {
 	*x = CloseChannelResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[8]
+	mi := &file_ahp_v1_channels_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +707,7 @@ func (x *CloseChannelResponse) String() string {
 func (*CloseChannelResponse) ProtoMessage() {}
 
 func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[8]
+	mi := &file_ahp_v1_channels_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +720,7 @@ func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelResponse.ProtoReflect.Descriptor instead.
 func (*CloseChannelResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{8}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CloseChannelResponse) GetExitedBeforeHangup() bool {
@@ -651,7 +734,7 @@ var File_ahp_v1_channels_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_channels_proto_rawDesc = "" +
 	"\n" +
-	"\x15ahp/v1/channels.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9d\x02\n" +
+	"\x15ahp/v1/channels.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x03\n" +
 	"\aChannel\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
@@ -664,7 +747,14 @@ const file_ahp_v1_channels_proto_rawDesc = "" +
 	"\x03pid\x18\t \x01(\x03R\x03pid\x12$\n" +
 	"\x03tcp\x18\n" +
 	" \x01(\v2\x12.ahp.v1.TCPChannelR\x03tcp\x126\n" +
-	"\ttelemetry\x18\v \x01(\v2\x18.ahp.v1.TelemetryChannelR\ttelemetry\"\x88\x01\n" +
+	"\ttelemetry\x18\v \x01(\v2\x18.ahp.v1.TelemetryChannelR\ttelemetry\x12;\n" +
+	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12\x18\n" +
+	"\acommand\x18\r \x03(\tR\acommand\x12'\n" +
+	"\x04exit\x18\x0e \x01(\v2\x13.ahp.v1.ChannelExitR\x04exit\"9\n" +
+	"\vChannelExit\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\tR\x06signal\"\x88\x01\n" +
 	"\x10TelemetryChannel\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\x12\x10\n" +
@@ -712,36 +802,40 @@ func file_ahp_v1_channels_proto_rawDescGZIP() []byte {
 	return file_ahp_v1_channels_proto_rawDescData
 }
 
-var file_ahp_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_ahp_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_ahp_v1_channels_proto_goTypes = []any{
-	(*Channel)(nil),              // 0: ahp.v1.Channel
-	(*TelemetryChannel)(nil),     // 1: ahp.v1.TelemetryChannel
-	(*TCPChannel)(nil),           // 2: ahp.v1.TCPChannel
-	(*ListChannelsRequest)(nil),  // 3: ahp.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil), // 4: ahp.v1.ListChannelsResponse
-	(*GetChannelRequest)(nil),    // 5: ahp.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),   // 6: ahp.v1.GetChannelResponse
-	(*CloseChannelRequest)(nil),  // 7: ahp.v1.CloseChannelRequest
-	(*CloseChannelResponse)(nil), // 8: ahp.v1.CloseChannelResponse
-	(*durationpb.Duration)(nil),  // 9: google.protobuf.Duration
+	(*Channel)(nil),               // 0: ahp.v1.Channel
+	(*ChannelExit)(nil),           // 1: ahp.v1.ChannelExit
+	(*TelemetryChannel)(nil),      // 2: ahp.v1.TelemetryChannel
+	(*TCPChannel)(nil),            // 3: ahp.v1.TCPChannel
+	(*ListChannelsRequest)(nil),   // 4: ahp.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),  // 5: ahp.v1.ListChannelsResponse
+	(*GetChannelRequest)(nil),     // 6: ahp.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),    // 7: ahp.v1.GetChannelResponse
+	(*CloseChannelRequest)(nil),   // 8: ahp.v1.CloseChannelRequest
+	(*CloseChannelResponse)(nil),  // 9: ahp.v1.CloseChannelResponse
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
 }
 var file_ahp_v1_channels_proto_depIdxs = []int32{
-	2, // 0: ahp.v1.Channel.tcp:type_name -> ahp.v1.TCPChannel
-	1, // 1: ahp.v1.Channel.telemetry:type_name -> ahp.v1.TelemetryChannel
-	0, // 2: ahp.v1.ListChannelsResponse.channels:type_name -> ahp.v1.Channel
-	0, // 3: ahp.v1.GetChannelResponse.channel:type_name -> ahp.v1.Channel
-	9, // 4: ahp.v1.CloseChannelRequest.grace:type_name -> google.protobuf.Duration
-	3, // 5: ahp.v1.ChannelService.ListChannels:input_type -> ahp.v1.ListChannelsRequest
-	5, // 6: ahp.v1.ChannelService.GetChannel:input_type -> ahp.v1.GetChannelRequest
-	7, // 7: ahp.v1.ChannelService.CloseChannel:input_type -> ahp.v1.CloseChannelRequest
-	4, // 8: ahp.v1.ChannelService.ListChannels:output_type -> ahp.v1.ListChannelsResponse
-	6, // 9: ahp.v1.ChannelService.GetChannel:output_type -> ahp.v1.GetChannelResponse
-	8, // 10: ahp.v1.ChannelService.CloseChannel:output_type -> ahp.v1.CloseChannelResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	3,  // 0: ahp.v1.Channel.tcp:type_name -> ahp.v1.TCPChannel
+	2,  // 1: ahp.v1.Channel.telemetry:type_name -> ahp.v1.TelemetryChannel
+	10, // 2: ahp.v1.Channel.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 3: ahp.v1.Channel.exit:type_name -> ahp.v1.ChannelExit
+	0,  // 4: ahp.v1.ListChannelsResponse.channels:type_name -> ahp.v1.Channel
+	0,  // 5: ahp.v1.GetChannelResponse.channel:type_name -> ahp.v1.Channel
+	11, // 6: ahp.v1.CloseChannelRequest.grace:type_name -> google.protobuf.Duration
+	4,  // 7: ahp.v1.ChannelService.ListChannels:input_type -> ahp.v1.ListChannelsRequest
+	6,  // 8: ahp.v1.ChannelService.GetChannel:input_type -> ahp.v1.GetChannelRequest
+	8,  // 9: ahp.v1.ChannelService.CloseChannel:input_type -> ahp.v1.CloseChannelRequest
+	5,  // 10: ahp.v1.ChannelService.ListChannels:output_type -> ahp.v1.ListChannelsResponse
+	7,  // 11: ahp.v1.ChannelService.GetChannel:output_type -> ahp.v1.GetChannelResponse
+	9,  // 12: ahp.v1.ChannelService.CloseChannel:output_type -> ahp.v1.CloseChannelResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_channels_proto_init() }
@@ -755,7 +849,7 @@ func file_ahp_v1_channels_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ahp_v1_channels_proto_rawDesc), len(file_ahp_v1_channels_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -463,10 +463,18 @@ func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
 // CreateBrowserLinkRequest names the channel to open.
 type CreateBrowserLinkRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// channel is the channel URI; it must exist.
+	// channel is the channel URI the page opens; it must exist. Empty: the
+	// link reaches every channel (the page lists them all) and opens none.
 	Channel string `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
-	// role of the ticket; unspecified means ROLE_CONTROL.
-	Role          Role `protobuf:"varint,2,opt,name=role,proto3,enum=ahp.v1.Role" json:"role,omitempty"`
+	// role of the link; unspecified means ROLE_CONTROL.
+	Role Role `protobuf:"varint,2,opt,name=role,proto3,enum=ahp.v1.Role" json:"role,omitempty"`
+	// reusable makes a share link: a token (not a single-use ticket) that
+	// works in any number of tabs until ttl ends or it is revoked
+	// (RevokeToken with token_id). Default false: a single-use ticket.
+	Reusable bool `protobuf:"varint,3,opt,name=reusable,proto3" json:"reusable,omitempty"`
+	// ttl of a reusable link; unset means 1 h; at most CreateToken's
+	// maximum. A single-use ticket always has the daemon's ticketTTL.
+	Ttl           *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -515,13 +523,31 @@ func (x *CreateBrowserLinkRequest) GetRole() Role {
 	return Role_ROLE_UNSPECIFIED
 }
 
+func (x *CreateBrowserLinkRequest) GetReusable() bool {
+	if x != nil {
+		return x.Reusable
+	}
+	return false
+}
+
+func (x *CreateBrowserLinkRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
 // CreateBrowserLinkResponse carries the URL.
 type CreateBrowserLinkResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// url is http://HOST:PORT/#ticket=T&channel=URI. It works once.
+	// url is http://HOST:PORT/#ticket=T&channel=URI (single-use), or
+	// http://HOST:PORT/#token=T&channel=URI for a reusable link; without a
+	// channel there is no &channel=.
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
-	// expire_time is when the ticket in it expires.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// expire_time is when the ticket or token in it expires.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// token_id is the id of the link's ticket or token (for RevokeToken).
+	TokenId       string `protobuf:"bytes,3,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -570,6 +596,13 @@ func (x *CreateBrowserLinkResponse) GetExpireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *CreateBrowserLinkResponse) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
 var File_ahp_v1_tokens_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_tokens_proto_rawDesc = "" +
@@ -597,14 +630,17 @@ const file_ahp_v1_tokens_proto_rawDesc = "" +
 	"\x06tokens\x18\x01 \x03(\v2\r.ahp.v1.TokenR\x06tokens\"$\n" +
 	"\x12RevokeTokenRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x15\n" +
-	"\x13RevokeTokenResponse\"V\n" +
+	"\x13RevokeTokenResponse\"\x9f\x01\n" +
 	"\x18CreateBrowserLinkRequest\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12 \n" +
-	"\x04role\x18\x02 \x01(\x0e2\f.ahp.v1.RoleR\x04role\"j\n" +
+	"\x04role\x18\x02 \x01(\x0e2\f.ahp.v1.RoleR\x04role\x12\x1a\n" +
+	"\breusable\x18\x03 \x01(\bR\breusable\x12+\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\x85\x01\n" +
 	"\x19CreateBrowserLinkResponse\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12;\n" +
 	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime*=\n" +
+	"expireTime\x12\x19\n" +
+	"\btoken_id\x18\x03 \x01(\tR\atokenId*=\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_VIEW\x10\x01\x12\x10\n" +
@@ -652,20 +688,21 @@ var file_ahp_v1_tokens_proto_depIdxs = []int32{
 	11, // 4: ahp.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
 	3,  // 5: ahp.v1.ListTokensResponse.tokens:type_name -> ahp.v1.Token
 	0,  // 6: ahp.v1.CreateBrowserLinkRequest.role:type_name -> ahp.v1.Role
-	11, // 7: ahp.v1.CreateBrowserLinkResponse.expire_time:type_name -> google.protobuf.Timestamp
-	1,  // 8: ahp.v1.TokenService.CreateToken:input_type -> ahp.v1.CreateTokenRequest
-	4,  // 9: ahp.v1.TokenService.ListTokens:input_type -> ahp.v1.ListTokensRequest
-	6,  // 10: ahp.v1.TokenService.RevokeToken:input_type -> ahp.v1.RevokeTokenRequest
-	8,  // 11: ahp.v1.TokenService.CreateBrowserLink:input_type -> ahp.v1.CreateBrowserLinkRequest
-	2,  // 12: ahp.v1.TokenService.CreateToken:output_type -> ahp.v1.CreateTokenResponse
-	5,  // 13: ahp.v1.TokenService.ListTokens:output_type -> ahp.v1.ListTokensResponse
-	7,  // 14: ahp.v1.TokenService.RevokeToken:output_type -> ahp.v1.RevokeTokenResponse
-	9,  // 15: ahp.v1.TokenService.CreateBrowserLink:output_type -> ahp.v1.CreateBrowserLinkResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	10, // 7: ahp.v1.CreateBrowserLinkRequest.ttl:type_name -> google.protobuf.Duration
+	11, // 8: ahp.v1.CreateBrowserLinkResponse.expire_time:type_name -> google.protobuf.Timestamp
+	1,  // 9: ahp.v1.TokenService.CreateToken:input_type -> ahp.v1.CreateTokenRequest
+	4,  // 10: ahp.v1.TokenService.ListTokens:input_type -> ahp.v1.ListTokensRequest
+	6,  // 11: ahp.v1.TokenService.RevokeToken:input_type -> ahp.v1.RevokeTokenRequest
+	8,  // 12: ahp.v1.TokenService.CreateBrowserLink:input_type -> ahp.v1.CreateBrowserLinkRequest
+	2,  // 13: ahp.v1.TokenService.CreateToken:output_type -> ahp.v1.CreateTokenResponse
+	5,  // 14: ahp.v1.TokenService.ListTokens:output_type -> ahp.v1.ListTokensResponse
+	7,  // 15: ahp.v1.TokenService.RevokeToken:output_type -> ahp.v1.RevokeTokenResponse
+	9,  // 16: ahp.v1.TokenService.CreateBrowserLink:output_type -> ahp.v1.CreateBrowserLinkResponse
+	13, // [13:17] is the sub-list for method output_type
+	9,  // [9:13] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_tokens_proto_init() }

@@ -1,0 +1,84 @@
+// prefs.js — the page's saved preferences (terminal font size and theme) and
+// the terminal's keyboard shortcuts. DOM-free: storage is passed in (the
+// page gives localStorage), so node tests drive it.
+
+export const PREFS_KEY = 'ahpd.prefs';
+export const FONT_SIZE_DEFAULT = 13;
+export const FONT_SIZE_MIN = 8;
+export const FONT_SIZE_MAX = 32;
+export const THEMES = ['dark', 'light'];
+
+/** clampFontSize returns n as a whole font size within bounds (the default for junk). */
+export function clampFontSize(n) {
+  const v = Math.round(Number(n));
+  if (!Number.isFinite(v)) return FONT_SIZE_DEFAULT;
+  return Math.min(FONT_SIZE_MAX, Math.max(FONT_SIZE_MIN, v));
+}
+
+/**
+ * Prefs loads and saves {fontSize, theme} as one JSON value under
+ * PREFS_KEY. storage: {getItem, setItem} or null (then nothing is kept).
+ * A missing, unreadable or invalid value gives the defaults.
+ */
+export class Prefs {
+  constructor(storage) {
+    this.storage = storage;
+    this.fontSize = FONT_SIZE_DEFAULT;
+    this.theme = 'dark';
+    let saved = null;
+    try {
+      saved = JSON.parse(storage?.getItem(PREFS_KEY) ?? 'null');
+    } catch {
+      saved = null;
+    }
+    if (saved && typeof saved === 'object') {
+      if (saved.fontSize != null) this.fontSize = clampFontSize(saved.fontSize);
+      if (THEMES.includes(saved.theme)) this.theme = saved.theme;
+    }
+  }
+
+  /** set changes some of {fontSize, theme} and saves; it returns whether anything changed. */
+  set(change) {
+    const fontSize = change.fontSize != null ? clampFontSize(change.fontSize) : this.fontSize;
+    const theme = THEMES.includes(change.theme) ? change.theme : this.theme;
+    if (fontSize === this.fontSize && theme === this.theme) return false;
+    this.fontSize = fontSize;
+    this.theme = theme;
+    try {
+      this.storage?.setItem(PREFS_KEY, JSON.stringify({ fontSize, theme }));
+    } catch {
+      // storage full or disabled: the change holds for this page only
+    }
+    return true;
+  }
+}
+
+/**
+ * shortcut maps a keydown event ({type, key, code, ctrlKey, metaKey,
+ * shiftKey, altKey}) to the page action it is, or null for keys that go to
+ * the terminal: 'copy' (Ctrl+Shift+C, as in GNOME Terminal and Windows
+ * Terminal; plain Ctrl+C stays the shell's interrupt), 'font+' (Ctrl + or
+ * Ctrl =), 'font-' (Ctrl -), 'font0' (Ctrl 0). Cmd counts as Ctrl on macOS
+ * for the font keys (Cmd+C copies natively there).
+ */
+export function shortcut(ev) {
+  if (ev.type !== 'keydown' || ev.altKey) return null;
+  const ctrl = ev.ctrlKey || ev.metaKey;
+  if (!ctrl) return null;
+  if (ev.ctrlKey && ev.shiftKey && (ev.key === 'C' || ev.key === 'c' || ev.code === 'KeyC')) return 'copy';
+  if (ev.key === '+' || ev.key === '=' || ev.code === 'NumpadAdd') return 'font+';
+  if (ev.key === '-' || ev.key === '_' || ev.code === 'NumpadSubtract') return 'font-';
+  if ((ev.key === '0' || ev.code === 'Numpad0') && !ev.shiftKey) return 'font0';
+  return null;
+}
+
+/**
+ * clippedBy compares the host's terminal size with what fits the viewport
+ * (both {rows, cols}); it returns null when the terminal fits, else
+ * {rows, cols, fitRows, fitCols}.
+ */
+export function clippedBy(host, fit) {
+  if (!host || !fit || !(host.rows > 0 && host.cols > 0 && fit.rows > 0 && fit.cols > 0)) return null;
+  if (host.rows <= fit.rows && host.cols <= fit.cols) return null;
+  return { rows: host.rows, cols: host.cols, fitRows: fit.rows, fitCols: fit.cols };
+}

@@ -1,0 +1,176 @@
+// terminal-policy.js — what the terminal view (terminal.js) sends and when,
+// without xterm or the DOM, so node tests drive it:
+//   InputGate     where a keystroke goes: the live subscription (control
+//                 role), a bounded buffer while the page attaches (keys
+//                 typed right after load or after picking a channel), or
+//                 nowhere (view role: the page says so; after the program
+//                 exited; while reconnecting, since input is never retried
+//                 blindly, PROTOCOL.md §8);
+//   ResizePolicy  when the page asks the host for its size: when it
+//                 attaches a channel and when its own viewport changes —
+//                 never because another viewer's request resized the
+//                 terminal (the latest request wins, and a tab that did
+//                 not change does not snap the size back) — and whether
+//                 the host's size is clipped by the viewport.
+
+import { clippedBy } from './prefs.js';
+
+/** EARLY_INPUT_MAX bounds the keys kept while attaching (UTF-16 code units). */
+export const EARLY_INPUT_MAX = 4096;
+
+export class InputGate {
+  constructor(max = EARLY_INPUT_MAX) {
+    this.max = max;
+    this.sub = null; // the live Subscription
+    this.role = null; // 'control' | 'view' | null (not known yet)
+    this.exited = false;
+    this.early = null; // keys kept while attaching, or null: not attaching
+    this.dropped = 0; // UTF-16 code units typed while attaching beyond max
+  }
+
+  /**
+   * attaching starts keeping keys until the next subscription. Keys already
+   * kept (typed while the page loaded, before it knew which channel it
+   * attaches) go to the channel now being attached.
+   */
+  attaching() {
+    if (this.early === null) {
+      this.early = '';
+      this.dropped = 0;
+    }
+    this.exited = false;
+  }
+
+  /** cancel forgets the keys kept for an attach that failed. */
+  cancel() {
+    this.early = null;
+  }
+
+  /** subscribed: sub is live; the keys kept are sent on it. */
+  subscribed(sub) {
+    this.sub = sub;
+    this.exited = false;
+    const keys = this.early;
+    this.early = null;
+    if (keys && this.role === 'control') sub.sendInput(keys);
+  }
+
+  ended(sub) {
+    if (this.sub === sub) this.sub = null;
+  }
+
+  setRole(role) {
+    this.role = role;
+    if (role === 'view') this.early = null;
+  }
+
+  /** exit: the program exited; nothing more is sent (the host would reset it). */
+  exit() {
+    this.exited = true;
+  }
+
+  /**
+   * input routes data typed by the user and returns what became of it:
+   * 'sent', 'kept' (attaching), 'view-only', 'exited' or 'dropped'
+   * (reconnecting, or beyond the bound while attaching).
+   */
+  input(data) {
+    if (this.exited) return 'exited';
+    if (this.role === 'view') return 'view-only';
+    if (this.sub && this.role === 'control') {
+      this.sub.sendInput(data);
+      return 'sent';
+    }
+    if (this.early !== null) {
+      if (this.early.length + data.length <= this.max) {
+        this.early += data;
+        return 'kept';
+      }
+      this.dropped += data.length;
+    }
+    return 'dropped';
+  }
+}
+
+/**
+ * ResizePolicy decides the terminal/resize requests of one page.
+ * measure() returns {rows, cols} that fit the viewport (or null);
+ * request(rows, cols) sends terminal/resize on the live subscription;
+ * onClipped(clipped) is told when clippedBy(host size, fit) changes.
+ */
+export class ResizePolicy {
+  constructor({ measure, request, onClipped }) {
+    this.measure = measure;
+    this.request = request;
+    this.onClipped = onClipped ?? (() => {});
+    this.ready = false; // channel/ready of the live subscription applied
+    this.canRequest = false; // control role, a live subscription, not exited
+    this.rows = 0; // the host's size
+    this.cols = 0;
+    this.lastFit = ''; // "RxC" that fitted the viewport when last measured
+    this.wantSize = false; // ask for this page's size at the next channel/ready
+    this.clipped = null;
+    this.requests = 0;
+  }
+
+  /** attaching: this page attaches a channel; it asks for its size once the snapshot is in. */
+  attaching() {
+    this.wantSize = true;
+  }
+
+  /** viewport: this page's viewport (or font) changed; call debounced. */
+  viewport() {
+    const d = this.measure();
+    if (!d) return;
+    const key = `${d.rows}x${d.cols}`;
+    if (key !== this.lastFit) {
+      this.lastFit = key;
+      if (this.ready) this.fit(d);
+      else this.wantSize = true;
+    }
+    this.updateClipped(d);
+  }
+
+  /** hostSize: the host's terminal/reset or terminal/resize was applied. Shown, not fought. */
+  hostSize(rows, cols) {
+    this.rows = rows;
+    this.cols = cols;
+    this.updateClipped();
+  }
+
+  /** readied: channel/ready applied; canRequest says whether this page may resize. */
+  readied(canRequest) {
+    this.ready = true;
+    this.canRequest = canRequest;
+    if (this.wantSize) this.fit();
+    this.updateClipped();
+  }
+
+  /** ended: the subscription ended (a reconnect will not ask unless the viewport changed). */
+  ended() {
+    this.ready = false;
+    this.canRequest = false;
+  }
+
+  setCanRequest(v) {
+    this.canRequest = v;
+  }
+
+  /** fit asks for the size that fits the viewport now; it returns whether a request went out. */
+  fit(d = this.measure()) {
+    if (!d || !this.ready || !this.canRequest) return false;
+    this.wantSize = false;
+    this.lastFit = `${d.rows}x${d.cols}`;
+    if (d.rows === this.rows && d.cols === this.cols) return false;
+    this.requests++;
+    this.request(d.rows, d.cols);
+    return true;
+  }
+
+  updateClipped(d = this.measure()) {
+    const c = clippedBy(this.rows ? { rows: this.rows, cols: this.cols } : null, d);
+    const changed = JSON.stringify(c) !== JSON.stringify(this.clipped);
+    this.clipped = c;
+    if (changed) this.onClipped(c);
+  }
+}

@@ -1,0 +1,142 @@
+// Where keystrokes go and when the page asks for its size (terminal-policy.js).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { EARLY_INPUT_MAX, InputGate, ResizePolicy } from '../src/terminal-policy.js';
+
+const fakeSub = () => ({ sent: [], sendInput(d) { this.sent.push(d); return true; } });
+
+test('keys typed while the page attaches are sent once the subscription is live', () => {
+  const g = new InputGate();
+  g.attaching(); // the page starts attaching at load
+  assert.equal(g.input('ec'), 'kept');
+  g.setRole('control'); // initialize answered
+  g.attaching(); // the channel is known now: what was kept stays
+  assert.equal(g.input('ho hi\r'), 'kept');
+  const sub = fakeSub();
+  g.subscribed(sub);
+  assert.deepEqual(sub.sent, ['echo hi\r']);
+  assert.equal(g.input('x'), 'sent');
+  assert.deepEqual(sub.sent, ['echo hi\r', 'x']);
+});
+
+test('keys kept while attaching are bounded; a failed attach forgets them', () => {
+  const g = new InputGate(8);
+  g.setRole('control');
+  g.attaching();
+  assert.equal(g.input('12345678'), 'kept');
+  assert.equal(g.input('9'), 'dropped');
+  assert.equal(g.dropped, 1);
+  g.cancel();
+  const sub = fakeSub();
+  g.subscribed(sub);
+  assert.deepEqual(sub.sent, []);
+  assert.equal(EARLY_INPUT_MAX, 4096);
+});
+
+test('keys typed while reconnecting are not kept (input is never retried blindly)', () => {
+  const g = new InputGate();
+  g.setRole('control');
+  g.attaching();
+  const s1 = fakeSub();
+  g.subscribed(s1);
+  g.ended(s1); // the connection dropped
+  assert.equal(g.input('ls\r'), 'dropped');
+  const s2 = fakeSub();
+  g.subscribed(s2); // the reconnect's subscription
+  assert.deepEqual(s2.sent, []);
+});
+
+test('view role: nothing is sent or kept, and the page is told', () => {
+  const g = new InputGate();
+  g.attaching();
+  g.input('a');
+  g.setRole('view');
+  const sub = fakeSub();
+  g.subscribed(sub);
+  assert.equal(g.input('b'), 'view-only');
+  assert.deepEqual(sub.sent, []);
+});
+
+test('after the program exited, a key sends nothing (no channel-closed reset)', () => {
+  const g = new InputGate();
+  g.setRole('control');
+  const sub = fakeSub();
+  g.subscribed(sub);
+  g.exit();
+  assert.equal(g.input('x'), 'exited');
+  assert.deepEqual(sub.sent, []);
+  g.attaching(); // another channel picked: typing works again
+  g.subscribed(fakeSub());
+  assert.equal(g.input('x'), 'sent');
+});
+
+function policy(fit) {
+  const requests = [];
+  const clipped = [];
+  const p = new ResizePolicy({
+    measure: () => fit.current,
+    request: (rows, cols) => requests.push(`${rows}x${cols}`),
+    onClipped: (c) => clipped.push(c),
+  });
+  return { p, requests, clipped };
+}
+
+test('resize: the page asks for its size when it attaches, not when another viewer resized', () => {
+  const fit = { current: { rows: 40, cols: 120 } };
+  const { p, requests, clipped } = policy(fit);
+  p.viewport(); // ResizeObserver's first call
+  p.attaching();
+  p.hostSize(24, 80); // the snapshot
+  p.readied(true);
+  assert.deepEqual(requests, ['40x120']);
+  p.hostSize(40, 120); // the host's answer
+  // Another tab joins and asks for a smaller size: shown, not fought.
+  p.hostSize(30, 90);
+  p.viewport(); // nothing changed here
+  assert.deepEqual(requests, ['40x120'], 'a tab that did not change does not snap the size back');
+  assert.equal(p.clipped, null);
+  // Another tab asks for a bigger size: this one is clipped, and says so.
+  p.hostSize(50, 150);
+  assert.deepEqual(p.clipped, { rows: 50, cols: 150, fitRows: 40, fitCols: 120 });
+  assert.deepEqual(clipped.at(-1), p.clipped);
+  assert.deepEqual(requests, ['40x120']);
+  // This page's window changes: its request is the latest, and wins.
+  fit.current = { rows: 42, cols: 130 };
+  p.viewport();
+  assert.deepEqual(requests, ['40x120', '42x130']);
+  p.hostSize(42, 130);
+  assert.equal(p.clipped, null);
+  assert.equal(clipped.at(-1), null);
+  // The clipped badge's action asks for this viewport's size at once.
+  p.hostSize(50, 150);
+  assert.equal(p.fit(), true);
+  assert.deepEqual(requests.at(-1), '42x130');
+});
+
+test('resize: a reconnect does not ask unless the viewport changed meanwhile; view role never asks', () => {
+  const fit = { current: { rows: 40, cols: 120 } };
+  const { p, requests } = policy(fit);
+  p.viewport();
+  p.attaching();
+  p.hostSize(24, 80);
+  p.readied(true);
+  p.hostSize(40, 120);
+  p.ended(); // connection lost
+  p.hostSize(30, 90); // the reconnect's snapshot: another tab resized meanwhile
+  p.readied(true);
+  assert.deepEqual(requests, ['40x120']);
+  p.ended();
+  fit.current = { rows: 35, cols: 100 };
+  p.viewport(); // the window changed while down: asked once ready
+  assert.deepEqual(requests, ['40x120']);
+  p.readied(true);
+  assert.deepEqual(requests, ['40x120', '35x100']);
+
+  const v = policy({ current: { rows: 40, cols: 120 } });
+  v.p.viewport();
+  v.p.attaching();
+  v.p.hostSize(24, 80);
+  v.p.readied(false); // view role
+  assert.deepEqual(v.requests, []);
+  assert.equal(v.p.fit(), false);
+});
