@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
@@ -675,22 +677,25 @@ func setupOpen(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		var url string
-		if len(args) == 0 {
-			url, err = allChannelsLink(rctx, c, r)
-		} else {
-			var uri string
+		var uri string // empty: every channel
+		if len(args) > 0 {
 			if uri, err = a.channelURI(ctx, args[0]); err != nil {
 				return err
 			}
-			var res *ahpv1.CreateBrowserLinkResponse
-			if res, err = c.tokens.CreateBrowserLink(rctx, &ahpv1.CreateBrowserLinkRequest{Channel: uri, Role: r}); err == nil {
-				url = res.Url
+		}
+		res, err := c.tokens.CreateBrowserLink(rctx, &ahpv1.CreateBrowserLinkRequest{Channel: uri, Role: r})
+		if status.Code(err) == codes.NotFound && uri == "" {
+			// An older daemon wants a channel: the same link from its
+			// parts.
+			var url string
+			if url, err = allChannelsLink(rctx, c, r); err == nil {
+				res = &ahpv1.CreateBrowserLinkResponse{Url: url}
 			}
 		}
 		if err != nil {
 			return err
 		}
+		url := res.Url
 		fmt.Fprintln(a.stdout, url)
 		if *browser {
 			return openBrowser(a.getenv, url)
@@ -700,8 +705,8 @@ func setupOpen(fs *flag.FlagSet) action {
 }
 
 // allChannelsLink is the web page URL with a single-use ticket over every
-// channel (the page then shows its channel list). CreateBrowserLink needs
-// a channel, so it is made of its parts: a ticket from CreateToken (the
+// channel (the page then shows its channel list), for a daemon whose
+// CreateBrowserLink needs a channel: a ticket from CreateToken (the
 // daemon's ticket TTL) and the base URL from GetInfo, in the form the
 // daemon prints at start (http://HOST:PORT/#ticket=T).
 func allChannelsLink(ctx context.Context, c *clients, r ahpv1.Role) (string, error) {

@@ -61,6 +61,18 @@ func TestE2EAttachExitStatus(t *testing.T) {
 		t.Fatalf("attach after exit 7: status %d; output:\n%q", code, screen.String())
 	}
 	screen.waitFor(t, 0, regexp.MustCompile(`exited with status 7`))
+	var x1 struct {
+		State string `json:"state"`
+		Exit  *struct {
+			Code int `json:"code"`
+		} `json:"exit"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", "x1", "-o", "json")), &x1); err != nil || x1.State != "exited" || x1.Exit == nil || x1.Exit.Code != 7 {
+		t.Fatalf("channels get x1 after exit 7 = %+v, %v", x1, err)
+	}
+	if out := d.mustCtl("channels", "get", "x1"); !regexp.MustCompile(`(?m)^exit: +status 7$`).MatchString(out) {
+		t.Fatalf("channels get x1:\n%s", out)
+	}
 	if !strings.HasPrefix(screen.String(), "ahpctl: attached to ahp-terminal:/x1; detach: Ctrl-] d\r\n") {
 		t.Fatalf("attach did not start with the hint; output:\n%q", screen.String())
 	}
@@ -142,7 +154,7 @@ func TestE2EShortNamesAndOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := d.mustCtl("channels", "get", "sh1")
-	if !regexp.MustCompile(`(?m)^size: +91x31`).MatchString(table) || !regexp.MustCompile(`(?m)^c\d+ +get-viewer +view `).MatchString(table) {
+	if !regexp.MustCompile(`(?m)^size: +91x31`).MatchString(table) || !regexp.MustCompile(`(?m)^command: +/bin/sh\ncreated: +\d{4}-`).MatchString(table) || !regexp.MustCompile(`(?m)^c\d+ +get-viewer +view `).MatchString(table) {
 		t.Fatalf("channels get sh1:\n%s", table)
 	}
 
@@ -158,7 +170,8 @@ func TestE2EShortNamesAndOutput(t *testing.T) {
 	if y := d.mustCtl("-o", "yaml", "ls", "--type", "terminal"); !strings.HasPrefix(y, "- channel: ahp-terminal:/sh1\n  id: sh1\n  type: terminal\n") || strings.Contains(y, "telemetry") {
 		t.Fatalf("ls -o yaml:\n%s", y)
 	}
-	if w := d.mustCtl("ls", "-o", "wide"); !regexp.MustCompile(`^CHANNEL +ID +TYPE +STATE +VIEWERS +SIZE +PID +DETAIL +TITLE\n`).MatchString(w) || !strings.Contains(w, "push drop-oldest samples=0") {
+	if w := d.mustCtl("ls", "-o", "wide"); !regexp.MustCompile(`^CHANNEL +ID +TYPE +STATE +AGE +VIEWERS +SIZE +PID +EXIT +COMMAND/DETAIL +TITLE\n`).MatchString(w) ||
+		!strings.Contains(w, "push drop-oldest samples=0") || !regexp.MustCompile(`(?m)^ahp-terminal:/sh1 +sh1 +terminal +running +\d+s +1 +91x31 +\d+ +- +/bin/sh `).MatchString(w) {
 		t.Fatalf("ls -o wide:\n%s", w)
 	}
 
