@@ -83,7 +83,7 @@ func rootCommand() *command {
 			examples: []string{"ahpctl forward 8080 127.0.0.1:80", "ahpctl forward 127.0.0.1:5433 db.internal:5432 --quiet", "ahpctl forward 9000 ahp-tcp:/3", "ahpctl forward --url http://gw:7681 --token-file ~/.ahp-token 8080 10.0.0.5:80"}},
 		{name: "open", args: "[URI]", summary: "Print a browser URL with a single-use ticket", maxArgs: 1, complete: "channel", setup: setupOpen,
 			help:     "The ticket is in the URL fragment, which browsers never send to a server; it\nworks once and expires after the daemon's ticket TTL (default 10 minutes).\nWithout URI (or with --all) the ticket covers every channel and the page\nopens on its channel list.",
-			examples: []string{"ahpctl open ahp-terminal:/shell", "ahpctl open shell", "ahpctl open --browser --role view ahp-terminal:/build", "ahpctl open --all"}},
+			examples: []string{"ahpctl open ahp-terminal:/shell", "ahpctl open shell", "ahpctl open --browser --role view ahp-terminal:/build", "ahpctl open --all", "ahpctl open --share --ttl 8h --role view build"}},
 		{name: "completion", args: "bash|zsh|fish", summary: "Print a shell completion script", minArgs: 1, maxArgs: 1, setup: setupCompletion,
 			examples: []string{"source <(ahpctl completion bash)", "ahpctl completion zsh > \"${fpath[1]}/_ahpctl\"", "ahpctl completion fish > ~/.config/fish/completions/ahpctl.fish"}},
 		{name: "version", summary: "Print ahpctl's version", maxArgs: 0, setup: func(*flag.FlagSet) action {
@@ -664,6 +664,8 @@ func setupOpen(fs *flag.FlagSet) action {
 	browser := fs.Bool("browser", false, "also open the URL with xdg-open (or $BROWSER)")
 	role := fs.String("role", "control", "`role` of the ticket: view or control")
 	all := fs.Bool("all", false, "a link whose ticket covers every channel (the default without URI)")
+	share := fs.Bool("share", false, "a reusable share link (a token, for any number of tabs) instead of a single-use ticket; its id (for token revoke) goes to stderr")
+	ttl := fs.Duration("ttl", 0, "lifetime of a --share link (default 1h)")
 	return func(ctx context.Context, a *app, args []string) error {
 		r, err := parseRole(*role)
 		if err != nil {
@@ -671,6 +673,12 @@ func setupOpen(fs *flag.FlagSet) action {
 		}
 		if *all && len(args) > 0 {
 			return usagef("open: --all or a URI, not both")
+		}
+		if *ttl != 0 && !*share {
+			return usagef("open: --ttl needs --share (a single-use ticket has the daemon's ticket TTL)")
+		}
+		if *ttl < 0 {
+			return usagef("open: --ttl must not be negative")
 		}
 		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
@@ -683,8 +691,12 @@ func setupOpen(fs *flag.FlagSet) action {
 				return err
 			}
 		}
-		res, err := c.tokens.CreateBrowserLink(rctx, &ahpv1.CreateBrowserLinkRequest{Channel: uri, Role: r})
-		if status.Code(err) == codes.NotFound && uri == "" {
+		req := &ahpv1.CreateBrowserLinkRequest{Channel: uri, Role: r, Reusable: *share}
+		if *ttl > 0 {
+			req.Ttl = durationpb.New(*ttl)
+		}
+		res, err := c.tokens.CreateBrowserLink(rctx, req)
+		if status.Code(err) == codes.NotFound && uri == "" && !*share {
 			// An older daemon wants a channel: the same link from its
 			// parts.
 			var url string
@@ -697,6 +709,9 @@ func setupOpen(fs *flag.FlagSet) action {
 		}
 		url := res.Url
 		fmt.Fprintln(a.stdout, url)
+		if *share && res.TokenId != "" {
+			fmt.Fprintf(a.stderr, "ahpctl: share link %s expires %s; revoke it with: ahpctl token revoke %s\n", res.TokenId, res.ExpireTime.AsTime().Local().Format(time.DateTime), res.TokenId)
+		}
 		if *browser {
 			return openBrowser(a.getenv, url)
 		}

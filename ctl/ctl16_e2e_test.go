@@ -205,6 +205,24 @@ func TestE2EShortNamesAndOutput(t *testing.T) {
 	if u := d.mustCtl("open", "sh1", "--role", "view"); !strings.Contains(u, "&channel=ahp-terminal:/sh1") {
 		t.Fatalf("open sh1 printed %q", u)
 	}
+	// --share: a reusable token, its id on stderr for token revoke.
+	out, errOut, code := d.ctl("open", "--share", "--ttl", "2h", "--role", "view", "sh1")
+	m := regexp.MustCompile(`revoke it with: ahpctl token revoke (tok-\d+)\n$`).FindStringSubmatch(errOut)
+	if code != 0 || !strings.HasPrefix(out, "http://"+d.addr+"/#token=ahp_") || m == nil {
+		t.Fatalf("open --share: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	shareTok, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(out), "http://"+d.addr+"/#token="), "&")
+	for range 2 { // reusable
+		c3, _, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: shareTok})
+		if err != nil {
+			t.Fatalf("share link token: %v", err)
+		}
+		c3.Close()
+	}
+	d.mustCtl("token", "revoke", m[1])
+	if _, _, code := d.ctl("open", "--ttl", "1h", "sh1"); code != 2 {
+		t.Fatalf("open --ttl without --share: exit %d, want 2", code)
+	}
 
 	// token list: oldest first (tok-2 before tok-10).
 	for range 10 {
