@@ -234,6 +234,10 @@ func TestE2EShortNamesAndOutput(t *testing.T) {
 	if err := json.Unmarshal([]byte(d.mustCtl("token", "list", "-o", "json")), &tokens); err != nil {
 		t.Fatal(err)
 	}
+	d.mustCtl("token", "create", "--channel", "ahp-terminal:/later")
+	if table := d.mustCtl("token", "list"); !strings.Contains(table, "ahp-terminal:/later (no such channel)") || strings.Contains(table, "ahp-terminal:/sh1 (no such") {
+		t.Fatalf("token list:\n%s", table)
+	}
 	last := 0
 	for _, tk := range tokens {
 		n, err := strconv.Atoi(strings.TrimPrefix(tk.ID, "tok-"))
