@@ -52,7 +52,7 @@ func rootCommand() *command {
 				help:     "The secret is shown once. Tokens live in the daemon's memory only: a restart\nrevokes them. Without --channel the token reaches every channel.",
 				examples: []string{"ahpctl token create --channel ahp-terminal:/shell --role view --ttl 1h", "ahpctl token create --single-use --role control"}},
 			{name: "list", aliases: []string{"ls"}, summary: "List live tokens (never their secrets)", maxArgs: 0, setup: setupTokenList,
-				help: "Oldest first. In the table a channel that does not exist now is marked\n(no such channel): a token may name a channel before it is created, and a\nreconnect token outlives its channel (the API cannot tell the two apart).",
+				help:     "Oldest first. In the table a channel that does not exist now is marked\n(no such channel): a token may name a channel before it is created, and a\nreconnect token outlives its channel (the API cannot tell the two apart).",
 				examples: []string{"ahpctl token list -o json"}},
 			{name: "revoke", aliases: []string{"rm"}, args: "ID", summary: "Revoke a token", minArgs: 1, maxArgs: 1, complete: "token", setup: setupTokenRevoke,
 				examples: []string{"ahpctl token revoke tok-3"}},
