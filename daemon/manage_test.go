@@ -36,23 +36,7 @@ func TestViewerManagesChannels(t *testing.T) {
 		err := c.Call(ctx, method, params, &res)
 		return res, rpcCode(err)
 	}
-	channels := func(c *client.Conn) []string {
-		t.Helper()
-		var l struct {
-			Channels []struct {
-				Channel string `json:"channel"`
-			} `json:"channels"`
-		}
-		if err := c.Call(ctx, "channels/list", map[string]any{}, &l); err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, ch := range l.Channels {
-			out = append(out, ch.Channel)
-		}
-		slices.Sort(out)
-		return out
-	}
+	channels := func(c *client.Conn) []string { return listedChannels(t, c) }
 
 	admin := dial(adminToken)
 	res, code := call(admin, "channels/create", map[string]any{"type": "terminal", "id": "new", "title": "New"})
@@ -127,4 +111,23 @@ func TestViewerManagesChannels(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// listedChannels returns the URIs channels/list gives c, sorted.
+func listedChannels(t *testing.T, c *client.Conn) []string {
+	t.Helper()
+	var l struct {
+		Channels []struct {
+			Channel string `json:"channel"`
+		} `json:"channels"`
+	}
+	if err := c.Call(ctxT(t), "channels/list", map[string]any{}, &l); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ch := range l.Channels {
+		out = append(out, ch.Channel)
+	}
+	slices.Sort(out)
+	return out
 }

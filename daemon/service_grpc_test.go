@@ -373,20 +373,7 @@ func TestControlShareLinks(t *testing.T) {
 		if res.Access.Role != "view" {
 			t.Fatalf("role %q, want view", res.Access.Role)
 		}
-		var l struct {
-			Channels []struct {
-				Channel string `json:"channel"`
-			} `json:"channels"`
-		}
-		if err := conn.Call(ctx, "channels/list", map[string]any{}, &l); err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, c := range l.Channels {
-			got = append(got, c.Channel)
-		}
-		slices.Sort(got)
-		return got
+		return listedChannels(t, conn)
 	}
 	// A first tab stays open while a second opens the same link.
 	first, _, err := client.Dial(ctx, h.url, client.Options{Token: tok})

@@ -315,19 +315,7 @@ func checkLinkReachesAll(t *testing.T, dir, out string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var list struct {
-		Channels []struct {
-			Channel string `json:"channel"`
-		} `json:"channels"`
-	}
-	if err := c.Call(ctxT(t), "channels/list", map[string]any{}, &list); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, ch := range list.Channels {
-		got = append(got, ch.Channel)
-	}
-	slices.Sort(got)
+	got := listedChannels(t, c)
 	if want := []string{"ahp-terminal:/later", "ahp-terminal:/shell"}; !slices.Equal(got, want) {
 		t.Fatalf("the link's ticket lists %v, want %v", got, want)
 	}

@@ -263,42 +263,22 @@ func TestDaemonFiguresChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uri := res.GetChannel().GetUri()
-	v := h.tcpClient(adminToken)
-	v.channel = uri
-	if r := v.subscribe(`{"channel":"` + uri + `"}`); v.sub == "" {
-		t.Fatalf("subscribe: %s", r)
-	}
 	want := map[string]bool{"ahpd_connections": true, "ahpd_subscriptions": true, "ahpd_channels": true, "ahpd_sent_bytes": true,
 		"ahpd_received_bytes": true, "ahpd_dropped_bytes": true, "ahpd_snapshots": true, "ahpd_resets": true}
-	for i := 0; ; i++ {
-		if i > 200 {
-			t.Fatal("no sample counts the viewer in 200 messages")
-		}
-		m := v.next()
-		v.credit()
-		if m.Method != "telemetry/samples" {
-			continue
-		}
-		var p telemetryMsg
-		if err := json.Unmarshal(m.Params, &p); err != nil {
-			t.Fatal(err)
-		}
+	watch(t, h, res.GetChannel().GetUri(), 200, "counts the viewer", func(p telemetryMsg) bool {
 		got := map[string]float64{}
 		for _, s := range p.Samples {
 			got[s.Name] = s.Value
 		}
 		for name := range want {
 			if _, ok := got[name]; !ok {
-				t.Fatalf("samples %s lack %s", m.Params, name)
+				t.Fatalf("samples %+v lack %s", p.Samples, name)
 			}
 		}
 		// The first samples may predate the subscription; later ones
 		// count it.
-		if got["ahpd_connections"] >= 1 && got["ahpd_subscriptions"] >= 1 && got["ahpd_sent_bytes"] > 0 && got["ahpd_channels"] >= 1 {
-			return
-		}
-	}
+		return got["ahpd_connections"] >= 1 && got["ahpd_subscriptions"] >= 1 && got["ahpd_sent_bytes"] > 0 && got["ahpd_channels"] >= 1
+	})
 }
 
 // TestFastProducerRaisesProcs: a PublishTelemetry message of 100 samples
@@ -357,24 +337,7 @@ func TestProcessTelemetryOfATerminal(t *testing.T) {
 	if want := "processes of " + term.GetChannel().GetUri(); res.GetChannel().GetTitle() != want {
 		t.Errorf("title %q, want %q (the page finds a terminal's process channel by it)", res.GetChannel().GetTitle(), want)
 	}
-	v := h.tcpClient(adminToken)
-	v.channel = res.GetChannel().GetUri()
-	if r := v.subscribe(`{"channel":"` + v.channel + `"}`); v.sub == "" {
-		t.Fatalf("subscribe: %s", r)
-	}
-	for i := 0; ; i++ {
-		if i > 500 {
-			t.Fatal("no sample shows the terminal's sleep in 500 messages")
-		}
-		m := v.next()
-		v.credit()
-		if m.Method != "telemetry/samples" {
-			continue
-		}
-		var p telemetryMsg
-		if err := json.Unmarshal(m.Params, &p); err != nil {
-			t.Fatal(err)
-		}
+	watch(t, h, res.GetChannel().GetUri(), 500, "shows the terminal's sleep", func(p telemetryMsg) bool {
 		var sleeping, count bool
 		for _, s := range p.Samples {
 			switch {
@@ -384,8 +347,33 @@ func TestProcessTelemetryOfATerminal(t *testing.T) {
 				count = true
 			}
 		}
-		if sleeping && count {
+		return sleeping && count
+	})
+}
+
+// watch subscribes a viewer to uri and reads its telemetry/samples,
+// crediting each message, until done says so; it fails after limit
+// messages, saying what it waited for.
+func watch(t *testing.T, h *harness, uri string, limit int, what string, done func(telemetryMsg) bool) {
+	t.Helper()
+	v := h.tcpClient(adminToken)
+	v.channel = uri
+	if r := v.subscribe(`{"channel":"` + uri + `"}`); v.sub == "" {
+		t.Fatalf("subscribe: %s", r)
+	}
+	for i := 0; i < limit; i++ {
+		m := v.next()
+		v.credit()
+		if m.Method != "telemetry/samples" {
+			continue
+		}
+		var p telemetryMsg
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		if done(p) {
 			return
 		}
 	}
+	t.Fatalf("no sample %s in %d messages", what, limit)
 }

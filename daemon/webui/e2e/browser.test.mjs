@@ -19,30 +19,17 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, run, STEP_MS, waitFor, within } from './common.mjs';
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-const repoRoot = resolve(here, '../../..');
-const AHPD_BIN = resolve(process.env.AHPD_BIN || join(repoRoot, 'bin/ahpd'));
-const AHPCTL_BIN = resolve(process.env.AHPCTL_BIN || join(AHPD_BIN, '../ahpctl'));
-const CHROMIUM_BIN = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
-const ARTIFACTS_DIR = resolve(process.env.ARTIFACTS_DIR || join(here, 'artifacts'));
-const CI = process.env.CI === 'true';
 
 const ARTIFACTS = ['terminal.png', 'view-only.png', 'terminal-after-reload.png', 'after-shutdown.png',
-  'ticket-reused.png', 'exited.png', 'clipped.png', 'phone.png', 'phone-sidebar.png', 'after-restart.png',
+  'ticket-reused.png', 'exited.png', 'new-terminal.png', 'clipped.png', 'phone.png', 'phone-sidebar.png', 'after-restart.png',
   'failure-page5.png', 'failure-page1.png', 'failure-page2.png', 'failure-page3.png', 'failure-page4.png',
   'daemon.log', 'e2e.log'];
 const CHANNEL = 'ahp-terminal:/shell';
 const PROMPT = 'e2e$ ';
-const STEP_MS = 10_000; // bound of every single wait
 const LAUNCH_MS = 30_000; // starting Chromium (seconds on a loaded 2-core machine)
-const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  '--disable-dev-shm-usage',
-];
 
 const missing = !existsSync(CHROMIUM_BIN) ? `no browser at ${CHROMIUM_BIN} (apt-get install chromium)`
   : !existsSync(AHPD_BIN) ? `no daemon at ${AHPD_BIN} (make build)` : null;
@@ -334,6 +321,26 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
     assert.equal(n.testid, 'exit-notice', `a key after the exit replaced the notice: ${JSON.stringify(n)}`);
     assert.equal(n.error, false);
     await page2.screenshot({ path: join(ARTIFACTS_DIR, 'exited.png') });
+
+    // ---- Restart reruns it under the same URI; Close removes it ------------
+
+    note('step: restart, close, new terminal');
+    await page2.getByTestId('restart').click();
+    await waitAttached(page2);
+    await typeLine(page2, 'echo restarted-run');
+    await waitScreen(page2, 'output after the restart', (lines) => lines.includes('restarted-run'));
+    await typeLine(page2, 'exit 4');
+    await waitFor(page2, 'the second exit', () => /exited with code 4/.test(document.querySelector('[data-testid=exit-notice]')?.textContent ?? ''));
+    await page2.getByTestId('close').click();
+    await waitFor(page2, 'the closed channel to leave the list',
+      () => !document.querySelector('[data-testid=channel-item][data-channel="ahp-terminal:/second"]'));
+    const before = await page2.evaluate(() => [...document.querySelectorAll('[data-testid=channel-item]')].map((e) => e.dataset.channel));
+    await page2.getByTestId('new-terminal').click();
+    await waitFor(page2, 'a new terminal in the list', (n) => document.querySelectorAll('[data-testid=channel-item]').length === n + 1, before.length);
+    await waitAttached(page2);
+    await typeLine(page2, 'echo in-new-terminal');
+    await waitScreen(page2, 'output in the new terminal', (lines) => lines.includes('in-new-terminal'));
+    await page2.screenshot({ path: join(ARTIFACTS_DIR, 'new-terminal.png') });
   }
   await page2.close();
 
@@ -488,26 +495,7 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
 
 // ---- helpers ----------------------------------------------------------------
 
-async function within(ms, what, promise) {
-  let timer;
-  const timeout = new Promise((_, rej) => {
-    timer = setTimeout(() => rej(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
-async function waitFor(page, what, fn, arg, timeout = STEP_MS) {
-  try {
-    await page.waitForFunction(fn, arg, { timeout, polling: 50 });
-  } catch (e) {
-    const state = await page.evaluate(() => window.ahpTest?.state()).catch(() => null);
-    throw new Error(`waiting for ${what}: ${e.message.split('\n')[0]}\npage state: ${JSON.stringify(state)}`);
-  }
-}
 
 // waitAttached waits until the page is connected and its subscription has
 // applied channel/ready.
@@ -529,23 +517,6 @@ async function waitScreen(page, what, pred, arg) {
   }
 }
 
-// run runs a command with a bounded wait and returns its stdout.
-function run(bin, args, env) {
-  return new Promise((res, rej) => {
-    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    let out = '';
-    let err = '';
-    p.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
-    p.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
-    const timer = setTimeout(() => p.kill('SIGKILL'), STEP_MS);
-    p.on('error', rej);
-    p.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) res(out);
-      else rej(new Error(`${bin} ${args.join(' ')}: exit ${code ?? signal}\n${err}`));
-    });
-  });
-}
 
 // typeLine types text and Enter as key presses into the focused terminal.
 async function typeLine(page, text) {

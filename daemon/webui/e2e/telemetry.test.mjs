@@ -24,16 +24,9 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, run, STEP_MS, waitFor, within } from './common.mjs';
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-const repoRoot = resolve(here, '../../..');
-const AHPD_BIN = resolve(process.env.AHPD_BIN || join(repoRoot, 'bin/ahpd'));
-const AHPCTL_BIN = resolve(process.env.AHPCTL_BIN || join(AHPD_BIN, '../ahpctl'));
-const CHROMIUM_BIN = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
-const ARTIFACTS_DIR = resolve(process.env.ARTIFACTS_DIR || join(here, 'artifacts'));
-const CI = process.env.CI === 'true';
 const SOAK_S = Number(process.env.TELEMETRY_SOAK_SECONDS || 20);
 const HEAP_BOUND = Number(process.env.TELEMETRY_HEAP_BOUND_MIB || 4) * 1024 * 1024;
 
@@ -41,13 +34,7 @@ const ARTIFACTS = ['telemetry.png', 'terminal-process.png', 'telemetry-failure.p
   'telemetry-daemon.log', 'telemetry-e2e.log'];
 const TERMINAL = 'ahp-terminal:/shell';
 const TELEMETRY = 'ahp-telemetry:/e2e';
-const STEP_MS = 10_000; // bound of every single wait
 const LAUNCH_MS = 20_000;
-const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  '--disable-dev-shm-usage',
-];
 
 // The source: 200 ticks a second, each 5 samples with the tick's time (four
 // phases of a triangle wave and a random walk), written in bursts every
@@ -303,41 +290,5 @@ test('browser: telemetry charts, gaps for dropped ranges, flat heap; process spa
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const mib = (b) => `${(b / 1048576).toFixed(2)}MiB`;
 
-async function within(ms, what, promise) {
-  let timer;
-  const timeout = new Promise((_, rej) => {
-    timer = setTimeout(() => rej(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
-async function waitFor(page, what, fn, arg, timeout = STEP_MS) {
-  try {
-    await page.waitForFunction(fn, arg, { timeout, polling: 100 });
-  } catch (e) {
-    const state = await page.evaluate(() => window.ahpTest?.state()).catch(() => null);
-    throw new Error(`waiting for ${what}: ${e.message.split('\n')[0]}\npage state: ${JSON.stringify(state)}`);
-  }
-}
 
-// run runs a command with a bounded wait and returns its stdout.
-function run(bin, args, env) {
-  return new Promise((res, rej) => {
-    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    let out = '';
-    let err = '';
-    p.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
-    p.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
-    const timer = setTimeout(() => p.kill('SIGKILL'), STEP_MS);
-    p.on('error', rej);
-    p.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) res(out);
-      else rej(new Error(`${bin} ${args.join(' ')}: exit ${code ?? signal}\n${err}`));
-    });
-  });
-}

@@ -39,6 +39,7 @@ const el = {
   clipped: $('status-clipped'),
   theme: $('theme-toggle'),
   sidebarToggle: $('sidebar-toggle'),
+  newTerminal: $('new-terminal'),
 };
 
 // ui is the page state; render() draws it and window.ahpTest exposes it.
@@ -136,10 +137,66 @@ view.focus();
 
 function showExitNotice() {
   const { code, signal } = ui.exit;
-  showNotice(`The process exited${signal ? ` (signal ${signal})` : code != null ? ` with code ${code}` : ''}. ` +
-    'The terminal is read-only now; pick a channel to attach another.');
+  const text = `The process exited${signal ? ` (signal ${signal})` : code != null ? ` with code ${code}` : ''}. ` +
+    'The terminal is read-only now; pick a channel to attach another.';
+  const channel = ui.channel;
+  const parts = [text];
+  if (ui.role === 'control' && currentSession) {
+    // channels/restart and channels/close need role control over it.
+    parts.push(' ', actionButton('Restart', 'restart', () => manage(channel, 'restart')),
+      ' ', actionButton('Close', 'close', () => manage(channel, 'close')));
+  }
+  showNotice(parts);
   el.notice.dataset.testid = 'exit-notice';
 }
+
+function actionButton(label, testid, onClick) {
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.className = 'action';
+  b.dataset.testid = testid;
+  b.textContent = label;
+  b.addEventListener('click', onClick);
+  return b;
+}
+
+// manage restarts (a new run under the same URI, attached at once) or
+// closes the channel.
+async function manage(channel, what) {
+  const session = currentSession;
+  if (!session) return;
+  try {
+    if (what === 'restart') {
+      await session.restartChannel(channel);
+      if (attachment?.channel === channel) {
+        attachment.detach();
+        attachment = null;
+      }
+      await refreshChannels(session);
+      attach(channel);
+    } else {
+      await session.closeChannel(channel);
+      hideNotice();
+      await refreshChannels(session);
+    }
+  } catch (err) {
+    toast(`${what} failed: ${err.message ?? err}`, 'manage-failed');
+  }
+}
+
+async function newTerminal() {
+  const session = currentSession;
+  if (!session) return;
+  try {
+    const channel = await session.createTerminal();
+    await refreshChannels(session);
+    if (channel) attach(channel);
+  } catch (err) {
+    toast(`new terminal failed: ${err.message ?? err}`, 'manage-failed');
+  }
+}
+el.newTerminal.addEventListener('click', newTerminal);
+el.newTerminal.addEventListener('mousedown', (ev) => ev.preventDefault());
 
 // setChannelState updates one channel's state in the list before the next poll.
 function setChannelState(channel, state) {
@@ -340,7 +397,11 @@ client.on('state', (s) => {
   render();
 });
 
+let currentSession = null;
+
 client.on('session', async (session) => {
+  currentSession = session;
+  el.newTerminal.hidden = !session.createsChannels;
   applyRole(session.role);
   await refreshChannels(session);
   if (!attachment) {

@@ -436,6 +436,31 @@ export class Session extends Emitter {
     });
   }
 
+  /**
+   * createsChannels reports whether the credential may create channels:
+   * role control over all channels (channels/create).
+   */
+  get createsChannels() {
+    const a = this.initializeResult?.access;
+    return a?.role === 'control' && !(a.channels?.length > 0);
+  }
+
+  /** createTerminal starts a login shell (channels/create) and resolves with its URI. */
+  async createTerminal() {
+    const r = await this.request('channels/create', { type: 'terminal' });
+    return r?.channel;
+  }
+
+  /** restartChannel reruns an exited terminal under its URI (channels/restart). */
+  restartChannel(channel) {
+    return this.request('channels/restart', { channel });
+  }
+
+  /** closeChannel closes a channel (channels/close). */
+  closeChannel(channel) {
+    return this.request('channels/close', { channel });
+  }
+
   /** listChannels returns channels/list's channel array. */
   async listChannels() {
     const r = await this.request('channels/list', {});

@@ -1,0 +1,61 @@
+// common.mjs — what the browser tests share: where the binaries and
+// artifacts are, Chromium's flags, and bounded waits. Not a test file.
+import { spawn } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+const repoRoot = resolve(here, '../../..');
+
+export const AHPD_BIN = resolve(process.env.AHPD_BIN || join(repoRoot, 'bin/ahpd'));
+export const AHPCTL_BIN = resolve(process.env.AHPCTL_BIN || join(AHPD_BIN, '../ahpctl'));
+export const CHROMIUM_BIN = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
+export const ARTIFACTS_DIR = resolve(process.env.ARTIFACTS_DIR || join(here, 'artifacts'));
+export const CI = process.env.CI === 'true';
+export const STEP_MS = 10_000; // bound of every single wait
+export const CHROMIUM_ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--disable-dev-shm-usage',
+];
+
+/** within rejects if promise has not settled after ms. */
+export async function within(ms, what, promise) {
+  let timer;
+  const timeout = new Promise((_, rej) => {
+    timer = setTimeout(() => rej(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** waitFor waits (bounded) until fn(arg) holds in the page; the error carries the page's state. */
+export async function waitFor(page, what, fn, arg, timeout = STEP_MS) {
+  try {
+    await page.waitForFunction(fn, arg, { timeout, polling: 50 });
+  } catch (e) {
+    const state = await page.evaluate(() => window.ahpTest?.state()).catch(() => null);
+    throw new Error(`waiting for ${what}: ${e.message.split('\n')[0]}\npage state: ${JSON.stringify(state)}`);
+  }
+}
+
+/** run runs a command with a bounded wait and resolves with its stdout. */
+export function run(bin, args, env) {
+  return new Promise((res, rej) => {
+    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    let out = '';
+    let err = '';
+    p.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
+    p.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
+    const timer = setTimeout(() => p.kill('SIGKILL'), STEP_MS);
+    p.on('error', rej);
+    p.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) res(out);
+      else rej(new Error(`${bin} ${args.join(' ')}: exit ${code ?? signal}\n${err}`));
+    });
+  });
+}
