@@ -9,11 +9,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
@@ -28,11 +31,20 @@ size change). Output is credited to the daemon only once written, so a slow
 terminal slows only this viewer.
 
 Detach: Ctrl-] then d. Ctrl-] twice sends one Ctrl-] to the program.
+--detach-keys ctrl-a makes Ctrl-A the prefix key instead (ctrl- and a letter or
+one of @ [ \ ] ^ _). On start attach says on stderr where it is attached and
+how to detach (--quiet hides that line).
+
+attach exits with the program's exit status when it ends (128 + the signal's
+number when a signal killed it), as ssh and docker do; 0 when you detach.
+URI may be a channel's bare ID (shell for ahp-terminal:/shell) when one
+channel has it; with --url a bare ID means ahp-terminal:/ID.
 
 If the connection drops, attach reconnects (for up to a minute) and the daemon
 sends a fresh snapshot of the screen; keys typed while disconnected are dropped,
 never replayed. It does not come back after the daemon ended the session on
-purpose (viewers kick, token revoke): it exits with the daemon's reason. attach ends when the program exits. Credentials: attach mints a
+purpose (viewers kick, token revoke): it exits with the daemon's reason. attach ends when the program exits, and when the channel is closed (it says
+so once and exits 1). Credentials: attach mints a
 single-use ticket over the control socket and keeps the reconnect token the
 daemon returns; nothing is written to disk.
 
@@ -41,8 +53,57 @@ proxy): --url http://HOST:PORT (or $AHP_URL) names the daemon, and the token
 comes from --token-file FILE or $AHP_TOKEN, never from the command line
 (where other users could read it); mint one with 'ahpctl tokens create'.`
 
-// detachKey is Ctrl-]; the key after it decides (d detaches).
+// detachKey is the default prefix key, Ctrl-]; the key after it decides
+// (d detaches).
 const detachKey = 0x1d
+
+// parseDetachKey parses --detach-keys: "ctrl-" and a letter or one of
+// @ [ \ ] ^ _. It returns the key's byte and its name for messages.
+func parseDetachKey(s string) (byte, string, error) {
+	rest, ok := strings.CutPrefix(strings.ToLower(s), "ctrl-")
+	if ok && len(rest) == 1 {
+		c := rest[0]
+		switch {
+		case c >= 'a' && c <= 'z':
+			return c - 'a' + 1, "Ctrl-" + strings.ToUpper(rest), nil
+		case strings.IndexByte("@[\\]^_", c) >= 0:
+			return c & 0x1f, "Ctrl-" + rest, nil
+		}
+	}
+	return 0, "", usagef("attach: --detach-keys %q: want ctrl- and a letter or one of @ [ \\ ] ^ _ (e.g. ctrl-a)", s)
+}
+
+// exitStatusError ends ahpctl with code, the status of the program attach
+// showed; what happened was said already.
+type exitStatusError struct{ code int }
+
+func (e *exitStatusError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// exitCode is the status a shell would report for the program: its exit
+// code, or 128 + the number of the signal that killed it.
+func (e *exitedError) exitCode() int {
+	if e.Signal != "" {
+		if n, err := strconv.Atoi(strings.TrimPrefix(e.Signal, "SIG")); err == nil && n > 0 {
+			return 128 + n
+		}
+		if n := unix.SignalNum(e.Signal); n != 0 {
+			return 128 + int(n)
+		}
+		return 128
+	}
+	if e.Code != nil {
+		return *e.Code
+	}
+	return 0
+}
+
+// closedError reports that the channel was closed (or is gone) under an
+// attach: nothing to come back to.
+type closedError struct{ uri string }
+
+func (e *closedError) Error() string {
+	return fmt.Sprintf("attach: %s was closed; not reconnecting", e.uri)
+}
 
 // Errors that end an attach.
 var (
@@ -68,8 +129,14 @@ func (e *exitedError) Error() string {
 
 func setupAttach(fs *flag.FlagSet) action {
 	readOnly := fs.Bool("read-only", false, "view only: no keys are sent and the channel is not resized")
+	keys := fs.String("detach-keys", "ctrl-]", "the prefix `key` of the detach sequence (then d), e.g. ctrl-a")
+	quiet := fs.Bool("quiet", false, "do not print the \"attached to\" line with the detach keys")
 	remote := remoteFlags(fs)
 	return func(ctx context.Context, a *app, args []string) error {
+		key, keyName, err := parseDetachKey(*keys)
+		if err != nil {
+			return err
+		}
 		wsURL, token, ok, err := remote.resolve(a.getenv)
 		if err != nil {
 			return err
@@ -82,23 +149,31 @@ func setupAttach(fs *flag.FlagSet) action {
 		if ok {
 			// Without the control socket: the daemon's URL and a token
 			// given for it (from another machine, through a tunnel).
-			at := &attacher{a: a, uri: args[0], wsURL: wsURL, token: token, readOnly: *readOnly, in: in, out: out}
+			uri := args[0]
+			if isShortName(uri) {
+				uri = "ahp-terminal:/" + uri // no ListChannels without the control socket
+			}
+			at := &attacher{a: a, uri: uri, wsURL: wsURL, token: token, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet}
 			return at.run(ctx)
 		}
 		c, err := a.clients()
 		if err != nil {
 			return err
 		}
+		uri, err := a.channelURI(ctx, args[0])
+		if err != nil {
+			return err
+		}
 		rctx, cancel := a.rpc(ctx)
 		info, err := c.daemon.GetInfo(rctx, &ahpv1.GetInfoRequest{})
 		if err == nil {
-			_, err = c.channels.GetChannel(rctx, &ahpv1.GetChannelRequest{Channel: args[0]})
+			_, err = c.channels.GetChannel(rctx, &ahpv1.GetChannelRequest{Channel: uri})
 		}
 		cancel()
 		if err != nil {
 			return err
 		}
-		at := &attacher{a: a, c: c, uri: args[0], wsURL: info.WebsocketUrl, readOnly: *readOnly, in: in, out: out}
+		at := &attacher{a: a, c: c, uri: uri, wsURL: info.WebsocketUrl, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet}
 		return at.run(ctx)
 	}
 }
@@ -112,6 +187,9 @@ type attacher struct {
 	wsURL    string
 	token    string // the credential given with --url, else "": mint tickets
 	readOnly bool
+	key      byte   // the detach prefix key (0: Ctrl-])
+	keyName  string // its name in messages, e.g. "Ctrl-]"
+	quiet    bool   // no "attached to" line
 	in, out  *os.File
 	buf      []byte // decoded output, reused (owned by the output loop)
 
@@ -119,9 +197,28 @@ type attacher struct {
 	policyClose    string // the reason of the last session's 1008 close, if it ended so
 	prefix         bool   // Ctrl-] seen, waiting for the next key
 	carry          []byte // an incomplete UTF-8 sequence from the last read
+	attached       bool   // a session was established once
+}
+
+func (at *attacher) prefixKey() byte {
+	if at.key == 0 {
+		return detachKey
+	}
+	return at.key
+}
+
+func (at *attacher) detachHint() string {
+	name := at.keyName
+	if name == "" {
+		name = "Ctrl-]"
+	}
+	return name + " d"
 }
 
 func (at *attacher) run(ctx context.Context) error {
+	if !at.quiet {
+		fmt.Fprintf(at.a.stderr, "ahpctl: attached to %s; detach: %s\n", at.uri, at.detachHint())
+	}
 	restore, err := makeRaw(at.in)
 	if err != nil {
 		return fmt.Errorf("attach: raw mode: %w", err)
@@ -147,6 +244,9 @@ func (at *attacher) run(ctx context.Context) error {
 		return nil
 	case errors.As(err, &ee):
 		fmt.Fprintf(at.a.stderr, "[%s: %v]\n", at.uri, ee)
+		if code := ee.exitCode(); code != 0 {
+			return &exitStatusError{code}
+		}
 		return nil
 	case ctx.Err() != nil:
 		return nil
@@ -163,6 +263,7 @@ func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan o
 	for {
 		conn, sub, err := at.connect(ctx)
 		if err == nil {
+			at.attached = true
 			failingSince = time.Time{}
 			backoff = 100 * time.Millisecond
 			err = at.session(ctx, conn, sub, keys, winch)
@@ -176,6 +277,16 @@ func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan o
 			if errors.Is(err, errDetached) || errors.Is(err, errStdinEOF) || errors.As(err, &ee) || ctx.Err() != nil {
 				return err
 			}
+			var re *client.ResetError
+			if errors.As(err, &re) && re.Code == "channel-closed" {
+				return &closedError{at.uri}
+			}
+		}
+		var ce *client.Error
+		if at.attached && errors.As(err, &ce) && ce.Code == -32002 {
+			// Gone while we were away (closed, or the daemon restarted
+			// without it).
+			return &closedError{at.uri}
 		}
 		if permanent(err) {
 			return err
@@ -185,7 +296,7 @@ func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan o
 		} else if time.Since(failingSince) > giveUp {
 			return fmt.Errorf("attach: could not reconnect for %v: %w", giveUp, err)
 		}
-		at.status("connection lost (%v); reconnecting… (Ctrl-] d detaches)", err)
+		at.status("connection lost (%v); reconnecting… (%s detaches)", err, at.detachHint())
 		if err := at.wait(ctx, backoff, keys); err != nil {
 			return err
 		}
@@ -256,7 +367,7 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 		return nil, nil, &endedError{at.policyClose}
 	}
 	if at.reconnectToken != "" {
-		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: at.reconnectToken, ClientName: "ahpctl attach"})
+		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: at.reconnectToken, ClientName: "ahpctl attach", ClientVersion: Version})
 		var ce *client.Error
 		if errors.As(err, &ce) && ce.Code == -32001 {
 			if at.policyClose != "" {
@@ -272,7 +383,7 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 		if terr != nil {
 			return nil, nil, terr
 		}
-		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: ticket, ClientName: "ahpctl attach"})
+		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: ticket, ClientName: "ahpctl attach", ClientVersion: Version})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -407,14 +518,14 @@ func (at *attacher) feed(b []byte) ([]byte, bool) {
 			switch c {
 			case 'd', 'D':
 				return out, true
-			case detachKey:
-				out = append(out, detachKey)
+			case at.prefixKey():
+				out = append(out, c)
 			default:
-				out = append(out, detachKey, c)
+				out = append(out, at.prefixKey(), c)
 			}
 			continue
 		}
-		if c == detachKey {
+		if c == at.prefixKey() {
 			at.prefix = true
 			continue
 		}

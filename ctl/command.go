@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -48,6 +49,51 @@ func (c *command) lookup(name string) *command {
 	return nil
 }
 
+// suggest returns the subcommand name (or alias) of c closest to name,
+// if it is close enough to be a typo: at most 2 edits, and fewer than
+// half of name's letters.
+func (c *command) suggest(name string) string {
+	best, bestD := "", 3
+	for _, s := range c.sub {
+		if s.hidden {
+			continue
+		}
+		for _, n := range append([]string{s.name}, s.aliases...) {
+			if d := editDistance(name, n); d < bestD && 2*d < len(name) {
+				best, bestD = s.name, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Damerau–Levenshtein distance (optimal string
+// alignment: insertions, deletions, substitutions, adjacent swaps).
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range rb {
+		d[0][j+1] = j + 1
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
+}
+
 // leaves returns c's leaf commands (c itself if it is one).
 func (c *command) leaves() []*command {
 	if c.setup != nil {
@@ -81,6 +127,9 @@ func (a *app) dispatch(ctx context.Context, c *command, args []string, path stri
 		}
 		s := c.lookup(args[0])
 		if s == nil {
+			if guess := c.suggest(args[0]); guess != "" {
+				return usagef("%s: unknown command %q; did you mean %q? (see %s --help)", path, args[0], guess, path)
+			}
 			return usagef("%s: unknown command %q (see %s --help)", path, args[0], path)
 		}
 		return a.dispatch(ctx, s, args[1:], path+" "+s.name)
@@ -95,6 +144,16 @@ func (a *app) dispatch(ctx context.Context, c *command, args []string, path stri
 			return flag.ErrHelp
 		}
 		return usagef("%s: %v (see %s --help)", path, err, path)
+	}
+	if a.output != "" {
+		if fs.Lookup("o") == nil {
+			return usagef("%s: takes no -o (the global -o %s applies to listings)", path, a.output)
+		}
+		explicit := false
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "o" || f.Name == "output" })
+		if !explicit {
+			_ = fs.Set("o", a.output)
+		}
 	}
 	if len(pos) < c.minArgs || (c.maxArgs >= 0 && len(pos) > c.maxArgs) {
 		want := c.args
@@ -180,7 +239,7 @@ func (a *app) printLeafUsage(w io.Writer, c *command, fs *flag.FlagSet, path str
 			if name != "" {
 				line += " " + name
 			}
-			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
+			if !zeroDefault(f.DefValue) && !strings.Contains(usage, "(default") {
 				usage += fmt.Sprintf(" (default %s)", f.DefValue)
 			}
 			fmt.Fprintf(w, "%-28s %s\n", line, usage)
@@ -194,23 +253,52 @@ func (a *app) printLeafUsage(w io.Writer, c *command, fs *flag.FlagSet, path str
 	}
 }
 
+// zeroDefault reports a flag default not worth showing.
+func zeroDefault(v string) bool {
+	switch v {
+	case "", "false", "0", "0s", "[]":
+		return true
+	}
+	return false
+}
+
 // stringList is a repeatable string flag.
 type stringList []string
 
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
-// outputFlag registers -o/--output (table or json).
+// outputFlag registers -o/--output (table, wide, json or yaml). A global
+// -o before the command (ahpctl -o json channels list) sets it too.
 func outputFlag(fs *flag.FlagSet) *string {
 	o := new(string)
-	fs.StringVar(o, "o", "table", "output `format`: table or json")
+	fs.StringVar(o, "o", "table", "output `format`: table, wide (more columns), json or yaml")
 	fs.StringVar(o, "output", "table", "same as -o")
 	return o
 }
 
+var outputFormats = []string{"table", "wide", "json", "yaml"}
+
 func checkOutput(o string) error {
-	if o != "table" && o != "json" {
-		return usagef("-o must be table or json, got %q", o)
+	if !slices.Contains(outputFormats, o) {
+		return usagef("-o must be table, wide, json or yaml, got %q", o)
 	}
 	return nil
+}
+
+// structured reports whether o is a data format (json or yaml) rather than
+// a table.
+func structured(o string) bool { return o == "json" || o == "yaml" }
+
+// printAs prints v as JSON or YAML (o is json or yaml).
+func (a *app) printAs(o string, v any) error {
+	if o == "yaml" {
+		b, err := toYAML(v)
+		if err != nil {
+			return err
+		}
+		_, err = a.stdout.Write(b)
+		return err
+	}
+	return a.printJSON(v)
 }

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -9,10 +10,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
@@ -23,10 +27,12 @@ func rootCommand() *command {
 	return &command{sub: []*command{
 		{name: "status", summary: "Show the daemon's version, addresses and health", maxArgs: 0, setup: setupStatus,
 			examples: []string{"ahpctl status", "ahpctl status -o json"}},
+		{name: "ls", summary: "List the channels (the same as channels list)", maxArgs: 0, setup: setupChannelsList,
+			examples: []string{"ahpctl ls", "ahpctl ls -o wide", "ahpctl -o yaml ls --type terminal"}},
 		{name: "channels", aliases: []string{"channel", "ch"}, summary: "List, describe and close channels", sub: []*command{
 			{name: "list", aliases: []string{"ls"}, summary: "List the channels", maxArgs: 0, setup: setupChannelsList,
 				examples: []string{"ahpctl channels list", "ahpctl channels list --type terminal -o json", "ahpctl channels list --type tcp"}},
-			{name: "get", args: "URI", summary: "Describe a channel", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupChannelsGet,
+			{name: "get", args: "URI", summary: "Describe a channel and who views it", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupChannelsGet,
 				examples: []string{"ahpctl channels get ahp-terminal:/shell -o json"}},
 			{name: "close", aliases: []string{"rm"}, args: "URI", summary: "Close a channel (a terminal's process is hung up)", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupChannelsClose,
 				help:     "A terminal's process group gets --signal first (if given), then up to --grace to exit,\nthen the PTY is hung up (SIGHUP, then SIGKILL after the daemon's kill timeout).",
@@ -46,6 +52,7 @@ func rootCommand() *command {
 				help:     "The secret is shown once. Tokens live in the daemon's memory only: a restart\nrevokes them. Without --channel the token reaches every channel.",
 				examples: []string{"ahpctl token create --channel ahp-terminal:/shell --role view --ttl 1h", "ahpctl token create --single-use --role control"}},
 			{name: "list", aliases: []string{"ls"}, summary: "List live tokens (never their secrets)", maxArgs: 0, setup: setupTokenList,
+				help:     "Oldest first. In the table a channel that does not exist now is marked\n(no such channel): a token may name a channel before it is created, and a\nreconnect token outlives its channel (the API cannot tell the two apart).",
 				examples: []string{"ahpctl token list -o json"}},
 			{name: "revoke", aliases: []string{"rm"}, args: "ID", summary: "Revoke a token", minArgs: 1, maxArgs: 1, complete: "token", setup: setupTokenRevoke,
 				examples: []string{"ahpctl token revoke tok-3"}},
@@ -54,7 +61,7 @@ func rootCommand() *command {
 			{name: "get", summary: "Show the limits in force and their defaults", maxArgs: 0, setup: setupLimitsGet,
 				examples: []string{"ahpctl limits get", "ahpctl limits get -o json", "ahpctl limits get --channel ahp-terminal:/build"}},
 			{name: "set", args: "KEY=VALUE...", summary: "Change limits", minArgs: 1, maxArgs: -1, complete: "limit", setup: setupLimitsSet,
-				help: "Durations use Go syntax (500ms, 2s, 1m30s); sizes are integers with an optional\nKiB, MiB or GiB suffix; VALUE \"default\" (or 0) restores the default. The change\napplies at once to new connections and to the timers of existing ones; the\nresult is validated as a whole and nothing changes if a value is refused.\nWith --channel, only the flow-control limits (clientReceiveDefaults.*,\nclientReceiveMaximums.*, hostReceive.*) may be set, for new subscriptions of\nthat channel; KEY=default removes the channel's override.\nKeys: " + limitKeyNames() + ".",
+				help: "Durations use Go syntax (500ms, 2s, 1m30s); sizes are integers with an optional\nKiB, MiB or GiB suffix; VALUE \"default\" (or 0) restores the default. The change\napplies at once to new connections and to the timers of existing ones; the\nresult is validated as a whole and nothing changes if a value is refused (exit\n2). It prints each limit that changed as KEY=VALUE (was OLD), or \"no change\".\nWith --channel, only the flow-control limits (clientReceiveDefaults.*,\nclientReceiveMaximums.*, hostReceive.*) may be set, for new subscriptions of\nthat channel; KEY=default removes the channel's override.\nKeys: " + limitKeyNames() + ".",
 				examples: []string{"ahpctl limits set maxOutputStall=2s maxBufferedBytes=8MiB", "ahpctl limits set maxSubscriptions=2 heartbeatInterval=5s", "ahpctl limits set clientReceiveDefaults.windowBytes=256KiB",
 					"ahpctl limits set --channel ahp-terminal:/build clientReceiveMaximums.windowBytes=1MiB",
 					"ahpctl limits set --channel ahp-terminal:/build clientReceiveMaximums.windowBytes=default"}},
@@ -71,13 +78,13 @@ func rootCommand() *command {
 			examples: []string{"ahpctl events", "ahpctl events -o json --kind viewer.kicked --kind viewer.stalled", "ahpctl events --count 1 --kind channel.created"}},
 		{name: "attach", args: "URI", summary: "Attach this terminal to a terminal channel (Ctrl-] d detaches)", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupAttach,
 			help:     attachHelp,
-			examples: []string{"ahpctl attach ahp-terminal:/shell", "ahpctl attach --read-only ahp-terminal:/build"}},
+			examples: []string{"ahpctl attach ahp-terminal:/shell", "ahpctl attach shell", "ahpctl attach --read-only --detach-keys ctrl-a build"}},
 		{name: "forward", args: "LOCAL_ADDR HOST:PORT|URI", summary: "Forward local TCP connections through the daemon to HOST:PORT or a TCP channel", minArgs: 2, maxArgs: 2, setup: setupForward,
 			help:     forwardHelp,
 			examples: []string{"ahpctl forward 8080 127.0.0.1:80", "ahpctl forward 127.0.0.1:5433 db.internal:5432 --quiet", "ahpctl forward 9000 ahp-tcp:/3", "ahpctl forward --url http://gw:7681 --token-file ~/.ahp-token 8080 10.0.0.5:80"}},
-		{name: "open", args: "URI", summary: "Print a browser URL with a single-use ticket", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupOpen,
-			help:     "The ticket is in the URL fragment, which browsers never send to a server; it\nworks once and expires after the daemon's ticket TTL (default 10 minutes).",
-			examples: []string{"ahpctl open ahp-terminal:/shell", "ahpctl open --browser --role view ahp-terminal:/build"}},
+		{name: "open", args: "[URI]", summary: "Print a browser URL with a single-use ticket", maxArgs: 1, complete: "channel", setup: setupOpen,
+			help:     "The ticket is in the URL fragment, which browsers never send to a server; it\nworks once and expires after the daemon's ticket TTL (default 10 minutes).\nWithout URI (or with --all) the ticket covers every channel and the page\nopens on its channel list.",
+			examples: []string{"ahpctl open ahp-terminal:/shell", "ahpctl open shell", "ahpctl open --browser --role view ahp-terminal:/build", "ahpctl open --all", "ahpctl open --share --ttl 8h --role view build"}},
 		{name: "completion", args: "bash|zsh|fish", summary: "Print a shell completion script", minArgs: 1, maxArgs: 1, setup: setupCompletion,
 			examples: []string{"source <(ahpctl completion bash)", "ahpctl completion zsh > \"${fpath[1]}/_ahpctl\"", "ahpctl completion fish > ~/.config/fish/completions/ahpctl.fish"}},
 		{name: "version", summary: "Print ahpctl's version", maxArgs: 0, setup: func(*flag.FlagSet) action {
@@ -109,24 +116,39 @@ func setupStatus(fs *flag.FlagSet) action {
 		if h, err := healthpb.NewHealthClient(a.cc).Check(rctx, &healthpb.HealthCheckRequest{}); err == nil {
 			health = h.Status.String()
 		}
-		v := statusView{
+		// The next step: a link command, since the bare web page asks for a
+		// ticket.
+		open := "ahpctl open"
+		if lres, err := c.channels.ListChannels(rctx, &ahpv1.ListChannelsRequest{Type: "terminal"}); err == nil && len(lres.Channels) > 0 {
+			open += " " + lres.Channels[0].Uri
+			for _, ch := range lres.Channels {
+				if ch.Uri == "ahp-terminal:/shell" { // the default terminal
+					open = "ahpctl open " + ch.Uri
+				}
+			}
+		}
+		v := statusView{Open: open,
 			Version: info.Version, Health: health, Pid: info.Pid, Listen: info.ListenAddress, BaseURL: info.BaseUrl,
 			WebSocketURL: info.WebsocketUrl, Control: info.ControlSocket, StateDir: info.StateDir,
 			Started: info.StartTime.AsTime(), Uptime: time.Since(info.StartTime.AsTime()).Round(time.Second).String(),
 			Compression: info.WebsocketCompression, Channels: info.Channels, Connections: info.Connections,
 		}
-		if *o == "json" {
-			return a.printJSON(v)
+		if structured(*o) {
+			return a.printAs(*o, v)
 		}
 		tw := a.table()
 		for _, kv := range [][2]any{
 			{"version", v.Version}, {"health", v.Health}, {"pid", v.Pid}, {"uptime", v.Uptime},
-			{"listen", v.Listen}, {"web page", v.BaseURL}, {"websocket", v.WebSocketURL}, {"compression", v.Compression},
+			{"listen", v.Listen}, {"web page", v.BaseURL + " (needs a ticket: see below)"}, {"websocket", v.WebSocketURL}, {"compression", v.Compression},
 			{"control socket", v.Control}, {"state dir", v.StateDir}, {"channels", v.Channels}, {"connections", v.Connections},
 		} {
 			fmt.Fprintf(tw, "%s:\t%v\n", kv[0], kv[1])
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "\nOpen in a browser: %s   (prints a link with a single-use ticket)\n", v.Open)
+		return nil
 	}
 }
 
@@ -136,6 +158,9 @@ func setupChannelsList(fs *flag.FlagSet) action {
 	return func(ctx context.Context, a *app, _ []string) error {
 		if err := checkOutput(*o); err != nil {
 			return err
+		}
+		if *typ != "" && !slices.Contains(channelTypes, *typ) {
+			return usagef("--type must be %s, got %q", strings.Join(channelTypes, ", "), *typ)
 		}
 		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
@@ -150,10 +175,10 @@ func setupChannelsList(fs *flag.FlagSet) action {
 		for _, ch := range res.Channels {
 			views = append(views, toChannelView(ch))
 		}
-		if *o == "json" {
-			return a.printJSON(views)
+		if structured(*o) {
+			return a.printAs(*o, views)
 		}
-		return a.printChannels(views)
+		return a.printChannels(views, *o == "wide")
 	}
 }
 
@@ -168,15 +193,29 @@ func setupChannelsGet(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		res, err := c.channels.GetChannel(rctx, &ahpv1.GetChannelRequest{Channel: args[0]})
+		uri, err := a.channelURI(ctx, args[0])
 		if err != nil {
 			return err
 		}
-		v := toChannelView(res.Channel)
-		if *o == "json" {
-			return a.printJSON(v)
+		res, err := c.channels.GetChannel(rctx, &ahpv1.GetChannelRequest{Channel: uri})
+		if err != nil {
+			return err
 		}
-		return a.printChannels([]channelView{v})
+		v := channelDetailView{channelView: toChannelView(res.Channel), Subscribers: []channelSubscriberView{}}
+		// Who views it: the viewer connections with a subscription to it.
+		if vres, err := c.viewers.ListViewers(rctx, &ahpv1.ListViewersRequest{}); err == nil {
+			for _, vw := range vres.Viewers {
+				for _, sub := range vw.Subscriptions {
+					if sub.Channel == v.Channel {
+						v.Subscribers = append(v.Subscribers, channelSubscriberView{Viewer: vw.Id, Client: vw.Client, Role: roleName(vw.Role), Remote: vw.RemoteAddress, Subscription: sub.Id, Stalled: sub.Stalled})
+					}
+				}
+			}
+		}
+		if structured(*o) {
+			return a.printAs(*o, v)
+		}
+		return a.printChannelDetail(v)
 	}
 }
 
@@ -191,9 +230,13 @@ func setupChannelsClose(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
+		uri, err := a.channelURI(ctx, args[0])
+		if err != nil {
+			return err
+		}
 		rctx, cancel := context.WithTimeout(ctx, a.timeout+*grace)
 		defer cancel()
-		_, err = c.channels.CloseChannel(rctx, &ahpv1.CloseChannelRequest{Channel: args[0], Signal: *sig, Grace: durationpb.New(*grace)})
+		_, err = c.channels.CloseChannel(rctx, &ahpv1.CloseChannelRequest{Channel: uri, Signal: *sig, Grace: durationpb.New(*grace)})
 		return err
 	}
 }
@@ -248,7 +291,11 @@ func setupTerminalResize(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		_, err = c.terminals.ResizeTerminal(rctx, &ahpv1.ResizeTerminalRequest{Channel: args[0], Rows: int32(*rows), Cols: int32(*cols)})
+		uri, err := a.channelURI(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		_, err = c.terminals.ResizeTerminal(rctx, &ahpv1.ResizeTerminalRequest{Channel: uri, Rows: int32(*rows), Cols: int32(*cols)})
 		return err
 	}
 }
@@ -292,7 +339,11 @@ func setupTokenCreate(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		req := &ahpv1.CreateTokenRequest{Channels: channels, Role: r, SingleUse: *single}
+		uris, err := a.channelURIs(ctx, channels)
+		if err != nil {
+			return err
+		}
+		req := &ahpv1.CreateTokenRequest{Channels: uris, Role: r, SingleUse: *single}
 		if *ttl > 0 {
 			req.Ttl = durationpb.New(*ttl)
 		}
@@ -320,16 +371,35 @@ func setupTokenList(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
+		// Oldest first: ids are minted in order (tok-1, tok-2, …; the API
+		// has no creation time), so by their number, not as strings.
+		sortTokens(res.Tokens)
 		views := make([]tokenView, 0, len(res.Tokens))
 		for _, t := range res.Tokens {
 			views = append(views, toTokenView(t))
 		}
-		if *o == "json" {
-			return a.printJSON(views)
+		if structured(*o) {
+			return a.printAs(*o, views)
+		}
+		// Channels that do not exist (now) are marked: the API cannot tell
+		// a reconnect token from another, so none is hidden.
+		open := map[string]bool{}
+		lres, lerr := c.channels.ListChannels(rctx, &ahpv1.ListChannelsRequest{})
+		if lerr == nil {
+			for _, ch := range lres.Channels {
+				open[ch.Uri] = true
+			}
 		}
 		tw := a.table("ID", "ROLE", "CHANNELS", "EXPIRES", "SINGLE-USE")
 		for _, t := range views {
-			chs := strings.Join(t.Channels, ",")
+			var names []string
+			for _, ch := range t.Channels {
+				if lerr == nil && !open[ch] {
+					ch += " (no such channel)"
+				}
+				names = append(names, ch)
+			}
+			chs := strings.Join(names, ",")
 			if chs == "" {
 				chs = "*"
 			}
@@ -341,6 +411,21 @@ func setupTokenList(fs *flag.FlagSet) action {
 		}
 		return tw.Flush()
 	}
+}
+
+func sortTokens(ts []*ahpv1.Token) {
+	slices.SortStableFunc(ts, func(x, y *ahpv1.Token) int { return cmpTokenIDs(x.Id, y.Id) })
+}
+
+// cmpTokenIDs orders token ids by their number (tok-2 before tok-10), then
+// as strings.
+func cmpTokenIDs(a, b string) int {
+	na, ea := strconv.Atoi(strings.TrimPrefix(a, "tok-"))
+	nb, eb := strconv.Atoi(strings.TrimPrefix(b, "tok-"))
+	if ea == nil && eb == nil && na != nb {
+		return cmp.Compare(na, nb)
+	}
+	return strings.Compare(a, b)
 }
 
 func setupTokenRevoke(*flag.FlagSet) action {
@@ -367,12 +452,18 @@ func setupLimitsGet(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		res, err := c.limits.GetLimits(rctx, &ahpv1.GetLimitsRequest{Channel: *channel})
+		uri := *channel
+		if uri != "" {
+			if uri, err = a.channelURI(ctx, uri); err != nil {
+				return err
+			}
+		}
+		res, err := c.limits.GetLimits(rctx, &ahpv1.GetLimitsRequest{Channel: uri})
 		if err != nil {
 			return err
 		}
-		if *o == "json" {
-			return a.printJSON(map[string]any{"effective": toLimitsView(res.Effective), "defaults": toLimitsView(res.Defaults), "overridden": res.Overridden})
+		if structured(*o) {
+			return a.printAs(*o, map[string]any{"effective": toLimitsView(res.Effective), "defaults": toLimitsView(res.Defaults), "overridden": res.Overridden})
 		}
 		tw := a.table("KEY", "VALUE", "DEFAULT")
 		for _, k := range limitKeys {
@@ -394,7 +485,9 @@ func setupLimitsSet(fs *flag.FlagSet) action {
 			return err
 		}
 		if *channel != "" {
-			req.Channel = *channel
+			if req.Channel, err = a.channelURI(ctx, *channel); err != nil {
+				return err
+			}
 			defaults := 0
 			for _, arg := range args {
 				if strings.HasSuffix(arg, "=default") {
@@ -414,13 +507,27 @@ func setupLimitsSet(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
+		// The values before, to show what changed (best effort: a daemon
+		// that cannot say still gets the change).
+		var before *ahpv1.Limits
+		if old, err := c.limits.GetLimits(rctx, &ahpv1.GetLimitsRequest{Channel: req.Channel}); err == nil {
+			before = old.Effective
+		}
 		res, err := c.limits.SetLimits(rctx, req)
 		if err != nil {
 			return err
 		}
+		if len(res.Changed) == 0 {
+			fmt.Fprintln(a.stdout, "no change: the limits already had those values")
+			return nil
+		}
 		for _, name := range res.Changed {
 			k, _ := findLimitKey(name)
-			fmt.Fprintf(a.stdout, "%s=%s\n", name, formatLimit(k.kind, k.get(res.Effective)))
+			line := name + "=" + formatLimit(k.kind, k.get(res.Effective))
+			if before != nil {
+				line += " (was " + formatLimit(k.kind, k.get(before)) + ")"
+			}
+			fmt.Fprintln(a.stdout, line)
 		}
 		return nil
 	}
@@ -445,8 +552,8 @@ func setupViewersList(fs *flag.FlagSet) action {
 		for _, v := range res.Viewers {
 			views = append(views, toViewerView(v))
 		}
-		if *o == "json" {
-			return a.printJSON(views)
+		if structured(*o) {
+			return a.printAs(*o, views)
 		}
 		return a.printViewers(views)
 	}
@@ -481,8 +588,8 @@ func setupStats(fs *flag.FlagSet) action {
 			return err
 		}
 		v := toStatsView(res)
-		if *o == "json" {
-			return a.printJSON(v)
+		if structured(*o) {
+			return a.printAs(*o, v)
 		}
 		return a.printStats(v)
 	}
@@ -491,7 +598,7 @@ func setupStats(fs *flag.FlagSet) action {
 func setupEvents(fs *flag.FlagSet) action {
 	o := outputFlag(fs)
 	var kinds stringList
-	fs.Var(&kinds, "kind", "only events of this `kind` (repeatable): channel.created, channel.exited, channel.closed, viewer.joined, viewer.left, viewer.stalled, viewer.kicked, limits.changed")
+	fs.Var(&kinds, "kind", "only events of this `kind` (repeatable): "+strings.Join(eventKinds, ", "))
 	channel := fs.String("channel", "", "only events about this channel `URI`")
 	count := fs.Int("count", 0, "exit after this many events (default: follow until interrupted)")
 	return func(ctx context.Context, a *app, _ []string) error {
@@ -501,13 +608,24 @@ func setupEvents(fs *flag.FlagSet) action {
 		if *count < 0 {
 			return usagef("events: --count must not be negative")
 		}
+		for _, k := range kinds {
+			if !slices.Contains(eventKinds, k) {
+				return usagef("events: unknown --kind %q (kinds: %s)", k, strings.Join(eventKinds, ", "))
+			}
+		}
 		c, err := a.clients()
 		if err != nil {
 			return err
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stream, err := c.daemon.WatchEvents(ctx, &ahpv1.WatchEventsRequest{Kinds: kinds, Channel: *channel})
+		uri := *channel
+		if uri != "" {
+			if uri, err = a.channelURI(ctx, uri); err != nil {
+				return err
+			}
+		}
+		stream, err := c.daemon.WatchEvents(ctx, &ahpv1.WatchEventsRequest{Kinds: kinds, Channel: uri})
 		if err != nil {
 			return err
 		}
@@ -525,11 +643,17 @@ func setupEvents(fs *flag.FlagSet) action {
 			}
 			for _, e := range res.Events {
 				v := eventView{Time: e.Time.AsTime(), Kind: e.Kind, Channel: e.Channel, Viewer: e.Viewer, Detail: e.Detail}
-				if *o == "json" {
+				switch *o {
+				case "json":
 					if err := a.printJSONLine(v); err != nil {
 						return err
 					}
-				} else {
+				case "yaml": // a stream of documents
+					fmt.Fprintln(a.stdout, "---")
+					if err := a.printAs("yaml", v); err != nil {
+						return err
+					}
+				default:
 					fmt.Fprintf(a.stdout, "%s  %-15s %-24s %-6s %s\n", v.Time.Local().Format("15:04:05.000"), v.Kind, dash(v.Channel), dash(v.Viewer), v.Detail)
 				}
 				if seen++; *count > 0 && seen >= *count {
@@ -539,6 +663,12 @@ func setupEvents(fs *flag.FlagSet) action {
 		}
 	}
 }
+
+// channelTypes are the values of ListChannelsRequest.type.
+var channelTypes = []string{"terminal", "telemetry", "tcp"}
+
+// eventKinds are the kinds WatchEvents sends (daemon.proto, Event.kind).
+var eventKinds = []string{"channel.created", "channel.exited", "channel.closed", "viewer.joined", "viewer.left", "viewer.stalled", "viewer.kicked", "limits.changed"}
 
 func dash(s string) string {
 	if s == "" {
@@ -550,26 +680,77 @@ func dash(s string) string {
 func setupOpen(fs *flag.FlagSet) action {
 	browser := fs.Bool("browser", false, "also open the URL with xdg-open (or $BROWSER)")
 	role := fs.String("role", "control", "`role` of the ticket: view or control")
+	all := fs.Bool("all", false, "a link whose ticket covers every channel (the default without URI)")
+	share := fs.Bool("share", false, "a reusable share link (a token, for any number of tabs) instead of a single-use ticket; its id (for token revoke) goes to stderr")
+	ttl := fs.Duration("ttl", 0, "lifetime of a --share link (default 1h)")
 	return func(ctx context.Context, a *app, args []string) error {
 		r, err := parseRole(*role)
 		if err != nil {
 			return err
+		}
+		if *all && len(args) > 0 {
+			return usagef("open: --all or a URI, not both")
+		}
+		if *ttl != 0 && !*share {
+			return usagef("open: --ttl needs --share (a single-use ticket has the daemon's ticket TTL)")
+		}
+		if *ttl < 0 {
+			return usagef("open: --ttl must not be negative")
 		}
 		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer cancel()
-		res, err := c.tokens.CreateBrowserLink(rctx, &ahpv1.CreateBrowserLinkRequest{Channel: args[0], Role: r})
+		var uri string // empty: every channel
+		if len(args) > 0 {
+			if uri, err = a.channelURI(ctx, args[0]); err != nil {
+				return err
+			}
+		}
+		req := &ahpv1.CreateBrowserLinkRequest{Channel: uri, Role: r, Reusable: *share}
+		if *ttl > 0 {
+			req.Ttl = durationpb.New(*ttl)
+		}
+		res, err := c.tokens.CreateBrowserLink(rctx, req)
+		if status.Code(err) == codes.NotFound && uri == "" && !*share {
+			// An older daemon wants a channel: the same link from its
+			// parts.
+			var url string
+			if url, err = allChannelsLink(rctx, c, r); err == nil {
+				res = &ahpv1.CreateBrowserLinkResponse{Url: url}
+			}
+		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(a.stdout, res.Url)
+		url := res.Url
+		fmt.Fprintln(a.stdout, url)
+		if *share && res.TokenId != "" {
+			fmt.Fprintf(a.stderr, "ahpctl: share link %s expires %s; revoke it with: ahpctl token revoke %s\n", res.TokenId, res.ExpireTime.AsTime().Local().Format(time.DateTime), res.TokenId)
+		}
 		if *browser {
-			return openBrowser(a.getenv, res.Url)
+			return openBrowser(a.getenv, url)
 		}
 		return nil
 	}
+}
+
+// allChannelsLink is the web page URL with a single-use ticket over every
+// channel (the page then shows its channel list), for a daemon whose
+// CreateBrowserLink needs a channel: a ticket from CreateToken (the
+// daemon's ticket TTL) and the base URL from GetInfo, in the form the
+// daemon prints at start (http://HOST:PORT/#ticket=T).
+func allChannelsLink(ctx context.Context, c *clients, r ahpv1.Role) (string, error) {
+	info, err := c.daemon.GetInfo(ctx, &ahpv1.GetInfoRequest{})
+	if err != nil {
+		return "", err
+	}
+	tok, err := c.tokens.CreateToken(ctx, &ahpv1.CreateTokenRequest{Role: r, SingleUse: true})
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(info.BaseUrl, "/") + "/#ticket=" + tok.Secret, nil
 }
 
 // openBrowser starts $BROWSER or the platform's opener, without waiting.

@@ -264,7 +264,7 @@ func TestE2ETerminalTokenChannelsLimits(t *testing.T) {
 		t.Fatalf("revoking twice: exit %d, want 1", code)
 	}
 
-	if out := d.mustCtl("limits", "set", "maxOutputStall=2s", "maxBufferedBytes=8MiB", "maxSubscriptions=2", "heartbeatInterval=5s"); out != "maxBufferedBytes=8MiB\nmaxOutputStall=2s\nmaxSubscriptions=2\nheartbeatInterval=5s\n" {
+	if out := d.mustCtl("limits", "set", "maxOutputStall=2s", "maxBufferedBytes=8MiB", "maxSubscriptions=2", "heartbeatInterval=5s"); out != "maxBufferedBytes=8MiB (was 64MiB)\nmaxOutputStall=2s (was 1m0s)\nmaxSubscriptions=2 (was 1024)\nheartbeatInterval=5s (was 15s)\n" {
 		t.Fatalf("limits set printed %q", out)
 	}
 	var lim struct {
@@ -278,7 +278,7 @@ func TestE2ETerminalTokenChannelsLimits(t *testing.T) {
 		t.Fatalf("limits get -o json = %+v", lim)
 	}
 	_, errOut, code := d.ctl("limits", "set", "maxOutputStall=1ms")
-	if code != 1 || !strings.Contains(errOut, "invalid argument: maxOutputStall") {
+	if code != 2 || !strings.Contains(errOut, "invalid argument: maxOutputStall") {
 		t.Fatalf("invalid limit: exit %d, stderr %q", code, errOut)
 	}
 	if _, _, code := d.ctl("limits", "set", "noSuchLimit=1"); code != 2 {

@@ -51,7 +51,19 @@ func setupForward(fs *flag.FlagSet) action {
 	remote := remoteFlags(fs)
 	return func(ctx context.Context, a *app, args []string) error {
 		f := &forwarder{a: a, quiet: *quiet, compress: *compress}
-		if err := f.parseTarget(args[1]); err != nil {
+		target := args[1]
+		if isShortName(target) {
+			// A channel's bare ID (ahp-tcp:/ID); with --url it cannot be
+			// looked up and means ahp-tcp:/ID.
+			if _, _, remoteOK, _ := remote.resolve(a.getenv); remoteOK {
+				target = "ahp-tcp:/" + target
+			} else if uri, err := a.channelURI(ctx, target); err == nil {
+				target = uri
+			} else if _, ambiguous := err.(*usageError); ambiguous {
+				return err
+			} // else: not a channel; parseTarget says what is wanted
+		}
+		if err := f.parseTarget(target); err != nil {
 			return err
 		}
 		laddr := args[0]
@@ -158,7 +170,7 @@ func (f *forwarder) statusf(format string, args ...any) {
 func (f *forwarder) dial(ctx context.Context) (*client.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.a.timeout)
 	defer cancel()
-	opts := client.Options{ClientName: "ahpctl forward", Deflate: f.compress}
+	opts := client.Options{ClientName: "ahpctl forward", ClientVersion: Version, Deflate: f.compress}
 	if f.c == nil {
 		opts.Token = f.token
 		c, _, err := client.Dial(ctx, f.wsURL, opts)

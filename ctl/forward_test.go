@@ -432,7 +432,9 @@ func TestE2EForwardChannelURI(t *testing.T) {
 		t.Fatalf("tcp create printed %q", uri)
 	}
 	addr := closedPort(t)
-	f := startForward(t, d, nil, "--quiet", addr, uri)
+	// By the channel's bare ID (the same as the URI when no other channel
+	// has it).
+	f := startForward(t, d, nil, "--quiet", addr, strings.TrimPrefix(uri, "ahp-tcp:/"))
 	var c net.Conn
 	deadline := time.Now().Add(20 * time.Second)
 	for {

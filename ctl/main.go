@@ -47,6 +47,7 @@ type app struct {
 	getenv         func(string) string
 
 	control string        // socket path
+	output  string        // the global -o, "" if not given
 	timeout time.Duration // per unary RPC
 	cc      *grpc.ClientConn
 }
@@ -70,6 +71,16 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintln(stderr, prefixed(oneLine(ue.msg)))
+		return exitUsage
+	}
+	var xe *exitStatusError
+	if errors.As(err, &xe) {
+		// The program's own status (attach): already reported.
+		return xe.code
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.InvalidArgument {
+		// A value the daemon refuses is bad usage too.
+		fmt.Fprintln(stderr, prefixed(oneLine(a.describe(err))))
 		return exitUsage
 	}
 	fmt.Fprintln(stderr, prefixed(oneLine(a.describe(err))))
@@ -140,16 +151,20 @@ Global flags:
                    $RUNTIME_DIRECTORY/ahpd.sock, $XDG_RUNTIME_DIR/ahpd/control.sock,
                    $XDG_STATE_HOME/ahpd/control.sock, ~/.local/state/ahpd/control.sock)
   --timeout DUR    timeout of each request (default 10s)
+  -o FORMAT        output format of a listing: table, wide, json or yaml
+                   (the same as the command's own -o)
 
 The control socket is mode 0660: whoever can open it (the daemon's user and
 group) has every right. Run 'ahpctl COMMAND --help' for a command's flags and
-examples. Exit status: 0 success, 1 error, 2 bad usage.
+examples. Where a command takes a channel URI, a bare ID (shell) names the one
+channel with that ID. Exit status: 0 success, 1 error, 2 bad usage (a value
+the daemon refuses included); attach exits with the program's status.
 
 Examples:
   ahpctl terminal create --id build -- make -j8
-  ahpctl attach ahp-terminal:/build          # Ctrl-] d detaches
+  ahpctl attach build                 # = ahp-terminal:/build; Ctrl-] d detaches
   ahpctl token create --channel ahp-terminal:/build --role view --ttl 1h
-  ahpctl channels list -o json
+  ahpctl -o json ls                   # ls is channels list
   ahpctl tcp allow 127.0.0.1:3000 && ahpctl tcp create 127.0.0.1:3000
   ahpctl limits set maxOutputStall=2s maxBufferedBytes=8MiB
 `
@@ -159,6 +174,8 @@ func (a *app) run(ctx context.Context, args []string) error {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&a.control, "control", "", "control socket path")
 	fs.DurationVar(&a.timeout, "timeout", 10*time.Second, "timeout of each request")
+	fs.StringVar(&a.output, "o", "", "output format of the command")
+	fs.StringVar(&a.output, "output", "", "same as -o")
 	version := fs.Bool("version", false, "print the version")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -173,6 +190,11 @@ func (a *app) run(ctx context.Context, args []string) error {
 	}
 	if a.timeout <= 0 {
 		return usagef("--timeout must be positive")
+	}
+	if a.output != "" {
+		if err := checkOutput(a.output); err != nil {
+			return err
+		}
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {

@@ -28,6 +28,9 @@ type statusView struct {
 	Compression  string    `json:"websocketCompression"`
 	Channels     int64     `json:"channels"`
 	Connections  int64     `json:"connections"`
+	// Open is the command that prints a browser link (the web page needs
+	// a ticket).
+	Open string `json:"open"`
 }
 
 type channelView struct {
@@ -40,10 +43,32 @@ type channelView struct {
 	Rows    int32  `json:"rows,omitempty"`
 	Cols    int32  `json:"cols,omitempty"`
 	Pid     int64  `json:"pid,omitempty"`
+	// Created is when the channel was created (unset from an older daemon).
+	Created *time.Time `json:"created,omitempty"`
+	// Command is a terminal's program and arguments.
+	Command []string `json:"command,omitempty"`
+	// Exit is how a terminal's process ended; unset while it runs.
+	Exit *channelExitView `json:"exit,omitempty"`
 	// TCP is set for TCP channels.
 	TCP *tcpChannelView `json:"tcp,omitempty"`
 	// Telemetry is set for telemetry channels.
 	Telemetry *telemetryChannelView `json:"telemetry,omitempty"`
+}
+
+// channelExitView is ahpv1.ChannelExit: the code, or the signal.
+type channelExitView struct {
+	Code   int32  `json:"code"`
+	Signal string `json:"signal,omitempty"`
+}
+
+func (e *channelExitView) String() string {
+	switch {
+	case e == nil:
+		return "-"
+	case e.Signal != "":
+		return e.Signal
+	}
+	return fmt.Sprint(e.Code)
 }
 
 // telemetryChannelView is a telemetry channel's figures
@@ -67,7 +92,14 @@ type tcpChannelView struct {
 }
 
 func toChannelView(c *ahpv1.Channel) channelView {
-	v := channelView{Channel: c.Uri, ID: c.Id, Type: c.Type, Title: c.Title, State: c.State, Viewers: c.Viewers, Rows: c.Rows, Cols: c.Cols, Pid: c.Pid}
+	v := channelView{Channel: c.Uri, ID: c.Id, Type: c.Type, Title: c.Title, State: c.State, Viewers: c.Viewers, Rows: c.Rows, Cols: c.Cols, Pid: c.Pid, Command: c.Command}
+	if c.CreateTime != nil {
+		t := c.CreateTime.AsTime()
+		v.Created = &t
+	}
+	if e := c.Exit; e != nil {
+		v.Exit = &channelExitView{Code: e.Code, Signal: e.Signal}
+	}
 	if t := c.Tcp; t != nil {
 		v.TCP = &tcpChannelView{Target: t.Target, Remote: t.Remote, BytesIn: t.BytesIn, BytesOut: t.BytesOut, Resumes: t.Resumes, Consumer: t.Consumer, Phase: t.Phase}
 	}
@@ -78,6 +110,118 @@ func toChannelView(c *ahpv1.Channel) channelView {
 		}
 	}
 	return v
+}
+
+// age is how long ago the channel was created, "-" if unknown.
+func (c channelView) age() string {
+	if c.Created == nil {
+		return "-"
+	}
+	return formatAge(time.Since(*c.Created))
+}
+
+// formatAge rounds d to what a listing needs: 45s, 12m, 3h, 2d.
+func formatAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(0, int(d.Seconds())))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// detail is a terminal's command line, or the one-line summary of a TCP or
+// telemetry channel's figures.
+func (c channelView) detail() string {
+	switch {
+	case len(c.Command) > 0:
+		return strings.Join(c.Command, " ")
+	case c.TCP != nil:
+		return fmt.Sprintf("%s %s in=%d out=%d", c.TCP.Target, strings.ReplaceAll(c.TCP.Phase, " ", ""), c.TCP.BytesIn, c.TCP.BytesOut)
+	case c.Telemetry != nil:
+		return fmt.Sprintf("%s %s samples=%d", c.Telemetry.Source, c.Telemetry.Policy, c.Telemetry.Samples)
+	}
+	return "-"
+}
+
+// channelDetailView is `channels get`: the channel and the viewer
+// connections subscribed to it.
+type channelDetailView struct {
+	channelView
+	Subscribers []channelSubscriberView `json:"subscribers"`
+}
+
+type channelSubscriberView struct {
+	Viewer       string `json:"viewer"`
+	Client       string `json:"client"`
+	Role         string `json:"role"`
+	Remote       string `json:"remoteAddress"`
+	Subscription string `json:"subscriptionId"`
+	Stalled      bool   `json:"stalled"`
+}
+
+// printChannelDetail prints `channels get` as KEY: VALUE lines, then the
+// subscribers.
+func (a *app) printChannelDetail(v channelDetailView) error {
+	tw := a.table()
+	row := func(k string, val any) { fmt.Fprintf(tw, "%s:\t%v\n", k, val) }
+	row("channel", v.Channel)
+	row("id", v.ID)
+	row("type", v.Type)
+	row("state", v.State)
+	if v.Title != "" {
+		row("title", v.Title)
+	}
+	if v.Rows > 0 {
+		row("size", fmt.Sprintf("%dx%d (cols x rows)", v.Cols, v.Rows))
+	}
+	if v.Pid > 0 {
+		row("pid", v.Pid)
+	}
+	if len(v.Command) > 0 {
+		row("command", strings.Join(v.Command, " "))
+	}
+	if v.Created != nil {
+		row("created", v.Created.Local().Format(time.DateTime)+" ("+v.age()+" ago)")
+	}
+	if v.Exit != nil {
+		if v.Exit.Signal != "" {
+			row("exit", "killed by "+v.Exit.Signal)
+		} else {
+			row("exit", fmt.Sprintf("status %d", v.Exit.Code))
+		}
+	}
+	if t := v.TCP; t != nil {
+		row("target", t.Target)
+		row("remote", dash(t.Remote))
+		row("phase", t.Phase)
+		row("consumer", t.Consumer)
+		row("bytes in", fmt.Sprintf("%d (written to the target)", t.BytesIn))
+		row("bytes out", fmt.Sprintf("%d (read from the target)", t.BytesOut))
+		row("resumes", t.Resumes)
+	}
+	if t := v.Telemetry; t != nil {
+		row("source", t.Source)
+		row("policy", t.Policy)
+		row("samples", t.Samples)
+		row("next seq", t.Seq)
+	}
+	row("viewers", v.Viewers)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(v.Subscribers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(a.stdout)
+	tw = a.table("VIEWER", "CLIENT", "ROLE", "REMOTE", "SUB", "STALLED")
+	for _, s := range v.Subscribers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", s.Viewer, dash(s.Client), s.Role, s.Remote, s.Subscription, s.Stalled)
+	}
+	return tw.Flush()
 }
 
 type tokenView struct {
@@ -285,8 +429,15 @@ func (a *app) table(header ...string) *tabwriter.Writer {
 	return tw
 }
 
-func (a *app) printChannels(views []channelView) error {
-	tw := a.table("CHANNEL", "TYPE", "STATE", "VIEWERS", "SIZE", "PID", "TITLE")
+// printChannels prints the channels table; wide adds the ID, AGE, EXIT
+// (code or signal), COMMAND (a terminal's) or DETAIL (a TCP channel's
+// target and phase, a telemetry channel's source and samples).
+func (a *app) printChannels(views []channelView, wide bool) error {
+	header := []string{"CHANNEL", "TYPE", "STATE", "VIEWERS", "SIZE", "PID", "TITLE"}
+	if wide {
+		header = []string{"CHANNEL", "ID", "TYPE", "STATE", "AGE", "VIEWERS", "SIZE", "PID", "EXIT", "COMMAND/DETAIL", "TITLE"}
+	}
+	tw := a.table(header...)
 	for _, c := range views {
 		size, pid := "-", "-"
 		if c.Rows > 0 {
@@ -294,6 +445,10 @@ func (a *app) printChannels(views []channelView) error {
 		}
 		if c.Pid > 0 {
 			pid = fmt.Sprint(c.Pid)
+		}
+		if wide {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", c.Channel, c.ID, c.Type, c.State, c.age(), c.Viewers, size, pid, c.Exit, c.detail(), c.Title)
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", c.Channel, c.Type, c.State, c.Viewers, size, pid, c.Title)
 	}

@@ -164,8 +164,8 @@ func setupTCPList(fs *flag.FlagSet) action {
 		if v.Rules == nil {
 			v.Rules = []string{}
 		}
-		if *o == "json" {
-			return a.printJSON(v)
+		if structured(*o) {
+			return a.printAs(*o, v)
 		}
 		tw := a.table("RULE", "MATCHES")
 		for _, r := range v.Rules {

@@ -208,13 +208,13 @@ func TestE2ETCPCreate(t *testing.T) {
 
 	d := startDaemonWith(t, []string{"--config", "none"}, hermeticConfig(t.TempDir()))
 	// tcpRetain is a limit like the others.
-	if out := d.mustCtl("limits", "set", "tcpRetain=30s"); out != "tcpRetain=30s\n" {
+	if out := d.mustCtl("limits", "set", "tcpRetain=30s"); out != "tcpRetain=30s (was 1m0s)\n" {
 		t.Fatalf("limits set tcpRetain=30s printed %q", out)
 	}
 	if out := d.mustCtl("limits", "get"); !regexp.MustCompile(`(?m)^tcpRetain\s+30s\s+1m0s$`).MatchString(out) {
 		t.Fatalf("limits get:\n%s", out)
 	}
-	if _, errOut, code := d.ctl("limits", "set", "tcpRetain=500ms"); code != 1 || !strings.Contains(errOut, "tcpRetain: must be at least 1s") {
+	if _, errOut, code := d.ctl("limits", "set", "tcpRetain=500ms"); code != 2 || !strings.Contains(errOut, "tcpRetain: must be at least 1s") {
 		t.Fatalf("limits set tcpRetain=500ms: exit %d, %q", code, errOut)
 	}
 	// Not allowed: the message names the target.

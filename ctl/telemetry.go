@@ -59,7 +59,14 @@ func setupTelemetryCreate(fs *flag.FlagSet) action {
 		if *kind != "command" && len(args) > 0 {
 			return usagef("telemetry create: only --kind command takes a command, got %q", args[0])
 		}
-		req := &ahpv1.CreateTelemetryRequest{Kind: *kind, Id: *id, Terminal: *terminal, Command: args, Policy: *policy}
+		term := *terminal
+		if term != "" {
+			var err error
+			if term, err = a.channelURI(ctx, term); err != nil {
+				return err
+			}
+		}
+		req := &ahpv1.CreateTelemetryRequest{Kind: *kind, Id: *id, Terminal: term, Command: args, Policy: *policy}
 		if *interval != 0 {
 			req.Interval = durationpb.New(*interval)
 		}

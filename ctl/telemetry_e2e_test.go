@@ -230,7 +230,7 @@ func TestE2ETelemetryPush(t *testing.T) {
 		t.Fatalf("channels list -o json = %+v (telemetry %+v)", list, list[0].Telemetry)
 	}
 	table := d.mustCtl("channels", "get", uri)
-	if !regexp.MustCompile(`(?m)^CHANNEL +SOURCE +POLICY +VIEWERS +SAMPLES +NEXT SEQ\n` + regexp.QuoteMeta(uri) + ` +push +drop-oldest +1 +` + fmt.Sprint(len(want)+3) + ` +\d+\n`).MatchString(table) {
+	if !regexp.MustCompile(`(?m)^channel: +` + regexp.QuoteMeta(uri) + `\n(.*\n)*source: +push\npolicy: +drop-oldest\nsamples: +` + fmt.Sprint(len(want)+3) + `\nnext seq: +\d+\nviewers: +1\n`).MatchString(table) {
 		t.Fatalf("channels get table:\n%s", table)
 	}
 }

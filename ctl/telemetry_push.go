@@ -73,7 +73,11 @@ func setupTelemetryPush(fs *flag.FlagSet) action {
 		if *linger < 0 {
 			return usagef("telemetry push: --linger must not be negative")
 		}
-		return a.push(ctx, args[0], pushOptions{batch: *batch, linger: *linger, quiet: *quiet})
+		uri, err := a.channelURI(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return a.push(ctx, uri, pushOptions{batch: *batch, linger: *linger, quiet: *quiet})
 	}
 }
 

@@ -44,6 +44,9 @@ type Options struct {
 	Header http.Header
 	// ClientName defaults to "ahpctl".
 	ClientName string
+	// ClientVersion is sent in initialize with ClientName (ahpctl passes
+	// its build version, ctl.Version); default "dev".
+	ClientVersion string
 	// ReadLimit bounds one inbound WebSocket message; default 32 MiB.
 	ReadLimit int64
 	// Deflate offers permessage-deflate.
@@ -99,6 +102,9 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 	if opts.ClientName == "" {
 		opts.ClientName = "ahpctl"
 	}
+	if opts.ClientVersion == "" {
+		opts.ClientVersion = "dev"
+	}
 	mode := websocket.CompressionDisabled
 	if opts.Deflate {
 		mode = websocket.CompressionContextTakeover
@@ -121,7 +127,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 	c.wg.Go(c.readLoop)
 	params := map[string]any{
 		"protocolVersion": "ahp/1",
-		"client":          map[string]string{"name": opts.ClientName, "version": "dev"},
+		"client":          map[string]string{"name": opts.ClientName, "version": opts.ClientVersion},
 		"capabilities":    map[string]any{"flowControl": true},
 	}
 	if opts.Token != "" {
