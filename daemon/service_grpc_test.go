@@ -835,3 +835,19 @@ func TestChannelExitAndDetails(t *testing.T) {
 		t.Fatalf("channels/list = %+v", list.Channels)
 	}
 }
+
+// TestControlRefusesUnknownKindsAndTypes: WatchEvents with an unknown
+// kind and ListChannels with an unknown type are refused at once (a
+// watcher of a kind that never comes would wait forever).
+func TestControlRefusesUnknownKindsAndTypes(t *testing.T) {
+	h := start(t, false, nil)
+	c := h.control()
+	ctx := ctxT(t)
+	_, err := c.channels.ListChannels(ctx, &ahpv1.ListChannelsRequest{Type: "foo"})
+	wantCode(t, err, codes.InvalidArgument, "type")
+	stream, err := ahpv1.NewDaemonServiceClient(c.cc).WatchEvents(ctx, &ahpv1.WatchEventsRequest{Kinds: []string{"channel.created", "bogus"}})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantCode(t, err, codes.InvalidArgument, "kinds[1]")
+}

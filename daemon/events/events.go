@@ -22,6 +22,10 @@ type Event struct {
 	Detail  string
 }
 
+// Kinds are the event kinds, in the order Event's doc lists them.
+var Kinds = []string{"channel.created", "channel.exited", "channel.closed",
+	"viewer.joined", "viewer.left", "viewer.stalled", "viewer.kicked", "limits.changed"}
+
 // Bus fans events out to watchers. Each watcher has a bounded queue; a
 // watcher that falls behind loses its oldest events and is told how many
 // with its next ones (Watch's lost count), so a slow watcher never blocks

@@ -208,6 +208,9 @@ func (g *grpcServer) WatchEvents(req *ahpv1.WatchEventsRequest, stream grpc.Serv
 // --- ChannelService
 
 func (g *grpcServer) ListChannels(ctx context.Context, req *ahpv1.ListChannelsRequest) (*ahpv1.ListChannelsResponse, error) {
+	if t := req.GetType(); t != "" && registry.Scheme(t) == "" {
+		return nil, grpcError(argErr("type", "unknown type %q (types: terminal, telemetry, tcp)", session.Truncate(t, 64)))
+	}
 	return &ahpv1.ListChannelsResponse{Channels: mapSlice(g.s.ListChannels(ctx, req.GetType()), toChannel)}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ahp-dev/ahpd/daemon/events"
@@ -146,6 +147,11 @@ const maxEventKinds = 32
 func (s *Service) WatchEvents(ctx context.Context, f EventFilter, send func(evs []events.Event, lost int) error) error {
 	if len(f.Kinds) > maxEventKinds {
 		return argErr("kinds", "at most %d kinds", maxEventKinds)
+	}
+	for i, k := range f.Kinds {
+		if !slices.Contains(events.Kinds, k) {
+			return argErr(fmt.Sprintf("kinds[%d]", i), "unknown kind %q (kinds: %s)", session.Truncate(k, 64), strings.Join(events.Kinds, ", "))
+		}
 	}
 	next, stop := s.Watch()
 	defer stop()
