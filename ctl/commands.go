@@ -52,7 +52,7 @@ func rootCommand() *command {
 				help:     "The secret is shown once. Tokens live in the daemon's memory only: a restart\nrevokes them. Without --channel the token reaches every channel.",
 				examples: []string{"ahpctl token create --channel ahp-terminal:/shell --role view --ttl 1h", "ahpctl token create --single-use --role control"}},
 			{name: "list", aliases: []string{"ls"}, summary: "List live tokens (never their secrets)", maxArgs: 0, setup: setupTokenList,
-				help:     "Oldest first. In the table a channel that does not exist now is marked\n(no such channel): a token may name a channel before it is created, and a\nreconnect token outlives its channel (the API cannot tell the two apart).",
+				help:     "Oldest first. A page's reconnect token whose channels are all gone is left\nout; in the table another token's channel that does not exist now is marked\n(no such channel): a token may name a channel before it is created.",
 				examples: []string{"ahpctl token list -o json"}},
 			{name: "revoke", aliases: []string{"rm"}, args: "ID", summary: "Revoke a token", minArgs: 1, maxArgs: 1, complete: "token", setup: setupTokenRevoke,
 				examples: []string{"ahpctl token revoke tok-3"}},
@@ -371,24 +371,29 @@ func setupTokenList(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		// Oldest first: ids are minted in order (tok-1, tok-2, …; the API
-		// has no creation time), so by their number, not as strings.
+		// Oldest first (the daemon lists in creation order; an older one
+		// by id): by the ids' number, which count up.
 		sortTokens(res.Tokens)
-		views := make([]tokenView, 0, len(res.Tokens))
-		for _, t := range res.Tokens {
-			views = append(views, toTokenView(t))
-		}
-		if structured(*o) {
-			return a.printAs(*o, views)
-		}
-		// Channels that do not exist (now) are marked: the API cannot tell
-		// a reconnect token from another, so none is hidden.
+		// A reconnect token (parent_id set: a page's, derived from a
+		// ticket) whose channels are all gone is of no use and is left
+		// out; any other token naming a missing channel is marked, since
+		// a token may name a channel before it is created.
 		open := map[string]bool{}
 		lres, lerr := c.channels.ListChannels(rctx, &ahpv1.ListChannelsRequest{})
 		if lerr == nil {
 			for _, ch := range lres.Channels {
 				open[ch.Uri] = true
 			}
+		}
+		views := make([]tokenView, 0, len(res.Tokens))
+		for _, t := range res.Tokens {
+			if lerr == nil && t.GetParentId() != "" && len(t.Channels) > 0 && !slices.ContainsFunc(t.Channels, func(ch string) bool { return open[ch] }) {
+				continue
+			}
+			views = append(views, toTokenView(t))
+		}
+		if structured(*o) {
+			return a.printAs(*o, views)
 		}
 		tw := a.table("ID", "ROLE", "CHANNELS", "EXPIRES", "SINGLE-USE")
 		for _, t := range views {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -123,12 +124,13 @@ func TestE2EShortNamesAndOutput(t *testing.T) {
 	var ch struct {
 		Channel     string `json:"channel"`
 		Rows        int    `json:"rows"`
+		Cwd         string `json:"cwd"`
 		Subscribers []struct {
 			Client string `json:"client"`
 			Role   string `json:"role"`
 		} `json:"subscribers"`
 	}
-	if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", "sh1", "-o", "json")), &ch); err != nil || ch.Channel != "ahp-terminal:/sh1" || ch.Rows != 30 || len(ch.Subscribers) != 0 {
+	if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", "sh1", "-o", "json")), &ch); err != nil || ch.Channel != "ahp-terminal:/sh1" || ch.Rows != 30 || !filepath.IsAbs(ch.Cwd) || len(ch.Subscribers) != 0 {
 		t.Fatalf("channels get sh1 -o json = %+v, %v", ch, err)
 	}
 	_, errOut, code := d.ctl("channels", "get", "dup")
@@ -154,7 +156,7 @@ func TestE2EShortNamesAndOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := d.mustCtl("channels", "get", "sh1")
-	if !regexp.MustCompile(`(?m)^size: +91x31`).MatchString(table) || !regexp.MustCompile(`(?m)^command: +/bin/sh\ncreated: +\d{4}-`).MatchString(table) || !regexp.MustCompile(`(?m)^c\d+ +get-viewer +view `).MatchString(table) {
+	if !regexp.MustCompile(`(?m)^size: +91x31`).MatchString(table) || !regexp.MustCompile(`(?m)^command: +/bin/sh\ncwd: +/\S*\ncreated: +\d{4}-`).MatchString(table) || !regexp.MustCompile(`(?m)^c\d+ +get-viewer +view `).MatchString(table) {
 		t.Fatalf("channels get sh1:\n%s", table)
 	}
 
@@ -245,5 +247,27 @@ func TestE2EShortNamesAndOutput(t *testing.T) {
 			t.Fatalf("token list order: %+v", tokens)
 		}
 		last = n
+	}
+
+	// A page's reconnect token (from a ticket of a terminal) is listed
+	// while its terminal exists and left out once it is gone.
+	d.mustCtl("terminal", "create", "--id", "gone", "--", "/bin/sh")
+	link := d.mustCtl("open", "gone")
+	tm := regexp.MustCompile(`#ticket=([A-Za-z0-9_-]+)`).FindStringSubmatch(link)
+	if tm == nil {
+		t.Fatalf("open gone: %s", link)
+	}
+	c4, init, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: tm[1]})
+	if err != nil || init.ReconnectToken == "" {
+		t.Fatalf("ticket: %v, reconnect token %q", err, init.ReconnectToken)
+	}
+	c4.Close()
+	count := func() int { return strings.Count(d.mustCtl("token", "list"), "ahp-terminal:/gone") }
+	if n := count(); n != 1 {
+		t.Fatalf("token list shows %d tokens of ahp-terminal:/gone, want the reconnect token", n)
+	}
+	d.mustCtl("channels", "close", "gone")
+	if n := count(); n != 0 {
+		t.Fatalf("token list shows %d tokens of the closed ahp-terminal:/gone, want none:\n%s", n, d.mustCtl("token", "list"))
 	}
 }

@@ -47,6 +47,8 @@ type channelView struct {
 	Created *time.Time `json:"created,omitempty"`
 	// Command is a terminal's program and arguments.
 	Command []string `json:"command,omitempty"`
+	// Cwd is the directory a terminal's program started in.
+	Cwd string `json:"cwd,omitempty"`
 	// Exit is how a terminal's process ended; unset while it runs.
 	Exit *channelExitView `json:"exit,omitempty"`
 	// TCP is set for TCP channels.
@@ -92,7 +94,7 @@ type tcpChannelView struct {
 }
 
 func toChannelView(c *ahpv1.Channel) channelView {
-	v := channelView{Channel: c.Uri, ID: c.Id, Type: c.Type, Title: c.Title, State: c.State, Viewers: c.Viewers, Rows: c.Rows, Cols: c.Cols, Pid: c.Pid, Command: c.Command}
+	v := channelView{Channel: c.Uri, ID: c.Id, Type: c.Type, Title: c.Title, State: c.State, Viewers: c.Viewers, Rows: c.Rows, Cols: c.Cols, Pid: c.Pid, Command: c.Command, Cwd: c.Cwd}
 	if c.CreateTime != nil {
 		t := c.CreateTime.AsTime()
 		v.Created = &t
@@ -183,6 +185,9 @@ func (a *app) printChannelDetail(v channelDetailView) error {
 	}
 	if len(v.Command) > 0 {
 		row("command", strings.Join(v.Command, " "))
+	}
+	if v.Cwd != "" {
+		row("cwd", v.Cwd)
 	}
 	if v.Created != nil {
 		row("created", v.Created.Local().Format(time.DateTime)+" ("+v.age()+" ago)")

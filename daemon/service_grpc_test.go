@@ -797,7 +797,8 @@ func TestChannelExitAndDetails(t *testing.T) {
 	c := h.control()
 	ctx := ctxT(t)
 	before := time.Now()
-	if _, err := c.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "three", Command: "/bin/sh", Args: []string{"-c", "exit 3"}}); err != nil {
+	dir := t.TempDir()
+	if _, err := c.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "three", Command: "/bin/sh", Args: []string{"-c", "exit 3"}, Cwd: dir}); err != nil {
 		t.Fatal(err)
 	}
 	var ch *ahpv1.Channel
@@ -814,8 +815,8 @@ func TestChannelExitAndDetails(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if ch.Exit == nil || ch.Exit.Code != 3 || ch.Exit.Signal != "" || !slices.Equal(ch.Command, []string{"/bin/sh", "-c", "exit 3"}) {
-		t.Fatalf("GetChannel = exit %v, command %q", ch.Exit, ch.Command)
+	if ch.Exit == nil || ch.Exit.Code != 3 || ch.Exit.Signal != "" || !slices.Equal(ch.Command, []string{"/bin/sh", "-c", "exit 3"}) || ch.Cwd != dir {
+		t.Fatalf("GetChannel = exit %v, command %q, cwd %q (want %s)", ch.Exit, ch.Command, ch.Cwd, dir)
 	}
 	if ct := ch.CreateTime.AsTime(); ct.Before(before.Add(-time.Second)) || ct.After(time.Now()) {
 		t.Fatalf("create_time %v, want about %v", ct, before)
@@ -850,4 +851,49 @@ func TestControlRefusesUnknownKindsAndTypes(t *testing.T) {
 		_, err = stream.Recv()
 	}
 	wantCode(t, err, codes.InvalidArgument, "kinds[1]")
+}
+
+// TestControlTokenListOrderAndParent: ListTokens lists in creation order
+// (tok-9 before tok-10) with each token's creation time, and a page's
+// reconnect token names the ticket it came from.
+func TestControlTokenListOrderAndParent(t *testing.T) {
+	h := start(t, false, nil)
+	c := h.control()
+	ctx := ctxT(t)
+	var ticket string
+	for i := range 11 {
+		r, err := c.tokens.CreateToken(ctx, &ahpv1.CreateTokenRequest{SingleUse: i == 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			ticket = r.Token.Id
+			conn, _, err := client.Dial(ctx, h.url, client.Options{Token: r.Secret})
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.Close()
+		}
+	}
+	l, err := c.tokens.ListTokens(ctx, &ahpv1.ListTokensRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	var parent string
+	for i, tok := range l.Tokens {
+		ids = append(ids, tok.Id)
+		if tok.CreateTime == nil || i > 0 && tok.CreateTime.AsTime().Before(l.Tokens[i-1].CreateTime.AsTime()) {
+			t.Fatalf("token %s: create_time %v out of order", tok.Id, tok.CreateTime)
+		}
+		if tok.ParentId != "" {
+			parent = tok.ParentId
+		}
+	}
+	if i9, i10 := slices.Index(ids, "tok-9"), slices.Index(ids, "tok-10"); i9 < 0 || i10 < 0 || i9 > i10 {
+		t.Fatalf("ListTokens ids %v, want tok-9 before tok-10", ids)
+	}
+	if parent != ticket {
+		t.Fatalf("the reconnect token's parent_id = %q, want the ticket %s", parent, ticket)
+	}
 }

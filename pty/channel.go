@@ -42,6 +42,10 @@ func (t *Terminal) Describe() flow.Description {
 // arguments).
 func (t *Terminal) Command() []string { return append([]string(nil), t.cfg.Command...) }
 
+// Dir is the directory the terminal's program started in (Config.Dir, or
+// the daemon's working directory then).
+func (t *Terminal) Dir() string { return t.dir }
+
 // Title is the window title the program set last (OSC 0 or 2), as the
 // emulator has applied it (it may lag the output by its lazy timer), or
 // "" for none.

@@ -145,6 +145,7 @@ type Terminal struct {
 	inBroken   bool
 	writing    bool // the writer goroutine is writing an item it popped (guarded by mu)
 
+	dir string // Dir
 	// title is the emulator's window title (OSC 0/2) as of its latest
 	// batch, for Title without emuMu.
 	title atomic.Pointer[string]
@@ -181,6 +182,10 @@ func Start(cfg Config) (*Terminal, error) {
 		path = p
 	}
 	cmd := &exec.Cmd{Path: path, Args: append([]string(nil), cfg.Command...), Dir: cfg.Dir}
+	dir := cfg.Dir
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
 	if login {
 		cmd.Args[0] = "-" + filepath.Base(path)
 	}
@@ -209,6 +214,7 @@ func Start(cfg Config) (*Terminal, error) {
 		return nil, fmt.Errorf("pty: start %q: %w", cfg.Command[0], err)
 	}
 	t := &Terminal{
+		dir:        dir,
 		cfg:        cfg,
 		log:        cfg.Logger,
 		cmd:        cmd,

@@ -8,6 +8,7 @@
 package auth
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -78,9 +79,10 @@ func (g Grant) Allows(channel string) bool {
 
 // TokenInfo describes a minted token without its secret.
 type TokenInfo struct {
-	ID    string
-	Grant Grant
-	Used  bool
+	ID      string
+	Grant   Grant
+	Used    bool
+	Created time.Time
 }
 
 // Errors of authentication. They never carry the credential.
@@ -370,9 +372,15 @@ func (t *Tokens) List() []TokenInfo {
 		if g.Idle > 0 && e.conns > 0 {
 			g.Expires = t.now().Add(g.Idle) // renewed while connected
 		}
-		out = append(out, TokenInfo{ID: e.id, Grant: g, Used: e.used})
+		out = append(out, TokenInfo{ID: e.id, Grant: g, Used: e.used, Created: e.created})
 	}
-	slices.SortFunc(out, func(a, b TokenInfo) int { return strings.Compare(a.ID, b.ID) })
+	// In creation order (ids count up, but "tok-10" sorts before "tok-9").
+	slices.SortFunc(out, func(a, b TokenInfo) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return cmp.Compare(len(a.ID), len(b.ID))*2 + strings.Compare(a.ID, b.ID)
+	})
 	return out
 }
 

@@ -512,7 +512,7 @@ func (g *grpcServer) info() *ahpv1.GetInfoResponse {
 func toChannel(d ChannelDetail) *ahpv1.Channel {
 	p := &ahpv1.Channel{
 		Uri: d.Channel, Id: d.ID, Type: d.Type, Title: d.Title, State: d.State, Viewers: d.Viewers,
-		Rows: int32(d.Rows), Cols: int32(d.Cols), Pid: int64(d.Pid), CreateTime: timestamppb.New(d.Created), Command: d.Command,
+		Rows: int32(d.Rows), Cols: int32(d.Cols), Pid: int64(d.Pid), CreateTime: timestamppb.New(d.Created), Command: d.Command, Cwd: d.Cwd,
 	}
 	if e := d.Exit; e != nil {
 		p.Exit = &ahpv1.ChannelExit{Signal: e.Signal}
@@ -549,7 +549,10 @@ func fromRole(r ahpv1.Role, def auth.Role) auth.Role {
 }
 
 func toToken(t auth.TokenInfo) *ahpv1.Token {
-	p := &ahpv1.Token{Id: t.ID, Channels: t.Grant.Channels, Role: toRole(t.Grant.Role), SingleUse: t.Grant.SingleUse}
+	p := &ahpv1.Token{Id: t.ID, Channels: t.Grant.Channels, Role: toRole(t.Grant.Role), SingleUse: t.Grant.SingleUse, ParentId: t.Grant.Parent}
+	if !t.Created.IsZero() {
+		p.CreateTime = timestamppb.New(t.Created)
+	}
 	if !t.Grant.Expires.IsZero() {
 		p.ExpireTime = timestamppb.New(t.Grant.Expires)
 	}

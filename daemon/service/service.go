@@ -73,6 +73,7 @@ type ChannelDetail struct {
 	ID         string
 	Created    time.Time
 	Command    []string  // a terminal's program and arguments
+	Cwd        string    // the directory it started in
 	Rows, Cols int       // 0 if unknown
 	Pid        int       // 0 if unknown
 	TCP        *tcp.Info // a TCP channel's figures; nil for other kinds
@@ -105,6 +106,9 @@ func channelDetail(c *registry.Channel) ChannelDetail {
 	d := ChannelDetail{ChannelInfo: c.Info(), ID: c.ID, Created: c.Created}
 	if t, ok := c.Impl().(interface{ Command() []string }); ok {
 		d.Command = t.Command()
+	}
+	if t, ok := c.Impl().(interface{ Dir() string }); ok {
+		d.Cwd = t.Dir()
 	}
 	if s, ok := c.Impl().(terminalSizer); ok {
 		d.Rows, d.Cols = s.Size()

@@ -52,7 +52,7 @@ func (s *Service) CreateToken(ctx context.Context, r TokenRequest) (secret strin
 	return secret, auth.TokenInfo{ID: id, Grant: g}, nil
 }
 
-// ListTokens lists the live tokens, without secrets, ordered by id.
+// ListTokens lists the live tokens, without secrets, in creation order.
 func (s *Service) ListTokens(ctx context.Context) []auth.TokenInfo { return s.tokens.List() }
 
 // RevokeToken removes the token with id and the tokens derived from it

@@ -56,7 +56,10 @@ type Channel struct {
 	// command is a terminal's program and arguments; empty for other types.
 	Command []string `protobuf:"bytes,13,rep,name=command,proto3" json:"command,omitempty"`
 	// exit is how a terminal's process ended; unset while it runs.
-	Exit          *ChannelExit `protobuf:"bytes,14,opt,name=exit,proto3" json:"exit,omitempty"`
+	Exit *ChannelExit `protobuf:"bytes,14,opt,name=exit,proto3" json:"exit,omitempty"`
+	// cwd is the directory a terminal's program started in; empty for
+	// other types.
+	Cwd           string `protobuf:"bytes,15,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -187,6 +190,13 @@ func (x *Channel) GetExit() *ChannelExit {
 		return x.Exit
 	}
 	return nil
+}
+
+func (x *Channel) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
 }
 
 // ChannelExit is how a channel's process ended.
@@ -734,7 +744,7 @@ var File_ahp_v1_channels_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_channels_proto_rawDesc = "" +
 	"\n" +
-	"\x15ahp/v1/channels.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x03\n" +
+	"\x15ahp/v1/channels.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaf\x03\n" +
 	"\aChannel\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
@@ -751,7 +761,8 @@ const file_ahp_v1_channels_proto_rawDesc = "" +
 	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12\x18\n" +
 	"\acommand\x18\r \x03(\tR\acommand\x12'\n" +
-	"\x04exit\x18\x0e \x01(\v2\x13.ahp.v1.ChannelExitR\x04exit\"9\n" +
+	"\x04exit\x18\x0e \x01(\v2\x13.ahp.v1.ChannelExitR\x04exit\x12\x10\n" +
+	"\x03cwd\x18\x0f \x01(\tR\x03cwd\"9\n" +
 	"\vChannelExit\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\"\x88\x01\n" +

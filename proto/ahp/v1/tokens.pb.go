@@ -224,7 +224,12 @@ type Token struct {
 	// expire_time is when it stops working; unset means never.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// single_use marks a ticket.
-	SingleUse     bool `protobuf:"varint,5,opt,name=single_use,json=singleUse,proto3" json:"single_use,omitempty"`
+	SingleUse bool `protobuf:"varint,5,opt,name=single_use,json=singleUse,proto3" json:"single_use,omitempty"`
+	// create_time is when it was minted; ListTokens lists in this order.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// parent_id is, for a reconnect token (what a page gets for a ticket),
+	// the id of the ticket or token it was derived from; empty otherwise.
+	ParentId      string `protobuf:"bytes,7,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -294,6 +299,20 @@ func (x *Token) GetSingleUse() bool {
 	return false
 }
 
+func (x *Token) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Token) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
 // ListTokensRequest has no parameters.
 type ListTokensRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -334,7 +353,7 @@ func (*ListTokensRequest) Descriptor() ([]byte, []int) {
 // ListTokensResponse lists the live tokens.
 type ListTokensResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// tokens, ordered by id.
+	// tokens, in creation order.
 	Tokens        []*Token `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -616,7 +635,7 @@ const file_ahp_v1_tokens_proto_rawDesc = "" +
 	"single_use\x18\x04 \x01(\bR\tsingleUse\"R\n" +
 	"\x13CreateTokenResponse\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x12#\n" +
-	"\x05token\x18\x02 \x01(\v2\r.ahp.v1.TokenR\x05token\"\xb1\x01\n" +
+	"\x05token\x18\x02 \x01(\v2\r.ahp.v1.TokenR\x05token\"\x8b\x02\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bchannels\x18\x02 \x03(\tR\bchannels\x12 \n" +
@@ -624,7 +643,10 @@ const file_ahp_v1_tokens_proto_rawDesc = "" +
 	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x1d\n" +
 	"\n" +
-	"single_use\x18\x05 \x01(\bR\tsingleUse\"\x13\n" +
+	"single_use\x18\x05 \x01(\bR\tsingleUse\x12;\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12\x1b\n" +
+	"\tparent_id\x18\a \x01(\tR\bparentId\"\x13\n" +
 	"\x11ListTokensRequest\";\n" +
 	"\x12ListTokensResponse\x12%\n" +
 	"\x06tokens\x18\x01 \x03(\v2\r.ahp.v1.TokenR\x06tokens\"$\n" +
@@ -686,23 +708,24 @@ var file_ahp_v1_tokens_proto_depIdxs = []int32{
 	3,  // 2: ahp.v1.CreateTokenResponse.token:type_name -> ahp.v1.Token
 	0,  // 3: ahp.v1.Token.role:type_name -> ahp.v1.Role
 	11, // 4: ahp.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
-	3,  // 5: ahp.v1.ListTokensResponse.tokens:type_name -> ahp.v1.Token
-	0,  // 6: ahp.v1.CreateBrowserLinkRequest.role:type_name -> ahp.v1.Role
-	10, // 7: ahp.v1.CreateBrowserLinkRequest.ttl:type_name -> google.protobuf.Duration
-	11, // 8: ahp.v1.CreateBrowserLinkResponse.expire_time:type_name -> google.protobuf.Timestamp
-	1,  // 9: ahp.v1.TokenService.CreateToken:input_type -> ahp.v1.CreateTokenRequest
-	4,  // 10: ahp.v1.TokenService.ListTokens:input_type -> ahp.v1.ListTokensRequest
-	6,  // 11: ahp.v1.TokenService.RevokeToken:input_type -> ahp.v1.RevokeTokenRequest
-	8,  // 12: ahp.v1.TokenService.CreateBrowserLink:input_type -> ahp.v1.CreateBrowserLinkRequest
-	2,  // 13: ahp.v1.TokenService.CreateToken:output_type -> ahp.v1.CreateTokenResponse
-	5,  // 14: ahp.v1.TokenService.ListTokens:output_type -> ahp.v1.ListTokensResponse
-	7,  // 15: ahp.v1.TokenService.RevokeToken:output_type -> ahp.v1.RevokeTokenResponse
-	9,  // 16: ahp.v1.TokenService.CreateBrowserLink:output_type -> ahp.v1.CreateBrowserLinkResponse
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	11, // 5: ahp.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	3,  // 6: ahp.v1.ListTokensResponse.tokens:type_name -> ahp.v1.Token
+	0,  // 7: ahp.v1.CreateBrowserLinkRequest.role:type_name -> ahp.v1.Role
+	10, // 8: ahp.v1.CreateBrowserLinkRequest.ttl:type_name -> google.protobuf.Duration
+	11, // 9: ahp.v1.CreateBrowserLinkResponse.expire_time:type_name -> google.protobuf.Timestamp
+	1,  // 10: ahp.v1.TokenService.CreateToken:input_type -> ahp.v1.CreateTokenRequest
+	4,  // 11: ahp.v1.TokenService.ListTokens:input_type -> ahp.v1.ListTokensRequest
+	6,  // 12: ahp.v1.TokenService.RevokeToken:input_type -> ahp.v1.RevokeTokenRequest
+	8,  // 13: ahp.v1.TokenService.CreateBrowserLink:input_type -> ahp.v1.CreateBrowserLinkRequest
+	2,  // 14: ahp.v1.TokenService.CreateToken:output_type -> ahp.v1.CreateTokenResponse
+	5,  // 15: ahp.v1.TokenService.ListTokens:output_type -> ahp.v1.ListTokensResponse
+	7,  // 16: ahp.v1.TokenService.RevokeToken:output_type -> ahp.v1.RevokeTokenResponse
+	9,  // 17: ahp.v1.TokenService.CreateBrowserLink:output_type -> ahp.v1.CreateBrowserLinkResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_tokens_proto_init() }
