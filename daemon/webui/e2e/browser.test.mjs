@@ -20,7 +20,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, run, STEP_MS, waitFor, within } from './common.mjs';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, waitFor, within } from './common.mjs';
 
 
 const ARTIFACTS = ['terminal.png', 'view-only.png', 'terminal-after-reload.png', 'after-shutdown.png',
@@ -97,17 +97,7 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
     res(daemonExit);
   }));
   daemon.stdout.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
-  daemon.stderr.setEncoding('utf8');
-  const url = await within(STEP_MS, 'the daemon to print its URL', new Promise((res, rej) => {
-    let buf = '';
-    daemon.stderr.on('data', (s) => {
-      daemonOut.push(s);
-      buf += s;
-      const m = /Open (http:\/\/127\.0\.0\.1:\d+\/#ticket=[^\s&]+&channel=\S+)/.exec(buf);
-      if (m) res(m[1]);
-    });
-    exited.then((e) => rej(new Error(`daemon exited (${e.code ?? e.signal}) before printing a URL:\n${buf}`)));
-  }));
+  const url = await printedLink(daemon, daemonOut, exited);
   const base = new URL(url).origin;
   note(`daemon at ${base}`);
   // The daemon percent-encodes the channel (ahp-terminal%3A%2Fshell).
@@ -346,6 +336,13 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
     await typeLine(page2, 'echo in-new-terminal');
     await waitScreen(page2, 'output in the new terminal', (lines) => lines.includes('in-new-terminal'));
     await page2.screenshot({ path: join(ARTIFACTS_DIR, 'new-terminal.png') });
+    // The status line's close asks again, then closes the running terminal.
+    const created = await page2.evaluate(() => window.ahpTest.state().channel);
+    await page2.getByTestId('close-channel').click();
+    assert.match(await page2.getByTestId('close-channel').textContent(), /click again/);
+    await page2.getByTestId('close-channel').click();
+    await waitFor(page2, 'the closed terminal to leave the list',
+      (ch) => !document.querySelector(`[data-testid=channel-item][data-channel="${ch}"]`), created);
   }
   await page2.close();
 

@@ -59,3 +59,22 @@ export function run(bin, args, env) {
     });
   });
 }
+
+/**
+ * printedLink resolves with the browser link a daemon started with
+ * --print-link writes on stderr (everything it writes goes to out too);
+ * it rejects if exited (a promise of {code, signal}) settles first.
+ */
+export function printedLink(daemon, out, exited) {
+  daemon.stderr.setEncoding('utf8');
+  return within(STEP_MS, 'the daemon to print its URL', new Promise((res, rej) => {
+    let buf = '';
+    daemon.stderr.on('data', (s) => {
+      out.push(s);
+      buf += s;
+      const m = /Open (http:\/\/127\.0\.0\.1:\d+\/#ticket=[^\s&]+&channel=\S+)/.exec(buf);
+      if (m) res(m[1]);
+    });
+    exited.then((e) => rej(new Error(`daemon exited (${e.code ?? e.signal}) before printing a URL:\n${buf}`)));
+  }));
+}

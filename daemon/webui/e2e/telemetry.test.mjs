@@ -25,7 +25,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, run, STEP_MS, waitFor, within } from './common.mjs';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, waitFor } from './common.mjs';
 
 const SOAK_S = Number(process.env.TELEMETRY_SOAK_SECONDS || 20);
 const HEAP_BOUND = Number(process.env.TELEMETRY_HEAP_BOUND_MIB || 4) * 1024 * 1024;
@@ -104,17 +104,8 @@ test('browser: telemetry charts, gaps for dropped ranges, flat heap; process spa
     env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, SHELL: '/bin/sh', LANG: 'C.UTF-8', TZ: 'UTC' },
   });
   daemon.stdout.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
-  daemon.stderr.setEncoding('utf8');
-  const url = await within(STEP_MS, 'the daemon to print its URL', new Promise((res, rej) => {
-    let buf = '';
-    daemon.stderr.on('data', (s) => {
-      daemonOut.push(s);
-      buf += s;
-      const m = /Open (http:\/\/127\.0\.0\.1:\d+\/#ticket=[^\s&]+&channel=\S+)/.exec(buf);
-      if (m) res(m[1]);
-    });
-    daemon.on('exit', (code, signal) => rej(new Error(`daemon exited (${code ?? signal}) before printing a URL:\n${buf}`)));
-  }));
+  const exited = new Promise((res) => daemon.on('exit', (code, signal) => res({ code, signal })));
+  const url = await printedLink(daemon, daemonOut, exited);
   note(`daemon at ${new URL(url).origin}`);
   const ctl = (...args) => run(AHPCTL_BIN, args, { AHP_CONTROL: controlSock });
   const procUri = (await ctl('telemetry', 'create', '--kind', 'process', '--terminal', TERMINAL,

@@ -38,6 +38,7 @@ const el = {
   toast: $('toast'),
   clipped: $('status-clipped'),
   theme: $('theme-toggle'),
+  closeChannel: $('close-channel'),
   sidebarToggle: $('sidebar-toggle'),
   newTerminal: $('new-terminal'),
 };
@@ -196,6 +197,29 @@ async function newTerminal() {
   }
 }
 el.newTerminal.addEventListener('click', newTerminal);
+
+// The status line's close asks once more before it hangs up a program.
+let closeArmed = null; // {channel, timer} after the first click
+el.closeChannel.addEventListener('mousedown', (ev) => ev.preventDefault());
+el.closeChannel.addEventListener('click', () => {
+  const channel = ui.channel;
+  if (closeArmed?.channel === channel) {
+    clearTimeout(closeArmed.timer);
+    closeArmed = null;
+    el.closeChannel.textContent = 'close';
+    manage(channel, 'close');
+    return;
+  }
+  if (closeArmed) clearTimeout(closeArmed.timer);
+  el.closeChannel.textContent = `close ${channel}? click again`;
+  closeArmed = {
+    channel,
+    timer: setTimeout(() => {
+      closeArmed = null;
+      el.closeChannel.textContent = 'close';
+    }, 3000),
+  };
+});
 el.newTerminal.addEventListener('mousedown', (ev) => ev.preventDefault());
 
 // setChannelState updates one channel's state in the list before the next poll.
@@ -511,6 +535,8 @@ function render() {
   el.channel.textContent = ui.channel ? ui.channel + (ui.exit ? ' — exited' : ui.subscriptionId && !ui.ready ? ' — loading' : '') : '';
   el.channel.title = currentTitle() || '';
   el.role.textContent = ui.role ? `role ${ui.role}` : '';
+  // Closing needs role control over the channel (this link's role).
+  el.closeChannel.hidden = !(ui.role === 'control' && currentSession && ui.channel && ui.connection === 'connected');
   el.viewOnly.hidden = ui.role !== 'view';
   el.size.textContent = ui.rows && ui.view === terminalKind ? `${ui.rows}×${ui.cols}` : '';
   el.latency.textContent = ui.latencyMs != null ? `${ui.latencyMs} ms` : '';
