@@ -211,6 +211,7 @@ type channelJSON struct {
 type viewerJSON struct {
 	ID            string `json:"id"`
 	Client        string `json:"client"`
+	ClientVersion string `json:"clientVersion"`
 	Role          string `json:"role"`
 	TokenID       string `json:"tokenId"`
 	TokenParentID string `json:"tokenParentId"`
@@ -541,6 +542,9 @@ watching:
 		for _, v := range viewers {
 			if v.Client == "ahpctl attach" && len(v.Subscriptions) == 1 && v.Subscriptions[0].Channel == "ahp-terminal:/sh" && v.Role == "control" {
 				attachID = v.ID
+				if v.ClientVersion == "" {
+					t.Fatalf("attach viewer %+v: no client version (initialize sends ahpctl's)", v)
+				}
 				// The ticket's connection holds the reconnect token derived from it.
 				if !strings.HasPrefix(v.TokenID, "tok-") || !strings.HasPrefix(v.TokenParentID, "tok-") || v.TokenID == v.TokenParentID {
 					t.Fatalf("attach viewer's token = %q from %q, want a reconnect token id and its ticket's", v.TokenID, v.TokenParentID)

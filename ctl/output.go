@@ -316,6 +316,7 @@ type viewerView struct {
 	ID                   string             `json:"id"`
 	Remote               string             `json:"remoteAddress"`
 	Client               string             `json:"client"`
+	ClientVersion        string             `json:"clientVersion,omitempty"`
 	Role                 string             `json:"role"`
 	Token                string             `json:"tokenId,omitempty"`
 	TokenParent          string             `json:"tokenParentId,omitempty"`
@@ -332,7 +333,7 @@ type viewerView struct {
 
 func toViewerView(v *ahpv1.Viewer) viewerView {
 	out := viewerView{
-		ID: v.Id, Remote: v.RemoteAddress, Client: v.Client, Role: roleName(v.Role), Opened: v.OpenTime.AsTime(), Initialized: v.Initialized,
+		ID: v.Id, Remote: v.RemoteAddress, Client: v.Client, ClientVersion: v.ClientVersion, Role: roleName(v.Role), Opened: v.OpenTime.AsTime(), Initialized: v.Initialized,
 		FramesIn: v.FramesIn, BytesIn: v.BytesIn, MessagesOut: v.MessagesOut, BytesOut: v.BytesOut, Resets: v.Resets,
 		DroppedNotifications: v.DroppedNotifications, Subscriptions: []subscriptionView{},
 		Token: v.TokenId, TokenParent: v.TokenParentId,
@@ -509,7 +510,11 @@ func (a *app) printViewers(views []viewerView) error {
 		case v.TokenParent != "":
 			token += " (from " + v.TokenParent + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", v.ID, dash(v.Client), v.Role, token, v.Remote,
+		client := dash(v.Client)
+		if v.ClientVersion != "" {
+			client += " " + v.ClientVersion
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", v.ID, client, v.Role, token, v.Remote,
 			time.Since(v.Opened).Round(time.Second), len(v.Subscriptions), v.BytesOut, v.BytesIn, v.Resets)
 	}
 	if err := tw.Flush(); err != nil {

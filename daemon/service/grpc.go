@@ -616,7 +616,7 @@ func fromLimitsRequest(req *ahpv1.SetLimitsRequest) ([]string, config.Limits, er
 
 func toViewer(v session.ViewerInfo) *ahpv1.Viewer {
 	p := &ahpv1.Viewer{
-		Id: v.ID, RemoteAddress: v.Remote, Client: v.Client, OpenTime: timestamppb.New(v.Opened), Initialized: v.Initialized,
+		Id: v.ID, RemoteAddress: v.Remote, Client: v.Client, ClientVersion: v.ClientVersion, OpenTime: timestamppb.New(v.Opened), Initialized: v.Initialized,
 		FramesIn: v.FramesIn, BytesIn: v.BytesIn, MessagesOut: v.FramesOut, BytesOut: v.BytesOut,
 		Resets: v.Resets, DroppedNotifications: v.Dropped, TokenId: v.Token, TokenParentId: v.TokenParent,
 	}

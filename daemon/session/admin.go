@@ -31,6 +31,7 @@ type ViewerInfo struct {
 	ID            string
 	Remote        string
 	Client        string
+	ClientVersion string
 	Role          string
 	Token         string // the id of the token it authenticated with ("" for the admin token)
 	TokenParent   string // for a reconnect token: the ticket it was derived from
@@ -69,7 +70,7 @@ func (c *conn) inspect(ctx context.Context) (ViewerInfo, bool) {
 // info builds ViewerInfo; run loop only.
 func (c *conn) info() ViewerInfo {
 	v := ViewerInfo{
-		ID: c.id, Remote: c.remote, Client: c.clientName, Role: c.grant.Role.String(), Opened: c.opened,
+		ID: c.id, Remote: c.remote, Client: c.clientName, ClientVersion: c.clientVersion, Role: c.grant.Role.String(), Opened: c.opened,
 		Initialized: c.initialized, Token: c.grant.ID, TokenParent: c.grant.Parent,
 		FramesIn: c.stats.framesIn.Load(), FramesOut: c.stats.framesOut.Load(),
 		BytesIn: c.stats.bytesIn.Load(), BytesOut: c.stats.bytesOut.Load(),

@@ -121,23 +121,24 @@ type conn struct {
 	changedHeld bool        // run's: a change waits for changedTmr
 
 	// Owned by run.
-	limits      config.Limits
-	sender      *flow.Sender
-	subs        map[string]*subscription
-	pending     map[string]*subscription // subscribes waiting for Ready
-	nextSub     int
-	grant       auth.Grant
-	attached    bool // grant is counted by auth.Tokens.Attach; Detach at close
-	initialized bool
-	clientName  string
-	partial     int64 // bytes of incomplete client→host messages, all subscriptions
-	fatal       error // set where a return value cannot carry it; run closes with it
-	lastWrite   time.Time
-	lastAlive   time.Time
-	check       *time.Timer         // the next checkTimers; see checkBy
-	checkAt     time.Time           // when check fires
-	free        [maxFreeBufs][]byte // frame buffers to reuse, largest first (see getBuf)
-	frame       flow.Frame
+	limits        config.Limits
+	sender        *flow.Sender
+	subs          map[string]*subscription
+	pending       map[string]*subscription // subscribes waiting for Ready
+	nextSub       int
+	grant         auth.Grant
+	attached      bool // grant is counted by auth.Tokens.Attach; Detach at close
+	initialized   bool
+	clientName    string
+	clientVersion string
+	partial       int64 // bytes of incomplete client→host messages, all subscriptions
+	fatal         error // set where a return value cannot carry it; run closes with it
+	lastWrite     time.Time
+	lastAlive     time.Time
+	check         *time.Timer         // the next checkTimers; see checkBy
+	checkAt       time.Time           // when check fires
+	free          [maxFreeBufs][]byte // frame buffers to reuse, largest first (see getBuf)
+	frame         flow.Frame
 
 	inbox       chan inbound         // reader → run
 	inBytes     atomic.Int64         // bytes waiting in inbox (+1 KiB each)

@@ -121,6 +121,7 @@ func (c *conn) initialize(req *request) error {
 	}
 	c.clientName = Truncate(p.Client.Name, 128)
 	p.Client.Version = Truncate(p.Client.Version, 128)
+	c.clientVersion = p.Client.Version
 	c.srv.events.Publish(events.Event{Kind: "viewer.joined", Viewer: c.id, Detail: c.clientName})
 	c.log.Info("viewer initialized", "conn", c.id, "client", c.clientName, "clientVersion", p.Client.Version, "role", grant.Role.String())
 	return c.respond(req, r, nil)

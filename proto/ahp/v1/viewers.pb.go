@@ -61,6 +61,8 @@ type Viewer struct {
 	// token_parent_id is, for a reconnect token, the ticket it was derived
 	// from (revoking the ticket revokes it too).
 	TokenParentId string `protobuf:"bytes,15,opt,name=token_parent_id,json=tokenParentId,proto3" json:"token_parent_id,omitempty"`
+	// client_version is the client version it gave in initialize.
+	ClientVersion string `protobuf:"bytes,16,opt,name=client_version,json=clientVersion,proto3" json:"client_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -196,6 +198,13 @@ func (x *Viewer) GetTokenId() string {
 func (x *Viewer) GetTokenParentId() string {
 	if x != nil {
 		return x.TokenParentId
+	}
+	return ""
+}
+
+func (x *Viewer) GetClientVersion() string {
+	if x != nil {
+		return x.ClientVersion
 	}
 	return ""
 }
@@ -510,7 +519,7 @@ var File_ahp_v1_viewers_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_viewers_proto_rawDesc = "" +
 	"\n" +
-	"\x14ahp/v1/viewers.proto\x12\x06ahp.v1\x1a\x13ahp/v1/tokens.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x98\x04\n" +
+	"\x14ahp/v1/viewers.proto\x12\x06ahp.v1\x1a\x13ahp/v1/tokens.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x04\n" +
 	"\x06Viewer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
 	"\x0eremote_address\x18\x02 \x01(\tR\rremoteAddress\x12\x16\n" +
@@ -527,7 +536,8 @@ const file_ahp_v1_viewers_proto_rawDesc = "" +
 	"\x15dropped_notifications\x18\f \x01(\x03R\x14droppedNotifications\x12:\n" +
 	"\rsubscriptions\x18\r \x03(\v2\x14.ahp.v1.SubscriptionR\rsubscriptions\x12\x19\n" +
 	"\btoken_id\x18\x0e \x01(\tR\atokenId\x12&\n" +
-	"\x0ftoken_parent_id\x18\x0f \x01(\tR\rtokenParentId\"\xce\x02\n" +
+	"\x0ftoken_parent_id\x18\x0f \x01(\tR\rtokenParentId\x12%\n" +
+	"\x0eclient_version\x18\x10 \x01(\tR\rclientVersion\"\xce\x02\n" +
 	"\fSubscription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\tR\achannel\x12\x1d\n" +
