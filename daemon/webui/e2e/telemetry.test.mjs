@@ -30,7 +30,7 @@ import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, p
 const SOAK_S = Number(process.env.TELEMETRY_SOAK_SECONDS || 20);
 const HEAP_BOUND = Number(process.env.TELEMETRY_HEAP_BOUND_MIB || 4) * 1024 * 1024;
 
-const ARTIFACTS = ['telemetry.png', 'terminal-process.png', 'telemetry-failure.png',
+const ARTIFACTS = ['telemetry.png', 'telemetry-light.png', 'terminal-process.png', 'telemetry-failure.png',
   'telemetry-daemon.log', 'telemetry-e2e.log'];
 const TERMINAL = 'ahp-terminal:/shell';
 const TELEMETRY = 'ahp-telemetry:/e2e';
@@ -260,6 +260,12 @@ test('browser: telemetry charts, gaps for dropped ranges, flat heap; process spa
   const drawn = st.telemetry.stats.samples;
   await waitFor(page, 'samples after the gap', (n) => window.ahpTest.state().telemetry.stats.samples > n + 200, drawn);
   await page.screenshot({ path: join(ARTIFACTS_DIR, 'telemetry.png') });
+  // The light theme recolours the charts' axes and grid at their next draw.
+  await page.getByTestId('theme-toggle').click();
+  await waitFor(page, 'the light theme', () => document.documentElement.dataset.theme === 'light');
+  await page.waitForTimeout(300); // a few frames of live samples
+  await page.screenshot({ path: join(ARTIFACTS_DIR, 'telemetry-light.png') });
+  await page.getByTestId('theme-toggle').click();
 
   // ---- back to the terminal: its view and its sparkline return --------------------
 

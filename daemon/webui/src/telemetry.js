@@ -30,15 +30,19 @@ export const kind = 'telemetry';
 
 const PALETTE = ['#5fb3f9', '#4ec27a', '#e0b04a', '#c792ea', '#ef6b6b', '#56d4dd', '#f78c6c', '#a9b665'];
 const CHART_HEIGHT = 210;
+// The axes take the page theme's colours (style.css --muted, --line) at
+// every draw, so a theme switch recolours the charts at their next frame.
+const cssVar = (name, fallback) =>
+  (typeof getComputedStyle === 'function' && getComputedStyle(document.documentElement).getPropertyValue(name).trim()) || fallback;
 const AXIS = {
-  stroke: '#7d8590',
+  stroke: () => cssVar('--muted', '#7d8590'),
   font: '11px ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace',
-  grid: { stroke: '#20252d', width: 1 },
-  ticks: { stroke: '#262b33', width: 1, size: 4 },
+  grid: { stroke: () => cssVar('--grid', '#20252d'), width: 1 },
+  ticks: { stroke: () => cssVar('--line', '#262b33'), width: 1, size: 4 },
 };
 const GAP_FILL = 'rgba(239, 107, 107, 0.13)';
 const GAP_EDGE = 'rgba(239, 107, 107, 0.7)';
-const GAP_TEXT = '#f4a3a3';
+const gapText = () => cssVar('--gap-text', '#f4a3a3');
 
 /**
  * createView builds the telemetry view in container. hooks (all optional):
@@ -284,7 +288,7 @@ function drawGaps(u, chart) {
     ctx.font = `${Math.round(11 * devicePixelRatio)}px ui-monospace, Menlo, Consolas, monospace`;
     const tw = ctx.measureText(label).width;
     if (w > tw + 8) {
-      ctx.fillStyle = GAP_TEXT;
+      ctx.fillStyle = gapText();
       ctx.textAlign = 'center';
       ctx.textBaseline = 'top';
       ctx.fillText(label, x0 + w / 2, bbox.top + 6 * devicePixelRatio);
