@@ -687,6 +687,7 @@ func setupOpen(fs *flag.FlagSet) action {
 	role := fs.String("role", "control", "`role` of the ticket: view or control")
 	all := fs.Bool("all", false, "a link whose ticket covers every channel (the default without URI)")
 	share := fs.Bool("share", false, "a reusable share link (a token, for any number of tabs) instead of a single-use ticket; its id (for token revoke) goes to stderr")
+	fs.BoolVar(share, "reusable", false, "the same as --share")
 	ttl := fs.Duration("ttl", 0, "lifetime of a --share link (default 1h)")
 	return func(ctx context.Context, a *app, args []string) error {
 		r, err := parseRole(*role)

@@ -222,6 +222,10 @@ func TestE2EShortNamesAndOutput(t *testing.T) {
 		c3.Close()
 	}
 	d.mustCtl("token", "revoke", m[1])
+	// --reusable (the name) is --share.
+	if out, _, code := d.ctl("open", "--reusable", "--role", "view", "sh1"); code != 0 || !strings.Contains(out, "#token=ahp_") {
+		t.Fatalf("open --reusable: exit %d, %q", code, out)
+	}
 	if _, _, code := d.ctl("open", "--ttl", "1h", "sh1"); code != 2 {
 		t.Fatalf("open --ttl without --share: exit %d, want 2", code)
 	}
