@@ -270,8 +270,12 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		} else {
 			// The operator's link reaches every channel (the page lists
 			// them all) and opens the default terminal.
-			link = fmt.Sprintf("\n  Open %s in your browser (single-use link, valid %v)\n\n",
-				srv.BrowserURL(base, "", auth.RoleControl)+"&channel="+ch.URI, srv.Config().TicketTTL)
+			l, err := srv.BrowserLink(ctx, base, service.LinkRequest{Channel: ch.URI, AllChannels: true, Role: auth.RoleControl})
+			if err != nil {
+				ln.Close()
+				return fatal("default terminal's link: %v", err)
+			}
+			link = fmt.Sprintf("\n  Open %s in your browser (single-use link, valid %v)\n\n", l.URL, srv.Config().TicketTTL)
 		}
 	}
 	if cfg.DaemonTelemetry {

@@ -85,14 +85,6 @@ func (c *Channel) State() string {
 	return string(c.impl.State())
 }
 
-// Title is the channel's own title, else the label.
-func (c *Channel) Title() string {
-	if t := c.impl.Describe().Title; t != "" {
-		return t
-	}
-	return c.Label
-}
-
 // Viewers returns the live subscriptions.
 func (c *Channel) Viewers() int64 { return c.viewers.Load() }
 

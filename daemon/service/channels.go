@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -365,22 +364,6 @@ func (s *Service) CloseChannel(uri string) error {
 func (s *Service) Ticket(channels []string, role auth.Role, ttl time.Duration) string {
 	secret, _ := s.tokens.Mint(auth.Grant{Channels: channels, Role: role, SingleUse: true, Expires: s.now().Add(ttl)})
 	return secret
-}
-
-// BrowserURL returns a URL that opens channel in the web page with a
-// single-use ticket in the fragment (never sent to a server, never logged).
-func (s *Service) BrowserURL(base string, channel string, role auth.Role) string {
-	var ch []string
-	if channel != "" {
-		ch = []string{channel}
-	}
-	// Tickets are base64url and channel URIs use only letters, digits,
-	// "-_.:/": nothing needs escaping in a fragment.
-	frag := "ticket=" + s.Ticket(ch, role, s.cfg.TicketTTL)
-	if channel != "" {
-		frag += "&channel=" + channel
-	}
-	return strings.TrimSuffix(base, "/") + "/#" + frag
 }
 
 // exitNotifier is implemented by channels that report their process's

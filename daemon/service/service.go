@@ -94,6 +94,8 @@ type TelemetryInfo struct {
 type (
 	terminalSizer   interface{ Size() (rows, cols int) }
 	terminalPider   interface{ Pid() int }
+	terminalCmder   interface{ Command() []string }
+	terminalDirer   interface{ Dir() string }
 	terminalSignal  interface{ Signal(os.Signal) error }
 	terminalResizer interface{ Resize(rows, cols int) error }
 	tcpInfoer       interface{ Info() tcp.Info } // a tcp.Channel
@@ -104,10 +106,10 @@ func running(c flow.Channel) bool { return c.State() == flow.StateRunning }
 
 func channelDetail(c *registry.Channel) ChannelDetail {
 	d := ChannelDetail{ChannelInfo: c.Info(), ID: c.ID, Created: c.Created}
-	if t, ok := c.Impl().(interface{ Command() []string }); ok {
+	if t, ok := c.Impl().(terminalCmder); ok {
 		d.Command = t.Command()
 	}
-	if t, ok := c.Impl().(interface{ Dir() string }); ok {
+	if t, ok := c.Impl().(terminalDirer); ok {
 		d.Cwd = t.Dir()
 	}
 	if s, ok := c.Impl().(terminalSizer); ok {

@@ -70,10 +70,13 @@ func (s *Service) RevokeToken(ctx context.Context, id string) error {
 
 // LinkRequest describes a browser link for BrowserLink.
 type LinkRequest struct {
-	Channel  string // the channel the page opens; "": every channel, none opened
-	Role     auth.Role
-	Reusable bool          // a token (share link) instead of a single-use ticket
-	TTL      time.Duration // of a reusable link; 0: defaultLinkTTL
+	Channel string // the channel the page opens; "": every channel, none opened
+	// AllChannels makes the link reach every channel even when it opens
+	// Channel (the operator's startup link).
+	AllChannels bool
+	Role        auth.Role
+	Reusable    bool          // a token (share link) instead of a single-use ticket
+	TTL         time.Duration // of a reusable link; 0: defaultLinkTTL
 }
 
 // defaultLinkTTL is how long a reusable link works unless asked.
@@ -96,7 +99,9 @@ func (s *Service) BrowserLink(ctx context.Context, base string, r LinkRequest) (
 		if _, ok := s.registry.Get(r.Channel); !ok {
 			return Link{}, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, r.Channel)
 		}
-		scope = []string{r.Channel}
+		if !r.AllChannels {
+			scope = []string{r.Channel}
+		}
 	}
 	kind, ttl := "ticket", s.cfg.TicketTTL
 	var secret string
