@@ -51,6 +51,8 @@ type Fragmenter struct {
 	headSize int64  // UTF-16 bytes of head
 	budget   int64  // UTF-16 bytes available for the escaped data body
 	started  bool
+	// msg[plainLo:plainHi] is known to need no escaping (Plain).
+	plainLo, plainHi int
 }
 
 // Reset prepares f to fragment msg as message id on the given channel and
@@ -72,10 +74,22 @@ func (f *Fragmenter) Reset(channel, subscriptionID string, id int64, msg string,
 	f.headSize = utf16LenBytes(h)
 	f.budget = maxFrameBytes - f.headSize - 2*int64(len(frameSuffixFin))
 	f.msg, f.off, f.started = msg, 0, false
+	f.plainLo, f.plainHi = 0, 0
 	if f.budget < maxCharCost {
 		return ErrEnvelopeTooLarge
 	}
 	return nil
+}
+
+// Plain tells f that msg[from:to] of the message given to Reset is
+// printable ASCII other than '"' and '\\' (Message.PlainFrom, PlainTo),
+// so that span is copied without being scanned. A span outside the
+// message is ignored; a span that breaks the promise makes frames that
+// are not JSON.
+func (f *Fragmenter) Plain(from, to int) {
+	if 0 <= from && from < to && to <= len(f.msg) {
+		f.plainLo, f.plainHi = from, to
+	}
 }
 
 // Done reports whether the final frame has been produced.
@@ -120,7 +134,13 @@ func (f *Fragmenter) next(dst []byte, maxFrame int64) (frame []byte, payload int
 			if limit == i {
 				break // no room for even one byte
 			}
-			j := plainPrefix(s, i+1, limit)
+			var j int
+			if i >= f.plainLo && i < f.plainHi {
+				j = min(limit, f.plainHi) // known plain: not scanned
+				j = plainPrefix(s, j, limit)
+			} else {
+				j = plainPrefix(s, i+1, limit)
+			}
 			left -= int64(j-i) * 2
 			payload += int64(j-i) * 2
 			i = j

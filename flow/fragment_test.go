@@ -192,3 +192,35 @@ func TestFragmenterReuse(t *testing.T) {
 		t.Errorf("fragmenting with reused buffers: %v allocs per message, want 0", allocs)
 	}
 }
+
+// TestFragmenterPlainSpan: a span marked plain (Message.PlainFrom/To, as
+// TCP marks its base64) gives exactly the frames of the unmarked message,
+// at every frame size; a span outside the message or inverted is ignored.
+func TestFragmenterPlainSpan(t *testing.T) {
+	body := strings.Repeat("QUJDRA+/", 700) // base64 characters
+	msg := `{"jsonrpc":"2.0","method":"tcp/data","params":{"offset":12,"data":"` + body + `"}}`
+	from := strings.Index(msg, body)
+	to := from + len(body)
+	frames := func(maxFrame int64, lo, hi int) []string {
+		var f flow.Fragmenter
+		if err := f.Reset("ahp-tcp:/x", "s1", 3, msg, maxFrame); err != nil {
+			t.Fatal(err)
+		}
+		f.Plain(lo, hi)
+		var out []string
+		for !f.Done() {
+			b, _, _ := f.Next(nil)
+			out = append(out, string(b))
+		}
+		return out
+	}
+	for _, maxFrame := range []int64{300, 301, 1024, 1031, 4096, 8191, 1 << 20} {
+		want := frames(maxFrame, 0, 0)
+		for _, span := range [][2]int{{from, to}, {from + 5, to - 7}, {from, from + 1}, {-1, to}, {from, len(msg) + 1}, {to, from}} {
+			if got := frames(maxFrame, span[0], span[1]); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("maxFrame %d, plain span %v: %d frames differ from the unmarked message's %d", maxFrame, span, len(got), len(want))
+			}
+		}
+		fragmentAll(t, "ahp-tcp:/x", "s1", 3, msg, maxFrame) // and the unmarked frames are valid
+	}
+}

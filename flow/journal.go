@@ -3,6 +3,7 @@ package flow
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 )
 
 // Journal retains the logical messages of one resumable subscription
@@ -14,7 +15,8 @@ import (
 //
 // Bound: a message starts only while outstanding < window, so the journal
 // retains less than WindowBytes + MaximumMessageBytes UTF-16 bytes of the
-// limits in force (RetainedBytes).
+// limits in force (RetainedBytes), plus at most journalFreeBytes of
+// released texts' memory kept to copy the next messages into.
 //
 // A Journal is not safe for concurrent use; it belongs to whoever owns the
 // channel's current subscription.
@@ -22,7 +24,15 @@ type Journal struct {
 	entries  ring[journalEntry]
 	last     Position // last appended message
 	released Position // last message released by credit
+	// free holds the memory of released texts for the next appends
+	// (at most journalFreeBytes of capacity): a bulk stream copies each
+	// message into memory it used before instead of allocating anew.
+	free      [][]byte
+	freeBytes int
 }
+
+// journalFreeBytes bounds the capacity a Journal keeps in free.
+const journalFreeBytes = 256 << 10
 
 type journalEntry struct {
 	id, start, end int64
@@ -47,7 +57,7 @@ func (j *Journal) Len() int { return j.entries.Len() }
 // append retains m, with a copy of its text: a Source may reuse a text's
 // memory once the Sender pulls the next message (Source).
 func (j *Journal) append(id, start, end int64, m Message) {
-	m.Text = strings.Clone(m.Text)
+	m.Text = j.clone(m.Text)
 	m.Size = end - start
 	j.entries.Push(journalEntry{id, start, end, m})
 	j.last = Position{id, end}
@@ -59,7 +69,36 @@ func (j *Journal) release(consumed int64) {
 	for j.entries.Len() > 0 && j.entries.Peek().end <= consumed {
 		e := j.entries.Pop()
 		j.released = Position{e.id, e.end}
+		j.recycle(e.msg.Text)
 	}
+}
+
+// clone copies text into memory of a released message when one is big
+// enough, or into new memory.
+func (j *Journal) clone(text string) string {
+	for i := len(j.free) - 1; i >= 0; i-- {
+		b := j.free[i]
+		if cap(b) < len(text) {
+			continue
+		}
+		j.free = append(j.free[:i], j.free[i+1:]...)
+		j.freeBytes -= cap(b)
+		b = append(b[:0], text...)
+		return unsafe.String(unsafe.SliceData(b), len(b))
+	}
+	return strings.Clone(text)
+}
+
+// recycle keeps a released text's memory for clone, within
+// journalFreeBytes. Nothing reads a released text: the Sender replays
+// only retained messages, and a message is released only after it was
+// sent whole.
+func (j *Journal) recycle(text string) {
+	if len(text) == 0 || j.freeBytes+len(text) > journalFreeBytes {
+		return
+	}
+	j.free = append(j.free, unsafe.Slice(unsafe.StringData(text), len(text)))
+	j.freeBytes += len(text)
 }
 
 // boundary reports whether p names the end of a retained message, or the

@@ -637,6 +637,7 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 		if err := st.frag.Reset(st.channel, st.id, id, m.Text, st.win.limits.MaximumFrameBytes); err != nil {
 			return nil, 0, false, err
 		}
+		st.frag.Plain(m.PlainFrom, m.PlainTo)
 		if replay && m.Class == Data {
 			s.take(st, size, 0)
 		}

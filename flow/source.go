@@ -36,6 +36,13 @@ type Message struct {
 	// Size is UTF16Len(Text) when the Source knows it (it often does,
 	// having just built the text), or 0 for the Sender to compute it.
 	Size int64
+	// PlainFrom and PlainTo mark a span of Text that the Source built
+	// from printable ASCII other than '"' and '\\' (base64, say): bytes a
+	// JSON string holds as themselves. The Fragmenter copies that span
+	// into frames without looking at it. The Source promises it; a span
+	// that breaks the promise makes frames that are not JSON. Equal (the
+	// zero value): no span.
+	PlainFrom, PlainTo int
 }
 
 // Source produces the logical messages of one subscription, in order. The

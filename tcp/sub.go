@@ -188,7 +188,9 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 		t := append(s.text[:0], dataPrefix...)
 		t = strconv.AppendInt(t, c.outOff, 10)
 		t = append(t, dataMiddle...)
+		plainFrom := len(t)
 		t = b64.AppendEncode(t, buf[:n])
+		plainTo := len(t)
 		t = append(t, dataSuffix...)
 		s.text = t
 		c.outOff += int64(n)
@@ -203,7 +205,8 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 		} else {
 			c.pend[0] = buf[n:]
 		}
-		m = flow.Message{Text: unsafe.String(unsafe.SliceData(t), len(t)), Class: flow.Data, Size: int64(len(t)) * 2}
+		m = flow.Message{Text: unsafe.String(unsafe.SliceData(t), len(t)), Class: flow.Data, Size: int64(len(t)) * 2,
+			PlainFrom: plainFrom, PlainTo: plainTo} // base64: nothing to escape
 	case c.readEOF && !c.eofSent:
 		c.eofSent = true
 		s.text = fmt.Appendf(s.text[:0], `{"jsonrpc":"2.0","method":"tcp/eof","params":{"offset":%d}}`, c.outOff)

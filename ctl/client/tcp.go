@@ -52,13 +52,19 @@ type TCPStream struct {
 	wg     sync.WaitGroup // the run loop and the writer goroutines
 	wmu    sync.Mutex     // serializes Write and CloseWrite
 
-	mu      sync.Mutex    // guards everything below
-	changed chan struct{} // closed and replaced on every change of state
-	channel string        // the channel URI (known after the first subscribe)
-	cur     *tcpBinding   // the subscription in use; nil between connections
-	token   string        // the newest resume token
-	err     error         // why the stream failed; sticky
-	closed  bool          // Close was called
+	mu sync.Mutex // guards everything below
+	// changed is closed and replaced when the state that Write, Close and
+	// the writer goroutine wait on changes; readable when there is
+	// something new for Read. Two channels, so that a message received
+	// does not wake the writer and a credit due does not wake Read (each
+	// wake-up costs a thread hand-off on a busy machine).
+	changed  chan struct{}
+	readable chan struct{}
+	channel  string      // the channel URI (known after the first subscribe)
+	cur      *tcpBinding // the subscription in use; nil between connections
+	token    string      // the newest resume token
+	err      error       // why the stream failed; sticky
+	closed   bool        // Close was called
 
 	// host→client
 	recv         *flow.Receiver // kept across connections
@@ -70,6 +76,7 @@ type TCPStream struct {
 	finished     bool           // tcp/closed released: the channel may end
 	hostEnded    bool           // the host ended the channel after tcp/closed
 	creditWant   int64          // the newest consumedBytes to announce
+	spare        [][]byte       // decode buffers of released chunks, for reuse (at most maxSpare)
 
 	// client→host
 	out         []tcpOut           // the journal: started, not yet credited
@@ -179,7 +186,8 @@ var ErrResumeMismatch = errors.New("resume: the host's positions do not match th
 
 // tcpChunk is one received logical message, held until released.
 type tcpChunk struct {
-	data   []byte        // decoded tcp/data bytes (nil for other messages)
+	data   []byte        // decoded tcp/data bytes not yet suppressed as duplicates (nil for other messages)
+	buf    []byte        // the memory data is in, reused once the chunk is released
 	end    flow.Position // the message's end, to release
 	closed bool          // tcp/closed
 }
@@ -203,7 +211,7 @@ func OpenTCP(ctx context.Context, opts TCPOptions) (*TCPStream, error) {
 		return nil, errors.New("client: TCPOptions needs Channel, or Host and a Port in 1–65535")
 	}
 	opts = opts.withDefaults()
-	s := &TCPStream{opts: opts, channel: opts.Channel, changed: make(chan struct{})}
+	s := &TCPStream{opts: opts, channel: opts.Channel, changed: make(chan struct{}), readable: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	rctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
 	b, err := s.attempt(rctx, false)
@@ -273,7 +281,7 @@ func (s *TCPStream) Read(p []byte) (int, error) {
 		case s.inEOF:
 			return 0, io.EOF
 		}
-		s.waitLocked()
+		s.waitReadLocked()
 	}
 }
 
@@ -390,10 +398,35 @@ func (s *TCPStream) waitLocked() {
 	s.mu.Lock()
 }
 
+// waitReadLocked is waitLocked for Read: it waits for the next message
+// (or the stream's end).
+func (s *TCPStream) waitReadLocked() {
+	ch := s.readable
+	s.mu.Unlock()
+	<-ch
+	s.mu.Lock()
+}
+
+// broadcastLocked wakes every waiter.
 func (s *TCPStream) broadcastLocked() {
+	s.wakeLocked()
+	s.wakeReadLocked()
+}
+
+// wakeLocked wakes Write, Close and the writer goroutine.
+func (s *TCPStream) wakeLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
+
+// wakeReadLocked wakes Read.
+func (s *TCPStream) wakeReadLocked() {
+	close(s.readable)
+	s.readable = make(chan struct{})
+}
+
+// maxSpare bounds the decode buffers a stream keeps for reuse.
+const maxSpare = 4
 
 func (s *TCPStream) failLocked(err error) {
 	if s.err == nil {
@@ -408,7 +441,7 @@ func (s *TCPStream) appendOutLocked(text string, class flow.Class) {
 	e.end = e.start + flow.UTF16Len(text)
 	s.out = append(s.out, e)
 	s.outLast = flow.Position{MessageID: e.id, Position: e.end}
-	s.broadcastLocked()
+	s.wakeLocked()
 }
 
 // releaseOutLocked drops the journaled messages that end at or before
@@ -419,7 +452,7 @@ func (s *TCPStream) releaseOutLocked(pos int64) {
 		s.out[0] = tcpOut{}
 		s.out = s.out[1:]
 	}
-	s.broadcastLocked()
+	s.wakeLocked()
 }
 
 // outBoundaryLocked reports whether p is the end of a journaled message
@@ -438,15 +471,19 @@ func (s *TCPStream) outBoundaryLocked(p flow.Position) bool {
 
 // popLocked releases the messages at the head of the buffer that are
 // read (or carry no bytes), and sets the credit to announce when the
-// receiver's policy says so.
+// receiver's policy says so (the writer goroutine sends it).
 func (s *TCPStream) popLocked() {
 	var last flow.Position
 	popped := false
+	finished := s.finished
 	for len(s.in) > 0 && s.inPos >= len(s.in[0].data) {
 		if s.in[0].closed {
 			s.finished = true
 		}
 		last = s.in[0].end
+		if b := s.in[0].buf; b != nil && len(s.spare) < maxSpare {
+			s.spare = append(s.spare, b[:0])
+		}
 		s.in[0] = tcpChunk{}
 		s.in = s.in[1:]
 		s.inPos, popped = 0, true
@@ -459,10 +496,13 @@ func (s *TCPStream) popLocked() {
 		s.failLocked(fmt.Errorf("tcp stream: %w", err)) // a broken internal invariant
 		return
 	}
-	if send {
+	switch {
+	case s.finished != finished:
+		s.broadcastLocked()
+	case send:
 		s.creditWant = consumed
+		s.wakeLocked()
 	}
-	s.broadcastLocked()
 }
 
 // receiveLocked takes one complete host→client message.
@@ -471,10 +511,15 @@ func (s *TCPStream) receiveLocked(text []byte, end flow.Position) error {
 	c := tcpChunk{end: end}
 	switch method {
 	case "tcp/data":
-		off, data, err := parseTCPData(params)
+		var buf []byte
+		if n := len(s.spare); n > 0 {
+			buf, s.spare = s.spare[n-1], s.spare[:n-1]
+		}
+		off, data, err := parseTCPData(buf, params)
 		if err != nil {
 			return err
 		}
+		c.buf = data
 		switch {
 		case s.inEOF:
 			return fmt.Errorf("tcp/data after tcp/eof")
@@ -503,7 +548,11 @@ func (s *TCPStream) receiveLocked(text []byte, end flow.Position) error {
 	}
 	s.in = append(s.in, c)
 	s.popLocked()
-	s.broadcastLocked()
+	if c.data != nil {
+		s.wakeReadLocked()
+	} else {
+		s.broadcastLocked()
+	}
 	return nil
 }
 

@@ -46,7 +46,7 @@ func TestParseTCPData(t *testing.T) {
 		{parseTCPDataCases[8], 99999999999999999, "hi", true},
 		{parseTCPDataCases[9], 0, "", false},
 	} {
-		off, data, err := parseTCPData([]byte(tc.in))
+		off, data, err := parseTCPData(nil, []byte(tc.in))
 		if (err == nil) != tc.ok || err == nil && (off != tc.off || string(data) != tc.data) {
 			t.Errorf("parseTCPData(%s) = %d, %q, %v; want %d, %q, ok %v", tc.in, off, data, err, tc.off, tc.data, tc.ok)
 		}
@@ -60,7 +60,7 @@ func FuzzParseTCPData(f *testing.F) {
 		f.Add([]byte(c))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		off, data, err := parseTCPData(in)
+		off, data, err := parseTCPData(bytes.Repeat([]byte("x"), 24), in) // a reused buffer: its old bytes must not show
 		var p struct {
 			Offset *int64  `json:"offset"`
 			Data   *string `json:"data"`
@@ -96,7 +96,7 @@ func TestTCPInputFits(t *testing.T) {
 			t.Errorf("tcpInputBytes(%d) = %d leaves room for 3 more bytes", m, n)
 		}
 		_, params := splitEnvelope(msg)
-		off, got, err := parseTCPData(params)
+		off, got, err := parseTCPData(nil, params)
 		if err != nil || off != flow.MaxSafeInteger || !bytes.Equal(got, data) {
 			t.Errorf("round trip of %d bytes: %d, %d bytes, %v", n, off, len(got), err)
 		}
@@ -106,7 +106,7 @@ func TestTCPInputFits(t *testing.T) {
 // journaled returns a stream whose journal holds messages of the given
 // sizes (UTF-16 bytes; the last one tcp/eof if eof), as if written.
 func journaled(sizes []int64, eof bool) *TCPStream {
-	s := &TCPStream{changed: make(chan struct{})}
+	s := &TCPStream{changed: make(chan struct{}), readable: make(chan struct{})}
 	for i, n := range sizes {
 		class := flow.Data
 		if eof && i == len(sizes)-1 {
@@ -221,7 +221,7 @@ func TestTCPReceive(t *testing.T) {
 		{"eof short", []string{data(0, "abc"), eof(2)}, "abc", "tcp/eof: offset 2"},
 		{"data after eof", []string{data(0, "a"), eof(1), data(1, "b")}, "a", "after tcp/eof"},
 	} {
-		s := &TCPStream{changed: make(chan struct{}), recv: flow.NewReceiver(limits)}
+		s := &TCPStream{changed: make(chan struct{}), readable: make(chan struct{}), recv: flow.NewReceiver(limits)}
 		var pos int64
 		var err error
 		for i, m := range tc.msgs {

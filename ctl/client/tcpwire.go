@@ -34,8 +34,8 @@ func tcpInputBytes(msgBytes int64) int {
 }
 
 // parseTCPData decodes tcp/data params {offset, data}.
-func parseTCPData(params []byte) (int64, []byte, error) {
-	return wire.DecodeTCPData("tcp/data", params)
+func parseTCPData(dst, params []byte) (int64, []byte, error) {
+	return wire.AppendTCPData(dst, "tcp/data", params)
 }
 
 // parseOffset decodes the offset of tcp/eof params.

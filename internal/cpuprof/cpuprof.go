@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
+	"strings"
 )
 
 // Start begins a CPU profile into the file named by the environment
 // variable env, if set, and returns the function that ends it (a no-op
-// otherwise). A profile that cannot be started is reported on stderr and
+// otherwise). A file name ending in ".trace" gets an execution trace
+// (go tool trace) instead, to see where a pipeline waits. A profile that cannot be started is reported on stderr and
 // the command runs without it.
 func Start(env string) (stop func()) {
 	path := os.Getenv(env)
@@ -19,8 +22,12 @@ func Start(env string) (stop func()) {
 		return func() {}
 	}
 	f, err := os.Create(path)
+	start, end := pprof.StartCPUProfile, pprof.StopCPUProfile
+	if strings.HasSuffix(path, ".trace") {
+		start, end = trace.Start, trace.Stop
+	}
 	if err == nil {
-		err = pprof.StartCPUProfile(f)
+		err = start(f)
 		if err != nil {
 			f.Close()
 		}
@@ -30,7 +37,7 @@ func Start(env string) (stop func()) {
 		return func() {}
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		end()
 		f.Close()
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -62,8 +63,9 @@ func main() {
 	runs := flag.Int("runs", 3, "interleaved rounds of the throughput table")
 	samples := flag.Int("samples", 300, "round trips per echo measurement")
 	gap := flag.Duration("gap", 2*time.Millisecond, "pause between two timed round trips")
+	flag.BoolVar(&traceRun, "trace", false, "with -cpuprofile, write execution traces of ahpd and forward (ahpd.trace, forward.trace: go tool trace) instead of their CPU profiles")
 	flag.StringVar(&profileDir, "cpuprofile", "", "write CPU profiles of ahpd (ahpd.prof), of ahpctl forward without --compress (forward.prof) and of this process (client.prof) into `dir`")
-	flag.StringVar(&only, "only", "", "measure only the throughput paths whose name contains this (the raw TCP baseline always runs)")
+	flag.StringVar(&only, "only", "", "measure only the throughput paths whose name matches this regular expression, e.g. 'relay|forward$' (the raw TCP baseline always runs)")
 	flag.StringVar(&dirs, "dirs", "download,upload", "the throughput directions to measure")
 	flag.BoolVar(&echoRuns, "echo", true, "measure the echo table")
 	flag.Int64Var(&recvLimits.WindowBytes, "window", 0, "the in-process client's windowBytes (0: the host's defaults for all three limits)")
@@ -117,6 +119,17 @@ var daemonProcs int
 
 // profileDir is where -cpuprofile writes the profiles ("": none).
 var profileDir string
+
+// traceRun (-trace) makes ahpd and forward write execution traces.
+var traceRun bool
+
+// profileName is the file ahpd's or forward's profile goes to.
+func profileName(name string) string {
+	if traceRun {
+		return filepath.Join(profileDir, name+".trace")
+	}
+	return filepath.Join(profileDir, name+".prof")
+}
 
 // The target's operations: a client sends one byte and a big-endian
 // uint64, then:
@@ -310,7 +323,7 @@ func startDaemon(bin, dir, target string) (*daemon, error) {
 	}
 	var env []string
 	if profileDir != "" {
-		env = append(env, "AHPD_CPUPROFILE="+filepath.Join(profileDir, "ahpd.prof"))
+		env = append(env, "AHPD_CPUPROFILE="+profileName("ahpd"))
 	}
 	if daemonProcs > 0 {
 		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", daemonProcs))
@@ -346,7 +359,7 @@ func startForward(bin string, d *daemon, target string, compress bool) (*child, 
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if profileDir != "" && !compress {
-		cmd.Env = append(os.Environ(), "AHPCTL_CPUPROFILE="+filepath.Join(profileDir, "forward.prof"))
+		cmd.Env = append(os.Environ(), "AHPCTL_CPUPROFILE="+profileName("forward"))
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -528,6 +541,10 @@ func run(ahpdBin, ahpctlBin string, size int64, runs, samples int, gap time.Dura
 			})
 		}
 	}
+	onlyRE, err := regexp.Compile(only)
+	if err != nil {
+		return fmt.Errorf("-only: %w", err)
+	}
 	paths := []path{
 		{name: "raw loopback TCP", procs: []string{"client"},
 			run: overTCP(target.addr, []func() time.Duration{selfCPU})},
@@ -575,7 +592,7 @@ func run(ahpdBin, ahpctlBin string, size int64, runs, samples int, gap time.Dura
 				continue
 			}
 			for i, p := range paths {
-				if i > 0 && !strings.Contains(p.name, only) {
+				if i > 0 && !onlyRE.MatchString(p.name) {
 					continue
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -19,6 +19,12 @@ import (
 
 // DecodeTCPData decodes {offset, data} params of method (for its errors).
 func DecodeTCPData(method string, params []byte) (int64, []byte, error) {
+	return AppendTCPData(nil, method, params)
+}
+
+// AppendTCPData is DecodeTCPData decoding data into dst's memory (from
+// dst[0]) when it is large enough.
+func AppendTCPData(dst []byte, method string, params []byte) (int64, []byte, error) {
 	const head, mid, tail = `{"offset":`, `,"data":"`, `"}`
 	if rest, ok := bytes.CutPrefix(params, []byte(head)); ok {
 		i := 0
@@ -30,7 +36,7 @@ func DecodeTCPData(method string, params []byte) (int64, []byte, error) {
 				body = body[:len(body)-len(tail)]
 				if bytes.IndexByte(body, '\\') < 0 && bytes.IndexByte(body, '"') < 0 {
 					off, _ := strconv.ParseInt(string(rest[:i]), 10, 64)
-					data, err := b64.AppendDecode(nil, body)
+					data, err := b64.AppendDecode(dst[:0], body)
 					if err != nil {
 						return 0, nil, fmt.Errorf("%s: data is not standard padded base64: %w", method, err)
 					}
