@@ -39,3 +39,7 @@ func Deficit(st *Stream) int64 { return st.deficit }
 
 // JournalCap returns the backing capacity of the journal's ring.
 func JournalCap(j *Journal) int { return j.entries.Cap() }
+
+// JournalFree returns the capacity a Journal keeps of released texts, and
+// its bound.
+func JournalFree(j *Journal) (int, int) { return j.freeBytes, journalFreeBytes }

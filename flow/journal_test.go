@@ -322,3 +322,61 @@ func TestJournalKeepsTexts(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalReusesReleasedMemory: texts released by credit are memory
+// for the next ones, within a bound; what is still retained is intact at
+// every step (a released text's memory never overwrites a retained one),
+// and a replay after many rounds sends exactly the retained messages.
+func TestJournalReusesReleasedMemory(t *testing.T) {
+	j := flow.NewJournal()
+	s := newSender(t, flow.SenderConfig{})
+	st, src := journalled(t, s, j, nil, "s1", limits(64*KiB, 16*KiB, 64*KiB))
+	var sent []sentMsg
+	var consumed int64
+	for round := range 200 {
+		for i := range 3 {
+			src.push(dataMsg(tcpData(round*3+i, int64(4000+(round*7+i)%3*3000))))
+		}
+		s.Wake(st)
+		sent = append(sent, drain(t, s)...)
+		// Release all but the newest message or two.
+		keep := 1 + round%2
+		var end int64
+		for _, m := range sent[:len(sent)-keep] {
+			end += flow.UTF16Len(m.text)
+		}
+		if end > consumed {
+			if err := s.Credit(st, end); err != nil {
+				t.Fatal(err)
+			}
+			consumed = end
+		}
+		if free, bound := flow.JournalFree(j); free > bound {
+			t.Fatalf("round %d: the journal keeps %d bytes of released texts, bound %d", round, free, bound)
+		}
+	}
+	if free, _ := flow.JournalFree(j); free == 0 {
+		t.Fatal("the journal kept no released memory: nothing was reused")
+	}
+	s.Close(st)
+	retained := sent[len(sent)-j.Len():]
+	// The peer released (and so accepted) up to the credit: the retained
+	// messages are replayed.
+	at := flow.Position{MessageID: retained[0].id - 1, Position: consumed}
+	rp, err := j.Resume(at, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := newSender(t, flow.SenderConfig{})
+	st2, _ := journalled(t, s2, j, &rp, "new", limits(64*KiB, 16*KiB, 64*KiB))
+	s2.Wake(st2)
+	got := drain(t, s2)
+	if len(got) != len(retained) {
+		t.Fatalf("replayed %d messages, want %d", len(got), len(retained))
+	}
+	for i, m := range got {
+		if m != retained[i] {
+			t.Fatalf("replayed message %d = {%d %.40q}, want {%d %.40q}", i, m.id, m.text, retained[i].id, retained[i].text)
+		}
+	}
+}
