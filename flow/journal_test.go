@@ -359,6 +359,23 @@ func TestJournalReusesReleasedMemory(t *testing.T) {
 		t.Fatal("the journal kept no released memory: nothing was reused")
 	}
 	s.Close(st)
+	defer func() {
+		// A window's worth released at once: the bound holds.
+		st, src := journalled(t, s, flow.NewJournal(), nil, "s2", limits(2048*KiB, 16*KiB, 64*KiB))
+		for i := range 200 {
+			src.push(dataMsg(tcpData(i, 10000)))
+		}
+		s.Wake(st)
+		if got := drain(t, s); len(got) != 200 {
+			t.Fatalf("sent %d messages, want 200", len(got))
+		}
+		if err := s.Credit(st, 200*10000); err != nil {
+			t.Fatal(err)
+		}
+		if free, bound := flow.JournalFree(st.Journal()); free > bound || free < bound/2 {
+			t.Fatalf("after releasing 2 MB at once the journal keeps %d bytes, want ≤ %d (and some)", free, bound)
+		}
+	}()
 	retained := sent[len(sent)-j.Len():]
 	// The peer released (and so accepted) up to the credit: the retained
 	// messages are replayed.
