@@ -223,7 +223,11 @@ func (f *Frame) AppendData(dst []byte) ([]byte, int64, error) {
 		return append(dst, s...), n, nil
 	}
 	start := len(dst)
-	dst, n, err := appendUnescaped(dst, s)
+	unescape := appendUnescaped
+	if f.dataASCII {
+		unescape = appendUnescapedASCII
+	}
+	dst, n, err := unescape(dst, s)
 	if err != nil {
 		return dst[:start], 0, err
 	}
@@ -287,51 +291,87 @@ func appendUnescaped(dst, s []byte) ([]byte, int64, error) {
 			continue
 		}
 		dst = append(dst, s[run:i]...)
-		if i+1 >= len(s) {
-			return dst, 0, fmt.Errorf("%w: truncated escape", ErrBadJSON)
+		var used int
+		var size int64
+		var err error
+		dst, used, size, err = appendEscape(dst, s[i:])
+		if err != nil {
+			return dst, 0, err
 		}
-		n += 2 // every escape but a surrogate pair is one UTF-16 unit
-		switch e := s[i+1]; e {
-		case '"', '\\', '/':
-			dst, i = append(dst, e), i+2
-		case 'n':
-			dst, i = append(dst, '\n'), i+2
-		case 'r':
-			dst, i = append(dst, '\r'), i+2
-		case 't':
-			dst, i = append(dst, '\t'), i+2
-		case 'b':
-			dst, i = append(dst, '\b'), i+2
-		case 'f':
-			dst, i = append(dst, '\f'), i+2
-		case 'u':
-			r, ok := hex4(s, i+2)
-			if !ok {
-				return dst, 0, fmt.Errorf("%w: bad \\u escape", ErrBadJSON)
-			}
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if r >= 0xdc00 || i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
-					return dst, 0, ErrSurrogate
-				}
-				r2, ok := hex4(s, i+2)
-				if !ok {
-					return dst, 0, fmt.Errorf("%w: bad \\u escape", ErrBadJSON)
-				}
-				r = utf16.DecodeRune(r, r2)
-				if r == utf8.RuneError {
-					return dst, 0, ErrSurrogate
-				}
-				i += 6
-				n += 2
-			}
-			dst = utf8.AppendRune(dst, r)
-		default:
-			return dst, 0, fmt.Errorf("%w: bad escape \\%c", ErrBadJSON, e)
-		}
+		n += size
+		i += used
 		run = i
 	}
 	return append(dst, s[run:]...), n, nil
+}
+
+// appendUnescapedASCII is appendUnescaped for a body with no byte above
+// 0x7f (the decoder saw that while scanning it): it copies the runs
+// between escapes in bulk.
+func appendUnescapedASCII(dst, s []byte) ([]byte, int64, error) {
+	var n int64
+	for {
+		k := bytes.IndexByte(s, '\\')
+		if k < 0 {
+			return append(dst, s...), n + 2*int64(len(s)), nil
+		}
+		dst = append(dst, s[:k]...)
+		n += 2 * int64(k)
+		var used int
+		var size int64
+		var err error
+		dst, used, size, err = appendEscape(dst, s[k:])
+		if err != nil {
+			return dst, 0, err
+		}
+		n += size
+		s = s[k+used:]
+	}
+}
+
+// appendEscape decodes the escape at the start of s (s[0] is '\\'), a
+// surrogate pair as one, onto dst, and returns the bytes of s it used and
+// its size in UTF-16 bytes.
+func appendEscape(dst, s []byte) ([]byte, int, int64, error) {
+	if len(s) < 2 {
+		return dst, 0, 0, fmt.Errorf("%w: truncated escape", ErrBadJSON)
+	}
+	switch e := s[1]; e {
+	case '"', '\\', '/':
+		return append(dst, e), 2, 2, nil
+	case 'n':
+		return append(dst, '\n'), 2, 2, nil
+	case 'r':
+		return append(dst, '\r'), 2, 2, nil
+	case 't':
+		return append(dst, '\t'), 2, 2, nil
+	case 'b':
+		return append(dst, '\b'), 2, 2, nil
+	case 'f':
+		return append(dst, '\f'), 2, 2, nil
+	case 'u':
+		r, ok := hex4(s, 2)
+		if !ok {
+			return dst, 0, 0, fmt.Errorf("%w: bad \\u escape", ErrBadJSON)
+		}
+		if !utf16.IsSurrogate(r) {
+			return utf8.AppendRune(dst, r), 6, 2, nil
+		}
+		if r >= 0xdc00 || len(s) < 12 || s[6] != '\\' || s[7] != 'u' {
+			return dst, 0, 0, ErrSurrogate
+		}
+		r2, ok := hex4(s, 8)
+		if !ok {
+			return dst, 0, 0, fmt.Errorf("%w: bad \\u escape", ErrBadJSON)
+		}
+		r = utf16.DecodeRune(r, r2)
+		if r == utf8.RuneError {
+			return dst, 0, 0, ErrSurrogate
+		}
+		return utf8.AppendRune(dst, r), 12, 4, nil
+	default:
+		return dst, 0, 0, fmt.Errorf("%w: bad escape \\%c", ErrBadJSON, e)
+	}
 }
 
 func hex4(s []byte, i int) (rune, bool) {
