@@ -131,6 +131,30 @@ func (r *Receiver) DropBuffer() {
 	}
 }
 
+// TakeBuffer returns the reassembly buffer's memory for the caller to
+// keep while no message is incomplete (nil otherwise), and forgets it: a
+// connection keeps one buffer for all its subscriptions (UseBuffer)
+// instead of each pinning its own. Call it where DropBuffer would be.
+func (r *Receiver) TakeBuffer() []byte {
+	if r.active {
+		return nil
+	}
+	b := r.buf[:0]
+	r.buf = nil
+	return b
+}
+
+// UseBuffer gives the receiver memory (from TakeBuffer) to reassemble
+// its next message in, and reports whether it took it: it does not while
+// a message is incomplete or the receiver has memory of its own.
+func (r *Receiver) UseBuffer(b []byte) bool {
+	if r.active || r.buf != nil {
+		return false
+	}
+	r.buf = b[:0]
+	return true
+}
+
 // DiscardPartial drops an incomplete message (the connection carrying it
 // ended); the next message must again be the one after Accepted.
 func (r *Receiver) DiscardPartial() {

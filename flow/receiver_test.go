@@ -395,3 +395,48 @@ func ExampleReceiver() {
 	// {"jsonrpc":"2.0","method":"terminal/output","params":{"data":"hi"}}
 	// 134 true
 }
+
+// TestReceiverLendsBuffer: two receivers reassembling in turn in one lent
+// buffer (the connection's, TakeBuffer/UseBuffer) each get their messages
+// whole; a receiver with an incomplete message neither gives its buffer
+// up nor takes another.
+func TestReceiverLendsBuffer(t *testing.T) {
+	l := limits(64*1024, 1024, 16*1024)
+	a, b := flow.NewReceiver(l), flow.NewReceiver(l)
+	var lent []byte
+	for i := range 6 {
+		r := a
+		if i%2 == 1 {
+			r = b
+		}
+		if lent != nil && r.UseBuffer(lent) {
+			lent = nil
+		}
+		want := sized(fmt.Sprintf("msg%d", i), int64(3000+i*500))
+		fs := frames(t, int64(i/2+1), want, 1024)
+		got, _, err := deliver(t, r, fs)
+		if err != nil || got != want {
+			t.Fatalf("message %d: %v, whole %v", i, err, got == want)
+		}
+		if lent = r.TakeBuffer(); cap(lent) == 0 {
+			t.Fatalf("message %d: TakeBuffer gave no memory", i)
+		}
+		if i > 0 && r.Buffered() != 0 {
+			t.Fatalf("message %d: the receiver still holds %d bytes after TakeBuffer", i, r.Buffered())
+		}
+	}
+	// Mid-message: the buffer stays with its message.
+	fs := frames(t, 4, sized("partial", 3000), 1024)
+	if _, _, err := deliver(t, a, fs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if b := a.TakeBuffer(); b != nil {
+		t.Fatal("TakeBuffer gave up the memory of an incomplete message")
+	}
+	if a.UseBuffer(make([]byte, 0, 8192)) {
+		t.Fatal("UseBuffer took memory while a message is incomplete")
+	}
+	if got, _, err := deliver(t, a, fs[1:]); err != nil || got != sized("partial", 3000) {
+		t.Fatalf("the partial message did not complete whole: %v", err)
+	}
+}

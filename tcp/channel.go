@@ -95,6 +95,7 @@ type Channel struct {
 
 	// client→target
 	wq          []writeItem
+	spare       [][]byte      // memory of written items, for the next decodes (at most maxSpare)
 	inOff       int64         // decoded bytes accepted from the client
 	inEOF       bool          // tcp/eof accepted
 	written     flow.Position // the last client message written (or suppressed)
@@ -103,8 +104,17 @@ type Channel struct {
 	bytesIn, bytesOut, resumes int64
 }
 
+// maxSpare and maxSpareBytes bound the decode memory a channel keeps for
+// reuse: a bulk upload decodes each tcp/input into memory an earlier one
+// was written from, instead of allocating anew.
+const (
+	maxSpare      = 2
+	maxSpareBytes = 128 << 10
+)
+
 type writeItem struct {
-	data []byte
+	data []byte // what is left to write after duplicates were suppressed
+	buf  []byte // the memory data is in
 	eof  bool
 	pos  flow.Position
 }
@@ -516,6 +526,9 @@ func (c *Channel) writeLoop() {
 		c.mu.Lock()
 		c.wq[0] = writeItem{}
 		c.wq = c.wq[1:]
+		if it.buf != nil && cap(it.buf) <= maxSpareBytes && len(c.spare) < maxSpare {
+			c.spare = append(c.spare, it.buf[:0])
+		}
 		if err != nil {
 			h := c.holder
 			if !c.ended {

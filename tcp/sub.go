@@ -242,9 +242,17 @@ func (s *Sub) Deliver(method string, params json.RawMessage, _ func()) error {
 	var off int64
 	var data []byte
 	var err error
+	c := s.c
+	var buf []byte // the memory tcp/input's data is decoded into
 	switch method {
 	case "tcp/input":
-		off, data, err = wire.DecodeTCPData(method, params)
+		c.mu.Lock()
+		if n := len(c.spare); n > 0 {
+			buf, c.spare = c.spare[n-1], c.spare[:n-1]
+		}
+		c.mu.Unlock()
+		off, data, err = wire.AppendTCPData(buf, method, params)
+		buf = data
 	case "tcp/eof":
 		off, err = wire.DecodeTCPOffset(method, params)
 	default:
@@ -253,7 +261,6 @@ func (s *Sub) Deliver(method string, params json.RawMessage, _ func()) error {
 	if err != nil {
 		return &flow.Reset{Code: flow.CodeProtocolError, Message: err.Error()}
 	}
-	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s != c.holder {
@@ -282,7 +289,7 @@ func (s *Sub) Deliver(method string, params json.RawMessage, _ func()) error {
 			data = data[min(skip, int64(len(data))):] // already seen: suppressed
 		}
 		c.inOff += int64(len(data))
-		it.data = data
+		it.data, it.buf = data, buf
 	}
 	c.wq = append(c.wq, it)
 	select {

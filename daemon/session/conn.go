@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -139,6 +140,13 @@ type conn struct {
 	checkAt       time.Time           // when check fires
 	free          [maxFreeBufs][]byte // frame buffers to reuse, largest first (see getBuf)
 	frame         flow.Frame
+	// reassembly is the one client→host reassembly buffer the
+	// connection keeps between messages, lent to the receiver of the
+	// subscription whose frame starts a message (at most maxKeptBuf).
+	reassembly []byte
+	// inFree returns inbound message buffers from the run loop to the
+	// reader (at most cap(inFree), each at most maxKeptInbound).
+	inFree chan []byte
 
 	inbox       chan inbound         // reader → run
 	inBytes     atomic.Int64         // bytes waiting in inbox (+1 KiB each)
@@ -275,7 +283,12 @@ func (c *conn) flushControl(d time.Duration) {
 func (c *conn) readLoop(ctx context.Context) {
 	defer close(c.inbox)
 	for {
-		typ, b, err := c.ws.Read(ctx)
+		var buf []byte
+		select {
+		case buf = <-c.inFree:
+		default:
+		}
+		typ, b, err := c.read(ctx, buf)
 		if err != nil {
 			return
 		}
@@ -292,6 +305,39 @@ func (c *conn) readLoop(ctx context.Context) {
 		case c.inbox <- m:
 		case <-ctx.Done():
 			return
+		}
+	}
+}
+
+// maxKeptInbound bounds an inbound message buffer the reader reads into
+// again; cap(inFree) of them are kept at most.
+const maxKeptInbound = 256 << 10
+
+// read reads the next message, into buf's memory when the transport can
+// (a *websocket.Conn can; the tests' in-memory pipe cannot).
+func (c *conn) read(ctx context.Context, buf []byte) (websocket.MessageType, []byte, error) {
+	ws, ok := c.ws.(interface {
+		Reader(context.Context) (websocket.MessageType, io.Reader, error)
+	})
+	if !ok {
+		return c.ws.Read(ctx)
+	}
+	typ, r, err := ws.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	b := buf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return typ, b, nil
+		}
+		if err != nil {
+			return 0, nil, err
 		}
 	}
 }
@@ -383,6 +429,14 @@ func (c *conn) run(ctx context.Context) error {
 			}
 			if err := c.handle(m.data); err != nil {
 				return err
+			}
+			// Nothing keeps an inbound message past handle (it decodes
+			// into memory of its own): the reader may read into it again.
+			if cap(m.data) <= maxKeptInbound {
+				select {
+				case c.inFree <- m.data[:0]:
+				default:
+				}
 			}
 		case b := <-c.written:
 			c.sender.Written(len(b))
@@ -769,6 +823,9 @@ func (c *conn) handleFrame(raw []byte) error {
 	}
 	size := flow.UTF16Len(unsafe.String(unsafe.SliceData(raw), len(raw)))
 	r := s.stream.Receiver()
+	if c.reassembly != nil && r.UseBuffer(c.reassembly) {
+		c.reassembly = nil
+	}
 	before := r.Buffered()
 	msg, pos, err := r.Frame(size, f)
 	c.partial += int64(r.Buffered() - before)
@@ -785,7 +842,12 @@ func (c *conn) handleFrame(raw []byte) error {
 		return nil
 	}
 	err = c.deliver(s, msg, pos)
-	r.DropBuffer()
+	// The kind copied what it keeps (Deliver's contract): the memory
+	// serves the connection's next message, so a bulk upload does not
+	// grow a new buffer for each.
+	if b := r.TakeBuffer(); cap(b) <= maxKeptBuf && cap(b) > cap(c.reassembly) {
+		c.reassembly = b
+	}
 	return err
 }
 
