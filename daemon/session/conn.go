@@ -329,7 +329,11 @@ func (c *conn) read(ctx context.Context, buf []byte) (websocket.MessageType, []b
 	b := buf[:0]
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			// Double (from 4 KiB): append's gentler growth for large
+			// slices reallocates a 64 KiB frame a dozen times.
+			nb := make([]byte, len(b), max(2*cap(b), 4<<10))
+			copy(nb, b)
+			b = nb
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]

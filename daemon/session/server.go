@@ -350,7 +350,7 @@ func (s *Server) serveConn(t transport, remote string, sock *countingConn, beare
 		lastWrite:   now,
 		lastAlive:   now,
 		inbox:       make(chan inbound, 16),
-		inFree:      make(chan []byte, 2),
+		inFree:      make(chan []byte, 4),
 		out:         make(chan []byte, 4),
 		written:     make(chan []byte, 4),
 		alive:       make(chan struct{}, 1),
