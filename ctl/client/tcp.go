@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/coder/websocket"
 
@@ -77,6 +78,7 @@ type TCPStream struct {
 	hostEnded    bool           // the host ended the channel after tcp/closed
 	creditWant   int64          // the newest consumedBytes to announce
 	spare        [][]byte       // decode buffers of released chunks, for reuse (at most maxSpare)
+	outSpare     [][]byte       // memory of credited tcp/input texts, for reuse (at most maxSpare)
 
 	// client→host
 	out         []tcpOut           // the journal: started, not yet credited
@@ -197,6 +199,8 @@ type tcpOut struct {
 	id, start, end int64 // message id and journal positions
 	class          flow.Class
 	text           string
+	plain          [2]int // text[plain[0]:plain[1]] is base64: nothing to escape (flow.Message.PlainFrom)
+	mem            []byte // text's memory when the stream may reuse it once the host credits it
 }
 
 // OpenTCP subscribes to (or creates) a TCP channel over a connection
@@ -305,16 +309,22 @@ func (s *TCPStream) Write(p []byte) (int, error) {
 			s.waitLocked()
 		}
 		n, off := min(len(p), s.chunk), s.outOff
+		var mem []byte
+		if k := len(s.outSpare); k > 0 {
+			mem, s.outSpare = s.outSpare[k-1], s.outSpare[:k-1]
+		}
 		s.mu.Unlock()
 		// Only Write and CloseWrite (serialized by wmu) change outOff, so
 		// the message can be encoded without the lock.
-		text := string(appendTCPInput(nil, off, p[:n]))
+		mem, plain := appendTCPInput(mem[:0], off, p[:n])
 		s.mu.Lock()
 		if err := s.writeErrLocked(); err != nil {
 			s.mu.Unlock()
 			return total, err
 		}
-		s.appendOutLocked(text, flow.Data)
+		s.appendOutLocked(unsafe.String(unsafe.SliceData(mem), len(mem)), flow.Data)
+		last := &s.out[len(s.out)-1]
+		last.plain, last.mem = plain, mem
 		s.outOff += int64(n)
 		s.stats.BytesWritten += int64(n)
 		s.mu.Unlock()
@@ -438,7 +448,7 @@ func (s *TCPStream) failLocked(err error) {
 // appendOutLocked journals one client→host message.
 func (s *TCPStream) appendOutLocked(text string, class flow.Class) {
 	e := tcpOut{id: s.outLast.MessageID + 1, start: s.outLast.Position, class: class, text: text}
-	e.end = e.start + flow.UTF16Len(text)
+	e.end = e.start + 2*int64(len(text)) // tcp/input and tcp/eof are ASCII
 	s.out = append(s.out, e)
 	s.outLast = flow.Position{MessageID: e.id, Position: e.end}
 	s.wakeLocked()
@@ -449,6 +459,9 @@ func (s *TCPStream) appendOutLocked(text string, class flow.Class) {
 func (s *TCPStream) releaseOutLocked(pos int64) {
 	for len(s.out) > 0 && s.out[0].end <= pos {
 		s.outReleased = flow.Position{MessageID: s.out[0].id, Position: s.out[0].end}
+		if m := s.out[0].mem; m != nil && !s.framingLocked(s.out[0].id) && len(s.outSpare) < maxSpare {
+			s.outSpare = append(s.outSpare, m[:0])
+		}
 		s.out[0] = tcpOut{}
 		s.out = s.out[1:]
 	}
@@ -959,6 +972,7 @@ func (b *tcpBinding) nextLocked(dst []byte) []byte {
 		err := b.win.Start(e.end-e.start, e.class)
 		if err == nil {
 			err = b.frag.Reset(s.channel, b.id, e.id, e.text, b.fc.HostReceive.MaximumFrameBytes)
+			b.frag.Plain(e.plain[0], e.plain[1])
 		}
 		if err != nil {
 			s.failLocked(fmt.Errorf("tcp stream: message %d: %w", e.id, err))
@@ -974,4 +988,11 @@ func (b *tcpBinding) nextLocked(dst []byte) []byte {
 		b.nextSend++
 	}
 	return frame
+}
+
+// framingLocked reports whether the subscription in use is cutting
+// message id into frames now (its text must stay as it is).
+func (s *TCPStream) framingLocked(id int64) bool {
+	b := s.cur
+	return b != nil && b.framing && b.nextSend == id
 }

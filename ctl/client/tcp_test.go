@@ -88,11 +88,11 @@ func TestTCPInputFits(t *testing.T) {
 	for _, m := range []int64{1024, 4096, 4097, 64 << 10, 1 << 20} {
 		n := tcpInputBytes(m)
 		data := bytes.Repeat([]byte{0xfb}, n)
-		msg := appendTCPInput(nil, flow.MaxSafeInteger, data)
+		msg, _ := appendTCPInput(nil, flow.MaxSafeInteger, data)
 		if size := flow.UTF16Len(string(msg)); size > m {
 			t.Errorf("tcpInputBytes(%d) = %d: the message is %d UTF-16 bytes", m, n, size)
 		}
-		if more := appendTCPInput(nil, flow.MaxSafeInteger, append(data, 1, 2, 3)); flow.UTF16Len(string(more)) <= m {
+		if more, _ := appendTCPInput(nil, flow.MaxSafeInteger, append(data, 1, 2, 3)); flow.UTF16Len(string(more)) <= m {
 			t.Errorf("tcpInputBytes(%d) = %d leaves room for 3 more bytes", m, n)
 		}
 		_, params := splitEnvelope(msg)
@@ -204,7 +204,8 @@ func TestTCPResumeLifecycle(t *testing.T) {
 func TestTCPReceive(t *testing.T) {
 	limits := flow.ReceiveLimits{WindowBytes: 64 << 10, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 64 << 10}
 	data := func(off int64, s string) string {
-		return strings.Replace(string(appendTCPInput(nil, off, []byte(s))), "tcp/input", "tcp/data", 1)
+		msg, _ := appendTCPInput(nil, off, []byte(s))
+		return strings.Replace(string(msg), "tcp/input", "tcp/data", 1)
 	}
 	eof := func(off int64) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"tcp/eof","params":{"offset":%d}}`, off)

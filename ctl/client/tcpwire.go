@@ -16,13 +16,16 @@ const (
 	tcpInputOverhead = len(tcpInputPrefix) + 16 + len(tcpInputMiddle) + len(tcpInputSuffix)
 )
 
-// appendTCPInput appends a tcp/input message carrying data at off.
-func appendTCPInput(dst []byte, off int64, data []byte) []byte {
+// appendTCPInput appends a tcp/input message carrying data at off, and
+// returns where in dst its base64 is (nothing there needs escaping).
+func appendTCPInput(dst []byte, off int64, data []byte) ([]byte, [2]int) {
 	dst = append(dst, tcpInputPrefix...)
 	dst = strconv.AppendInt(dst, off, 10)
 	dst = append(dst, tcpInputMiddle...)
+	from := len(dst)
 	dst = b64.AppendEncode(dst, data)
-	return append(dst, tcpInputSuffix...)
+	plain := [2]int{from, len(dst)}
+	return append(dst, tcpInputSuffix...), plain
 }
 
 // tcpInputBytes returns how many data bytes a tcp/input of at most
