@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Frame is a decoded channel/frame notification (PROTOCOL.md §4). Channel
@@ -24,6 +25,7 @@ type Frame struct {
 	dataASCII      bool   // rawData is all ASCII (so valid UTF-8)
 	hasData        bool
 	hasMessageID   bool
+	ascii          bool // the whole frame text is ASCII (see Size)
 }
 
 // Errors of DecodeFrame. ErrNotFrame means the text is valid JSON-RPC
@@ -117,6 +119,7 @@ func decodeFrame(b []byte, f *Frame) error {
 	if d.i != len(b) {
 		return fmt.Errorf("%w: trailing data", ErrBadJSON)
 	}
+	f.ascii = !d.nonASCII
 	if !isFrame || hasID {
 		return fmt.Errorf("%w: method %q", ErrNotFrame, method)
 	}
@@ -203,6 +206,16 @@ func decodeFrameParams(d *decoder, f *Frame) error {
 		return fmt.Errorf("%w: data missing", ErrBadFrame)
 	}
 	return nil
+}
+
+// Size returns the size in UTF-16 bytes of raw, the text f was decoded
+// from (a frame's size under maximumFrameBytes), without scanning it
+// again when the decoder saw it was all ASCII.
+func (f *Frame) Size(raw []byte) int64 {
+	if f.ascii {
+		return 2 * int64(len(raw))
+	}
+	return UTF16Len(unsafe.String(unsafe.SliceData(raw), len(raw)))
 }
 
 // AppendData appends the decoded data string of f to dst and returns it
@@ -401,6 +414,9 @@ type decoder struct {
 	i     int
 	depth int
 	ascii bool // the last string scanned by str was all ASCII
+	// nonASCII: some string scanned by str was not (outside strings,
+	// valid JSON is ASCII).
+	nonASCII bool
 }
 
 const maxDepth = 64
@@ -487,6 +503,7 @@ func (d *decoder) str() ([]byte, bool, error) {
 		if c == '"' {
 			d.i = i + 1
 			d.ascii = ascii
+			d.nonASCII = d.nonASCII || !ascii
 			return b[start:i], escaped, nil
 		}
 		if c == '\\' {

@@ -99,6 +99,9 @@ func FuzzDecodeFrame(f *testing.F) {
 		if fr.MessageID <= 0 || fr.MessageID > flow.MaxSafeInteger {
 			t.Fatalf("MessageID %d out of range", fr.MessageID)
 		}
+		if got, want := fr.Size(b), flow.UTF16Len(string(b)); got != want {
+			t.Fatalf("Size = %d, want UTF16Len %d", got, want)
+		}
 		data, n, err := fr.AppendData(nil)
 		if err != nil {
 			return

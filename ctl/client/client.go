@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"unsafe"
 
 	"github.com/coder/websocket"
 
@@ -409,7 +408,7 @@ func (c *Conn) onFrame(raw []byte, f *flow.Frame) {
 	if s == nil {
 		return
 	}
-	size := flow.UTF16Len(unsafe.String(unsafe.SliceData(raw), len(raw)))
+	size := f.Size(raw)
 	s.onFrame(size, f)
 }
 

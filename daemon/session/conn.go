@@ -825,7 +825,7 @@ func (c *conn) handleFrame(raw []byte) error {
 		c.resetSub(s, flow.CodeForbidden, "view role cannot send data")
 		return nil
 	}
-	size := flow.UTF16Len(unsafe.String(unsafe.SliceData(raw), len(raw)))
+	size := f.Size(raw)
 	r := s.stream.Receiver()
 	if c.reassembly != nil && r.UseBuffer(c.reassembly) {
 		c.reassembly = nil
