@@ -32,8 +32,8 @@ terminal slows only this viewer.
 
 Detach: Ctrl-] then d. Ctrl-] twice sends one Ctrl-] to the program.
 --detach-keys ctrl-a makes Ctrl-A the prefix key instead (ctrl- and a letter or
-one of @ [ \ ] ^ _). On start attach says on stderr where it is attached and
-how to detach (--quiet hides that line).
+one of @ [ \ ] ^ _). Once the screen is drawn, attach says on stderr, on a line
+of its own, where it is attached and how to detach (--quiet hides that line).
 
 attach exits with the program's exit status when it ends (128 + the signal's
 number when a signal killed it), as ssh and docker do; 0 when you detach.
@@ -190,6 +190,7 @@ type attacher struct {
 	key      byte   // the detach prefix key (0: Ctrl-])
 	keyName  string // its name in messages, e.g. "Ctrl-]"
 	quiet    bool   // no "attached to" line
+	hinted   bool   // the "attached to" line was printed (owned by the output loop)
 	in, out  *os.File
 	buf      []byte // decoded output, reused (owned by the output loop)
 
@@ -216,9 +217,6 @@ func (at *attacher) detachHint() string {
 }
 
 func (at *attacher) run(ctx context.Context) error {
-	if !at.quiet {
-		fmt.Fprintf(at.a.stderr, "ahpctl: attached to %s; detach: %s\n", at.uri, at.detachHint())
-	}
 	restore, err := makeRaw(at.in)
 	if err != nil {
 		return fmt.Errorf("attach: raw mode: %w", err)
@@ -479,6 +477,8 @@ func (at *attacher) output(ctx context.Context, sub *client.Sub) error {
 			if _, err := io.WriteString(at.out, "\x1bc\x1b[3J"); err != nil {
 				return err
 			}
+		case "channel/ready":
+			at.hint()
 		case "terminal/exit":
 			var e exitedError
 			_ = json.Unmarshal(m.Params, &e)
@@ -489,6 +489,24 @@ func (at *attacher) output(ctx context.Context, sub *client.Sub) error {
 			return err
 		}
 	}
+}
+
+// hint prints the "attached to" line with the detach keys once, after the
+// first snapshot has been drawn (channel/ready). Printed before it, the
+// line would be wiped at once by the snapshot's full reset (RIS and ED3
+// clear the screen and the scrollback). Printed between the reset and the
+// snapshot's output, it would shift the snapshot a line down, out of step
+// with its absolute cursor position; and leaving out the reset would draw
+// the snapshot over whatever this terminal showed before. After the
+// snapshot it is a line of its own below the program's cursor (like a
+// reconnect's status line): the program's next output or redraw goes on
+// from there, and it is on screen for the user to read.
+func (at *attacher) hint() {
+	if at.quiet || at.hinted {
+		return
+	}
+	at.hinted = true
+	fmt.Fprintf(at.a.stderr, "\r\nahpctl: attached to %s; detach: %s\r\n", at.uri, at.detachHint())
 }
 
 // resize asks the daemon to size the PTY like this terminal.

@@ -74,13 +74,20 @@ func TestE2EAttachExitStatus(t *testing.T) {
 	if out := d.mustCtl("channels", "get", "x1"); !regexp.MustCompile(`(?m)^exit: +status 7$`).MatchString(out) {
 		t.Fatalf("channels get x1:\n%s", out)
 	}
-	if !strings.HasPrefix(screen.String(), "ahpctl: attached to ahp-terminal:/x1; detach: Ctrl-] d\r\n") {
-		t.Fatalf("attach did not start with the hint; output:\n%q", screen.String())
+	// The hint is a line of its own after the snapshot's full reset (RIS,
+	// ED3), which would wipe it from the screen and the scrollback, and
+	// nothing clears the screen after it.
+	out := screen.String()
+	reset := strings.Index(out, "\x1bc\x1b[3J")
+	hint := strings.Index(out, "\r\nahpctl: attached to ahp-terminal:/x1; detach: Ctrl-] d\r\n")
+	if reset < 0 || hint < reset || strings.Count(out, "attached to") != 1 || strings.Contains(out[hint:], "\x1bc") || strings.Contains(out[hint:], "\x1b[2J") || strings.Contains(out[hint:], "\x1b[3J") {
+		t.Fatalf("the hint is not on screen after the snapshot; output:\n%q", out)
 	}
 	screen.waitFor(t, 0, regexp.MustCompile(`exited with status 7`))
 
 	// --detach-keys ctrl-a: Ctrl-A d detaches (status 0); the hint says so.
 	cmd, typ, screen, done = attach("--detach-keys", "ctrl-a", "x2")
+	screen.waitFor(t, 0, regexp.MustCompile(`detach: Ctrl-A d`)) // printed after the snapshot
 	typ("\x01d")
 	if code := attachExit(t, cmd, done, screen); code != 0 {
 		t.Fatalf("attach after Ctrl-A d: status %d; output:\n%q", code, screen.String())
@@ -106,7 +113,7 @@ func TestE2EAttachExitStatus(t *testing.T) {
 	d.mustCtl("channels", "close", "x4")
 	code := attachExit(t, cmd, done, screen)
 	screen.waitFor(t, 0, regexp.MustCompile(`was closed; not reconnecting`))
-	out := screen.String()
+	out = screen.String()
 	if code != 1 || strings.Count(out, "was closed; not reconnecting") != 1 || strings.Contains(out, "reconnecting…") {
 		t.Fatalf("attach after channels close: status %d; output:\n%q", code, out)
 	}
