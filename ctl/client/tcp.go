@@ -289,6 +289,46 @@ func (s *TCPStream) Read(p []byte) (int, error) {
 	}
 }
 
+// WriteTo writes the bytes the target sends to w until tcp/eof (then it
+// returns nil) or an error, as io.Copy does with Read but without the
+// copy: each message's bytes go to w from the stream's own memory, and
+// are released (credited) once w took them. It must not run alongside
+// Read.
+func (s *TCPStream) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		switch {
+		case s.err != nil:
+			return total, s.err
+		case s.closed:
+			return total, net.ErrClosed
+		case len(s.in) > 0:
+			// popLocked leaves a chunk with unread bytes at the head;
+			// only Read and WriteTo pop it, so it stays while w writes.
+			b := s.in[0].data[s.inPos:]
+			s.mu.Unlock()
+			n, err := w.Write(b)
+			s.mu.Lock()
+			total += int64(n)
+			if err != nil {
+				return total, err
+			}
+			if s.err != nil || s.closed || len(s.in) == 0 {
+				continue // failed meanwhile: what was buffered is gone
+			}
+			s.inPos += n
+			s.stats.BytesRead += int64(n)
+			s.popLocked()
+			continue
+		case s.inEOF:
+			return total, nil
+		}
+		s.waitReadLocked()
+	}
+}
+
 // Write sends p to the target. It returns once every byte is in the
 // journal (it is then sent, and resent after a reconnect, until the host
 // credits it), waiting while the host's window is full.
