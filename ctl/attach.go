@@ -43,10 +43,10 @@ channel has it; with --url a bare ID means ahp-terminal:/ID.
 If the connection drops, attach reconnects (for up to a minute) and the daemon
 sends a fresh snapshot of the screen; keys typed while disconnected are dropped,
 never replayed. It does not come back after the daemon ended the session on
-purpose (viewers kick, token revoke): it exits with the daemon's reason. attach ends when the program exits, and when the channel is closed (it says
-so once and exits 1). Credentials: attach mints a
-single-use ticket over the control socket and keeps the reconnect token the
-daemon returns; nothing is written to disk.
+purpose (viewers kick, token revoke): it exits with the daemon's reason. attach
+ends when the program exits, and when the channel is closed (it says so once and
+exits 1). Credentials: attach mints a single-use ticket over the control socket
+and keeps the reconnect token the daemon returns; nothing is written to disk.
 
 Without the control socket (from another machine, through a tunnel or a
 proxy): --url http://HOST:PORT (or $AHP_URL) names the daemon, and the token
