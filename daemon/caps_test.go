@@ -158,6 +158,37 @@ func TestLimitsChangedLogSaysWhat(t *testing.T) {
 	}
 }
 
+// TestLimitsNoChangeIsQuiet: setting the limits already in force (as
+// `ahpctl limits set maxOutputStall=1m` when it is 1m) neither logs
+// "limits changed" nor publishes limits.changed; a real change does both.
+func TestLimitsNoChangeIsQuiet(t *testing.T) {
+	h, logs := startLogged(t)
+	next, stop := h.srv.Watch()
+	defer stop()
+	closed := make(chan struct{})
+	close(closed)
+	if err := h.srv.SetLimits(h.srv.Limits()); err != nil {
+		t.Fatal(err)
+	}
+	if evs, lost, _ := next(closed); len(evs) != 0 || lost != 0 {
+		t.Fatalf("a no-op SetLimits published %v (lost %d)", evs, lost)
+	}
+	if strings.Contains(logs.String(), "limits changed") {
+		t.Fatalf("a no-op SetLimits logged:\n%s", logs.String())
+	}
+	l := h.srv.Limits()
+	l.MaxOutputStall += time.Second
+	if err := h.srv.SetLimits(l); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _, _ := next(closed); len(evs) != 1 || evs[0].Kind != "limits.changed" {
+		t.Fatalf("SetLimits published %v, want one limits.changed", evs)
+	}
+	if !strings.Contains(logs.String(), "limits changed") {
+		t.Fatalf("SetLimits did not log:\n%s", logs.String())
+	}
+}
+
 // startLogged starts a daemon (fake terminals) whose log the test reads.
 func startLogged(t *testing.T) (*harness, *syncBuffer) {
 	t.Helper()

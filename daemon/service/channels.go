@@ -181,8 +181,14 @@ func (s *Service) SetLimits(l config.Limits) error {
 		return err
 	}
 	old := s.limits.Swap(&l)
+	names := config.ChangedLimits(*old, l)
+	if len(names) == 0 {
+		// Setting what is in force (ahpctl says "no change"): nothing to
+		// log, no limits.changed for watchers.
+		return nil
+	}
 	var changed []any
-	for _, name := range config.ChangedLimits(*old, l) {
+	for _, name := range names {
 		f, _ := limits.Find(name)
 		v, _ := l.LimitValue(name)
 		changed = append(changed, name, formatLimit(f, v))
