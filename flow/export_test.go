@@ -43,3 +43,6 @@ func JournalCap(j *Journal) int { return j.entries.Cap() }
 // JournalFree returns the capacity a Journal keeps of released texts, and
 // its bound.
 func JournalFree(j *Journal) (int, int) { return j.freeBytes, journalFreeBytes }
+
+// JournalText returns the text of the i-th retained message.
+func JournalText(j *Journal, i int) string { return j.entries.At(i).msg.Text }

@@ -2,7 +2,6 @@ package flow
 
 import (
 	"fmt"
-	"strings"
 	"unsafe"
 )
 
@@ -57,7 +56,9 @@ func (j *Journal) Len() int { return j.entries.Len() }
 // append retains m, with a copy of its text: a Source may reuse a text's
 // memory once the Sender pulls the next message (Source).
 func (j *Journal) append(id, start, end int64, m Message) {
-	m.Text = j.clone(m.Text)
+	if !m.Owned {
+		m.Text = j.clone(m.Text)
+	}
 	m.Size = end - start
 	j.entries.Push(journalEntry{id, start, end, m})
 	j.last = Position{id, end}
@@ -76,17 +77,26 @@ func (j *Journal) release(consumed int64) {
 // clone copies text into memory of a released message when one is big
 // enough, or into new memory.
 func (j *Journal) clone(text string) string {
+	b := append(j.Buffer(len(text)), text...)
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// Buffer returns empty memory for at least n bytes: a released
+// message's when one is big enough, else new. A Source that builds a
+// message's text in it and sends it Owned spares the journal a copy.
+// Like the rest of the Journal, it belongs to the owner of the channel's
+// current subscription.
+func (j *Journal) Buffer(n int) []byte {
 	for i := len(j.free) - 1; i >= 0; i-- {
 		b := j.free[i]
-		if cap(b) < len(text) {
+		if cap(b) < n {
 			continue
 		}
 		j.free = append(j.free[:i], j.free[i+1:]...)
 		j.freeBytes -= cap(b)
-		b = append(b[:0], text...)
-		return unsafe.String(unsafe.SliceData(b), len(b))
+		return b[:0]
 	}
-	return strings.Clone(text)
+	return make([]byte, 0, n)
 }
 
 // recycle keeps a released text's memory for clone, within

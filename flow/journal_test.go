@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -394,6 +395,64 @@ func TestJournalReusesReleasedMemory(t *testing.T) {
 	for i, m := range got {
 		if m != retained[i] {
 			t.Fatalf("replayed message %d = {%d %.40q}, want {%d %.40q}", i, m.id, m.text, retained[i].id, retained[i].text)
+		}
+	}
+}
+
+// TestJournalKeepsOwnedTexts: a text built in Journal.Buffer and sent
+// Owned is kept as it is (the same memory, no copy), released memory comes
+// back from Buffer, and what is retained replays intact.
+func TestJournalKeepsOwnedTexts(t *testing.T) {
+	j := flow.NewJournal()
+	s := newSender(t, flow.SenderConfig{})
+	st, src := journalled(t, s, j, nil, "s1", limits(64*KiB, 16*KiB, 64*KiB))
+	var ptrs []*byte
+	var texts []string
+	var consumed int64
+	for i := range 40 {
+		want := tcpData(i, 6000)
+		b := append(j.Buffer(len(want)), want...)
+		text := unsafe.String(unsafe.SliceData(b), len(b))
+		ptrs, texts = append(ptrs, unsafe.StringData(text)), append(texts, want)
+		src.push(flow.Message{Text: text, Class: flow.Data, Owned: true})
+		s.Wake(st)
+		drain(t, s)
+		if got := unsafe.StringData(flow.JournalText(j, j.Len()-1)); got != ptrs[i] {
+			t.Fatalf("message %d: the journal copied an Owned text", i)
+		}
+		if i%3 == 2 { // release all but the newest
+			consumed = j.Last().Position - 6000
+			if err := s.Credit(st, consumed); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	reused := 0
+	for i := 1; i < len(ptrs); i++ {
+		if slices.Contains(ptrs[:i], ptrs[i]) {
+			reused++
+		}
+	}
+	if reused == 0 {
+		t.Fatal("Buffer never gave back the memory of a released message")
+	}
+	s.Close(st)
+	at := j.Released()
+	rp, err := j.Resume(at, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := newSender(t, flow.SenderConfig{})
+	st2, _ := journalled(t, s2, j, &rp, "new", limits(64*KiB, 16*KiB, 64*KiB))
+	s2.Wake(st2)
+	got := drain(t, s2)
+	retained := texts[len(texts)-len(got):]
+	if len(got) == 0 || len(got) != j.Len() {
+		t.Fatalf("replayed %d messages, the journal holds %d", len(got), j.Len())
+	}
+	for i, m := range got {
+		if m.text != retained[i] {
+			t.Fatalf("replayed message %d = %.30q, want %.30q", i, m.text, retained[i])
 		}
 	}
 }

@@ -43,6 +43,10 @@ type Message struct {
 	// that breaks the promise makes frames that are not JSON. Equal (the
 	// zero value): no span.
 	PlainFrom, PlainTo int
+	// Owned says Text's memory came from the stream's Journal
+	// (Journal.Buffer) and the Source never touches it again: the
+	// journal keeps it as it is instead of copying it.
+	Owned bool
 }
 
 // Source produces the logical messages of one subscription, in order. The
@@ -66,7 +70,8 @@ type Message struct {
 //
 // The Sender is done with a message's Text when it pulls the next one: a
 // Source may build each Text in memory it reuses from one Pull to the
-// next after that (a Journal keeps its own copy for resume).
+// next after that (a Journal keeps its own copy for resume, or the text
+// itself when it is Owned).
 type Source interface {
 	Pull(dataAllowed bool, maxMessageBytes int64) (m Message, ok bool)
 }

@@ -185,14 +185,15 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 		n := int((maxMessageBytes-dataOverhead)/8) * 3
 		buf := c.pend[0]
 		n = max(min(n, len(buf)), min(3, len(buf)))
-		t := append(s.text[:0], dataPrefix...)
+		// Built in the journal's memory and kept there as it is (Owned).
+		t := c.journal.Buffer(int(dataOverhead/2) + (n+2)/3*4)
+		t = append(t, dataPrefix...)
 		t = strconv.AppendInt(t, c.outOff, 10)
 		t = append(t, dataMiddle...)
 		plainFrom := len(t)
 		t = b64.AppendEncode(t, buf[:n])
 		plainTo := len(t)
 		t = append(t, dataSuffix...)
-		s.text = t
 		c.outOff += int64(n)
 		c.bytesOut += int64(n)
 		if n == len(buf) {
@@ -206,7 +207,7 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 			c.pend[0] = buf[n:]
 		}
 		m = flow.Message{Text: unsafe.String(unsafe.SliceData(t), len(t)), Class: flow.Data, Size: int64(len(t)) * 2,
-			PlainFrom: plainFrom, PlainTo: plainTo} // base64: nothing to escape
+			PlainFrom: plainFrom, PlainTo: plainTo, Owned: true} // base64: nothing to escape
 	case c.readEOF && !c.eofSent:
 		c.eofSent = true
 		s.text = fmt.Appendf(s.text[:0], `{"jsonrpc":"2.0","method":"tcp/eof","params":{"offset":%d}}`, c.outOff)
