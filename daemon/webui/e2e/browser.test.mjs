@@ -148,6 +148,13 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   assert.equal(await page.getByTestId('channel-item').getAttribute('data-channel'), CHANNEL);
   await waitFor(page, 'the channel list to count this viewer',
     () => document.querySelector('[data-testid=channel-item] .meta')?.textContent === 'terminal · running · 1 viewer');
+  // The list's buttons fit the sidebar: no horizontal scrollbar (a
+  // content-box button of width 100% overflowed it by its padding).
+  const sidebar = await page.evaluate(() => {
+    const s = document.querySelector('.sidebar');
+    return { scrollWidth: s.scrollWidth, clientWidth: s.clientWidth };
+  });
+  assert.ok(sidebar.scrollWidth <= sidebar.clientWidth, `the sidebar overflows sideways: ${JSON.stringify(sidebar)}`);
 
   // The page asks for its own size once attached; the host's answer resizes
   // xterm, and the terminal then fills the stage.
