@@ -61,6 +61,14 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
+// Take counts n bytes as used, whether or not they fit: a holder that
+// keeps a queue (a telemetry viewer's, AttachRequest.Queue) checks Left
+// first and applies its loss policy when they do not. Give returns them.
+func (b *Budget) Take(n int64) { b.add(n) }
+
+// Give returns n bytes taken with Take.
+func (b *Budget) Give(n int64) { b.add(-n) }
+
 // reserve takes up to want bytes, but only if at least floor are left;
 // it returns what it took (0 for nothing).
 func (b *Budget) reserve(want, floor int64) int64 {

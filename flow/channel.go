@@ -99,6 +99,13 @@ type AttachRequest struct {
 	// be called from any goroutine, never blocks, and is ignored once the
 	// subscriber is Closed.
 	Release func(p Position)
+	// Queue, when set, is the connection's budget for what kinds queue
+	// for their subscribers on the host (a telemetry viewer's batches),
+	// shared by its subscriptions: a kind takes the bytes it queues
+	// (Budget.Take) and gives them back when they leave the queue, and
+	// when Left has no room for more it applies its loss policy instead
+	// of queuing (PROTOCOL.md §8, telemetry).
+	Queue *Budget
 }
 
 // ResumeRequest is the resume member of subscribe (PROTOCOL.md §8).

@@ -427,7 +427,7 @@ func (c *Channel) trimHistory(now time.Time) {
 // seq (PROTOCOL.md §8). Any role may view; a telemetry channel takes no
 // client messages.
 func (c *Channel) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
-	s := &Sub{c: c, wakeFn: req.Wake}
+	s := &Sub{c: c, wakeFn: req.Wake, budget: req.Queue}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -438,7 +438,7 @@ func (c *Channel) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 	first, bytes := c.hist.Len(), int64(0)
 	for first > 0 && c.hist.Len()-first < c.cfg.QueueBatches-1 {
 		b := c.hist.At(first - 1)
-		if bytes+b.size > c.cfg.QueueBytes-c.cfg.MaxBatchBytes {
+		if bytes+b.size > c.cfg.QueueBytes-c.cfg.MaxBatchBytes || bytes+b.size > s.budgetRoom() {
 			break
 		}
 		bytes += b.size
@@ -449,6 +449,7 @@ func (c *Channel) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 		s.qBatches++
 		s.qBytes += c.hist.At(i).size
 	}
+	s.syncBudget()
 	s.readyAfter = c.next
 	s.initial = flow.InitialLive
 	if s.qBatches > 0 {

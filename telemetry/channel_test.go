@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -293,5 +294,61 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := (telemetry.Config{}).Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// TestQueueBudgetSharedByViewers: viewers on one connection share its
+// queue budget (AttachRequest.Queue): however many stall, what they queue
+// together stays within it, each policy drops instead, every seq is still
+// delivered or reported dropped, and closing them gives it all back.
+func TestQueueBudgetSharedByViewers(t *testing.T) {
+	for _, policy := range []telemetry.Policy{telemetry.DropOldest, telemetry.DropNewest, telemetry.CoalesceLatest} {
+		t.Run(string(policy), func(t *testing.T) {
+			budget := flow.NewBudget(8 << 10)
+			var chans []*telemetry.Channel
+			var subs []flow.Subscriber
+			for range 6 {
+				c := newChannel(t, telemetry.Config{Policy: policy, History: -1})
+				s, err := c.Attach(flow.AttachRequest{Window: 1 << 20, Role: flow.RoleView, Queue: budget})
+				if err != nil {
+					t.Fatal(err)
+				}
+				chans, subs = append(chans, c), append(subs, s)
+			}
+			const n = 300
+			for i := range n {
+				for j, c := range chans {
+					// Distinct series, so coalescing cannot make them one.
+					if err := c.Publish(one("m", float64(i), telemetry.Label{Name: "k", Value: strconv.Itoa(i)}, telemetry.Label{Name: "v", Value: strconv.Itoa(j)})); err != nil {
+						t.Fatal(err)
+					}
+					if used := budget.Used(); used > budget.Max() {
+						t.Fatalf("after batch %d of channel %d the viewers queue %d bytes, budget %d", i, j, used, budget.Max())
+					}
+				}
+			}
+			if budget.Used() == 0 {
+				t.Fatal("nothing was counted in the budget")
+			}
+			var lost int64
+			for _, s := range subs {
+				ms := pullAll(t, s)
+				checkCoverage(t, ms, 1, n)
+				for _, m := range ms {
+					if m.Method == "telemetry/dropped" {
+						lost += m.Params.Count
+					}
+				}
+			}
+			if lost == 0 {
+				t.Fatal("the viewers lost nothing: the budget did not bind")
+			}
+			for _, s := range subs {
+				s.Close()
+			}
+			if used := budget.Used(); used != 0 {
+				t.Fatalf("after the viewers closed the budget still counts %d bytes", used)
+			}
+		})
 	}
 }

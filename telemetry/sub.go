@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,7 @@ func (e entry) first() uint64 {
 type Sub struct {
 	c      *Channel
 	wakeFn func()
+	budget *flow.Budget // the connection's queue budget (AttachRequest.Queue), or nil
 
 	// Guarded by c.mu.
 	q          deque[entry]
@@ -51,6 +53,7 @@ type Sub struct {
 	waiting    bool // Pull found nothing: wake on news
 	closed     bool
 	loss       Loss
+	charged    int64 // the bytes of qBytes taken from budget (see syncBudget)
 
 	// The pulling goroutine's.
 	buf  []byte
@@ -71,10 +74,30 @@ func (s *Sub) wake() {
 	}
 }
 
-// full reports whether a batch of size bytes does not fit; c.mu is held.
+// full reports whether a batch of size bytes does not fit the viewer's
+// queue or the connection's queue budget; c.mu is held.
 func (s *Sub) full(size int64) bool {
 	cfg := &s.c.cfg
-	return s.qBatches+1 > cfg.QueueBatches || s.qBytes+size > cfg.QueueBytes
+	return s.qBatches+1 > cfg.QueueBatches || s.qBytes+size > cfg.QueueBytes || s.budgetRoom() < size
+}
+
+// budgetRoom is what the connection's queue budget has left for this
+// viewer, counting what it dropped since the last syncBudget; c.mu is
+// held.
+func (s *Sub) budgetRoom() int64 {
+	if s.budget == nil {
+		return math.MaxInt64
+	}
+	return s.budget.Left() + s.charged - s.qBytes
+}
+
+// syncBudget brings what the viewer has taken from the connection's
+// queue budget in line with its queued bytes; c.mu is held.
+func (s *Sub) syncBudget() {
+	if s.budget != nil && s.qBytes != s.charged {
+		s.budget.Take(s.qBytes - s.charged)
+		s.charged = s.qBytes
+	}
 }
 
 // push queues b under the channel's policy and reports whether the viewer
@@ -96,10 +119,17 @@ func (s *Sub) push(b *batch) bool {
 		for s.full(b.size) && s.qBatches > 0 {
 			s.dropOldest()
 		}
+		if s.full(b.size) {
+			// The connection's other viewers hold its queue budget: this
+			// one has nothing left to drop but the new batch.
+			s.dropNew(b)
+			break
+		}
 		s.q.Push(entry{b: b})
 		s.qBatches++
 		s.qBytes += b.size
 	}
+	s.syncBudget()
 	w := s.waiting
 	s.waiting = false
 	return w
@@ -265,7 +295,7 @@ func (s *Sub) coalesce(b *batch) {
 		s.qBytes += nb.size
 	}
 	s.loss.Bytes += max(0, bytes-s.qBytes)
-	for s.qBatches > cfg.QueueBatches/2 || s.qBytes > cfg.QueueBytes/2 {
+	for s.qBatches > cfg.QueueBatches/2 || s.qBytes > cfg.QueueBytes/2 || (s.budgetRoom() < 0 && s.qBatches > 0) {
 		s.dropOldest()
 	}
 }
@@ -286,6 +316,7 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer s.syncBudget()
 	if s.closed || c.closed || !dataAllowed {
 		s.waiting = true
 		return flow.Message{}, false
@@ -379,4 +410,5 @@ func (s *Sub) Close() {
 	delete(c.subs, s)
 	s.q.Clear()
 	s.qBatches, s.qBytes = 0, 0
+	s.syncBudget()
 }

@@ -144,6 +144,9 @@ type conn struct {
 	// connection keeps between messages, lent to the receiver of the
 	// subscription whose frame starts a message (at most maxKeptBuf).
 	reassembly []byte
+	// queued is the budget of what kinds queue for this connection's
+	// subscribers (flow.AttachRequest.Queue).
+	queued *flow.Budget
 	// inFree returns inbound message buffers from the run loop to the
 	// reader (at most cap(inFree), each at most maxKeptInbound).
 	inFree chan []byte

@@ -297,6 +297,7 @@ func (c *conn) subscribe(req *request) error {
 	sub, err := ch.Impl().Attach(flow.AttachRequest{
 		Wake: func() { c.wake(s) }, Window: got.WindowBytes, Role: role, Resume: p.Resume,
 		Receive: chl.HostReceive, Release: func(pos flow.Position) { c.released(s, pos) },
+		Queue: c.queued,
 	})
 	if err != nil {
 		s.ended = true // a wake queued by Attach must not reach the Sender

@@ -314,10 +314,14 @@ func (s *Server) serveConn(t transport, remote string, sock *countingConn, beare
 		_ = t.Close(websocket.StatusPolicyViolation, wire.ReasonMemoryBudget+" (maxTotalBufferedBytes); try again later")
 		return false
 	}
+	// maxBufferedBytes is shared out: the control lane, what kinds queue
+	// for the connection's subscribers (telemetry batches, a quarter) and
+	// the data messages under way (the rest).
 	control := min(4<<20, limits.MaxBufferedBytes/4)
+	queue := limits.MaxBufferedBytes / 4
 	sender, err := flow.NewSender(flow.SenderConfig{
 		ControlBytes: control,
-		ActiveBytes:  limits.MaxBufferedBytes - control,
+		ActiveBytes:  limits.MaxBufferedBytes - control - queue,
 		Shared:       s.budget,
 		SharedFloor:  sharedFloor,
 	})
@@ -345,6 +349,7 @@ func (s *Server) serveConn(t transport, remote string, sock *countingConn, beare
 		opened:      now,
 		limits:      limits,
 		sender:      sender,
+		queued:      flow.NewBudget(queue),
 		subs:        map[string]*subscription{},
 		pending:     map[string]*subscription{},
 		lastWrite:   now,
