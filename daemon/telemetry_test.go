@@ -196,6 +196,8 @@ func TestTelemetryControlRefusals(t *testing.T) {
 		{&ahpv1.CreateTelemetryRequest{Kind: "bogus"}, codes.InvalidArgument},
 		{&ahpv1.CreateTelemetryRequest{Kind: "system", Interval: durationpb.New(time.Millisecond)}, codes.InvalidArgument},
 		{&ahpv1.CreateTelemetryRequest{Kind: "push", Policy: "keep-all"}, codes.InvalidArgument},
+		{&ahpv1.CreateTelemetryRequest{Kind: "push", Interval: durationpb.New(50 * time.Millisecond)}, codes.InvalidArgument},
+		{&ahpv1.CreateTelemetryRequest{Kind: "command", Command: []string{"true"}, Interval: durationpb.New(time.Second)}, codes.InvalidArgument},
 		{&ahpv1.CreateTelemetryRequest{Kind: "command"}, codes.InvalidArgument},
 		{&ahpv1.CreateTelemetryRequest{Kind: "process", Terminal: "ahp-terminal:/nope"}, codes.NotFound},
 	} {

@@ -41,6 +41,11 @@ func (s *Service) CreateTelemetry(ctx context.Context, r TelemetryRequest) (*reg
 	if !slices.Contains(telemetry.Kinds, r.Kind) {
 		return nil, argErr("kind", "%q: want system, process, command, push or daemon", r.Kind)
 	}
+	if r.Interval != 0 && (r.Kind == "push" || r.Kind == "command") {
+		// Not ignored silently: the samples of these come when a producer
+		// pushes them or the command prints them.
+		return nil, argErr("interval", "a %s source has no interval: its samples come when they are %s", r.Kind, map[string]string{"push": "pushed", "command": "printed"}[r.Kind])
+	}
 	if r.Interval != 0 {
 		if _, err := telemetry.CheckInterval(r.Interval); err != nil {
 			return nil, argErr("interval", "%v", err)
