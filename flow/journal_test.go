@@ -380,15 +380,7 @@ func TestJournalReusesReleasedMemory(t *testing.T) {
 	retained := sent[len(sent)-j.Len():]
 	// The peer released (and so accepted) up to the credit: the retained
 	// messages are replayed.
-	at := flow.Position{MessageID: retained[0].id - 1, Position: consumed}
-	rp, err := j.Resume(at, at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2 := newSender(t, flow.SenderConfig{})
-	st2, _ := journalled(t, s2, j, &rp, "new", limits(64*KiB, 16*KiB, 64*KiB))
-	s2.Wake(st2)
-	got := drain(t, s2)
+	got := replayReleased(t, j, flow.Position{MessageID: retained[0].id - 1, Position: consumed})
 	if len(got) != len(retained) {
 		t.Fatalf("replayed %d messages, want %d", len(got), len(retained))
 	}
@@ -437,15 +429,7 @@ func TestJournalKeepsOwnedTexts(t *testing.T) {
 		t.Fatal("Buffer never gave back the memory of a released message")
 	}
 	s.Close(st)
-	at := j.Released()
-	rp, err := j.Resume(at, at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2 := newSender(t, flow.SenderConfig{})
-	st2, _ := journalled(t, s2, j, &rp, "new", limits(64*KiB, 16*KiB, 64*KiB))
-	s2.Wake(st2)
-	got := drain(t, s2)
+	got := replayReleased(t, j, j.Released())
 	retained := texts[len(texts)-len(got):]
 	if len(got) == 0 || len(got) != j.Len() {
 		t.Fatalf("replayed %d messages, the journal holds %d", len(got), j.Len())
@@ -455,4 +439,18 @@ func TestJournalKeepsOwnedTexts(t *testing.T) {
 			t.Fatalf("replayed message %d = %.30q, want %.30q", i, m.text, retained[i])
 		}
 	}
+}
+
+// replayReleased resumes j on a new Sender for a peer that released (and
+// so accepted) up to at, and returns what it replays.
+func replayReleased(t *testing.T, j *flow.Journal, at flow.Position) []sentMsg {
+	t.Helper()
+	rp, err := j.Resume(at, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSender(t, flow.SenderConfig{})
+	st, _ := journalled(t, s, j, &rp, "new", limits(64*KiB, 16*KiB, 64*KiB))
+	s.Wake(st)
+	return drain(t, s)
 }

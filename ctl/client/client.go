@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -381,24 +380,7 @@ const maxKeptReadBuf = 4 << 20
 // readMessage reads the next WebSocket message into buf's memory (grown as
 // needed; the connection's read limit bounds it).
 func (c *Conn) readMessage(buf []byte) (websocket.MessageType, []byte, error) {
-	typ, r, err := c.ws.Reader(context.Background())
-	if err != nil {
-		return 0, nil, err
-	}
-	b := buf[:0]
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return typ, b, nil
-		}
-		if err != nil {
-			return 0, nil, err
-		}
-	}
+	return wire.ReadMessage(context.Background(), c.ws, buf)
 }
 
 func (c *Conn) onFrame(raw []byte, f *flow.Frame) {

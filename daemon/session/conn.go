@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -319,34 +318,11 @@ const maxKeptInbound = 256 << 10
 // read reads the next message, into buf's memory when the transport can
 // (a *websocket.Conn can; the tests' in-memory pipe cannot).
 func (c *conn) read(ctx context.Context, buf []byte) (websocket.MessageType, []byte, error) {
-	ws, ok := c.ws.(interface {
-		Reader(context.Context) (websocket.MessageType, io.Reader, error)
-	})
+	ws, ok := c.ws.(wire.MessageReader)
 	if !ok {
 		return c.ws.Read(ctx)
 	}
-	typ, r, err := ws.Reader(ctx)
-	if err != nil {
-		return 0, nil, err
-	}
-	b := buf[:0]
-	for {
-		if len(b) == cap(b) {
-			// Double (from 4 KiB): append's gentler growth for large
-			// slices reallocates a 64 KiB frame a dozen times.
-			nb := make([]byte, len(b), max(2*cap(b), 4<<10))
-			copy(nb, b)
-			b = nb
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return typ, b, nil
-		}
-		if err != nil {
-			return 0, nil, err
-		}
-	}
+	return wire.ReadMessage(ctx, ws, buf)
 }
 
 func (c *conn) writeLoop(ctx context.Context) {
