@@ -195,3 +195,53 @@ func startLogged(t *testing.T) (*harness, *syncBuffer) {
 	logs := &syncBuffer{}
 	return startWithLog(t, false, nil, nil, logs), logs
 }
+
+// TestTerminalEndIsOneLine: a terminal's end is one line of the log at
+// info: "channel exited" when its program exits, "channel closed" when it
+// is closed (its process's exit under the close is a debug detail).
+func TestTerminalEndIsOneLine(t *testing.T) {
+	logs := &syncBuffer{}
+	h := startWithLog(t, true, nil, nil, logs)
+	count := func(msg string) int { return strings.Count(logs.String(), `level=INFO msg="`+msg+`"`) }
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s; log:\n%s", what, logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	exits, err := h.srv.StartTerminal(ctxT(t), service.TerminalRequest{ID: "exits", Command: "/bin/sh", Args: []string{"-c", "exit 3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the program's exit was not logged", func() bool { return count("channel exited") == 1 })
+	runs, err := h.srv.StartTerminal(ctxT(t), service.TerminalRequest{ID: "runs", Command: "/bin/sleep", Args: []string{"30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, stop := h.srv.Watch()
+	defer stop()
+	if err := h.srv.CloseChannel(runs.URI); err != nil {
+		t.Fatal(err)
+	}
+	// The killed process's exit is published after it is logged.
+	timeout := make(chan struct{})
+	time.AfterFunc(10*time.Second, func() { close(timeout) })
+	for exited := false; !exited; {
+		evs, _, ok := next(timeout)
+		if !ok {
+			t.Fatalf("no channel.exited for %s; log:\n%s", runs.URI, logs.String())
+		}
+		for _, e := range evs {
+			exited = exited || (e.Kind == "channel.exited" && e.Channel == runs.URI)
+		}
+	}
+	if n := count("channel closed"); n != 1 {
+		t.Fatalf("%d \"channel closed\" lines, want 1:\n%s", n, logs.String())
+	}
+	if n := count("channel exited"); n != 1 {
+		t.Fatalf("%d \"channel exited\" lines at info, want 1 (%s's; %s was closed):\n%s", n, exits.URI, runs.URI, logs.String())
+	}
+}

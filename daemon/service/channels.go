@@ -257,7 +257,14 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 			if p, ok := t.(terminalPider); ok {
 				attrs = append(attrs, "pid", p.Pid())
 			}
-			s.log.Info("channel exited", attrs...)
+			if ch.Closed() {
+				// Closed by the operator or at shutdown: "channel closed"
+				// already said so; the exit is a detail (one line per
+				// end, issue 16 §13).
+				s.log.Debug("channel exited", attrs...)
+			} else {
+				s.log.Info("channel exited", attrs...)
+			}
 			s.events.Publish(events.Event{Kind: "channel.exited", Channel: ch.URI, Detail: detail})
 		}()
 	}
