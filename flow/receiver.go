@@ -122,19 +122,11 @@ func (r *Receiver) Buffered() int {
 	return len(r.buf)
 }
 
-// DropBuffer releases the reassembly buffer's memory when it is larger
-// than one frame, so an idle subscription does not pin the memory of its
-// largest message. Call it after the message Frame returned is processed.
-func (r *Receiver) DropBuffer() {
-	if !r.active && cap(r.buf) > int(r.limits.MaximumFrameBytes) {
-		r.buf = nil
-	}
-}
-
 // TakeBuffer returns the reassembly buffer's memory for the caller to
 // keep while no message is incomplete (nil otherwise), and forgets it: a
 // connection keeps one buffer for all its subscriptions (UseBuffer)
-// instead of each pinning its own. Call it where DropBuffer would be.
+// instead of each pinning the memory of its largest message. Call it once
+// the message Frame returned is processed.
 func (r *Receiver) TakeBuffer() []byte {
 	if r.active {
 		return nil
