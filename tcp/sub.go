@@ -252,7 +252,7 @@ func (s *Sub) Deliver(method string, params json.RawMessage, _ func()) error {
 			buf, c.spare = c.spare[n-1], c.spare[:n-1]
 		}
 		c.mu.Unlock()
-		off, data, err = wire.AppendTCPData(buf, method, params)
+		off, data, err = wire.DecodeTCPDataInto(buf, method, params)
 		buf = data
 	case "tcp/eof":
 		off, err = wire.DecodeTCPOffset(method, params)

@@ -38,7 +38,7 @@ func tcpInputBytes(msgBytes int64) int {
 
 // parseTCPData decodes tcp/data params {offset, data}.
 func parseTCPData(dst, params []byte) (int64, []byte, error) {
-	return wire.AppendTCPData(dst, "tcp/data", params)
+	return wire.DecodeTCPDataInto(dst, "tcp/data", params)
 }
 
 // parseOffset decodes the offset of tcp/eof params.

@@ -19,12 +19,13 @@ import (
 
 // DecodeTCPData decodes {offset, data} params of method (for its errors).
 func DecodeTCPData(method string, params []byte) (int64, []byte, error) {
-	return AppendTCPData(nil, method, params)
+	return DecodeTCPDataInto(nil, method, params)
 }
 
-// AppendTCPData is DecodeTCPData decoding data into dst's memory (from
-// dst[0]) when it is large enough.
-func AppendTCPData(dst []byte, method string, params []byte) (int64, []byte, error) {
+// DecodeTCPDataInto is DecodeTCPData decoding data over dst's memory
+// (from dst[0], not after its contents) when it is large enough, so a
+// caller can reuse one buffer message after message.
+func DecodeTCPDataInto(dst []byte, method string, params []byte) (int64, []byte, error) {
 	const head, mid, tail = `{"offset":`, `,"data":"`, `"}`
 	if rest, ok := bytes.CutPrefix(params, []byte(head)); ok {
 		i := 0
