@@ -305,13 +305,10 @@ func appendUnescaped(dst, s []byte) ([]byte, int64, error) {
 		}
 		dst = append(dst, s[run:i]...)
 		var used int
-		var size int64
 		var err error
-		dst, used, size, err = appendEscape(dst, s[i:])
-		if err != nil {
+		if dst, used, n, err = appendEscape(dst, s[i:], n); err != nil {
 			return dst, 0, err
 		}
-		n += size
 		i += used
 		run = i
 	}
@@ -331,44 +328,41 @@ func appendUnescapedASCII(dst, s []byte) ([]byte, int64, error) {
 		dst = append(dst, s[:k]...)
 		n += 2 * int64(k)
 		var used int
-		var size int64
 		var err error
-		dst, used, size, err = appendEscape(dst, s[k:])
-		if err != nil {
+		if dst, used, n, err = appendEscape(dst, s[k:], n); err != nil {
 			return dst, 0, err
 		}
-		n += size
 		s = s[k+used:]
 	}
 }
 
 // appendEscape decodes the escape at the start of s (s[0] is '\\'), a
 // surrogate pair as one, onto dst, and returns the bytes of s it used and
-// its size in UTF-16 bytes.
-func appendEscape(dst, s []byte) ([]byte, int, int64, error) {
+// n plus its size in UTF-16 bytes.
+func appendEscape(dst, s []byte, n int64) ([]byte, int, int64, error) {
 	if len(s) < 2 {
 		return dst, 0, 0, fmt.Errorf("%w: truncated escape", ErrBadJSON)
 	}
 	switch e := s[1]; e {
 	case '"', '\\', '/':
-		return append(dst, e), 2, 2, nil
+		return append(dst, e), 2, n + 2, nil
 	case 'n':
-		return append(dst, '\n'), 2, 2, nil
+		return append(dst, '\n'), 2, n + 2, nil
 	case 'r':
-		return append(dst, '\r'), 2, 2, nil
+		return append(dst, '\r'), 2, n + 2, nil
 	case 't':
-		return append(dst, '\t'), 2, 2, nil
+		return append(dst, '\t'), 2, n + 2, nil
 	case 'b':
-		return append(dst, '\b'), 2, 2, nil
+		return append(dst, '\b'), 2, n + 2, nil
 	case 'f':
-		return append(dst, '\f'), 2, 2, nil
+		return append(dst, '\f'), 2, n + 2, nil
 	case 'u':
 		r, ok := hex4(s, 2)
 		if !ok {
 			return dst, 0, 0, fmt.Errorf("%w: bad \\u escape", ErrBadJSON)
 		}
 		if !utf16.IsSurrogate(r) {
-			return utf8.AppendRune(dst, r), 6, 2, nil
+			return utf8.AppendRune(dst, r), 6, n + 2, nil
 		}
 		if r >= 0xdc00 || len(s) < 12 || s[6] != '\\' || s[7] != 'u' {
 			return dst, 0, 0, ErrSurrogate
@@ -381,7 +375,7 @@ func appendEscape(dst, s []byte) ([]byte, int, int64, error) {
 		if r == utf8.RuneError {
 			return dst, 0, 0, ErrSurrogate
 		}
-		return utf8.AppendRune(dst, r), 12, 4, nil
+		return utf8.AppendRune(dst, r), 12, n + 4, nil
 	default:
 		return dst, 0, 0, fmt.Errorf("%w: bad escape \\%c", ErrBadJSON, e)
 	}
