@@ -19,6 +19,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/afterfunc"
+	"github.com/ahp-dev/ahpd/internal/spare"
 )
 
 var (
@@ -95,7 +96,7 @@ type Channel struct {
 
 	// client→target
 	wq          []writeItem
-	spare       [][]byte      // memory of written items, for the next decodes (at most maxSpare)
+	spare       spare.List    // memory of written items, for the next decodes
 	inOff       int64         // decoded bytes accepted from the client
 	inEOF       bool          // tcp/eof accepted
 	written     flow.Position // the last client message written (or suppressed)
@@ -103,14 +104,6 @@ type Channel struct {
 
 	bytesIn, bytesOut, resumes int64
 }
-
-// maxSpare and maxSpareBytes bound the decode memory a channel keeps for
-// reuse: a bulk upload decodes each tcp/input into memory an earlier one
-// was written from, instead of allocating anew.
-const (
-	maxSpare      = 2
-	maxSpareBytes = 128 << 10
-)
 
 type writeItem struct {
 	data []byte // what is left to write after duplicates were suppressed
@@ -188,6 +181,9 @@ func Create(cfg Config) (*Channel, error) {
 		more:    make(chan struct{}, 1),
 		wsig:    make(chan struct{}, 1),
 		free:    [][]byte{make([]byte, readSize), make([]byte, readSize)},
+		// A tcp/input decodes to at most 96 KiB under the default
+		// hostReceive limits: two such buffers are kept for reuse.
+		spare: spare.List{Count: 2, MaxCap: 128 << 10},
 	}
 	c.log = cfg.Logger.With("target", c.target)
 	c.retain = afterfunc.New(c.retentionExpired)
@@ -526,9 +522,7 @@ func (c *Channel) writeLoop() {
 		c.mu.Lock()
 		c.wq[0] = writeItem{}
 		c.wq = c.wq[1:]
-		if it.buf != nil && cap(it.buf) <= maxSpareBytes && len(c.spare) < maxSpare {
-			c.spare = append(c.spare, it.buf[:0])
-		}
+		c.spare.Put(it.buf)
 		if err != nil {
 			h := c.holder
 			if !c.ended {

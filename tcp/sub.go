@@ -248,9 +248,7 @@ func (s *Sub) Deliver(method string, params json.RawMessage, _ func()) error {
 	switch method {
 	case "tcp/input":
 		c.mu.Lock()
-		if n := len(c.spare); n > 0 {
-			buf, c.spare = c.spare[n-1], c.spare[:n-1]
-		}
+		buf = c.spare.Get()
 		c.mu.Unlock()
 		off, data, err = wire.DecodeTCPDataInto(buf, method, params)
 		buf = data

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/spare"
 	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
@@ -77,8 +78,8 @@ type TCPStream struct {
 	finished     bool           // tcp/closed released: the channel may end
 	hostEnded    bool           // the host ended the channel after tcp/closed
 	creditWant   int64          // the newest consumedBytes to announce
-	spare        [][]byte       // decode buffers of released chunks, for reuse (at most maxSpare)
-	outSpare     [][]byte       // memory of credited tcp/input texts, for reuse (at most maxSpare)
+	spare        spare.List     // decode buffers of released chunks, for reuse
+	outSpare     spare.List     // memory of credited tcp/input texts, for reuse
 
 	// client→host
 	out         []tcpOut           // the journal: started, not yet credited
@@ -188,7 +189,7 @@ var ErrResumeMismatch = errors.New("resume: the host's positions do not match th
 
 // tcpChunk is one received logical message, held until released.
 type tcpChunk struct {
-	data   []byte        // decoded tcp/data bytes not yet suppressed as duplicates (nil for other messages)
+	data   []byte        // decoded tcp/data bytes, duplicates suppressed (nil for other messages)
 	buf    []byte        // the memory data is in, reused once the chunk is released
 	end    flow.Position // the message's end, to release
 	closed bool          // tcp/closed
@@ -215,7 +216,10 @@ func OpenTCP(ctx context.Context, opts TCPOptions) (*TCPStream, error) {
 		return nil, errors.New("client: TCPOptions needs Channel, or Host and a Port in 1–65535")
 	}
 	opts = opts.withDefaults()
-	s := &TCPStream{opts: opts, channel: opts.Channel, changed: make(chan struct{}), readable: make(chan struct{})}
+	s := &TCPStream{opts: opts, channel: opts.Channel, changed: make(chan struct{}), readable: make(chan struct{}),
+		// A bulk stream's messages reuse memory; an idle one pins at
+		// most 2 × 4 MiB.
+		spare: spare.List{Count: 4, MaxCap: 1 << 20}, outSpare: spare.List{Count: 4, MaxCap: 1 << 20}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	rctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
 	b, err := s.attempt(rctx, false)
@@ -349,10 +353,7 @@ func (s *TCPStream) Write(p []byte) (int, error) {
 			s.waitLocked()
 		}
 		n, off := min(len(p), s.chunk), s.outOff
-		var mem []byte
-		if k := len(s.outSpare); k > 0 {
-			mem, s.outSpare = s.outSpare[k-1], s.outSpare[:k-1]
-		}
+		mem := s.outSpare.Get()
 		s.mu.Unlock()
 		// Only Write and CloseWrite (serialized by wmu) change outOff, so
 		// the message can be encoded without the lock.
@@ -475,9 +476,6 @@ func (s *TCPStream) wakeReadLocked() {
 	s.readable = make(chan struct{})
 }
 
-// maxSpare bounds the decode buffers a stream keeps for reuse.
-const maxSpare = 4
-
 func (s *TCPStream) failLocked(err error) {
 	if s.err == nil {
 		s.err = err
@@ -499,8 +497,8 @@ func (s *TCPStream) appendOutLocked(text string, class flow.Class) {
 func (s *TCPStream) releaseOutLocked(pos int64) {
 	for len(s.out) > 0 && s.out[0].end <= pos {
 		s.outReleased = flow.Position{MessageID: s.out[0].id, Position: s.out[0].end}
-		if m := s.out[0].mem; m != nil && !s.framingLocked(s.out[0].id) && len(s.outSpare) < maxSpare {
-			s.outSpare = append(s.outSpare, m[:0])
+		if !s.framingLocked(s.out[0].id) {
+			s.outSpare.Put(s.out[0].mem)
 		}
 		s.out[0] = tcpOut{}
 		s.out = s.out[1:]
@@ -534,9 +532,7 @@ func (s *TCPStream) popLocked() {
 			s.finished = true
 		}
 		last = s.in[0].end
-		if b := s.in[0].buf; b != nil && len(s.spare) < maxSpare {
-			s.spare = append(s.spare, b[:0])
-		}
+		s.spare.Put(s.in[0].buf)
 		s.in[0] = tcpChunk{}
 		s.in = s.in[1:]
 		s.inPos, popped = 0, true
@@ -564,11 +560,7 @@ func (s *TCPStream) receiveLocked(text []byte, end flow.Position) error {
 	c := tcpChunk{end: end}
 	switch method {
 	case "tcp/data":
-		var buf []byte
-		if n := len(s.spare); n > 0 {
-			buf, s.spare = s.spare[n-1], s.spare[:n-1]
-		}
-		off, data, err := parseTCPData(buf, params)
+		off, data, err := parseTCPData(s.spare.Get(), params)
 		if err != nil {
 			return err
 		}
