@@ -292,7 +292,7 @@ func (f *forwarder) handle(ctx context.Context, n int, lc *net.TCPConn) error {
 		}
 		return err
 	}
-	f.statusf("%s: opened %s", label, st.Channel())
+	f.statusf("%s: opened %s (window %s)", label, st.Channel(), formatSize(st.ReceiveLimits().WindowBytes))
 	err = pump(ctx, lc, st)
 	st.Close()
 	s := st.Stats()

@@ -328,7 +328,7 @@ func TestE2EForwardEcho(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling another process's output
 	}
-	if opened := regexp.MustCompile(`(?m)^forward: #\d+ from \S+: opened ahp-tcp:/\S+$`).FindAllString(f.log(), -1); len(opened) != 3 {
+	if opened := regexp.MustCompile(`(?m)^forward: #\d+ from \S+: opened ahp-tcp:/\S+ \(window \d+[KM]iB\)$`).FindAllString(f.log(), -1); len(opened) != 3 {
 		t.Fatalf("opened lines: %q", opened)
 	}
 	// The channels ended with their connections.

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -88,6 +89,10 @@ type Conn struct {
 	notes   []Notification
 	noteSig chan struct{}
 	err     error
+
+	// Set by Dial; read-only after.
+	init    InitializeResult
+	initRTT time.Duration // initialize's round trip
 }
 
 type response struct {
@@ -131,13 +136,19 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 	if opts.Token != "" {
 		params["token"] = opts.Token
 	}
-	var res InitializeResult
-	if err := c.Call(ctx, "initialize", params, &res); err != nil {
+	start := time.Now()
+	if err := c.Call(ctx, "initialize", params, &c.init); err != nil {
 		c.Close()
 		return nil, nil, err
 	}
+	c.initRTT = time.Since(start)
+	res := c.init
 	return c, &res, nil
 }
+
+// RTT returns how long initialize took from its request to its result:
+// the connection's round trip, as the daemon answered it unloaded.
+func (c *Conn) RTT() time.Duration { return c.initRTT }
 
 // WS returns the underlying WebSocket (for tests that misbehave on purpose).
 func (c *Conn) WS() *websocket.Conn { return c.ws }

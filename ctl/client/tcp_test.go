@@ -1,6 +1,8 @@
 package client
 
 import (
+	"time"
+
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -274,4 +276,38 @@ func feed(s *TCPStream, id int64, msg string) error {
 		return fmt.Errorf("frame: %v (complete: %v)", err, text != nil)
 	}
 	return s.receiveLocked(text, end)
+}
+
+func TestAutoReceive(t *testing.T) {
+	def := flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 1 << 20}
+	maxi := flow.ReceiveLimits{WindowBytes: 64 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 16 << 20}
+	for _, c := range []struct {
+		name       string
+		def, maxi  flow.ReceiveLimits
+		rtt        time.Duration
+		wantWindow int64
+	}{
+		{"loopback", def, maxi, 200 * time.Microsecond, AutoWindowMin},
+		{"LAN", def, maxi, time.Millisecond, AutoWindowMin},
+		{"10 ms", def, maxi, 10 * time.Millisecond, 41 * 64 << 10}, // 2.68 MB, rounded up to 64 KiB
+		{"50 ms", def, maxi, 50 * time.Millisecond, 205 * 64 << 10},
+		{"a second", def, maxi, time.Second, AutoWindowMax},
+		{"host maximum below", def, flow.ReceiveLimits{WindowBytes: 4 << 20}, 50 * time.Millisecond, 4 << 20},
+		{"frames above the floor", flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20}, maxi, 0, 1 << 20},
+		{"no defaults stated", flow.ReceiveLimits{}, maxi, 50 * time.Millisecond, 0},
+	} {
+		got := AutoReceive(c.def, c.maxi, c.rtt)
+		if got.WindowBytes != c.wantWindow {
+			t.Errorf("%s: window %d, want %d", c.name, got.WindowBytes, c.wantWindow)
+		}
+		if c.wantWindow == 0 {
+			if got != (flow.ReceiveLimits{}) {
+				t.Errorf("%s: %+v, want zero limits", c.name, got)
+			}
+			continue
+		}
+		if err := got.Validate(); err != nil || got.MaximumFrameBytes != c.def.MaximumFrameBytes || got.MaximumMessageBytes != c.def.MaximumMessageBytes {
+			t.Errorf("%s: %+v (%v): want the defaults' frame and message sizes", c.name, got, err)
+		}
+	}
 }

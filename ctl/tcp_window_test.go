@@ -1,0 +1,85 @@
+package ctl_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+)
+
+// slowConn is a client WebSocket's net.Conn whose writes each wait delay
+// first: a link with that much more latency one way.
+type slowConn struct {
+	net.Conn
+	delay time.Duration
+}
+
+func (c *slowConn) Write(b []byte) (int, error) {
+	time.Sleep(c.delay)
+	return c.Conn.Write(b)
+}
+
+// TestE2ETCPWindowFromRoundTrip: a TCPStream that asks for no limits gets
+// a window sized from its connection's round trip — the floor on
+// loopback, rtt × AutoWindowRate over a slower link — the daemon grants
+// it, and bytes flow.
+func TestE2ETCPWindowFromRoundTrip(t *testing.T) {
+	echo := newTCPServer(t, echoServe)
+	d := startTCPDaemon(t, echo.addr())
+	tok := strings.TrimSpace(d.mustCtl("token", "create", "--role", "control"))
+	host, port, _ := net.SplitHostPort(echo.addr())
+	p, _ := strconv.Atoi(port)
+	const delay = 30 * time.Millisecond
+	open := func(delay time.Duration) (*client.TCPStream, *client.Conn) {
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil || delay == 0 {
+				return c, err
+			}
+			return &slowConn{Conn: c, delay: delay}, nil
+		}}}
+		conn, res, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: tok, HTTPClient: hc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		st, err := client.OpenTCP(ctxT(t), client.TCPOptions{Dial: func(context.Context) (*client.Conn, error) { return conn, nil }, Host: host, Port: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Abort() })
+		fc := res.Capabilities.FlowControl
+		want := client.AutoReceive(fc.ClientDefaults, fc.Maximums, conn.RTT())
+		if got := st.ReceiveLimits(); got != want || want.WindowBytes < client.AutoWindowMin {
+			t.Fatalf("round trip %v: limits %+v, want %+v", conn.RTT(), got, want)
+		}
+		msg := make([]byte, 100<<10)
+		_, _ = rand.Read(msg)
+		if _, err := st.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		back := make([]byte, len(msg))
+		if _, err := io.ReadFull(st, back); err != nil || !bytes.Equal(back, msg) {
+			t.Fatalf("echo: %v (equal %v)", err, bytes.Equal(back, msg))
+		}
+		return st, conn
+	}
+	fast, fastConn := open(0)
+	slow, slowConn := open(delay)
+	if slowConn.RTT() < delay {
+		t.Fatalf("round trip over a link %v slower one way measured %v", delay, slowConn.RTT())
+	}
+	fw, sw := fast.ReceiveLimits().WindowBytes, slow.ReceiveLimits().WindowBytes
+	if min := int64(delay.Seconds() * client.AutoWindowRate); sw < min {
+		t.Fatalf("window over a %v round trip: %d, want at least %d", slowConn.RTT(), sw, min)
+	}
+	t.Logf("windows: %d bytes at a %v round trip, %d at %v", fw, fastConn.RTT(), sw, slowConn.RTT())
+}
