@@ -75,6 +75,8 @@ func main() {
 	flag.StringVar(&daemonConfig, "config", "", "lines of the daemon's config file, ';'-separated (default: no file), e.g. 'hostReceive.windowBytes = \"4MiB\"'")
 	serveTarget := flag.Bool("serve-target", false, "serve the loopback target (tcpbench starts it itself)")
 	serveRelay := flag.String("serve-relay", "", "serve the WebSocket relay to this target `address` (tcpbench starts it itself)")
+	flag.DurationVar(&rtt, "rtt", 0, "put a delay line that adds this round trip between ahpctl forward and the daemon (forward then dials it with --url and the admin token), as a tunnel would")
+	serveDelay := flag.String("serve-delay", "", "serve a delay line of -rtt to this `address` (tcpbench starts it itself)")
 	flag.Parse()
 	if recvLimits.WindowBytes == 0 {
 		recvLimits = flow.ReceiveLimits{}
@@ -85,6 +87,8 @@ func main() {
 		err = runTarget()
 	case *serveRelay != "":
 		err = runRelay(*serveRelay)
+	case *serveDelay != "":
+		err = runDelay(*serveDelay, rtt/2)
 	default:
 		var size int64
 		size, err = units.ParseSize(*sizeFlag)
@@ -300,6 +304,7 @@ func selfCPU() time.Duration {
 // daemon is a running bin/ahpd with the target allow-listed.
 type daemon struct {
 	*benchproc.Daemon
+	delay *child // the delay line to it (-rtt), or nil
 }
 
 func freePort() (string, error) {
@@ -352,6 +357,11 @@ func startForward(bin string, d *daemon, target string, compress bool) (*child, 
 		return nil, err
 	}
 	args := []string{"--control", d.Sock, "forward", "--quiet"}
+	env := os.Environ()
+	if d.delay != nil {
+		args = []string{"forward", "--quiet", "--url", "http://" + d.delay.addr}
+		env = append(env, "AHP_TOKEN="+d.Token)
+	}
 	if compress {
 		args = append(args, "--compress")
 	}
@@ -359,8 +369,9 @@ func startForward(bin string, d *daemon, target string, compress bool) (*child, 
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if profileDir != "" && !compress {
-		cmd.Env = append(os.Environ(), "AHPCTL_CPUPROFILE="+profileName("forward"))
+		env = append(env, "AHPCTL_CPUPROFILE="+profileName("forward"))
 	}
+	cmd.Env = env
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -503,6 +514,13 @@ func run(ahpdBin, ahpctlBin string, size int64, runs, samples int, gap time.Dura
 		return err
 	}
 	defer d.Stop()
+	if rtt > 0 {
+		if d.delay, err = startChild("-serve-delay", d.Addr, "-rtt", rtt.String()); err != nil {
+			return err
+		}
+		defer d.delay.stop()
+		fmt.Printf("ahpctl forward reaches the daemon through a delay line: %v more round trip\n\n", rtt)
+	}
 	fwd, err := startForward(ahpctlBin, d, target.addr, false)
 	if err != nil {
 		return err
