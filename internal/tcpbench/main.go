@@ -22,7 +22,9 @@
 //
 // The target and the relay are copies of this program (-serve-target,
 // -serve-relay), each a process of its own, so that the CPU figures are
-// per process. Only loopback addresses are used.
+// per process. -rtt D puts a delay line (-serve-delay, another copy) that
+// adds D to the round trip between both forwards and the daemon: a
+// tunnel's latency, on loopback. Only loopback addresses are used.
 package main
 
 import (
