@@ -76,14 +76,14 @@ func cRelayEcho(bin string, n int, gap time.Duration) (out timed, err error) {
 	if err := c.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
 		return out, err
 	}
-	cpu0, err := benchproc.CPU(cmd.Process.Pid)
+	cpu0, err := taskCPU(cmd.Process.Pid)
 	if err != nil {
 		return out, err
 	}
 	if out.d, err = termbench.Echo(c, n, gap); err != nil {
 		return out, err
 	}
-	cpu1, err := benchproc.CPU(cmd.Process.Pid)
+	cpu1, err := taskCPU(cmd.Process.Pid)
 	out.cpu = cpu1 - cpu0
 	return out, err
 }

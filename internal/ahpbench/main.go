@@ -4,7 +4,8 @@
 //
 //   - throughput: `cat` of a 64 MiB text file to one viewer, as a ratio to
 //     reading the same PTY directly, and the daemon's CPU per MB (utime +
-//     stime from /proc);
+//     stime from /proc) as a ratio to the raw reader's (rawread.go: the raw
+//     read runs in a process of its own, which reports its CPU);
 //   - keystroke echo p50/p99, idle and while a second subscription on the
 //     same connection floods (`yes`), against a raw PTY echo;
 //   - both against a minimal relay too (relay.go): PTY bytes copied to and
@@ -26,6 +27,11 @@
 // (default: the host's defaults, as `ahpctl attach` gets them).
 // -gap D spaces the timed keystrokes D apart (default: back to back).
 // -memory=false leaves the memory table out.
+//
+// The last table sets the figures issue 17 names against its targets, all
+// from this run: ahpd's CPU per MB over the raw reader's, each further
+// viewer's CPU per MB over the raw reader's, the daemon's CPU per idle
+// keystroke, and the idle echo p50 over the C relay's.
 package main
 
 import (
@@ -62,7 +68,15 @@ func main() {
 	flag.StringVar(&daemonLog, "log", "warn", "the daemon's --log-level (its log goes to stderr)")
 	flag.BoolVar(&memoryRuns, "memory", true, "measure the daemon's heap and RSS after a 256 MiB cat to 1 and to -fanout viewers")
 	relayMode := flag.Bool("relay", false, "serve the minimal relay (ahpbench starts it itself)")
+	rawFile := flag.String("rawread", "", "read `file` raw from a PTY and print the bytes, time and CPU (ahpbench starts it itself)")
 	flag.Parse()
+	if *rawFile != "" {
+		if err := serveRawRead(*rawFile); err != nil {
+			fmt.Fprintln(os.Stderr, "ahpbench -rawread:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *relayMode {
 		if err := serveRelay(); err != nil {
 			fmt.Fprintln(os.Stderr, "ahpbench -relay:", err)
@@ -144,37 +158,29 @@ func run(bin string, runs, samples, procs, fanout int) error {
 		} else if err != nil {
 			return err
 		}
-		return echoTable(d, rl, cRelay, samples)
+		if err := echoTable(d, rl, cRelay, samples); err != nil {
+			return err
+		}
 	}
+	printTargets()
 	return nil
 }
 
 // mb is the test file's size in MB.
 const mb = float64(fileSize) / 1e6
 
-// rawRead times a raw read of all of file from a PTY.
-func rawRead(file string) (time.Duration, error) {
-	n, d, err := termbench.RawPTYRead(file)
-	if err != nil {
-		return 0, fmt.Errorf("raw PTY read: %w", err)
-	}
-	if n < fileSize {
-		return 0, fmt.Errorf("raw read: %d of %d bytes", n, fileSize)
-	}
-	return d, nil
-}
-
 // throughputTable prints runs of `cat file` read raw, through the relay
 // and through ahpd to one viewer, and the medians.
 func throughputTable(d *daemon, rl *relay, file string, runs int) error {
-	fmt.Println("| run | raw PTY read | minimal relay | through ahpd | ratio to raw | ratio to relay | ahpd CPU | viewer CPU | ahpd syscalls | snapshots | whole file |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	var ratios, relayRatios, cpus []float64
+	fmt.Println("| run | raw PTY read | minimal relay | through ahpd | ratio to raw | ratio to relay | ahpd CPU | viewer CPU | ahpd syscalls | snapshots | whole file | raw reader CPU | ahpd CPU / raw reader CPU |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var ratios, relayRatios, cpus, rawCPUs, cpuRatios []float64
 	for i := 1; i <= runs; i++ {
-		raw, err := rawRead(file)
+		rr, err := rawRead(file)
 		if err != nil {
 			return err
 		}
+		raw := rr.elapsed
 		rn, relayed, err := rl.throughput(file)
 		if err != nil {
 			return fmt.Errorf("minimal relay throughput: %w", err)
@@ -191,32 +197,77 @@ func throughputTable(d *daemon, rl *relay, file string, runs int) error {
 		rawRate, relayRate, rate := mbps(fileSize, raw), mbps(fileSize, relayed), mbps(min(r.bytes, fileSize), r.elapsed)
 		msPerMB := float64(r.cpu.Milliseconds()) / mb
 		ratios, relayRatios, cpus = append(ratios, rate/rawRate), append(relayRatios, rate/relayRate), append(cpus, msPerMB)
+		rawCPUs, cpuRatios = append(rawCPUs, rr.msPerMB()), append(cpuRatios, msPerMB/rr.msPerMB())
 		// whole file: the file's size over the time until the viewer had
 		// its end (what a viewer that got snapshots shows it at).
-		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d | %.1f MB/s |\n",
-			i, rawRate, relayRate, rate, rate/rawRate, rate/relayRate, msPerMB, float64(r.viewerCPU.Milliseconds())/mb, float64(r.syscalls)/mb, r.snapshots, mbps(fileSize, r.elapsed))
+		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d | %.1f MB/s | %.1f ms/MB | %.2f |\n",
+			i, rawRate, relayRate, rate, rate/rawRate, rate/relayRate, msPerMB, float64(r.viewerCPU.Milliseconds())/mb, float64(r.syscalls)/mb, r.snapshots, mbps(fileSize, r.elapsed),
+			rr.msPerMB(), msPerMB/rr.msPerMB())
 	}
-	fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB\n\n", median(ratios), median(relayRatios), median(cpus))
+	fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB\n", median(ratios), median(relayRatios), median(cpus))
+	fmt.Printf("median raw reader CPU %.1f ms/MB; median ahpd CPU / raw reader CPU %.2f\n\n", median(rawCPUs), median(cpuRatios))
+	targets.rawCPU, targets.cpu1, targets.cpuRatio = median(rawCPUs), median(cpus), median(cpuRatios)
 	return nil
+}
+
+// targets are the figures of issue 17's targets, gathered over the run
+// and printed at its end (printTargets).
+var targets struct {
+	rawCPU, cpu1, cpuRatio float64 // medians, ms/MB: the raw reader's, ahpd's to one viewer, their ratio
+	viewers                int
+	perViewer              []float64 // the fan-out runs' (cpu(N) − cpu(1)) / (N − 1) / raw reader CPU
+	keystroke              time.Duration
+	p50Ratio               float64 // ahpd's idle echo p50 / the C relay's
+	p99, cP99              time.Duration
+}
+
+// printTargets prints issue 17's figures from this run, beside its targets.
+func printTargets() {
+	fmt.Println("\n| issue 17, this run | measured | target |")
+	fmt.Println("|---|---:|---:|")
+	if targets.rawCPU > 0 {
+		fmt.Printf("| ahpd CPU per MB / raw reader's, one viewer (median ratio; %.1f / %.1f ms/MB) | %.2f | ≤ 1.30 |\n", targets.cpu1, targets.rawCPU, targets.cpuRatio)
+	}
+	if len(targets.perViewer) > 0 {
+		s := make([]string, len(targets.perViewer))
+		for i, v := range targets.perViewer {
+			s[i] = fmt.Sprintf("%.2f", v)
+		}
+		fmt.Printf("| each further viewer's CPU per MB / raw reader's (%d viewers, per run) | %s | ≤ 0.15 |\n", targets.viewers, strings.Join(s, ", "))
+	}
+	if targets.keystroke > 0 {
+		fmt.Printf("| ahpd CPU per keystroke, idle | %v | ≤ 60µs |\n", targets.keystroke)
+	}
+	if targets.p50Ratio > 0 {
+		fmt.Printf("| idle echo p50 / C relay p50 (p99 %v, C relay's %v) | %.2f | ≤ 1.10 |\n", targets.p99, targets.cP99, targets.p50Ratio)
+	}
 }
 
 // fanoutTable prints two runs of `cat file` to viewers subscriptions on
 // connections of their own, against a raw read each.
 func fanoutTable(d *daemon, file string, viewers int) error {
-	fmt.Printf("| %d viewers | raw PTY read | aggregate through ahpd | ratio to raw | ahpd CPU per MB of the file | snapshots | whole file |\n", viewers)
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Printf("| %d viewers | raw PTY read | aggregate through ahpd | ratio to raw | ahpd CPU per MB of the file | snapshots | whole file | raw reader CPU | each further viewer / raw reader CPU |\n", viewers)
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	targets.viewers = viewers
 	for i := 1; i <= 2; i++ {
-		raw, err := rawRead(file)
+		rr, err := rawRead(file)
 		if err != nil {
 			return err
 		}
+		raw := rr.elapsed
 		r, err := d.throughput(fmt.Sprintf("fan%d", i), file, viewers)
 		if err != nil {
 			return fmt.Errorf("fan-out run %d through ahpd (cat of a %d-byte file to %d viewers): %w", i, fileSize, viewers, err)
 		}
 		rawRate, rate := mbps(fileSize, raw), mbps(min(r.bytes, int64(viewers)*fileSize), r.elapsed)
-		fmt.Printf("| run %d | %.1f MB/s | %.1f MB/s | %.2f | %.1f ms/MB | %d | %.1f MB/s |\n",
-			i, rawRate, rate, rate/rawRate, float64(r.cpu.Milliseconds())/mb, r.snapshots, mbps(fileSize, r.elapsed))
+		// Each viewer past the first: (cpu(N) − cpu(1)) / (N − 1), cpu(1)
+		// the median of the one-viewer runs above, over this run's raw
+		// reader.
+		msPerMB := float64(r.cpu.Milliseconds()) / mb
+		further := (msPerMB - targets.cpu1) / float64(viewers-1) / rr.msPerMB()
+		targets.perViewer = append(targets.perViewer, further)
+		fmt.Printf("| run %d | %.1f MB/s | %.1f MB/s | %.2f | %.1f ms/MB | %d | %.1f MB/s | %.1f ms/MB | %.2f |\n",
+			i, rawRate, rate, rate/rawRate, msPerMB, r.snapshots, mbps(fileSize, r.elapsed), rr.msPerMB(), further)
 	}
 	fmt.Println()
 	return nil
@@ -253,8 +304,8 @@ func echoTable(d *daemon, rl *relay, cRelay string, samples int) error {
 	if keyGap > 0 {
 		fmt.Printf("keystrokes %v apart\n\n", keyGap)
 	}
-	fmt.Println("| echo | p50 | p99 | p99 / raw p99 | p99 / C relay p99 | p99 / Go relay p99 | server CPU per keystroke |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| echo | p50 | p99 | p99 / raw p99 | p99 / C relay p99 | p99 / Go relay p99 | server CPU per keystroke | p50 / C relay p50 |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
 	rows := []struct {
 		name string
 		t    timed
@@ -268,8 +319,19 @@ func echoTable(d *daemon, rl *relay, cRelay string, samples int) error {
 		if r.t.cpu > 0 {
 			cpu = (r.t.cpu / time.Duration(len(r.t.d))).Round(time.Microsecond).String()
 		}
-		fmt.Printf("| %s | %v | %v | %s | %s | %s | %s |\n", r.name, p50.Round(time.Microsecond), p99.Round(time.Microsecond),
-			ratio(p99, raw), ratio(p99, floor.d), ratio(p99, relayed.d), cpu)
+		p50C := "—"
+		if len(floor.d) > 0 {
+			p50C = fmt.Sprintf("%.2f", float64(p50)/float64(termbench.Percentile(floor.d, 50)))
+		}
+		fmt.Printf("| %s | %v | %v | %s | %s | %s | %s | %s |\n", r.name, p50.Round(time.Microsecond), p99.Round(time.Microsecond),
+			ratio(p99, raw), ratio(p99, floor.d), ratio(p99, relayed.d), cpu, p50C)
+	}
+	fmt.Println("\n(server CPU per keystroke: the server process's threads' run time over the keystrokes, /proc/PID/task/*/schedstat)")
+	targets.keystroke = (idle.cpu / time.Duration(len(idle.d))).Round(time.Microsecond)
+	targets.p99 = termbench.Percentile(idle.d, 99).Round(time.Microsecond)
+	if len(floor.d) > 0 {
+		targets.p50Ratio = float64(termbench.Percentile(idle.d, 50)) / float64(termbench.Percentile(floor.d, 50))
+		targets.cP99 = termbench.Percentile(floor.d, 99).Round(time.Microsecond)
 	}
 	return nil
 }
@@ -480,14 +542,14 @@ func (d *daemon) echo(n int, gap time.Duration) (idle timed, flood []time.Durati
 	// Idle: the daemon stays on two Ps for half a second after the
 	// throughput runs' flood (internal/procs); wait until it is back on one.
 	time.Sleep(time.Second)
-	cpu0, err := d.cpu()
+	cpu0, err := taskCPU(d.Cmd.Process.Pid)
 	if err != nil {
 		return idle, nil, err
 	}
 	if idle.d, err = termbench.Keystrokes(ctx, sub, n, gap); err != nil {
 		return idle, nil, err
 	}
-	cpu1, err := d.cpu()
+	cpu1, err := taskCPU(d.Cmd.Process.Pid)
 	if err != nil {
 		return idle, nil, err
 	}

@@ -168,7 +168,7 @@ func (r *relay) echo(n int, gap time.Duration) (timed, error) {
 	} else if string(b) != termbench.EchoReady {
 		return out, fmt.Errorf("the relay's terminal said %q, not the ready mark %q", b, termbench.EchoReady)
 	}
-	cpu0, err := benchproc.CPU(r.cmd.Process.Pid)
+	cpu0, err := taskCPU(r.cmd.Process.Pid)
 	if err != nil {
 		return out, err
 	}
@@ -189,7 +189,7 @@ func (r *relay) echo(n int, gap time.Duration) (timed, error) {
 		}
 		out.d = append(out.d, time.Since(t))
 	}
-	cpu1, err := benchproc.CPU(r.cmd.Process.Pid)
+	cpu1, err := taskCPU(r.cmd.Process.Pid)
 	out.cpu = cpu1 - cpu0
 	return out, err
 }
