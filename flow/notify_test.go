@@ -148,3 +148,63 @@ func TestNotificationsNoAllocs(t *testing.T) {
 		t.Errorf("AppendCredit+AppendReset into a large enough buffer allocate %v times, want 0", n)
 	}
 }
+
+// TestParseCredit: what AppendCredit writes parses back; near misses are
+// left to encoding/json.
+func TestParseCredit(t *testing.T) {
+	for _, c := range []struct {
+		ch, sub  string
+		consumed int64
+	}{{"ahp-term:/main", "s1", 0}, {"ahp-tcp:/3f2a", "s12", 1 << 40}, {"", "", 9_007_199_254_740_991}} {
+		ch, sub, n, ok := flow.ParseCredit(flow.AppendCredit(nil, c.ch, c.sub, c.consumed))
+		if !ok || string(ch) != c.ch || string(sub) != c.sub || n != c.consumed {
+			t.Errorf("ParseCredit(AppendCredit(%q, %q, %d)) = %q, %q, %d, %v", c.ch, c.sub, c.consumed, ch, sub, n, ok)
+		}
+	}
+	for _, in := range []string{
+		`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":"c","subscriptionId":"s","consumedBytes":-1}}`,
+		`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":"c","subscriptionId":"s","consumedBytes":01}}`,
+		`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":"c","subscriptionId":"s","consumedBytes":1.0}}`,
+		`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":"c","subscriptionId":"s","consumedBytes":12345678901234567}}`,
+		`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":"c\\"","subscriptionId":"s","consumedBytes":1}}`,
+		`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":"c","subscriptionId":"é","consumedBytes":1}}`,
+		`{"jsonrpc":"2.0","method":"channel/credit","params":{"subscriptionId":"s","channel":"c","consumedBytes":1}}`,
+		`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":"c","subscriptionId":"s","consumedBytes":1}} `,
+		`{"jsonrpc":"2.0","id":1,"method":"channel/credit","params":{"channel":"c","subscriptionId":"s","consumedBytes":1}}`,
+	} {
+		if _, _, _, ok := flow.ParseCredit([]byte(in)); ok {
+			t.Errorf("ParseCredit(%s) took it", in)
+		}
+	}
+}
+
+// FuzzParseCredit: whatever ParseCredit takes, encoding/json reads as a
+// channel/credit notification with the same values.
+func FuzzParseCredit(f *testing.F) {
+	f.Add(flow.AppendCredit(nil, "ahp-term:/main", "s1", 65536))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":"c","subscriptionId":"s","consumedBytes":0}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ch, sub, n, ok := flow.ParseCredit(b)
+		if !ok {
+			return
+		}
+		var m struct {
+			JSONRPC string           `json:"jsonrpc"`
+			ID      *json.RawMessage `json:"id"`
+			Method  string           `json:"method"`
+			Params  struct {
+				Channel        *string `json:"channel"`
+				SubscriptionID *string `json:"subscriptionId"`
+				ConsumedBytes  *int64  `json:"consumedBytes"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("ParseCredit took %q, which encoding/json refuses: %v", b, err)
+		}
+		p := m.Params
+		if m.JSONRPC != "2.0" || m.ID != nil || m.Method != "channel/credit" || p.Channel == nil || *p.Channel != string(ch) ||
+			p.SubscriptionID == nil || *p.SubscriptionID != string(sub) || p.ConsumedBytes == nil || *p.ConsumedBytes != n {
+			t.Fatalf("ParseCredit(%q) = %q, %q, %d; encoding/json reads %+v", b, ch, sub, n, m)
+		}
+	})
+}
