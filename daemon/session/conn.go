@@ -733,7 +733,10 @@ func (c *conn) handle(b []byte) error {
 		case err == nil:
 			return c.handleFrame(b)
 		case errors.Is(err, flow.ErrNotFrame):
-			// An ordinary message.
+			// An ordinary message; most often a credit.
+			if c.fastCredit(b) {
+				return nil
+			}
 		case errors.Is(err, flow.ErrBadJSON):
 			return c.queue(encodeResponse(nil, nil, rpcErr(flow.ErrCodeParse, "parse error: "+err.Error())))
 		default:

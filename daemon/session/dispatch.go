@@ -464,15 +464,41 @@ func (c *conn) credit(req *request) error {
 		}
 		return nil
 	}
-	s := c.subs[p.SubscriptionID]
-	if s == nil || (p.Channel != "" && p.Channel != s.ch.URI) {
-		c.stats.droppedNotifications.Add(1)
-		return nil
+	c.applyCredit(c.subs[p.SubscriptionID], p.Channel != "" && p.Channel != c.subURI(p.SubscriptionID), *p.ConsumedBytes)
+	return nil
+}
+
+// fastCredit applies a channel/credit notification in the shape every
+// client writes (flow.ParseCredit) without encoding/json, as credit
+// would; false: b is not in that shape.
+func (c *conn) fastCredit(b []byte) bool {
+	ch, sub, consumed, ok := flow.ParseCredit(b)
+	if !ok || len(ch) > c.limits.MaxIDLength || len(sub) > c.limits.MaxIDLength {
+		return false // credit says what is wrong
 	}
-	if err := c.sender.Credit(s.stream, *p.ConsumedBytes); err != nil {
+	s := c.subs[string(sub)]
+	c.applyCredit(s, len(ch) > 0 && s != nil && string(ch) != s.ch.URI, consumed)
+	return true
+}
+
+// applyCredit gives s (nil: no such subscription) the client's credit;
+// wrongChannel: the credit named another channel than s's.
+func (c *conn) applyCredit(s *subscription, wrongChannel bool, consumed int64) {
+	if s == nil || wrongChannel {
+		c.stats.droppedNotifications.Add(1)
+		return
+	}
+	if err := c.sender.Credit(s.stream, consumed); err != nil {
 		c.resetSub(s, flow.ResetCode(err), err.Error())
 	}
-	return nil
+}
+
+// subURI is the channel of subscription id, or "" if there is none.
+func (c *conn) subURI(id string) string {
+	if s := c.subs[id]; s != nil {
+		return s.ch.URI
+	}
+	return ""
 }
 
 func (c *conn) clientReset(req *request) error {
