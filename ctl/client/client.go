@@ -318,6 +318,15 @@ func (c *Conn) readLoop() {
 			c.onFrame(b, &f)
 			continue
 		}
+		if _, sid, consumed, ok := flow.ParseCredit(b); ok {
+			// The host's credit in its own shape, without encoding/json.
+			c.mu.Lock()
+			if s := c.subs[string(sid)]; s != nil {
+				s.onCredit(consumed)
+			}
+			c.mu.Unlock()
+			continue
+		}
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
