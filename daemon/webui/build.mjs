@@ -13,7 +13,8 @@ for (const name of await readdir(dist)) {
 await esbuild.build({
   entryPoints: { main: 'src/main.js' },
   bundle: true,
-  minify: true,
+  // AHP_WEB_MINIFY=0 keeps names and lines readable (profiles: e2e/bench-cat.mjs --profile).
+  minify: process.env.AHP_WEB_MINIFY !== '0',
   format: 'esm',
   target: ['es2020', 'chrome100', 'firefox100', 'safari15'],
   outdir: dist,

@@ -13,12 +13,16 @@ import { createProcessStatus, findProcessChannel } from './process-status.js';
 import './style.css';
 
 import { Client, ErrorCode, WS_PATH } from './session.js';
+import { receiveFromQuery } from './wire.js';
 import { CredentialStore, formatFragment, parseFragment } from './credentials.js';
 import { Prefs } from './prefs.js';
 import { channelLabel, closeText, documentTitle } from './page-text.js';
 
 const VERSION = '0.1.0';
 const LATENCY_INTERVAL_MS = 5000;
+// The receive limits a terminal subscription asks for: wire.js's defaults,
+// or ?window=, ?frame=, ?message= in the page URL (benchmarks, experiments).
+const TERMINAL_RECEIVE = receiveFromQuery(new URLSearchParams(location.search));
 
 const $ = (id) => document.getElementById(id);
 const el = {
@@ -359,7 +363,7 @@ function attach(channel) {
   if (v === view) view.attaching();
   focusView();
   setFragmentChannel(channel);
-  attachment = client.attach(channel, consumerFor(v), v.kind === telemetryKind ? { receive: TELEMETRY_RECEIVE } : {});
+  attachment = client.attach(channel, consumerFor(v), { receive: v.kind === telemetryKind ? TELEMETRY_RECEIVE : TERMINAL_RECEIVE });
   syncProcessStatus();
   render();
 }
@@ -711,6 +715,8 @@ window.ahpTest = {
       terminal: view.state(),
       activeElement: document.activeElement?.className || document.activeElement?.tagName,
       receive: sub ? sub.receiveState() : null,
+      receiveLimits: sub ? { ...sub.receive } : null, // what the host granted
+      receiveStats: sub ? { ...sub.stats } : null,
       send: sub ? sub.sendState() : null,
       telemetry: ui.view === telemetryKind ? telemetryView?.state() ?? null : null,
       process: proc.channel ? {

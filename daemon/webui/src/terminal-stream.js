@@ -10,7 +10,7 @@
 // unparsed output, however fast the PTY writes (a `yes` flood).
 
 /**
- * terminalConsumer returns {onMessage} for Session.subscribe/Client.attach
+ * terminalConsumer returns {onMessage, counts} for Session.subscribe/Client.attach
  * (terminal/output, terminal/reset snapshots, terminal/resize, channel/ready,
  * terminal/exit; anything else is released unread).
  * hooks (all optional): onSize(rows, cols), onReady(), onExit({code, signal}).
@@ -24,14 +24,24 @@ export function terminalConsumer(term, hooks = {}) {
     if (term.rows !== p.rows || term.cols !== p.cols) term.resize(p.cols, p.rows);
     hooks.onSize?.(p.rows, p.cols);
   };
+  // counts: messages applied by kind, for the page's test hooks and
+  // benchmarks (a terminal/reset is a snapshot: one per attach, and one
+  // each time the host found this page too far behind).
+  const counts = { output: 0, outputChars: 0, resets: 0 };
   return {
+    counts,
     onMessage(msg, release) {
       const p = msg.params;
       switch (msg.method) {
-        case 'terminal/output':
-          term.write(typeof p.data === 'string' ? p.data : '', release);
+        case 'terminal/output': {
+          const data = typeof p.data === 'string' ? p.data : '';
+          counts.output++;
+          counts.outputChars += data.length;
+          term.write(data, release);
           return;
+        }
         case 'terminal/reset':
+          counts.resets++;
           // Full reset (screen, scrollback, modes, title), then the host's size.
           inStreamOrder(() => {
             term.reset();

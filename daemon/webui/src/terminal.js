@@ -296,7 +296,7 @@ export function createView(container, hooks = {}, options = {}) {
     state() {
       return {
         renderer, webglLosses, fontSize: term.options.fontSize, clipped: policy.clipped, fit: measure(),
-        requests: policy.requests, exited: gate.exited, earlyQueued: gate.early?.length ?? null, earlyDropped: gate.dropped,
+        requests: policy.requests, exited: gate.exited, stream: { ...stream.counts }, earlyQueued: gate.early?.length ?? null, earlyDropped: gate.dropped,
       };
     },
     /** screenText returns the visible lines of the terminal, right-trimmed. */

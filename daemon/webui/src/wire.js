@@ -30,6 +30,27 @@ export const DEFAULT_RECEIVE = Object.freeze({
   maximumMessageBytes: 1024 * 1024,
 });
 
+/**
+ * receiveFromQuery returns the receive limits the page asks for, from its
+ * URL's query (a URLSearchParams): `window`, `frame` and `message` override
+ * base's windowBytes, maximumFrameBytes and maximumMessageBytes, each in
+ * bytes with an optional KiB or MiB suffix (`?window=4MiB`). It is a knob
+ * for benchmarks and experiments (e2e/bench-cat.mjs); the host still caps
+ * what it grants at its maximums. Limits that break §3's rules, or a value
+ * that is not a positive size, give base unchanged.
+ */
+export function receiveFromQuery(query, base = DEFAULT_RECEIVE) {
+  const out = { ...base };
+  for (const [param, key] of [['window', 'windowBytes'], ['frame', 'maximumFrameBytes'], ['message', 'maximumMessageBytes']]) {
+    const v = query.get(param);
+    if (v === null) continue;
+    const m = /^(\d+)(KiB|MiB)?$/.exec(v);
+    if (!m) return { ...base };
+    out[key] = Number(m[1]) * (m[2] === 'MiB' ? 1 << 20 : m[2] === 'KiB' ? 1 << 10 : 1);
+  }
+  return validLimits(out) ? out : { ...base };
+}
+
 /** Input waiting for host credit is bounded (UTF-16 bytes of `data`). */
 export const DEFAULT_MAX_QUEUED_INPUT_BYTES = 1024 * 1024;
 

@@ -95,3 +95,16 @@ test('terminal/exit is surfaced after the output before it', async () => {
   t.term.flush();
   assert.deepEqual(t.events, ['exit 3']);
 });
+
+test('the consumer counts output and snapshots (terminal/reset) for the test hooks', async () => {
+  const t = await setup();
+  const c = terminalConsumer(t.term);
+  const release = () => {};
+  assert.deepEqual(c.counts, { output: 0, outputChars: 0, resets: 0 });
+  c.onMessage({ method: 'terminal/reset', params: { rows: 5, cols: 10 } }, release);
+  c.onMessage({ method: 'terminal/output', params: { data: 'héllo' } }, release);
+  c.onMessage({ method: 'terminal/output', params: { data: 'ab' } }, release);
+  c.onMessage({ method: 'channel/ready', params: {} }, release);
+  c.onMessage({ method: 'terminal/reset', params: { rows: 5, cols: 10 } }, release);
+  assert.deepEqual(c.counts, { output: 2, outputChars: 7, resets: 2 });
+});

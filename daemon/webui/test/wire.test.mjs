@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { frameEnvelope, Receiver, Sender } from '../src/wire.js';
+import { DEFAULT_RECEIVE, frameEnvelope, Receiver, receiveFromQuery, Sender } from '../src/wire.js';
 import { logical } from './harness.mjs';
 
 const LIMITS = { windowBytes: 4096, maximumFrameBytes: 1024, maximumMessageBytes: 4096 };
@@ -79,4 +79,17 @@ test('wire.js stays free of the DOM, sockets and timers', async () => {
   const src = await readFile(new URL('../src/wire.js', import.meta.url), 'utf8');
   const code = src.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
   assert.doesNotMatch(code, /\b(window|document|globalThis|self)\s*\.|\bWebSocket\b|\b(setTimeout|setInterval|fetch)\s*\(|^\s*import\b/m);
+});
+
+test('receiveFromQuery: ?window=, ?frame=, ?message= override the defaults; bad values leave them', () => {
+  const q = (s) => receiveFromQuery(new URLSearchParams(s));
+  assert.deepEqual(q(''), { ...DEFAULT_RECEIVE });
+  assert.deepEqual(q('window=4MiB'), { ...DEFAULT_RECEIVE, windowBytes: 4 << 20 });
+  assert.deepEqual(q('window=8388608&frame=1MiB&message=2MiB'),
+    { windowBytes: 8 << 20, maximumFrameBytes: 1 << 20, maximumMessageBytes: 2 << 20 });
+  assert.deepEqual(q('frame=128KiB&renderer=dom'), { ...DEFAULT_RECEIVE, maximumFrameBytes: 128 << 10 });
+  // Not a size, or limits §3 refuses (a window below the frame): the defaults, whole.
+  for (const bad of ['window=-1', 'window=4MB', 'window=', 'window=1e6', 'window=0', 'window=4MiB&frame=8MiB', 'frame=512']) {
+    assert.deepEqual(q(bad), { ...DEFAULT_RECEIVE }, bad);
+  }
 });
