@@ -11,7 +11,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e test lint fuzz bench bench-process bench-tcp bench-telemetry gen proto-tools proto-check clean install
+.PHONY: all build run web web-test e2e bench-browser test lint fuzz bench bench-process bench-tcp bench-telemetry gen proto-tools proto-check clean install
 
 all: build
 
@@ -38,6 +38,16 @@ web-test: web
 e2e: build
 	@test -x $(CHROMIUM) || { echo "make e2e: no browser at $(CHROMIUM) (apt-get install chromium)" >&2; exit 1; }
 	cd $(WEBUI) && AHPD_BIN=$(CURDIR)/bin/ahpd CHROMIUM_BIN=$(CHROMIUM) npm run e2e
+
+# The web page under a terminal flood in headless Chromium: `cat` of a
+# 64 MiB file typed into the page, timed until its last line is on the
+# screen, against the raw PTY read in the same run, per receive window
+# (docs/benchmarks-browser.md). BENCHFLAGS passes flags on, e.g.
+# BENCHFLAGS='--windows 256KiB,4MiB --rounds 5'. Runs under
+# flock /tmp/ahp-bench.lock so that benchmarks on a shared machine do not overlap.
+bench-browser: build
+	@test -x $(CHROMIUM) || { echo "make bench-browser: no browser at $(CHROMIUM) (apt-get install chromium)" >&2; exit 1; }
+	cd $(WEBUI) && AHPD_BIN=$(CURDIR)/bin/ahpd CHROMIUM_BIN=$(CHROMIUM) flock /tmp/ahp-bench.lock node e2e/bench-cat.mjs $(BENCHFLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \

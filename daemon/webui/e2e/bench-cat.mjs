@@ -1,0 +1,393 @@
+// bench-cat.mjs — the web page under a terminal flood, in real Chromium
+// (issue 17): `cat` of a 64 MiB text file typed into the page's terminal,
+// timed until its last line is on the screen, against the raw PTY read of
+// the same file in the same run. Not a test (make test does not run it):
+//
+//   make bench-browser                       # = node e2e/bench-cat.mjs
+//   make bench-browser BENCHFLAGS='--windows 256KiB,4MiB --rounds 5'
+//
+// Each round runs, for every window in --windows (the order rotates from
+// round to round), one raw read and one page run:
+//
+//   raw    e2e/raw-pty-read.py: `cat FILE` on a fresh PTY whose other end is
+//          read (64 KiB reads) and discarded as fast as one process can —
+//          the ceiling, like internal/termbench.RawPTYRead.
+//   page   a new tab opens the page with `?window=W` (and --frame,
+//          --message, --renderer), attaches to the daemon's terminal
+//          (a /bin/sh), clears the screen, types `cat FILE`; the clock
+//          starts in the page when xterm hands the Enter key to the page
+//          (term.onData) and stops at the first xterm render (term.onRender)
+//          after a write whose parse left the marker line (the file's last
+//          line, unique to the run) in the viewport: "the last line is on
+//          the screen". Measured in the page with performance.now().
+//
+// Columns: raw s, page s, page / raw, snapshots (terminal/reset messages
+// the page got during the cat; the daemon sends one when the page falls
+// more than its window plus the terminal's backlog, 1 MiB, behind), output
+// MB the page parsed (UTF-16 code units / 1e6: a page that got snapshots
+// skipped part of the stream), credits sent, page CPU s (the renderer
+// process, all threads: CDP SystemInfo.getProcessInfo), of it main-thread
+// busy s (CDP Performance.getMetrics TaskDuration), the rest of Chromium
+// (browser + GPU + utility processes, same source), and ahpd's CPU s
+// (utime + stime of /proc/PID/stat; the shell and cat are not in it).
+//
+// Flags (also BENCH_* environment, see below):
+//   --rounds N        rounds (default 3)
+//   --windows LIST    page receive windows, comma-separated, bytes or
+//                     KiB/MiB (default 256KiB,1MiB,4MiB,16MiB,32MiB)
+//   --frame SIZE      ?frame= for every page run (default: the page's)
+//   --message SIZE    ?message= (default: the page's)
+//   --renderer R      dom (default: ?renderer=dom), or default (the page's
+//                     own choice: WebGL where the browser gives a WebGL 2
+//                     context; headless Chromium without a GPU gives one
+//                     drawn in software by SwiftShader, 5-18x slower here)
+//   --size SIZE       the file (default 64MiB)
+//   --timeout S       bound of one page run (default 120)
+//   --json FILE       also write every row as JSON lines
+//   --profile PREFIX  write each page run's CPU profile (CDP Profiler, the
+//                     page's main thread) to PREFIX-rR-wW.cpuprofile and
+//                     print its top functions by self time
+//
+// Binaries as in common.mjs (AHPD_BIN, CHROMIUM_BIN). Loopback only; every
+// wait is bounded. Wrap runs in `flock /tmp/ahp-bench.lock` on a shared
+// machine (the Makefile target does).
+
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import { loadavg, tmpdir, cpus } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { AHPD_BIN, CHROMIUM_ARGS, CHROMIUM_BIN, printedLink, STEP_MS, within } from './common.mjs';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+const CHANNEL = 'ahp-terminal:/shell';
+const PROMPT = 'bench$ ';
+const LINE = 'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(2) + '\n'; // 111 bytes, as termbench
+
+const { values: opt } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: process.env.BENCH_ROUNDS ?? '3' },
+    windows: { type: 'string', default: process.env.BENCH_WINDOWS ?? '256KiB,1MiB,4MiB,16MiB,32MiB' },
+    frame: { type: 'string', default: process.env.BENCH_FRAME ?? '' },
+    message: { type: 'string', default: process.env.BENCH_MESSAGE ?? '' },
+    renderer: { type: 'string', default: process.env.BENCH_RENDERER ?? 'dom' },
+    size: { type: 'string', default: process.env.BENCH_SIZE ?? '64MiB' },
+    timeout: { type: 'string', default: process.env.BENCH_TIMEOUT ?? '120' },
+    json: { type: 'string', default: process.env.BENCH_JSON ?? '' },
+    profile: { type: 'string', default: process.env.BENCH_PROFILE ?? '' },
+  },
+});
+
+function bytes(s) {
+  const m = /^(\d+)(KiB|MiB)?$/.exec(s.trim());
+  if (!m) throw new Error(`not a size: ${s} (bytes, or a number with KiB or MiB)`);
+  return Number(m[1]) * (m[2] === 'MiB' ? 1 << 20 : m[2] === 'KiB' ? 1 << 10 : 1);
+}
+const human = (n) => (n % (1 << 20) === 0 ? `${n >> 20} MiB` : n % 1024 === 0 ? `${n >> 10} KiB` : `${n} B`);
+
+const ROUNDS = Number(opt.rounds);
+const WINDOWS = opt.windows.split(',').map(bytes);
+const SIZE = bytes(opt.size);
+const RUN_MS = Number(opt.timeout) * 1000;
+if (!(ROUNDS >= 1 && ROUNDS <= 50) || !(RUN_MS > 0) || WINDOWS.length === 0) throw new Error('bad flags');
+if (!['default', 'dom'].includes(opt.renderer)) throw new Error(`--renderer ${opt.renderer}: dom or default`);
+for (const [what, bin] of [['browser', CHROMIUM_BIN], ['daemon', AHPD_BIN]]) {
+  if (!existsSync(bin)) throw new Error(`bench-cat: no ${what} at ${bin} (make build; apt-get install chromium)`);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const log = (s) => process.stderr.write(`${new Date().toISOString().slice(11, 23)} ${s}\n`);
+
+// ---- the file ----------------------------------------------------------------
+
+/** writeFile writes size bytes of LINE lines whose last line is marker. */
+async function writeTestFile(path, size, marker) {
+  const tail = marker + '\n';
+  const lines = Math.floor((size - tail.length) / LINE.length);
+  const pad = size - tail.length - lines * LINE.length; // < one line: its own line of x
+  const f = await open(path, 'w', 0o600);
+  try {
+    const chunk = LINE.repeat(8192);
+    let left = lines;
+    while (left > 0) {
+      const k = Math.min(left, 8192);
+      await f.write(k === 8192 ? chunk : LINE.repeat(k));
+      left -= k;
+    }
+    if (pad > 0) await f.write(pad === 1 ? '\n' : 'x'.repeat(pad - 1) + '\n');
+    await f.write(tail);
+  } finally {
+    await f.close();
+  }
+}
+
+// ---- processes ---------------------------------------------------------------
+
+const CLK_TCK = 100; // USER_HZ on Linux
+
+/** procCPU returns utime + stime of pid in seconds (not its children). */
+async function procCPU(pid) {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK; // fields 14 and 15
+}
+
+/** rawRead runs raw-pty-read.py once; bounded by RUN_MS. */
+function rawRead(file) {
+  return new Promise((res, rej) => {
+    const p = spawn('python3', [join(here, 'raw-pty-read.py'), file], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
+    p.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
+    const timer = setTimeout(() => p.kill('SIGKILL'), RUN_MS);
+    p.on('error', rej);
+    p.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (code !== 0) return rej(new Error(`raw-pty-read.py: exit ${code ?? signal}\n${err}`));
+      const r = JSON.parse(out);
+      if (r.bytes < SIZE) return rej(new Error(`raw read: ${r.bytes} of ${SIZE} bytes`));
+      res(r.seconds);
+    });
+  });
+}
+
+// ---- the page run ------------------------------------------------------------
+
+/** chromeCPU returns the renderer processes' and the other processes' CPU seconds. */
+async function chromeCPU(browserCdp) {
+  const { processInfo } = await browserCdp.send('SystemInfo.getProcessInfo');
+  let renderer = 0;
+  let other = 0;
+  for (const p of processInfo) {
+    if (p.type === 'renderer') renderer += p.cpuTime;
+    else other += p.cpuTime;
+  }
+  return { renderer, other };
+}
+
+async function taskDuration(cdp) {
+  const { metrics } = await cdp.send('Performance.getMetrics');
+  return metrics.find((m) => m.name === 'TaskDuration')?.value ?? NaN;
+}
+
+// armWatch runs in the page: it starts the clock when xterm hands the page
+// the Enter key, and stops it at the first render after a parse that left
+// marker in the viewport. window.__bench holds the result.
+function armWatch(marker) {
+  const term = window.ahpTest.term;
+  const b = { t0: null, parsedAt: null, visibleAt: null, disposables: [] };
+  window.__bench = b;
+  const inViewport = () => {
+    const buf = term.buffer.active;
+    for (let y = term.rows - 1; y >= 0; y--) {
+      if (buf.getLine(buf.viewportY + y)?.translateToString(true).includes(marker)) return true;
+    }
+    return false;
+  };
+  b.disposables.push(term.onData((d) => {
+    if (b.t0 === null && d.includes('\r')) b.t0 = performance.now();
+  }));
+  b.disposables.push(term.onWriteParsed(() => {
+    if (b.t0 === null || b.parsedAt !== null) return;
+    if (inViewport()) b.parsedAt = performance.now();
+  }));
+  b.disposables.push(term.onRender(() => {
+    if (b.parsedAt === null || b.visibleAt !== null) return;
+    b.visibleAt = performance.now();
+    for (const d of b.disposables) d.dispose();
+  }));
+}
+
+/** printProfile prints a CPU profile's top functions by self time (stderr). */
+function printProfile(profile) {
+  const dt = new Map(); // node id → µs
+  for (let i = 0; i < profile.samples.length; i++) {
+    dt.set(profile.samples[i], (dt.get(profile.samples[i]) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  }
+  const self = new Map();
+  let total = 0;
+  for (const n of profile.nodes) {
+    const us = dt.get(n.id) ?? 0;
+    total += us;
+    const f = n.callFrame;
+    const key = `${f.functionName || '(anonymous)'} ${f.url.split('/').pop()}:${f.lineNumber + 1}:${f.columnNumber + 1}`;
+    self.set(key, (self.get(key) ?? 0) + us);
+  }
+  const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, 25);
+  log(`profile: ${(total / 1e6).toFixed(2)} s sampled`);
+  for (const [k, us] of top) log(`  ${(us / 1e3).toFixed(0).padStart(6)} ms ${(100 * us / total).toFixed(1).padStart(5)} %  ${k}`);
+}
+
+async function pageRun(ctx, windowBytes, file, marker) {
+  const { context, browserCdp, base, admin, daemonPid } = ctx;
+  const q = new URLSearchParams({ window: String(windowBytes) });
+  if (opt.frame) q.set('frame', String(bytes(opt.frame)));
+  if (opt.message) q.set('message', String(bytes(opt.message)));
+  if (opt.renderer !== 'default') q.set('renderer', opt.renderer);
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  try {
+    await page.goto(`${base}/?${q}#token=${encodeURIComponent(admin)}&channel=${CHANNEL}`);
+    await page.waitForFunction(() => {
+      const s = window.ahpTest?.state();
+      return s && s.connection === 'connected' && s.ready && s.subscriptionId != null;
+    }, null, { timeout: STEP_MS, polling: 50 });
+    const granted = await page.evaluate(() => window.ahpTest.state().receiveLimits);
+    if (granted.windowBytes !== windowBytes) throw new Error(`asked for window ${windowBytes}, granted ${JSON.stringify(granted)}`);
+    // A clear screen and a prompt: no marker of an earlier run in view.
+    await page.keyboard.type('clear', { delay: 5 });
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((m) => {
+      const t = window.ahpTest.screenText();
+      return !t.includes(m) && t.trimEnd().endsWith('$');
+    }, marker, { timeout: STEP_MS, polling: 50 });
+    await page.keyboard.type(`cat ${file}`, { delay: 5 });
+    await sleep(300); // the echo of the command line is in; quiet before the clock starts
+    const cdp = await context.newCDPSession(page);
+    await cdp.send('Performance.enable');
+    await page.evaluate(armWatch, marker);
+    const before = {
+      state: await page.evaluate(() => window.ahpTest.state()),
+      task: await taskDuration(cdp),
+      chrome: await chromeCPU(browserCdp),
+      daemon: await procCPU(daemonPid),
+    };
+    if (ctx.profile) {
+      await cdp.send('Profiler.enable');
+      await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
+      await cdp.send('Profiler.start');
+    }
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => window.__bench.visibleAt !== null, null, { timeout: RUN_MS, polling: 100 });
+    if (ctx.profile) {
+      const { profile } = await cdp.send('Profiler.stop');
+      await writeFile(`${ctx.profile}.cpuprofile`, JSON.stringify(profile));
+      printProfile(profile);
+    }
+    const after = {
+      state: await page.evaluate(() => window.ahpTest.state()),
+      task: await taskDuration(cdp),
+      chrome: await chromeCPU(browserCdp),
+      daemon: await procCPU(daemonPid),
+    };
+    const b = await page.evaluate(() => ({ t0: window.__bench.t0, parsedAt: window.__bench.parsedAt, visibleAt: window.__bench.visibleAt }));
+    if (errors.length) throw new Error(`page errors: ${errors.join('; ')}`);
+    const s0 = before.state;
+    const s1 = after.state;
+    return {
+      seconds: (b.visibleAt - b.t0) / 1000,
+      parsedSeconds: (b.parsedAt - b.t0) / 1000,
+      snapshots: s1.terminal.stream.resets - s0.terminal.stream.resets,
+      outputMB: (s1.terminal.stream.outputChars - s0.terminal.stream.outputChars) / 1e6,
+      messages: s1.terminal.stream.output - s0.terminal.stream.output,
+      credits: s1.receiveStats.creditsSent - s0.receiveStats.creditsSent,
+      pageCPU: after.chrome.renderer - before.chrome.renderer,
+      mainThread: after.task - before.task,
+      otherChromeCPU: after.chrome.other - before.chrome.other,
+      daemonCPU: after.daemon - before.daemon,
+      renderer: s1.terminal.renderer,
+      size: `${s1.rows}x${s1.cols}`,
+      granted,
+    };
+  } catch (e) {
+    await page.screenshot({ path: join(ctx.tmp, 'failure.png') }).catch(() => {});
+    const screen = await page.evaluate(() => window.ahpTest?.screenText()).catch(() => '');
+    throw new Error(`${e.message.split('\n')[0]}\nscreen:\n${screen}`);
+  } finally {
+    await page.close().catch(() => {});
+  }
+}
+
+// ---- main ----------------------------------------------------------------------
+
+async function main() {
+  const { chromium } = await import('playwright-core');
+  const tmp = await mkdtemp(join(tmpdir(), 'ahpd-bench-cat-'));
+  const home = join(tmp, 'home');
+  const stateDir = join(tmp, 'state');
+  await mkdir(home, { recursive: true });
+  const shrc = join(home, 'shrc');
+  await writeFile(shrc, `PS1='${PROMPT}'\n`);
+  const marker = `AHP-BENCH-END-${randomBytes(6).toString('hex')}`;
+  const file = join(tmp, 'cat.txt');
+  await writeTestFile(file, SIZE, marker);
+
+  let daemon = null;
+  let browser = null;
+  const daemonOut = [];
+  try {
+    daemon = spawn(AHPD_BIN, ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--control', join(tmp, 'control.sock'), '--print-link'], {
+      cwd: home,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, SHELL: '/bin/sh', ENV: shrc, PS1: PROMPT, LANG: 'C.UTF-8', TZ: 'UTC' },
+    });
+    const exited = new Promise((res) => daemon.on('exit', (code, signal) => res({ code, signal })));
+    daemon.stdout.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
+    const url = await printedLink(daemon, daemonOut, exited);
+    const base = new URL(url).origin;
+    const admin = (await readFile(join(stateDir, 'admin.token'), 'utf8')).trim();
+    browser = await chromium.launch({ executablePath: CHROMIUM_BIN, args: CHROMIUM_ARGS, timeout: 30_000 });
+    const context = await browser.newContext({ viewport: { width: 1100, height: 640 }, deviceScaleFactor: 1 });
+    context.setDefaultTimeout(STEP_MS);
+    const browserCdp = await browser.newBrowserCDPSession();
+    const ctx = { context, browserCdp, base, admin, daemonPid: daemon.pid, tmp, profile: '' };
+
+    const [l1, l5] = loadavg();
+    console.log(`# bench-cat ${new Date().toISOString()}: ${human(SIZE)} file, ${ROUNDS} round(s), windows ${WINDOWS.map(human).join(', ')}` +
+      `${opt.frame ? `, frame ${opt.frame}` : ''}${opt.message ? `, message ${opt.message}` : ''}, renderer ${opt.renderer}; ` +
+      `${cpus().length} CPUs, load average ${l1.toFixed(2)} / ${l5.toFixed(2)} (1 / 5 min) before`);
+    const rows = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      const order = WINDOWS.map((_, i) => WINDOWS[(i + r) % WINDOWS.length]);
+      for (const w of order) {
+        const raw = await rawRead(file);
+        log(`round ${r + 1} window ${human(w)}: raw ${raw.toFixed(2)} s`);
+        ctx.profile = opt.profile ? `${opt.profile}-r${r + 1}-w${w}` : '';
+        const p = await within(RUN_MS + 4 * STEP_MS, 'a page run', pageRun(ctx, w, file, marker));
+        const row = { round: r + 1, window: w, raw, ...p, ratio: p.seconds / raw, at: new Date().toISOString(), load1: loadavg()[0] };
+        log(`  page ${p.seconds.toFixed(2)} s (${row.ratio.toFixed(2)}×), ${p.snapshots} snapshot(s), ${p.outputMB.toFixed(1)} MB parsed, ` +
+          `page CPU ${p.pageCPU.toFixed(2)} s, ahpd ${p.daemonCPU.toFixed(2)} s, ${p.renderer}, ${p.size}`);
+        rows.push(row);
+        if (opt.json) await writeFile(opt.json, JSON.stringify(row) + '\n', { flag: 'a' });
+      }
+    }
+    printTable(rows);
+    const [e1] = loadavg();
+    console.log(`\nload average after: ${e1.toFixed(2)}; terminal ${rows[0].size} (rows x cols), renderer ${rows[0].renderer}`);
+  } finally {
+    await browser?.close().catch(() => {});
+    if (daemon && daemon.exitCode === null) {
+      daemon.kill('SIGTERM');
+      await within(STEP_MS, 'the daemon to exit', new Promise((r) => daemon.once('exit', r))).catch(() => daemon.kill('SIGKILL'));
+    }
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+function printTable(rows) {
+  console.log('\n| round | window | raw read s | page s (last line on screen) | page / raw | snapshots | MB parsed | credits | page CPU s | main thread s | rest of Chromium CPU s | ahpd CPU s |');
+  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const r of rows) {
+    console.log(`| ${r.round} | ${human(r.window)} | ${r.raw.toFixed(2)} | ${r.seconds.toFixed(2)} | ${r.ratio.toFixed(2)} | ${r.snapshots} | ` +
+      `${r.outputMB.toFixed(1)} | ${r.credits} | ${r.pageCPU.toFixed(2)} | ${r.mainThread.toFixed(2)} | ${r.otherChromeCPU.toFixed(2)} | ${r.daemonCPU.toFixed(2)} |`);
+  }
+  console.log('\nmedians per window:\n');
+  console.log('| window | page / raw | snapshots | page CPU s | ahpd CPU s |');
+  console.log('|---:|---:|---:|---:|---:|');
+  const med = (a) => { const s = [...a].sort((x, y) => x - y); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
+  for (const w of WINDOWS) {
+    const rs = rows.filter((r) => r.window === w);
+    console.log(`| ${human(w)} | ${med(rs.map((r) => r.ratio)).toFixed(2)} | ${med(rs.map((r) => r.snapshots))} | ` +
+      `${med(rs.map((r) => r.pageCPU)).toFixed(2)} | ${med(rs.map((r) => r.daemonCPU)).toFixed(2)} |`);
+  }
+}
+
+main().catch((e) => {
+  console.error(`bench-cat: ${e.stack || e.message}`);
+  process.exit(1);
+});
