@@ -37,10 +37,11 @@
 //                     KiB/MiB (default 256KiB,1MiB,4MiB,16MiB,32MiB)
 //   --frame SIZE      ?frame= for every page run (default: the page's)
 //   --message SIZE    ?message= (default: the page's)
-//   --renderer R      dom (default: ?renderer=dom), or default (the page's
-//                     own choice: WebGL where the browser gives a WebGL 2
-//                     context; headless Chromium without a GPU gives one
-//                     drawn in software by SwiftShader, 5-18x slower here)
+//   --renderer R      default (the page's own choice: WebGL on a GPU, the
+//                     DOM renderer on a software rasterizer, as headless
+//                     Chromium without a GPU has: SwiftShader), dom
+//                     (?renderer=dom) or webgl (?renderer=webgl: WebGL even
+//                     on SwiftShader, 4-20x slower here)
 //   --size SIZE       the file (default 64MiB)
 //   --timeout S       bound of one page run (default 120)
 //   --json FILE       also write every row as JSON lines
@@ -73,7 +74,7 @@ const { values: opt } = parseArgs({
     windows: { type: 'string', default: process.env.BENCH_WINDOWS ?? '256KiB,1MiB,4MiB,16MiB,32MiB' },
     frame: { type: 'string', default: process.env.BENCH_FRAME ?? '' },
     message: { type: 'string', default: process.env.BENCH_MESSAGE ?? '' },
-    renderer: { type: 'string', default: process.env.BENCH_RENDERER ?? 'dom' },
+    renderer: { type: 'string', default: process.env.BENCH_RENDERER ?? 'default' },
     size: { type: 'string', default: process.env.BENCH_SIZE ?? '64MiB' },
     timeout: { type: 'string', default: process.env.BENCH_TIMEOUT ?? '120' },
     json: { type: 'string', default: process.env.BENCH_JSON ?? '' },
@@ -93,7 +94,7 @@ const WINDOWS = opt.windows.split(',').map(bytes);
 const SIZE = bytes(opt.size);
 const RUN_MS = Number(opt.timeout) * 1000;
 if (!(ROUNDS >= 1 && ROUNDS <= 50) || !(RUN_MS > 0) || WINDOWS.length === 0) throw new Error('bad flags');
-if (!['default', 'dom'].includes(opt.renderer)) throw new Error(`--renderer ${opt.renderer}: dom or default`);
+if (!['default', 'dom', 'webgl'].includes(opt.renderer)) throw new Error(`--renderer ${opt.renderer}: default, dom or webgl`);
 for (const [what, bin] of [['browser', CHROMIUM_BIN], ['daemon', AHPD_BIN]]) {
   if (!existsSync(bin)) throw new Error(`bench-cat: no ${what} at ${bin} (make build; apt-get install chromium)`);
 }

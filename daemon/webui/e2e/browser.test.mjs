@@ -127,7 +127,10 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   note('step: opening the ticket URL');
   const page = await context.newPage();
   watch(page, 'page1');
-  await page.goto(url);
+  // ?renderer=webgl: this page tests the WebGL renderer, which the page
+  // would not pick by itself here (headless Chromium draws WebGL with
+  // SwiftShader, a software rasterizer; page4 checks that choice).
+  await page.goto(url.replace('/#', '/?renderer=webgl#'));
   note('page loaded');
   // Issue 16: the terminal has the keyboard from the start; keys typed
   // before the page is attached (no click) reach the shell once it is.
@@ -425,6 +428,13 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   watch(page4, 'page4');
   await page4.goto(url);
   await waitFor(page4, 'the page to report the used ticket', () => window.ahpTest.state().error === 'unauthorized');
+  // Without ?renderer= the page draws with WebGL on a GPU only, not on a
+  // software rasterizer (SwiftShader here), where the DOM renderer is faster.
+  const auto = await page4.evaluate(() => window.ahpTest.state().terminal);
+  note(`page4: WebGL ${JSON.stringify(auto.webglName)}, renderer ${auto.renderer}`);
+  if (auto.webglName !== null) {
+    assert.equal(auto.renderer, /swiftshader|llvmpipe|softpipe/i.test(auto.webglName) ? 'dom' : 'webgl');
+  }
   assert.equal(await page4.getByTestId('auth-help').isVisible(), true);
   assert.match(await page4.getByTestId('auth-help').textContent(), /already used or has expired.*ahpctl open ahp-terminal:\/shell and open the URL/);
   assert.equal(await page4.evaluate(() => window.ahpTest.state().subscriptionId), null);

@@ -132,8 +132,10 @@ const view = createTerminalView(el.terminal, {
 }, {
   fontSize: prefs.fontSize,
   theme: prefs.theme,
-  // ?renderer=dom turns WebGL off (a GPU that draws badly).
-  renderer: new URLSearchParams(location.search).get('renderer') === 'dom' ? 'dom' : 'webgl',
+  // WebGL on a GPU, the DOM renderer on a software rasterizer;
+  // ?renderer=dom turns WebGL off (a GPU that draws badly), ?renderer=webgl
+  // uses it even on a software rasterizer.
+  renderer: new URLSearchParams(location.search).get('renderer') ?? 'auto',
 });
 // The terminal has the keyboard from the start: keys typed while the page
 // connects are sent once it is attached.

@@ -15,6 +15,29 @@
 
 import { clippedBy } from './prefs.js';
 
+/**
+ * SOFTWARE_GL matches the WebGL renderer names of rasterizers that draw on
+ * the CPU (Chromium's SwiftShader, Mesa's llvmpipe and softpipe, Windows'
+ * Basic Render Driver): there xterm's WebGL renderer costs more than the DOM
+ * renderer (docs/benchmarks-browser.md: a flood took 4-5 times as long and
+ * the GPU process burnt seconds of CPU).
+ */
+const SOFTWARE_GL = /swiftshader|llvmpipe|softpipe|software rasterizer|basic render driver/i;
+
+/**
+ * pickRenderer chooses the terminal's renderer: option is the page's
+ * ?renderer= ('dom', 'webgl' or anything else: automatic), gl what the
+ * browser offers (null: no WebGL 2 context; else {name}, the unmasked
+ * renderer name, '' if unknown). Automatic means WebGL on a GPU, the DOM
+ * renderer on a software rasterizer; ?renderer=webgl uses WebGL wherever
+ * there is a context.
+ */
+export function pickRenderer(option, gl) {
+  if (option === 'dom' || !gl) return 'dom';
+  if (option === 'webgl') return 'webgl';
+  return SOFTWARE_GL.test(gl.name) ? 'dom' : 'webgl';
+}
+
 /** EARLY_INPUT_MAX bounds the keys kept while attaching (UTF-16 code units). */
 export const EARLY_INPUT_MAX = 4096;
 

@@ -37,7 +37,7 @@ import '@xterm/xterm/css/xterm.css';
 import { ErrorCode } from './session.js';
 import { terminalConsumer } from './terminal-stream.js';
 import { clampFontSize, FONT_SIZE_DEFAULT, shortcut } from './prefs.js';
-import { InputGate, ResizePolicy } from './terminal-policy.js';
+import { InputGate, pickRenderer, ResizePolicy } from './terminal-policy.js';
 
 /** kind is the channels/list type this view shows. */
 export const kind = 'terminal';
@@ -104,8 +104,9 @@ export function createView(container, hooks = {}, options = {}) {
   let renderer = 'dom';
   let webglLosses = 0;
   let webgl = null;
+  const gl = options.renderer === 'dom' ? null : webglInfo();
   function useWebgl() {
-    if (options.renderer === 'dom' || !webglAvailable()) return;
+    if (pickRenderer(options.renderer, gl) !== 'webgl') return;
     try {
       const gl = new WebglAddon();
       gl.onContextLoss(() => {
@@ -295,7 +296,7 @@ export function createView(container, hooks = {}, options = {}) {
     },
     state() {
       return {
-        renderer, webglLosses, fontSize: term.options.fontSize, clipped: policy.clipped, fit: measure(),
+        renderer, webglName: gl?.name ?? null, webglLosses, fontSize: term.options.fontSize, clipped: policy.clipped, fit: measure(),
         requests: policy.requests, exited: gate.exited, stream: { ...stream.counts }, earlyQueued: gate.early?.length ?? null, earlyDropped: gate.dropped,
       };
     },
@@ -317,11 +318,19 @@ export function createView(container, hooks = {}, options = {}) {
   };
 }
 
-function webglAvailable() {
+// webglInfo returns null when the browser gives no WebGL 2 context, else
+// {name}: the renderer's unmasked name ('' when the browser hides it), to
+// tell a GPU from a software rasterizer (pickRenderer).
+function webglInfo() {
   try {
-    return !!document.createElement('canvas').getContext('webgl2');
+    const ctx = document.createElement('canvas').getContext('webgl2');
+    if (!ctx) return null;
+    const dbg = ctx.getExtension('WEBGL_debug_renderer_info');
+    const name = String((dbg ? ctx.getParameter(dbg.UNMASKED_RENDERER_WEBGL) : ctx.getParameter(ctx.RENDERER)) ?? '');
+    ctx.getExtension('WEBGL_lose_context')?.loseContext(); // give the probe's context back now
+    return { name };
   } catch {
-    return false;
+    return null;
   }
 }
 

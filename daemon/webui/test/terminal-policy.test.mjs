@@ -1,7 +1,7 @@
 // Where keystrokes go and when the page asks for its size (terminal-policy.js).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { EARLY_INPUT_MAX, InputGate, ResizePolicy } from '../src/terminal-policy.js';
+import { EARLY_INPUT_MAX, InputGate, pickRenderer, ResizePolicy } from '../src/terminal-policy.js';
 
 const fakeSub = () => ({ sent: [], sendInput(d) { this.sent.push(d); return true; } });
 
@@ -139,4 +139,19 @@ test('resize: a reconnect does not ask unless the viewport changed meanwhile; vi
   v.p.readied(false); // view role
   assert.deepEqual(v.requests, []);
   assert.equal(v.p.fit(), false);
+});
+
+test('renderer: WebGL on a GPU, the DOM renderer on a software rasterizer unless ?renderer=webgl', () => {
+  const gpu = { name: 'ANGLE (Intel, Mesa Intel(R) UHD Graphics 620 (KBL GT2), OpenGL 4.6)' };
+  const swiftshader = { name: 'ANGLE (Google, Vulkan 1.3.0 (SwiftShader Device (Subzero) (0x0000C0DE)), SwiftShader driver)' };
+  const llvmpipe = { name: 'llvmpipe (LLVM 15.0.6, 256 bits)' };
+  assert.equal(pickRenderer('auto', gpu), 'webgl');
+  assert.equal(pickRenderer('auto', { name: '' }), 'webgl', 'a hidden name is taken for a GPU');
+  assert.equal(pickRenderer('auto', swiftshader), 'dom');
+  assert.equal(pickRenderer('auto', llvmpipe), 'dom');
+  assert.equal(pickRenderer(undefined, swiftshader), 'dom');
+  assert.equal(pickRenderer('webgl', swiftshader), 'webgl');
+  assert.equal(pickRenderer('webgl', null), 'dom', 'no WebGL 2 context');
+  assert.equal(pickRenderer('auto', null), 'dom');
+  assert.equal(pickRenderer('dom', gpu), 'dom');
 });
