@@ -91,6 +91,9 @@ type Stats struct {
 	// a wake-up; an echoed keystroke should cost one at once and none
 	// batched.
 	EmulatorWakesNow, EmulatorWakesBatched int64
+	// EmulatorSkipped counts the output bytes the emulator did not apply
+	// because the scrollback would not have kept them (skip.go).
+	EmulatorSkipped int64
 }
 
 // Terminal is one process on a PTY, served to many viewers. See doc.go.
@@ -152,7 +155,9 @@ type Terminal struct {
 	// emuMu guards the emulator and the snapshot cache.
 	emuMu      sync.Mutex
 	emu        *emulator
-	emuApplied uint64 // seq of the next item to apply
+	skipTexts  []string     // skipLocked's scratch
+	emuSkipped atomic.Int64 // output bytes the emulator skipped (skip.go)
+	emuApplied uint64       // seq of the next item to apply
 	emuPos     int64
 	snapText   string
 	snapRows   int
@@ -377,6 +382,7 @@ func (t *Terminal) Stats() Stats {
 
 		EmulatorWakesNow:     t.emuSoons.Load(),
 		EmulatorWakesBatched: t.emuLazies.Load(),
+		EmulatorSkipped:      t.emuSkipped.Load(),
 	}
 	if t.exited {
 		s.State = StateExited
@@ -530,6 +536,14 @@ const (
 	// emuSoon is the most lag the reader has the emulator apply at once
 	// when the PTY has nothing more (see catchUp).
 	emuSoon = 4 << 10
+	// emuFloodLazy is emuLazy during a flood.
+	emuFloodLazy = 50 * time.Millisecond
+	// emuItems bounds the items the emulator takes in one batch: all
+	// that its lag (at most EmulatorBacklog and a read) may hold, so that
+	// a long run of plain text is skipped in one go (skip.go).
+	emuItems = 1024
+	// emuSkipMin is the least plain text worth looking for a skip in.
+	emuSkipMin = 128 << 10
 )
 
 func signal(c chan struct{}) {
@@ -612,8 +626,8 @@ func (t *Terminal) reader() {
 		err := t.rc.Read(func(fd uintptr) bool {
 			n, rerr = rawio.Read(fd, buf)
 			if rerr == syscall.EAGAIN {
-				t.catchUp(!pace.flooding) // before flush: viewers run first
-				flush()                   // nothing more for now: deliver what we have
+				t.catchUp(!pace.flooding, pace.flooding) // before flush: viewers run first
+				flush()                                  // nothing more for now: deliver what we have
 				pace.drained()
 				return false
 			}
@@ -624,13 +638,13 @@ func (t *Terminal) reader() {
 		}
 		if n > 0 {
 			text, qs := f.feed(buf[:n], false)
-			pending = t.appendOutput(n, text, qs, pending)
+			pending = t.appendOutput(n, text, qs, pending, pace.flooding)
 			if unwoken += n; unwoken >= wakeBatch {
 				flush()
 			}
 			if d := pace.after(t, n); d > 0 {
 				flush()
-				t.catchUp(false)
+				t.catchUp(false, false)
 				t.pauseFor(d)
 			}
 		}
@@ -645,7 +659,7 @@ func (t *Terminal) reader() {
 		}
 	}
 	text, qs := f.feed(nil, true)
-	pending = t.appendOutput(0, text, qs, pending)
+	pending = t.appendOutput(0, text, qs, pending, false)
 	flush()
 }
 
@@ -659,7 +673,9 @@ func (t *Terminal) reader() {
 // Called before the viewers are woken, the emulator runs after them on one
 // P. The timer is armed here rather than for every read: a timer stopped
 // again at once still wakes the runtime's poller when it would have fired.
-func (t *Terminal) catchUp(soon bool) {
+// During a flood (flood) the timer waits emuFloodLazy, so that the
+// emulator gets output in long runs, most of which it may skip (skip.go).
+func (t *Terminal) catchUp(soon, flood bool) {
 	t.mu.Lock()
 	lag := t.endPos - t.emuDonePos
 	t.mu.Unlock()
@@ -676,7 +692,11 @@ func (t *Terminal) catchUp(soon bool) {
 	}
 	if t.emuArmed.CompareAndSwap(false, true) {
 		t.emuLazies.Add(1)
-		t.emuTimer.Reset(emuLazy)
+		if flood {
+			t.emuTimer.Reset(emuFloodLazy)
+		} else {
+			t.emuTimer.Reset(emuLazy)
+		}
 	}
 }
 
@@ -740,8 +760,11 @@ func (t *Terminal) pauseFor(d time.Duration) {
 
 // appendOutput appends output to the log and returns wake, extended with
 // the hooks of viewers to wake. It may wait for the emulator to catch up;
-// it calls the hooks of wake first then.
-func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func()) []func() {
+// it calls the hooks of wake first then. During a flood (flood) the
+// emulator is woken at a lag of three quarters of EmulatorBacklog rather
+// than emuBatch: the longer the run it gets, the more of it it may skip
+// (skip.go).
+func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func(), flood bool) []func() {
 	t.mu.Lock()
 	t.bytesRead += int64(n)
 	if text != "" || len(qs) > 0 {
@@ -755,7 +778,11 @@ func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func()) [
 	// the emulator catches up when the reader stops reading (catchUp; a
 	// viewer's snapshot is consistent whatever the emulator's position: it
 	// continues from there).
-	if len(qs) > 0 || n == 0 || lag >= emuBatch {
+	batch := int64(emuBatch)
+	if flood {
+		batch = int64(t.cfg.EmulatorBacklog) / 4 * 3
+	}
+	if len(qs) > 0 || n == 0 || lag >= batch {
 		signal(t.emuWake)
 	}
 	// The emulator is not a viewer: it may pause the reader, but only when
@@ -927,7 +954,7 @@ func (t *Terminal) emulate() {
 	for {
 		t.mu.Lock()
 		batch = batch[:0]
-		for s := t.emuDoneSeq; s < t.endSeq && len(batch) < 64; s++ {
+		for s := t.emuDoneSeq; s < t.endSeq && len(batch) < emuItems; s++ {
 			batch = append(batch, t.items[s-t.firstSeq])
 		}
 		t.mu.Unlock()
@@ -942,16 +969,25 @@ func (t *Terminal) emulate() {
 		var replies [][]byte
 		work := 0
 		t.emuMu.Lock()
-		for _, it := range batch {
+		// A long run of plain text: skip what the scrollback will not
+		// keep (skip.go). Until the whole batch is applied the emulator's
+		// cells are stale, so emuMu is held to its end (yielding the
+		// thread still).
+		from, skipped := t.skipLocked(batch)
+		for _, it := range batch[from:] {
 			replies = t.applyLocked(it, replies)
 			if work += len(it.text); work >= emuSlice {
 				// Let others have emuMu (a snapshot) and this thread
 				// (the Go scheduler preempts only every 10 ms): a flood
 				// must not hold up a neighbour's keystroke.
-				t.emuMu.Unlock()
+				if !skipped {
+					t.emuMu.Unlock()
+				}
 				runtime.Gosched()
 				work = 0
-				t.emuMu.Lock()
+				if !skipped {
+					t.emuMu.Lock()
+				}
 			}
 		}
 		title := t.emu.title
@@ -971,6 +1007,43 @@ func (t *Terminal) emulate() {
 		t.wakeAll(wake)
 		signal(t.emuProg)
 	}
+}
+
+// skipLocked applies the start of batch with the emulator's skip
+// (skip.go) when batch begins with a run of plain text long enough, and
+// returns how many items of batch it applied (0: none) and whether it
+// skipped; the caller applies the rest, without letting go of t.emuMu
+// when it skipped (t.emuMu held).
+func (t *Terminal) skipLocked(batch []*item) (applied int, skipped bool) {
+	n, size := 0, 0
+	for _, it := range batch {
+		if it.resize || len(it.qs) > 0 {
+			break
+		}
+		n++
+		size += len(it.text)
+	}
+	if size < emuSkipMin {
+		return 0, false
+	}
+	texts := t.skipTexts[:0]
+	for _, it := range batch[:n] {
+		texts = append(texts, it.text)
+	}
+	k, off, ok := t.emu.skippable(texts)
+	clear(texts) // the scratch keeps no text alive
+	t.skipTexts = texts[:0]
+	if !ok {
+		return 0, false
+	}
+	t.emu.skipTo()
+	t.emu.write(batch[k].text[off:])
+	t.emuSkipped.Add(batch[k].start + int64(off) - batch[0].start)
+	last := batch[k]
+	t.emuApplied = last.seq + 1
+	t.emuPos = last.end()
+	t.snapValid = false
+	return k + 1, true
 }
 
 // applyLocked applies one item to the emulator (t.emuMu held).
