@@ -66,6 +66,7 @@ func main() {
 	flag.Int64Var(&benchLimits.MaximumMessageBytes, "message", 1<<20, "the throughput viewer's maximumMessageBytes (with -window)")
 	flag.DurationVar(&keyGap, "gap", 0, "pause between timed keystrokes (0: back to back; 10ms: a fast typist, every wake-up from idle)")
 	flag.StringVar(&daemonLog, "log", "warn", "the daemon's --log-level (its log goes to stderr)")
+	flag.BoolVar(&floodEcho, "flood", true, "time keystrokes with a neighbour flooding too (false: idle echo only, e.g. to profile it)")
 	flag.BoolVar(&memoryRuns, "memory", true, "measure the daemon's heap and RSS after a 256 MiB cat to 1 and to -fanout viewers")
 	relayMode := flag.Bool("relay", false, "serve the minimal relay (ahpbench starts it itself)")
 	rawFile := flag.String("rawread", "", "read `file` raw from a PTY and print the bytes, time and CPU (ahpbench starts it itself)")
@@ -106,6 +107,9 @@ const fileSize = 64 << 20
 
 // memoryRuns: print the memory-after-load table (-memory).
 var memoryRuns bool
+
+// floodEcho: time keystrokes with a neighbour flooding too (-flood).
+var floodEcho bool
 
 // keyGap is the pause between two timed keystrokes (-gap).
 var keyGap time.Duration
@@ -554,6 +558,9 @@ func (d *daemon) echo(n int, gap time.Duration) (idle timed, flood []time.Durati
 		return idle, nil, err
 	}
 	idle.cpu = cpu1 - cpu0
+	if !floodEcho {
+		return idle, nil, nil
+	}
 	fsub, err := c.Subscribe(ctx, floodURI, nil)
 	if err != nil {
 		return idle, nil, err
