@@ -45,6 +45,12 @@
 //   --size SIZE       the file (default 64MiB)
 //   --timeout S       bound of one page run (default 120)
 //   --json FILE       also write every row as JSON lines
+//   --calibrate       first measure xterm.js alone in the page, without the
+//                     daemon's stream: its parse rate (20 MB of the file's
+//                     lines in 512 Ki-character writes, twice: cold, warm)
+//                     and what a snapshot of a full scrollback costs it
+//                     (10,040 lines written after term.reset(), as a
+//                     snapshot is, against the same into a full buffer)
 //   --profile PREFIX  write each page run's CPU profile (CDP Profiler, the
 //                     page's main thread) to PREFIX-rR-wW.cpuprofile and
 //                     print its top functions by self time
@@ -79,6 +85,7 @@ const { values: opt } = parseArgs({
     timeout: { type: 'string', default: process.env.BENCH_TIMEOUT ?? '120' },
     json: { type: 'string', default: process.env.BENCH_JSON ?? '' },
     profile: { type: 'string', default: process.env.BENCH_PROFILE ?? '' },
+    calibrate: { type: 'boolean', default: process.env.BENCH_CALIBRATE === '1' },
   },
 });
 
@@ -223,6 +230,51 @@ function printProfile(profile) {
   for (const [k, us] of top) log(`  ${(us / 1e3).toFixed(0).padStart(6)} ms ${(100 * us / total).toFixed(1).padStart(5)} %  ${k}`);
 }
 
+// calibrate runs in the page: xterm.js alone, fed from a string.
+async function calibrateInPage() {
+  const term = window.ahpTest.term;
+  const line = 'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(2) + '\r\n';
+  const write = (s) => new Promise((res) => term.write(s, res));
+  const out = { parseMBps: [], snapshotMs: [] };
+  const chunk = line.repeat(Math.ceil(524288 / line.length));
+  for (let pass = 0; pass < 2; pass++) {
+    const n = Math.ceil(20e6 / chunk.length);
+    const t0 = performance.now();
+    for (let i = 0; i < n - 1; i++) term.write(chunk);
+    await write(chunk);
+    out.parseMBps.push(n * chunk.length / 1e6 / ((performance.now() - t0) / 1000));
+  }
+  const snap = line.repeat(10040); // 10,000 lines of scrollback + a 40-row screen
+  for (let i = 0; i < 3; i++) {
+    term.reset();
+    let t = performance.now();
+    await write(snap);
+    const afterReset = performance.now() - t;
+    t = performance.now();
+    await write(snap);
+    out.snapshotMs.push({ afterReset, intoFull: performance.now() - t });
+  }
+  term.reset();
+  return out;
+}
+
+async function calibrate(ctx) {
+  const q = new URLSearchParams();
+  if (opt.renderer !== 'default') q.set('renderer', opt.renderer);
+  const page = await ctx.context.newPage();
+  try {
+    await page.goto(`${ctx.base}/?${q}#token=${encodeURIComponent(ctx.admin)}&channel=${CHANNEL}`);
+    await page.waitForFunction(() => window.ahpTest?.state().ready, null, { timeout: STEP_MS, polling: 50 });
+    const r = await within(RUN_MS, 'the calibration', page.evaluate(calibrateInPage));
+    const renderer = await page.evaluate(() => window.ahpTest.state().terminal.renderer);
+    console.log(`\nxterm.js alone (${renderer} renderer): parse ${r.parseMBps.map((x) => x.toFixed(1)).join(', then ')} MB/s (cold, warm); ` +
+      `10,040 lines after term.reset() ${r.snapshotMs.map((x) => x.afterReset.toFixed(0)).join(', ')} ms, ` +
+      `into a full buffer ${r.snapshotMs.map((x) => x.intoFull.toFixed(0)).join(', ')} ms\n`);
+  } finally {
+    await page.close().catch(() => {});
+  }
+}
+
 async function pageRun(ctx, windowBytes, file, marker) {
   const { context, browserCdp, base, admin, daemonPid } = ctx;
   const q = new URLSearchParams({ window: String(windowBytes) });
@@ -286,7 +338,10 @@ async function pageRun(ctx, windowBytes, file, marker) {
       snapshots: s1.terminal.stream.resets - s0.terminal.stream.resets,
       outputMB: (s1.terminal.stream.outputChars - s0.terminal.stream.outputChars) / 1e6,
       messages: s1.terminal.stream.output - s0.terminal.stream.output,
-      credits: s1.receiveStats.creditsSent - s0.receiveStats.creditsSent,
+      // A new subscription (the connection was lost and the page attached
+      // again) restarts the subscription's counters.
+      resubscribed: s1.subscriptionId !== s0.subscriptionId || s1.connection !== 'connected',
+      credits: s1.subscriptionId === s0.subscriptionId ? s1.receiveStats.creditsSent - s0.receiveStats.creditsSent : NaN,
       pageCPU: after.chrome.renderer - before.chrome.renderer,
       mainThread: after.task - before.task,
       otherChromeCPU: after.chrome.other - before.chrome.other,
@@ -342,6 +397,7 @@ async function main() {
     console.log(`# bench-cat ${new Date().toISOString()}: ${human(SIZE)} file, ${ROUNDS} round(s), windows ${WINDOWS.map(human).join(', ')}` +
       `${opt.frame ? `, frame ${opt.frame}` : ''}${opt.message ? `, message ${opt.message}` : ''}, renderer ${opt.renderer}; ` +
       `${cpus().length} CPUs, load average ${l1.toFixed(2)} / ${l5.toFixed(2)} (1 / 5 min) before`);
+    if (opt.calibrate) await calibrate(ctx);
     const rows = [];
     for (let r = 0; r < ROUNDS; r++) {
       const order = WINDOWS.map((_, i) => WINDOWS[(i + r) % WINDOWS.length]);
@@ -352,7 +408,7 @@ async function main() {
         const p = await within(RUN_MS + 4 * STEP_MS, 'a page run', pageRun(ctx, w, file, marker));
         const row = { round: r + 1, window: w, raw, ...p, ratio: p.seconds / raw, at: new Date().toISOString(), load1: loadavg()[0] };
         log(`  page ${p.seconds.toFixed(2)} s (${row.ratio.toFixed(2)}×), ${p.snapshots} snapshot(s), ${p.outputMB.toFixed(1)} MB parsed, ` +
-          `page CPU ${p.pageCPU.toFixed(2)} s, ahpd ${p.daemonCPU.toFixed(2)} s, ${p.renderer}, ${p.size}`);
+          `page CPU ${p.pageCPU.toFixed(2)} s, ahpd ${p.daemonCPU.toFixed(2)} s, ${p.renderer}, ${p.size}${p.resubscribed ? ', RESUBSCRIBED (connection lost during the run)' : ''}`);
         rows.push(row);
         if (opt.json) await writeFile(opt.json, JSON.stringify(row) + '\n', { flag: 'a' });
       }
@@ -375,7 +431,7 @@ function printTable(rows) {
   console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
     console.log(`| ${r.round} | ${human(r.window)} | ${r.raw.toFixed(2)} | ${r.seconds.toFixed(2)} | ${r.ratio.toFixed(2)} | ${r.snapshots} | ` +
-      `${r.outputMB.toFixed(1)} | ${r.credits} | ${r.pageCPU.toFixed(2)} | ${r.mainThread.toFixed(2)} | ${r.otherChromeCPU.toFixed(2)} | ${r.daemonCPU.toFixed(2)} |`);
+      `${r.outputMB.toFixed(1)} | ${r.resubscribed ? 'resubscribed' : r.credits} | ${r.pageCPU.toFixed(2)} | ${r.mainThread.toFixed(2)} | ${r.otherChromeCPU.toFixed(2)} | ${r.daemonCPU.toFixed(2)} |`);
   }
   console.log('\nmedians per window:\n');
   console.log('| window | page / raw | snapshots | page CPU s | ahpd CPU s |');
