@@ -19,6 +19,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/afterfunc"
 	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
@@ -86,6 +87,7 @@ type subscription struct {
 	// be Ready (a lease, a dial); its subscribe request is answered then.
 	// It is in conn.pending, not conn.subs, so no message reaches it
 	// before.
+	idleID  int64           // the stream's NextMessageID when the connection last went idle (goneIdle)
 	reqID   json.RawMessage // the subscribe request's id
 	send    flow.ReceiveLimits
 	receive flow.ReceiveLimits
@@ -97,8 +99,9 @@ func (s *subscription) pending() bool { return s.stream == nil }
 
 // conn is one viewer connection. Three goroutines serve it: the reader
 // (WebSocket → inbox), the writer (out → WebSocket) and the run loop, which
-// owns every other field and all flow state. A pinger keeps it alive. All
-// end when the connection ends, and serve waits for them.
+// owns every other field and all flow state. A ping on a timer keeps it
+// alive (startPings). All end when the connection ends, and serve waits
+// for them.
 type conn struct {
 	srv    *Server
 	ws     transport
@@ -145,11 +148,7 @@ type conn struct {
 	reassembly []byte
 	// queued is the budget of what kinds queue for this connection's
 	// subscribers (flow.AttachRequest.Queue).
-	queued *flow.Budget
-	// inFree returns inbound message buffers from the run loop to the
-	// reader (at most cap(inFree), each at most maxKeptInbound).
-	inFree chan []byte
-
+	queued      *flow.Budget
 	inbox       chan inbound         // reader → run
 	inBytes     atomic.Int64         // bytes waiting in inbox (+1 KiB each)
 	out         chan []byte          // run → writer
@@ -217,7 +216,7 @@ func (c *conn) serve(shutdown context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.readLoop(ioCtx) })
 	wg.Go(func() { c.writeLoop(ioCtx) })
-	wg.Go(func() { c.pingLoop(ioCtx) })
+	stopPings := c.startPings(ioCtx)
 
 	err := c.run(shutdown)
 	c.stopWatch()
@@ -257,6 +256,7 @@ func (c *conn) serve(shutdown context.Context) {
 		<-closed
 	}
 	cancel()
+	stopPings()
 	wg.Wait()
 }
 
@@ -285,12 +285,7 @@ func (c *conn) flushControl(d time.Duration) {
 func (c *conn) readLoop(ctx context.Context) {
 	defer close(c.inbox)
 	for {
-		var buf []byte
-		select {
-		case buf = <-c.inFree:
-		default:
-		}
-		typ, b, err := c.read(ctx, buf)
+		typ, b, err := c.read(ctx)
 		if err != nil {
 			return
 		}
@@ -311,23 +306,59 @@ func (c *conn) readLoop(ctx context.Context) {
 	}
 }
 
-// maxKeptInbound bounds an inbound message buffer the reader reads into
-// again; cap(inFree) of them are kept at most.
+// maxKeptInbound bounds an inbound message buffer that is read into
+// again (inBufs).
 const maxKeptInbound = 256 << 10
 
-// read reads the next message, into buf's memory when the transport can
-// (a *websocket.Conn can; the tests' in-memory pipe cannot).
-func (c *conn) read(ctx context.Context, buf []byte) (websocket.MessageType, []byte, error) {
+// inBufs is the memory inbound messages are read into, shared by every
+// connection: the reader takes a buffer once a message has begun and the
+// run loop gives it back once it has handled the message, so an idle
+// connection holds none (each kept up to five before, about 14 KiB per
+// idle viewer). The garbage collector empties the pool.
+var inBufs sync.Pool // of *[]byte
+
+// read reads the next message, into memory from inBufs when the transport
+// can (a *websocket.Conn can; the tests' in-memory pipe cannot).
+func (c *conn) read(ctx context.Context) (websocket.MessageType, []byte, error) {
 	ws, ok := c.ws.(wire.MessageReader)
 	if !ok {
 		return c.ws.Read(ctx)
 	}
-	return wire.ReadMessage(ctx, ws, buf)
+	typ, r, err := ws.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	var buf []byte
+	if p, _ := inBufs.Get().(*[]byte); p != nil {
+		buf = *p
+	}
+	b, err := wire.ReadAll(r, buf)
+	if err != nil {
+		return 0, nil, err
+	}
+	return typ, b, nil
+}
+
+// putInbound gives an inbound message's memory back to inBufs.
+func putInbound(b []byte) {
+	if cap(b) == 0 || cap(b) > maxKeptInbound {
+		return
+	}
+	b = b[:0]
+	inBufs.Put(&b)
 }
 
 func (c *conn) writeLoop(ctx context.Context) {
 	for b := range c.out {
-		if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		// Corked: the frame leaves in one write to the socket
+		// (countingConn.cork), without a frame-sized buffer per
+		// connection.
+		c.wire.cork()
+		err := c.ws.Write(ctx, websocket.MessageText, b)
+		if uerr := c.wire.uncork(); err == nil {
+			err = uerr
+		}
+		if err != nil {
 			close(c.writeFailed)
 			// Drain so run never blocks; it ends on the reader's exit.
 			for range c.out {
@@ -338,16 +369,29 @@ func (c *conn) writeLoop(ctx context.Context) {
 	}
 }
 
-func (c *conn) pingLoop(ctx context.Context) {
-	for {
-		iv := c.srv.host.Limits().HeartbeatInterval
-		t := time.NewTimer(iv)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+// startPings pings the peer every heartbeat interval and tells the run
+// loop when a pong arrived or a ping failed, until ctx ends; stop waits
+// for a ping under way. Each ping runs on a timer's goroutine, which
+// exists only from the ping to its pong: an idle connection keeps no
+// goroutine (and its 8 KiB stack) for its heartbeat.
+func (c *conn) startPings(ctx context.Context) (stop func()) {
+	var (
+		mu      sync.Mutex // guards stopped and the Resets of t
+		stopped bool
+		t       *afterfunc.Timer
+	)
+	again := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped && ctx.Err() == nil {
+			t.Reset(c.srv.host.Limits().HeartbeatInterval)
 		}
+	}
+	t = afterfunc.New(func() {
+		if ctx.Err() != nil {
+			return
+		}
+		iv := c.srv.host.Limits().HeartbeatInterval
 		pctx, cancel := context.WithTimeout(ctx, 3*iv)
 		err := c.ws.Ping(pctx)
 		cancel()
@@ -356,7 +400,8 @@ func (c *conn) pingLoop(ctx context.Context) {
 			case c.alive <- struct{}{}:
 			default:
 			}
-			continue
+			again()
+			return
 		}
 		if ctx.Err() != nil {
 			return
@@ -368,7 +413,13 @@ func (c *conn) pingLoop(ctx context.Context) {
 		case c.pingFailed <- err:
 		default:
 		}
-		return
+	})
+	again()
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
 	}
 }
 
@@ -390,6 +441,9 @@ func (c *conn) run(ctx context.Context) error {
 		}
 		if err := c.pump(); err != nil {
 			return err
+		}
+		if c.sender.InFlight() == 0 {
+			c.idleBufs() // nothing is being written: none is needed until the next frame
 		}
 		select {
 		case <-ctx.Done():
@@ -414,13 +468,8 @@ func (c *conn) run(ctx context.Context) error {
 				return err
 			}
 			// Nothing keeps an inbound message past handle (it decodes
-			// into memory of its own): the reader may read into it again.
-			if cap(m.data) <= maxKeptInbound {
-				select {
-				case c.inFree <- m.data[:0]:
-				default:
-				}
-			}
+			// into memory of its own): a reader may read into it again.
+			putInbound(m.data)
 		case b := <-c.written:
 			c.sender.Written(len(b))
 			c.stats.framesOut.Add(1)
@@ -683,9 +732,34 @@ const (
 
 func (c *conn) getBuf() []byte {
 	b := c.free[0]
+	if b == nil {
+		if p, _ := frameBufs.Get().(*[]byte); p != nil {
+			return *p
+		}
+		return nil
+	}
 	copy(c.free[:], c.free[1:])
 	c.free[maxFreeBufs-1] = nil
 	return b
+}
+
+// frameBufs holds the frame buffers of idle connections, shared by every
+// connection: a connection with nothing being written gives its buffers
+// up (idleBufs) and takes one from here for its next frame, so an idle
+// viewer holds none (it kept up to maxFreeBufs, each the size of the
+// largest frames it had been sent: 16 KiB after a few KiB of output,
+// 3 × 64 KiB after a flood). The garbage collector empties the pool.
+var frameBufs sync.Pool // of *[]byte
+
+// idleBufs hands the connection's free frame buffers to frameBufs.
+func (c *conn) idleBufs() {
+	for i, b := range c.free {
+		if b == nil {
+			return
+		}
+		frameBufs.Put(&b)
+		c.free[i] = nil
+	}
 }
 
 func (c *conn) putBuf(b []byte) {

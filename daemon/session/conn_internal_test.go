@@ -66,8 +66,10 @@ type unwrapOnly struct{ http.ResponseWriter }
 func (u unwrapOnly) Unwrap() http.ResponseWriter { return u.ResponseWriter }
 
 // TestWebSocketFrameOneWrite: a frame of the default maximum size leaves
-// in one write to the socket (net/http's 4 KiB buffer split it in two, and
-// woke the viewer twice).
+// in one write to the socket, as the writer loop writes it (corked),
+// through the connection's small write buffer (net/http's 4 KiB buffer
+// split it in two, and woke the viewer twice); and the buffer a corked
+// frame used is not the connection's own.
 func TestWebSocketFrameOneWrite(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -77,22 +79,38 @@ func TestWebSocketFrameOneWrite(t *testing.T) {
 	frame := strings.Repeat("x", 48<<10) // 64 KiB of UTF-16 is at most 48 KiB of UTF-8
 	before := make(chan int64, 1)
 	done := make(chan struct{})
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Behind a middleware's wrapper that only unwraps, as
-		// http.ResponseController allows.
-		ws, err := websocket.Accept(writeBufferHijacker{unwrapOnly{w}}, r, nil)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer ws.CloseNow()
-		before <- writes.Load()
-		if err := ws.Write(r.Context(), websocket.MessageText, []byte(frame)); err != nil {
-			t.Error(err)
-		}
-		<-done
-	})}
-	go srv.Serve(writeCountListener{l, &writes})
+	srv := &http.Server{
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Behind a middleware's wrapper that only unwraps, as
+			// http.ResponseController allows.
+			ws, err := websocket.Accept(writeBufferHijacker{unwrapOnly{w}}, r, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer ws.CloseNow()
+			sock := socketOf(r)
+			if sock == nil {
+				t.Error("no counting socket under the request")
+				return
+			}
+			before <- writes.Load()
+			sock.cork()
+			err = ws.Write(r.Context(), websocket.MessageText, []byte(frame))
+			if uerr := sock.uncork(); err == nil {
+				err = uerr
+			}
+			if err != nil {
+				t.Error(err)
+			}
+			if sock.held != nil {
+				t.Error("the socket kept the corked frame's buffer")
+			}
+			<-done
+		}),
+	}
+	go srv.Serve(sndbufListener{writeCountListener{l, &writes}})
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -89,6 +89,7 @@ type Server struct {
 	stopConns context.CancelFunc
 	connWG    sync.WaitGroup
 	closers   sync.WaitGroup // CloseChannel calls of closeSoon; Serve waits for them
+	upgraded  sync.WaitGroup // the goroutines serving upgraded connections; Serve waits for them
 	mu        sync.Mutex     // guards conns, nextConn, origins, originSchemes, hosts, closing
 	closing   bool           // set at shutdown; no connection is added after it
 	conns     map[*conn]struct{}
@@ -264,9 +265,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("too many pending connections (maxPendingConnections %d): try again later", max), http.StatusServiceUnavailable)
 		return
 	}
-	initialized := false
+	upgraded := false
 	defer func() {
-		if !initialized {
+		if !upgraded {
 			s.pending.Add(-1)
 		}
 	}()
@@ -276,19 +277,44 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		CompressionMode:    websocket.CompressionDisabled,
 	}
 	if s.cfg.WebsocketCompression == "deflate" {
-		opts.CompressionMode = websocket.CompressionContextTakeover
+		// No context takeover, either way: each message is compressed on
+		// its own with a flate writer from the library's pool, so an idle
+		// connection holds none. With context takeover each connection
+		// kept a flate writer of 1.2 MB (and a 32 KiB window for its
+		// inbound messages) from its first compressed message to its end:
+		// 200 idle viewers took 240 MB of heap. What takeover saves is
+		// the history of earlier messages, which matters little for a
+		// terminal's output messages (4–48 KiB each under a flood;
+		// docs/benchmarks-memory.md has the bytes and CPU of both).
+		opts.CompressionMode = websocket.CompressionNoContextTakeover
 		opts.CompressionThreshold = 1024
 	}
 	ws, err := websocket.Accept(writeBufferHijacker{w}, r, opts)
 	if err != nil {
 		return // Accept wrote the HTTP error
 	}
-	ws.SetReadLimit(s.host.Limits().MaxInboundMessageBytes)
-	if ws.Subprotocol() != Subprotocol {
-		_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
-		return
-	}
-	initialized = s.serveConn(ws, r.RemoteAddr, socketOf(r), BearerToken(r))
+	// The connection is served by a goroutine of its own, and this
+	// handler returns: net/http's state for the request (its connection
+	// struct with a 4 KiB write buffer, the response's 2 KiB buffer, the
+	// request and its headers, a goroutine stack grown by the handshake)
+	// would otherwise stay live as long as the connection, about 12 KiB
+	// per idle viewer.
+	upgraded = true
+	remote, sock, bearer := r.RemoteAddr, socketOf(r), BearerToken(r)
+	s.upgraded.Go(func() {
+		initialized := false
+		defer func() {
+			if !initialized {
+				s.pending.Add(-1)
+			}
+		}()
+		ws.SetReadLimit(s.host.Limits().MaxInboundMessageBytes)
+		if ws.Subprotocol() != Subprotocol {
+			_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
+			return
+		}
+		initialized = s.serveConn(ws, remote, sock, bearer)
+	})
 }
 
 // serveConn serves one upgraded connection over t until it ends, and
@@ -355,7 +381,6 @@ func (s *Server) serveConn(t transport, remote string, sock *countingConn, beare
 		lastWrite:   now,
 		lastAlive:   now,
 		inbox:       make(chan inbound, 16),
-		inFree:      make(chan []byte, 4),
 		out:         make(chan []byte, 4),
 		written:     make(chan []byte, 4),
 		alive:       make(chan struct{}, 1),
@@ -402,16 +427,18 @@ func BearerToken(r *http.Request) string {
 // full throughput.
 const socketSendBuffer = 256 << 10
 
-// wsWriteBuffer is each viewer socket's write buffer. net/http hands a
-// hijacked connection a 4 KiB one, through which the WebSocket library
-// writes a larger frame in two syscalls, the first 4 KiB and then the rest,
-// and the viewer wakes up for each. With 64 KiB, a frame under the default
-// maximumFrameBytes (64 KiB of UTF-16, at most 48 KiB of UTF-8) goes out
-// in one write.
-const wsWriteBuffer = 64 << 10
+// wsWriteBuffer is each viewer socket's bufio write buffer, through which
+// the WebSocket library writes a frame's header and payload. It is small:
+// a data frame's writes are corked (countingConn.cork) and leave in one
+// write however many pieces the buffer cuts them into, so the buffer
+// need not hold a whole frame. It was 64 KiB per connection, for one
+// write per frame, before the cork (and net/http hands a hijacked
+// connection 4 KiB, which split a frame in two writes and woke the
+// viewer twice).
+const wsWriteBuffer = 512
 
 // writeBufferHijacker gives the connection it hijacks a wsWriteBuffer
-// write buffer.
+// write buffer and a wsReadBuffer read buffer.
 type writeBufferHijacker struct{ http.ResponseWriter }
 
 func (h writeBufferHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -424,8 +451,17 @@ func (h writeBufferHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	brw.Writer = bufio.NewWriterSize(c, wsWriteBuffer)
+	if brw.Reader.Buffered() == 0 { // a client waits for the 101 before it sends
+		// Headers and small messages (credit, keystrokes) are read
+		// through it; a larger payload is read straight into the
+		// message's memory whatever its size. 4 KiB from net/http.
+		brw.Reader = bufio.NewReaderSize(c, wsReadBuffer)
+	}
 	return c, brw, nil
 }
+
+// wsReadBuffer is each viewer socket's bufio read buffer.
+const wsReadBuffer = 1 << 10
 
 // sndbufListener caps each accepted socket's send buffer and counts its
 // bytes (for the compression ratio in stats: the WebSocket library does
@@ -443,10 +479,16 @@ func (l sndbufListener) Accept() (net.Conn, error) {
 	return &countingConn{Conn: rawio.NewConn(c)}, nil
 }
 
-// countingConn counts the bytes through a socket.
+// countingConn counts the bytes through a socket, and while corked holds
+// what is written to it, so that a frame leaves in one write (cork).
 type countingConn struct {
 	net.Conn
 	in, out atomic.Int64
+
+	mu     sync.Mutex // guards the fields below; held across a write to the socket
+	corked bool
+	held   *[]byte // what was written while corked, in memory from heldBufs
+	err    error   // a write that failed: the socket takes no more
 }
 
 func (c *countingConn) Read(p []byte) (int, error) {
@@ -456,9 +498,79 @@ func (c *countingConn) Read(p []byte) (int, error) {
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return 0, c.err
+	}
+	if c.corked {
+		if c.held == nil {
+			c.held = heldBufs.Get().(*[]byte)
+		}
+		*c.held = append(*c.held, p...)
+		return len(p), nil
+	}
+	return c.write(p)
+}
+
+// write writes p to the socket; c.mu is held.
+func (c *countingConn) write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.out.Add(int64(n))
+	if err != nil {
+		c.err = err
+	}
 	return n, err
+}
+
+// heldBufs is the memory of corked writes, shared by every connection:
+// it is in use only while a frame is written, so an idle connection holds
+// none. A buffer above maxHeldBuf (a frame of a larger negotiated
+// maximumFrameBytes) is not kept.
+var heldBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+const maxHeldBuf = 256 << 10
+
+// cork holds what is written to the socket until uncork, which writes it
+// in one system call: the WebSocket library writes a frame through a
+// small buffer in pieces (header, then payload), and each write would
+// wake the viewer. Writes of other goroutines meanwhile (a ping, a pong)
+// are held too, in order. A nil c does nothing.
+func (c *countingConn) cork() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.corked = true
+	c.mu.Unlock()
+}
+
+// uncork writes what cork held, and returns the error of that write or of
+// an earlier one.
+func (c *countingConn) uncork() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	if c.held == nil {
+		return c.err
+	}
+	held := c.held
+	c.held = nil
+	var err error
+	if c.err == nil {
+		_, err = c.write(*held)
+	}
+	if cap(*held) <= maxHeldBuf {
+		*held = (*held)[:0]
+		heldBufs.Put(held)
+	}
+	if err == nil {
+		err = c.err
+	}
+	return err
 }
 
 type connKey struct{}
@@ -529,6 +641,9 @@ func (s *Server) shutdown(hs *http.Server) {
 		s.mu.Unlock()
 		<-done
 	}
+	// A connection upgraded as shutdown began finds closing set and ends
+	// at once (serveConn).
+	s.upgraded.Wait()
 	s.closers.Wait()
 }
 
