@@ -256,8 +256,11 @@ const snapInterval = 250 * time.Millisecond
 
 // idleBuf is the largest message buffer a viewer keeps while it has
 // nothing to send: a viewer that negotiated large messages does not hold
-// one while idle.
-const idleBuf = 64 << 10
+// one while idle, and an idle viewer holds no more than an echo's. With
+// 64 KiB, each idle viewer that had been sent a few KiB kept its own
+// buffer of them: 200 such viewers held 4.5 MiB, a third of what they
+// cost the daemon (docs/benchmarks-memory.md); now they share msgBufs.
+const idleBuf = 1 << 10
 
 // wait ends a Pull that has nothing to send (t.mu held, and released):
 // the viewer is woken on news, and drops large message buffers (the Sender
@@ -373,6 +376,7 @@ func resetMsg(rows, cols int) string {
 func (v *Viewer) startSnapshot() {
 	t := v.t
 	t.emuMu.Lock()
+	t.catchUpLocked()
 	if !t.snapValid {
 		t.snapText = t.emu.snapshot()
 		t.snapRows, t.snapCols = t.emu.rows, t.emu.cols
