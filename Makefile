@@ -97,6 +97,19 @@ bench-telemetry:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/ahpd
 	$(GO) run ./internal/telemetrybench -ahpd bin/ahpd $(BENCHFLAGS)
 
+# `ahpctl attach` under a terminal flood: `cat` of a 64 MiB file typed into
+# an ahpd terminal shown by bin/ahpctl attach in a tmux pane, timed until
+# its last line is on the pane's screen, against the same cat in a tmux
+# pane and the raw PTY read in the same run; snapshots, drops and the CPU
+# of ahpd, ahpctl and tmux (docs/benchmarks-attach.md). Runs under flock
+# /tmp/ahp-bench.lock so that benchmarks on a shared machine do not
+# overlap. BENCHFLAGS passes flags on, e.g. BENCHFLAGS='-rounds 5
+# -variants ";--window 1MiB"'.
+.PHONY: bench-attach
+bench-attach:
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
+	flock /tmp/ahp-bench.lock $(GO) run ./internal/attachbench -ahpd bin/ahpd -ahpctl bin/ahpctl $(BENCHFLAGS)
+
 proto-tools:
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
