@@ -56,7 +56,7 @@ type Config struct {
 	// catches up (the emulator is not a viewer and never loses output).
 	// During a flood the emulator is woken at three quarters of it, and
 	// skips what the scrollback would not keep of that run (skip.go).
-	// At least 64 KiB. Default 2 MiB.
+	// At least 64 KiB. Default 1 MiB.
 	EmulatorBacklog int
 	// InputQueue bounds the bytes accepted by Input and not yet written to
 	// the PTY. One Input call may carry at most this many bytes.
@@ -113,7 +113,7 @@ func (c Config) withDefaults() Config {
 		c.ViewerBacklog = 1 << 20
 	}
 	if c.EmulatorBacklog == 0 {
-		c.EmulatorBacklog = 2 << 20
+		c.EmulatorBacklog = 1 << 20
 	}
 	if c.InputQueue == 0 {
 		c.InputQueue = 256 << 10

@@ -156,6 +156,7 @@ type Terminal struct {
 	emuMu      sync.Mutex
 	emu        *emulator
 	skipTexts  []string     // skipLocked's scratch
+	catchBatch []*item      // catchUpLocked's scratch
 	emuSkipped atomic.Int64 // output bytes the emulator skipped (skip.go)
 	emuApplied uint64       // seq of the next item to apply
 	emuPos     int64
@@ -973,8 +974,18 @@ func (t *Terminal) emulate() {
 		// keep (skip.go). Until the whole batch is applied the emulator's
 		// cells are stale, so emuMu is held to its end (yielding the
 		// thread still).
-		from, skipped := t.skipLocked(batch)
-		for _, it := range batch[from:] {
+		last := batch[len(batch)-1]
+		// A snapshot may have applied the start of batch already
+		// (catchUpLocked), here or while emuMu was let go below.
+		todo := batch
+		for len(todo) > 0 && todo[0].seq < t.emuApplied {
+			todo = todo[1:]
+		}
+		from, skipped := t.skipLocked(todo)
+		for _, it := range todo[from:] {
+			if it.seq < t.emuApplied {
+				continue
+			}
 			replies = t.applyLocked(it, replies)
 			if work += len(it.text); work >= emuSlice {
 				// Let others have emuMu (a snapshot) and this thread
@@ -998,7 +1009,6 @@ func (t *Terminal) emulate() {
 		for _, r := range replies {
 			t.queueReply(r)
 		}
-		last := batch[len(batch)-1]
 		t.mu.Lock()
 		t.emuDoneSeq = last.seq + 1
 		t.emuDonePos = last.end()
@@ -1007,6 +1017,37 @@ func (t *Terminal) emulate() {
 		t.wakeAll(wake)
 		signal(t.emuProg)
 	}
+}
+
+// catchUpLocked applies the output the emulator has not applied yet (as
+// emulate does, skipping what it may), so that a snapshot reflects the
+// newest output instead of up to EmulatorBacklog before it: during a
+// flood the emulator is woken only every three quarters of
+// EmulatorBacklog, and a viewer resumed that far back would be sent all
+// of it again. The emulator goroutine then finds those items applied and
+// publishes the progress (emuDoneSeq, trimming, the reader's wait), for
+// which it is signalled (t.emuMu held, not t.mu).
+func (t *Terminal) catchUpLocked() {
+	t.mu.Lock()
+	batch := t.catchBatch[:0]
+	for s := t.emuApplied; s < t.endSeq; s++ {
+		batch = append(batch, t.items[s-t.firstSeq])
+	}
+	t.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	from, _ := t.skipLocked(batch)
+	var replies [][]byte
+	for _, it := range batch[from:] {
+		replies = t.applyLocked(it, replies)
+	}
+	for _, r := range replies {
+		t.queueReply(r)
+	}
+	clear(batch)
+	t.catchBatch = batch[:0]
+	signal(t.emuWake)
 }
 
 // skipLocked applies the start of batch with the emulator's skip
