@@ -20,6 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/units"
 	"github.com/ahp-dev/ahpd/internal/wire"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -51,7 +53,14 @@ and keeps the reconnect token the daemon returns; nothing is written to disk.
 Without the control socket (from another machine, through a tunnel or a
 proxy): --url http://HOST:PORT (or $AHP_URL) names the daemon, and the token
 comes from --token-file FILE or $AHP_TOKEN, never from the command line
-(where other users could read it); mint one with 'ahpctl tokens create'.`
+(where other users could read it); mint one with 'ahpctl tokens create'.
+
+--window SIZE is the receive window attach asks for (default 32MiB, never
+below the daemon's default; the daemon's clientReceiveMaximums.windowBytes
+caps it): how far this terminal may fall behind the program's output
+before the daemon skips ahead with a fresh screen. A flood faster than
+this terminal draws is shown in full up to that lag; a smaller window
+skips more of it, sooner.`
 
 // detachKey is the default prefix key, Ctrl-]; the key after it decides
 // (d detaches).
@@ -131,11 +140,18 @@ func setupAttach(fs *flag.FlagSet) action {
 	readOnly := fs.Bool("read-only", false, "view only: no keys are sent and the channel is not resized")
 	keys := fs.String("detach-keys", "ctrl-]", "the prefix `key` of the detach sequence (then d), e.g. ctrl-a")
 	quiet := fs.Bool("quiet", false, "do not print the \"attached to\" line with the detach keys")
+	windowFlag := fs.String("window", "", "the receive window `size` to ask for (default 32MiB, at least the daemon's default)")
 	remote := remoteFlags(fs)
 	return func(ctx context.Context, a *app, args []string) error {
 		key, keyName, err := parseDetachKey(*keys)
 		if err != nil {
 			return err
+		}
+		var window int64
+		if *windowFlag != "" {
+			if window, err = units.ParseSize(*windowFlag); err != nil || window < flow.MinFrameBytes {
+				return usagef("attach: --window %q: want a size of at least %d bytes, e.g. 4MiB", *windowFlag, flow.MinFrameBytes)
+			}
 		}
 		wsURL, token, ok, err := remote.resolve(a.getenv)
 		if err != nil {
@@ -153,7 +169,7 @@ func setupAttach(fs *flag.FlagSet) action {
 			if isShortName(uri) {
 				uri = "ahp-terminal:/" + uri // no ListChannels without the control socket
 			}
-			at := &attacher{a: a, uri: uri, wsURL: wsURL, token: token, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet}
+			at := &attacher{a: a, uri: uri, wsURL: wsURL, token: token, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet, window: window}
 			return at.run(ctx)
 		}
 		c, err := a.clients()
@@ -173,7 +189,7 @@ func setupAttach(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		at := &attacher{a: a, c: c, uri: uri, wsURL: info.WebsocketUrl, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet}
+		at := &attacher{a: a, c: c, uri: uri, wsURL: info.WebsocketUrl, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet, window: window}
 		return at.run(ctx)
 	}
 }
@@ -190,6 +206,7 @@ type attacher struct {
 	key      byte   // the detach prefix key (0: Ctrl-])
 	keyName  string // its name in messages, e.g. "Ctrl-]"
 	quiet    bool   // no "attached to" line
+	window   int64  // --window, 0: attachWindow
 	hinted   bool   // the "attached to" line was printed (owned by the output loop)
 	in, out  *os.File
 	buf      []byte // decoded output, reused (owned by the output loop)
@@ -389,12 +406,47 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 	if res.ReconnectToken != "" {
 		at.reconnectToken = res.ReconnectToken
 	}
-	sub, err := conn.Subscribe(ctx, at.uri, nil)
+	fc := res.Capabilities.FlowControl
+	sub, err := conn.Subscribe(ctx, at.uri, receiveLimits(fc.ClientDefaults, fc.Maximums, at.window))
 	if err != nil {
 		conn.Close()
 		return nil, nil, err
 	}
 	return conn, sub, nil
+}
+
+// attachWindow is the receive window attach asks for by default (UTF-16
+// bytes, as all windows: about 16 MiB of text). A terminal viewer may
+// fall its window plus the daemon's backlog (1 MiB) behind the program's
+// output before the daemon drops what it queued and sends a fresh screen
+// instead. A program that floods (cat of a big file) is read by the
+// daemon faster than a terminal draws it: through attach into a tmux pane
+// the host's default 1 MiB window meant 6–9 such skips per 64 MiB of
+// `cat`, 16 MiB 1–2, 32 MiB 0–1, with the last line on screen within
+// 1.5× the time of the same cat in a tmux pane (docs/benchmarks-attach.md,
+// make bench-attach). The cost is memory while a flood outruns the
+// terminal: ahpctl holds up to this much received output not yet
+// written, and the daemon keeps its output log that far back.
+const attachWindow = 32 << 20
+
+// receiveLimits returns the receive limits attach subscribes with: the
+// host's defaults with a window of want (0: attachWindow, and never
+// below the host's default), lowered to the host's maximum. It returns
+// nil (the host's defaults) when the host stated no valid defaults.
+func receiveLimits(defaults, maximums flow.ReceiveLimits, want int64) *flow.ReceiveLimits {
+	if defaults.Validate() != nil {
+		return nil
+	}
+	w := want
+	if w <= 0 {
+		w = max(attachWindow, defaults.WindowBytes)
+	}
+	if maximums.WindowBytes > 0 {
+		w = min(w, maximums.WindowBytes)
+	}
+	l := defaults
+	l.WindowBytes = max(w, l.MaximumFrameBytes)
+	return &l
 }
 
 // ticket mints a single-use ticket for this channel over the control
