@@ -69,7 +69,7 @@ func main() {
 	flag.StringVar(&c.profile, "cpuprofile", "", "`directory` for a CPU profile of ahpctl attach per round (AHPCTL_CPUPROFILE)")
 	env := flag.String("attach-env", "", "comma-separated KEY=VALUE entries added to ahpctl attach's environment")
 	lim := flag.String("limits", "", "comma-separated KEY=VALUE entries set on the daemon at start with `ahpctl limits set` (e.g. clientReceiveDefaults.windowBytes=16MiB: the window attach gets when it asks for the host's defaults)")
-	variants := flag.String("variants", "", "attaches per round, ';'-separated, each the extra arguments of one (space-separated), e.g. ';--window 1MiB': one with attach's defaults, one with a 1 MiB window")
+	variants := flag.String("variants", "", "attaches per round, ';'-separated, each the extra arguments of one (space-separated), e.g. ';--window 1MiB': one with attach's defaults, one with a 1 MiB window; a first field bin=PATH runs another ahpctl binary")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (logs, file)")
 	flag.Parse()
 	if *env != "" {
@@ -312,7 +312,11 @@ func (b *bench) attach(r *result, i, variant int, marker string) error {
 	if b.c.profile != "" {
 		env = append(env, "AHPCTL_CPUPROFILE="+filepath.Join(b.c.profile, fmt.Sprintf("ahpctl-round%d-%d.pprof", i+1, variant+1)))
 	}
-	argv := append([]string{b.c.ahpctl, "--control", b.d.Sock, "attach", "--quiet"}, b.c.variants[variant]...)
+	ahpctl, args := b.c.ahpctl, b.c.variants[variant]
+	if len(args) > 0 && strings.HasPrefix(args[0], "bin=") {
+		ahpctl, args = strings.TrimPrefix(args[0], "bin="), args[1:]
+	}
+	argv := append([]string{ahpctl, "--control", b.d.Sock, "attach", "--quiet"}, args...)
 	pane, pid, err := b.t.newWindow(env, append(argv, id)...)
 	if err != nil {
 		return err
