@@ -223,7 +223,24 @@ func (b *bench) round(i int) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, d, err := termbench.RawPTYRead(b.file)
+	type read struct {
+		n   int64
+		d   time.Duration
+		err error
+	}
+	ch := make(chan read, 1)
+	go func() {
+		n, d, err := termbench.RawPTYRead(b.file)
+		ch <- read{n, d, err}
+	}()
+	var n int64
+	var d time.Duration
+	select {
+	case r := <-ch:
+		n, d, err = r.n, r.d, r.err
+	case <-time.After(b.c.timeout):
+		err = fmt.Errorf("no end after %v", b.c.timeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("raw PTY read: %w", err)
 	}

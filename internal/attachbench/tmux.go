@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -60,7 +61,7 @@ func startTmux(dir string, cols, rows int) (*tmuxServer, error) {
 			return nil, err
 		}
 	}
-	out, err := exec.Command("tmux", "-S", t.sock, "display", "-p", "#{pid}").Output()
+	out, err := runTmux("-S", t.sock, "display", "-p", "#{pid}")
 	if err != nil {
 		t.kill()
 		return nil, fmt.Errorf("tmux display pid: %w", err)
@@ -96,7 +97,7 @@ func startTmux(dir string, cols, rows int) (*tmuxServer, error) {
 
 // exec runs one tmux command as a client process of its own (setup only).
 func (t *tmuxServer) exec(args ...string) error {
-	out, err := exec.Command("tmux", append([]string{"-S", t.sock}, args...)...).CombinedOutput()
+	out, err := runTmux(append([]string{"-S", t.sock}, args...)...)
 	if err != nil {
 		return fmt.Errorf("tmux %s: %v: %s", strings.Join(args, " "), err, out)
 	}
@@ -218,7 +219,7 @@ func (t *tmuxServer) kill() {
 	if t.stdin != nil {
 		t.stdin.Close()
 	}
-	_ = exec.Command("tmux", "-S", t.sock, "kill-server").Run()
+	_, _ = runTmux("-S", t.sock, "kill-server")
 	if t.ctl != nil && t.ctl.Process != nil {
 		waitOrKill(t.ctl, 2*time.Second)
 	}
@@ -232,6 +233,14 @@ func (t *tmuxServer) kill() {
 			}
 		}
 	}
+}
+
+// runTmux runs one tmux client process with args and returns its output
+// (stdout and stderr); it is killed if it has not ended within 10 s.
+func runTmux(args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return exec.CommandContext(ctx, "tmux", args...).CombinedOutput()
 }
 
 // quote quotes s for tmux's command parser (single quotes; s must not
