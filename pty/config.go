@@ -54,8 +54,6 @@ type Config struct {
 	// EmulatorBacklog is how many bytes of output the emulator may lag
 	// behind the reader; beyond it the reader pauses until the emulator
 	// catches up (the emulator is not a viewer and never loses output).
-	// During a flood the emulator is woken at three quarters of it, and
-	// skips what the scrollback would not keep of that run (skip.go).
 	// At least 64 KiB. Default 1 MiB.
 	EmulatorBacklog int
 	// InputQueue bounds the bytes accepted by Input and not yet written to

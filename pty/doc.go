@@ -24,11 +24,7 @@
 // reply to the writer goroutine; viewers never see queries, live or in
 // snapshots, so no browser ever answers one (coder#3666). The emulator is
 // not a viewer: it may pause the reader, but only when it lags more than
-// Config.EmulatorBacklog bytes behind. During a flood it is woken for long
-// runs (three quarters of EmulatorBacklog behind, or 50 ms after the
-// reader found the PTY empty), and of a run of plain text it skips what
-// the scrollback would not keep once the run is applied (skip.go); a
-// snapshot waits for the end of such a run.
+// Config.EmulatorBacklog bytes behind.
 //
 // Each viewer is a cursor into the log. The PTY is never paused by a
 // viewer: an item is dropped from the log once the emulator has applied it

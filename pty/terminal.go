@@ -91,9 +91,6 @@ type Stats struct {
 	// a wake-up; an echoed keystroke should cost one at once and none
 	// batched.
 	EmulatorWakesNow, EmulatorWakesBatched int64
-	// EmulatorSkipped counts the output bytes the emulator did not apply
-	// because the scrollback would not have kept them (skip.go).
-	EmulatorSkipped int64
 }
 
 // Terminal is one process on a PTY, served to many viewers. See doc.go.
@@ -155,10 +152,7 @@ type Terminal struct {
 	// emuMu guards the emulator and the snapshot cache.
 	emuMu      sync.Mutex
 	emu        *emulator
-	skipTexts  []string     // skipLocked's scratch
-	catchBatch []*item      // catchUpLocked's scratch
-	emuSkipped atomic.Int64 // output bytes the emulator skipped (skip.go)
-	emuApplied uint64       // seq of the next item to apply
+	emuApplied uint64 // seq of the next item to apply
 	emuPos     int64
 	snapText   string
 	snapRows   int
@@ -383,7 +377,6 @@ func (t *Terminal) Stats() Stats {
 
 		EmulatorWakesNow:     t.emuSoons.Load(),
 		EmulatorWakesBatched: t.emuLazies.Load(),
-		EmulatorSkipped:      t.emuSkipped.Load(),
 	}
 	if t.exited {
 		s.State = StateExited
@@ -537,14 +530,6 @@ const (
 	// emuSoon is the most lag the reader has the emulator apply at once
 	// when the PTY has nothing more (see catchUp).
 	emuSoon = 4 << 10
-	// emuFloodLazy is emuLazy during a flood.
-	emuFloodLazy = 50 * time.Millisecond
-	// emuItems bounds the items the emulator takes in one batch: all
-	// that its lag (at most EmulatorBacklog and a read) may hold, so that
-	// a long run of plain text is skipped in one go (skip.go).
-	emuItems = 1024
-	// emuSkipMin is the least plain text worth looking for a skip in.
-	emuSkipMin = 128 << 10
 )
 
 func signal(c chan struct{}) {
@@ -627,8 +612,8 @@ func (t *Terminal) reader() {
 		err := t.rc.Read(func(fd uintptr) bool {
 			n, rerr = rawio.Read(fd, buf)
 			if rerr == syscall.EAGAIN {
-				t.catchUp(!pace.flooding, pace.flooding) // before flush: viewers run first
-				flush()                                  // nothing more for now: deliver what we have
+				t.catchUp(!pace.flooding) // before flush: viewers run first
+				flush()                   // nothing more for now: deliver what we have
 				pace.drained()
 				return false
 			}
@@ -639,13 +624,13 @@ func (t *Terminal) reader() {
 		}
 		if n > 0 {
 			text, qs := f.feed(buf[:n], false)
-			pending = t.appendOutput(n, text, qs, pending, pace.flooding)
+			pending = t.appendOutput(n, text, qs, pending)
 			if unwoken += n; unwoken >= wakeBatch {
 				flush()
 			}
 			if d := pace.after(t, n); d > 0 {
 				flush()
-				t.catchUp(false, false)
+				t.catchUp(false)
 				t.pauseFor(d)
 			}
 		}
@@ -660,7 +645,7 @@ func (t *Terminal) reader() {
 		}
 	}
 	text, qs := f.feed(nil, true)
-	pending = t.appendOutput(0, text, qs, pending, false)
+	pending = t.appendOutput(0, text, qs, pending)
 	flush()
 }
 
@@ -674,9 +659,7 @@ func (t *Terminal) reader() {
 // Called before the viewers are woken, the emulator runs after them on one
 // P. The timer is armed here rather than for every read: a timer stopped
 // again at once still wakes the runtime's poller when it would have fired.
-// During a flood (flood) the timer waits emuFloodLazy, so that the
-// emulator gets output in long runs, most of which it may skip (skip.go).
-func (t *Terminal) catchUp(soon, flood bool) {
+func (t *Terminal) catchUp(soon bool) {
 	t.mu.Lock()
 	lag := t.endPos - t.emuDonePos
 	t.mu.Unlock()
@@ -693,11 +676,7 @@ func (t *Terminal) catchUp(soon, flood bool) {
 	}
 	if t.emuArmed.CompareAndSwap(false, true) {
 		t.emuLazies.Add(1)
-		if flood {
-			t.emuTimer.Reset(emuFloodLazy)
-		} else {
-			t.emuTimer.Reset(emuLazy)
-		}
+		t.emuTimer.Reset(emuLazy)
 	}
 }
 
@@ -761,11 +740,8 @@ func (t *Terminal) pauseFor(d time.Duration) {
 
 // appendOutput appends output to the log and returns wake, extended with
 // the hooks of viewers to wake. It may wait for the emulator to catch up;
-// it calls the hooks of wake first then. During a flood (flood) the
-// emulator is woken at a lag of three quarters of EmulatorBacklog rather
-// than emuBatch: the longer the run it gets, the more of it it may skip
-// (skip.go).
-func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func(), flood bool) []func() {
+// it calls the hooks of wake first then.
+func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func()) []func() {
 	t.mu.Lock()
 	t.bytesRead += int64(n)
 	if text != "" || len(qs) > 0 {
@@ -779,11 +755,7 @@ func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func(), f
 	// the emulator catches up when the reader stops reading (catchUp; a
 	// viewer's snapshot is consistent whatever the emulator's position: it
 	// continues from there).
-	batch := int64(emuBatch)
-	if flood {
-		batch = int64(t.cfg.EmulatorBacklog) / 4 * 3
-	}
-	if len(qs) > 0 || n == 0 || lag >= batch {
+	if len(qs) > 0 || n == 0 || lag >= emuBatch {
 		signal(t.emuWake)
 	}
 	// The emulator is not a viewer: it may pause the reader, but only when
@@ -955,7 +927,7 @@ func (t *Terminal) emulate() {
 	for {
 		t.mu.Lock()
 		batch = batch[:0]
-		for s := t.emuDoneSeq; s < t.endSeq && len(batch) < emuItems; s++ {
+		for s := t.emuDoneSeq; s < t.endSeq && len(batch) < 64; s++ {
 			batch = append(batch, t.items[s-t.firstSeq])
 		}
 		t.mu.Unlock()
@@ -970,35 +942,16 @@ func (t *Terminal) emulate() {
 		var replies [][]byte
 		work := 0
 		t.emuMu.Lock()
-		// A long run of plain text: skip what the scrollback will not
-		// keep (skip.go). Until the whole batch is applied the emulator's
-		// cells are stale, so emuMu is held to its end (yielding the
-		// thread still).
-		last := batch[len(batch)-1]
-		// A snapshot may have applied the start of batch already
-		// (catchUpLocked), here or while emuMu was let go below.
-		todo := batch
-		for len(todo) > 0 && todo[0].seq < t.emuApplied {
-			todo = todo[1:]
-		}
-		from, skipped := t.skipLocked(todo)
-		for _, it := range todo[from:] {
-			if it.seq < t.emuApplied {
-				continue
-			}
+		for _, it := range batch {
 			replies = t.applyLocked(it, replies)
 			if work += len(it.text); work >= emuSlice {
 				// Let others have emuMu (a snapshot) and this thread
 				// (the Go scheduler preempts only every 10 ms): a flood
 				// must not hold up a neighbour's keystroke.
-				if !skipped {
-					t.emuMu.Unlock()
-				}
+				t.emuMu.Unlock()
 				runtime.Gosched()
 				work = 0
-				if !skipped {
-					t.emuMu.Lock()
-				}
+				t.emuMu.Lock()
 			}
 		}
 		title := t.emu.title
@@ -1009,6 +962,7 @@ func (t *Terminal) emulate() {
 		for _, r := range replies {
 			t.queueReply(r)
 		}
+		last := batch[len(batch)-1]
 		t.mu.Lock()
 		t.emuDoneSeq = last.seq + 1
 		t.emuDonePos = last.end()
@@ -1017,74 +971,6 @@ func (t *Terminal) emulate() {
 		t.wakeAll(wake)
 		signal(t.emuProg)
 	}
-}
-
-// catchUpLocked applies the output the emulator has not applied yet (as
-// emulate does, skipping what it may), so that a snapshot reflects the
-// newest output instead of up to EmulatorBacklog before it: during a
-// flood the emulator is woken only every three quarters of
-// EmulatorBacklog, and a viewer resumed that far back would be sent all
-// of it again. The emulator goroutine then finds those items applied and
-// publishes the progress (emuDoneSeq, trimming, the reader's wait), for
-// which it is signalled (t.emuMu held, not t.mu).
-func (t *Terminal) catchUpLocked() {
-	t.mu.Lock()
-	batch := t.catchBatch[:0]
-	for s := t.emuApplied; s < t.endSeq; s++ {
-		batch = append(batch, t.items[s-t.firstSeq])
-	}
-	t.mu.Unlock()
-	if len(batch) == 0 {
-		return
-	}
-	from, _ := t.skipLocked(batch)
-	var replies [][]byte
-	for _, it := range batch[from:] {
-		replies = t.applyLocked(it, replies)
-	}
-	for _, r := range replies {
-		t.queueReply(r)
-	}
-	clear(batch)
-	t.catchBatch = batch[:0]
-	signal(t.emuWake)
-}
-
-// skipLocked applies the start of batch with the emulator's skip
-// (skip.go) when batch begins with a run of plain text long enough, and
-// returns how many items of batch it applied (0: none) and whether it
-// skipped; the caller applies the rest, without letting go of t.emuMu
-// when it skipped (t.emuMu held).
-func (t *Terminal) skipLocked(batch []*item) (applied int, skipped bool) {
-	n, size := 0, 0
-	for _, it := range batch {
-		if it.resize || len(it.qs) > 0 {
-			break
-		}
-		n++
-		size += len(it.text)
-	}
-	if size < emuSkipMin {
-		return 0, false
-	}
-	texts := t.skipTexts[:0]
-	for _, it := range batch[:n] {
-		texts = append(texts, it.text)
-	}
-	k, off, ok := t.emu.skippable(texts)
-	clear(texts) // the scratch keeps no text alive
-	t.skipTexts = texts[:0]
-	if !ok {
-		return 0, false
-	}
-	t.emu.skipTo()
-	t.emu.write(batch[k].text[off:])
-	t.emuSkipped.Add(batch[k].start + int64(off) - batch[0].start)
-	last := batch[k]
-	t.emuApplied = last.seq + 1
-	t.emuPos = last.end()
-	t.snapValid = false
-	return k + 1, true
 }
 
 // applyLocked applies one item to the emulator (t.emuMu held).

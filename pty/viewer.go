@@ -376,7 +376,6 @@ func resetMsg(rows, cols int) string {
 func (v *Viewer) startSnapshot() {
 	t := v.t
 	t.emuMu.Lock()
-	t.catchUpLocked()
 	if !t.snapValid {
 		t.snapText = t.emu.snapshot()
 		t.snapRows, t.snapCols = t.emu.rows, t.emu.cols
