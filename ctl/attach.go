@@ -55,10 +55,11 @@ proxy): --url http://HOST:PORT (or $AHP_URL) names the daemon, and the token
 comes from --token-file FILE or $AHP_TOKEN, never from the command line
 (where other users could read it); mint one with 'ahpctl tokens create'.
 
---window SIZE is the receive window attach asks for (default 32MiB, never
-below the daemon's default; the daemon's clientReceiveMaximums.windowBytes
-caps it): how far this terminal may fall behind the program's output
-before the daemon skips ahead with a fresh screen. A flood faster than
+--window SIZE is the receive window attach asks for (default 32MiB, or the
+daemon's default if that is larger; the daemon's
+clientReceiveMaximums.windowBytes caps it): how far this terminal may fall
+behind the program's output before the daemon skips ahead with a fresh
+screen. A flood faster than
 this terminal draws is shown in full up to that lag; a smaller window
 skips more of it, sooner.`
 
@@ -140,7 +141,7 @@ func setupAttach(fs *flag.FlagSet) action {
 	readOnly := fs.Bool("read-only", false, "view only: no keys are sent and the channel is not resized")
 	keys := fs.String("detach-keys", "ctrl-]", "the prefix `key` of the detach sequence (then d), e.g. ctrl-a")
 	quiet := fs.Bool("quiet", false, "do not print the \"attached to\" line with the detach keys")
-	windowFlag := fs.String("window", "", "the receive window `size` to ask for (default 32MiB, at least the daemon's default)")
+	windowFlag := fs.String("window", "", "the receive window `size` to ask for (default 32MiB, or the daemon's default if larger)")
 	remote := remoteFlags(fs)
 	return func(ctx context.Context, a *app, args []string) error {
 		key, keyName, err := parseDetachKey(*keys)
