@@ -672,6 +672,36 @@ func TestViewRoleFrameIsRefusedBeforeBuffering(t *testing.T) {
 	}
 }
 
+// TestKeystrokeCreditWithoutOutput: small inputs (keystrokes, whose
+// credit waits for the output they cause) to a terminal that answers
+// nothing are credited anyway: more of them than the host window holds
+// all arrive.
+func TestKeystrokeCreditWithoutOutput(t *testing.T) {
+	h := start(t, false, nil)
+	ch, ft := h.term("t")
+	c := h.dial(adminToken)
+	ctx := ctxT(t)
+	sub, err := c.Subscribe(ctx, ch.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for i := 0; want.Len() < 400<<10; i++ { // the host window is 256 KiB of UTF-16
+		key := strings.Repeat(string(rune('a'+i%26)), 100)
+		want.WriteString(key)
+		if err := sub.Send(ctx, string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": key}))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ft.inputText() != want.String() {
+		if time.Now().After(deadline) {
+			t.Fatalf("terminal got %d bytes, want %d", len(ft.inputText()), want.Len())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestMalformedFrameResetsNothing(t *testing.T) {
 	h := start(t, false, nil)
 	ch, ft := h.term("t")

@@ -141,7 +141,8 @@ type conn struct {
 	lastAlive     time.Time
 	check         *time.Timer // the next checkTimers; see checkBy
 	// Credits for client→host data that the receiver would send only
-	// because everything is released (a keystroke written to the PTY):
+	// because everything is released, for a few bytes (a keystroke
+	// written to the PTY):
 	// they wait, up to creditDelay, for the output the input is likely
 	// to cause, so both leave in one write (flushCredits).
 	deferred  []*subscription
@@ -578,9 +579,10 @@ func (c *conn) drainWakes() {
 		}
 		switch {
 		case !send:
-		case consumed-before < recv.Limits().WindowBytes/4:
-			// Due only because everything is released: it may wait for
-			// the output (the echo) this input causes.
+		case consumed-before <= min(maxDeferredCredit, recv.Limits().WindowBytes/4):
+			// Due only because everything is released, and small (a
+			// keystroke, not an upload's message): it may wait for the
+			// output (the echo) this input causes.
 			c.deferCredit(r.sub)
 		default:
 			c.sender.QueueCredit(r.sub.stream)
@@ -593,10 +595,14 @@ func (c *conn) drainWakes() {
 	}
 }
 
-// creditDelay bounds how long a deferred credit waits for output. The
-// sender is not held up by it: a credit is deferred only while less than
-// a quarter of the window waits for it.
-const creditDelay = time.Millisecond
+// creditDelay bounds how long a deferred credit waits for output, and
+// maxDeferredCredit how many bytes it may cover. The sender is not held up
+// by it: at most that much (under a quarter of any window) waits for it,
+// and an upload's messages, larger, are credited at once.
+const (
+	creditDelay       = time.Millisecond
+	maxDeferredCredit = 4 << 10
+)
 
 // deferCredit holds s's credit until output goes out or creditDelay
 // passed.
