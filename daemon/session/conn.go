@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,17 +138,10 @@ type conn struct {
 	fatal         error // set where a return value cannot carry it; run closes with it
 	lastWrite     time.Time
 	lastAlive     time.Time
-	check         *time.Timer // the next checkTimers; see checkBy
-	// Credits for client→host data that the receiver would send only
-	// because everything is released, for a few bytes (a keystroke
-	// written to the PTY):
-	// they wait, up to creditDelay, for the output the input is likely
-	// to cause, so both leave in one write (flushCredits).
-	deferred  []*subscription
-	creditDue time.Time           // when deferred credits go anyway; zero: none wait
-	checkAt   time.Time           // when check fires
-	free      [maxFreeBufs][]byte // frame buffers to reuse, largest first (see getBuf)
-	frame     flow.Frame
+	check         *time.Timer         // the next checkTimers; see checkBy
+	checkAt       time.Time           // when check fires
+	free          [maxFreeBufs][]byte // frame buffers to reuse, largest first (see getBuf)
+	frame         flow.Frame
 	// reassembly is the one client→host reassembly buffer the
 	// connection keeps between messages, lent to the receiver of the
 	// subscription whose frame starts a message (at most maxKeptBuf).
@@ -357,29 +349,12 @@ func putInbound(b []byte) {
 }
 
 func (c *conn) writeLoop(ctx context.Context) {
-	var batch [][]byte
 	for b := range c.out {
 		// Corked: the frame leaves in one write to the socket
 		// (countingConn.cork), without a frame-sized buffer per
-		// connection; so do the messages queued behind it (at most the
-		// transport bound: two frames or 64 KiB), such as a keystroke's
-		// credit and its echo.
+		// connection.
 		c.wire.cork()
-		batch = append(batch[:0], b)
 		err := c.ws.Write(ctx, websocket.MessageText, b)
-	more:
-		for err == nil {
-			select {
-			case next, ok := <-c.out:
-				if !ok {
-					break more
-				}
-				batch = append(batch, next)
-				err = c.ws.Write(ctx, websocket.MessageText, next)
-			default:
-				break more
-			}
-		}
 		if uerr := c.wire.uncork(); err == nil {
 			err = uerr
 		}
@@ -390,10 +365,7 @@ func (c *conn) writeLoop(ctx context.Context) {
 			}
 			return
 		}
-		for i, m := range batch {
-			c.written <- m
-			batch[i] = nil
-		}
+		c.written <- b
 	}
 }
 
@@ -570,61 +542,15 @@ func (c *conn) drainWakes() {
 		if r.sub.ended || r.sub.stream == nil {
 			continue
 		}
-		recv := r.sub.stream.Receiver()
-		before := recv.Announced()
-		consumed, send, err := recv.Release(r.pos)
+		_, send, err := r.sub.stream.Receiver().Release(r.pos)
 		if err != nil {
 			c.resetSub(r.sub, flow.CodeProtocolError, err.Error())
 			continue
 		}
-		switch {
-		case !send:
-		case consumed-before <= min(maxDeferredCredit, recv.Limits().WindowBytes/4):
-			// Due only because everything is released, and small (a
-			// keystroke, not an upload's message): it may wait for the
-			// output (the echo) this input causes.
-			c.deferCredit(r.sub)
-		default:
+		if send {
 			c.sender.QueueCredit(r.sub.stream)
 		}
 	}
-	if len(woken) > 0 {
-		// Output is on its way: the credits go just before it, in the
-		// same write.
-		c.flushCredits()
-	}
-}
-
-// creditDelay bounds how long a deferred credit waits for output, and
-// maxDeferredCredit how many bytes it may cover. The sender is not held up
-// by it: at most that much (under a quarter of any window) waits for it,
-// and an upload's messages, larger, are credited at once.
-const (
-	creditDelay       = time.Millisecond
-	maxDeferredCredit = 4 << 10
-)
-
-// deferCredit holds s's credit until output goes out or creditDelay
-// passed.
-func (c *conn) deferCredit(s *subscription) {
-	if !slices.Contains(c.deferred, s) {
-		c.deferred = append(c.deferred, s)
-	}
-	if c.creditDue.IsZero() {
-		c.creditDue = time.Now().Add(creditDelay)
-		c.checkBy(c.creditDue)
-	}
-}
-
-// flushCredits queues the deferred credits.
-func (c *conn) flushCredits() {
-	for i, s := range c.deferred {
-		if !s.ended && s.stream != nil {
-			c.sender.QueueCredit(s.stream)
-		}
-		c.deferred[i] = nil
-	}
-	c.deferred, c.creditDue = c.deferred[:0], time.Time{}
 }
 
 // kicked is the close for an operator's kick.
@@ -679,9 +605,6 @@ func (c *conn) tokenEnded(err error) error {
 }
 
 func (c *conn) checkTimers(now time.Time) error {
-	if !c.creditDue.IsZero() && !now.Before(c.creditDue) {
-		c.flushCredits()
-	}
 	if err := c.checkToken(); err != nil {
 		return err
 	}
@@ -739,9 +662,6 @@ func (c *conn) nextCheck(now time.Time) time.Time {
 	}
 	if !c.initialized {
 		later(c.opened.Add(l.InitializeTimeout))
-	}
-	if !c.creditDue.IsZero() {
-		later(c.creditDue)
 	}
 	if c.sender.InFlight() > 0 {
 		later(c.lastWrite.Add(l.MaxOutputStall))
