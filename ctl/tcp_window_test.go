@@ -83,3 +83,41 @@ func TestE2ETCPWindowFromRoundTrip(t *testing.T) {
 	}
 	t.Logf("windows: %d bytes at a %v round trip, %d at %v", fw, fastConn.RTT(), sw, slowConn.RTT())
 }
+
+// TestE2ETCPStreamGracefulEnd: once both halves are closed, the client
+// releases tcp/closed and the host ends the channel, so Close returns at
+// once instead of waiting out its CloseTimeout (it used to: the credit
+// for tcp/closed was never sent).
+func TestE2ETCPStreamGracefulEnd(t *testing.T) {
+	echo := newTCPServer(t, echoServe)
+	d := startTCPDaemon(t, echo.addr())
+	tok := strings.TrimSpace(d.mustCtl("token", "create", "--role", "control"))
+	host, port, _ := net.SplitHostPort(echo.addr())
+	p, _ := strconv.Atoi(port)
+	conn, _, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const closeTimeout = time.Minute
+	st, err := client.OpenTCP(ctxT(t), client.TCPOptions{Dial: func(context.Context) (*client.Conn, error) { return conn, nil }, Host: host, Port: p, CloseTimeout: closeTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(st); err != nil || string(b) != "hello" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	start := time.Now()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > closeTimeout/2 {
+		t.Fatalf("Close took %v: the host did not end the channel after tcp/closed", took)
+	}
+}

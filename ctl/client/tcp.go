@@ -596,11 +596,15 @@ func (s *TCPStream) popLocked() {
 		s.failLocked(fmt.Errorf("tcp stream: %w", err)) // a broken internal invariant
 		return
 	}
+	if send {
+		// Also for tcp/closed: the host ends the channel once the
+		// client released it (§8).
+		s.creditWant = consumed
+	}
 	switch {
 	case s.finished != finished:
-		s.broadcastLocked()
+		s.broadcastLocked() // wakes the writer too
 	case send:
-		s.creditWant = consumed
 		s.wakeLocked()
 	}
 }
