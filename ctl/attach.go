@@ -435,18 +435,13 @@ const attachWindow = 32 << 20
 // below the host's default), lowered to the host's maximum. It returns
 // nil (the host's defaults) when the host stated no valid defaults.
 func receiveLimits(defaults, maximums flow.ReceiveLimits, want int64) *flow.ReceiveLimits {
-	if defaults.Validate() != nil {
+	if want <= 0 {
+		want = max(attachWindow, defaults.WindowBytes)
+	}
+	l := client.WithWindow(defaults, maximums, want)
+	if l == (flow.ReceiveLimits{}) {
 		return nil
 	}
-	w := want
-	if w <= 0 {
-		w = max(attachWindow, defaults.WindowBytes)
-	}
-	if maximums.WindowBytes > 0 {
-		w = min(w, maximums.WindowBytes)
-	}
-	l := defaults
-	l.WindowBytes = max(w, l.MaximumFrameBytes)
 	return &l
 }
 

@@ -172,12 +172,19 @@ const (
 // data per round trip: under 8 MB/s at 50 ms). It returns zero limits
 // (the host's defaults) when the host stated no defaults.
 func AutoReceive(defaults, maximums flow.ReceiveLimits, rtt time.Duration) flow.ReceiveLimits {
+	w := int64(rtt.Seconds() * AutoWindowRate)
+	w = min(max(w, AutoWindowMin), AutoWindowMax)
+	return WithWindow(defaults, maximums, (w+64<<10-1)&^(64<<10-1))
+}
+
+// WithWindow returns the host's default receive limits (from initialize)
+// with a window of w, lowered to the host's maximum and raised to one
+// frame so that the host takes it as it is; zero limits (the host's
+// defaults) when the host stated no valid defaults.
+func WithWindow(defaults, maximums flow.ReceiveLimits, w int64) flow.ReceiveLimits {
 	if defaults.Validate() != nil {
 		return flow.ReceiveLimits{}
 	}
-	w := int64(rtt.Seconds() * AutoWindowRate)
-	w = min(max(w, AutoWindowMin), AutoWindowMax)
-	w = (w + 64<<10 - 1) &^ (64<<10 - 1)
 	if maximums.WindowBytes > 0 {
 		w = min(w, maximums.WindowBytes)
 	}

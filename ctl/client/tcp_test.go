@@ -1,8 +1,6 @@
 package client
 
 import (
-	"time"
-
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -11,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/wire"
