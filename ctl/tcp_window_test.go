@@ -27,16 +27,23 @@ func (c *slowConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
+// echoDaemon starts an echo server and a daemon that allows it, and
+// returns the daemon, a control token and the echo server's host and port.
+func echoDaemon(t *testing.T) (d *daemonProc, tok, host string, port int) {
+	echo := newTCPServer(t, echoServe)
+	d = startTCPDaemon(t, echo.addr())
+	tok = strings.TrimSpace(d.mustCtl("token", "create", "--role", "control"))
+	host, ps, _ := net.SplitHostPort(echo.addr())
+	port, _ = strconv.Atoi(ps)
+	return d, tok, host, port
+}
+
 // TestE2ETCPWindowFromRoundTrip: a TCPStream that asks for no limits gets
 // a window sized from its connection's round trip — the floor on
 // loopback, rtt × AutoWindowRate over a slower link — the daemon grants
 // it, and bytes flow.
 func TestE2ETCPWindowFromRoundTrip(t *testing.T) {
-	echo := newTCPServer(t, echoServe)
-	d := startTCPDaemon(t, echo.addr())
-	tok := strings.TrimSpace(d.mustCtl("token", "create", "--role", "control"))
-	host, port, _ := net.SplitHostPort(echo.addr())
-	p, _ := strconv.Atoi(port)
+	d, tok, host, p := echoDaemon(t)
 	const delay = 30 * time.Millisecond
 	open := func(delay time.Duration) (*client.TCPStream, *client.Conn) {
 		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -89,11 +96,7 @@ func TestE2ETCPWindowFromRoundTrip(t *testing.T) {
 // once instead of waiting out its CloseTimeout (it used to: the credit
 // for tcp/closed was never sent).
 func TestE2ETCPStreamGracefulEnd(t *testing.T) {
-	echo := newTCPServer(t, echoServe)
-	d := startTCPDaemon(t, echo.addr())
-	tok := strings.TrimSpace(d.mustCtl("token", "create", "--role", "control"))
-	host, port, _ := net.SplitHostPort(echo.addr())
-	p, _ := strconv.Atoi(port)
+	d, tok, host, p := echoDaemon(t)
 	conn, _, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: tok})
 	if err != nil {
 		t.Fatal(err)
