@@ -1,10 +1,7 @@
 package main
 
 import (
-	"fmt"
-	"io"
 	"net"
-	"os"
 	"sync"
 	"time"
 )
@@ -17,30 +14,18 @@ var rtt time.Duration
 // stdout, until stdin closes: every byte is passed on oneWay after it
 // arrived, each direction.
 func runDelay(target string, oneWay time.Duration) error {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	fmt.Println(l.Addr().String())
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); l.Close() }()
-	for {
-		c, err := l.Accept()
+	return serveChild(func(c *net.TCPConn) {
+		defer c.Close()
+		t, err := net.Dial("tcp", target)
 		if err != nil {
-			return nil // stdin closed; the process exits with its connections
+			return
 		}
-		go func() {
-			defer c.Close()
-			t, err := net.Dial("tcp", target)
-			if err != nil {
-				return
-			}
-			defer t.Close()
-			var wg sync.WaitGroup
-			wg.Go(func() { delayCopy(t.(*net.TCPConn), c, oneWay) })
-			wg.Go(func() { delayCopy(c.(*net.TCPConn), t, oneWay) })
-			wg.Wait()
-		}()
-	}
+		defer t.Close()
+		var wg sync.WaitGroup
+		wg.Go(func() { delayCopy(t.(*net.TCPConn), c, oneWay) })
+		wg.Go(func() { delayCopy(c, t, oneWay) })
+		wg.Wait()
+	})
 }
 
 // delayCopy copies src to dst, each read written oneWay after it was
@@ -68,6 +53,7 @@ func delayCopy(dst *net.TCPConn, src net.Conn, oneWay time.Duration) {
 	for c := range line {
 		time.Sleep(time.Until(c.at))
 		if _, err := dst.Write(c.b); err != nil {
+			src.Close() // the reader's next Read fails: it ends
 			break
 		}
 	}

@@ -159,7 +159,12 @@ var pattern = func() []byte {
 
 // runTarget serves the target on a loopback port, printed on stdout, until
 // stdin closes.
-func runTarget() error {
+func runTarget() error { return serveChild(serveTarget) }
+
+// serveChild listens on a loopback port, prints it on stdout and serves
+// each connection with serve until stdin closes (the process then exits
+// with its connections): what tcpbench's copies of itself do.
+func serveChild(serve func(*net.TCPConn)) error {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -169,9 +174,9 @@ func runTarget() error {
 	for {
 		c, err := l.Accept()
 		if err != nil {
-			return nil // stdin closed; the process exits with its connections
+			return nil
 		}
-		go serveTarget(c.(*net.TCPConn))
+		go serve(c.(*net.TCPConn))
 	}
 }
 
