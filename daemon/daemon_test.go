@@ -506,13 +506,7 @@ func TestControlInputReachesTerminal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for ft.inputText() != want.String() {
-		if time.Now().After(deadline) {
-			t.Fatalf("terminal got %d bytes, want %d", len(ft.inputText()), want.Len())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "all input at the terminal", func() bool { return ft.inputText() == want.String() })
 }
 
 func TestInvalidCreditResetsOnlyThatSubscription(t *testing.T) {
@@ -693,13 +687,7 @@ func TestKeystrokeCreditWithoutOutput(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for ft.inputText() != want.String() {
-		if time.Now().After(deadline) {
-			t.Fatalf("terminal got %d bytes, want %d", len(ft.inputText()), want.Len())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "all input at the terminal", func() bool { return ft.inputText() == want.String() })
 }
 
 func TestMalformedFrameResetsNothing(t *testing.T) {
