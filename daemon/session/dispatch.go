@@ -464,7 +464,8 @@ func (c *conn) credit(req *request) error {
 		}
 		return nil
 	}
-	c.applyCredit(c.subs[p.SubscriptionID], p.Channel != "" && p.Channel != c.subURI(p.SubscriptionID), *p.ConsumedBytes)
+	s := c.subs[p.SubscriptionID]
+	c.applyCredit(s, p.Channel != "" && s != nil && p.Channel != s.ch.URI, *p.ConsumedBytes)
 	return nil
 }
 
@@ -493,13 +494,6 @@ func (c *conn) applyCredit(s *subscription, wrongChannel bool, consumed int64) {
 	}
 }
 
-// subURI is the channel of subscription id, or "" if there is none.
-func (c *conn) subURI(id string) string {
-	if s := c.subs[id]; s != nil {
-		return s.ch.URI
-	}
-	return ""
-}
 
 func (c *conn) clientReset(req *request) error {
 	var p subRef
