@@ -494,7 +494,6 @@ func (c *conn) applyCredit(s *subscription, wrongChannel bool, consumed int64) {
 	}
 }
 
-
 func (c *conn) clientReset(req *request) error {
 	var p subRef
 	if e := decodeParams(req, &p); e != nil {
