@@ -87,7 +87,6 @@ type subscription struct {
 	// be Ready (a lease, a dial); its subscribe request is answered then.
 	// It is in conn.pending, not conn.subs, so no message reaches it
 	// before.
-	idleID  int64           // the stream's NextMessageID when the connection last went idle (goneIdle)
 	reqID   json.RawMessage // the subscribe request's id
 	send    flow.ReceiveLimits
 	receive flow.ReceiveLimits

@@ -301,7 +301,20 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// per idle viewer.
 	upgraded = true
 	remote, sock, bearer := r.RemoteAddr, socketOf(r), BearerToken(r)
-	s.upgraded.Go(func() {
+	// Registered under s.mu, so that shutdown, which sets closing under
+	// it before it waits, either waits for this goroutine or is seen by
+	// it: no Add races the Wait.
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		s.pending.Add(-1)
+		_ = ws.Close(websocket.StatusGoingAway, "host shutting down")
+		return
+	}
+	s.upgraded.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.upgraded.Done()
 		initialized := false
 		defer func() {
 			if !initialized {
@@ -314,7 +327,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		initialized = s.serveConn(ws, remote, sock, bearer)
-	})
+	}()
 }
 
 // serveConn serves one upgraded connection over t until it ends, and
