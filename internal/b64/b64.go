@@ -1,16 +1,31 @@
 // Package b64 is standard padded base64 (RFC 4648 §4, what AHP/1's
 // tcp/data and tcp/input carry) with the same results as
-// encoding/base64.StdEncoding, about twice as fast: it encodes 6 bytes to
-// 8 characters with two 12-bit table lookups per 3 bytes and one 64-bit
-// store, and decodes 8 characters with four 16-bit table lookups. TCP
-// channels move every byte through it once each way; the standard
-// library's codec was a fifth of the daemon's CPU and of the client's.
+// encoding/base64.StdEncoding. TCP channels move every byte through it
+// once each way; the standard library's codec was a fifth of the daemon's
+// CPU and of the client's.
+//
+// Where the CPU has vector instructions for it (AVX2 on amd64, NEON on
+// arm64) it uses github.com/segmentio/asm/base64, which codes 24 bytes per
+// instruction sequence: about 9× the portable code below on this project's
+// machines (BenchmarkEncode, BenchmarkDecode). Elsewhere it uses the
+// portable code, about twice as fast as the standard library's: it encodes
+// 6 bytes to 8 characters with two 12-bit table lookups per 3 bytes and
+// one 64-bit store, and decodes 8 characters with four 16-bit table
+// lookups.
 package b64
 
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"runtime"
+
+	asm "github.com/segmentio/asm/base64"
+	"golang.org/x/sys/cpu"
 )
+
+// vector reports whether asm's codec runs vector code here; without it,
+// asm falls back to the standard library, slower than the portable code.
+var vector = runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 || runtime.GOARCH == "arm64"
 
 const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
@@ -48,6 +63,16 @@ func init() {
 
 // AppendEncode appends the encoding of src to dst.
 func AppendEncode(dst, src []byte) []byte {
+	if vector {
+		j := len(dst)
+		dst = grow(dst, base64.StdEncoding.EncodedLen(len(src)))
+		asm.StdEncoding.Encode(dst[j:], src)
+		return dst
+	}
+	return appendEncodePortable(dst, src)
+}
+
+func appendEncodePortable(dst, src []byte) []byte {
 	n := base64.StdEncoding.EncodedLen(len(src))
 	j := len(dst)
 	dst = grow(dst, n)
@@ -69,6 +94,21 @@ func AppendEncode(dst, src []byte) []byte {
 // base64.StdEncoding.AppendDecode returns, errors included (a
 // CorruptInputError's offset counts from the start of src).
 func AppendDecode(dst, src []byte) ([]byte, error) {
+	if vector {
+		j := len(dst)
+		dst = grow(dst, base64.StdEncoding.DecodedLen(len(src)))
+		n, err := asm.StdEncoding.Decode(dst[j:], src)
+		if err != nil {
+			// asm's error offset counts from where its vector code
+			// stopped; the standard library's counts from src.
+			return base64.StdEncoding.AppendDecode(dst[:j], src)
+		}
+		return dst[:j+n], nil
+	}
+	return appendDecodePortable(dst, src)
+}
+
+func appendDecodePortable(dst, src []byte) ([]byte, error) {
 	j := len(dst)
 	dst = grow(dst, base64.StdEncoding.DecodedLen(len(src))+8)
 	out := dst[j:cap(dst)]
