@@ -20,6 +20,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/afterfunc"
+	"github.com/ahp-dev/ahpd/internal/spare"
 	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
@@ -314,7 +315,7 @@ const maxKeptInbound = 256 << 10
 // run loop gives it back once it has handled the message, so an idle
 // connection holds none (each kept up to five before, about 14 KiB per
 // idle viewer). The garbage collector empties the pool.
-var inBufs sync.Pool // of *[]byte
+var inBufs = spare.Pool{MaxCap: maxKeptInbound}
 
 // read reads the next message, into memory from inBufs when the transport
 // can (a *websocket.Conn can; the tests' in-memory pipe cannot).
@@ -327,24 +328,11 @@ func (c *conn) read(ctx context.Context) (websocket.MessageType, []byte, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	var buf []byte
-	if p, _ := inBufs.Get().(*[]byte); p != nil {
-		buf = *p
-	}
-	b, err := wire.ReadAll(r, buf)
+	b, err := wire.ReadAll(r, inBufs.Get())
 	if err != nil {
 		return 0, nil, err
 	}
 	return typ, b, nil
-}
-
-// putInbound gives an inbound message's memory back to inBufs.
-func putInbound(b []byte) {
-	if cap(b) == 0 || cap(b) > maxKeptInbound {
-		return
-	}
-	b = b[:0]
-	inBufs.Put(&b)
 }
 
 func (c *conn) writeLoop(ctx context.Context) {
@@ -468,7 +456,7 @@ func (c *conn) run(ctx context.Context) error {
 			}
 			// Nothing keeps an inbound message past handle (it decodes
 			// into memory of its own): a reader may read into it again.
-			putInbound(m.data)
+			inBufs.Put(m.data)
 		case b := <-c.written:
 			c.sender.Written(len(b))
 			c.stats.framesOut.Add(1)
@@ -732,10 +720,7 @@ const (
 func (c *conn) getBuf() []byte {
 	b := c.free[0]
 	if b == nil {
-		if p, _ := frameBufs.Get().(*[]byte); p != nil {
-			return *p
-		}
-		return nil
+		return frameBufs.Get()
 	}
 	copy(c.free[:], c.free[1:])
 	c.free[maxFreeBufs-1] = nil
@@ -748,7 +733,7 @@ func (c *conn) getBuf() []byte {
 // viewer holds none (it kept up to maxFreeBufs, each the size of the
 // largest frames it had been sent: 16 KiB after a few KiB of output,
 // 3 × 64 KiB after a flood). The garbage collector empties the pool.
-var frameBufs sync.Pool // of *[]byte
+var frameBufs = spare.Pool{MaxCap: maxKeptBuf}
 
 // idleBufs hands the connection's free frame buffers to frameBufs.
 func (c *conn) idleBufs() {
@@ -756,7 +741,7 @@ func (c *conn) idleBufs() {
 		if b == nil {
 			return
 		}
-		frameBufs.Put(&b)
+		frameBufs.Put(b)
 		c.free[i] = nil
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/ahp-dev/ahpd/internal/spare"
 )
 
 // TestFrameBufferPool: a connection keeps at most maxFreeBufs frame
@@ -33,6 +35,45 @@ func TestFrameBufferPool(t *testing.T) {
 		if caps[i] != want[i] {
 			t.Fatalf("buffers handed out with capacities %v, want %v", caps, want)
 		}
+	}
+}
+
+// TestSharedBufferPoolBounds: each pool of memory the connections share
+// (inbound messages, idle connections' frame buffers, corked writes) never
+// gives out a buffer above its bound, however large the buffers put in
+// it, and gives back one within it. (A sync.Pool may drop what it is
+// given, at random under the race detector, and other tests use the same
+// pools: reuse is checked over a few tries.)
+func TestSharedBufferPoolBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pool *spare.Pool
+		max  int
+	}{
+		{"inBufs", &inBufs, maxKeptInbound},
+		{"frameBufs", &frameBufs, maxKeptBuf},
+		{"heldBufs", &heldBufs, maxHeldBuf},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			large, within := make([]byte, 0, tc.max+1), make([]byte, 0, tc.max)
+			reused := false
+			for range 100 {
+				tc.pool.Put(large)
+				tc.pool.Put(within)
+				for b := tc.pool.Get(); b != nil; b = tc.pool.Get() {
+					if cap(b) > tc.max {
+						t.Fatalf("%s gave out a buffer of %d bytes, above its bound %d", tc.name, cap(b), tc.max)
+					}
+					if cap(b) == cap(within) && &b[:1][0] == &within[:1][0] {
+						reused = true
+					}
+				}
+				if reused {
+					return
+				}
+			}
+			t.Fatalf("%s never gave back a buffer of %d bytes (its bound) in 100 tries", tc.name, tc.max)
+		})
 	}
 }
 

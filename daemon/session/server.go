@@ -28,6 +28,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/webui"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/rawio"
+	"github.com/ahp-dev/ahpd/internal/spare"
 	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
@@ -500,8 +501,8 @@ type countingConn struct {
 
 	mu     sync.Mutex // guards the fields below; held across a write to the socket
 	corked bool
-	held   *[]byte // what was written while corked, in memory from heldBufs
-	err    error   // a write that failed: the socket takes no more
+	held   []byte // what was written while corked, in memory from heldBufs
+	err    error  // a write that failed: the socket takes no more
 }
 
 func (c *countingConn) Read(p []byte) (int, error) {
@@ -518,9 +519,11 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	}
 	if c.corked {
 		if c.held == nil {
-			c.held = heldBufs.Get().(*[]byte)
+			if c.held = heldBufs.Get(); c.held == nil {
+				c.held = make([]byte, 0, 64<<10)
+			}
 		}
-		*c.held = append(*c.held, p...)
+		c.held = append(c.held, p...)
 		return len(p), nil
 	}
 	return c.write(p)
@@ -539,8 +542,9 @@ func (c *countingConn) write(p []byte) (int, error) {
 // heldBufs is the memory of corked writes, shared by every connection:
 // it is in use only while a frame is written, so an idle connection holds
 // none. A buffer above maxHeldBuf (a frame of a larger negotiated
-// maximumFrameBytes) is not kept.
-var heldBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+// maximumFrameBytes) is not kept; a new one is 64 KiB, a frame of the
+// default maximum.
+var heldBufs = spare.Pool{MaxCap: maxHeldBuf}
 
 const maxHeldBuf = 256 << 10
 
@@ -574,12 +578,9 @@ func (c *countingConn) uncork() error {
 	c.held = nil
 	var err error
 	if c.err == nil {
-		_, err = c.write(*held)
+		_, err = c.write(held)
 	}
-	if cap(*held) <= maxHeldBuf {
-		*held = (*held)[:0]
-		heldBufs.Put(held)
-	}
+	heldBufs.Put(held)
 	if err == nil {
 		err = c.err
 	}
