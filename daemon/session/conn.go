@@ -429,9 +429,7 @@ func (c *conn) run(ctx context.Context) error {
 		if err := c.pump(); err != nil {
 			return err
 		}
-		if c.sender.InFlight() == 0 {
-			c.idleBufs() // nothing is being written: none is needed until the next frame
-		}
+		c.idleBufs()
 		select {
 		case <-ctx.Done():
 			return closeWith(websocket.StatusGoingAway, "host shutting down")
@@ -675,9 +673,12 @@ func (c *conn) noPong() error {
 	return closeWith(websocket.StatusPolicyViolation, "%s for %v", wire.ReasonNoPong, 3*c.srv.host.Limits().HeartbeatInterval)
 }
 
-// pump hands frames to the writer while the transport has room.
+// pump hands frames to the writer while the transport has room. With
+// nothing to send it takes no frame buffer: an idle connection handling
+// inbound messages does not take one from frameBufs and give it back on
+// every pass of the run loop.
 func (c *conn) pump() error {
-	for {
+	for c.sender.Pending() {
 		buf := c.getBuf()
 		b, err := c.sender.Next(buf)
 		if err != nil {
@@ -692,7 +693,7 @@ func (c *conn) pump() error {
 		}
 		if b == nil {
 			c.putBuf(buf)
-			return nil
+			break
 		}
 		if cap(buf) > 0 && unsafe.SliceData(b) != unsafe.SliceData(buf) {
 			// b is a queued control message, or a frame that outgrew buf:
@@ -705,6 +706,7 @@ func (c *conn) pump() error {
 		}
 		c.out <- b // never blocks: out holds the transport bound
 	}
+	return nil
 }
 
 // Frame buffers: frames vary from a few hundred bytes (credit) to the
@@ -728,15 +730,21 @@ func (c *conn) getBuf() []byte {
 }
 
 // frameBufs holds the frame buffers of idle connections, shared by every
-// connection: a connection with nothing being written gives its buffers
-// up (idleBufs) and takes one from here for its next frame, so an idle
-// viewer holds none (it kept up to maxFreeBufs, each the size of the
-// largest frames it had been sent: 16 KiB after a few KiB of output,
-// 3 × 64 KiB after a flood). The garbage collector empties the pool.
+// connection: a connection with nothing being written and nothing
+// waiting to be gives its buffers up (idleBufs) and takes one
+// from here for its next frame, so an idle viewer holds none (it kept up
+// to maxFreeBufs, each the size of the largest frames it had been sent:
+// 16 KiB after a few KiB of output, 3 × 64 KiB after a flood). The
+// garbage collector empties the pool.
 var frameBufs = spare.Pool{MaxCap: maxKeptBuf}
 
-// idleBufs hands the connection's free frame buffers to frameBufs.
+// idleBufs hands the connection's free frame buffers to frameBufs once
+// it is idle, nothing being written and nothing waiting to be: none is
+// needed until the next frame. A busy connection keeps them.
 func (c *conn) idleBufs() {
+	if c.sender.InFlight() > 0 || c.sender.Pending() {
+		return
+	}
 	for i, b := range c.free {
 		if b == nil {
 			return

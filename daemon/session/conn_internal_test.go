@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/spare"
 )
 
@@ -35,6 +38,71 @@ func TestFrameBufferPool(t *testing.T) {
 		if caps[i] != want[i] {
 			t.Fatalf("buffers handed out with capacities %v, want %v", caps, want)
 		}
+	}
+}
+
+// TestIdleFrameBuffers: a connection gives its frame buffers up to the
+// shared pool (frameBufs) when it goes idle, nothing being written and
+// nothing waiting to be, and not before: while busy it keeps them. Once
+// idle, a pass of its run loop with nothing to send (an inbound message
+// handled) takes no buffer from the pool to give it back.
+func TestIdleFrameBuffers(t *testing.T) {
+	sender, err := flow.NewSender(flow.SenderConfig{TransportFrames: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &conn{srv: newTestServer(config.Config{}, nil), sender: sender, out: make(chan []byte, 2), check: time.NewTimer(time.Hour)}
+	defer c.check.Stop()
+	buf := make([]byte, 0, 16<<10)
+	c.putBuf(buf)
+	// pass is what the run loop does before it waits.
+	pass := func() {
+		t.Helper()
+		if err := c.pump(); err != nil {
+			t.Fatal(err)
+		}
+		c.idleBufs()
+	}
+	written := func() {
+		b := <-c.out
+		c.sender.Written(len(b))
+	}
+
+	// Three responses: two are handed to the writer, one waits for room.
+	for i := range 3 {
+		if err := c.queue([]byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"result":{}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []struct {
+		what string
+		step func()
+	}{
+		{"two responses being written, one waiting", func() {}},
+		{"one written, the waiting one handed out", written},
+		{"two written, one being written", written},
+	} {
+		s.step()
+		pass()
+		if c.free[0] == nil || &c.free[0][:1][0] != &buf[:1][0] {
+			t.Fatalf("%s: the connection gave up its frame buffer, want it kept while busy", s.what)
+		}
+	}
+	written()
+	pass()
+	if c.free[0] != nil {
+		t.Fatalf("idle: the connection holds a frame buffer of %d bytes, want none", cap(c.free[0]))
+	}
+	// The pool has buffers (ours, and more in case it dropped ours): a
+	// pass with nothing to send must not take one.
+	for range 4 {
+		frameBufs.Put(make([]byte, 0, 4<<10))
+	}
+	if err := c.pump(); err != nil {
+		t.Fatal(err)
+	}
+	if c.free[0] != nil {
+		t.Fatalf("idle, nothing to send: pump took a frame buffer of %d bytes from the pool", cap(c.free[0]))
 	}
 }
 
