@@ -16,6 +16,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/units"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -292,7 +293,7 @@ func (f *forwarder) handle(ctx context.Context, n int, lc *net.TCPConn) error {
 		}
 		return err
 	}
-	f.statusf("%s: opened %s (window %s)", label, st.Channel(), formatSize(st.ReceiveLimits().WindowBytes))
+	f.statusf("%s: opened %s (window %s)", label, st.Channel(), units.FormatSize(st.ReceiveLimits().WindowBytes))
 	err = pump(ctx, lc, st)
 	st.Close()
 	s := st.Stats()

@@ -123,20 +123,7 @@ func formatLimit(kind int, v int64) string {
 	case kindDuration:
 		return time.Duration(v).String()
 	case kindSize:
-		return formatSize(v)
-	}
-	return strconv.FormatInt(v, 10)
-}
-
-// formatSize writes exact multiples of KiB/MiB/GiB with the suffix.
-func formatSize(v int64) string {
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if v != 0 && v%u.mult == 0 {
-			return strconv.FormatInt(v/u.mult, 10) + u.suffix
-		}
+		return units.FormatSize(v)
 	}
 	return strconv.FormatInt(v, 10)
 }

@@ -40,6 +40,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/internal/benchproc"
 	"github.com/ahp-dev/ahpd/internal/termbench"
+	"github.com/ahp-dev/ahpd/internal/units"
 )
 
 type config struct {
@@ -489,7 +490,7 @@ func report(c config, rs []result) {
 		fmt.Printf("| %s | %s | %s | %s | %.2f× | %.1f× | %d | %.1f MiB | %.1f MiB | %s | %s | %s | %s | %s |\n", name,
 			secs(r.rawPTY), secs(r.tmux), secs(r.attach),
 			float64(r.attach)/float64(r.tmux), float64(r.attach)/float64(r.rawPTY),
-			r.snapshots, float64(r.dropped)/(1<<20), float64(r.consumed)/(1<<20), window(r.window),
+			r.snapshots, float64(r.dropped)/(1<<20), float64(r.consumed)/(1<<20), units.FormatSize(r.window),
 			secs(r.ahpdCPU), secs(r.ahpctlCPU), secs(r.attachTmuxCPU), secs(r.tmuxCPU))
 	}
 	var targets []string
@@ -549,13 +550,6 @@ func median(rs []result) result {
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
-func window(n int64) string {
-	if n%(1<<20) == 0 {
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d KiB", n>>10)
-}
 
 // cpuOf is a process's CPU time so far, 0 if it is gone.
 func cpuOf(pid int) time.Duration {

@@ -1,5 +1,6 @@
-// Package units parses the sizes operators write in ahpd's config file and
-// in `ahpctl limits set`: integers with an optional KiB, MiB or GiB suffix.
+// Package units parses and formats the sizes operators write in ahpd's
+// config file and in `ahpctl limits set`: integers with an optional KiB,
+// MiB or GiB suffix.
 package units
 
 import (
@@ -33,4 +34,19 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return v * mult, nil
+}
+
+// FormatSize writes v the way ParseSize reads it: with the largest of
+// GiB, MiB and KiB that divides it exactly ("64KiB", "8MiB"), else in
+// bytes ("1536" is 1.5 KiB: "1536", not a rounded "1KiB"). 0 is "0".
+func FormatSize(v int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if v != 0 && v%u.mult == 0 {
+			return strconv.FormatInt(v/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(v, 10)
 }

@@ -21,13 +21,39 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+func TestFormatSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   int64
+		want string
+	}{
+		{0, "0"}, {1, "1"}, {1023, "1023"}, {1024, "1KiB"}, {1536, "1536"}, {64 << 10, "64KiB"},
+		{1<<20 + 1<<10, "1025KiB"}, {1 << 20, "1MiB"}, {16 << 20, "16MiB"}, {3 << 19, "1536KiB"},
+		{1 << 30, "1GiB"}, {1<<30 + 1<<20, "1025MiB"}, {2 << 30, "2GiB"}, {1 << 40, "1024GiB"},
+	} {
+		got := FormatSize(tc.in)
+		if got != tc.want {
+			t.Errorf("FormatSize(%d) = %q, want %q", tc.in, got, tc.want)
+		}
+		if back, err := ParseSize(got); err != nil || back != tc.in {
+			t.Errorf("ParseSize(FormatSize(%d)) = %d, %v", tc.in, back, err)
+		}
+	}
+}
+
 func FuzzParseSize(f *testing.F) {
 	for _, s := range []string{"0", "64KiB", "8 MiB", "-1", "9999999999GiB"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if v, err := ParseSize(s); err == nil && v < 0 {
+		v, err := ParseSize(s)
+		if err != nil {
+			return
+		}
+		if v < 0 {
 			t.Fatalf("ParseSize(%q) = %d", s, v)
+		}
+		if back, err := ParseSize(FormatSize(v)); err != nil || back != v {
+			t.Fatalf("ParseSize(FormatSize(%d)) = %d, %v", v, back, err)
 		}
 	})
 }
