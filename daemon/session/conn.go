@@ -324,15 +324,7 @@ func (c *conn) read(ctx context.Context) (websocket.MessageType, []byte, error) 
 	if !ok {
 		return c.ws.Read(ctx)
 	}
-	typ, r, err := ws.Reader(ctx)
-	if err != nil {
-		return 0, nil, err
-	}
-	b, err := wire.ReadAll(r, inBufs.Get())
-	if err != nil {
-		return 0, nil, err
-	}
-	return typ, b, nil
+	return wire.ReadMessageInto(ctx, ws, inBufs.Get)
 }
 
 func (c *conn) writeLoop(ctx context.Context) {

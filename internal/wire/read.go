@@ -15,11 +15,19 @@ type MessageReader interface {
 
 // ReadMessage reads the next message of ws into buf's memory (ReadAll).
 func ReadMessage(ctx context.Context, ws MessageReader, buf []byte) (websocket.MessageType, []byte, error) {
+	return ReadMessageInto(ctx, ws, func() []byte { return buf })
+}
+
+// ReadMessageInto reads the next message of ws into the memory get
+// returns (ReadAll; nil: new memory). get is called only once a message
+// has begun, so a reader waiting for one holds no memory for it (a
+// daemon's idle connections share a pool).
+func ReadMessageInto(ctx context.Context, ws MessageReader, get func() []byte) (websocket.MessageType, []byte, error) {
 	typ, r, err := ws.Reader(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
-	b, err := ReadAll(r, buf)
+	b, err := ReadAll(r, get())
 	if err != nil {
 		return 0, nil, err
 	}

@@ -2,10 +2,13 @@ package wire
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"testing"
 	"testing/iotest"
+
+	"github.com/coder/websocket"
 )
 
 // TestReadAll: whatever the reader's chunking and the buffer given, the
@@ -32,5 +35,44 @@ func TestReadAll(t *testing.T) {
 	boom := errors.New("boom")
 	if _, err := ReadAll(iotest.ErrReader(boom), nil); !errors.Is(err, boom) {
 		t.Errorf("a reader's error: %v", err)
+	}
+}
+
+// readerFunc is a MessageReader whose Reader is f.
+type readerFunc func(context.Context) (websocket.MessageType, io.Reader, error)
+
+func (f readerFunc) Reader(ctx context.Context) (websocket.MessageType, io.Reader, error) {
+	return f(ctx)
+}
+
+// TestReadMessageInto: the memory is asked for only once a message has
+// begun (a reader waiting for one, or failing, holds none), and the
+// message is read into it.
+func TestReadMessageInto(t *testing.T) {
+	begun := false
+	gets := 0
+	buf := make([]byte, 0, 64)
+	get := func() []byte {
+		if !begun {
+			t.Fatal("get called before the message began")
+		}
+		gets++
+		return buf
+	}
+	closed := errors.New("closed")
+	fail := readerFunc(func(context.Context) (websocket.MessageType, io.Reader, error) { return 0, nil, closed })
+	if _, _, err := ReadMessageInto(context.Background(), fail, get); !errors.Is(err, closed) {
+		t.Fatalf("ReadMessageInto on a failing reader: %v, want its error", err)
+	}
+	msg := readerFunc(func(context.Context) (websocket.MessageType, io.Reader, error) {
+		begun = true
+		return websocket.MessageText, bytes.NewReader([]byte(`{"jsonrpc":"2.0"}`)), nil
+	})
+	typ, b, err := ReadMessageInto(context.Background(), msg, get)
+	if err != nil || typ != websocket.MessageText || string(b) != `{"jsonrpc":"2.0"}` {
+		t.Fatalf("ReadMessageInto = %v, %q, %v; want the text message", typ, b, err)
+	}
+	if gets != 1 || &b[0] != &buf[:1][0] {
+		t.Fatalf("get called %d times, message read into its memory: %v; want once, true", gets, &b[0] == &buf[:1][0])
 	}
 }
