@@ -70,6 +70,25 @@ func TestInboundWaitingBound(t *testing.T) {
 	})
 }
 
+// TestCreditReadOnce: a channel/credit in the shape every client writes
+// is read by the fast parse alone, not first scanned as a frame (the
+// frame decoder, which forgets the last frame's ids on a message that is
+// not one, never sees it), and is applied: here to no subscription, so
+// it is counted as dropped.
+func TestCreditReadOnce(t *testing.T) {
+	c := &conn{initialized: true, limits: config.Config{}.WithDefaults().Limits, subs: map[string]*subscription{}}
+	c.frame.SubscriptionID = "s1"
+	if err := c.handle(flow.AppendCredit(nil, "ahp-terminal:/t", "s9", 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if c.frame.SubscriptionID != "s1" {
+		t.Fatalf("the credit was scanned as a frame (the frame's subscription id is %q, want the last frame's s1)", c.frame.SubscriptionID)
+	}
+	if n := c.stats.droppedNotifications.Load(); n != 1 {
+		t.Fatalf("a credit for no subscription counted %d dropped notifications, want 1", n)
+	}
+}
+
 // testHost is the session's Host for tests: the configured limits, a
 // registry, no channel kind that subscribe creates.
 type testHost struct {
