@@ -300,7 +300,7 @@ func TestConfigValidate(t *testing.T) {
 // TestQueueBudgetSharedByViewers: viewers on one connection share its
 // queue budget (AttachRequest.Queue): however many stall, what they queue
 // together stays within it, each policy drops instead, every seq is still
-// delivered or reported dropped, and closing them gives it all back.
+// delivered or reported dropped, and what they sent is given back.
 func TestQueueBudgetSharedByViewers(t *testing.T) {
 	for _, policy := range []telemetry.Policy{telemetry.DropOldest, telemetry.DropNewest, telemetry.CoalesceLatest} {
 		t.Run(string(policy), func(t *testing.T) {
@@ -342,6 +342,9 @@ func TestQueueBudgetSharedByViewers(t *testing.T) {
 			}
 			if lost == 0 {
 				t.Fatal("the viewers lost nothing: the budget did not bind")
+			}
+			if used := budget.Used(); used != 0 {
+				t.Fatalf("after the viewers sent all they queued the budget still counts %d bytes", used)
 			}
 			for _, s := range subs {
 				s.Close()

@@ -92,12 +92,19 @@ func (s *Sub) budgetRoom() int64 {
 }
 
 // syncBudget brings what the viewer has taken from the connection's
-// queue budget in line with its queued bytes; c.mu is held.
+// queue budget in line with its queued bytes: it takes what it queued
+// since and gives back what it sent or dropped; c.mu is held.
 func (s *Sub) syncBudget() {
-	if s.budget != nil && s.qBytes != s.charged {
-		s.budget.Take(s.qBytes - s.charged)
-		s.charged = s.qBytes
+	if s.budget == nil {
+		return
 	}
+	switch d := s.qBytes - s.charged; {
+	case d > 0:
+		s.budget.Take(d)
+	case d < 0:
+		s.budget.Give(-d)
+	}
+	s.charged = s.qBytes
 }
 
 // push queues b under the channel's policy and reports whether the viewer
