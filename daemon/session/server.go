@@ -336,12 +336,15 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 // sock, the socket's byte counts, may be nil.
 func (s *Server) serveConn(t transport, remote string, sock *countingConn, bearer string) (initialized bool) {
 	limits := s.host.Limits()
-	// The connection's memory is its control lane, the messages its
-	// subscriptions have started (each a text its viewer holds: a piece
-	// of a snapshot or of the output log), the transport's two frames and
-	// inbound messages waiting. maxBufferedBytes bounds the lane (a
-	// quarter, at most 4 MiB) and the started messages (the rest)
-	// together; terminal output itself is shared by all viewers of a
+	// The connection's memory is its control lane, what kinds queue for
+	// its subscribers (telemetry batches), the messages its subscriptions
+	// have started (each a text its viewer holds: a piece of a snapshot
+	// or of the output log), inbound messages waiting and incomplete
+	// ones, and the transport's frames. maxBufferedBytes is shared out
+	// below between the first three; inbound messages waiting are held
+	// to maxBufferedBytes of their own (readLoop), incomplete ones to a
+	// quarter of it (handleFrame), and the transport's frames are not
+	// counted. Terminal output itself is shared by all viewers of a
 	// terminal (each holds a cursor), and so are snapshot texts
 	// (docs/protocol-decisions.md, "Memory per connection").
 	// Connections together are held to maxTotalBufferedBytes (the
@@ -354,9 +357,9 @@ func (s *Server) serveConn(t transport, remote string, sock *countingConn, beare
 		_ = t.Close(websocket.StatusPolicyViolation, wire.ReasonMemoryBudget+" (maxTotalBufferedBytes); try again later")
 		return false
 	}
-	// maxBufferedBytes is shared out: the control lane, what kinds queue
-	// for the connection's subscribers (telemetry batches, a quarter) and
-	// the data messages under way (the rest).
+	// maxBufferedBytes is shared out: the control lane a quarter (at
+	// most 4 MiB), what kinds queue for the subscribers a quarter
+	// (conn.queued), and the started data messages the rest.
 	control := min(4<<20, limits.MaxBufferedBytes/4)
 	queue := limits.MaxBufferedBytes / 4
 	sender, err := flow.NewSender(flow.SenderConfig{
