@@ -1,7 +1,9 @@
 // Package termbench holds what the terminal benchmarks share: the raw PTY
-// baselines they compare against, the viewer side of an echo measurement,
-// and the process's CPU time. Used by the go test benchmarks of pty/ and
-// daemon/ and by internal/ahpbench.
+// baselines they compare against (the read also in a process of its own,
+// rawread.go), the viewer side of an echo measurement, the process's CPU
+// time, and the daemon's /metrics. Used by the go test benchmarks of pty/
+// and daemon/ and by internal/ahpbench, internal/attachbench and
+// internal/membench.
 package termbench
 
 import (
@@ -32,7 +34,8 @@ func WriteTextFile(path string, size int) error {
 }
 
 // RawPTYRead runs `cat path` on a PTY and reads it to the end: the
-// throughput baseline. It returns the bytes read and the time taken.
+// throughput baseline. It returns the bytes read and the time taken; a
+// cat that fails (no such file) is an error.
 func RawPTYRead(path string) (int64, time.Duration, error) {
 	cmd := exec.Command("cat", path)
 	start := time.Now()
@@ -40,17 +43,21 @@ func RawPTYRead(path string) (int64, time.Duration, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	defer func() { f.Close(); _ = cmd.Wait() }()
 	buf := make([]byte, 64<<10)
 	var n int64
 	for {
 		k, err := f.Read(buf)
 		n += int64(k)
 		if err != nil {
-			break
+			break // EIO: cat, the slave's only holder, has exited
 		}
 	}
-	return n, time.Since(start), nil
+	d := time.Since(start)
+	f.Close()
+	if err := cmd.Wait(); err != nil {
+		return n, d, fmt.Errorf("cat %s: %w", path, err)
+	}
+	return n, d, nil
 }
 
 // EchoCommand is the terminal every echo measurement types into: it
