@@ -4,8 +4,9 @@
 //
 //   - throughput: `cat` of a 64 MiB text file to one viewer, as a ratio to
 //     reading the same PTY directly, and the daemon's CPU per MB (utime +
-//     stime from /proc) as a ratio to the raw reader's (rawread.go: the raw
-//     read runs in a process of its own, which reports its CPU);
+//     stime from /proc) as a ratio to the raw reader's (the raw read runs
+//     in a process of its own, which reports its CPU: -rawread FILE,
+//     termbench.RawReadProcess);
 //   - keystroke echo p50/p99, idle and while a second subscription on the
 //     same connection floods (`yes`), against a raw PTY echo;
 //   - both against a minimal relay too (relay.go): PTY bytes copied to and
@@ -58,7 +59,7 @@ func main() {
 	bin := flag.String("ahpd", "bin/ahpd", "the ahpd binary to measure")
 	runs := flag.Int("runs", 3, "throughput runs (each one raw read and one through ahpd)")
 	samples := flag.Int("samples", 300, "keystrokes per echo measurement")
-	fanout := flag.Int("fanout", 8, "viewers in the fan-out runs, each on a connection of its own (0: none)")
+	fanout := flag.Int("fanout", 8, "viewers in the fan-out runs, each on a connection of its own (0: none, else at least 2)")
 	procs := flag.Int("procs", 0, "run the daemon with GOMAXPROCS set to this (0: the daemon's default)")
 	profile := flag.String("cpuprofile", "", "write this process's (the viewer's) CPU profile to `file`")
 	flag.Int64Var(&benchLimits.WindowBytes, "window", 0, "the throughput viewer's windowBytes (0: the host's defaults for all three limits)")
@@ -69,10 +70,10 @@ func main() {
 	flag.BoolVar(&floodEcho, "flood", true, "time keystrokes with a neighbour flooding too (false: idle echo only, e.g. to profile it)")
 	flag.BoolVar(&memoryRuns, "memory", true, "measure the daemon's heap and RSS after a 256 MiB cat to 1 and to -fanout viewers")
 	relayMode := flag.Bool("relay", false, "serve the minimal relay (ahpbench starts it itself)")
-	rawFile := flag.String("rawread", "", "read `file` raw from a PTY and print the bytes, time and CPU (ahpbench starts it itself)")
+	rawFile := flag.String(termbench.RawReadFlag, "", "read `file` raw from a PTY and print the bytes, time and CPU as JSON (ahpbench starts it itself; so does make bench-browser)")
 	flag.Parse()
 	if *rawFile != "" {
-		if err := serveRawRead(*rawFile); err != nil {
+		if err := termbench.ServeRawRead(os.Stdout, *rawFile); err != nil {
 			fmt.Fprintln(os.Stderr, "ahpbench -rawread:", err)
 			os.Exit(1)
 		}
@@ -84,6 +85,10 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	if err := checkFanout(*fanout); err != nil {
+		fmt.Fprintln(os.Stderr, "ahpbench:", err)
+		os.Exit(2)
 	}
 	if *profile != "" {
 		f, err := os.Create(*profile)
@@ -104,6 +109,16 @@ func main() {
 }
 
 const fileSize = 64 << 20
+
+// checkFanout rejects a -fanout the fan-out table cannot use: it reports
+// each viewer past the first, and with one there is none (the throughput
+// table is the one-viewer run).
+func checkFanout(n int) error {
+	if n < 0 || n == 1 {
+		return fmt.Errorf("-fanout %d: want 0 (no fan-out runs) or 2 and more viewers", n)
+	}
+	return nil
+}
 
 // memoryRuns: print the memory-after-load table (-memory).
 var memoryRuns bool
@@ -184,7 +199,7 @@ func throughputTable(d *daemon, rl *relay, file string, runs int) error {
 		if err != nil {
 			return err
 		}
-		raw := rr.elapsed
+		raw := rr.Elapsed
 		rn, relayed, err := rl.throughput(file)
 		if err != nil {
 			return fmt.Errorf("minimal relay throughput: %w", err)
@@ -201,12 +216,12 @@ func throughputTable(d *daemon, rl *relay, file string, runs int) error {
 		rawRate, relayRate, rate := mbps(fileSize, raw), mbps(fileSize, relayed), mbps(min(r.bytes, fileSize), r.elapsed)
 		msPerMB := float64(r.cpu.Milliseconds()) / mb
 		ratios, relayRatios, cpus = append(ratios, rate/rawRate), append(relayRatios, rate/relayRate), append(cpus, msPerMB)
-		rawCPUs, cpuRatios = append(rawCPUs, rr.msPerMB()), append(cpuRatios, msPerMB/rr.msPerMB())
+		rawCPUs, cpuRatios = append(rawCPUs, rawMsPerMB(rr)), append(cpuRatios, msPerMB/rawMsPerMB(rr))
 		// whole file: the file's size over the time until the viewer had
 		// its end (what a viewer that got snapshots shows it at).
 		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d | %.1f MB/s | %.1f ms/MB | %.2f |\n",
 			i, rawRate, relayRate, rate, rate/rawRate, rate/relayRate, msPerMB, float64(r.viewerCPU.Milliseconds())/mb, float64(r.syscalls)/mb, r.snapshots, mbps(fileSize, r.elapsed),
-			rr.msPerMB(), msPerMB/rr.msPerMB())
+			rawMsPerMB(rr), msPerMB/rawMsPerMB(rr))
 	}
 	fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB\n", median(ratios), median(relayRatios), median(cpus))
 	fmt.Printf("median raw reader CPU %.1f ms/MB; median ahpd CPU / raw reader CPU %.2f\n\n", median(rawCPUs), median(cpuRatios))
@@ -258,7 +273,7 @@ func fanoutTable(d *daemon, file string, viewers int) error {
 		if err != nil {
 			return err
 		}
-		raw := rr.elapsed
+		raw := rr.Elapsed
 		r, err := d.throughput(fmt.Sprintf("fan%d", i), file, viewers)
 		if err != nil {
 			return fmt.Errorf("fan-out run %d through ahpd (cat of a %d-byte file to %d viewers): %w", i, fileSize, viewers, err)
@@ -268,10 +283,10 @@ func fanoutTable(d *daemon, file string, viewers int) error {
 		// the median of the one-viewer runs above, over this run's raw
 		// reader.
 		msPerMB := float64(r.cpu.Milliseconds()) / mb
-		further := (msPerMB - targets.cpu1) / float64(viewers-1) / rr.msPerMB()
+		further := (msPerMB - targets.cpu1) / float64(viewers-1) / rawMsPerMB(rr)
 		targets.perViewer = append(targets.perViewer, further)
 		fmt.Printf("| run %d | %.1f MB/s | %.1f MB/s | %.2f | %.1f ms/MB | %d | %.1f MB/s | %.1f ms/MB | %.2f |\n",
-			i, rawRate, rate, rate/rawRate, msPerMB, r.snapshots, mbps(fileSize, r.elapsed), rr.msPerMB(), further)
+			i, rawRate, rate, rate/rawRate, msPerMB, r.snapshots, mbps(fileSize, r.elapsed), rawMsPerMB(rr), further)
 	}
 	fmt.Println()
 	return nil

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -117,21 +117,12 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // heap reads the daemon's live heap (go_memstats_heap_alloc_bytes) from
 // its /metrics, with the admin token.
 func (d *daemon) heap() (int64, error) {
-	req, err := http.NewRequest(http.MethodGet, d.Base()+"/metrics", nil)
+	body, err := termbench.Metrics(context.Background(), d.Base(), d.Token)
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+d.Token)
-	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	v, err := termbench.Metric(res.Body, "go_memstats_heap_alloc_bytes")
-	if err != nil {
-		return 0, fmt.Errorf("/metrics (%s): %w", res.Status, err)
-	}
-	return int64(v), nil
+	v, err := termbench.Metric(bytes.NewReader(body), "go_memstats_heap_alloc_bytes")
+	return int64(v), err
 }
 
 // rss reads the daemon's resident set size from /proc.
