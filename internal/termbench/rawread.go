@@ -1,0 +1,81 @@
+package termbench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// The raw PTY read, the baseline of the throughput tables, runs in a
+// process of its own: a copy of the benchmark's binary run with
+// -rawread FILE, whose main calls ServeRawRead. The child starts `cat
+// FILE` on a PTY, reads it to the end (RawPTYRead, 64 KiB reads), and
+// reports the bytes, the time and its own CPU time over the read
+// (getrusage RUSAGE_SELF: user + system of all its threads, `cat` not
+// included), the same figure /proc/PID/stat gives for the daemon, so that
+// the two can be set side by side as one process's against another's.
+// Measured in the benchmark's process instead, the reader's CPU could not
+// be told from the viewers' decoding and the Go runtime's work for them.
+// internal/ahpbench, internal/attachbench and the browser benchmark
+// (daemon/webui/e2e/bench-cat.mjs, which runs `ahpbench -rawread FILE`)
+// all use it.
+
+// RawReadFlag is the flag, without its dash, that makes a benchmark's
+// binary the raw reader: its main calls ServeRawRead with the flag's value
+// and exits.
+const RawReadFlag = "rawread"
+
+// RawReading is one raw PTY read of a file, as ServeRawRead prints it (one
+// JSON line).
+type RawReading struct {
+	Bytes   int64         `json:"bytes"`       // read from the PTY (each "\n" of the file is "\r\n" there)
+	Elapsed time.Duration `json:"nanoseconds"` // from just before `cat` starts to the end of the read
+	CPU     time.Duration `json:"cpuNanoseconds"`
+}
+
+// ServeRawRead is the raw reader: it reads file raw from a PTY and writes
+// the RawReading to w, one JSON line.
+func ServeRawRead(w io.Writer, file string) error {
+	cpu0 := CPUTime()
+	n, d, err := RawPTYRead(file)
+	cpu := CPUTime() - cpu0
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(w).Encode(RawReading{Bytes: n, Elapsed: d, CPU: cpu})
+}
+
+// RawReadProcess runs a raw read of file in a process of its own (this
+// binary with -rawread FILE) and returns what it reported. When ctx ends
+// first the process is killed; either way it has been waited for when
+// RawReadProcess returns.
+func RawReadProcess(ctx context.Context, file string) (RawReading, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return RawReading{}, err
+	}
+	cmd := exec.CommandContext(ctx, self, "-"+RawReadFlag, file)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // if the benchmark is killed
+	cmd.WaitDelay = 5 * time.Second                                    // bounds Wait's copy of the output after a kill
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		} else if msg := bytes.TrimSpace(errb.Bytes()); len(msg) > 0 {
+			err = fmt.Errorf("%w: %s", err, msg)
+		}
+		return RawReading{}, fmt.Errorf("raw PTY read of %s: %w", file, err)
+	}
+	var r RawReading
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		return RawReading{}, fmt.Errorf("raw PTY read of %s: it said %q: %w", file, out.Bytes(), err)
+	}
+	return r, nil
+}
