@@ -40,9 +40,12 @@
 // snapshot is taken, so a resumed viewer is already behind by that lag
 // before its first pull; it is granted that much on top of its allowance
 // until it has caught up with the output of that moment (else it would be
-// snapshotted again at once, and again), and a resnapshot waits until
-// snapInterval (250 ms) after the viewer's previous one started, so a
-// viewer slower than a flood costs at most four snapshots a second. A
+// snapshotted again at once, and again). A resnapshot waits until
+// snapInterval (250 ms) after the viewer's previous one started, and
+// then until the program has written nothing for snapQuiet (50 ms: the
+// flood is over, and its end shows at once) or the viewer has been behind
+// for snapStale (1 s), whichever comes first: a viewer slower than a
+// flood sees its screen once a second and costs one snapshot a second. A
 // viewer that keeps up receives every byte in order; memory is bounded by the largest allowance plus
 // EmulatorBacklog plus one read (64 KiB) per terminal, whatever the number
 // of viewers. Output items are shared: the first viewer to read an item

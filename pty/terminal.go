@@ -111,6 +111,11 @@ type Terminal struct {
 	closeOnce  sync.Once
 
 	paced atomic.Int64 // nanoseconds the reader paused for the Pacer
+	// quietSince is the monoNow at which the reader found the PTY empty
+	// with no output appended since; 0 while output comes, or the reader
+	// is held back (by the emulator's backlog, or the Pacer). See
+	// Viewer.snapDue.
+	quietSince atomic.Int64
 
 	emuWake   chan struct{}    // reader → emulator: new items (cap 1)
 	emuTimer  *afterfunc.Timer // reader → emulator: a lazy wake-up (see emuLazy)
@@ -612,6 +617,7 @@ func (t *Terminal) reader() {
 		err := t.rc.Read(func(fd uintptr) bool {
 			n, rerr = rawio.Read(fd, buf)
 			if rerr == syscall.EAGAIN {
+				t.quietSince.CompareAndSwap(0, monoNow())
 				t.catchUp(!pace.flooding) // before flush: viewers run first
 				flush()                   // nothing more for now: deliver what we have
 				pace.drained()
@@ -786,11 +792,17 @@ func (t *Terminal) appendLocked(it *item, wake []func()) []func() {
 	it.start = t.endPos
 	t.endSeq++
 	t.endPos += int64(len(it.text))
+	if it.text != "" {
+		t.quietSince.Store(0)
+	}
 	t.retained += int64(len(it.text))
 	t.items = append(t.items, it)
 	wake = t.trimLocked(wake)
 	for v := range t.viewers {
-		if v.waiting {
+		// A viewer that lost its queue waits for its snapshot's timer
+		// (Viewer.snapDue), not for output: waking it for each read of a
+		// flood would cost a pull each for nothing.
+		if v.waiting && (v.live || v.lostAt == 0) {
 			v.waiting = false
 			wake = append(wake, v.wake)
 		}
@@ -836,6 +848,7 @@ func (t *Terminal) trimLocked(wake []func()) []func() {
 			// Overflow: the viewer's queue is gone; it gets a snapshot when
 			// it next pulls (PROTOCOL.md §8).
 			v.live = false
+			v.lostAt = monoNow()
 			v.dropped += t.endPos - v.pos // its whole queue
 			if v.waiting {
 				v.waiting = false

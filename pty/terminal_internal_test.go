@@ -165,8 +165,9 @@ func TestViewerIdleBuffers(t *testing.T) {
 	}
 }
 
-// TestSnapshotPacing: a viewer slower than a flood is resnapshotted at most
-// once per snapInterval, not after every pull.
+// TestSnapshotPacing: a viewer slower than a flood is resnapshotted about
+// once per snapStale while the flood lasts, never twice within
+// snapInterval, and not after every pull.
 func TestSnapshotPacing(t *testing.T) {
 	// Lines of 20 characters (the emulator is fast on them even under the
 	// race detector: a viewer is behind only on output it has applied) and
@@ -181,9 +182,9 @@ func TestSnapshotPacing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Pull up to 16 KiB every 10 ms: far slower than the flood.
-	const span = 1500 * time.Millisecond
+	const span = 2500 * time.Millisecond
 	start := time.Now()
-	resets := 0
+	var resets []time.Time
 	for time.Since(start) < span {
 		for range 4 {
 			m, ok := v.Pull(true, 4<<10)
@@ -191,16 +192,61 @@ func TestSnapshotPacing(t *testing.T) {
 				break
 			}
 			if strings.Contains(m.Text, `"method":"terminal/reset"`) {
-				resets++
+				resets = append(resets, time.Now())
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if max := int(span/snapInterval) + 1; resets > max {
-		t.Fatalf("%d snapshots in %v, want at most %d (one per %v)", resets, span, max, snapInterval)
+	for i := 1; i < len(resets); i++ {
+		if d := resets[i].Sub(resets[i-1]); d < snapInterval {
+			t.Fatalf("snapshots %v apart, want at least %v", d, snapInterval)
+		}
 	}
-	if resets < 2 {
-		t.Fatalf("%d snapshots in %v of a flood the viewer cannot follow, want several", resets, span)
+	// One more than snapStale allows, for a pause of snapQuiet in the
+	// flood (a busy machine can hold `yes` or the reader back that long).
+	if max := int(span/snapStale) + 1; len(resets) > max {
+		t.Fatalf("%d snapshots in %v of a flood, want at most %d (one per %v)", len(resets), span, max, snapStale)
+	}
+	if len(resets) < 2 {
+		t.Fatalf("%d snapshots in %v of a flood the viewer cannot follow, want one per %v", len(resets), span, snapStale)
+	}
+}
+
+// TestSnapshotAfterFlood: a viewer that lost its queue in a burst gets
+// its snapshot once the terminal has been quiet for snapQuiet, not
+// snapStale after it fell behind: the end of a flood shows at once.
+func TestSnapshotAfterFlood(t *testing.T) {
+	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
+	time.Sleep(snapInterval) // snapInterval since the first snapshot holds nothing back
+	burst(t, term)
+	deadline := time.After(10 * time.Second)
+	for {
+		m, ok := v.Pull(true, 1<<20)
+		if ok {
+			if !strings.Contains(m.Text, `"method":"terminal/reset"`) {
+				t.Fatalf("a viewer 2 MB behind got %.60q, want terminal/reset", m.Text)
+			}
+			break
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			t.Fatal("the snapshot never came")
+		}
+	}
+	term.mu.Lock()
+	lost := v.lostAt
+	term.mu.Unlock()
+	quiet := term.quietSince.Load()
+	snapped := int64(v.lastSnap.Sub(epoch))
+	if lost == 0 || quiet == 0 {
+		t.Fatalf("the viewer lost its queue at %d, the terminal quiet since %d: want both", lost, quiet)
+	}
+	if d := time.Duration(snapped - quiet); d < snapQuiet {
+		t.Fatalf("snapshot %v after the last output, want at least %v (the terminal was still writing)", d, snapQuiet)
+	}
+	if d := time.Duration(snapped - lost); d >= snapStale {
+		t.Fatalf("snapshot %v after the viewer lost its queue, want it once the terminal was quiet for %v (%v after its last output)", d, snapQuiet, time.Duration(snapped-quiet))
 	}
 }
 

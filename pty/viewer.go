@@ -43,8 +43,9 @@ type Viewer struct {
 	grace     int64  // after a snapshot: output it already was behind (see allowed)
 	graceEnd  int64  // the stream position up to which grace applies
 	dropped   int64
+	lostAt    int64 // monoNow when it last lost its queue; 0: never (see snapDue)
 	closed    bool
-	snapTimer *afterfunc.Timer // wakes a viewer whose snapshot was deferred (see snapInterval)
+	snapTimer *afterfunc.Timer // wakes a viewer whose snapshot was deferred (see snapDue)
 
 	// Owned by the pulling goroutine.
 	lastSnap time.Time // when the last snapshot started
@@ -159,9 +160,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		if !dataAllowed {
 			return v.wait()
 		}
-		if d := snapInterval - time.Since(v.lastSnap); d > 0 {
-			// Too soon after the last one: a viewer slower than a flood
-			// would otherwise be sent snapshot after snapshot.
+		if d := v.snapDue(); d > 0 {
 			v.snapTimer.Reset(d)
 			return v.wait()
 		}
@@ -246,13 +245,49 @@ var msgBufs sync.Pool // of *[]byte
 // maxPooledBuf bounds the buffers msgBufs keeps.
 const maxPooledBuf = 4 << 20
 
-// snapInterval is the shortest time between the starts of two snapshots
-// of one viewer. A viewer that falls behind again right after a snapshot
-// (slower than a flood, say) waits for the rest of the interval and then
-// gets one snapshot of the screen as it is then: at most a few per second,
-// each repainting the scrollback too, instead of one after another while
-// the flood lasts (each costing the host and the viewer a full repaint).
-const snapInterval = 250 * time.Millisecond
+// When a viewer that lost its queue gets its snapshot (snapDue). Each
+// snapshot repaints the screen and the whole scrollback (10,000 lines,
+// about 1.2 MB, a fifth of a second of a browser's time), so a viewer
+// slower than a flood must not be sent one after another while the flood
+// lasts: that is most of what it would parse, and the flood's end would
+// wait behind them (docs/benchmarks-browser.md).
+const (
+	// snapInterval is the shortest time between the starts of two
+	// snapshots of one viewer.
+	snapInterval = 250 * time.Millisecond
+	// snapQuiet: a viewer behind gets its snapshot once the program has
+	// written nothing for this long (the flood is over, or paused), so
+	// the end of a flood shows at once.
+	snapQuiet = 50 * time.Millisecond
+	// snapStale: while the terminal keeps writing, a viewer behind gets
+	// its snapshot this long after it lost its queue, so that a flood
+	// too fast for it still shows progress, once a second.
+	snapStale = time.Second
+)
+
+// snapDue returns how long the viewer (not live; t.mu held) must still
+// wait for its snapshot: 0 for a new viewer, else until snapInterval
+// after its last snapshot and until the terminal is quiet for snapQuiet
+// (the reader found the PTY empty and nothing came since: a reader held
+// back by the emulator is not quiet) or the viewer has been behind for
+// snapStale, whichever comes first. A
+// viewer behind shows the screen of its last snapshot (or of the output
+// before it lost its queue) meanwhile.
+func (v *Viewer) snapDue() time.Duration {
+	t := v.t
+	pace := snapInterval - time.Since(v.lastSnap)
+	if v.lostAt == 0 || t.exited {
+		return pace // a new viewer; or no more output will come
+	}
+	now := monoNow()
+	wait := v.lostAt + int64(snapStale) - now
+	if q := t.quietSince.Load(); q != 0 {
+		wait = min(wait, q+int64(snapQuiet)-now)
+	} else {
+		wait = min(wait, int64(snapQuiet)) // look again then
+	}
+	return max(pace, time.Duration(wait))
+}
 
 // idleBuf is the largest message buffer a viewer keeps while it has
 // nothing to send: a viewer that negotiated large messages does not hold
