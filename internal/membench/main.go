@@ -32,7 +32,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -157,17 +156,7 @@ func (d *daemon) measure() (figures, error) {
 		}
 		*v.dst = kib << 10
 	}
-	req, err := http.NewRequest(http.MethodGet, d.Base()+"/metrics", nil)
-	if err != nil {
-		return f, err
-	}
-	req.Header.Set("Authorization", "Bearer "+d.Token)
-	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return f, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
+	body, err := termbench.Metrics(context.Background(), d.Base(), d.Token)
 	if err != nil {
 		return f, err
 	}
