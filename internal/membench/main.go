@@ -28,10 +28,12 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -100,7 +102,8 @@ var heapProfile string
 // daemon is a running ahpd with its default terminal.
 type daemon struct {
 	*benchproc.Daemon
-	dir string
+	dir     string
+	profile string // the heap profile's file (-heapprofile), or ""
 }
 
 func start(bin, mode string, defaultTerminal bool) (*daemon, error) {
@@ -115,19 +118,21 @@ func start(bin, mode string, defaultTerminal bool) (*daemon, error) {
 	// The login shell, whatever the user's: a POSIX sh, the same for
 	// every run (the default terminal runs $SHELL).
 	env := []string{"SHELL=/bin/sh", "PS1=$ "}
+	var profile string
 	if heapProfile != "" {
 		p, err := filepath.Abs(fmt.Sprintf("%s.%s.%s", heapProfile, filepath.Base(bin), mode))
 		if err != nil {
 			return nil, err
 		}
 		env = append(env, "AHPD_HEAPPROFILE="+p)
+		profile = p
 	}
 	bd, err := benchproc.StartDaemon(bin, dir, args, env)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	return &daemon{Daemon: bd, dir: dir}, nil
+	return &daemon{Daemon: bd, dir: dir, profile: profile}, nil
 }
 
 func (d *daemon) stop() {
@@ -293,13 +298,52 @@ func idleTable(bin, mode string, counts []int) error {
 		return err
 	}
 	row(fmt.Sprintf("%d, 2 GCs later", n), f, n, base)
-	if heapProfile != "" {
-		if err := d.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-			return err
-		}
-		time.Sleep(2 * time.Second)
+	if d.profile != "" {
+		return d.writeHeapProfile(ctx)
 	}
 	return nil
+}
+
+// writeHeapProfile has the daemon write its heap profile (SIGUSR1) and
+// waits until the file holds a whole one: a gzip stream that reads to its
+// end. An earlier run's file is removed first, so the one found is new.
+func (d *daemon) writeHeapProfile(ctx context.Context) error {
+	if err := os.Remove(d.profile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := d.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if wholeGzip(d.profile) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("heap profile %s not written: %w", d.profile, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// wholeGzip reports whether the file at path is a complete gzip stream
+// (a heap profile being written is not yet).
+func wholeGzip(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return false
+	}
+	_, err = io.Copy(io.Discard, z)
+	return err == nil
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
