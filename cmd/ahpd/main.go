@@ -12,9 +12,9 @@ import (
 )
 
 func main() {
-	fds.CloseOnExecInherited()               // no inherited descriptor reaches a shell
-	stop := cpuprof.Start("AHPD_CPUPROFILE") // for the benchmarks (docs/benchmarks.md)
-	stopHeap := startHeapProfiles()          // AHPD_HEAPPROFILE (docs/benchmarks-memory.md)
+	fds.CloseOnExecInherited()                        // no inherited descriptor reaches a shell
+	stop := cpuprof.Start("AHPD_CPUPROFILE")          // for the benchmarks (docs/benchmarks.md)
+	stopHeap := cpuprof.StartHeap("AHPD_HEAPPROFILE") // SIGUSR1 (docs/benchmarks-memory.md)
 	code := Main(os.Args[1:], os.Stderr)
 	stopHeap()
 	stop()

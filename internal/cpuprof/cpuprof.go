@@ -1,6 +1,9 @@
-// Package cpuprof lets the commands write a CPU profile for the
-// benchmarks (docs/benchmarks.md): when the environment variable names a
-// file, the whole run is profiled into it.
+// Package cpuprof lets the commands write profiles for the benchmarks:
+// a CPU profile or execution trace of the whole run (Start,
+// docs/benchmarks.md) and heap profiles on SIGUSR1 (StartHeap,
+// docs/benchmarks-memory.md), each when an environment variable names the
+// file. Both return a stop function for the end of main; StartHeap's
+// goroutine has ended when its stop returns.
 package cpuprof
 
 import (
