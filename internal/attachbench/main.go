@@ -13,6 +13,13 @@
 // /proc/PID/stat) of ahpd, of ahpctl attach and of the tmux server over
 // the timed span.
 //
+// SIGINT and SIGTERM cancel the run: the step under way gives up, and
+// the run's processes (ahpd, the tmux server, which is a daemon of its own
+// and would outlive this process) are ended once, by run, before it
+// returns. The raw PTY read runs in a process of its own (this binary with
+// -rawread FILE, termbench.RawReadProcess), killed if it has not ended
+// within -timeout.
+//
 // Run it with `make bench-attach` (which builds bin/ first and runs it
 // under flock /tmp/ahp-bench.lock), or:
 //
@@ -23,9 +30,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -72,7 +81,15 @@ func main() {
 	lim := flag.String("limits", "", "comma-separated KEY=VALUE entries set on the daemon at start with `ahpctl limits set` (e.g. clientReceiveDefaults.windowBytes=16MiB: the window attach gets when it asks for the host's defaults)")
 	variants := flag.String("variants", "", "attaches per round, ';'-separated, each the extra arguments of one (space-separated), e.g. ';--window 1MiB': one with attach's defaults, one with a 1 MiB window; a first field bin=PATH runs another ahpctl binary")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (logs, file)")
+	rawFile := flag.String(termbench.RawReadFlag, "", "read `file` raw from a PTY and print the bytes, time and CPU as JSON (attachbench starts it itself)")
 	flag.Parse()
+	if *rawFile != "" {
+		if err := termbench.ServeRawRead(os.Stdout, *rawFile); err != nil {
+			fmt.Fprintln(os.Stderr, "attachbench -rawread:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *env != "" {
 		c.attachEnv = strings.Split(*env, ",")
 	}
@@ -86,28 +103,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "attachbench: -rounds 1..100, -size 1..4096")
 		os.Exit(2)
 	}
-	if err := run(c); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, c)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "attachbench:", err)
 		os.Exit(1)
 	}
 }
 
-// bench is one run's processes; close ends them all.
+// bench is one run's processes, owned by run: close, which run defers,
+// ends them all.
 type bench struct {
-	c      config
-	dir    string
-	file   string
-	d      *benchproc.Daemon
-	t      *tmuxServer
-	panes  []string
-	closed bool
+	c    config
+	dir  string
+	file string
+	d    *benchproc.Daemon
+	t    *tmuxServer
 }
 
 func (b *bench) close() {
-	if b.closed {
-		return
-	}
-	b.closed = true
 	if b.t != nil {
 		b.t.kill()
 	}
@@ -137,7 +152,9 @@ type result struct {
 	attachTmuxCPU time.Duration
 }
 
-func run(c config) error {
+// run runs the benchmark until it is done or ctx ends (a signal), and
+// returns after it has ended every process it started.
+func run(ctx context.Context, c config) error {
 	for _, p := range []string{c.ahpd, c.ahpctl} {
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("%v (build with: go build -o bin/ ./cmd/...)", err)
@@ -161,22 +178,12 @@ func run(c config) error {
 	}
 	b := &bench{c: c, dir: dir, file: filepath.Join(dir, "data.txt")}
 	defer b.close()
-	// SIGINT/SIGTERM: clean up (tmux's server is a daemon of its own and
-	// would outlive this process), then exit.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s := <-sigs
-		fmt.Fprintln(os.Stderr, "attachbench:", s, "- cleaning up")
-		b.close()
-		os.Exit(1)
-	}()
 
 	if b.d, err = startDaemon(c.ahpd, dir); err != nil {
 		return err
 	}
 	if len(c.limits) > 0 {
-		if _, err := b.ctl(append([]string{"limits", "set"}, c.limits...)...); err != nil {
+		if _, err := b.ctl(ctx, append([]string{"limits", "set"}, c.limits...)...); err != nil {
 			return err
 		}
 	}
@@ -191,7 +198,7 @@ func run(c config) error {
 	}
 	var rs []result
 	for i := range c.rounds {
-		round, err := b.round(i)
+		round, err := b.round(ctx, i)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", i+1, err)
 		}
@@ -218,41 +225,26 @@ func startDaemon(bin, dir string) (*benchproc.Daemon, error) {
 
 // round runs the raw PTY read, then the raw tmux pane and each variant of
 // attach, the latter in an order that turns round by round.
-func (b *bench) round(i int) ([]result, error) {
+func (b *bench) round(ctx context.Context, i int) ([]result, error) {
 	var r result
 	marker, err := writeFile(b.file, b.c.sizeMiB<<20, i)
 	if err != nil {
 		return nil, err
 	}
-	type read struct {
-		n   int64
-		d   time.Duration
-		err error
-	}
-	ch := make(chan read, 1)
-	go func() {
-		n, d, err := termbench.RawPTYRead(b.file)
-		ch <- read{n, d, err}
-	}()
-	var n int64
-	var d time.Duration
-	select {
-	case r := <-ch:
-		n, d, err = r.n, r.d, r.err
-	case <-time.After(b.c.timeout):
-		err = fmt.Errorf("no end after %v", b.c.timeout)
-	}
+	rctx, cancel := context.WithTimeoutCause(ctx, b.c.timeout, fmt.Errorf("no end after %v", b.c.timeout))
+	raw, err := termbench.RawReadProcess(rctx, b.file)
+	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("raw PTY read: %w", err)
+		return nil, err
 	}
-	if n < int64(b.c.sizeMiB)<<20 {
-		return nil, fmt.Errorf("raw PTY read: %d bytes", n)
+	if raw.Bytes < int64(b.c.sizeMiB)<<20 {
+		return nil, fmt.Errorf("raw PTY read: %d bytes", raw.Bytes)
 	}
-	r.rawPTY = d
+	r.rawPTY = raw.Elapsed
 	rs := make([]result, len(b.c.variants))
-	steps := []func() error{func() error { return b.rawTmux(&r, marker) }}
+	steps := []func() error{func() error { return b.rawTmux(ctx, &r, marker) }}
 	for v := range b.c.variants {
-		steps = append(steps, func() error { rs[v].variant = v; return b.attach(&rs[v], i, v, marker) })
+		steps = append(steps, func() error { rs[v].variant = v; return b.attach(ctx, &rs[v], i, v, marker) })
 	}
 	k := i % len(steps)
 	steps = append(steps[k:], steps[:k]...)
@@ -291,13 +283,13 @@ var shellEnv = []string{"PS1=$ ", "ENV=", "TERM=tmux-256color"}
 
 // rawTmux types the cat into /bin/sh in a tmux pane and times it until the
 // marker is on the pane's screen.
-func (b *bench) rawTmux(r *result, marker string) error {
+func (b *bench) rawTmux(ctx context.Context, r *result, marker string) error {
 	pane, _, err := b.t.newWindow(shellEnv, "/bin/sh")
 	if err != nil {
 		return err
 	}
 	defer b.t.killWindow(pane)
-	if err := b.waitPrompt(pane); err != nil {
+	if err := b.waitPrompt(ctx, pane); err != nil {
 		return fmt.Errorf("raw tmux pane: %w", err)
 	}
 	cpu0 := b.t.cpu()
@@ -305,7 +297,7 @@ func (b *bench) rawTmux(r *result, marker string) error {
 	if err := b.t.typeLine(pane, "cat "+b.file); err != nil {
 		return err
 	}
-	if err := b.waitFor(pane, marker, start); err != nil {
+	if err := b.waitFor(ctx, pane, marker, start); err != nil {
 		return fmt.Errorf("raw tmux pane: %w", err)
 	}
 	r.tmux = time.Since(start)
@@ -316,16 +308,18 @@ func (b *bench) rawTmux(r *result, marker string) error {
 // attach creates a terminal running /bin/sh in ahpd, attaches to it with
 // ahpctl in a tmux pane, types the cat and times it until the marker is
 // on the pane's screen.
-func (b *bench) attach(r *result, i, variant int, marker string) error {
+func (b *bench) attach(ctx context.Context, r *result, i, variant int, marker string) error {
 	id := fmt.Sprintf("r%d-%d", i+1, variant+1)
 	args := []string{"terminal", "create", "--id", id, "--rows", strconv.Itoa(b.c.rows), "--cols", strconv.Itoa(b.c.cols), "--clear-env"}
 	for _, e := range append(shellEnv, "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME")) {
 		args = append(args, "--env", e)
 	}
-	if _, err := b.ctl(append(args, "--", "/bin/sh")...); err != nil {
+	if _, err := b.ctl(ctx, append(args, "--", "/bin/sh")...); err != nil {
 		return err
 	}
-	defer func() { _, _ = b.ctl("channels", "close", "ahp-terminal:/"+id) }()
+	// Closed even when ctx has ended (a signal): the daemon is stopped
+	// anyway, but not before the round's cleanup.
+	defer func() { _, _ = b.ctl(context.WithoutCancel(ctx), "channels", "close", "ahp-terminal:/"+id) }()
 	env := slices.Clone(b.c.attachEnv)
 	if b.c.profile != "" {
 		env = append(env, "AHPCTL_CPUPROFILE="+filepath.Join(b.c.profile, fmt.Sprintf("ahpctl-round%d-%d.pprof", i+1, variant+1)))
@@ -340,10 +334,10 @@ func (b *bench) attach(r *result, i, variant int, marker string) error {
 		return err
 	}
 	defer b.t.killWindow(pane)
-	if err := b.waitPrompt(pane); err != nil {
+	if err := b.waitPrompt(ctx, pane); err != nil {
 		return fmt.Errorf("attach pane: %w", err)
 	}
-	s0, err := b.viewer(id)
+	s0, err := b.viewer(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -352,12 +346,12 @@ func (b *bench) attach(r *result, i, variant int, marker string) error {
 	if err := b.t.typeLine(pane, "cat "+b.file); err != nil {
 		return err
 	}
-	if err := b.waitFor(pane, marker, start); err != nil {
+	if err := b.waitFor(ctx, pane, marker, start); err != nil {
 		return fmt.Errorf("attach pane: %w", err)
 	}
 	r.attach = time.Since(start)
 	r.ahpdCPU, r.ahpctlCPU, r.attachTmuxCPU = b.d.CPU()-cpuD, cpuOf(pid)-cpuC, b.t.cpu()-cpuT
-	s1, err := b.viewer(id)
+	s1, err := b.viewer(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -368,11 +362,8 @@ func (b *bench) attach(r *result, i, variant int, marker string) error {
 	if _, err := b.t.cmd("send-keys -t " + pane + " C-] d"); err != nil {
 		return err
 	}
-	for k := 0; k < 250 && alive(pid); k++ {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if alive(pid) {
-		return fmt.Errorf("attach (pid %d) did not exit within 5 s of Ctrl-] d", pid)
+	if !waitGone(ctx, pid, 5*time.Second) {
+		return errors.Join(fmt.Errorf("attach (pid %d) did not exit within 5 s of Ctrl-] d", pid), context.Cause(ctx))
 	}
 	return nil
 }
@@ -388,8 +379,8 @@ type subscription struct {
 }
 
 // viewer returns the one subscription to ahp-terminal:/id.
-func (b *bench) viewer(id string) (subscription, error) {
-	out, err := b.ctl("-o", "json", "viewers", "list")
+func (b *bench) viewer(ctx context.Context, id string) (subscription, error) {
+	out, err := b.ctl(ctx, "-o", "json", "viewers", "list")
 	if err != nil {
 		return subscription{}, err
 	}
@@ -413,25 +404,19 @@ func (b *bench) viewer(id string) (subscription, error) {
 	return found[0], nil
 }
 
-// ctl runs bin/ahpctl against the daemon's control socket (30 s at most).
-func (b *bench) ctl(args ...string) ([]byte, error) {
-	cmd := exec.Command(b.c.ahpctl, append([]string{"--control", b.d.Sock}, args...)...)
+// ctl runs bin/ahpctl against the daemon's control socket, killed (and
+// waited for) if it has not ended within 30 s or when ctx ends.
+func (b *bench) ctl(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, 30*time.Second, errors.New("no end in 30 s"))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, b.c.ahpctl, append([]string{"--control", b.d.Sock}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return nil, fmt.Errorf("ahpctl %s: %v: %s", strings.Join(args, " "), err, errb.Bytes())
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
 		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		return nil, fmt.Errorf("ahpctl %s: no end in 30 s", strings.Join(args, " "))
+		return nil, fmt.Errorf("ahpctl %s: %w: %s", strings.Join(args, " "), err, errb.Bytes())
 	}
 	return out.Bytes(), nil
 }
@@ -439,7 +424,7 @@ func (b *bench) ctl(args ...string) ([]byte, error) {
 // waitPrompt waits (10 s at most) until pane's screen ends with the
 // shell's prompt: the shell is up (through attach: attached, and the
 // snapshot drawn). dash prompts "# " for root whatever PS1 says.
-func (b *bench) waitPrompt(pane string) error {
+func (b *bench) waitPrompt(ctx context.Context, pane string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		lines, err := b.t.capture(pane)
@@ -457,13 +442,15 @@ func (b *bench) waitPrompt(pane string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no prompt within 10 s; screen:\n%s", strings.Join(lines, "\n"))
 		}
-		time.Sleep(20 * time.Millisecond)
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
 	}
 }
 
 // waitFor polls pane's screen every c.poll until a line holds marker,
 // c.timeout at most after start.
-func (b *bench) waitFor(pane, marker string, start time.Time) error {
+func (b *bench) waitFor(ctx context.Context, pane, marker string, start time.Time) error {
 	for {
 		lines, err := b.t.capture(pane)
 		if err != nil {
@@ -477,7 +464,9 @@ func (b *bench) waitFor(pane, marker string, start time.Time) error {
 		if time.Since(start) > b.c.timeout {
 			return fmt.Errorf("the last line not on screen after %v; screen:\n%s", b.c.timeout, strings.Join(lines, "\n"))
 		}
-		time.Sleep(b.c.poll)
+		if err := sleep(ctx, b.c.poll); err != nil {
+			return err
+		}
 	}
 }
 
@@ -570,8 +559,29 @@ func alive(pid int) bool {
 	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
 
-// waitOrKill waits for cmd, killing it after d.
-func waitOrKill(cmd *exec.Cmd, d time.Duration) { benchproc.WaitOrKill(cmd, d) }
+// waitGone waits until pid, a process that is not this one's child (a
+// tmux pane's, the tmux server), is gone or a zombie, polling, d at most
+// or until ctx ends; it reports whether it is gone.
+func waitGone(ctx context.Context, pid int, d time.Duration) bool {
+	for deadline := time.Now().Add(d); alive(pid); {
+		if time.Now().After(deadline) || sleep(ctx, 20*time.Millisecond) != nil {
+			return !alive(pid)
+		}
+	}
+	return true
+}
+
+// sleep waits d, or until ctx ends: then it returns ctx's cause.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
 
 // loadavg is the first three fields of /proc/loadavg.
 func loadavg() string {

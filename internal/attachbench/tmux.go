@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ahp-dev/ahpd/internal/benchproc"
 )
 
 // tmuxServer is a detached tmux server on a socket of its own (in the
@@ -32,8 +34,8 @@ type tmuxServer struct {
 
 	ctl    *exec.Cmd
 	stdin  io.WriteCloser
-	blocks chan tmuxBlock
-	mu     sync.Mutex // one command at a time
+	blocks chan tmuxBlock // read sends, cmd receives; read closes it as it returns
+	mu     sync.Mutex     // one command at a time
 }
 
 // tmuxBlock is one command's reply: the lines between %begin and %end (or
@@ -213,24 +215,24 @@ func (t *tmuxServer) killWindow(pane string) {
 // cpu is the server's CPU time so far.
 func (t *tmuxServer) cpu() time.Duration { return cpuOf(t.pid) }
 
-// kill ends the control client and the server (kill-server, then SIGKILL
-// if the server is still there after 2 s).
+// kill ends the control client, and the goroutine that reads it, and the
+// server (kill-server, then SIGKILL if the server is still there after
+// 2 s).
 func (t *tmuxServer) kill() {
 	if t.stdin != nil {
 		t.stdin.Close()
 	}
 	_, _ = runTmux("-S", t.sock, "kill-server")
 	if t.ctl != nil && t.ctl.Process != nil {
-		waitOrKill(t.ctl, 2*time.Second)
-	}
-	if t.pid > 0 {
-		for i := 0; i < 100 && alive(t.pid); i++ {
-			time.Sleep(20 * time.Millisecond)
+		benchproc.WaitOrKill(t.ctl, 2*time.Second)
+		// The client's output is closed: read ends, after any reply no
+		// command took (a command that timed out) is drained.
+		for range t.blocks {
 		}
-		if alive(t.pid) {
-			if p, err := os.FindProcess(t.pid); err == nil {
-				_ = p.Kill()
-			}
+	}
+	if t.pid > 0 && !waitGone(context.Background(), t.pid, 2*time.Second) {
+		if p, err := os.FindProcess(t.pid); err == nil {
+			_ = p.Kill()
 		}
 	}
 }
