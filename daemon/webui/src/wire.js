@@ -44,11 +44,22 @@ export function receiveFromQuery(query, base = DEFAULT_RECEIVE) {
   for (const [param, key] of [['window', 'windowBytes'], ['frame', 'maximumFrameBytes'], ['message', 'maximumMessageBytes']]) {
     const v = query.get(param);
     if (v === null) continue;
-    const m = /^(\d+)(KiB|MiB)?$/.exec(v);
-    if (!m) return { ...base };
-    out[key] = Number(m[1]) * (m[2] === 'MiB' ? 1 << 20 : m[2] === 'KiB' ? 1 << 10 : 1);
+    const n = parseSize(v);
+    if (n === null) return { ...base };
+    out[key] = n;
   }
   return validLimits(out) ? out : { ...base };
+}
+
+/**
+ * parseSize returns the bytes s says: digits with an optional KiB or MiB
+ * suffix ('65536', '64KiB', '4MiB'), or null when s is not that. Shared
+ * with e2e/bench-cat.mjs's flags.
+ */
+export function parseSize(s) {
+  const m = /^(\d+)(KiB|MiB)?$/.exec(s);
+  if (!m) return null;
+  return Number(m[1]) * (m[2] === 'MiB' ? 1 << 20 : m[2] === 'KiB' ? 1 << 10 : 1);
 }
 
 /** Input waiting for host credit is bounded (UTF-16 bytes of `data`). */

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { DEFAULT_RECEIVE, frameEnvelope, Receiver, receiveFromQuery, Sender } from '../src/wire.js';
+import { DEFAULT_RECEIVE, frameEnvelope, parseSize, Receiver, receiveFromQuery, Sender } from '../src/wire.js';
 import { logical } from './harness.mjs';
 
 const LIMITS = { windowBytes: 4096, maximumFrameBytes: 1024, maximumMessageBytes: 4096 };
@@ -79,6 +79,15 @@ test('wire.js stays free of the DOM, sockets and timers', async () => {
   const src = await readFile(new URL('../src/wire.js', import.meta.url), 'utf8');
   const code = src.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
   assert.doesNotMatch(code, /\b(window|document|globalThis|self)\s*\.|\bWebSocket\b|\b(setTimeout|setInterval|fetch)\s*\(|^\s*import\b/m);
+});
+
+test('parseSize: digits with an optional KiB or MiB suffix, else null', () => {
+  for (const [s, want] of [['0', 0], ['65536', 65536], ['64KiB', 64 << 10], ['4MiB', 4 << 20], ['1024MiB', 1 << 30]]) {
+    assert.equal(parseSize(s), want, s);
+  }
+  for (const bad of ['', '-1', '4MB', '4 MiB', ' 4MiB', '1e6', '1.5MiB', 'MiB', '4kib', '4GiB']) {
+    assert.equal(parseSize(bad), null, bad);
+  }
 });
 
 test('receiveFromQuery: ?window=, ?frame=, ?message= override the defaults; bad values leave them', () => {
