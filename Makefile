@@ -11,7 +11,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e bench-browser test lint fuzz bench bench-process bench-tcp bench-telemetry gen proto-tools proto-check clean install
+.PHONY: all build run web web-test e2e bench-browser test lint fuzz bench bench-process bench-tcp bench-telemetry bench-attach gen proto-tools proto-check clean install
 
 all: build
 
@@ -41,13 +41,15 @@ e2e: build
 
 # The web page under a terminal flood in headless Chromium: `cat` of a
 # 64 MiB file typed into the page, timed until its last line is on the
-# screen, against the raw PTY read in the same run, per receive window
+# screen, against the raw PTY read in the same run (bin/ahpbench -rawread,
+# the raw reader of bench-process and bench-attach), per receive window
 # (docs/benchmarks-browser.md). BENCHFLAGS passes flags on, e.g.
 # BENCHFLAGS='--windows 256KiB,4MiB --rounds 5'. Runs under
 # flock /tmp/ahp-bench.lock so that benchmarks on a shared machine do not overlap.
 bench-browser: build
 	@test -x $(CHROMIUM) || { echo "make bench-browser: no browser at $(CHROMIUM) (apt-get install chromium)" >&2; exit 1; }
-	cd $(WEBUI) && AHPD_BIN=$(CURDIR)/bin/ahpd CHROMIUM_BIN=$(CHROMIUM) flock /tmp/ahp-bench.lock node e2e/bench-cat.mjs $(BENCHFLAGS)
+	$(GO) build -o bin/ ./internal/ahpbench
+	cd $(WEBUI) && AHPD_BIN=$(CURDIR)/bin/ahpd AHPBENCH_BIN=$(CURDIR)/bin/ahpbench CHROMIUM_BIN=$(CHROMIUM) flock /tmp/ahp-bench.lock node e2e/bench-cat.mjs $(BENCHFLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
@@ -105,7 +107,6 @@ bench-telemetry:
 # /tmp/ahp-bench.lock so that benchmarks on a shared machine do not
 # overlap. BENCHFLAGS passes flags on, e.g. BENCHFLAGS='-rounds 5
 # -variants ";--window 1MiB"'.
-.PHONY: bench-attach
 bench-attach:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 	flock /tmp/ahp-bench.lock $(GO) run ./internal/attachbench -ahpd bin/ahpd -ahpctl bin/ahpctl $(BENCHFLAGS)

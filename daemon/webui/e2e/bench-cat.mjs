@@ -9,9 +9,10 @@
 // Each round runs, for every window in --windows (the order rotates from
 // round to round), one raw read and one page run:
 //
-//   raw    e2e/raw-pty-read.py: `cat FILE` on a fresh PTY whose other end is
-//          read (64 KiB reads) and discarded as fast as one process can —
-//          the ceiling, like internal/termbench.RawPTYRead.
+//   raw    `ahpbench -rawread FILE` (internal/termbench.ServeRawRead, the
+//          raw reader of make bench-process and make bench-attach too):
+//          `cat FILE` on a fresh 24x80 PTY whose other end is read (64 KiB
+//          reads) and discarded as fast as one process can — the ceiling.
 //   page   a new tab opens the page with `?window=W` (and --frame,
 //          --message, --renderer), attaches to the daemon's terminal
 //          (a /bin/sh), clears the screen, types `cat FILE`; the clock
@@ -55,7 +56,9 @@
 //                     page's main thread) to PREFIX-rR-wW.cpuprofile and
 //                     print its top functions by self time
 //
-// Binaries as in common.mjs (AHPD_BIN, CHROMIUM_BIN). Loopback only; every
+// Binaries as in common.mjs (AHPD_BIN, CHROMIUM_BIN), and AHPBENCH_BIN, the
+// raw reader (default: ahpbench beside AHPD_BIN; make bench-browser builds
+// it: go build -o bin/ ./internal/ahpbench). Loopback only; every
 // wait is bounded. Wrap runs in `flock /tmp/ahp-bench.lock` on a shared
 // machine (the Makefile target does).
 
@@ -63,13 +66,13 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir, cpus } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
+import { parseSize } from '../src/wire.js';
 import { AHPD_BIN, CHROMIUM_ARGS, CHROMIUM_BIN, printedLink, STEP_MS, within } from './common.mjs';
 
-const here = fileURLToPath(new URL('.', import.meta.url));
+const AHPBENCH_BIN = resolve(process.env.AHPBENCH_BIN || join(AHPD_BIN, '../ahpbench'));
 const CHANNEL = 'ahp-terminal:/shell';
 const PROMPT = 'bench$ ';
 const LINE = 'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(2) + '\n'; // 111 bytes, as termbench
@@ -90,9 +93,9 @@ const { values: opt } = parseArgs({
 });
 
 function bytes(s) {
-  const m = /^(\d+)(KiB|MiB)?$/.exec(s.trim());
-  if (!m) throw new Error(`not a size: ${s} (bytes, or a number with KiB or MiB)`);
-  return Number(m[1]) * (m[2] === 'MiB' ? 1 << 20 : m[2] === 'KiB' ? 1 << 10 : 1);
+  const n = parseSize(s.trim());
+  if (n === null) throw new Error(`not a size: ${s} (bytes, or a number with KiB or MiB)`);
+  return n;
 }
 const human = (n) => (n % (1 << 20) === 0 ? `${n >> 20} MiB` : n % 1024 === 0 ? `${n >> 10} KiB` : `${n} B`);
 
@@ -102,8 +105,9 @@ const SIZE = bytes(opt.size);
 const RUN_MS = Number(opt.timeout) * 1000;
 if (!(ROUNDS >= 1 && ROUNDS <= 50) || !(RUN_MS > 0) || WINDOWS.length === 0) throw new Error('bad flags');
 if (!['default', 'dom', 'webgl'].includes(opt.renderer)) throw new Error(`--renderer ${opt.renderer}: default, dom or webgl`);
-for (const [what, bin] of [['browser', CHROMIUM_BIN], ['daemon', AHPD_BIN]]) {
-  if (!existsSync(bin)) throw new Error(`bench-cat: no ${what} at ${bin} (make build; apt-get install chromium)`);
+for (const [what, bin, how] of [['browser', CHROMIUM_BIN, 'apt-get install chromium'], ['daemon', AHPD_BIN, 'make build'],
+  ['raw reader', AHPBENCH_BIN, 'go build -o bin/ ./internal/ahpbench, or set AHPBENCH_BIN']]) {
+  if (!existsSync(bin)) throw new Error(`bench-cat: no ${what} at ${bin} (${how}; make bench-browser builds all three)`);
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -143,10 +147,10 @@ async function procCPU(pid) {
   return (Number(f[11]) + Number(f[12])) / CLK_TCK; // fields 14 and 15
 }
 
-/** rawRead runs raw-pty-read.py once; bounded by RUN_MS. */
+/** rawRead runs `ahpbench -rawread FILE` once and returns its seconds; bounded by RUN_MS. */
 function rawRead(file) {
   return new Promise((res, rej) => {
-    const p = spawn('python3', [join(here, 'raw-pty-read.py'), file], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(AHPBENCH_BIN, ['-rawread', file], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     p.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
@@ -155,10 +159,15 @@ function rawRead(file) {
     p.on('error', rej);
     p.on('exit', (code, signal) => {
       clearTimeout(timer);
-      if (code !== 0) return rej(new Error(`raw-pty-read.py: exit ${code ?? signal}\n${err}`));
-      const r = JSON.parse(out);
-      if (r.bytes < SIZE) return rej(new Error(`raw read: ${r.bytes} of ${SIZE} bytes`));
-      res(r.seconds);
+      if (code !== 0) return rej(new Error(`${AHPBENCH_BIN} -rawread: exit ${code ?? signal}\n${err}`));
+      let r;
+      try {
+        r = JSON.parse(out); // {bytes, nanoseconds, cpuNanoseconds}: termbench.RawReading
+      } catch (e) {
+        return rej(new Error(`${AHPBENCH_BIN} -rawread said ${JSON.stringify(out)}: ${e.message}`));
+      }
+      if (!(r.bytes >= SIZE)) return rej(new Error(`raw read: ${r.bytes} of ${SIZE} bytes`));
+      res(r.nanoseconds / 1e9);
     });
   });
 }
