@@ -104,9 +104,9 @@ export function createView(container, hooks = {}, options = {}) {
   let renderer = 'dom';
   let webglLosses = 0;
   let webgl = null;
-  const gl = options.renderer === 'dom' ? null : webglInfo();
+  const glInfo = options.renderer === 'dom' ? null : webglInfo(); // what the browser offers
   function useWebgl() {
-    if (pickRenderer(options.renderer, gl) !== 'webgl') return;
+    if (pickRenderer(options.renderer, glInfo) !== 'webgl') return;
     try {
       const gl = new WebglAddon();
       gl.onContextLoss(() => {
@@ -296,7 +296,7 @@ export function createView(container, hooks = {}, options = {}) {
     },
     state() {
       return {
-        renderer, webglName: gl?.name ?? null, webglLosses, fontSize: term.options.fontSize, clipped: policy.clipped, fit: measure(),
+        renderer, webglName: glInfo?.name ?? null, webglLosses, fontSize: term.options.fontSize, clipped: policy.clipped, fit: measure(),
         requests: policy.requests, exited: gate.exited, stream: { ...stream.counts }, earlyQueued: gate.early?.length ?? null, earlyDropped: gate.dropped,
       };
     },
