@@ -73,11 +73,7 @@ func main() {
 	rawFile := flag.String(termbench.RawReadFlag, "", "read `file` raw from a PTY and print the bytes, time and CPU as JSON (ahpbench starts it itself; so does make bench-browser)")
 	flag.Parse()
 	if *rawFile != "" {
-		if err := termbench.ServeRawRead(os.Stdout, *rawFile); err != nil {
-			fmt.Fprintln(os.Stderr, "ahpbench -rawread:", err)
-			os.Exit(1)
-		}
-		return
+		termbench.RawReadMain("ahpbench", *rawFile)
 	}
 	if *relayMode {
 		if err := serveRelay(); err != nil {

@@ -84,11 +84,7 @@ func main() {
 	rawFile := flag.String(termbench.RawReadFlag, "", "read `file` raw from a PTY and print the bytes, time and CPU as JSON (attachbench starts it itself)")
 	flag.Parse()
 	if *rawFile != "" {
-		if err := termbench.ServeRawRead(os.Stdout, *rawFile); err != nil {
-			fmt.Fprintln(os.Stderr, "attachbench -rawread:", err)
-			os.Exit(1)
-		}
-		return
+		termbench.RawReadMain("attachbench", *rawFile)
 	}
 	if *env != "" {
 		c.attachEnv = strings.Split(*env, ",")

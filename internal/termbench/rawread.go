@@ -14,7 +14,7 @@ import (
 
 // The raw PTY read, the baseline of the throughput tables, runs in a
 // process of its own: a copy of the benchmark's binary run with
-// -rawread FILE, whose main calls ServeRawRead. The child starts `cat
+// -rawread FILE, whose main calls RawReadMain. The child starts `cat
 // FILE` on a PTY, reads it to the end (RawPTYRead, 64 KiB reads), and
 // reports the bytes, the time and its own CPU time over the read
 // (getrusage RUSAGE_SELF: user + system of all its threads, `cat` not
@@ -27,21 +27,20 @@ import (
 // all use it.
 
 // RawReadFlag is the flag, without its dash, that makes a benchmark's
-// binary the raw reader: its main calls ServeRawRead with the flag's value
-// and exits.
+// binary the raw reader: its main calls RawReadMain with the flag's value.
 const RawReadFlag = "rawread"
 
-// RawReading is one raw PTY read of a file, as ServeRawRead prints it (one
+// RawReading is one raw PTY read of a file, as serveRawRead prints it (one
 // JSON line).
 type RawReading struct {
 	Bytes   int64         `json:"bytes"`       // read from the PTY (each "\n" of the file is "\r\n" there)
 	Elapsed time.Duration `json:"nanoseconds"` // from just before `cat` starts to the end of the read
-	CPU     time.Duration `json:"cpuNanoseconds"`
+	CPU     time.Duration `json:"cpuNanoseconds"` // the reader process's user + system over the read, `cat`'s not included
 }
 
-// ServeRawRead is the raw reader: it reads file raw from a PTY and writes
+// serveRawRead is the raw reader: it reads file raw from a PTY and writes
 // the RawReading to w, one JSON line.
-func ServeRawRead(w io.Writer, file string) error {
+func serveRawRead(w io.Writer, file string) error {
 	cpu0 := CPUTime()
 	n, d, err := RawPTYRead(file)
 	cpu := CPUTime() - cpu0
@@ -49,6 +48,17 @@ func ServeRawRead(w io.Writer, file string) error {
 		return err
 	}
 	return json.NewEncoder(w).Encode(RawReading{Bytes: n, Elapsed: d, CPU: cpu})
+}
+
+// RawReadMain is a benchmark's main run as the raw reader (-rawread
+// file): it serves the read on stdout and exits, 1 after printing the
+// error if it failed.
+func RawReadMain(name, file string) {
+	if err := serveRawRead(os.Stdout, file); err != nil {
+		fmt.Fprintf(os.Stderr, "%s -%s: %v\n", name, RawReadFlag, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
 
 // RawReadProcess runs a raw read of file in a process of its own (this

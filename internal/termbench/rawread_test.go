@@ -3,7 +3,6 @@ package termbench
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -15,11 +14,7 @@ import (
 // it again with -rawread FILE, as a benchmark's main does.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == "-"+RawReadFlag {
-		if err := ServeRawRead(os.Stdout, os.Args[2]); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		RawReadMain("termbench.test", os.Args[2])
 	}
 	os.Exit(m.Run())
 }

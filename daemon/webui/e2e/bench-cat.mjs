@@ -9,7 +9,7 @@
 // Each round runs, for every window in --windows (the order rotates from
 // round to round), one raw read and one page run:
 //
-//   raw    `ahpbench -rawread FILE` (internal/termbench.ServeRawRead, the
+//   raw    `ahpbench -rawread FILE` (internal/termbench/rawread.go, the
 //          raw reader of make bench-process and make bench-attach too):
 //          `cat FILE` on a fresh 24x80 PTY whose other end is read (64 KiB
 //          reads) and discarded as fast as one process can — the ceiling.
