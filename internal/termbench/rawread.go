@@ -33,8 +33,8 @@ const RawReadFlag = "rawread"
 // RawReading is one raw PTY read of a file, as serveRawRead prints it (one
 // JSON line).
 type RawReading struct {
-	Bytes   int64         `json:"bytes"`       // read from the PTY (each "\n" of the file is "\r\n" there)
-	Elapsed time.Duration `json:"nanoseconds"` // from just before `cat` starts to the end of the read
+	Bytes   int64         `json:"bytes"`          // read from the PTY (each "\n" of the file is "\r\n" there)
+	Elapsed time.Duration `json:"nanoseconds"`    // from just before `cat` starts to the end of the read
 	CPU     time.Duration `json:"cpuNanoseconds"` // the reader process's user + system over the read, `cat`'s not included
 }
 
