@@ -44,5 +44,9 @@ func JournalCap(j *Journal) int { return j.entries.Cap() }
 // its bound.
 func JournalFree(j *Journal) (int, int) { return j.freeBytes, journalFreeBytes }
 
+// JournalFreeCount returns the number of buffers a Journal keeps of
+// released texts, and its bound.
+func JournalFreeCount(j *Journal) (int, int) { return len(j.free), journalFreeCount }
+
 // JournalText returns the text of the i-th retained message.
 func JournalText(j *Journal, i int) string { return j.entries.At(i).msg.Text }

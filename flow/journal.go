@@ -2,6 +2,7 @@ package flow
 
 import (
 	"fmt"
+	"math/bits"
 	"unsafe"
 )
 
@@ -28,14 +29,22 @@ type Journal struct {
 	// message into memory it used before instead of allocating anew.
 	free      [][]byte
 	freeBytes int
+	// lent is the memory Buffer handed out last: an Owned message built
+	// in it is recycled with its whole capacity.
+	lent []byte
 }
 
-// journalFreeBytes bounds the capacity a Journal keeps in free.
-const journalFreeBytes = 256 << 10
+// journalFreeBytes bounds the capacity a Journal keeps in free, and
+// journalFreeCount the number of buffers.
+const (
+	journalFreeBytes = 256 << 10
+	journalFreeCount = 16
+)
 
 type journalEntry struct {
 	id, start, end int64
 	msg            Message
+	mem            int // capacity of the text's memory, when the journal gave it (else 0)
 }
 
 // NewJournal returns an empty journal at position {0, 0}.
@@ -56,11 +65,17 @@ func (j *Journal) Len() int { return j.entries.Len() }
 // append retains m, with a copy of its text: a Source may reuse a text's
 // memory once the Sender pulls the next message (Source).
 func (j *Journal) append(id, start, end int64, m Message) {
+	mem := 0
 	if !m.Owned {
-		m.Text = j.clone(m.Text)
+		var b []byte
+		m.Text, b = j.clone(m.Text)
+		mem = cap(b)
+	} else if cap(j.lent) > 0 && unsafe.StringData(m.Text) == unsafe.SliceData(j.lent) {
+		mem = cap(j.lent)
 	}
+	j.lent = nil
 	m.Size = end - start
-	j.entries.Push(journalEntry{id, start, end, m})
+	j.entries.Push(journalEntry{id, start, end, m, mem})
 	j.last = Position{id, end}
 }
 
@@ -70,22 +85,24 @@ func (j *Journal) release(consumed int64) {
 	for j.entries.Len() > 0 && j.entries.Peek().end <= consumed {
 		e := j.entries.Pop()
 		j.released = Position{e.id, e.end}
-		j.recycle(e.msg.Text)
+		j.recycle(e.msg.Text, e.mem)
 	}
 }
 
 // clone copies text into memory of a released message when one is big
-// enough, or into new memory.
-func (j *Journal) clone(text string) string {
+// enough, or into new memory, and returns the copy and its memory.
+func (j *Journal) clone(text string) (string, []byte) {
 	b := append(j.Buffer(len(text)), text...)
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	j.lent = nil
+	return unsafe.String(unsafe.SliceData(b), len(b)), b
 }
 
 // Buffer returns empty memory for at least n bytes: a released
 // message's when one is big enough, else new. A Source that builds a
-// message's text in it and sends it Owned spares the journal a copy.
-// Like the rest of the Journal, it belongs to the owner of the channel's
-// current subscription.
+// message's text in it and sends it Owned spares the journal a copy, and
+// its memory is recycled whole once the message is released (when it is
+// the next message the journal retains). Like the rest of the Journal,
+// it belongs to the owner of the channel's current subscription.
 func (j *Journal) Buffer(n int) []byte {
 	for i := len(j.free) - 1; i >= 0; i-- {
 		b := j.free[i]
@@ -94,21 +111,56 @@ func (j *Journal) Buffer(n int) []byte {
 		}
 		j.free = append(j.free[:i], j.free[i+1:]...)
 		j.freeBytes -= cap(b)
-		return b[:0]
+		j.lent = b[:0]
+		return j.lent
 	}
-	return make([]byte, 0, n)
+	j.lent = make([]byte, 0, roundBuffer(n))
+	return j.lent
 }
 
-// recycle keeps a released text's memory for clone, within
-// journalFreeBytes. Nothing reads a released text: the Sender replays
-// only retained messages, and a message is released only after it was
-// sent whole.
-func (j *Journal) recycle(text string) {
-	if len(text) == 0 || j.freeBytes+len(text) > journalFreeBytes {
+// roundBuffer rounds a new buffer's size up by at most an eighth (to a
+// multiple of an eighth of the power of two at or below n), so that the
+// messages of a bulk stream, whose sizes vary with the socket's reads,
+// fit in the memory of those released before them.
+func roundBuffer(n int) int {
+	if n <= 64 {
+		return n
+	}
+	step := 1 << (bits.Len(uint(n)) - 4)
+	return (n + step - 1) &^ (step - 1)
+}
+
+// recycle keeps a released text's memory (of capacity mem, when the
+// journal gave it) for Buffer, within journalFreeBytes. Nothing reads a
+// released text: the Sender replays only retained messages, and a
+// message is released only after it was sent whole.
+//
+// At most journalFreeCount buffers are kept: when the list is full, the
+// smallest gives way to a larger one, so that small messages (an echo's)
+// do not fill it with memory a bulk stream's next message cannot use.
+func (j *Journal) recycle(text string, mem int) {
+	mem = max(mem, len(text))
+	if len(text) == 0 || mem > journalFreeBytes {
 		return
 	}
-	j.free = append(j.free, unsafe.Slice(unsafe.StringData(text), len(text)))
-	j.freeBytes += len(text)
+	b := unsafe.Slice(unsafe.StringData(text), mem)[:0]
+	for len(j.free) > 0 && (len(j.free) >= journalFreeCount || j.freeBytes+mem > journalFreeBytes) {
+		k := 0
+		for i, f := range j.free {
+			if cap(f) < cap(j.free[k]) {
+				k = i
+			}
+		}
+		if cap(j.free[k]) >= mem {
+			return // everything kept is at least as large
+		}
+		j.freeBytes -= cap(j.free[k])
+		j.free[k] = j.free[len(j.free)-1]
+		j.free[len(j.free)-1] = nil
+		j.free = j.free[:len(j.free)-1]
+	}
+	j.free = append(j.free, b)
+	j.freeBytes += mem
 }
 
 // boundary reports whether p names the end of a retained message, or the

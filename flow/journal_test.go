@@ -373,8 +373,10 @@ func TestJournalReusesReleasedMemory(t *testing.T) {
 		if err := s.Credit(st, 200*10000); err != nil {
 			t.Fatal(err)
 		}
-		if free, bound := flow.JournalFree(st.Journal()); free > bound || free < bound/2 {
-			t.Fatalf("after releasing 2 MB at once the journal keeps %d bytes, want ≤ %d (and some)", free, bound)
+		free, bound := flow.JournalFree(st.Journal())
+		n, most := flow.JournalFreeCount(st.Journal())
+		if free > bound || n > most || free < bound/2 && n < most {
+			t.Fatalf("after releasing 2 MB at once the journal keeps %d bytes in %d buffers, want ≤ %d bytes and %d buffers (and some)", free, n, bound, most)
 		}
 	}()
 	retained := sent[len(sent)-j.Len():]
