@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
@@ -55,7 +56,14 @@ func plainPrefix(s string, i, limit int) int {
 // were all ASCII.
 func stringEnd(b []byte, i int) (int, bool) {
 	var high uint64
-	for i+8 <= len(b) {
+	for words := 0; i+8 <= len(b); words++ {
+		if words == 8 {
+			// 64 plain bytes: a long run (the base64 of tcp/data).
+			i, high = longRun(b, i, high)
+			if i+8 > len(b) {
+				break
+			}
+		}
 		x := binary.LittleEndian.Uint64(b[i:])
 		// Non-ASCII bytes never stop a string: mask their flags out.
 		if m := specialBytes(x) &^ x; m != 0 {
@@ -74,6 +82,47 @@ func stringEnd(b []byte, i int) (int, bool) {
 		high |= uint64(c)
 	}
 	return i, high&msb == 0
+}
+
+// longRunChunk is what longRun looks at per step: enough for the
+// runtime's vector IndexByte to pay, and a bound on what it reads past a
+// stop.
+const longRunChunk = 512
+
+// longRun skips plain bytes of b from i in chunks: the runtime's
+// IndexByte (vector code) finds the first '"' and '\\' in each, and one
+// SWAR test per word, 32 bytes a step, looks for control characters
+// before them, against specialBytes' three tests a word. It returns a
+// position less than 32 bytes before the first stop or the end of b, and
+// high with the bytes it skipped ORed in.
+func longRun(b []byte, i int, high uint64) (int, uint64) {
+	for len(b)-i >= 32 {
+		c := b[i:min(len(b), i+longRunChunk)]
+		n := len(c)
+		if q := bytes.IndexByte(c, '"'); q >= 0 {
+			n = q
+		}
+		if s := bytes.IndexByte(c[:n], '\\'); s >= 0 {
+			n = s
+		}
+		// c[:n] holds no '"' or '\\'; control characters, 32 bytes a step.
+		j := 0
+		for ; j+32 <= n; j += 32 {
+			x0 := binary.LittleEndian.Uint64(c[j:])
+			x1 := binary.LittleEndian.Uint64(c[j+8:])
+			x2 := binary.LittleEndian.Uint64(c[j+16:])
+			x3 := binary.LittleEndian.Uint64(c[j+24:])
+			if ((x0-lsb*0x20)&^x0|(x1-lsb*0x20)&^x1|(x2-lsb*0x20)&^x2|(x3-lsb*0x20)&^x3)&msb != 0 {
+				break
+			}
+			high |= x0 | x1 | x2 | x3
+		}
+		i += j
+		if j < longRunChunk {
+			return i, high // a stop, or the end of b, is within 32 bytes
+		}
+	}
+	return i, high
 }
 
 // validUTF16Len reports whether b is valid UTF-8 and returns its size in

@@ -1,0 +1,78 @@
+package flow
+
+import (
+	"strings"
+	"testing"
+)
+
+var endSink int
+
+// BenchmarkStringEnd: the scan for the end of a frame's data string over
+// a 16 KiB plain run (the base64 of tcp/data), what a TCP client's
+// decoding spends most of its frame parsing on.
+func BenchmarkStringEnd(b *testing.B) {
+	s := []byte(strings.Repeat("QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODkr", 400)[:16<<10] + `"`)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		endSink, _ = stringEnd(s, 0)
+	}
+	if endSink != len(s)-1 {
+		b.Fatalf("stringEnd = %d, want %d", endSink, len(s)-1)
+	}
+}
+
+// stringEndRef is stringEnd byte by byte.
+func stringEndRef(b []byte, i int) (int, bool) {
+	ascii := true
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c == '"' || c == '\\' || c < 0x20 {
+			break
+		}
+		ascii = ascii && c < 0x80
+	}
+	return i, ascii
+}
+
+// TestStringEndLongRuns: stringEnd agrees with the byte-by-byte scan on
+// plain runs of every length around its word, step and chunk sizes, with
+// each kind of stop (and none) after them, and non-ASCII bytes inside.
+func TestStringEndLongRuns(t *testing.T) {
+	run := []byte(strings.Repeat("QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODkr", 100))
+	for n := 0; n < 1700; n++ {
+		for _, stop := range []string{"", `"`, `\`, "\x00", "\x1f", "\n"} {
+			for _, high := range []int{-1, 0, n / 2, n - 1} {
+				b := append(append([]byte{}, run[:n]...), stop...)
+				b = append(b, "tail"...)
+				if high >= 0 && high < n {
+					b[high] = 0xc3
+				}
+				for _, from := range []int{0, 3} {
+					if from > n {
+						continue
+					}
+					gi, ga := stringEnd(b, from)
+					wi, wa := stringEndRef(b, from)
+					if gi != wi || ga != wa {
+						t.Fatalf("run %d, stop %q, high %d, from %d: stringEnd = %d, %v; want %d, %v", n, stop, high, from, gi, ga, wi, wa)
+					}
+				}
+			}
+		}
+	}
+}
+
+func FuzzStringEnd(f *testing.F) {
+	f.Add([]byte(strings.Repeat("a", 600)+`"`), 0)
+	f.Add([]byte(strings.Repeat("ab\xc3\xa9", 200)+"\x01"), 5)
+	f.Fuzz(func(t *testing.T, b []byte, i int) {
+		if i < 0 || i > len(b) {
+			return
+		}
+		gi, ga := stringEnd(b, i)
+		wi, wa := stringEndRef(b, i)
+		if gi != wi || ga != wa {
+			t.Fatalf("stringEnd(%q, %d) = %d, %v; want %d, %v", b, i, gi, ga, wi, wa)
+		}
+	})
+}
