@@ -148,19 +148,20 @@ func (o TCPOptions) withDefaults() TCPOptions {
 
 // The receive window of a TCP stream that asks for none (AutoReceive).
 const (
-	// AutoWindowMin is its floor. On loopback and a LAN the round trip
-	// asks for less; the floor keeps a bulk stream at its full rate there,
-	// and a window this small keeps what a bulk stream has in flight —
-	// ahead of an interactive neighbour's bytes on the same connection —
-	// half the host's default.
-	AutoWindowMin = 512 << 10
+	// AutoWindowMin is its floor: what a bulk stream has in flight on
+	// loopback, ahead of an interactive neighbour's bytes on the same
+	// connection. 256 KiB (96 KiB of data) keeps a loopback download at
+	// its full rate and an echo beside it within a few milliseconds
+	// (docs/benchmarks.md: p99 3.3–5.8 ms against 5.6–7.3 at 512 KiB).
+	AutoWindowMin = 256 << 10
 	// AutoWindowMax is its ceiling: the memory one stream may make the
 	// daemon hold in flight for it.
 	AutoWindowMax = 16 << 20
 	// AutoWindowRate is the window per second of round trip. A window
 	// counts UTF-16 bytes of base64 in JSON: 8 per 3 bytes of data, so
-	// this lets a stream move about 96 MiB/s of data per round trip.
-	AutoWindowRate = 256 << 20
+	// this lets a stream move about 144 MiB/s of data for round trips up
+	// to the ceiling's 43 ms (a gigabit LAN's 117 MB/s at a millisecond).
+	AutoWindowRate = 384 << 20
 )
 
 // AutoReceive returns the receive limits a TCP stream asks for over a

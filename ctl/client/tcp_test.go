@@ -287,9 +287,11 @@ func TestAutoReceive(t *testing.T) {
 		wantWindow int64
 	}{
 		{"loopback", def, maxi, 200 * time.Microsecond, AutoWindowMin},
-		{"LAN", def, maxi, time.Millisecond, AutoWindowMin},
-		{"10 ms", def, maxi, 10 * time.Millisecond, 41 * 64 << 10}, // 2.68 MB, rounded up to 64 KiB
-		{"50 ms", def, maxi, 50 * time.Millisecond, 205 * 64 << 10},
+		{"LAN", def, maxi, 500 * time.Microsecond, AutoWindowMin},
+		{"1 ms", def, maxi, time.Millisecond, 7 * 64 << 10},        // 393 KiB, rounded up
+		{"10 ms", def, maxi, 10 * time.Millisecond, 62 * 64 << 10}, // 4.03 MB, rounded up to 64 KiB
+		{"20 ms", def, maxi, 20 * time.Millisecond, 123 * 64 << 10},
+		{"50 ms", def, maxi, 50 * time.Millisecond, AutoWindowMax},
 		{"a second", def, maxi, time.Second, AutoWindowMax},
 		{"host maximum below", def, flow.ReceiveLimits{WindowBytes: 4 << 20}, 50 * time.Millisecond, 4 << 20},
 		{"frames above the floor", flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20}, maxi, 0, 1 << 20},
