@@ -219,21 +219,7 @@ func TestSnapshotAfterFlood(t *testing.T) {
 	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
 	time.Sleep(snapInterval) // snapInterval since the first snapshot holds nothing back
 	burst(t, term)
-	deadline := time.After(10 * time.Second)
-	for {
-		m, ok := v.Pull(true, 1<<20)
-		if ok {
-			if !strings.Contains(m.Text, `"method":"terminal/reset"`) {
-				t.Fatalf("a viewer 2 MB behind got %.60q, want terminal/reset", m.Text)
-			}
-			break
-		}
-		select {
-		case <-wake:
-		case <-deadline:
-			t.Fatal("the snapshot never came")
-		}
-	}
+	pullSnapshot(t, v, wake)
 	term.mu.Lock()
 	lost := v.lostAt
 	term.mu.Unlock()
@@ -247,6 +233,27 @@ func TestSnapshotAfterFlood(t *testing.T) {
 	}
 	if d := time.Duration(snapped - lost); d >= snapStale {
 		t.Fatalf("snapshot %v after the viewer lost its queue, want it once the terminal was quiet for %v (%v after its last output)", d, snapQuiet, time.Duration(snapped-quiet))
+	}
+}
+
+// pullSnapshot pulls v, waiting on wake, until its next message, which
+// must start a snapshot (terminal/reset).
+func pullSnapshot(t *testing.T, v *Viewer, wake chan struct{}) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		m, ok := v.Pull(true, 1<<20)
+		if ok {
+			if !strings.Contains(m.Text, `"method":"terminal/reset"`) {
+				t.Fatalf("a viewer 2 MB behind got %.60q, want terminal/reset", m.Text)
+			}
+			return
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			t.Fatal("the snapshot never came")
+		}
 	}
 }
 
@@ -347,21 +354,7 @@ func TestDeferredSnapshotWakes(t *testing.T) {
 	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
 	first := v.lastSnap
 	burst(t, term)
-	deadline := time.After(10 * time.Second)
-	for {
-		m, ok := v.Pull(true, 1<<20)
-		if ok {
-			if !strings.Contains(m.Text, `"method":"terminal/reset"`) {
-				t.Fatalf("a viewer 2 MB behind got %.60q, want terminal/reset", m.Text)
-			}
-			break
-		}
-		select {
-		case <-wake:
-		case <-deadline:
-			t.Fatal("the deferred snapshot never came")
-		}
-	}
+	pullSnapshot(t, v, wake)
 	if d := v.lastSnap.Sub(first); d < snapInterval {
 		t.Fatalf("resnapshotted %v after the last snapshot, want at least %v", d, snapInterval)
 	}
@@ -468,12 +461,12 @@ func TestMessagePoolBound(t *testing.T) {
 		}
 	}
 	for {
-		p, _ := msgBufs.Get().(*[]byte)
-		if p == nil {
+		b := msgBufs.Get()
+		if b == nil {
 			break
 		}
-		if cap(*p) > maxPooledBuf || cap(*p) <= idleBuf || len(*p) != 0 {
-			t.Fatalf("the pool held a buffer of length %d, capacity %d (want empty, %d < capacity <= %d)", len(*p), cap(*p), idleBuf, maxPooledBuf)
+		if cap(b) > maxPooledBuf || cap(b) <= idleBuf || len(b) != 0 {
+			t.Fatalf("the pool held a buffer of length %d, capacity %d (want empty, %d < capacity <= %d)", len(b), cap(b), idleBuf, maxPooledBuf)
 		}
 	}
 }

@@ -2,13 +2,13 @@ package pty
 
 import (
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/afterfunc"
+	"github.com/ahp-dev/ahpd/internal/spare"
 )
 
 const (
@@ -226,9 +226,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 // the same memory, without a copy.
 func (v *Viewer) nextBuf() []byte {
 	if v.buf == nil {
-		if p, _ := msgBufs.Get().(*[]byte); p != nil {
-			v.buf = *p
-		}
+		v.buf = msgBufs.Get()
 	}
 	return v.buf[:0]
 }
@@ -240,7 +238,7 @@ func (v *Viewer) nextBuf() []byte {
 // allocations, and the garbage collections they cost). The pool holds only
 // what viewers handed in, and the garbage collector empties it within two
 // cycles.
-var msgBufs sync.Pool // of *[]byte
+var msgBufs = spare.Pool{MaxCap: maxPooledBuf}
 
 // maxPooledBuf bounds the buffers msgBufs keeps.
 const maxPooledBuf = 4 << 20
@@ -303,10 +301,8 @@ const idleBuf = 1 << 10
 func (v *Viewer) wait() (flow.Message, bool) {
 	v.waiting = true
 	v.t.mu.Unlock()
-	if b := v.buf[:0]; cap(b) > idleBuf {
-		if cap(b) <= maxPooledBuf {
-			msgBufs.Put(&b)
-		}
+	if cap(v.buf) > idleBuf {
+		msgBufs.Put(v.buf) // kept only up to maxPooledBuf
 		v.buf = nil
 	}
 	return flow.Message{}, false
