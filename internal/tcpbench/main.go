@@ -54,6 +54,7 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/benchproc"
+	"github.com/ahp-dev/ahpd/internal/termbench"
 	"github.com/ahp-dev/ahpd/internal/units"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -299,13 +300,6 @@ func (c *child) cpu() time.Duration {
 		return 0
 	}
 	return d
-}
-
-// selfCPU is this process's user+system CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // daemon is a running bin/ahpd with the target allow-listed.
@@ -572,19 +566,19 @@ func run(ahpdBin, ahpctlBin string, size int64, runs, samples int, gap time.Dura
 	}
 	paths := []path{
 		{name: "raw loopback TCP", procs: []string{"client"},
-			run: overTCP(target.addr, []func() time.Duration{selfCPU})},
+			run: overTCP(target.addr, []func() time.Duration{termbench.CPUTime})},
 		{name: "WebSocket relay (16 KiB binary messages)", procs: []string{"relay", "client"},
 			run: func(ctx context.Context, up bool, n int64) (sample, error) {
 				if up {
 					return sample{}, errSkip
 				}
-				return measure([]func() time.Duration{relay.cpu, selfCPU}, func() error {
+				return measure([]func() time.Duration{relay.cpu, termbench.CPUTime}, func() error {
 					return relayDownload(ctx, relay.addr, n)
 				})
 			}},
 		{name: "ahpd, Go client in process", procs: []string{"ahpd", "client"},
 			run: func(ctx context.Context, up bool, n int64) (sample, error) {
-				return measure([]func() time.Duration{d.cpu, selfCPU}, func() error {
+				return measure([]func() time.Duration{d.cpu, termbench.CPUTime}, func() error {
 					st, err := client.OpenTCP(ctx, client.TCPOptions{
 						Dial: func(context.Context) (*client.Conn, error) { return conn, nil },
 						Host: host, Port: tport, Receive: recvLimits,
