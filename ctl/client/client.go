@@ -151,14 +151,27 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 // shorter. initialize's round trip includes the daemon's first request on
 // the connection (its token check among it): on loopback 1–2 ms against a
 // ping's tenth of that, and the TCP receive window is sized from it
-// (AutoReceive). A ping that fails or takes longer than the initialize
-// changes nothing; Dial's context bounds it.
+// (AutoReceive). Dial waits for the pong no longer than initialize took
+// (at least 10 ms); a ping that fails or comes later changes nothing.
+//
+// The ping has no deadline of its own: coder/websocket closes the whole
+// connection when a write's context ends mid-write. It ends with its pong
+// or with the connection (Close waits for it).
 func (c *Conn) probeRTT(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, max(c.initRTT, 10*time.Millisecond))
-	defer cancel()
+	got := make(chan time.Duration, 1)
 	start := time.Now()
-	if err := c.ws.Ping(ctx); err == nil {
-		c.initRTT = min(c.initRTT, time.Since(start))
+	c.wg.Go(func() {
+		if c.ws.Ping(context.Background()) == nil {
+			got <- time.Since(start)
+		}
+	})
+	wait := time.NewTimer(max(c.initRTT, 10*time.Millisecond))
+	defer wait.Stop()
+	select {
+	case d := <-got:
+		c.initRTT = min(c.initRTT, d)
+	case <-wait.C:
+	case <-ctx.Done():
 	}
 }
 

@@ -160,7 +160,7 @@ const (
 	// AutoWindowRate is the window per second of round trip. A window
 	// counts UTF-16 bytes of base64 in JSON: 8 per 3 bytes of data, so
 	// this lets a stream move about 144 MiB/s of data for round trips up
-	// to the ceiling's 43 ms (a gigabit LAN's 117 MB/s at a millisecond).
+	// to the ceiling's 42 ms (a gigabit LAN's 117 MB/s at a millisecond).
 	AutoWindowRate = 384 << 20
 )
 
