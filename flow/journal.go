@@ -104,17 +104,20 @@ func (j *Journal) clone(text string) (string, []byte) {
 // the next message the journal retains). Like the rest of the Journal,
 // it belongs to the owner of the channel's current subscription.
 func (j *Journal) Buffer(n int) []byte {
-	for i := len(j.free) - 1; i >= 0; i-- {
-		b := j.free[i]
-		if cap(b) < n {
-			continue
+	best := -1 // the smallest that fits: large ones stay for bulk data
+	for i, b := range j.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(j.free[best])) {
+			best = i
 		}
-		j.free = append(j.free[:i], j.free[i+1:]...)
-		j.freeBytes -= cap(b)
-		j.lent = b[:0]
+	}
+	if best < 0 {
+		j.lent = make([]byte, 0, roundBuffer(n))
 		return j.lent
 	}
-	j.lent = make([]byte, 0, roundBuffer(n))
+	b := j.free[best]
+	j.free = append(j.free[:best], j.free[best+1:]...)
+	j.freeBytes -= cap(b)
+	j.lent = b[:0]
 	return j.lent
 }
 
@@ -143,23 +146,33 @@ func (j *Journal) recycle(text string, mem int) {
 	if len(text) == 0 || mem > journalFreeBytes {
 		return
 	}
-	b := unsafe.Slice(unsafe.StringData(text), mem)[:0]
-	for len(j.free) > 0 && (len(j.free) >= journalFreeCount || j.freeBytes+mem > journalFreeBytes) {
-		k := 0
-		for i, f := range j.free {
-			if cap(f) < cap(j.free[k]) {
-				k = i
+	full := func() bool { return len(j.free) >= journalFreeCount || j.freeBytes+mem > journalFreeBytes }
+	if full() {
+		// Evict only if giving up the buffers smaller than this one
+		// makes room for it.
+		n, bytes := len(j.free), j.freeBytes
+		for _, f := range j.free {
+			if cap(f) < mem {
+				n, bytes = n-1, bytes-cap(f)
 			}
 		}
-		if cap(j.free[k]) >= mem {
-			return // everything kept is at least as large
+		if n >= journalFreeCount || bytes+mem > journalFreeBytes {
+			return
 		}
-		j.freeBytes -= cap(j.free[k])
-		j.free[k] = j.free[len(j.free)-1]
-		j.free[len(j.free)-1] = nil
-		j.free = j.free[:len(j.free)-1]
+		for full() {
+			k := 0
+			for i, f := range j.free {
+				if cap(f) < cap(j.free[k]) {
+					k = i
+				}
+			}
+			j.freeBytes -= cap(j.free[k])
+			j.free[k] = j.free[len(j.free)-1]
+			j.free[len(j.free)-1] = nil
+			j.free = j.free[:len(j.free)-1]
+		}
 	}
-	j.free = append(j.free, b)
+	j.free = append(j.free, unsafe.Slice(unsafe.StringData(text), mem)[:0])
 	j.freeBytes += mem
 }
 

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"slices"
 	"testing"
 	"unsafe"
 )
@@ -54,5 +55,51 @@ func TestRoundBuffer(t *testing.T) {
 		if r < n || r > n+n/8+1 {
 			t.Errorf("roundBuffer(%d) = %d, want within [n, n + n/8]", n, r)
 		}
+	}
+}
+
+// TestJournalRecycleEvictsOnlyToFit: a released buffer takes the place of
+// smaller ones only when evicting them makes room; else the list stays as
+// it was (not smaller ones gone and the new one dropped too). And Buffer
+// takes the smallest buffer that fits, keeping large ones for bulk data.
+func TestJournalRecycleEvictsOnlyToFit(t *testing.T) {
+	const K = 1 << 10
+	list := func(caps ...int) *Journal {
+		j := NewJournal()
+		for _, c := range caps {
+			j.free = append(j.free, make([]byte, 0, c))
+			j.freeBytes += c
+		}
+		return j
+	}
+	caps := func(j *Journal) []int {
+		var out []int
+		for _, b := range j.free {
+			out = append(out, cap(b))
+		}
+		slices.Sort(out)
+		return out
+	}
+	text := func(n int) string { b := make([]byte, n); return unsafe.String(unsafe.SliceData(b), n) }
+
+	j := list(10*K, 100*K, 100*K) // 210 KiB: 60 KiB more does not fit, nor after the 10 KiB goes
+	j.recycle(text(60*K), 60*K)
+	if got, want := caps(j), []int{10 * K, 100 * K, 100 * K}; !slices.Equal(got, want) {
+		t.Fatalf("after recycling 60 KiB into %v: %v, want it unchanged", want, got)
+	}
+	j = list(10*K, 20*K, 100*K, 100*K) // 230 KiB: evicting the 10 makes room for 30
+	j.recycle(text(30*K), 30*K)
+	if got, want := caps(j), []int{20 * K, 30 * K, 100 * K, 100 * K}; !slices.Equal(got, want) {
+		t.Fatalf("after recycling 30 KiB: %v, want %v", got, want)
+	}
+	if j.freeBytes != 250*K {
+		t.Fatalf("freeBytes %d, want %d", j.freeBytes, 250*K)
+	}
+	j = list(200*K, 1*K, 50*K)
+	if b := j.Buffer(60); cap(b) != 1*K {
+		t.Fatalf("Buffer(60) took a buffer of %d bytes, want the 1 KiB one", cap(b))
+	}
+	if b := j.Buffer(40 * K); cap(b) != 50*K {
+		t.Fatalf("Buffer(40 KiB) took a buffer of %d bytes, want the 50 KiB one", cap(b))
 	}
 }
