@@ -56,23 +56,27 @@ func plainPrefix(s string, i, limit int) int {
 // were all ASCII.
 func stringEnd(b []byte, i int) (int, bool) {
 	var high uint64
-	for words := 0; i+8 <= len(b); words++ {
-		if words == 8 {
-			// 64 plain bytes: a long run (the base64 of tcp/data).
-			i, high = longRun(b, i, high)
-			if i+8 > len(b) {
-				break
+	// 128 bytes word by word, then, if they were plain, a long run (the
+	// base64 of tcp/data, longer than a terminal's lines between two
+	// escapes) by longRun, and what is left of it word by word again.
+	limit := min(len(b), i+128)
+	for {
+		for i+8 <= limit {
+			x := binary.LittleEndian.Uint64(b[i:])
+			// Non-ASCII bytes never stop a string: mask their flags out.
+			if m := specialBytes(x) &^ x; m != 0 {
+				k := bits.TrailingZeros64(m) / 8
+				high |= x & (1<<(8*k) - 1) // only the bytes before the stop
+				return i + k, high&msb == 0
 			}
+			high |= x
+			i += 8
 		}
-		x := binary.LittleEndian.Uint64(b[i:])
-		// Non-ASCII bytes never stop a string: mask their flags out.
-		if m := specialBytes(x) &^ x; m != 0 {
-			k := bits.TrailingZeros64(m) / 8
-			high |= x & (1<<(8*k) - 1) // only the bytes before the stop
-			return i + k, high&msb == 0
+		if limit == len(b) {
+			break
 		}
-		high |= x
-		i += 8
+		i, high = longRun(b, i, high)
+		limit = len(b)
 	}
 	for ; i < len(b); i++ {
 		c := b[i]
@@ -84,26 +88,27 @@ func stringEnd(b []byte, i int) (int, bool) {
 	return i, high&msb == 0
 }
 
-// longRunChunk is what longRun looks at per step: enough for the
-// runtime's vector IndexByte to pay, and a bound on what it reads past a
-// stop.
+// longRunChunk is the most longRun looks at per step: enough for the
+// runtime's vector IndexByte to pay. Its first step looks at half of
+// that, so that a string with an escape every long line or so is not
+// searched far past each one.
 const longRunChunk = 512
 
 // longRun skips plain bytes of b from i in chunks: the runtime's
-// IndexByte (vector code) finds the first '"' and '\\' in each, and one
-// SWAR test per word, 32 bytes a step, looks for control characters
-// before them, against specialBytes' three tests a word. It returns a
-// position less than 32 bytes before the first stop or the end of b, and
-// high with the bytes it skipped ORed in.
+// IndexByte (vector code) finds the first '\\' in each and the first '"'
+// before it, and one SWAR test per word, 32 bytes a step, looks for
+// control characters before those, against specialBytes' three tests a
+// word. It returns a position less than 32 bytes before the first stop
+// or the end of b, and high with the bytes it skipped ORed in.
 func longRun(b []byte, i int, high uint64) (int, uint64) {
-	for len(b)-i >= 32 {
-		c := b[i:min(len(b), i+longRunChunk)]
+	for size := longRunChunk / 2; len(b)-i >= 32; size = longRunChunk {
+		c := b[i:min(len(b), i+size)]
 		n := len(c)
-		if q := bytes.IndexByte(c, '"'); q >= 0 {
-			n = q
-		}
-		if s := bytes.IndexByte(c[:n], '\\'); s >= 0 {
+		if s := bytes.IndexByte(c, '\\'); s >= 0 {
 			n = s
+		}
+		if q := bytes.IndexByte(c[:n], '"'); q >= 0 {
+			n = q
 		}
 		// c[:n] holds no '"' or '\\'; control characters, 32 bytes a step.
 		j := 0
@@ -118,7 +123,7 @@ func longRun(b []byte, i int, high uint64) (int, uint64) {
 			high |= x0 | x1 | x2 | x3
 		}
 		i += j
-		if j < longRunChunk {
+		if j < size {
 			return i, high // a stop, or the end of b, is within 32 bytes
 		}
 	}

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,32 @@ func BenchmarkStringEnd(b *testing.B) {
 	}
 	if endSink != len(s)-1 {
 		b.Fatalf("stringEnd = %d, want %d", endSink, len(s)-1)
+	}
+}
+
+// BenchmarkStringEndLines: the same over escaped terminal output, a
+// line of 80 or 200 characters and an escaped CRLF at a time (each call
+// stops at the line's end).
+func BenchmarkStringEndLines(b *testing.B) {
+	for _, n := range []int{80, 200} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) { benchLines(b, n) })
+	}
+}
+
+func benchLines(b *testing.B, n int) {
+	line := strings.Repeat("x", n) + `\r\n`
+	s := []byte(strings.Repeat(line, 16<<10/len(line)) + `"`)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		i := 0
+		for {
+			i, _ = stringEnd(s, i)
+			if s[i] == '"' {
+				break
+			}
+			i += 2 // the escape
+		}
+		endSink = i
 	}
 }
 
