@@ -5,27 +5,27 @@
 // CPU and of the client's.
 //
 // Where the CPU has vector instructions for it (AVX2 on amd64, NEON on
-// arm64) it uses github.com/segmentio/asm/base64, which codes 24 bytes per
-// instruction sequence: about 9× the portable code below on this project's
-// machines (BenchmarkEncode, BenchmarkDecode). Elsewhere it uses the
-// portable code, about twice as fast as the standard library's: it encodes
-// 6 bytes to 8 characters with two 12-bit table lookups per 3 bytes and
-// one 64-bit store, and decodes 8 characters with four 16-bit table
-// lookups.
+// arm64) it uses github.com/segmentio/asm/base64 for inputs of minVector
+// bytes and more: 6–9× the portable code below on this project's machines
+// (BenchmarkEncode, BenchmarkDecode against their Portable variants).
+// Elsewhere (other CPUs, the purego build tag, short inputs) it uses the
+// portable code, about twice as fast as the standard library's: it
+// encodes 6 bytes to 8 characters with two 12-bit table lookups per 3
+// bytes and one 64-bit store, and decodes 8 characters with four 16-bit
+// table lookups.
 package b64
 
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"runtime"
 
 	asm "github.com/segmentio/asm/base64"
-	"golang.org/x/sys/cpu"
 )
 
-// vector reports whether asm's codec runs vector code here; without it,
-// asm falls back to the standard library, slower than the portable code.
-var vector = runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 || runtime.GOARCH == "arm64"
+// minVector is the shortest input given to asm's codec: below its own
+// minimums (28–48 bytes) it hands everything to the standard library,
+// slower than the portable code, and a call costs more than it saves.
+const minVector = 64
 
 const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
@@ -63,7 +63,7 @@ func init() {
 
 // AppendEncode appends the encoding of src to dst.
 func AppendEncode(dst, src []byte) []byte {
-	if vector {
+	if vector && len(src) >= minVector {
 		j := len(dst)
 		dst = grow(dst, base64.StdEncoding.EncodedLen(len(src)))
 		asm.StdEncoding.Encode(dst[j:], src)
@@ -94,7 +94,7 @@ func appendEncodePortable(dst, src []byte) []byte {
 // base64.StdEncoding.AppendDecode returns, errors included (a
 // CorruptInputError's offset counts from the start of src).
 func AppendDecode(dst, src []byte) ([]byte, error) {
-	if vector {
+	if vector && len(src) >= minVector {
 		j := len(dst)
 		dst = grow(dst, base64.StdEncoding.DecodedLen(len(src)))
 		n, err := asm.StdEncoding.Decode(dst[j:], src)
