@@ -14,12 +14,15 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"io/fs"
 	"mime"
 	"net/http"
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -37,42 +40,79 @@ func Handler() http.Handler {
 	return newHandler(sub)
 }
 
-// asset is one file of the bundle, read once.
+// asset is one file of the bundle. Its bytes stay where they are (for the
+// embedded bundle, in the binary's read-only data): each response reads
+// them through the file system, and the ETag is computed on the first
+// request. Copying the bundle out at start held 0.6 MiB of heap, and
+// hashing it touched as many pages of the binary, in every daemon whether
+// or not anyone opened the page (docs/benchmarks-memory.md).
 type asset struct {
+	files       fs.FS
+	name        string // in files; "" when body is the content
 	body        []byte
-	etag        string
 	contentType string
+	etagOnce    sync.Once
+	etag        string // "" when the file could not be read
 }
 
 type handler struct {
-	assets map[string]asset // by URL path, "/" for index.html
+	assets map[string]*asset // by URL path, "/" for index.html
 }
 
 // newHandler builds the handler over files, the contents of dist/. Without
 // index.html it serves the build instructions at "/" and 404 elsewhere.
 func newHandler(files fs.FS) http.Handler {
-	h := &handler{assets: make(map[string]asset)}
+	h := &handler{assets: make(map[string]*asset)}
 	_ = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasPrefix(path.Base(p), ".") {
 			return nil // unreadable entries and dotfiles (.gitkeep) are not served
 		}
-		body, err := fs.ReadFile(files, p)
-		if err != nil {
-			return nil
-		}
-		h.assets["/"+p] = newAsset(p, body)
+		h.assets["/"+p] = &asset{files: files, name: p, contentType: contentType(p)}
 		return nil
 	})
 	if a, ok := h.assets["/index.html"]; ok {
 		h.assets["/"] = a
 	} else {
-		h.assets = map[string]asset{"/": newAsset("index.html", []byte(notBuiltPage))}
+		h.assets = map[string]*asset{"/": {body: []byte(notBuiltPage), contentType: contentType("index.html")}}
 	}
 	return h
 }
 
-func newAsset(name string, body []byte) asset {
-	sum := sha256.Sum256(body)
+// open returns the asset's content.
+func (a *asset) open() (io.ReadSeeker, func(), error) {
+	if a.name == "" {
+		return bytes.NewReader(a.body), func() {}, nil
+	}
+	f, err := a.files.Open(a.name)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, ok := f.(io.ReadSeeker)
+	if !ok {
+		f.Close()
+		return nil, nil, fmt.Errorf("webui: %s cannot seek", a.name)
+	}
+	return rs, func() { f.Close() }, nil
+}
+
+// tag returns the asset's ETag, computed once from its content.
+func (a *asset) tag() string {
+	a.etagOnce.Do(func() {
+		r, done, err := a.open()
+		if err != nil {
+			return
+		}
+		defer done()
+		sum := sha256.New()
+		if _, err := io.Copy(sum, r); err != nil {
+			return
+		}
+		a.etag = `"` + hex.EncodeToString(sum.Sum(nil)[:16]) + `"`
+	})
+	return a.etag
+}
+
+func contentType(name string) string {
 	ct := mime.TypeByExtension(path.Ext(name))
 	switch path.Ext(name) {
 	case ".html":
@@ -89,7 +129,7 @@ func newAsset(name string, body []byte) asset {
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	return asset{body: body, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, contentType: ct}
+	return ct
 }
 
 // hostPattern is what a Host header must look like to be named in the
@@ -127,12 +167,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	body, done, err := a.open()
+	if err != nil {
+		http.Error(w, "cannot read "+r.URL.Path, http.StatusInternalServerError)
+		return
+	}
+	defer done()
 	hd.Set("Content-Type", a.contentType)
 	// File names carry no content hash, so every file is revalidated; the
 	// ETag makes that a 304.
 	hd.Set("Cache-Control", "no-cache")
-	hd.Set("ETag", a.etag)
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+	if etag := a.tag(); etag != "" {
+		hd.Set("ETag", etag)
+	}
+	http.ServeContent(w, r, "", time.Time{}, body)
 }
 
 // notBuiltPage is served at "/" when the bundle was not built.

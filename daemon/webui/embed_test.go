@@ -2,9 +2,11 @@ package webui
 
 import (
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 )
@@ -155,4 +157,43 @@ func TestHandlerEmbedded(t *testing.T) {
 		t.Fatalf("GET / = %d, want 200", res.StatusCode)
 	}
 	checkSecurityHeaders(t, res)
+}
+
+// countingFS counts the files opened through it.
+type countingFS struct {
+	fs.FS
+	opens atomic.Int64
+}
+
+func (c *countingFS) Open(name string) (fs.File, error) {
+	if name != "." {
+		c.opens.Add(1)
+	}
+	return c.FS.Open(name)
+}
+
+// TestHandlerReadsOnDemand: building the handler reads no file (the
+// embedded bundle stays in the binary, no copy on the heap, none of its
+// pages touched until the page is asked for); a request reads its file,
+// with a stable ETag.
+func TestHandlerReadsOnDemand(t *testing.T) {
+	files := &countingFS{FS: fstest.MapFS{
+		"index.html": {Data: []byte("<!doctype html><title>ahpd</title>")},
+		"main.js":    {Data: []byte("console.log(1)")},
+	}}
+	h := newHandler(files)
+	if n := files.opens.Load(); n != 0 {
+		t.Fatalf("building the handler opened %d files, want none", n)
+	}
+	res := get(t, h, http.MethodGet, "/main.js", nil)
+	if got := body(t, res); got != "console.log(1)" {
+		t.Fatalf("GET /main.js body = %q", got)
+	}
+	etag := res.Header.Get("ETag")
+	if etag == "" || files.opens.Load() == 0 {
+		t.Fatalf("GET /main.js: ETag %q after %d opens", etag, files.opens.Load())
+	}
+	if again := get(t, h, http.MethodGet, "/main.js", nil).Header.Get("ETag"); again != etag {
+		t.Fatalf("ETag %q, then %q", etag, again)
+	}
 }
