@@ -237,7 +237,9 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
     await waitFor(page, 'the DOM renderer after a lost context', () => window.ahpTest.state().terminal.renderer === 'dom');
     await typeLine(page, 'echo after-context-loss');
     await waitScreen(page, 'output drawn by the DOM renderer', (lines) => lines.includes('after-context-loss'));
-    assert.ok(await page.evaluate(() => document.querySelector('.xterm-rows')?.textContent.includes('after-context-loss')));
+    // The buffer has it at once; the DOM renderer draws it on its next frame.
+    await waitFor(page, 'the DOM renderer to draw the output', () =>
+      !!document.querySelector('.xterm-rows')?.textContent.includes('after-context-loss'));
   }
 
   // ---- a second viewer ------------------------------------------------------
@@ -327,11 +329,19 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
     // ---- Restart reruns it under the same URI; Close removes it ------------
 
     note('step: restart, close, new terminal');
+    const oldSub = await page2.evaluate(() => window.ahpTest.state().subscriptionId);
     await page2.getByTestId('restart').click();
-    await waitAttached(page2);
+    await waitFor(page2, 'the page to attach to the restarted channel', (old) => {
+      const s = window.ahpTest?.state();
+      return s && s.connection === 'connected' && s.ready && s.subscriptionId != null && s.subscriptionId !== old;
+    }, oldSub);
     // A shell that is just starting may discard what was typed before it
-    // was ready (its terminal set-up flushes input): wait for its prompt.
-    await waitScreen(page2, 'the restarted shell\'s prompt', (lines) => lines.some((l) => l.startsWith(PROMPT)));
+    // was ready (its terminal set-up flushes input): wait for its prompt —
+    // the new shell's, not the old screen's (whose last lines are prompts
+    // too, until the new channel's snapshot replaces them; typing then
+    // lost the first keys: "/bin/sh: started-run: not found").
+    await waitScreen(page2, 'the restarted shell\'s prompt', (lines) =>
+      lines.some((l) => l.startsWith(PROMPT)) && !lines.some((l) => l.includes('exit 3')));
     await typeLine(page2, 'echo restarted-run');
     await waitScreen(page2, 'output after the restart', (lines) => lines.includes('restarted-run'));
     await typeLine(page2, 'exit 4');
