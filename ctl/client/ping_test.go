@@ -2,15 +2,10 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/coder/websocket"
 )
 
 // smallWritesSlow delays the writes shorter than 32 bytes (a WebSocket
@@ -30,25 +25,7 @@ func (c smallWritesSlow) Write(b []byte) (int, error) {
 // trip. coder/websocket closes a connection whose write's context ends
 // mid-write, so the ping must not carry Dial's wait as its deadline.
 func TestSlowPingKeepsConnection(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"ahp.v1"}})
-		if err != nil {
-			return
-		}
-		defer ws.CloseNow()
-		for { // answer every request (reading also answers pings)
-			_, data, err := ws.Read(r.Context())
-			if err != nil {
-				return
-			}
-			var req struct {
-				ID json.RawMessage `json:"id"`
-			}
-			_ = json.Unmarshal(data, &req)
-			_ = ws.Write(r.Context(), websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":{"protocolVersion":"ahp/1"}}`))
-		}
-	}))
-	defer srv.Close()
+	url := fakeHost(t, func(hostRequest) string { return `"result":{"protocolVersion":"ahp/1"}` })
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err != nil {
@@ -58,7 +35,7 @@ func TestSlowPingKeepsConnection(t *testing.T) {
 	}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, _, err := Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), Options{HTTPClient: hc})
+	conn, _, err := Dial(ctx, url, Options{HTTPClient: hc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,52 +3,25 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/coder/websocket"
 )
 
 // TestReadBufferBound: the read buffer is reused from message to message,
 // but one grown by a message larger than maxKeptReadBuf is not kept.
 func TestReadBufferBound(t *testing.T) {
 	// A host that answers "size" with a result string of that many bytes.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"ahp.v1"}})
-		if err != nil {
-			return
+	url := fakeHost(t, func(req hostRequest) string {
+		var p struct{ N int }
+		if req.Method == "size" && json.Unmarshal(req.Params, &p) == nil {
+			return `"result":"` + strings.Repeat("x", p.N) + `"`
 		}
-		defer ws.CloseNow()
-		ctx := r.Context()
-		for {
-			_, b, err := ws.Read(ctx)
-			if err != nil {
-				return
-			}
-			var req struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-				Params struct{ N int } `json:"params"`
-			}
-			if err := json.Unmarshal(b, &req); err != nil {
-				return
-			}
-			result := `{}`
-			if req.Method == "size" {
-				result = `"` + strings.Repeat("x", req.Params.N) + `"`
-			}
-			if err := ws.Write(ctx, websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":`+result+`}`)); err != nil {
-				return
-			}
-		}
-	}))
-	defer srv.Close()
+		return `"result":{}`
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, _, err := Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), Options{})
+	c, _, err := Dial(ctx, url, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
