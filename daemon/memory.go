@@ -3,6 +3,7 @@ package daemon
 import (
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/config"
@@ -27,6 +28,8 @@ type memoryReturner struct {
 	mu      sync.Mutex // guards armed, stopped and calls of t.Reset
 	armed   bool
 	stopped bool
+
+	returns atomic.Int64 // returns done (ahpd_memory_returns_total)
 }
 
 func newMemoryReturner() *memoryReturner {
@@ -36,9 +39,14 @@ func newMemoryReturner() *memoryReturner {
 		m.armed = false
 		m.mu.Unlock()
 		debug.FreeOSMemory()
+		m.returns.Add(1)
 	})
 	return m
 }
+
+// Returns counts the returns done so far: a test or a benchmark that
+// measures idle memory waits for the next one instead of sleeping.
+func (m *memoryReturner) Returns() int64 { return m.returns.Load() }
 
 // soon schedules a return, unless one is pending.
 func (m *memoryReturner) soon() {

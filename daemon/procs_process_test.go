@@ -1,7 +1,9 @@
 package daemon_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -132,16 +134,28 @@ func (d *metricsDaemon) gomaxprocs(t *testing.T) int {
 // metric reads one unlabelled metric from /metrics.
 func (d *metricsDaemon) metric(t *testing.T, name string) float64 {
 	t.Helper()
+	return d.metrics(t, name)[name]
+}
+
+// metrics reads the named metrics from one scrape of /metrics.
+func (d *metricsDaemon) metrics(t *testing.T, names ...string) map[string]float64 {
+	t.Helper()
 	res, err := (&http.Client{Timeout: 10 * time.Second}).Get(d.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	n, err := termbench.Metric(res.Body, name)
+	body, err := io.ReadAll(res.Body)
 	if err != nil {
-		t.Fatalf("/metrics (%s): %v", res.Status, err)
+		t.Fatal(err)
 	}
-	return n
+	m := make(map[string]float64, len(names))
+	for _, name := range names {
+		if m[name], err = termbench.Metric(bytes.NewReader(body), name); err != nil {
+			t.Fatalf("/metrics (%s): %v", res.Status, err)
+		}
+	}
+	return m
 }
 
 // await polls /metrics until go_sched_gomaxprocs_threads is want.

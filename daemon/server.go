@@ -107,7 +107,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	s.sess = session.New(session.Options{
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, Registry: s.Registry(), Events: s.Events(),
 		Budget: flow.NewBudget(cfg.MaxTotalBufferedBytes), Host: s.Service,
-		Metrics:   metrics.Handler(s.Service, metrics.Options{Version: Version, Public: cfg.MetricsPublic}),
+		Metrics:   metrics.Handler(s.Service, metrics.Options{Version: Version, Public: cfg.MetricsPublic, MemoryReturns: s.memory.Returns}),
 		ConnEnded: s.memory.soon,
 	})
 	s.SetViewers(s.sess)

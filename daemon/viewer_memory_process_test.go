@@ -36,18 +36,32 @@ func TestIdleViewerMemory(t *testing.T) {
 	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
 	// settle lets the daemon's memory returner run (a connection's end
 	// arms it: a collection 1 s later) three times, so that the pools
-	// (sync.Pool: a pooled flate writer is 1.2 MB) are empty as well.
+	// (sync.Pool: a pooled flate writer is 1.2 MB) are empty as well; it
+	// waits for each by ahpd_memory_returns_total.
 	settle := func() (heap, stacks int64) {
 		t.Helper()
+		var m map[string]float64
 		for range 3 {
+			before := d.metrics(t, "ahpd_memory_returns_total")["ahpd_memory_returns_total"]
 			c, _, err := client.Dial(ctx, url, client.Options{Token: token})
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.Close()
-			time.Sleep(1500 * time.Millisecond)
+			// The heap is read in the scrape that first sees the return,
+			// as one scrape 1.5 s after the close did: the garbage of the
+			// scrapes before it went with the return's collection.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				m = d.metrics(t, "ahpd_memory_returns_total", "go_memstats_heap_alloc_bytes", "go_memstats_stack_inuse_bytes")
+				if m["ahpd_memory_returns_total"] != before {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the daemon never returned its memory after a connection ended (ahpd_memory_returns_total)")
+				}
+			}
 		}
-		return int64(d.metric(t, "go_memstats_heap_alloc_bytes")), int64(d.metric(t, "go_memstats_stack_inuse_bytes"))
+		return int64(m["go_memstats_heap_alloc_bytes"]), int64(m["go_memstats_stack_inuse_bytes"])
 	}
 	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "idle", Command: "/bin/sh",
 		Args: []string{"-c", `read x; i=0; while [ $i -lt 150 ]; do echo "line $i of the output, the quick brown fox jumps over the lazy dog"; i=$((i+1)); done; printf 'ALL%sDONE\n' X; exec sleep 600`}})

@@ -43,6 +43,9 @@ type Options struct {
 	Public bool
 	// ScrapeTimeout bounds collecting the per-connection counters. Default 5 s.
 	ScrapeTimeout time.Duration
+	// MemoryReturns, when set, is ahpd_memory_returns_total: the times
+	// the daemon gave its free memory back to the system after a load.
+	MemoryReturns func() int64
 }
 
 // Handler returns the Prometheus endpoint: the counters of GetStats
@@ -57,7 +60,7 @@ func Handler(s Source, opts Options) http.Handler {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&metricsCollector{s: s, version: opts.Version, timeout: opts.ScrapeTimeout},
+		&metricsCollector{s: s, version: opts.Version, timeout: opts.ScrapeTimeout, memoryReturns: opts.MemoryReturns},
 	)
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil, MaxRequestsInFlight: 4, Timeout: opts.ScrapeTimeout + time.Second})
 	if opts.Public {
@@ -109,15 +112,18 @@ var (
 	descTelBatches = prometheus.NewDesc("ahpd_telemetry_batches_total", "Batches (telemetry/samples messages, one seq each) the telemetry channel published.", []string{"channel"}, nil)
 	descTelDropped = prometheus.NewDesc("ahpd_telemetry_dropped_samples_total", "Samples the telemetry channel's loss policy dropped for slow viewers (reported to them in telemetry/dropped), summed over its viewers.", []string{"channel"}, nil)
 	descTelHistory = prometheus.NewDesc("ahpd_telemetry_history_bytes", "Bytes of the telemetry channel's recent history (a new viewer's replay).", []string{"channel"}, nil)
+
+	descMemReturns = prometheus.NewDesc("ahpd_memory_returns_total", "Times the daemon handed its free memory back to the system (a forced collection, 1 s after a channel or connection ended).", nil, nil)
 )
 
 // metricsCollector reads Stats at each scrape. Per-connection series are
 // counters (they only grow while the connection lives and vanish with it);
 // per-channel sums are gauges, since they drop when a viewer leaves.
 type metricsCollector struct {
-	s       Source
-	version string
-	timeout time.Duration
+	s             Source
+	version       string
+	timeout       time.Duration
+	memoryReturns func() int64 // nil: no ahpd_memory_returns_total
 }
 
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -126,7 +132,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		descFramesIn, descBytesIn, descMessagesOut, descBytesOut, descWireOut, descResets, descDropped, descSubs,
 		descChanViewers, descChanSent, descChanConsumed, descChanDropped, descChanSnapshots, descChanStalled,
 		descTermPaced, descTermEmuWakes, descTCPChannels, descTCPBytes, descTCPResumes,
-		descTelSamples, descTelBatches, descTelDropped, descTelHistory,
+		descTelSamples, descTelBatches, descTelDropped, descTelHistory, descMemReturns,
 	} {
 		ch <- d
 	}
@@ -143,6 +149,9 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge(descInfo, 1, m.version)
+	if m.memoryReturns != nil {
+		counter(descMemReturns, m.memoryReturns())
+	}
 	gauge(descConnections, int64(m.s.ConnectionCount()))
 	gauge(descTokens, int64(len(m.s.Tokens().List())))
 	states := map[[2]string]int64{}
