@@ -489,6 +489,18 @@ func TestScopedTokens(t *testing.T) {
 }
 
 func TestControlInputReachesTerminal(t *testing.T) {
+	// More input than the host window: credit must come back for it.
+	var chunks []string
+	for range 200 {
+		chunks = append(chunks, strings.Repeat("é😀\x03", 300))
+	}
+	inputArrives(t, chunks)
+}
+
+// inputArrives sends chunks as terminal/input on a control subscription
+// and waits for all of them, in order, at the terminal.
+func inputArrives(t *testing.T, chunks []string) {
+	t.Helper()
 	h := start(t, false, nil)
 	ch, ft := h.term("t")
 	c := h.dial(adminToken)
@@ -497,10 +509,8 @@ func TestControlInputReachesTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// More input than the host window: credit must come back for it.
 	var want strings.Builder
-	for i := 0; i < 200; i++ {
-		chunk := strings.Repeat("é😀\x03", 300)
+	for _, chunk := range chunks {
 		want.WriteString(chunk)
 		if err := sub.Send(ctx, string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": chunk}))); err != nil {
 			t.Fatal(err)
@@ -666,28 +676,16 @@ func TestViewRoleFrameIsRefusedBeforeBuffering(t *testing.T) {
 	}
 }
 
-// TestKeystrokeCreditWithoutOutput: small inputs (keystrokes, whose
-// credit waits for the output they cause) to a terminal that answers
-// nothing are credited anyway: more of them than the host window holds
-// all arrive.
+// TestKeystrokeCreditWithoutOutput: small inputs (keystrokes) to a
+// terminal that answers nothing are credited anyway, with no output to
+// carry the credit: more of them than the host window holds all arrive.
 func TestKeystrokeCreditWithoutOutput(t *testing.T) {
-	h := start(t, false, nil)
-	ch, ft := h.term("t")
-	c := h.dial(adminToken)
-	ctx := ctxT(t)
-	sub, err := c.Subscribe(ctx, ch.URI, nil)
-	if err != nil {
-		t.Fatal(err)
+	var keys []string
+	for i, n := 0, 0; n < 400<<10; i++ { // the host window is 256 KiB of UTF-16
+		keys = append(keys, strings.Repeat(string(rune('a'+i%26)), 100))
+		n += 100
 	}
-	var want strings.Builder
-	for i := 0; want.Len() < 400<<10; i++ { // the host window is 256 KiB of UTF-16
-		key := strings.Repeat(string(rune('a'+i%26)), 100)
-		want.WriteString(key)
-		if err := sub.Send(ctx, string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": key}))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitUntil(t, 10*time.Second, "all input at the terminal", func() bool { return ft.inputText() == want.String() })
+	inputArrives(t, keys)
 }
 
 func TestMalformedFrameResetsNothing(t *testing.T) {
