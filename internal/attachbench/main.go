@@ -289,16 +289,26 @@ func (b *bench) rawTmux(ctx context.Context, r *result, marker string) error {
 		return fmt.Errorf("raw tmux pane: %w", err)
 	}
 	cpu0 := b.t.cpu()
-	start := time.Now()
-	if err := b.t.typeLine(pane, "cat "+b.file); err != nil {
-		return err
-	}
-	if err := b.waitFor(ctx, pane, marker, start); err != nil {
+	d, err := b.timeCat(ctx, pane, marker)
+	if err != nil {
 		return fmt.Errorf("raw tmux pane: %w", err)
 	}
-	r.tmux = time.Since(start)
+	r.tmux = d
 	r.tmuxCPU = b.t.cpu() - cpu0
 	return nil
+}
+
+// timeCat types the cat of the file into pane and returns the time until
+// marker is on the pane's screen.
+func (b *bench) timeCat(ctx context.Context, pane, marker string) (time.Duration, error) {
+	start := time.Now()
+	if err := b.t.typeLine(pane, "cat "+b.file); err != nil {
+		return 0, err
+	}
+	if err := b.waitFor(ctx, pane, marker, start); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }
 
 // attach creates a terminal running /bin/sh in ahpd, attaches to it with
@@ -338,14 +348,9 @@ func (b *bench) attach(ctx context.Context, r *result, i, variant int, marker st
 		return err
 	}
 	cpuD, cpuC, cpuT := b.d.CPU(), cpuOf(pid), b.t.cpu()
-	start := time.Now()
-	if err := b.t.typeLine(pane, "cat "+b.file); err != nil {
-		return err
-	}
-	if err := b.waitFor(ctx, pane, marker, start); err != nil {
+	if r.attach, err = b.timeCat(ctx, pane, marker); err != nil {
 		return fmt.Errorf("attach pane: %w", err)
 	}
-	r.attach = time.Since(start)
 	r.ahpdCPU, r.ahpctlCPU, r.attachTmuxCPU = b.d.CPU()-cpuD, cpuOf(pid)-cpuC, b.t.cpu()-cpuT
 	s1, err := b.viewer(ctx, id)
 	if err != nil {
