@@ -92,7 +92,7 @@ type Conn struct {
 
 	// Set by Dial; read-only after.
 	init    InitializeResult
-	initRTT time.Duration // initialize's round trip
+	rtt time.Duration // the round trip measured at Dial (RTT)
 }
 
 type response struct {
@@ -141,13 +141,13 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 		c.Close()
 		return nil, nil, err
 	}
-	c.initRTT = time.Since(start)
+	c.rtt = time.Since(start)
 	c.probeRTT(ctx)
 	res := c.init
 	return c, &res, nil
 }
 
-// probeRTT lowers initRTT to a WebSocket ping's round trip when that is
+// probeRTT lowers rtt to a WebSocket ping's round trip when that is
 // shorter. initialize's round trip includes the daemon's first request on
 // the connection (its token check among it): on loopback 1–2 ms against a
 // ping's tenth of that, and the TCP receive window is sized from it
@@ -165,11 +165,11 @@ func (c *Conn) probeRTT(ctx context.Context) {
 			got <- time.Since(start)
 		}
 	})
-	wait := time.NewTimer(max(c.initRTT, 10*time.Millisecond))
+	wait := time.NewTimer(max(c.rtt, 10*time.Millisecond))
 	defer wait.Stop()
 	select {
 	case d := <-got:
-		c.initRTT = min(c.initRTT, d)
+		c.rtt = min(c.rtt, d)
 	case <-wait.C:
 	case <-ctx.Done():
 	}
@@ -178,7 +178,7 @@ func (c *Conn) probeRTT(ctx context.Context) {
 // RTT returns the connection's round trip as measured when it was
 // dialed: the shorter of initialize's (from its request to its result)
 // and a WebSocket ping's right after it (probeRTT).
-func (c *Conn) RTT() time.Duration { return c.initRTT }
+func (c *Conn) RTT() time.Duration { return c.rtt }
 
 // WS returns the underlying WebSocket (for tests that misbehave on purpose).
 func (c *Conn) WS() *websocket.Conn { return c.ws }
