@@ -91,8 +91,8 @@ type Conn struct {
 	err     error
 
 	// Set by Dial; read-only after.
-	init    InitializeResult
-	rtt time.Duration // the round trip measured at Dial (RTT)
+	init InitializeResult
+	rtt  time.Duration // the round trip measured at Dial (RTT)
 }
 
 type response struct {
