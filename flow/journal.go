@@ -1,8 +1,10 @@
 package flow
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
+	"slices"
 	"unsafe"
 )
 
@@ -25,8 +27,9 @@ type Journal struct {
 	last     Position // last appended message
 	released Position // last message released by credit
 	// free holds the memory of released texts for the next appends
-	// (at most journalFreeBytes of capacity): a bulk stream copies each
-	// message into memory it used before instead of allocating anew.
+	// (at most journalFreeBytes of capacity and journalFreeCount
+	// buffers), sorted by capacity: a bulk stream builds each message in
+	// memory it used before instead of allocating anew.
 	free      [][]byte
 	freeBytes int
 	// lent is the memory Buffer handed out last: an Owned message built
@@ -104,22 +107,21 @@ func (j *Journal) clone(text string) (string, []byte) {
 // the next message the journal retains). Like the rest of the Journal,
 // it belongs to the owner of the channel's current subscription.
 func (j *Journal) Buffer(n int) []byte {
-	best := -1 // the smallest that fits: large ones stay for bulk data
-	for i, b := range j.free {
-		if cap(b) >= n && (best < 0 || cap(b) < cap(j.free[best])) {
-			best = i
-		}
-	}
-	if best < 0 {
+	// free is sorted by capacity: the first that fits is the smallest,
+	// and large ones stay for bulk data.
+	i, _ := slices.BinarySearchFunc(j.free, n, byCap)
+	if i == len(j.free) {
 		j.lent = make([]byte, 0, roundBuffer(n))
 		return j.lent
 	}
-	b := j.free[best]
-	j.free = append(j.free[:best], j.free[best+1:]...)
+	b := j.free[i]
+	j.free = slices.Delete(j.free, i, i+1)
 	j.freeBytes -= cap(b)
 	j.lent = b[:0]
 	return j.lent
 }
+
+func byCap(b []byte, n int) int { return cmp.Compare(cap(b), n) }
 
 // roundBuffer rounds a new buffer's size up by at most an eighth (to a
 // multiple of an eighth of the power of two at or below n), so that the
@@ -146,34 +148,21 @@ func (j *Journal) recycle(text string, mem int) {
 	if len(text) == 0 || mem > journalFreeBytes {
 		return
 	}
-	full := func() bool { return len(j.free) >= journalFreeCount || j.freeBytes+mem > journalFreeBytes }
-	if full() {
-		// Evict only if giving up the buffers smaller than this one
-		// makes room for it.
-		n, bytes := len(j.free), j.freeBytes
-		for _, f := range j.free {
-			if cap(f) < mem {
-				n, bytes = n-1, bytes-cap(f)
-			}
-		}
-		if n >= journalFreeCount || bytes+mem > journalFreeBytes {
-			return
-		}
-		for full() {
-			k := 0
-			for i, f := range j.free {
-				if cap(f) < cap(j.free[k]) {
-					k = i
-				}
-			}
-			j.freeBytes -= cap(j.free[k])
-			j.free[k] = j.free[len(j.free)-1]
-			j.free[len(j.free)-1] = nil
-			j.free = j.free[:len(j.free)-1]
-		}
+	// Evict the smallest buffers, all smaller than this one, until it
+	// fits; if they cannot make room, the list stays as it is.
+	k, bytes := 0, j.freeBytes
+	full := func() bool { return len(j.free)-k >= journalFreeCount || bytes+mem > journalFreeBytes }
+	for full() && k < len(j.free) && cap(j.free[k]) < mem {
+		bytes -= cap(j.free[k])
+		k++
 	}
-	j.free = append(j.free, unsafe.Slice(unsafe.StringData(text), mem)[:0])
-	j.freeBytes += mem
+	if full() {
+		return
+	}
+	j.free = slices.Delete(j.free, 0, k)
+	i, _ := slices.BinarySearchFunc(j.free, mem, byCap)
+	j.free = slices.Insert(j.free, i, unsafe.Slice(unsafe.StringData(text), mem)[:0])
+	j.freeBytes = bytes + mem
 }
 
 // boundary reports whether p names the end of a retained message, or the

@@ -66,7 +66,7 @@ func TestJournalRecycleEvictsOnlyToFit(t *testing.T) {
 	const K = 1 << 10
 	list := func(caps ...int) *Journal {
 		j := NewJournal()
-		for _, c := range caps {
+		for _, c := range slices.Sorted(slices.Values(caps)) { // free is kept sorted
 			j.free = append(j.free, make([]byte, 0, c))
 			j.freeBytes += c
 		}
