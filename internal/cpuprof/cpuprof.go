@@ -17,8 +17,9 @@ import (
 // Start begins a CPU profile into the file named by the environment
 // variable env, if set, and returns the function that ends it (a no-op
 // otherwise). A file name ending in ".trace" gets an execution trace
-// (go tool trace) instead, to see where a pipeline waits. A profile that cannot be started is reported on stderr and
-// the command runs without it.
+// (go tool trace) instead, to see where a pipeline waits. A profile that
+// cannot be started is reported on stderr and the command runs without
+// it.
 func Start(env string) (stop func()) {
 	path := os.Getenv(env)
 	if path == "" {
