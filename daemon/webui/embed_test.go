@@ -62,6 +62,8 @@ func TestHandlerBuilt(t *testing.T) {
 		"index.html": {Data: []byte("<!doctype html><title>ahpd</title>")},
 		"main.js":    {Data: []byte("console.log(1)")},
 		"main.css":   {Data: []byte("body{}")},
+		"font.WOFF2": {Data: []byte("wOF2")},
+		"blob.xyz":   {Data: []byte("?")},
 		".gitkeep":   {Data: nil},
 	})
 	tests := []struct {
@@ -71,6 +73,9 @@ func TestHandlerBuilt(t *testing.T) {
 		{"/index.html", "text/html; charset=utf-8", "<!doctype html><title>ahpd</title>"},
 		{"/main.js", "text/javascript; charset=utf-8", "console.log(1)"},
 		{"/main.css", "text/css; charset=utf-8", "body{}"},
+		{"/font.WOFF2", "font/woff2", "wOF2"},
+		// Not in the table: never guessed from the host's MIME files.
+		{"/blob.xyz", "application/octet-stream", "?"},
 	}
 	for _, tc := range tests {
 		res := get(t, h, http.MethodGet, tc.path, map[string]string{"Host": "127.0.0.1:7681"})
