@@ -300,7 +300,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// request and its headers, a goroutine stack grown by the handshake)
 	// would otherwise stay live as long as the connection, about 12 KiB
 	// per idle viewer.
-	upgraded = true
 	remote, sock, bearer := r.RemoteAddr, socketOf(r), BearerToken(r)
 	// Registered under s.mu, so that shutdown, which sets closing under
 	// it before it waits, either waits for this goroutine or is seen by
@@ -308,12 +307,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		s.pending.Add(-1)
 		_ = ws.Close(websocket.StatusGoingAway, "host shutting down")
-		return
+		return // the deferred call gives the pending slot back
 	}
 	s.upgraded.Add(1)
 	s.mu.Unlock()
+	upgraded = true // the goroutine below gives the pending slot back
 	go func() {
 		defer s.upgraded.Done()
 		initialized := false
