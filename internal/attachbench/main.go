@@ -550,23 +550,13 @@ func cpuOf(pid int) time.Duration {
 	return c
 }
 
-// alive reports whether pid is a live process (not a zombie).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
-}
-
 // waitGone waits until pid, a process that is not this one's child (a
 // tmux pane's, the tmux server), is gone or a zombie, polling, d at most
 // or until ctx ends; it reports whether it is gone.
 func waitGone(ctx context.Context, pid int, d time.Duration) bool {
-	for deadline := time.Now().Add(d); alive(pid); {
+	for deadline := time.Now().Add(d); benchproc.Alive(pid); {
 		if time.Now().After(deadline) || sleep(ctx, 20*time.Millisecond) != nil {
-			return !alive(pid)
+			return !benchproc.Alive(pid)
 		}
 	}
 	return true

@@ -36,6 +36,7 @@ type tmuxServer struct {
 	stdin  io.WriteCloser
 	blocks chan tmuxBlock // read sends, cmd receives; read closes it as it returns
 	mu     sync.Mutex     // one command at a time
+	broken error          // under mu: a command that got no reply; its late reply would answer the next
 }
 
 // tmuxBlock is one command's reply: the lines between %begin and %end (or
@@ -137,6 +138,9 @@ func (t *tmuxServer) read(r io.Reader) {
 func (t *tmuxServer) cmd(line string) ([]string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.broken != nil {
+		return nil, fmt.Errorf("tmux %s: %w", line, t.broken)
+	}
 	if _, err := io.WriteString(t.stdin, line+"\n"); err != nil {
 		return nil, fmt.Errorf("tmux %s: %w", line, err)
 	}
@@ -152,6 +156,7 @@ func (t *tmuxServer) cmd(line string) ([]string, error) {
 		}
 		return b.lines, nil
 	case <-timer.C:
+		t.broken = fmt.Errorf("an earlier command (%s) got no reply in 10 s", line)
 		return nil, fmt.Errorf("tmux %s: no reply in 10 s", line)
 	}
 }
@@ -245,6 +250,12 @@ func runTmux(args ...string) ([]byte, error) {
 	return exec.CommandContext(ctx, "tmux", args...).CombinedOutput()
 }
 
-// quote quotes s for tmux's command parser (single quotes; s must not
-// contain one).
-func quote(s string) string { return "'" + s + "'" }
+// quote quotes s for tmux's command parser: in single quotes, where tmux
+// expands nothing. A single quote inside s cannot be quoted so, and the
+// bench never needs one: quote panics rather than send another command.
+func quote(s string) string {
+	if strings.ContainsRune(s, '\'') {
+		panic(fmt.Sprintf("attachbench: quote(%q): a single quote cannot be quoted for tmux", s))
+	}
+	return "'" + s + "'"
+}

@@ -21,16 +21,10 @@ import (
 
 // CPU returns a process's user+system CPU time so far (/proc/PID/stat).
 func CPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := stat(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The fields after the command name, which may hold spaces, in parentheses.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 > len(b) {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	f := strings.Fields(string(b[i+2:]))
 	if len(f) < 13 {
 		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
@@ -40,6 +34,27 @@ func CPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: bad utime/stime", pid)
 	}
 	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ is 100 on Linux
+}
+
+// Alive reports whether pid is a process that has not ended: it exists
+// and is not a zombie.
+func Alive(pid int) bool {
+	f, err := stat(pid)
+	return err == nil && len(f) > 0 && f[0] != "Z"
+}
+
+// stat returns the fields of /proc/PID/stat after the command name (which
+// may hold spaces, in parentheses): the state first.
+func stat(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 > len(b) {
+		return nil, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	return strings.Fields(string(b[i+2:])), nil
 }
 
 // WaitOrKill waits for cmd to exit, and kills it after d.

@@ -39,3 +39,30 @@ func TestWaitOrKill(t *testing.T) {
 		t.Fatalf("not reaped: %v", cmd.ProcessState)
 	}
 }
+
+// TestAlive: a running child is alive; killed, it is not, both as a
+// zombie (not yet waited for) and once reaped.
+func TestAlive(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep:", err)
+	}
+	pid := cmd.Process.Pid
+	if !Alive(pid) {
+		t.Fatal("a running child is not alive")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for Alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed child (a zombie until waited for) is still alive after 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = cmd.Wait()
+	if Alive(pid) {
+		t.Error("a reaped child is alive")
+	}
+}
