@@ -328,12 +328,27 @@ func (c *conn) read(ctx context.Context) (websocket.MessageType, []byte, error) 
 }
 
 func (c *conn) writeLoop(ctx context.Context) {
+	var batch [][]byte
 	for b := range c.out {
-		// Corked: the frame leaves in one write to the socket
-		// (countingConn.cork), without a frame-sized buffer per
-		// connection.
+		// Corked: the frame, and any queued behind it, leave in one
+		// write to the socket (countingConn.cork), without a
+		// frame-sized buffer per connection.
 		c.wire.cork()
+		batch = append(batch[:0], b)
 		err := c.ws.Write(ctx, websocket.MessageText, b)
+	more:
+		for err == nil {
+			select {
+			case b, ok := <-c.out:
+				if !ok {
+					break more
+				}
+				batch = append(batch, b)
+				err = c.ws.Write(ctx, websocket.MessageText, b)
+			default:
+				break more
+			}
+		}
 		if uerr := c.wire.uncork(); err == nil {
 			err = uerr
 		}
@@ -344,7 +359,10 @@ func (c *conn) writeLoop(ctx context.Context) {
 			}
 			return
 		}
-		c.written <- b
+		for i, b := range batch {
+			c.written <- b
+			batch[i] = nil
+		}
 	}
 }
 

@@ -1,0 +1,69 @@
+package session
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/coder/websocket"
+)
+
+// recordingConn is a socket that records each write it is given.
+type recordingConn struct {
+	net.Conn // nil: only Write is used
+	writes   []string
+}
+
+func (r *recordingConn) Write(p []byte) (int, error) {
+	r.writes = append(r.writes, string(p))
+	return len(p), nil
+}
+
+// writeThrough is a transport whose messages are written as they are to w
+// (no WebSocket framing), so a test sees what reaches the socket.
+type writeThrough struct {
+	transport // nil: only Write is used
+	w         *countingConn
+}
+
+func (t writeThrough) Write(_ context.Context, _ websocket.MessageType, p []byte) error {
+	_, err := t.w.Write(p)
+	return err
+}
+
+// TestWriteLoopBatchesQueuedFrames: the frames queued behind the one the
+// writer takes leave with it in one write to the socket, in order, and
+// each is handed back to the run loop; a frame queued alone is a write of
+// its own.
+func TestWriteLoopBatchesQueuedFrames(t *testing.T) {
+	rec := &recordingConn{}
+	wire := &countingConn{Conn: rec}
+	c := &conn{ws: writeThrough{w: wire}, wire: wire, out: make(chan []byte, 4), written: make(chan []byte, 4), writeFailed: make(chan struct{})}
+	frames := []string{"one", "two", "three"}
+	for _, f := range frames {
+		c.out <- []byte(f)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.writeLoop(context.Background())
+	}()
+	for _, f := range frames {
+		if got := string(<-c.written); got != f {
+			t.Fatalf("handed back %q, want %q", got, f)
+		}
+	}
+	c.out <- []byte("four")
+	if got := string(<-c.written); got != "four" {
+		t.Fatalf("handed back %q, want four", got)
+	}
+	close(c.out)
+	<-done
+	want := []string{"onetwothree", "four"}
+	if len(rec.writes) != len(want) || rec.writes[0] != want[0] || rec.writes[1] != want[1] {
+		t.Fatalf("socket writes %q, want %q", rec.writes, want)
+	}
+	if got := wire.out.Load(); got != int64(len("onetwothreefour")) {
+		t.Errorf("counted %d bytes out, want %d", got, len("onetwothreefour"))
+	}
+}
