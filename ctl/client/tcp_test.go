@@ -26,7 +26,9 @@ var parseTCPDataCases = []string{
 	`{"offset":3}`,                               // no data
 	`{"offset":99999999999999999,"data":"aGk="}`, // 17 digits: encoding/json
 	`{"offset":1,"data":"a\"b"}`,
-	`{"offset":01,"data":"aGk="}`, // not JSON
+	`{"offset":01,"data":"aGk="}`,           // not JSON
+	`{"offset":3,"data":"aGk\/"}`,           // '/' escaped, as JSON allows: encoding/json
+	`{"offset":3,"data":"aGk=","x":"aGk="}`, // a string member after data
 }
 
 func TestParseTCPData(t *testing.T) {
@@ -46,6 +48,8 @@ func TestParseTCPData(t *testing.T) {
 		{parseTCPDataCases[7], 0, "", false},
 		{parseTCPDataCases[8], 99999999999999999, "hi", true},
 		{parseTCPDataCases[9], 0, "", false},
+		{parseTCPDataCases[11], 3, "hi?", true},
+		{parseTCPDataCases[12], 3, "hi", true},
 	} {
 		off, data, err := parseTCPData(nil, []byte(tc.in))
 		if (err == nil) != tc.ok || err == nil && (off != tc.off || string(data) != tc.data) {
@@ -309,6 +313,24 @@ func TestAutoReceive(t *testing.T) {
 		}
 		if err := got.Validate(); err != nil || got.MaximumFrameBytes != c.def.MaximumFrameBytes || got.MaximumMessageBytes != c.def.MaximumMessageBytes {
 			t.Errorf("%s: %+v (%v): want the defaults' frame and message sizes", c.name, got, err)
+		}
+	}
+}
+
+// BenchmarkParseTCPData: the params of a tcp/data of 24 KiB, the size a
+// forward download's messages have with the smallest automatic window.
+func BenchmarkParseTCPData(b *testing.B) {
+	data := make([]byte, 24<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	params := []byte(`{"offset":123456789,"data":"` + base64.StdEncoding.EncodeToString(data) + `"}`)
+	buf := make([]byte, 0, len(data))
+	b.SetBytes(int64(len(params)))
+	for b.Loop() {
+		_, got, err := parseTCPData(buf, params)
+		if err != nil || len(got) != len(data) {
+			b.Fatal(len(got), err)
 		}
 	}
 }

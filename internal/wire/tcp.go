@@ -35,18 +35,16 @@ func DecodeTCPDataInto(dst []byte, method string, params []byte) (int64, []byte,
 		if i > 0 && i <= 16 && (rest[0] != '0' || i == 1) { // JSON has no leading zeros
 			if body, ok := bytes.CutPrefix(rest[i:], []byte(mid)); ok && bytes.HasSuffix(body, []byte(tail)) {
 				body = body[:len(body)-len(tail)]
-				if bytes.IndexByte(body, '\\') < 0 && bytes.IndexByte(body, '"') < 0 {
+				// No scan for '\\' and '"' first: the decoder refuses
+				// both (neither is a base64 character), and anything it
+				// refuses (an escape such as \/, which JSON allows, or
+				// more members after data) goes to the slow path below,
+				// which decides. It skips \r and \n, which a JSON string
+				// may not hold raw: decoded short of the body's length,
+				// the slow path says which is wrong.
+				if data, err := b64.AppendDecode(dst[:0], body); err == nil && len(body)%4 == 0 && len(data) == decodedLen(body) {
 					off, _ := strconv.ParseInt(string(rest[:i]), 10, 64)
-					data, err := b64.AppendDecode(dst[:0], body)
-					if err != nil {
-						return 0, nil, fmt.Errorf("%s: data is not standard padded base64: %w", method, err)
-					}
-					// The base64 decoder skips \r and \n, which a JSON string
-					// may not hold raw: decoded short of the body's length,
-					// the slow path below says which is wrong.
-					if len(body)%4 == 0 && len(data) == decodedLen(body) {
-						return off, data, nil
-					}
+					return off, data, nil
 				}
 			}
 		}
