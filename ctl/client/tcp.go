@@ -359,6 +359,7 @@ func (s *TCPStream) Read(p []byte) (int, error) {
 // Read.
 func (s *TCPStream) WriteTo(w io.Writer) (int64, error) {
 	var total int64
+	var vec [8][]byte // what one write takes: at most len(vec) messages
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
@@ -369,21 +370,36 @@ func (s *TCPStream) WriteTo(w io.Writer) (int64, error) {
 			return total, net.ErrClosed
 		case len(s.in) > 0:
 			// popLocked leaves a chunk with unread bytes at the head;
-			// only Read and WriteTo pop it, so it stays while w writes.
-			b := s.in[0].data[s.inPos:]
+			// only Read and WriteTo pop chunks, so these stay while w
+			// writes them. The chunks received by now go in one write
+			// (writev, when w is a socket): one wake-up of the reader
+			// at the other end instead of one per message.
+			bufs := net.Buffers(append(vec[:0], s.in[0].data[s.inPos:]))
+			for _, c := range s.in[1:min(len(s.in), len(vec))] {
+				bufs = append(bufs, c.data)
+			}
 			s.mu.Unlock()
-			n, err := w.Write(b)
+			n64, err := bufs.WriteTo(w)
 			s.mu.Lock()
-			total += int64(n)
+			clear(vec[:])
+			total += n64
+			if s.err != nil || s.closed || len(s.in) == 0 {
+				if err != nil {
+					return total, err
+				}
+				continue // failed meanwhile: what was buffered is gone
+			}
+			// What w took is read, also when it failed after some.
+			s.stats.BytesRead += n64
+			for n := int(n64); n > 0 && len(s.in) > 0; {
+				k := min(n, len(s.in[0].data)-s.inPos)
+				s.inPos += k
+				n -= k
+				s.popLocked()
+			}
 			if err != nil {
 				return total, err
 			}
-			if s.err != nil || s.closed || len(s.in) == 0 {
-				continue // failed meanwhile: what was buffered is gone
-			}
-			s.inPos += n
-			s.stats.BytesRead += int64(n)
-			s.popLocked()
 			continue
 		case s.inEOF:
 			return total, nil

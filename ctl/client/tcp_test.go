@@ -260,6 +260,64 @@ func TestTCPReceive(t *testing.T) {
 	}
 }
 
+// failAfter takes n bytes, then fails.
+type failAfter struct {
+	n   int
+	got []byte
+}
+
+func (w *failAfter) Write(p []byte) (int, error) {
+	k := min(len(p), w.n-len(w.got))
+	w.got = append(w.got, p[:k]...)
+	if k < len(p) {
+		return k, errors.New("local socket failed")
+	}
+	return k, nil
+}
+
+// TestTCPWriteTo: messages queued before WriteTo runs (more than one
+// write takes) reach w whole and in order; a write that fails partway
+// leaves exactly the bytes it did not take for the next WriteTo; all is
+// released (credited) once written, and not before.
+func TestTCPWriteTo(t *testing.T) {
+	limits := flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 64 << 10}
+	s := &TCPStream{changed: make(chan struct{}), readable: make(chan struct{}), recv: flow.NewReceiver(limits)}
+	var want []byte
+	var pos int64
+	for i := range 19 {
+		chunk := []byte(strings.Repeat(string(rune('a'+i)), 100+i))
+		msg, _ := appendTCPInput(nil, int64(len(want)), chunk)
+		m := strings.Replace(string(msg), "tcp/input", "tcp/data", 1)
+		if err := feed(s, int64(i+1), m); err != nil {
+			t.Fatal(err)
+		}
+		pos += flow.UTF16Len(m)
+		want = append(want, chunk...)
+	}
+	eof := fmt.Sprintf(`{"jsonrpc":"2.0","method":"tcp/eof","params":{"offset":%d}}`, len(want))
+	if err := feed(s, 20, eof); err != nil {
+		t.Fatal(err)
+	}
+	pos += flow.UTF16Len(eof)
+	// The first write fails in the middle of the third message.
+	w := &failAfter{n: 100 + 101 + 50}
+	n, err := s.WriteTo(w)
+	if err == nil || n != int64(w.n) || !bytes.Equal(w.got, want[:w.n]) {
+		t.Fatalf("WriteTo into a failing writer = %d, %v; took %d bytes", n, err, len(w.got))
+	}
+	if s.recv.Released().MessageID != 2 {
+		t.Errorf("after 2½ messages written: released %v, want message 2's end", s.recv.Released())
+	}
+	var rest bytes.Buffer
+	n, err = s.WriteTo(&rest)
+	if err != nil || n != int64(len(want)-w.n) || !bytes.Equal(rest.Bytes(), want[w.n:]) {
+		t.Fatalf("WriteTo of the rest = %d, %v; %d bytes, want %d", n, err, rest.Len(), len(want)-w.n)
+	}
+	if s.recv.Released() != s.recv.Accepted() || s.creditWant != pos {
+		t.Errorf("after writing all: released %v of %v, credit %d of %d", s.recv.Released(), s.recv.Accepted(), s.creditWant, pos)
+	}
+}
+
 type onlyReader struct{ io.Reader }
 
 // feed passes msg to s as the host sends it: one frame through the
