@@ -505,24 +505,41 @@ func resetReason(err error) string {
 }
 
 func (c *Channel) writeLoop() {
+	var vec [8][]byte // what one write takes: at most len(vec) messages
 	for {
 		if !c.await(func() bool { return len(c.wq) > 0 }, c.wsig) {
 			return
 		}
-		it, conn := c.wq[0], c.conn
+		// The data queued by now goes in one write (writev): one
+		// system call, and one wake-up of the target, instead of one per
+		// message. An EOF is written alone, after the data before it.
+		conn, n, eof := c.conn, 0, c.wq[0].eof
+		bufs := net.Buffers(vec[:0])
+		if !eof {
+			for n < len(c.wq) && n < len(vec) && !c.wq[n].eof {
+				bufs = append(bufs, c.wq[n].data)
+				n++
+			}
+		} else {
+			n = 1
+		}
 		c.mu.Unlock()
 
 		var err error
-		switch {
-		case it.eof:
+		if eof {
 			err = conn.CloseWrite()
-		case len(it.data) > 0:
-			_, err = conn.Write(it.data)
+		} else {
+			_, err = bufs.WriteTo(conn)
 		}
+		clear(vec[:])
 		c.mu.Lock()
-		c.wq[0] = writeItem{}
-		c.wq = c.wq[1:]
-		c.spare.Put(it.buf)
+		last, size := c.wq[n-1], 0
+		for i := range n {
+			size += len(c.wq[i].data)
+			c.spare.Put(c.wq[i].buf)
+			c.wq[i] = writeItem{}
+		}
+		c.wq = c.wq[n:]
 		if err != nil {
 			h := c.holder
 			if !c.ended {
@@ -533,9 +550,9 @@ func (c *Channel) writeLoop() {
 			wake(h)
 			return
 		}
-		c.written = it.pos
-		c.bytesIn += int64(len(it.data))
-		if it.eof {
+		c.written = last.pos
+		c.bytesIn += int64(size)
+		if eof {
 			c.writeClosed = true
 		}
 		h := c.holder
@@ -543,8 +560,8 @@ func (c *Channel) writeLoop() {
 		if h != nil {
 			// The connection holding the channel now credits the client,
 			// whichever connection delivered the bytes.
-			h.req.Release(it.pos)
-			if it.eof {
+			h.req.Release(last.pos)
+			if eof {
 				wake(h) // tcp/closed may follow
 			}
 		}
