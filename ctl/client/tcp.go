@@ -150,10 +150,12 @@ func (o TCPOptions) withDefaults() TCPOptions {
 const (
 	// AutoWindowMin is its floor: what a bulk stream has in flight on
 	// loopback, ahead of an interactive neighbour's bytes on the same
-	// connection. 256 KiB (96 KiB of data) keeps a loopback download at
-	// its full rate and an echo beside it within a few milliseconds
-	// (docs/benchmarks.md: p99 3.3–5.8 ms against 5.6–7.3 at 512 KiB).
-	AutoWindowMin = 256 << 10
+	// connection. 512 KiB (192 KiB of data): on loopback a download
+	// moves 0.53–0.62× a plain WebSocket relay's rate, against 0.43–0.57×
+	// at 256 KiB, and an echo beside it keeps a p99 of 2.9–3.9 ms
+	// (1.9–3.3 ms at 256 KiB; 5.4–6.5 ms at 1 MiB). docs/benchmarks.md,
+	// "Morning of 2026-12-05".
+	AutoWindowMin = 512 << 10
 	// AutoWindowMax is its ceiling: the memory one stream may make the
 	// daemon hold in flight for it.
 	AutoWindowMax = 16 << 20

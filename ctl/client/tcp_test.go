@@ -350,8 +350,9 @@ func TestAutoReceive(t *testing.T) {
 	}{
 		{"loopback", def, maxi, 200 * time.Microsecond, AutoWindowMin},
 		{"LAN", def, maxi, 500 * time.Microsecond, AutoWindowMin},
-		{"1 ms", def, maxi, time.Millisecond, 7 * 64 << 10},        // 393 KiB, rounded up
-		{"10 ms", def, maxi, 10 * time.Millisecond, 62 * 64 << 10}, // 4.03 MB, rounded up to 64 KiB
+		{"1 ms", def, maxi, time.Millisecond, AutoWindowMin},          // 384 KiB: below the floor
+		{"1.5 ms", def, maxi, 1500 * time.Microsecond, 10 * 64 << 10}, // 590 KiB, rounded up to 640
+		{"10 ms", def, maxi, 10 * time.Millisecond, 62 * 64 << 10},    // 4.03 MB, rounded up to 64 KiB
 		{"20 ms", def, maxi, 20 * time.Millisecond, 123 * 64 << 10},
 		{"50 ms", def, maxi, 50 * time.Millisecond, AutoWindowMax},
 		{"a second", def, maxi, time.Second, AutoWindowMax},
