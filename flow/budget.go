@@ -1,6 +1,9 @@
 package flow
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // Budget is a byte budget shared by several Senders (a daemon's total
 // over its connections, SenderConfig.Shared). Unlike the rest of this
@@ -64,10 +67,23 @@ var closedChan = func() chan struct{} {
 // Take counts n bytes as used, whether or not they fit: a holder that
 // keeps a queue (a telemetry viewer's, AttachRequest.Queue) checks Left
 // first and applies its loss policy when they do not. Give returns them.
-func (b *Budget) Take(n int64) { b.add(n) }
+// A negative n is a broken caller (it would give back through Take, or
+// take through Give, what the other side's bookkeeping never saw): both
+// panic on one.
+func (b *Budget) Take(n int64) {
+	if n < 0 {
+		panic(fmt.Sprintf("flow: Budget.Take(%d): negative", n))
+	}
+	b.add(n)
+}
 
 // Give returns n bytes taken with Take.
-func (b *Budget) Give(n int64) { b.add(-n) }
+func (b *Budget) Give(n int64) {
+	if n < 0 {
+		panic(fmt.Sprintf("flow: Budget.Give(%d): negative", n))
+	}
+	b.add(-n)
+}
 
 // reserve takes up to want bytes, but only if at least floor are left;
 // it returns what it took (0 for nothing).

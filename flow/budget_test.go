@@ -211,3 +211,23 @@ func TestSharedFloor(t *testing.T) {
 		t.Fatalf("Used() = %d, want 80 KiB: the floor is counted in the shared budget", got)
 	}
 }
+
+// TestBudgetRefusesNegative: Take and Give panic on a negative count
+// instead of moving the budget the other way, and leave it as it was.
+func TestBudgetRefusesNegative(t *testing.T) {
+	b := flow.NewBudget(1 << 20)
+	b.Take(100)
+	for name, f := range map[string]func(){"Take": func() { b.Take(-5) }, "Give": func() { b.Give(-5) }} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s(-5) did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+	if got := b.Left(); got != 1<<20-100 {
+		t.Errorf("Left = %d after Take(100) and two refused calls, want %d", got, 1<<20-100)
+	}
+}
