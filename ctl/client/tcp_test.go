@@ -339,36 +339,64 @@ func feed(s *TCPStream, id int64, msg string) error {
 	return s.receiveLocked(text, end)
 }
 
+// TestAutoReceive: the window is the round trip × AutoWindowRate, rounded
+// up to 64 KiB, within [AutoWindowMin, AutoWindowMax]; the rest is
+// WithWindow's (TestWithWindow).
 func TestAutoReceive(t *testing.T) {
 	def := flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 1 << 20}
 	maxi := flow.ReceiveLimits{WindowBytes: 64 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 16 << 20}
 	for _, c := range []struct {
 		name       string
-		def, maxi  flow.ReceiveLimits
 		rtt        time.Duration
 		wantWindow int64
 	}{
-		{"loopback", def, maxi, 200 * time.Microsecond, AutoWindowMin},
-		{"LAN", def, maxi, 500 * time.Microsecond, AutoWindowMin},
-		{"1 ms", def, maxi, time.Millisecond, AutoWindowMin},          // 384 KiB: below the floor
-		{"1.5 ms", def, maxi, 1500 * time.Microsecond, 10 * 64 << 10}, // 590 KiB, rounded up to 640
-		{"10 ms", def, maxi, 10 * time.Millisecond, 62 * 64 << 10},    // 4.03 MB, rounded up to 64 KiB
-		{"20 ms", def, maxi, 20 * time.Millisecond, 123 * 64 << 10},
-		{"50 ms", def, maxi, 50 * time.Millisecond, AutoWindowMax},
-		{"a second", def, maxi, time.Second, AutoWindowMax},
-		{"host maximum below", def, flow.ReceiveLimits{WindowBytes: 4 << 20}, 50 * time.Millisecond, 4 << 20},
-		{"frames above the floor", flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20}, maxi, 0, 1 << 20},
-		{"no defaults stated", flow.ReceiveLimits{}, maxi, 50 * time.Millisecond, 0},
+		{"no round trip", 0, AutoWindowMin},
+		{"loopback", 200 * time.Microsecond, AutoWindowMin},
+		{"LAN", 500 * time.Microsecond, AutoWindowMin},
+		{"1 ms", time.Millisecond, AutoWindowMin},          // 384 KiB: below the floor
+		{"1.5 ms", 1500 * time.Microsecond, 10 * 64 << 10}, // 590 KiB, rounded up to 640
+		{"10 ms", 10 * time.Millisecond, 62 * 64 << 10},    // 4.03 MB, rounded up to 64 KiB
+		{"20 ms", 20 * time.Millisecond, 123 * 64 << 10},
+		{"50 ms", 50 * time.Millisecond, AutoWindowMax},
+		{"a second", time.Second, AutoWindowMax},
 	} {
-		got := AutoReceive(c.def, c.maxi, c.rtt)
-		if got.WindowBytes != c.wantWindow {
+		if got := AutoReceive(def, maxi, c.rtt); got.WindowBytes != c.wantWindow {
 			t.Errorf("%s: window %d, want %d", c.name, got.WindowBytes, c.wantWindow)
 		}
+	}
+}
+
+// TestWithWindow: the host's default frame and message sizes with the
+// window asked for, lowered to the host's maximum and raised to one frame;
+// zero limits (the host's defaults) when the host stated no valid
+// defaults.
+func TestWithWindow(t *testing.T) {
+	def := flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 1 << 20}
+	maxi := flow.ReceiveLimits{WindowBytes: 64 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 16 << 20}
+	for _, c := range []struct {
+		name       string
+		def, maxi  flow.ReceiveLimits
+		w          int64
+		wantWindow int64
+	}{
+		{"as asked", def, maxi, 3 << 20, 3 << 20},
+		{"below the default", def, maxi, 256 << 10, 256 << 10},
+		{"host maximum below", def, flow.ReceiveLimits{WindowBytes: 4 << 20}, 16 << 20, 4 << 20},
+		{"no host maximum", def, flow.ReceiveLimits{}, 128 << 20, 128 << 20},
+		{"below a frame", def, maxi, 2 << 10, 64 << 10},
+		{"frames above the window", flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 1 << 20, MaximumMessageBytes: 1 << 20}, maxi, 512 << 10, 1 << 20},
+		{"no defaults stated", flow.ReceiveLimits{}, maxi, 4 << 20, 0},
+		{"invalid defaults", flow.ReceiveLimits{WindowBytes: 1 << 20}, maxi, 4 << 20, 0},
+	} {
+		got := WithWindow(c.def, c.maxi, c.w)
 		if c.wantWindow == 0 {
 			if got != (flow.ReceiveLimits{}) {
 				t.Errorf("%s: %+v, want zero limits", c.name, got)
 			}
 			continue
+		}
+		if got.WindowBytes != c.wantWindow {
+			t.Errorf("%s: window %d, want %d", c.name, got.WindowBytes, c.wantWindow)
 		}
 		if err := got.Validate(); err != nil || got.MaximumFrameBytes != c.def.MaximumFrameBytes || got.MaximumMessageBytes != c.def.MaximumMessageBytes {
 			t.Errorf("%s: %+v (%v): want the defaults' frame and message sizes", c.name, got, err)
@@ -376,8 +404,8 @@ func TestAutoReceive(t *testing.T) {
 	}
 }
 
-// BenchmarkParseTCPData: the params of a tcp/data of 24 KiB, the size a
-// forward download's messages have with the smallest automatic window.
+// BenchmarkParseTCPData: the params of a tcp/data of 24 KiB, the size of
+// a forward download's messages with a 256 KiB window (a quarter of it).
 func BenchmarkParseTCPData(b *testing.B) {
 	data := make([]byte, 24<<10)
 	for i := range data {
