@@ -110,18 +110,21 @@ func longRun(b []byte, i int, high uint64) (int, uint64) {
 		if q := bytes.IndexByte(c[:n], '"'); q >= 0 {
 			n = q
 		}
-		// c[:n] holds no '"' or '\\'; control characters, 32 bytes a step.
-		j := 0
-		for ; j+32 <= n; j += 32 {
-			x0 := binary.LittleEndian.Uint64(c[j:])
-			x1 := binary.LittleEndian.Uint64(c[j+8:])
-			x2 := binary.LittleEndian.Uint64(c[j+16:])
-			x3 := binary.LittleEndian.Uint64(c[j+24:])
+		// c[:n] holds no '"' or '\\'; control characters, 32 bytes a step
+		// (w shrinks from the front, so the loads need no bounds checks).
+		w := c[:n]
+		for len(w) >= 32 {
+			x0 := binary.LittleEndian.Uint64(w[0:8])
+			x1 := binary.LittleEndian.Uint64(w[8:16])
+			x2 := binary.LittleEndian.Uint64(w[16:24])
+			x3 := binary.LittleEndian.Uint64(w[24:32])
 			if ((x0-lsb*0x20)&^x0|(x1-lsb*0x20)&^x1|(x2-lsb*0x20)&^x2|(x3-lsb*0x20)&^x3)&msb != 0 {
 				break
 			}
 			high |= x0 | x1 | x2 | x3
+			w = w[32:]
 		}
+		j := n - len(w)
 		i += j
 		if j < size {
 			return i, high // a stop, or the end of b, is within 32 bytes
