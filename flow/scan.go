@@ -38,17 +38,20 @@ func specialBytes(x uint64) uint64 {
 // not written as itself in a JSON string (control characters, '"', '\\'
 // and non-ASCII bytes), or limit.
 func plainPrefix(s string, i, limit int) int {
-	for i+8 <= limit {
-		x := load64(s, i)
+	// w shrinks from the front, so the loads need no bounds checks.
+	w := s[i:limit]
+	for len(w) >= 8 {
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
 		if m := specialBytes(x) | x&msb; m != 0 {
-			return i + bits.TrailingZeros64(m)/8
+			return limit - len(w) + bits.TrailingZeros64(m)/8
 		}
-		i += 8
+		w = w[8:]
 	}
-	for i < limit && safeByte[s[i]] {
-		i++
+	for len(w) > 0 && safeByte[w[0]] {
+		w = w[1:]
 	}
-	return i
+	return limit - len(w)
 }
 
 // stringEnd returns the index of the first byte of b[i:] that is '"',
