@@ -51,7 +51,9 @@ type Options struct {
 	// Deflate offers permessage-deflate.
 	Deflate bool
 	// HTTPClient carries the upgrade request and so the connection
-	// (tests wrap its net.Conn to inject faults); nil: http.DefaultClient.
+	// (tests wrap its net.Conn to inject faults); nil: a client like
+	// http.DefaultClient whose socket is corked around each message sent
+	// (corkConn).
 	HTTPClient *http.Client
 	// OnSend, if set, is called just before each text message is
 	// written, with the message (valid during the call only; writes wait
@@ -73,6 +75,7 @@ type Notification struct {
 // Conn is one AHP/1 connection.
 type Conn struct {
 	ws     *websocket.Conn
+	cork   *corkConn // the socket under ws, when Dial made it; nil otherwise
 	onSend func([]byte)
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -112,11 +115,15 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 	if opts.Deflate {
 		mode = websocket.CompressionContextTakeover
 	}
+	hc, corked := opts.HTTPClient, func() *corkConn { return nil }
+	if hc == nil {
+		hc, corked = corkingClient()
+	}
 	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		Subprotocols:    []string{"ahp.v1"},
 		HTTPHeader:      opts.Header,
 		CompressionMode: mode,
-		HTTPClient:      opts.HTTPClient,
+		HTTPClient:      hc,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -126,7 +133,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 		limit = 32 << 20
 	}
 	ws.SetReadLimit(limit)
-	c := &Conn{ws: ws, onSend: opts.OnSend, done: make(chan struct{}), pending: map[string]chan response{}, psubs: map[string]subscription{}, subs: map[string]subscription{}, noteSig: make(chan struct{}, 1)}
+	c := &Conn{ws: ws, cork: corked(), onSend: opts.OnSend, done: make(chan struct{}), pending: map[string]chan response{}, psubs: map[string]subscription{}, subs: map[string]subscription{}, noteSig: make(chan struct{}, 1)}
 	c.wg.Go(c.readLoop)
 	params := map[string]any{
 		"protocolVersion": "ahp/1",
@@ -216,7 +223,16 @@ func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
 	if c.onSend != nil {
 		c.onSend(b)
 	}
-	return c.ws.Write(context.Background(), websocket.MessageText, b)
+	if c.cork == nil {
+		return c.ws.Write(context.Background(), websocket.MessageText, b)
+	}
+	// The message leaves in one write (corkConn).
+	c.cork.cork()
+	err := c.ws.Write(context.Background(), websocket.MessageText, b)
+	if uerr := c.cork.uncork(); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 // abort drops the connection at once, without a close handshake (a
