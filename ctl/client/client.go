@@ -24,6 +24,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/cork"
 	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
@@ -53,7 +54,7 @@ type Options struct {
 	// HTTPClient carries the upgrade request and so the connection
 	// (tests wrap its net.Conn to inject faults); nil: a client like
 	// http.DefaultClient whose socket is corked around each message sent
-	// (corkConn).
+	// (corkingClient).
 	HTTPClient *http.Client
 	// OnSend, if set, is called just before each text message is
 	// written, with the message (valid during the call only; writes wait
@@ -75,7 +76,7 @@ type Notification struct {
 // Conn is one AHP/1 connection.
 type Conn struct {
 	ws     *websocket.Conn
-	cork   *corkConn // the socket under ws, when Dial made it; nil otherwise
+	cork   *cork.Conn // the socket under ws, when Dial made it; nil otherwise
 	onSend func([]byte)
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -115,7 +116,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 	if opts.Deflate {
 		mode = websocket.CompressionContextTakeover
 	}
-	hc, corked := opts.HTTPClient, func() *corkConn { return nil }
+	hc, corked := opts.HTTPClient, func() *cork.Conn { return nil }
 	if hc == nil {
 		hc, corked = corkingClient()
 	}
@@ -223,13 +224,11 @@ func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
 	if c.onSend != nil {
 		c.onSend(b)
 	}
-	if c.cork == nil {
-		return c.ws.Write(context.Background(), websocket.MessageText, b)
-	}
-	// The message leaves in one write (corkConn).
-	c.cork.cork()
+	// The message leaves in one write (corkingClient; a nil cork does
+	// nothing).
+	c.cork.Cork()
 	err := c.ws.Write(context.Background(), websocket.MessageText, b)
-	if uerr := c.cork.uncork(); err == nil {
+	if uerr := c.cork.Uncork(); err == nil {
 		err = uerr
 	}
 	return err

@@ -68,35 +68,3 @@ func TestMessageOneWrite(t *testing.T) {
 		}
 	}
 }
-
-// discard is a socket that takes every write.
-type discard struct{ net.Conn }
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
-// TestCorkBound: what a corkConn held goes out in one write on uncork;
-// between messages it keeps at most maxKeptCork of memory.
-func TestCorkBound(t *testing.T) {
-	var writes atomic.Int64
-	c := &corkConn{Conn: writeCounter{discard{}, &writes}}
-	for _, n := range []int{1 << 20, 4 << 10, maxKeptCork} {
-		c.cork()
-		for range n / 1024 {
-			if _, err := c.Write(make([]byte, 1024)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := c.uncork(); err != nil {
-			t.Fatal(err)
-		}
-		if got := writes.Swap(0); got != 1 {
-			t.Errorf("%d bytes corked: %d writes, want 1", n, got)
-		}
-		if kept := cap(c.held); kept > maxKeptCork {
-			t.Errorf("after %d bytes the cork keeps %d bytes, above %d", n, kept, maxKeptCork)
-		}
-	}
-	if _, err := c.Write([]byte("x")); err != nil || writes.Load() != 1 {
-		t.Errorf("uncorked, a write is %d writes (%v), want 1", writes.Load(), err)
-	}
-}

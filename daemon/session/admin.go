@@ -77,7 +77,7 @@ func (c *conn) info() ViewerInfo {
 		Resets: c.stats.resets.Load(), Dropped: c.stats.droppedNotifications.Load(),
 	}
 	if c.wire != nil {
-		v.WireBytesOut, v.WireBytesIn = c.wire.out.Load(), c.wire.in.Load()
+		v.WireBytesOut, v.WireBytesIn = c.wire.Written(), c.wire.in.Load()
 	}
 	for _, s := range c.subs {
 		w := s.stream.Window()

@@ -27,8 +27,8 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/webui"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/cork"
 	"github.com/ahp-dev/ahpd/internal/rawio"
-	"github.com/ahp-dev/ahpd/internal/spare"
 	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
@@ -492,19 +492,15 @@ func (l sndbufListener) Accept() (net.Conn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetWriteBuffer(socketSendBuffer)
 	}
-	return &countingConn{Conn: rawio.NewConn(c)}, nil
+	return &countingConn{Conn: cork.New(rawio.NewConn(c))}, nil
 }
 
 // countingConn counts the bytes through a socket, and while corked holds
-// what is written to it, so that a frame leaves in one write (cork).
+// what is written to it, so that a frame, or the frames queued behind it,
+// leave in one write (internal/cork).
 type countingConn struct {
-	net.Conn
-	in, out atomic.Int64
-
-	mu     sync.Mutex // guards the fields below; held across a write to the socket
-	corked bool
-	held   []byte // what was written while corked, in memory from heldBufs
-	err    error  // a write that failed: the socket takes no more
+	*cork.Conn // writes: counted (Written), held while corked
+	in         atomic.Int64
 }
 
 func (c *countingConn) Read(p []byte) (int, error) {
@@ -513,55 +509,12 @@ func (c *countingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *countingConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return 0, c.err
-	}
-	if c.corked {
-		if c.held == nil {
-			if c.held = heldBufs.Get(); c.held == nil {
-				c.held = make([]byte, 0, 64<<10)
-			}
-		}
-		c.held = append(c.held, p...)
-		return len(p), nil
-	}
-	return c.write(p)
-}
-
-// write writes p to the socket; c.mu is held.
-func (c *countingConn) write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.out.Add(int64(n))
-	if err != nil {
-		c.err = err
-	}
-	return n, err
-}
-
-// heldBufs is the memory of corked writes, shared by every connection:
-// it is in use only while a frame is written, so an idle connection holds
-// none. A buffer above maxHeldBuf (a frame of a larger negotiated
-// maximumFrameBytes) is not kept; a new one is 64 KiB, a frame of the
-// default maximum.
-var heldBufs = spare.Pool{MaxCap: maxHeldBuf}
-
-const maxHeldBuf = 256 << 10
-
 // cork holds what is written to the socket until uncork, which writes it
-// in one system call: the WebSocket library writes a frame through a
-// small buffer in pieces (header, then payload), and each write would
-// wake the viewer. Writes of other goroutines meanwhile (a ping, a pong)
-// are held too, in order. A nil c does nothing.
+// in one system call. A nil c does nothing.
 func (c *countingConn) cork() {
-	if c == nil {
-		return
+	if c != nil {
+		c.Conn.Cork()
 	}
-	c.mu.Lock()
-	c.corked = true
-	c.mu.Unlock()
 }
 
 // uncork writes what cork held, and returns the error of that write or of
@@ -570,23 +523,7 @@ func (c *countingConn) uncork() error {
 	if c == nil {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.corked = false
-	if c.held == nil {
-		return c.err
-	}
-	held := c.held
-	c.held = nil
-	var err error
-	if c.err == nil {
-		_, err = c.write(held)
-	}
-	heldBufs.Put(held)
-	if err == nil {
-		err = c.err
-	}
-	return err
+	return c.Conn.Uncork()
 }
 
 type connKey struct{}

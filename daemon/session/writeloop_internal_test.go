@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
+
+	"github.com/ahp-dev/ahpd/internal/cork"
 )
 
 // recordingConn is a socket that records each write it is given.
@@ -37,7 +39,7 @@ func (t writeThrough) Write(_ context.Context, _ websocket.MessageType, p []byte
 // its own.
 func TestWriteLoopBatchesQueuedFrames(t *testing.T) {
 	rec := &recordingConn{}
-	wire := &countingConn{Conn: rec}
+	wire := &countingConn{Conn: cork.New(rec)}
 	c := &conn{ws: writeThrough{w: wire}, wire: wire, out: make(chan []byte, 4), written: make(chan []byte, 4), writeFailed: make(chan struct{})}
 	frames := []string{"one", "two", "three"}
 	for _, f := range frames {
@@ -63,7 +65,7 @@ func TestWriteLoopBatchesQueuedFrames(t *testing.T) {
 	if len(rec.writes) != len(want) || rec.writes[0] != want[0] || rec.writes[1] != want[1] {
 		t.Fatalf("socket writes %q, want %q", rec.writes, want)
 	}
-	if got := wire.out.Load(); got != int64(len("onetwothreefour")) {
+	if got := wire.Written(); got != int64(len("onetwothreefour")) {
 		t.Errorf("counted %d bytes out, want %d", got, len("onetwothreefour"))
 	}
 }
