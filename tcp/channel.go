@@ -505,7 +505,10 @@ func resetReason(err error) string {
 }
 
 func (c *Channel) writeLoop() {
-	var vec [8][]byte // what one write takes: at most len(vec) messages
+	// What one write takes: at most len(vec) messages. bufs is declared
+	// once: WriteTo takes its address, so it lives on the heap.
+	var vec [8][]byte
+	var bufs net.Buffers
 	for {
 		if !c.await(func() bool { return len(c.wq) > 0 }, c.wsig) {
 			return
@@ -514,7 +517,7 @@ func (c *Channel) writeLoop() {
 		// system call, and one wake-up of the target, instead of one per
 		// message. An EOF is written alone, after the data before it.
 		conn, n, eof := c.conn, 0, c.wq[0].eof
-		bufs := net.Buffers(vec[:0])
+		bufs = vec[:0]
 		if !eof {
 			for n < len(c.wq) && n < len(vec) && !c.wq[n].eof {
 				bufs = append(bufs, c.wq[n].data)

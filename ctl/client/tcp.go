@@ -361,7 +361,10 @@ func (s *TCPStream) Read(p []byte) (int, error) {
 // Read.
 func (s *TCPStream) WriteTo(w io.Writer) (int64, error) {
 	var total int64
-	var vec [8][]byte // what one write takes: at most len(vec) messages
+	// What one write takes: at most len(vec) messages. bufs is declared
+	// once: WriteTo takes its address, so it lives on the heap.
+	var vec [8][]byte
+	var bufs net.Buffers
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
@@ -376,7 +379,7 @@ func (s *TCPStream) WriteTo(w io.Writer) (int64, error) {
 			// writes them. The chunks received by now go in one write
 			// (writev, when w is a socket): one wake-up of the reader
 			// at the other end instead of one per message.
-			bufs := net.Buffers(append(vec[:0], s.in[0].data[s.inPos:]))
+			bufs = append(vec[:0], s.in[0].data[s.inPos:])
 			for _, c := range s.in[1:min(len(s.in), len(vec))] {
 				bufs = append(bufs, c.data)
 			}

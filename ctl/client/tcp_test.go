@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -280,25 +281,7 @@ func (w *failAfter) Write(p []byte) (int, error) {
 // leaves exactly the bytes it did not take for the next WriteTo; all is
 // released (credited) once written, and not before.
 func TestTCPWriteTo(t *testing.T) {
-	limits := flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 64 << 10}
-	s := &TCPStream{changed: make(chan struct{}), readable: make(chan struct{}), recv: flow.NewReceiver(limits)}
-	var want []byte
-	var pos int64
-	for i := range 19 {
-		chunk := []byte(strings.Repeat(string(rune('a'+i)), 100+i))
-		msg, _ := appendTCPInput(nil, int64(len(want)), chunk)
-		m := strings.Replace(string(msg), "tcp/input", "tcp/data", 1)
-		if err := feed(s, int64(i+1), m); err != nil {
-			t.Fatal(err)
-		}
-		pos += flow.UTF16Len(m)
-		want = append(want, chunk...)
-	}
-	eof := fmt.Sprintf(`{"jsonrpc":"2.0","method":"tcp/eof","params":{"offset":%d}}`, len(want))
-	if err := feed(s, 20, eof); err != nil {
-		t.Fatal(err)
-	}
-	pos += flow.UTF16Len(eof)
+	s, want, pos := queuedStream(t, 19)
 	// The first write fails in the middle of the third message.
 	w := &failAfter{n: 100 + 101 + 50}
 	n, err := s.WriteTo(w)
@@ -315,6 +298,59 @@ func TestTCPWriteTo(t *testing.T) {
 	}
 	if s.recv.Released() != s.recv.Accepted() || s.creditWant != pos {
 		t.Errorf("after writing all: released %v of %v, credit %d of %d", s.recv.Released(), s.recv.Accepted(), s.creditWant, pos)
+	}
+}
+
+// queuedStream returns a stream that received n tcp/data messages (of
+// 100, 101, … bytes) and tcp/eof, none read yet; the bytes, and the
+// position of the stream's end.
+func queuedStream(t *testing.T, n int) (s *TCPStream, data []byte, end int64) {
+	t.Helper()
+	limits := flow.ReceiveLimits{WindowBytes: 16 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 64 << 10}
+	s = &TCPStream{changed: make(chan struct{}), readable: make(chan struct{}), recv: flow.NewReceiver(limits)}
+	for i := range n {
+		chunk := []byte(strings.Repeat(string(rune('a'+i%26)), 100+i))
+		msg, _ := appendTCPInput(nil, int64(len(data)), chunk)
+		m := strings.Replace(string(msg), "tcp/input", "tcp/data", 1)
+		if err := feed(s, int64(i+1), m); err != nil {
+			t.Fatal(err)
+		}
+		end += flow.UTF16Len(m)
+		data = append(data, chunk...)
+	}
+	eof := fmt.Sprintf(`{"jsonrpc":"2.0","method":"tcp/eof","params":{"offset":%d}}`, len(data))
+	if err := feed(s, int64(n+1), eof); err != nil {
+		t.Fatal(err)
+	}
+	return s, data, end + flow.UTF16Len(eof)
+}
+
+// discardCounter takes every write and counts the bytes.
+type discardCounter struct{ n int64 }
+
+func (d *discardCounter) Write(p []byte) (int, error) {
+	d.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestTCPWriteToAllocs: WriteTo allocates nothing per write: 200 queued
+// messages (25 writes of 8) cost as many allocations as 8 (one write).
+func TestTCPWriteToAllocs(t *testing.T) {
+	mallocs := func(n int) uint64 {
+		s, data, _ := queuedStream(t, n)
+		var w discardCounter
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		got, err := s.WriteTo(&w)
+		runtime.ReadMemStats(&after)
+		if err != nil || got != int64(len(data)) || w.n != got {
+			t.Fatalf("WriteTo of %d messages = %d, %v; want %d bytes", n, got, err, len(data))
+		}
+		return after.Mallocs - before.Mallocs
+	}
+	few, many := mallocs(8), mallocs(200)
+	if many > few+4 {
+		t.Errorf("WriteTo: %d allocations for 200 messages, %d for 8: it allocates per write", many, few)
 	}
 }
 
