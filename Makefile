@@ -11,6 +11,12 @@ LDFLAGS := -X github.com/ahp-dev/ahpd/daemon.Version=$(VERSION) -X github.com/ah
 # (docs/benchmarks-memory.md). Every go command below, tests included, and
 # the binaries tests build, get the tag.
 export GOFLAGS := -tags=grpcnotrace $(GOFLAGS)
+# The binaries are built without cgo: nothing in ahpd needs it (it was
+# linked only for net's and os/user's libc lookups; the Go resolver reads
+# /etc/hosts, /etc/nsswitch.conf's files and dns, and DNS itself), and
+# without libc the idle daemon's RSS is 1.3 MB lower
+# (docs/benchmarks-memory.md). Tests keep cgo: -race needs it.
+BUILD   := CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)'
 # Pinned code generators, installed from the Go module proxy by `make gen`.
 BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
@@ -22,7 +28,7 @@ GOBIN ?= $(shell $(GO) env GOPATH)/bin
 all: build
 
 build: web
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
+	$(BUILD) -o bin/ ./cmd/...
 
 # Builds the web page (needs Node.js and npm) and runs the daemon with a
 # terminal on your login shell; open the URL it prints. ARGS passes flags
@@ -86,7 +92,7 @@ bench:
 # one against the raw PTY in the same run (throughput, CPU per MB, echo).
 # BENCHFLAGS passes flags on, e.g. BENCHFLAGS='-runs 0 -gap 10ms'.
 bench-process:
-	$(GO) build -o bin/ ./cmd/ahpd
+	$(BUILD) -o bin/ ./cmd/ahpd
 	$(GO) run ./internal/ahpbench -ahpd bin/ahpd $(BENCHFLAGS)
 
 # TCP channels through bin/ahpd and `ahpctl forward`, against raw loopback
@@ -94,7 +100,7 @@ bench-process:
 # echo under a bulk neighbour). BENCHFLAGS passes flags on, e.g.
 # BENCHFLAGS='-size 256MiB -runs 1'.
 bench-tcp:
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
+	$(BUILD) -o bin/ ./cmd/...
 	$(GO) run ./internal/tcpbench -ahpd bin/ahpd -ahpctl bin/ahpctl $(BENCHFLAGS)
 
 # Telemetry channels through bin/ahpd: push ingest with 0, 1 and 100
@@ -102,7 +108,7 @@ bench-tcp:
 # permessage-deflate (samples/s, losses, daemon CPU, bytes per sample).
 # BENCHFLAGS passes flags on, e.g. BENCHFLAGS='-duration 10s'.
 bench-telemetry:
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/ahpd
+	$(BUILD) -o bin/ ./cmd/ahpd
 	$(GO) run ./internal/telemetrybench -ahpd bin/ahpd $(BENCHFLAGS)
 
 # `ahpctl attach` under a terminal flood: `cat` of a 64 MiB file typed into
@@ -114,7 +120,7 @@ bench-telemetry:
 # overlap. BENCHFLAGS passes flags on, e.g. BENCHFLAGS='-rounds 5
 # -variants ";--window 1MiB"'.
 bench-attach:
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
+	$(BUILD) -o bin/ ./cmd/...
 	flock /tmp/ahp-bench.lock $(GO) run ./internal/attachbench -ahpd bin/ahpd -ahpctl bin/ahpctl $(BENCHFLAGS)
 
 proto-tools:
