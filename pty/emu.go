@@ -59,12 +59,53 @@ type savedCursor struct {
 }
 
 type screen struct {
-	lines    [][]cell
-	wrapped  []bool   // wrapped[y]: line y continues line y-1 (autowrap)
-	base     [][]cell // the arrays lines and wrapped slide over (see slide)
+	lines    []*row
+	wrapped  []bool // wrapped[y]: line y continues line y-1 (autowrap)
+	base     []*row // the arrays lines and wrapped slide over (see slide)
 	wbase    []bool
 	top, bot int // scroll region, inclusive rows
 	saved    savedCursor
+}
+
+// line returns the cells of row y, up to date.
+func (s *screen) line(y int) []cell { return s.lines[y].line() }
+
+// row is one line of a screen: its cells, or, while plain is set, text,
+// printable ASCII in the default pen followed by erased cells, with cells
+// out of date until line() rewrites them. Most output that scrolls by is
+// such lines: printing them as bytes and pushing them to the scrollback as
+// bytes costs a twelfth of the memory traffic of cells (docs/benchmarks.md,
+// issue 17). Anything else done to a row makes it cells first.
+type row struct {
+	cells []cell // len cols
+	text  []byte // while plain; cap cols once printed into
+	plain bool
+}
+
+// line returns r's cells, rewriting them from a plain row's text first.
+func (r *row) line() []cell {
+	if r.plain {
+		c := r.cells
+		for i, b := range r.text {
+			c[i] = cell{ch: rune(b)}
+		}
+		clear(c[len(r.text):])
+		r.plain = false
+		r.text = r.text[:0]
+	}
+	return r.cells
+}
+
+// erase sets every cell of r to blank; an erase in the default background
+// leaves an empty plain row, unless the emulator keeps cells only.
+func (e *emulator) erase(r *row, blank cell) {
+	r.text = r.text[:0]
+	if blank == (cell{}) && !e.cellsOnly {
+		r.plain = true
+		return
+	}
+	r.plain = false
+	fill(r.cells, blank)
 }
 
 // sbLine is one line of scrollback. A line of printable ASCII in the
@@ -90,6 +131,14 @@ func (l *sbLine) line(scratch *[]cell) []cell {
 	}
 	*scratch = s
 	return s
+}
+
+// setText stores a plain row's text in l.
+func (l *sbLine) setText(text []byte, wrapped bool) {
+	l.wrapped = wrapped
+	l.isPlain = true
+	l.plain = append(l.plain[:0], text...)
+	l.cells = l.cells[:0]
 }
 
 // set stores src in l, as bytes when it is plain.
@@ -120,24 +169,33 @@ func (s *scrollback) len() int { return len(s.lines) }
 
 func (s *scrollback) at(i int) *sbLine { return &s.lines[(s.head+i)%len(s.lines)] }
 
-func (s *scrollback) push(src []cell, wrapped bool) {
-	s.pushUsed(src[:usedLen(src)], wrapped)
+// push appends a screen row to the scrollback.
+func (s *scrollback) push(r *row, wrapped bool) {
+	l := s.next()
+	switch {
+	case l == nil:
+	case r.plain:
+		l.setText(r.text, wrapped)
+	default:
+		l.set(r.cells[:usedLen(r.cells)], wrapped)
+	}
 }
 
-// pushUsed is push for a line already cut after its last non-erased cell.
-func (s *scrollback) pushUsed(src []cell, wrapped bool) {
+// next returns the slot for the line pushed next, the oldest line's once
+// the ring is full, or nil when there is no scrollback.
+func (s *scrollback) next() *sbLine {
 	if s.max <= 0 {
-		return
+		return nil
 	}
 	if len(s.lines) < s.max {
 		s.lines = append(s.lines, sbLine{})
-		s.lines[len(s.lines)-1].set(src, wrapped)
-		return
+		return &s.lines[len(s.lines)-1]
 	}
-	s.lines[s.head].set(src, wrapped)
+	l := &s.lines[s.head]
 	if s.head++; s.head == len(s.lines) {
 		s.head = 0
 	}
+	return l
 }
 
 // usedLen returns the length of line without its trailing erased cells
@@ -173,6 +231,7 @@ func (s *scrollback) clear() {
 type emulator struct {
 	rows, cols int
 	scr        [2]screen
+	cellsOnly  bool // no plain rows: the tests' reference for them
 	alt        bool
 	sb         scrollback
 
@@ -231,10 +290,12 @@ func newEmulator(rows, cols, scrollbackLines int) *emulator {
 }
 
 func newScreen(rows, cols int) screen {
-	s := screen{lines: make([][]cell, rows), wrapped: make([]bool, rows), top: 0, bot: rows - 1}
+	s := screen{lines: make([]*row, rows), wrapped: make([]bool, rows), top: 0, bot: rows - 1}
 	backing := make([]cell, rows*cols)
+	rs := make([]row, rows)
 	for y := range s.lines {
-		s.lines[y] = backing[y*cols : (y+1)*cols : (y+1)*cols]
+		rs[y] = row{cells: backing[y*cols : (y+1)*cols : (y+1)*cols], plain: true}
+		s.lines[y] = &rs[y]
 	}
 	return s
 }
@@ -452,6 +513,7 @@ func (e *emulator) printASCII(s string) {
 	}
 	scr := e.cur()
 	fg, bg := e.fg, e.bg&^aWide
+	plainPen := fg == 0 && bg == 0 && !e.cellsOnly
 	for i := 0; i < len(s); {
 		if e.pending {
 			if !e.autowrap {
@@ -460,7 +522,30 @@ func (e *emulator) printASCII(s string) {
 				e.wrapLine(scr)
 			}
 		}
-		line := scr.lines[e.y]
+		r := scr.lines[e.y]
+		if plainPen && r.plain && e.x <= len(r.text) {
+			// A plain row stays plain: the text is written as bytes.
+			n := min(e.cols-e.x, len(s)-i)
+			x := e.x
+			if cap(r.text) < e.cols {
+				t := make([]byte, len(r.text), e.cols)
+				copy(t, r.text)
+				r.text = t
+			}
+			if x+n > len(r.text) {
+				r.text = r.text[:x+n]
+			}
+			copy(r.text[x:], s[i:i+n])
+			i += n
+			if x += n; x >= e.cols {
+				e.x = e.cols - 1
+				e.pending = e.autowrap
+			} else {
+				e.x = x
+			}
+			continue
+		}
+		line := r.line()
 		// Fix a wide character whose second half is about to be overwritten.
 		if line[e.x].ch == tailRune && e.x > 0 {
 			line[e.x-1] = cell{fg: fg, bg: bg}
@@ -535,7 +620,7 @@ func (e *emulator) printRune(r rune) {
 			e.pending = false
 		}
 	}
-	line := scr.lines[e.y]
+	line := scr.line(e.y)
 	if line[e.x].ch == tailRune && e.x > 0 {
 		line[e.x-1] = cell{fg: e.fg, bg: e.bg}
 	}
@@ -550,7 +635,7 @@ func (e *emulator) printRune(r rune) {
 		}
 		line[e.x] = cell{fg: e.fg, bg: e.bg}
 		e.wrapLine(scr)
-		line = scr.lines[e.y]
+		line = scr.line(e.y)
 	}
 	if w == 2 && e.cols < 2 {
 		return
@@ -589,7 +674,7 @@ func (e *emulator) combine(r rune) {
 	if x < 0 {
 		return
 	}
-	line := e.cur().lines[e.y]
+	line := e.cur().line(e.y)
 	if line[x].ch == tailRune && x > 0 {
 		x--
 	}
@@ -740,9 +825,8 @@ func (e *emulator) scrollUp(n int, toScrollback bool) {
 	blank := e.eraseCell()
 	for k := 0; k < n; k++ {
 		first := scr.lines[top]
-		used := usedLen(first)
 		if toScrollback {
-			e.sb.pushUsed(first[:used], scr.wrapped[top])
+			e.sb.push(first, scr.wrapped[top])
 		}
 		if top == 0 && bot == len(scr.lines)-1 {
 			// The whole screen scrolls: slide the window over the spare
@@ -753,11 +837,7 @@ func (e *emulator) scrollUp(n int, toScrollback bool) {
 			copy(scr.lines[top:bot], scr.lines[top+1:bot+1])
 			copy(scr.wrapped[top:bot], scr.wrapped[top+1:bot+1])
 		}
-		dirty := first
-		if blank == (cell{}) {
-			dirty = first[:used] // the cells after it are cell{} already
-		}
-		fill(dirty, blank)
+		e.erase(first, blank)
 		scr.lines[bot] = first
 		scr.wrapped[bot] = false
 	}
@@ -775,7 +855,7 @@ func (s *screen) slide() {
 		// Out of room: move the rows back to the start of the arrays
 		// (allocated once per screen size).
 		if cap(s.base) < rows+slideRoom {
-			s.base = make([][]cell, rows+slideRoom)
+			s.base = make([]*row, rows+slideRoom)
 			s.wbase = make([]bool, rows+slideRoom)
 		}
 		n := copy(s.base, s.lines)
@@ -811,7 +891,7 @@ func (e *emulator) scrollDown(n int) {
 		last := scr.lines[bot]
 		copy(scr.lines[top+1:bot+1], scr.lines[top:bot])
 		copy(scr.wrapped[top+1:bot+1], scr.wrapped[top:bot])
-		fill(last, blank)
+		e.erase(last, blank)
 		scr.lines[top] = last
 		scr.wrapped[top] = false
 	}
@@ -855,9 +935,7 @@ func (e *emulator) escDispatch(final byte) {
 		if final == '8' { // DECALN
 			scr := e.cur()
 			for y := range scr.lines {
-				for x := range scr.lines[y] {
-					scr.lines[y][x] = cell{ch: 'E'}
-				}
+				fill(scr.line(y), cell{ch: 'E'})
 				scr.wrapped[y] = false
 			}
 			scr.top, scr.bot = 0, e.rows-1
@@ -925,7 +1003,7 @@ func (e *emulator) csiDispatch(final byte) {
 	switch final {
 	case '@':
 		e.pending = false
-		e.insertCells(e.cur().lines[e.y], e.x, e.p(0, 1), e.eraseCell())
+		e.insertCells(e.cur().line(e.y), e.x, e.p(0, 1), e.eraseCell())
 	case 'A':
 		e.cursorUp(e.p(0, 1))
 	case 'B', 'e':
@@ -967,8 +1045,7 @@ func (e *emulator) csiDispatch(final byte) {
 		}
 	case 'X':
 		e.pending = false
-		line := e.cur().lines[e.y]
-		e.eraseRange(line, e.x, min(e.cols, e.x+e.p(0, 1)))
+		e.eraseRange(e.cur().lines[e.y], e.x, min(e.cols, e.x+e.p(0, 1)))
 	case 'Z':
 		e.backTab(e.p(0, 1))
 	case 'b':
@@ -1058,12 +1135,17 @@ func (e *emulator) cup(row, col int) {
 	e.y = max(0, min(e.rows-1, row))
 }
 
-// eraseRange erases cells [x0, x1) of line, repairing cut wide characters.
-func (e *emulator) eraseRange(line []cell, x0, x1 int) {
+// eraseRange erases cells [x0, x1) of r, repairing cut wide characters.
+func (e *emulator) eraseRange(r *row, x0, x1 int) {
 	if x0 >= x1 {
 		return
 	}
 	blank := e.eraseCell()
+	if r.plain && x1 >= len(r.text) && blank == (cell{}) {
+		r.text = r.text[:min(x0, len(r.text))] // no hole: the row stays plain
+		return
+	}
+	line := r.line()
 	if x0 > 0 && line[x0].ch == tailRune {
 		line[x0-1] = blank
 	}
@@ -1152,7 +1234,7 @@ func (e *emulator) deleteLines(n int) {
 
 func (e *emulator) deleteChars(n int) {
 	e.pending = false
-	line := e.cur().lines[e.y]
+	line := e.cur().line(e.y)
 	blank := e.eraseCell()
 	if n > e.cols-e.x {
 		n = e.cols - e.x
@@ -1249,16 +1331,14 @@ func (e *emulator) switchScreen(on bool) {
 	if on {
 		a := &e.scr[1]
 		blank := e.eraseCell()
-		for y := range a.lines {
-			for x := range a.lines[y] {
-				a.lines[y][x] = blank
-			}
+		for y, r := range a.lines {
+			e.erase(r, blank)
 			a.wrapped[y] = false
 		}
 	} else {
 		a := &e.scr[1]
-		for y := range a.lines {
-			clear(a.lines[y])
+		for y, r := range a.lines {
+			e.erase(r, cell{})
 			a.wrapped[y] = false
 		}
 	}
@@ -1505,8 +1585,8 @@ func (e *emulator) resize(rows, cols int) {
 	for k := range e.scr {
 		s := &e.scr[k]
 		// Columns.
-		for y := range s.lines {
-			l := s.lines[y]
+		for _, r := range s.lines {
+			l := r.line()
 			if cols <= cap(l) {
 				old := len(l)
 				l = l[:cols]
@@ -1518,10 +1598,10 @@ func (e *emulator) resize(rows, cols int) {
 				copy(nl, l)
 				l = nl
 			}
-			if cols < len(s.lines[y]) && l[cols-1].bg&aWide != 0 {
+			if cols < len(r.cells) && l[cols-1].bg&aWide != 0 {
 				l[cols-1] = cell{}
 			}
-			s.lines[y] = l
+			r.cells = l
 		}
 		// Rows.
 		if rows < e.rows {
@@ -1534,11 +1614,11 @@ func (e *emulator) resize(rows, cols int) {
 					e.sb.push(s.lines[i], s.wrapped[i])
 				}
 			}
-			s.lines = append([][]cell(nil), s.lines[drop:drop+rows]...)
+			s.lines = append([]*row(nil), s.lines[drop:drop+rows]...)
 			s.wrapped = append([]bool(nil), s.wrapped[drop:drop+rows]...)
 		} else {
 			for y := e.rows; y < rows; y++ {
-				s.lines = append(s.lines, make([]cell, cols))
+				s.lines = append(s.lines, &row{cells: make([]cell, cols), plain: !e.cellsOnly})
 				s.wrapped = append(s.wrapped, false)
 			}
 		}

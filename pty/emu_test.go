@@ -131,7 +131,7 @@ func unrepresentable(rows, cols int, s string) bool {
 	e := NewEmulator(rows, cols, 20)
 	e.Write(s)
 	x := e.e
-	line := x.cur().lines[x.y]
+	line := x.cur().line(x.y)
 	if x.pending && line[x.x].ch <= 0 && !uniformErase(line) &&
 		!(line[x.x].ch == tailRune && x.x > 0 && line[x.x-1].ch > 0) {
 		return true
@@ -140,7 +140,8 @@ func unrepresentable(rows, cols int, s string) bool {
 	// attributes beyond a background (left by cut wide characters).
 	special := func(c cell) bool { return c.ch <= 0 && !isPlainErase(c) }
 	for k := range x.scr {
-		for _, l := range x.scr[k].lines {
+		for _, r := range x.scr[k].lines {
+			l := r.line()
 			if cols >= 2 && special(l[cols-1]) && special(l[cols-2]) {
 				return true
 			}

@@ -30,7 +30,20 @@ func (e *Emulator) Alt() bool          { return e.e.alt }
 // LineText returns the text of screen row y (of the active screen) with
 // empty cells as spaces and trailing spaces removed.
 func (e *Emulator) LineText(y int) string {
-	return e.e.lineText(e.e.cur().lines[y])
+	return e.e.lineText(cellsOf(e.e.cur().lines[y]))
+}
+
+// cellsOf returns r's cells without making a plain row cells: Diff and
+// LineText must not change what they look at.
+func cellsOf(r *row) []cell {
+	if !r.plain {
+		return r.cells
+	}
+	c := make([]cell, len(r.cells))
+	for i, b := range r.text {
+		c[i] = cell{ch: rune(b)}
+	}
+	return c
 }
 
 func (e *emulator) lineText(line []cell) string {
@@ -110,7 +123,7 @@ func Diff(a, b *Emulator) []string {
 			continue
 		}
 		for r := 0; r < x.rows; r++ {
-			cmpLine(fmt.Sprintf("screen %d row %d", k, r), x.scr[k].lines[r], y.scr[k].lines[r])
+			cmpLine(fmt.Sprintf("screen %d row %d", k, r), cellsOf(x.scr[k].lines[r]), cellsOf(y.scr[k].lines[r]))
 		}
 		if x.scr[k].top != y.scr[k].top || x.scr[k].bot != y.scr[k].bot {
 			add("screen %d region %d-%d vs %d-%d", k, x.scr[k].top, x.scr[k].bot, y.scr[k].top, y.scr[k].bot)

@@ -24,7 +24,7 @@ func (e *emulator) snapshot() string {
 	// Blank rows at the bottom of the screen need not be written: the
 	// viewer's screen is blank after the reset.
 	last := n + e.rows - 1
-	for n == 0 && last >= 0 && isBlankLine(normal.lines[last]) {
+	for n == 0 && last >= 0 && isBlankLine(normal.line(last)) {
 		last--
 	}
 	var prevFull bool
@@ -41,7 +41,7 @@ func (e *emulator) snapshot() string {
 			l := e.sb.at(i)
 			line, wrapped = l.line(&w.scratch), l.wrapped
 		} else {
-			line, wrapped = normal.lines[i-n], normal.wrapped[i-n]
+			line, wrapped = normal.line(i-n), normal.wrapped[i-n]
 		}
 		if len(line) > e.cols {
 			line = line[:e.cols]
@@ -61,17 +61,17 @@ func (e *emulator) snapshot() string {
 		w.resetPen()
 		w.str("\x1b[?1047h\x1b[H")
 		lastAlt := e.rows - 1
-		for lastAlt > 0 && isBlankLine(alt.lines[lastAlt]) {
+		for lastAlt > 0 && isBlankLine(alt.line(lastAlt)) {
 			lastAlt--
 		}
 		for y := 0; y <= lastAlt; y++ {
 			if y > 0 {
 				w.resetPen()
-				if !(alt.wrapped[y] && prevFull && startsPrintable(alt.lines[y][0])) {
+				if !(alt.wrapped[y] && prevFull && startsPrintable(alt.line(y)[0])) {
 					w.str("\r\n")
 				}
 			}
-			prevFull = w.line(alt.lines[y])
+			prevFull = w.line(alt.line(y))
 		}
 		w.savedCursor(&alt.saved)
 		w.region(alt)
@@ -94,7 +94,7 @@ func (e *emulator) snapshot() string {
 	if e.origin {
 		top = e.cur().top
 	}
-	line := e.cur().lines[e.y]
+	line := e.cur().line(e.y)
 	switch {
 	case e.pending && e.x == e.cols-1 && line[e.x].ch > 0:
 		w.cup(e.y-top, e.x)

@@ -290,7 +290,7 @@ func TestEchoWakesEmulatorAtOnce(t *testing.T) {
 		t.Fatalf("the emulator's lazy timer was armed %d times for %d echoed keystrokes, want never", n, keys)
 	}
 	term.emuMu.Lock()
-	row := term.emu.lineText(term.emu.cur().lines[0])
+	row := term.emu.lineText(cellsOf(term.emu.cur().lines[0]))
 	term.emuMu.Unlock()
 	if want := "readyabcdefghijklmnopqrst"; row != want {
 		t.Fatalf("the emulator's first row is %q, want %q", row, want)

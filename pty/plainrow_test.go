@@ -1,0 +1,143 @@
+package pty
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+// Plain rows (row.plain) are an encoding of cells, not a second model: an
+// emulator that keeps them must reach the same state, cell for cell and
+// snapshot for snapshot, as one that keeps cells only (cellsOnly), on any
+// input.
+
+// plainTwins returns an emulator with plain rows and its cells-only twin.
+func plainTwins(rows, cols, sb int) (plain, cells *emulator) {
+	plain = newEmulator(rows, cols, sb)
+	cells = newEmulator(rows, cols, sb)
+	cells.cellsOnly = true
+	return plain, cells
+}
+
+// sameState fails t when the twins differ in model state or snapshot.
+// The snapshot makes rows cells, so it comes last.
+func sameState(t *testing.T, what string, plain, cells *emulator) {
+	t.Helper()
+	if d := Diff(&Emulator{plain}, &Emulator{cells}); len(d) > 0 {
+		t.Fatalf("%s: plain rows differ from cells:\n%s", what, strings.Join(d, "\n"))
+	}
+	if a, b := plain.snapshot(), cells.snapshot(); a != b {
+		t.Fatalf("%s: snapshots differ:\n%q\n%q", what, a, b)
+	}
+}
+
+func plainRows(e *emulator) int {
+	n := 0
+	for _, r := range e.cur().lines {
+		if r.plain {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPlainRowsMatchCells: random output, mostly plain text, mixed with
+// everything that touches a row (colours, wide and combining characters,
+// erasures inside and at the end of text, insert mode, charsets, scroll
+// regions, the alternate screen, resizes) leaves both twins alike.
+func TestPlainRowsMatchCells(t *testing.T) {
+	pieces := []string{
+		"hello world ", "0123456789abcdefghij", "x", " ", "~", "\r\n", "\n", "\r", "\t", "\b",
+		"\x1b[31m", "\x1b[0m", "\x1b[1;4;7m", "\x1b[48;5;200m", "\x1b[41m", "\x1b[m",
+		"漢", "😀", "e\u0301", "\u0301", "é",
+		"\x1b[H", "\x1b[3;5H", "\x1b[2A", "\x1b[5C", "\x1b[3D", "\x1b[G", "\x1b[12G",
+		"\x1b[K", "\x1b[1K", "\x1b[2K", "\x1b[J", "\x1b[1J", "\x1b[2J", "\x1b[3J", "\x1b[3X", "\x1b[P", "\x1b[2@",
+		"\x1b[2;5r", "\x1b[r", "\x1b[L", "\x1b[M", "\x1b[S", "\x1b[T", "\x1bM", "\x1bD", "\x1bE",
+		"\x1b[?7l", "\x1b[?7h", "\x1b[4h", "\x1b[4l", "\x1b(0", "\x1b(B", "\x0e", "\x0f",
+		"\x1b[?1049h", "\x1b[?1049l", "\x1b[?47h", "\x1b[?47l", "\x1b7", "\x1b8",
+		"\x1b[3b", "\x1b#8", "\x1bc", "\x1b[!p",
+	}
+	rng := rand.New(rand.NewSource(17))
+	for n := 0; n < 300; n++ {
+		rows, cols := 2+rng.Intn(8), 1+rng.Intn(30)
+		plain, cells := plainTwins(rows, cols, rng.Intn(12))
+		sawPlain := false
+		for k := 0; k < 60; k++ {
+			var b strings.Builder
+			for j := rng.Intn(8); j >= 0; j-- {
+				p := pieces[rng.Intn(len(pieces))]
+				if rng.Intn(3) > 0 {
+					p = pieces[rng.Intn(5)] // mostly plain text
+				}
+				b.WriteString(p)
+			}
+			plain.write(b.String())
+			cells.write(b.String())
+			if rng.Intn(25) == 0 {
+				r, c := 2+rng.Intn(8), 1+rng.Intn(30)
+				plain.resize(r, c)
+				cells.resize(r, c)
+			}
+			sawPlain = sawPlain || plainRows(plain) > 0
+			if d := Diff(&Emulator{plain}, &Emulator{cells}); len(d) > 0 {
+				t.Fatalf("case %d step %d (%dx%d): plain rows differ from cells:\n%s", n, k, plain.rows, plain.cols, strings.Join(d, "\n"))
+			}
+		}
+		if !sawPlain {
+			t.Fatalf("case %d: no row was ever plain: the test does not exercise them", n)
+		}
+		sameState(t, fmt.Sprintf("case %d", n), plain, cells)
+	}
+}
+
+// TestPlainRowsStayPlain: text scrolling by is printed and pushed to the
+// scrollback as bytes; a coloured line is cells until it scrolls away.
+func TestPlainRowsStayPlain(t *testing.T) {
+	plain, cells := plainTwins(24, 80, 100)
+	var out strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&out, "line %d of the output, a little longer than most\r\n", i)
+	}
+	plain.write(out.String())
+	cells.write(out.String())
+	if n := plainRows(plain); n != 24 {
+		t.Fatalf("%d of 24 rows plain after plain output, want all", n)
+	}
+	for i := 0; i < plain.sb.len(); i++ {
+		if l := plain.sb.at(i); !l.isPlain || !strings.HasPrefix(string(l.plain), "line ") {
+			t.Fatalf("scrollback line %d = %+v, want plain text", i, l)
+		}
+	}
+	colour := "\x1b[31mred\x1b[0m and not\r\n"
+	plain.write(colour)
+	cells.write(colour)
+	if n := plainRows(plain); n != 23 {
+		t.Fatalf("%d of 24 rows plain after a coloured line, want 23", n)
+	}
+	plain.write(out.String()[:2000])
+	cells.write(out.String()[:2000])
+	if n := plainRows(plain); n != 24 {
+		t.Fatalf("%d of 24 rows plain once the coloured line scrolled away, want 24", n)
+	}
+	sameState(t, "after plain output", plain, cells)
+}
+
+// FuzzEmulatorPlainRows: any output leaves the twins alike. The first two
+// bytes choose the size.
+func FuzzEmulatorPlainRows(f *testing.F) {
+	f.Add([]byte("\x05\x0ahello world\r\nand more text that wraps\x1b[K\r\n\x1b[31mred\x1b[m"))
+	f.Add([]byte("\x03\x04abcdefgh\x1b[2;3Hx\x1b[1K\x1b[4hyy\x1b[4l\x1b[P漢e\u0301\r\n\n\n"))
+	f.Add([]byte("\x02\x01a\r\nb\x1b[?1049hc\x1b[41m\x1b[2J\x1b[?1049l\x1b(0q\x1b(B\x1b[3X"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 2 || len(data) > 4096 {
+			return
+		}
+		rows, cols := 1+int(data[0])%12, 1+int(data[1])%40
+		plain, cells := plainTwins(rows, cols, 8)
+		s := strings.ToValidUTF8(string(data[2:]), "\uFFFD")
+		plain.write(s)
+		cells.write(s)
+		sameState(t, fmt.Sprintf("%dx%d", rows, cols), plain, cells)
+	})
+}
