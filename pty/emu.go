@@ -231,7 +231,7 @@ func (s *scrollback) clear() {
 type emulator struct {
 	rows, cols int
 	scr        [2]screen
-	cellsOnly  bool // no plain rows: the tests' reference for them
+	cellsOnly  bool // no plain rows, no shortcuts: the tests' reference for them
 	alt        bool
 	sb         scrollback
 
@@ -329,6 +329,22 @@ func (e *emulator) write(s string) {
 				j := printableEnd(s, i+1)
 				e.printASCII(s[i:j])
 				i = j
+				continue
+			}
+			// CR and LF, which end every line, without the state table:
+			// what transition does for them in the ground state.
+			if (c == '\r' || c == '\n') && !e.cellsOnly {
+				e.pending = false
+				if c == '\r' {
+					e.x = 0
+				} else {
+					e.index()
+					if e.lnm {
+						e.x = 0
+					}
+				}
+				e.lastChar = 0
+				i++
 				continue
 			}
 			if c >= 0x80 {

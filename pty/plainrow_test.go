@@ -48,7 +48,7 @@ func plainRows(e *emulator) int {
 // regions, the alternate screen, resizes) leaves both twins alike.
 func TestPlainRowsMatchCells(t *testing.T) {
 	pieces := []string{
-		"hello world ", "0123456789abcdefghij", "x", " ", "~", "\r\n", "\n", "\r", "\t", "\b",
+		"hello world ", "0123456789abcdefghij", "x", "\r\n", "\n", "\r", " ", "~", "\t", "\b",
 		"\x1b[31m", "\x1b[0m", "\x1b[1;4;7m", "\x1b[48;5;200m", "\x1b[41m", "\x1b[m",
 		"漢", "😀", "e\u0301", "\u0301", "é",
 		"\x1b[H", "\x1b[3;5H", "\x1b[2A", "\x1b[5C", "\x1b[3D", "\x1b[G", "\x1b[12G",
@@ -68,7 +68,7 @@ func TestPlainRowsMatchCells(t *testing.T) {
 			for j := rng.Intn(8); j >= 0; j-- {
 				p := pieces[rng.Intn(len(pieces))]
 				if rng.Intn(3) > 0 {
-					p = pieces[rng.Intn(5)] // mostly plain text
+					p = pieces[rng.Intn(6)] // mostly plain text and line ends
 				}
 				b.WriteString(p)
 			}
@@ -88,6 +88,20 @@ func TestPlainRowsMatchCells(t *testing.T) {
 			t.Fatalf("case %d: no row was ever plain: the test does not exercise them", n)
 		}
 		sameState(t, fmt.Sprintf("case %d", n), plain, cells)
+	}
+}
+
+// TestLineEndsMatchTable: the CR and LF shortcut does what the state
+// table does, down to the pending wrap, LNM and what REP repeats.
+func TestLineEndsMatchTable(t *testing.T) {
+	for _, in := range []string{
+		"ab\r\x1b[3b", "ab\n\x1b[3b", "ab\r\nc", "abcde\r", "abcde\n", "abcde\r\nf",
+		"\x1b[20hab\ncd", "\x1b[2;3rab\n\n\n\nx", "\x1b[?1049hab\n\n\n\n\nx", "\x1b[31mab\r\ncd",
+	} {
+		plain, cells := plainTwins(3, 5, 4)
+		plain.write(in)
+		cells.write(in)
+		sameState(t, fmt.Sprintf("%q", in), plain, cells)
 	}
 }
 
