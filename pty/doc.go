@@ -120,10 +120,11 @@
 // what scrolls by — is kept as bytes (a plain row) until something else
 // touches it, and enters the scrollback as bytes: printing `cat` of plain
 // text is then a copy of bytes rather than a store of 12-byte cells, about
-// 3× faster (BenchmarkEmulatorPlain). Plain rows are an encoding, not a
-// second model: TestPlainRowsMatchCells and FuzzEmulatorPlainRows run every
-// input through an emulator without them (cellsOnly) and compare cell for
-// cell and snapshot for snapshot.
+// 3× faster (BenchmarkEmulatorPlain); CR and LF, which end each line, skip
+// the state table. Plain rows are an encoding, not a second model:
+// TestPlainRowsMatchCells and FuzzEmulatorPlainRows run every input through
+// an emulator without them and without the shortcut (cellsOnly) and compare
+// cell for cell and snapshot for snapshot.
 //
 // Known limits: resizing truncates or pads lines (xterm.js reflows wrapped
 // lines), so after a resize the scrollback of a snapshot can differ from a
