@@ -1,6 +1,7 @@
 package pty
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand"
 	"strings"
@@ -137,21 +138,38 @@ func TestPlainRowsStayPlain(t *testing.T) {
 	sameState(t, "after plain output", plain, cells)
 }
 
-// FuzzEmulatorPlainRows: any output leaves the twins alike. The first two
-// bytes choose the size.
+// FuzzEmulatorPlainRows: any output, and resizes within it, leave the twins
+// alike. The first two bytes choose the size; a 0xFF byte (never UTF-8)
+// followed by two more resizes both twins.
 func FuzzEmulatorPlainRows(f *testing.F) {
 	f.Add([]byte("\x05\x0ahello world\r\nand more text that wraps\x1b[K\r\n\x1b[31mred\x1b[m"))
 	f.Add([]byte("\x03\x04abcdefgh\x1b[2;3Hx\x1b[1K\x1b[4hyy\x1b[4l\x1b[P漢e\u0301\r\n\n\n"))
 	f.Add([]byte("\x02\x01a\r\nb\x1b[?1049hc\x1b[41m\x1b[2J\x1b[?1049l\x1b(0q\x1b(B\x1b[3X"))
+	f.Add([]byte("\x04\x0aline one\r\nline two is longer\xff\x02\x05more\r\ntext\xff\x08\x1ewide again\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 2 || len(data) > 4096 {
 			return
 		}
-		rows, cols := 1+int(data[0])%12, 1+int(data[1])%40
+		size := func(b []byte) (int, int) { return 1 + int(b[0])%12, 1 + int(b[1])%40 }
+		rows, cols := size(data)
 		plain, cells := plainTwins(rows, cols, 8)
-		s := strings.ToValidUTF8(string(data[2:]), "\uFFFD")
-		plain.write(s)
-		cells.write(s)
-		sameState(t, fmt.Sprintf("%dx%d", rows, cols), plain, cells)
+		for k, part := range bytes.Split(data[2:], []byte{0xFF}) {
+			if k > 0 {
+				if len(part) < 2 {
+					continue
+				}
+				r, c := size(part)
+				plain.resize(r, c)
+				cells.resize(r, c)
+				part = part[2:]
+			}
+			s := strings.ToValidUTF8(string(part), "\uFFFD")
+			plain.write(s)
+			cells.write(s)
+			if d := Diff(&Emulator{plain}, &Emulator{cells}); len(d) > 0 {
+				t.Fatalf("after part %d (%dx%d): plain rows differ from cells:\n%s", k, plain.rows, plain.cols, strings.Join(d, "\n"))
+			}
+		}
+		sameState(t, fmt.Sprintf("%dx%d", plain.rows, plain.cols), plain, cells)
 	})
 }
