@@ -123,8 +123,10 @@
 // 3× faster (BenchmarkEmulatorPlain); CR and LF, which end each line, skip
 // the state table. Plain rows are an encoding, not a second model:
 // TestPlainRowsMatchCells and FuzzEmulatorPlainRows run every input through
-// an emulator without them and without the shortcut (cellsOnly) and compare
-// cell for cell and snapshot for snapshot.
+// an emulator without them and without the shortcut (cellsOnly, kept across
+// a full reset) and compare cell for cell and snapshot for snapshot, along
+// with what a snapshot does not carry: which lines wrapped, what REP
+// repeats, the parser's state.
 //
 // Known limits: resizing truncates or pads lines (xterm.js reflows wrapped
 // lines), so after a resize the scrollback of a snapshot can differ from a

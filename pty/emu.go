@@ -280,21 +280,27 @@ type emulator struct {
 }
 
 func newEmulator(rows, cols, scrollbackLines int) *emulator {
-	e := &emulator{rows: rows, cols: cols}
+	return newEmulatorRows(rows, cols, scrollbackLines, false)
+}
+
+// newEmulatorRows is newEmulator; with cellsOnly it keeps no plain row and
+// takes no shortcut, the reference the tests hold plain rows to.
+func newEmulatorRows(rows, cols, scrollbackLines int, cellsOnly bool) *emulator {
+	e := &emulator{rows: rows, cols: cols, cellsOnly: cellsOnly}
 	e.sb.max = scrollbackLines
-	e.scr[0] = newScreen(rows, cols)
-	e.scr[1] = newScreen(rows, cols)
+	e.scr[0] = newScreen(rows, cols, !cellsOnly)
+	e.scr[1] = newScreen(rows, cols, !cellsOnly)
 	e.autowrap = true
 	e.resetTabs()
 	return e
 }
 
-func newScreen(rows, cols int) screen {
+func newScreen(rows, cols int, plain bool) screen {
 	s := screen{lines: make([]*row, rows), wrapped: make([]bool, rows), top: 0, bot: rows - 1}
 	backing := make([]cell, rows*cols)
 	rs := make([]row, rows)
 	for y := range s.lines {
-		rs[y] = row{cells: backing[y*cols : (y+1)*cols : (y+1)*cols], plain: true}
+		rs[y] = row{cells: backing[y*cols : (y+1)*cols : (y+1)*cols], plain: plain}
 		s.lines[y] = &rs[y]
 	}
 	return s
@@ -974,10 +980,10 @@ func (e *emulator) restoreCursor() {
 }
 
 func (e *emulator) fullReset() {
-	rows, cols, sbMax := e.rows, e.cols, e.sb.max
+	rows, cols, sbMax, cellsOnly := e.rows, e.cols, e.sb.max, e.cellsOnly
 	clusters, idx := e.clusters, e.clusterIdx
 	*e = emulator{}
-	*e = *newEmulator(rows, cols, sbMax)
+	*e = *newEmulatorRows(rows, cols, sbMax, cellsOnly)
 	e.clusters, e.clusterIdx = clusters, idx
 }
 
