@@ -44,9 +44,9 @@ func newTCPChannel(svc *service.Service, params json.RawMessage, log *slog.Logge
 	return c, nil
 }
 
-// newPTYTerminal is the default TerminalFactory (with the server's pacer
-// and flooding hook): a real PTY with the host's VT emulator (package pty).
-func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer, flooding func()) (flow.Channel, error) {
+// newPTYTerminal is the default TerminalFactory (with the server's pacer):
+// a real PTY with the host's VT emulator (package pty).
+func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer) (flow.Channel, error) {
 	t, err := pty.Start(pty.Config{
 		Command:       spec.Command,
 		Env:           spec.Env,
@@ -61,7 +61,6 @@ func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, 
 		InputQueue: 4 << 20,
 		Logger:     log,
 		Pacer:      pacer,
-		Flooding:   flooding,
 	})
 	if err != nil {
 		return nil, err

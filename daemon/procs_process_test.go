@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,11 +20,11 @@ import (
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
-// testProcsFollowFloods: the ahpd binary runs on one P, on two while a
-// terminal floods and on one again once the flood is over, as /metrics
-// shows (go_sched_gomaxprocs_threads); with GOMAXPROCS in its environment
-// it keeps that number through a flood.
-func testProcsFollowFloods(t *testing.T, bin string) {
+// testProcsFollowProducers: the ahpd binary runs on one P, also while a
+// terminal floods; on two while a telemetry producer pushes fast, and on one
+// again once it stops, as /metrics shows (go_sched_gomaxprocs_threads); with
+// GOMAXPROCS in its environment it keeps that number throughout.
+func testProcsFollowProducers(t *testing.T, bin string) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("one CPU: ahpd stays on one P")
 	}
@@ -31,25 +33,26 @@ func testProcsFollowFloods(t *testing.T, bin string) {
 		if strings.Contains(d.p.stderr.String(), "Go scheduler: GOMAXPROCS 1 (less than two CPUs available)") {
 			t.Skip("one CPU's worth of quota: ahpd stays on one P")
 		}
-		if !strings.Contains(d.p.stderr.String(), "Go scheduler: GOMAXPROCS 1, raised to 2 while a terminal floods") {
+		if !strings.Contains(d.p.stderr.String(), "Go scheduler: GOMAXPROCS 1, raised to 2 while a telemetry producer pushes fast") {
 			t.Fatalf("no scheduler plan in the log:\n%s", d.p.stderr.String())
 		}
 		d.await(t, 1, "at start")
 		d.flood(t)
-		d.await(t, 2, "while a terminal floods")
+		d.stays(t, 1, "while a terminal floods")
 		d.closeFlood(t)
-		d.await(t, 1, "after the flood")
+		stop := d.pushFast(t)
+		d.await(t, 2, "while a producer pushes fast")
+		stop()
+		d.await(t, 1, "after the producer stopped")
 	})
 	t.Run("FromEnvironment", func(t *testing.T) {
 		d := startMetricsDaemon(t, bin, "GOMAXPROCS=1", "--log-level", "debug")
 		if want := `Go scheduler: GOMAXPROCS from the environment" gomaxprocs=1`; !strings.Contains(d.p.stderr.String(), want) {
 			t.Fatalf("the log lacks %q:\n%s", want, d.p.stderr.String())
 		}
-		d.flood(t)
-		time.Sleep(time.Second) // the scaled daemon raises within milliseconds
-		if n := d.gomaxprocs(t); n != 1 {
-			t.Fatalf("GOMAXPROCS=1 in the environment: go_sched_gomaxprocs_threads %d during a flood", n)
-		}
+		stop := d.pushFast(t)
+		defer stop()
+		d.stays(t, 1, "GOMAXPROCS=1 in the environment, a producer pushing fast")
 	})
 }
 
@@ -59,6 +62,7 @@ type metricsDaemon struct {
 	base   string
 	terms  ahpv1.TerminalServiceClient
 	chans  ahpv1.ChannelServiceClient
+	tele   ahpv1.TelemetryServiceClient
 	tokens ahpv1.TokenServiceClient
 	uri    string
 }
@@ -82,7 +86,7 @@ func startMetricsDaemon(t *testing.T, bin, env string, args ...string) *metricsD
 	base, control := readyAddrs(t, msg)
 	cc := grpcConn(t, control)
 	return &metricsDaemon{dir: dir, p: p, base: base, terms: ahpv1.NewTerminalServiceClient(cc), chans: ahpv1.NewChannelServiceClient(cc),
-		tokens: ahpv1.NewTokenServiceClient(cc)}
+		tele: ahpv1.NewTelemetryServiceClient(cc), tokens: ahpv1.NewTokenServiceClient(cc)}
 }
 
 func (d *metricsDaemon) flood(t *testing.T) {
@@ -102,6 +106,80 @@ func (d *metricsDaemon) closeFlood(t *testing.T) {
 	defer cancel()
 	if _, err := d.chans.CloseChannel(ctx, &ahpv1.CloseChannelRequest{Channel: d.uri}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// pushFast creates a push telemetry channel and publishes messages of 100
+// samples (the daemon's threshold for a fast producer) every 20 ms until
+// the returned stop, which waits for the publisher and checks what it did.
+func (d *metricsDaemon) pushFast(t *testing.T) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	res, err := d.tele.CreateTelemetry(ctx, &ahpv1.CreateTelemetryRequest{Kind: "push", Id: "fast"})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stream, err := d.tele.PublishTelemetry(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	quit := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		sent := int64(0)
+		for first := true; ; first = false {
+			req := &ahpv1.PublishTelemetryRequest{}
+			if first {
+				req.Channel = res.GetChannel().GetUri()
+			}
+			for i := range 100 {
+				req.Samples = append(req.Samples, &ahpv1.Sample{Name: "x", Value: float64(i)})
+			}
+			if err := stream.Send(req); err != nil {
+				done <- err
+				return
+			}
+			sent += 100
+			select {
+			case <-quit:
+				r, err := stream.CloseAndRecv()
+				if err == nil && r.GetSamples() != sent {
+					err = fmt.Errorf("the daemon took %d samples of %d", r.GetSamples(), sent)
+				}
+				done <- err
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	var perr error
+	end := func() {
+		once.Do(func() {
+			close(quit)
+			perr = <-done
+			cancel()
+		})
+	}
+	t.Cleanup(end) // a test that fails first still stops the publisher
+	return func() {
+		t.Helper()
+		if end(); perr != nil {
+			t.Fatalf("publishing: %v", perr)
+		}
+	}
+}
+
+// stays checks, over a second, that go_sched_gomaxprocs_threads stays want
+// (the daemon raises its Ps within milliseconds when it does).
+func (d *metricsDaemon) stays(t *testing.T, want int, when string) {
+	t.Helper()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if n := d.gomaxprocs(t); n != want {
+			t.Fatalf("%s: go_sched_gomaxprocs_threads %d, want %d", when, n, want)
+		}
 	}
 }
 

@@ -27,10 +27,10 @@ type Options struct {
 	Tokens *auth.Tokens
 	// NewTerminal overrides the PTY-backed terminal factory.
 	NewTerminal service.TerminalFactory
-	// Flooding, when set, is called by the default terminals' readers
-	// while one floods (pty.Config.Flooding), and while a push producer
-	// streams fast (service.Options.Busy).
-	Flooding func()
+	// Busy, when set, is called while a push producer streams fast
+	// (service.Options.Busy); ahpd gives itself a second P then
+	// (internal/procs).
+	Busy func()
 	// Creators are the channel kinds a subscribe may create, by type
 	// (PROTOCOL.md §8: subscribe {create:{type, ...}}), added to the
 	// table New builds, whose entries they replace (New's table has "tcp";
@@ -87,7 +87,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 			pacer = &pty.Pacer{}
 		}
 		nt = func(spec service.TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error) {
-			return newPTYTerminal(spec, backlog, log, pacer, opts.Flooding)
+			return newPTYTerminal(spec, backlog, log, pacer)
 		}
 	}
 	s := &Server{memory: newMemoryReturner()}
@@ -102,7 +102,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	}
 	s.Service = service.New(service.Options{
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, NewTerminal: nt, Creators: creators,
-		ChannelClosed: s.memory.soon, Busy: opts.Flooding, TCPAllow: tcp.NewAllowList(cfg.TCPAllow), ConfigFile: opts.ConfigFile,
+		ChannelClosed: s.memory.soon, Busy: opts.Busy, TCPAllow: tcp.NewAllowList(cfg.TCPAllow), ConfigFile: opts.ConfigFile,
 	})
 	s.sess = session.New(session.Options{
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, Registry: s.Registry(), Events: s.Events(),

@@ -41,7 +41,7 @@ func TestSystemd(t *testing.T) {
 	t.Run("ReloadOnSIGHUP", func(t *testing.T) { testReloadOnSIGHUP(t, bin) })
 	t.Run("CheckConfig", func(t *testing.T) { testCheckConfig(t, bin) })
 	t.Run("UnitsVerifyAfterInstall", func(t *testing.T) { testUnitsVerifyAfterInstall(t, bin) })
-	t.Run("ProcsFollowFloods", func(t *testing.T) { testProcsFollowFloods(t, bin) })
+	t.Run("ProcsFollowProducers", func(t *testing.T) { testProcsFollowProducers(t, bin) })
 	t.Run("DaemonTelemetryFlag", func(t *testing.T) { testDaemonTelemetryFlag(t, bin) })
 }
 

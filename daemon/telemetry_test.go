@@ -284,11 +284,11 @@ func TestDaemonFiguresChannel(t *testing.T) {
 }
 
 // TestFastProducerRaisesProcs: a PublishTelemetry message of 100 samples
-// or more calls the daemon's Flooding hook (two Ps while it streams, as
-// for a flooding terminal); a trickle of small ones does not.
+// or more calls the daemon's Busy hook (two Ps while it streams); a
+// trickle of small ones does not.
 func TestFastProducerRaisesProcs(t *testing.T) {
 	var calls atomic.Int64
-	h := startWith(t, false, nil, func(o *daemon.Options) { o.Flooding = func() { calls.Add(1) } })
+	h := startWith(t, false, nil, func(o *daemon.Options) { o.Busy = func() { calls.Add(1) } })
 	tc := ahpv1.NewTelemetryServiceClient(h.control().cc)
 	res, err := tc.CreateTelemetry(ctxT(t), &ahpv1.CreateTelemetryRequest{Kind: "push", Id: "p"})
 	if err != nil {
@@ -318,7 +318,7 @@ func TestFastProducerRaisesProcs(t *testing.T) {
 		t.Fatalf("CloseAndRecv: %v, %v", r, err)
 	}
 	if n := calls.Load(); n != 2 {
-		t.Errorf("Flooding called %d times, want 2 (the messages of 100 and 1,000 samples)", n)
+		t.Errorf("Busy called %d times, want 2 (the messages of 100 and 1,000 samples)", n)
 	}
 }
 

@@ -73,12 +73,6 @@ type Config struct {
 	// terminal's reader while it floods and another terminal is being
 	// typed into (see Pacer). Nil: never paused.
 	Pacer *Pacer
-	// Flooding, when set, is called by the terminal's reader while the
-	// terminal floods (more than 64 KiB read within 100 ms) and the Pacer
-	// does not hold it back, at most once per 100 ms. It runs on the
-	// reader's goroutine and should be quick. ahpd uses it to give the
-	// daemon a second P while output floods.
-	Flooding func()
 }
 
 // withDefaults returns a copy of c with defaults applied.

@@ -1,7 +1,6 @@
 package pty_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -65,58 +64,5 @@ func TestPacerYieldsFloodToTyping(t *testing.T) {
 	}
 	if st := typed.Stats(); st.Paced != 0 {
 		t.Errorf("the terminal typed into was paced for %v", st.Paced)
-	}
-}
-
-// TestFloodingReported: Config.Flooding is called while the terminal
-// floods, at most once per 100 ms, but not while its Pacer holds it back
-// for typing elsewhere; a terminal that is only typed into never calls it.
-func TestFloodingReported(t *testing.T) {
-	var mu sync.Mutex
-	calls := map[string][]time.Time{}
-	hook := func(name string) func() {
-		return func() {
-			mu.Lock()
-			defer mu.Unlock()
-			calls[name] = append(calls[name], time.Now())
-		}
-	}
-	p := &pty.Pacer{}
-	typed := start(t, pty.Config{Command: sh("stty raw -echo; exec cat"), Pacer: p, Flooding: hook("typed")})
-	if err := typed.Input([]byte("x"), nil); err != nil {
-		t.Fatal(err)
-	}
-	// Started once the typing has begun, so that the paced flood is held
-	// back from its first read (input to it, to start it, would make it
-	// the terminal typed into for a moment).
-	paced := start(t, pty.Config{Command: sh("exec yes"), Pacer: p, Flooding: hook("paced")})
-	start(t, pty.Config{Command: sh("exec yes"), Flooding: hook("flood")})
-	const d = time.Second
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if err := typed.Input([]byte("x"), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	ts := calls["flood"]
-	if len(ts) == 0 {
-		t.Errorf("Flooding never called during a %v flood", d)
-	}
-	// The reader spaces its calls by the times of the reads that prompt
-	// them, taken a little before each call: allow for that.
-	for i := 1; i < len(ts); i++ {
-		if gap := ts[i].Sub(ts[i-1]); gap < 90*time.Millisecond {
-			t.Errorf("Flooding calls %v apart, want about 100ms at least", gap)
-		}
-	}
-	if n := len(calls["paced"]); n > 0 {
-		t.Errorf("a flood paced for typing elsewhere called Flooding %d times", n)
-	}
-	if n := len(calls["typed"]); n > 0 {
-		t.Errorf("keystrokes called Flooding %d times", n)
-	}
-	if st := paced.Stats(); st.Paced == 0 {
-		t.Errorf("the paced flood was not paced (Stats().Paced = 0)")
 	}
 }

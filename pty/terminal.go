@@ -686,16 +686,15 @@ func (t *Terminal) catchUp(soon bool) {
 	}
 }
 
-// pacing is the reader's part of Pacer and of Config.Flooding: flood
-// detection (more than floodBytes read within floodSpan, until a read finds
-// the PTY empty), the pauses, logged when they start and stop, and the
-// Flooding calls.
+// pacing is the reader's flood detection (more than floodBytes read within
+// floodSpan, until a read finds the PTY empty), which has the emulator
+// batch its work (catchUp), and its part of Pacer: the pauses, logged when
+// they start and stop.
 type pacing struct {
 	spanStart time.Time
 	spanBytes int
 	flooding  bool
 	paced     bool
-	reported  time.Time // the latest Flooding call
 }
 
 // drained notes a read that found the PTY empty: the flood, if any, is over.
@@ -703,9 +702,6 @@ func (p *pacing) drained() { p.flooding = false }
 
 // after accounts for a read of n bytes and returns how long to pause.
 func (p *pacing) after(t *Terminal, n int) time.Duration {
-	if t.cfg.Pacer == nil && t.cfg.Flooding == nil {
-		return 0
-	}
 	now := time.Now()
 	if now.Sub(p.spanStart) > floodSpan {
 		p.spanStart, p.spanBytes = now, 0
@@ -716,11 +712,6 @@ func (p *pacing) after(t *Terminal, n int) time.Duration {
 	var d time.Duration
 	if p.flooding && t.cfg.Pacer != nil {
 		d = t.cfg.Pacer.pause(t)
-	}
-	// A flood held back for typing elsewhere is not one to speed up.
-	if p.flooding && d == 0 && t.cfg.Flooding != nil && now.Sub(p.reported) >= floodSpan {
-		p.reported = now
-		t.cfg.Flooding()
 	}
 	if paced := d > 0; paced != p.paced {
 		p.paced = paced

@@ -51,8 +51,9 @@ listeners from socket activation (ahpd.socket), reports
 READY/RELOADING/STOPPING and watchdog pings on $NOTIFY_SOCKET, and logs with
 journald priorities.
 
-It runs its Go code on one core, and on two while a terminal floods (where
-it may use two CPUs); GOMAXPROCS in the environment fixes the number instead.
+It runs its Go code on one core, and on two while a telemetry producer pushes
+fast (where it may use two CPUs); GOMAXPROCS in the environment fixes the
+number instead.
 
 Flags:
 `
@@ -213,9 +214,9 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		cfg.Listen = act.HTTP.Addr().String()
 		log.Info("HTTP listener from socket activation", "addr", cfg.Listen)
 	}
-	flooding, stopScaling := procs.Start(log)
+	busy, stopScaling := procs.Start(log)
 	defer stopScaling()
-	srv, err := daemon.New(cfg, daemon.Options{Logger: log, Flooding: flooding, ConfigFile: ro.configFileOption()})
+	srv, err := daemon.New(cfg, daemon.Options{Logger: log, Busy: busy, ConfigFile: ro.configFileOption()})
 	if err != nil {
 		act.Close()
 		return fatal("%v", err)

@@ -65,9 +65,8 @@ type Options struct {
 	ChannelClosed func()
 	// Busy is called while a push producer streams samples fast (a
 	// PublishTelemetry message of at least busySamples): the daemon runs
-	// on two Ps then, as while a terminal floods (internal/procs), so that
-	// the producer's stream and the viewers' connections do not take
-	// turns on one. Default: nothing.
+	// on two Ps then (internal/procs), so that the producer's stream and
+	// the viewers' connections do not take turns on one. Default: nothing.
 	Busy func()
 	// TCPAllow is the TCP allow-list in force, which AllowTCP and DenyTCP
 	// change and the "tcp" Creator checks. Nil: an empty list.

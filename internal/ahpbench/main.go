@@ -23,7 +23,7 @@
 //	go build -o bin/ahpd ./cmd/ahpd && go run ./internal/ahpbench -ahpd bin/ahpd
 //
 // -procs N runs the daemon with GOMAXPROCS=N (default: its own plan, one
-// P and two while a terminal floods); -fanout N sets the fan-out viewers;
+// P for terminals); -fanout N sets the fan-out viewers;
 // -window, -frame and -message set the throughput viewer's receive limits
 // (default: the host's defaults, as `ahpctl attach` gets them).
 // -gap D spaces the timed keystrokes D apart (default: back to back).
@@ -554,8 +554,9 @@ func (d *daemon) echo(n int, gap time.Duration) (idle timed, flood []time.Durati
 	if err := termbench.UntilReady(ctx, sub); err != nil {
 		return idle, nil, err
 	}
-	// Idle: the daemon stays on two Ps for half a second after the
-	// throughput runs' flood (internal/procs); wait until it is back on one.
+	// Idle: a second after the throughput runs' flood, as a typist would
+	// come back to it (and as builds that raised the Ps for a flood, for
+	// half a second after it, were measured).
 	time.Sleep(time.Second)
 	cpu0, err := taskCPU(d.Cmd.Process.Pid)
 	if err != nil {

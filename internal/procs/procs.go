@@ -1,7 +1,7 @@
-// Package procs scales the Go scheduler's Ps for ahpd: one while its
-// terminals are quiet, two while one floods (Start). It is safe for
-// concurrent use: the flooding hook is called by terminals' readers, and
-// the scaler's timer runs on a goroutine of its own that stop waits for.
+// Package procs scales the Go scheduler's Ps for ahpd: one, and two while
+// a telemetry producer pushes fast (Start). It is safe for concurrent use:
+// the busy hook is called by the producers' streams, and the scaler's
+// timer runs on a goroutine of its own that stop waits for.
 package procs
 
 import (
@@ -18,23 +18,22 @@ import (
 	"github.com/ahp-dev/ahpd/internal/afterfunc"
 )
 
-// procScaler runs the daemon on one P while its terminals are quiet and
-// on two while one floods (pty.Config.Flooding). On one P a hand-off
-// between the daemon's goroutines (PTY reader, emulator, connection run
-// loop, socket writer) is a goroutine switch; on two it is often a thread
-// wake-up, which doubles the CPU a keystroke costs and adds ~100 µs to its
-// echo. But a PTY holds only ~12 KiB between the program and the daemon
-// (150 µs of an 80 MB/s flood): on one P the reader waits while the other
-// goroutines frame and send, and the program blocks on the full PTY. With
-// a second P the reader keeps up (internal/ahpbench on 2 cores, 8 MiB
-// window: 0.87–1.08 of the raw PTY read against 0.63–0.66, at the same CPU
-// per MB; see docs/benchmarks.md).
+// procScaler runs the daemon on one P, and on two while a telemetry
+// producer pushes messages of 100 samples or more (service.Options.Busy).
+// On one P a hand-off between the daemon's goroutines is a goroutine
+// switch; on two it is often a thread wake-up. Two Ps keep a fast
+// producer's stream moving while a hundred viewers' connections take the
+// other (internal/telemetrybench: 27–31k against 19k samples/s ingested).
+// Terminals no longer raise them: since the emulator prints plain text as
+// bytes, a flooding terminal is read about as fast on one P (0.70–0.75 of
+// the raw PTY read against 0.78–0.88 on two, 8 MiB window) for a quarter
+// less CPU per MB (docs/benchmarks.md, "One P for terminal floods").
 //
 // ahpd scales only when GOMAXPROCS is not set in its environment (see
 // procPlan).
 type procScaler struct {
 	quiet, busy int
-	hold        time.Duration   // on busy until no flood for this long
+	hold        time.Duration   // on busy until not busy for this long
 	set         func(n int) int // runtime.GOMAXPROCS
 	log         *slog.Logger
 
@@ -42,7 +41,7 @@ type procScaler struct {
 
 	mu      sync.Mutex
 	raised  bool      // running on busy Ps
-	last    time.Time // the latest flooding call
+	last    time.Time // the latest noteBusy call
 	stopped bool
 }
 
@@ -54,11 +53,11 @@ func newProcScaler(quiet, busy int, hold time.Duration, set func(int) int, log *
 	return s
 }
 
-// flooding notes that a terminal floods now; it raises the Ps to busy if
-// they are not already. (runtime.GOMAXPROCS stops the world, waiting for
-// a garbage collection under way: the calling reader may wait that long,
-// once per flood.)
-func (s *procScaler) flooding() {
+// noteBusy notes that a producer pushes fast now; it raises the Ps to busy
+// if they are not already. (runtime.GOMAXPROCS stops the world, waiting
+// for a garbage collection under way: the caller may wait that long, once
+// per busy spell.)
+func (s *procScaler) noteBusy() {
 	if s.busy <= s.quiet {
 		return
 	}
@@ -73,11 +72,11 @@ func (s *procScaler) flooding() {
 	}
 	s.raised = true
 	s.set(s.busy)
-	s.log.Debug("a terminal floods: GOMAXPROCS raised", "gomaxprocs", s.busy)
+	s.log.Debug("a producer pushes fast: GOMAXPROCS raised", "gomaxprocs", s.busy)
 	s.timer.Reset(s.hold)
 }
 
-// check lowers the Ps to quiet once no terminal has flooded for hold.
+// check lowers the Ps to quiet once noteBusy has not been called for hold.
 func (s *procScaler) check() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,7 +89,7 @@ func (s *procScaler) check() {
 	}
 	s.raised = false
 	s.set(s.quiet)
-	s.log.Debug("no terminal floods: GOMAXPROCS lowered", "gomaxprocs", s.quiet)
+	s.log.Debug("no producer pushes fast: GOMAXPROCS lowered", "gomaxprocs", s.quiet)
 }
 
 // stop ends the scaling and waits for a check under way; the Ps stay as
@@ -102,29 +101,29 @@ func (s *procScaler) stop() {
 	s.timer.Stop()
 }
 
-// Start applies procPlan to this process and logs it (at debug level). flooding is the
-// hook for the terminals (nil when GOMAXPROCS fixes the Ps); stop ends the
-// scaling.
-func Start(log *slog.Logger) (flooding func(), stop func()) {
-	busy, scale := procPlan(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), systemCgroupCPUs)
+// Start applies procPlan to this process and logs it (at debug level).
+// busy is the hook for fast producers (nil when GOMAXPROCS fixes the Ps);
+// stop ends the scaling.
+func Start(log *slog.Logger) (busy func(), stop func()) {
+	n, scale := procPlan(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), systemCgroupCPUs)
 	switch {
 	case !scale:
-		log.Debug("Go scheduler: GOMAXPROCS from the environment", "gomaxprocs", busy)
+		log.Debug("Go scheduler: GOMAXPROCS from the environment", "gomaxprocs", n)
 		return nil, func() {}
-	case busy > 1:
-		log.Debug("Go scheduler: GOMAXPROCS 1, raised to "+strconv.Itoa(busy)+" while a terminal floods", "gomaxprocs", 1)
+	case n > 1:
+		log.Debug("Go scheduler: GOMAXPROCS 1, raised to "+strconv.Itoa(n)+" while a telemetry producer pushes fast", "gomaxprocs", 1)
 	default:
 		log.Debug("Go scheduler: GOMAXPROCS 1 (less than two CPUs available)", "gomaxprocs", 1)
 	}
-	ps := newProcScaler(1, busy, 500*time.Millisecond, runtime.GOMAXPROCS, log)
-	return ps.flooding, ps.stop
+	ps := newProcScaler(1, n, 500*time.Millisecond, runtime.GOMAXPROCS, log)
+	return ps.noteBusy, ps.stop
 }
 
-// procPlan decides how many Ps ahpd runs on while a terminal floods, from
+// procPlan decides how many Ps ahpd runs on while a producer is busy, from
 // the GOMAXPROCS environment variable, the runtime's default count (the
 // CPUs it may use) and the CPU bandwidth of its cgroups. scale is false
 // when GOMAXPROCS is set to a count (the runtime then uses it throughout);
-// otherwise the daemon runs on one P, and on busy while a terminal floods.
+// otherwise the daemon runs on one P, and on busy while a producer is.
 // busy is 1 where the process may not use two CPUs' worth of time: the
 // runtime rounds a cgroup quota below 2 CPUs up to 2 Ps, and two busy
 // threads on a one-CPU quota would be throttled for the rest of each

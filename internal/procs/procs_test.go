@@ -33,9 +33,9 @@ func (r *recorder) calls() []int {
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// TestProcScalerFollowsFloods: one P at start, two from the first flood
+// TestProcScalerFollowsBusy: one P at start, two from the first busy
 // report, back to one only after hold without a report.
-func TestProcScalerFollowsFloods(t *testing.T) {
+func TestProcScalerFollowsBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var r recorder
 		s := newProcScaler(1, 2, 500*time.Millisecond, r.gomaxprocs, quietLog)
@@ -48,22 +48,22 @@ func TestProcScalerFollowsFloods(t *testing.T) {
 			}
 		}
 		want("at start", 1)
-		s.flooding()
-		want("at the first flood report", 1, 2)
-		// A flood reports every 100 ms: no more calls while it lasts.
+		s.noteBusy()
+		want("at the first busy report", 1, 2)
+		// Reports every 100 ms: no more calls while they last.
 		for range 20 {
 			time.Sleep(100 * time.Millisecond)
-			s.flooding()
+			s.noteBusy()
 		}
-		want("during a 2 s flood", 1, 2)
+		want("during 2 s of reports", 1, 2)
 		time.Sleep(499 * time.Millisecond)
 		want("499 ms after the last report", 1, 2)
 		time.Sleep(2 * time.Millisecond)
 		want("501 ms after the last report", 1, 2, 1)
 		time.Sleep(5 * time.Second)
 		want("while quiet", 1, 2, 1)
-		s.flooding()
-		want("at the next flood", 1, 2, 1, 2)
+		s.noteBusy()
+		want("at the next report", 1, 2, 1, 2)
 		time.Sleep(time.Second)
 		want("after it", 1, 2, 1, 2, 1)
 	})
@@ -75,9 +75,9 @@ func TestProcScalerStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var r recorder
 		s := newProcScaler(1, 2, 500*time.Millisecond, r.gomaxprocs, quietLog)
-		s.flooding()
+		s.noteBusy()
 		s.stop()
-		s.flooding()
+		s.noteBusy()
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if got, want := r.calls(), []int{1, 2}; !slices.Equal(got, want) {
@@ -87,13 +87,13 @@ func TestProcScalerStop(t *testing.T) {
 }
 
 // TestProcScalerOneCPU: where the busy count is no more than the quiet
-// one (a one-CPU machine), floods change nothing.
+// one (a one-CPU machine), reports change nothing.
 func TestProcScalerOneCPU(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var r recorder
 		s := newProcScaler(1, 1, 500*time.Millisecond, r.gomaxprocs, quietLog)
 		defer s.stop()
-		s.flooding()
+		s.noteBusy()
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got, want := r.calls(), []int{1}; !slices.Equal(got, want) {
