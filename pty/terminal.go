@@ -652,6 +652,11 @@ func (t *Terminal) reader() {
 	}
 	text, qs := f.feed(nil, true)
 	pending = t.appendOutput(0, text, qs, pending)
+	// No more output: the terminal is quiet, as when a read finds the PTY
+	// empty, also for a program that closed the PTY and goes on running
+	// (a viewer behind gets its snapshot snapQuiet from now, not
+	// snapStale after it fell behind).
+	t.quietSince.CompareAndSwap(0, monoNow())
 	flush()
 }
 

@@ -236,6 +236,35 @@ func TestSnapshotAfterFlood(t *testing.T) {
 	}
 }
 
+// TestSnapshotAfterPTYClosed: a program that closes the terminal without
+// exiting ends its output as surely as one that stops writing: a viewer
+// that lost its queue gets its snapshot snapQuiet after the reader found
+// the PTY closed, not snapStale after it fell behind. (The reader drains
+// what the program wrote before closing and then finds the PTY closed,
+// not empty.)
+func TestSnapshotAfterPTYClosed(t *testing.T) {
+	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; exec >&- 2>&- <&-; sleep 30", 64<<10)
+	time.Sleep(snapInterval) // snapInterval since the first snapshot holds nothing back
+	burst(t, term)
+	select {
+	case <-term.readerDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader did not see the PTY closed")
+	}
+	pullSnapshot(t, v, wake)
+	term.mu.Lock()
+	lost := v.lostAt
+	term.mu.Unlock()
+	quiet := term.quietSince.Load()
+	snapped := int64(v.lastSnap.Sub(epoch))
+	if lost == 0 || quiet == 0 {
+		t.Fatalf("the viewer lost its queue at %d, the terminal quiet since %d: want both", lost, quiet)
+	}
+	if d := time.Duration(snapped - lost); d >= snapStale {
+		t.Fatalf("snapshot %v after the viewer lost its queue, want it once the PTY was closed for %v (%v after that)", d, snapQuiet, time.Duration(snapped-quiet))
+	}
+}
+
 // pullSnapshot pulls v, waiting on wake, until its next message, which
 // must start a snapshot (terminal/reset).
 func pullSnapshot(t *testing.T, v *Viewer, wake chan struct{}) {
