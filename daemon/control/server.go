@@ -14,7 +14,6 @@ import (
 	_ "google.golang.org/grpc/encoding/proto" // the codec wrapped
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
 
@@ -68,7 +67,7 @@ func NewServer(opts Options) *Server {
 		grpc.ChainStreamInterceptor(s.logStream),
 	)
 	healthpb.RegisterHealthServer(s.GRPC, s.health)
-	reflection.Register(s.GRPC)
+	registerReflection(s.GRPC)
 	return s
 }
 
