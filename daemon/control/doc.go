@@ -1,7 +1,7 @@
 // Package control is the transport of ahpd's control plane (PROTOCOL.md
 // §10): the unix socket that the gRPC API of proto/ahp/v1 is served on, and
-// the gRPC server around it (health, reflection, logging, bounded graceful
-// stop). It knows nothing of the daemon: package daemon/service registers
+// the gRPC server around it (health, reflection served from the generated
+// code's own descriptors, logging, bounded graceful stop). It knows nothing of the daemon: package daemon/service registers
 // its services (daemon/service/grpc.go) on the *grpc.Server this package
 // builds, so the dependency runs service → control, and cmd/ahpd starts it.
 //
