@@ -2,19 +2,21 @@
 // of the service's Stats per connection and per channel, gauges of
 // channels, connections and tokens, per-terminal figures, the daemon's TCP
 // totals (service.TCPStats), per-telemetry-channel samples, drops and
-// history, and the Go
-// runtime and process collectors. A scrape reads everything afresh; the
+// history, and the Go runtime's and the process's figures under the names
+// Prometheus' Go client gives them. A scrape reads everything afresh; the
 // handler is safe for concurrent use and bounds scrapes in flight.
+//
+// It writes the text exposition format (version 0.0.4) itself: the Go
+// client library and its dependencies cost an idle daemon 0.9 MB of
+// resident memory at start, for a format of a few lines per metric
+// (docs/benchmarks-memory.md).
 package metrics
 
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/registry"
@@ -50,19 +52,30 @@ type Options struct {
 
 // Handler returns the Prometheus endpoint: the counters of GetStats
 // (per connection and per channel, and their totals), gauges of channels,
-// connections and tokens, and the Go runtime and process collectors. Mount
-// it on the HTTP listener, e.g. mux.Handle("GET /metrics", metrics.Handler(svc, metrics.Options{})).
+// connections and tokens, and the Go runtime's and the process's figures.
+// Mount it on the HTTP listener, e.g. mux.Handle("GET /metrics", metrics.Handler(svc, metrics.Options{})).
+// At most four scrapes run at once; more get 503.
 func Handler(s Source, opts Options) http.Handler {
 	if opts.ScrapeTimeout == 0 {
 		opts.ScrapeTimeout = 5 * time.Second
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&metricsCollector{s: s, version: opts.Version, timeout: opts.ScrapeTimeout, memoryReturns: opts.MemoryReturns},
-	)
-	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil, MaxRequestsInFlight: 4, Timeout: opts.ScrapeTimeout + time.Second})
+	m := &collector{s: s, version: opts.Version, timeout: opts.ScrapeTimeout, memoryReturns: opts.MemoryReturns}
+	inFlight := make(chan struct{}, 4)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case inFlight <- struct{}{}:
+			defer func() { <-inFlight }()
+		default:
+			http.Error(w, "too many scrapes in flight", http.StatusServiceUnavailable)
+			return
+		}
+		var e exposition
+		m.collect(r.Context(), &e)
+		body := e.bytes()
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
+	})
 	if opts.Public {
 		return h
 	}
@@ -77,83 +90,69 @@ func Handler(s Source, opts Options) http.Handler {
 	})
 }
 
+// contentType is the text exposition format's.
+const contentType = "text/plain; version=0.0.4; charset=utf-8"
+
 var (
 	connLabels = []string{"viewer"}
 	chanLabels = []string{"channel", "type"}
 
-	descInfo        = prometheus.NewDesc("ahpd_info", "Build information; the value is 1.", []string{"version"}, nil)
-	descConnections = prometheus.NewDesc("ahpd_connections", "Open viewer WebSocket connections.", nil, nil)
-	descChannels    = prometheus.NewDesc("ahpd_channels", "Channels in the registry by type and state.", []string{"type", "state"}, nil)
-	descTokens      = prometheus.NewDesc("ahpd_tokens", "Live minted tokens (the admin token excluded).", nil, nil)
+	descInfo        = newDesc(gauge, "ahpd_info", "Build information; the value is 1.", "version")
+	descConnections = newDesc(gauge, "ahpd_connections", "Open viewer WebSocket connections.")
+	descChannels    = newDesc(gauge, "ahpd_channels", "Channels in the registry by type and state.", "type", "state")
+	descTokens      = newDesc(gauge, "ahpd_tokens", "Live minted tokens (the admin token excluded).")
 
-	descFramesIn    = prometheus.NewDesc("ahpd_connection_frames_in_total", "channel/frame messages received on the connection.", connLabels, nil)
-	descBytesIn     = prometheus.NewDesc("ahpd_connection_bytes_in_total", "UTF-8 bytes of the frames received on the connection.", connLabels, nil)
-	descMessagesOut = prometheus.NewDesc("ahpd_connection_messages_out_total", "WebSocket messages written to the connection (frames, responses, credit, resets).", connLabels, nil)
-	descBytesOut    = prometheus.NewDesc("ahpd_connection_bytes_out_total", "UTF-8 bytes written to the connection, before compression.", connLabels, nil)
-	descWireOut     = prometheus.NewDesc("ahpd_connection_wire_bytes_out_total", "Bytes written to the connection's socket (after compression and framing).", connLabels, nil)
-	descResets      = prometheus.NewDesc("ahpd_connection_resets_total", "channel/reset sent to the connection.", connLabels, nil)
-	descDropped     = prometheus.NewDesc("ahpd_connection_dropped_notifications_total", "Notifications dropped (unknown subscription, malformed).", connLabels, nil)
-	descSubs        = prometheus.NewDesc("ahpd_connection_subscriptions", "Live subscriptions of the connection.", connLabels, nil)
+	descFramesIn    = newDesc(counter, "ahpd_connection_frames_in_total", "channel/frame messages received on the connection.", connLabels...)
+	descBytesIn     = newDesc(counter, "ahpd_connection_bytes_in_total", "UTF-8 bytes of the frames received on the connection.", connLabels...)
+	descMessagesOut = newDesc(counter, "ahpd_connection_messages_out_total", "WebSocket messages written to the connection (frames, responses, credit, resets).", connLabels...)
+	descBytesOut    = newDesc(counter, "ahpd_connection_bytes_out_total", "UTF-8 bytes written to the connection, before compression.", connLabels...)
+	descWireOut     = newDesc(counter, "ahpd_connection_wire_bytes_out_total", "Bytes written to the connection's socket (after compression and framing).", connLabels...)
+	descResets      = newDesc(counter, "ahpd_connection_resets_total", "channel/reset sent to the connection.", connLabels...)
+	descDropped     = newDesc(counter, "ahpd_connection_dropped_notifications_total", "Notifications dropped (unknown subscription, malformed).", connLabels...)
+	descSubs        = newDesc(gauge, "ahpd_connection_subscriptions", "Live subscriptions of the connection.", connLabels...)
 
-	descChanViewers   = prometheus.NewDesc("ahpd_channel_viewers", "Live subscriptions to the channel.", chanLabels, nil)
-	descChanSent      = prometheus.NewDesc("ahpd_channel_sent_bytes", "UTF-16 bytes sent on the channel's live subscriptions.", chanLabels, nil)
-	descChanConsumed  = prometheus.NewDesc("ahpd_channel_consumed_bytes", "UTF-16 bytes credited on the channel's live subscriptions.", chanLabels, nil)
-	descChanDropped   = prometheus.NewDesc("ahpd_channel_dropped_bytes", "Output bytes dropped by the loss policy for the channel's live subscriptions.", chanLabels, nil)
-	descChanSnapshots = prometheus.NewDesc("ahpd_channel_snapshots", "Snapshots sent on the channel's live subscriptions.", chanLabels, nil)
-	descTermEmuWakes  = prometheus.NewDesc("ahpd_terminal_emulator_wakeups_total", "Wake-ups of the terminal's emulator by its reader: now (output that paused: an echo) or batched (the lazy timer: a flood).", []string{"channel", "when"}, nil)
-	descTermPaced     = prometheus.NewDesc("ahpd_terminal_paced_seconds_total", "Time the terminal's output was paced so that typing into another terminal went first (--no-typing-first turns pacing off).", []string{"channel"}, nil)
-	descChanStalled   = prometheus.NewDesc("ahpd_channel_stalled_subscriptions", "Live subscriptions of the channel whose window is shut.", chanLabels, nil)
+	descChanViewers   = newDesc(gauge, "ahpd_channel_viewers", "Live subscriptions to the channel.", chanLabels...)
+	descChanSent      = newDesc(gauge, "ahpd_channel_sent_bytes", "UTF-16 bytes sent on the channel's live subscriptions.", chanLabels...)
+	descChanConsumed  = newDesc(gauge, "ahpd_channel_consumed_bytes", "UTF-16 bytes credited on the channel's live subscriptions.", chanLabels...)
+	descChanDropped   = newDesc(gauge, "ahpd_channel_dropped_bytes", "Output bytes dropped by the loss policy for the channel's live subscriptions.", chanLabels...)
+	descChanSnapshots = newDesc(gauge, "ahpd_channel_snapshots", "Snapshots sent on the channel's live subscriptions.", chanLabels...)
+	descTermEmuWakes  = newDesc(counter, "ahpd_terminal_emulator_wakeups_total", "Wake-ups of the terminal's emulator by its reader: now (output that paused: an echo) or batched (the lazy timer: a flood).", "channel", "when")
+	descTermPaced     = newDesc(counter, "ahpd_terminal_paced_seconds_total", "Time the terminal's output was paced so that typing into another terminal went first (--no-typing-first turns pacing off).", "channel")
+	descChanStalled   = newDesc(gauge, "ahpd_channel_stalled_subscriptions", "Live subscriptions of the channel whose window is shut.", chanLabels...)
 
-	descTCPChannels = prometheus.NewDesc("ahpd_tcp_channels", "TCP channels in the registry (dialing, open or retained for a resume).", nil, nil)
-	descTCPBytes    = prometheus.NewDesc("ahpd_tcp_bytes_total", "Bytes of TCP channels since the daemon started, summed over the live channels and those that ended: in = written to the targets (client→target), out = read from them (target→client).", []string{"direction"}, nil)
-	descTCPResumes  = prometheus.NewDesc("ahpd_tcp_resumes_total", "Resumes of TCP channels after a consumer's reconnect since the daemon started, summed over the live channels and those that ended.", nil, nil)
+	descTCPChannels = newDesc(gauge, "ahpd_tcp_channels", "TCP channels in the registry (dialing, open or retained for a resume).")
+	descTCPBytes    = newDesc(counter, "ahpd_tcp_bytes_total", "Bytes of TCP channels since the daemon started, summed over the live channels and those that ended: in = written to the targets (client→target), out = read from them (target→client).", "direction")
+	descTCPResumes  = newDesc(counter, "ahpd_tcp_resumes_total", "Resumes of TCP channels after a consumer's reconnect since the daemon started, summed over the live channels and those that ended.")
 
-	descTelSamples = prometheus.NewDesc("ahpd_telemetry_samples_total", "Samples the telemetry channel's source published.", []string{"channel"}, nil)
-	descTelBatches = prometheus.NewDesc("ahpd_telemetry_batches_total", "Batches (telemetry/samples messages, one seq each) the telemetry channel published.", []string{"channel"}, nil)
-	descTelDropped = prometheus.NewDesc("ahpd_telemetry_dropped_samples_total", "Samples the telemetry channel's loss policy dropped for slow viewers (reported to them in telemetry/dropped), summed over its viewers.", []string{"channel"}, nil)
-	descTelHistory = prometheus.NewDesc("ahpd_telemetry_history_bytes", "Bytes of the telemetry channel's recent history (a new viewer's replay).", []string{"channel"}, nil)
+	descTelSamples = newDesc(counter, "ahpd_telemetry_samples_total", "Samples the telemetry channel's source published.", "channel")
+	descTelBatches = newDesc(counter, "ahpd_telemetry_batches_total", "Batches (telemetry/samples messages, one seq each) the telemetry channel published.", "channel")
+	descTelDropped = newDesc(counter, "ahpd_telemetry_dropped_samples_total", "Samples the telemetry channel's loss policy dropped for slow viewers (reported to them in telemetry/dropped), summed over its viewers.", "channel")
+	descTelHistory = newDesc(gauge, "ahpd_telemetry_history_bytes", "Bytes of the telemetry channel's recent history (a new viewer's replay).", "channel")
 
-	descMemReturns = prometheus.NewDesc("ahpd_memory_returns_total", "Times the daemon handed its free memory back to the system (a forced collection, 1 s after a channel or connection ended).", nil, nil)
+	descMemReturns = newDesc(counter, "ahpd_memory_returns_total", "Times the daemon handed its free memory back to the system (a forced collection, 1 s after a channel or connection ended).")
 )
 
-// metricsCollector reads Stats at each scrape. Per-connection series are
+// collector reads Stats at each scrape. Per-connection series are
 // counters (they only grow while the connection lives and vanish with it);
 // per-channel sums are gauges, since they drop when a viewer leaves.
-type metricsCollector struct {
+type collector struct {
 	s             Source
 	version       string
 	timeout       time.Duration
 	memoryReturns func() int64 // nil: no ahpd_memory_returns_total
 }
 
-func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{
-		descInfo, descConnections, descChannels, descTokens,
-		descFramesIn, descBytesIn, descMessagesOut, descBytesOut, descWireOut, descResets, descDropped, descSubs,
-		descChanViewers, descChanSent, descChanConsumed, descChanDropped, descChanSnapshots, descChanStalled,
-		descTermPaced, descTermEmuWakes, descTCPChannels, descTCPBytes, descTCPResumes,
-		descTelSamples, descTelBatches, descTelDropped, descTelHistory, descMemReturns,
-	} {
-		ch <- d
-	}
-}
-
-func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+func (m *collector) collect(ctx context.Context, e *exposition) {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	st := m.s.Stats(ctx)
-	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
-	}
-	counter := func(d *prometheus.Desc, v int64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge(descInfo, 1, m.version)
+	n := func(d *desc, v int64, labels ...string) { e.add(d, float64(v), labels...) }
+	n(descInfo, 1, m.version)
 	if m.memoryReturns != nil {
-		counter(descMemReturns, m.memoryReturns())
+		n(descMemReturns, m.memoryReturns())
 	}
-	gauge(descConnections, int64(m.s.ConnectionCount()))
-	gauge(descTokens, int64(len(m.s.Tokens().List())))
+	n(descConnections, int64(m.s.ConnectionCount()))
+	n(descTokens, int64(len(m.s.Tokens().List())))
 	states := map[[2]string]int64{}
 	for _, c := range m.s.Registry().List() {
 		states[[2]string{c.Type, c.State()}]++
@@ -162,42 +161,44 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			if t, ok := c.Impl().(*pty.Terminal); ok {
 				ts = t.Stats()
 			}
-			ch <- prometheus.MustNewConstMetric(descTermPaced, prometheus.CounterValue, ts.Paced.Seconds(), c.URI)
-			counter(descTermEmuWakes, ts.EmulatorWakesNow, c.URI, "now")
-			counter(descTermEmuWakes, ts.EmulatorWakesBatched, c.URI, "batched")
+			e.add(descTermPaced, ts.Paced.Seconds(), c.URI)
+			n(descTermEmuWakes, ts.EmulatorWakesNow, c.URI, "now")
+			n(descTermEmuWakes, ts.EmulatorWakesBatched, c.URI, "batched")
 		}
 		if t, ok := c.Impl().(*telemetry.Channel); ok {
 			ts := t.Stats()
-			counter(descTelSamples, ts.Samples, c.URI)
-			counter(descTelBatches, ts.Batches, c.URI)
-			counter(descTelDropped, ts.Dropped, c.URI)
-			gauge(descTelHistory, ts.HistoryBytes, c.URI)
+			n(descTelSamples, ts.Samples, c.URI)
+			n(descTelBatches, ts.Batches, c.URI)
+			n(descTelDropped, ts.Dropped, c.URI)
+			n(descTelHistory, ts.HistoryBytes, c.URI)
 		}
 	}
-	for k, n := range states {
-		gauge(descChannels, n, k[0], k[1])
+	for k, v := range states {
+		n(descChannels, v, k[0], k[1])
 	}
 	tcp := m.s.TCPStats(ctx)
-	gauge(descTCPChannels, tcp.Channels)
-	counter(descTCPBytes, tcp.BytesIn, "in")
-	counter(descTCPBytes, tcp.BytesOut, "out")
-	counter(descTCPResumes, tcp.Resumes)
+	n(descTCPChannels, tcp.Channels)
+	n(descTCPBytes, tcp.BytesIn, "in")
+	n(descTCPBytes, tcp.BytesOut, "out")
+	n(descTCPResumes, tcp.Resumes)
 	for _, c := range st.Connections {
-		counter(descFramesIn, c.FramesIn, c.Viewer)
-		counter(descBytesIn, c.BytesIn, c.Viewer)
-		counter(descMessagesOut, c.MessagesOut, c.Viewer)
-		counter(descBytesOut, c.BytesOut, c.Viewer)
-		counter(descWireOut, c.WireBytesOut, c.Viewer)
-		counter(descResets, c.Resets, c.Viewer)
-		counter(descDropped, c.DroppedNotifications, c.Viewer)
-		gauge(descSubs, c.Subscriptions, c.Viewer)
+		n(descFramesIn, c.FramesIn, c.Viewer)
+		n(descBytesIn, c.BytesIn, c.Viewer)
+		n(descMessagesOut, c.MessagesOut, c.Viewer)
+		n(descBytesOut, c.BytesOut, c.Viewer)
+		n(descWireOut, c.WireBytesOut, c.Viewer)
+		n(descResets, c.Resets, c.Viewer)
+		n(descDropped, c.DroppedNotifications, c.Viewer)
+		n(descSubs, c.Subscriptions, c.Viewer)
 	}
 	for _, c := range st.Channels {
-		gauge(descChanViewers, c.Viewers, c.Channel, c.Type)
-		gauge(descChanSent, c.SentBytes, c.Channel, c.Type)
-		gauge(descChanConsumed, c.Consumed, c.Channel, c.Type)
-		gauge(descChanDropped, c.DroppedBytes, c.Channel, c.Type)
-		gauge(descChanSnapshots, c.Snapshots, c.Channel, c.Type)
-		gauge(descChanStalled, c.Stalled, c.Channel, c.Type)
+		n(descChanViewers, c.Viewers, c.Channel, c.Type)
+		n(descChanSent, c.SentBytes, c.Channel, c.Type)
+		n(descChanConsumed, c.Consumed, c.Channel, c.Type)
+		n(descChanDropped, c.DroppedBytes, c.Channel, c.Type)
+		n(descChanSnapshots, c.Snapshots, c.Channel, c.Type)
+		n(descChanStalled, c.Stalled, c.Channel, c.Type)
 	}
+	goRuntime(e)
+	process(e)
 }
