@@ -9,7 +9,6 @@ require (
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
-	github.com/prometheus/procfs v0.22.0
 	github.com/segmentio/asm v1.2.1
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.48.0

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/prometheus/procfs"
 )
 
 // maxCommands bounds the process_command_count series of one collection.
@@ -29,7 +29,7 @@ const maxCommands = 32
 type Process struct {
 	root     int
 	interval time.Duration
-	fs       procfs.FS
+	proc     string              // the /proc to read
 	prev     map[procKey]float64 // CPU seconds by process
 	prevAt   time.Time
 }
@@ -49,13 +49,12 @@ func NewProcess(pid int, interval time.Duration, procRoot string) (*Process, err
 		return nil, fmt.Errorf("process source: pid %d: must be positive", pid)
 	}
 	if procRoot == "" {
-		procRoot = procfs.DefaultMountPoint
+		procRoot = "/proc"
 	}
-	fs, err := procfs.NewFS(procRoot)
-	if err != nil {
-		return nil, fmt.Errorf("process source: %w", err)
+	if fi, err := os.Stat(procRoot); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("process source: %s is not a readable directory (%v)", procRoot, err)
 	}
-	return &Process{root: pid, interval: iv, fs: fs}, nil
+	return &Process{root: pid, interval: iv, proc: procRoot}, nil
 }
 
 // Run implements Source.
@@ -68,29 +67,33 @@ var ErrProcessGone = errors.New("the process has exited")
 
 // Collect reads the tree once.
 func (p *Process) Collect(now time.Time) ([]Sample, error) {
-	procs, err := p.fs.AllProcs()
+	all, err := pids(p.proc)
 	if err != nil {
 		return nil, fmt.Errorf("process source: %w", err)
 	}
-	stats := map[int]procfs.ProcStat{}
+	stats := map[int]procStat{}
 	children := map[int][]int{}
-	for _, pr := range procs {
-		st, err := pr.Stat()
+	for _, pid := range all {
+		b, err := readProc(p.proc, strconv.Itoa(pid), "stat")
 		if err != nil {
 			continue // it exited meanwhile
 		}
-		stats[st.PID] = st
-		children[st.PPID] = append(children[st.PPID], st.PID)
+		st, ok := parseProcStat(b)
+		if !ok || st.pid != pid {
+			continue
+		}
+		stats[st.pid] = st
+		children[st.ppid] = append(children[st.ppid], st.pid)
 	}
 	root, ok := stats[p.root]
-	if !ok || root.State == "Z" {
+	if !ok || root.state == "Z" {
 		return nil, fmt.Errorf("process %d: %w", p.root, ErrProcessGone)
 	}
-	var tree []procfs.ProcStat
+	var tree []procStat
 	for queue := []int{p.root}; len(queue) > 0 && len(tree) < 100_000; queue = queue[1:] {
 		st := stats[queue[0]]
 		tree = append(tree, st)
-		queue = append(queue, children[st.PID]...)
+		queue = append(queue, children[st.pid]...)
 	}
 	t := nowMilli(now)
 	var out []Sample
@@ -101,13 +104,13 @@ func (p *Process) Collect(now time.Time) ([]Sample, error) {
 	var rss, threads, delta float64
 	commands := map[string]int{}
 	for _, st := range tree {
-		k := procKey{st.PID, st.Starttime}
-		cpu[k] = st.CPUTime()
+		k := procKey{st.pid, st.starttime}
+		cpu[k] = st.cpuSeconds()
 		delta += cpu[k] - p.prev[k] // a new process counts from its start
-		rss += float64(st.ResidentMemory())
-		threads += float64(st.NumThreads)
-		if _, ok := commands[st.Comm]; ok || len(commands) < maxCommands {
-			commands[st.Comm]++
+		rss += st.residentBytes()
+		threads += float64(st.threads)
+		if _, ok := commands[st.comm]; ok || len(commands) < maxCommands {
+			commands[st.comm]++
 		}
 	}
 	if dt := now.Sub(p.prevAt).Seconds(); !p.prevAt.IsZero() && dt > 0 {
@@ -120,9 +123,9 @@ func (p *Process) Collect(now time.Time) ([]Sample, error) {
 	for _, name := range sortedKeys(commands) {
 		add("process_command_count", float64(commands[name]), Label{Name: "command", Value: sanitize(name)})
 	}
-	if root.TPGID > 0 {
-		if fg, ok := stats[root.TPGID]; ok {
-			add("process_foreground", 1, Label{Name: "command", Value: sanitize(fg.Comm)}, Label{Name: "pid", Value: fmt.Sprint(fg.PID)})
+	if root.tpgid > 0 {
+		if fg, ok := stats[root.tpgid]; ok {
+			add("process_foreground", 1, Label{Name: "command", Value: sanitize(fg.comm)}, Label{Name: "pid", Value: fmt.Sprint(fg.pid)})
 		}
 	}
 	return out, nil

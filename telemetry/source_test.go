@@ -110,14 +110,13 @@ func procFixture(t *testing.T, dir string, cpu0 [4]int, rx, tx, rdSect, wrSect i
 	writeFile(t, filepath.Join(dir, "proc/diskstats"),
 		"   8       0 sda 1 0 "+strconv.Itoa(rdSect)+" 0 1 0 "+strconv.Itoa(wrSect)+" 0 0 0 0 0 0 0 0 0 0\n"+
 			"   7       0 loop0 1 0 100 0 1 0 100 0 0 0 0 0 0 0 0 0 0\n")
-	os.MkdirAll(filepath.Join(dir, "sys"), 0o755)
 }
 
 func TestSystemRatesFromCounters(t *testing.T) {
 	dir := t.TempDir()
 	// USER_HZ is 100: user, system, idle, iowait in ticks.
 	procFixture(t, dir, [4]int{100, 100, 800, 0}, 1000, 2000, 10, 20)
-	s, err := telemetry.NewSystem(telemetry.SystemConfig{ProcRoot: filepath.Join(dir, "proc"), SysRoot: filepath.Join(dir, "sys")})
+	s, err := telemetry.NewSystem(telemetry.SystemConfig{ProcRoot: filepath.Join(dir, "proc")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,10 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/prometheus/procfs"
-	"github.com/prometheus/procfs/blockdevice"
 )
 
 // System samples the host from /proc every Interval: CPU use per core and
@@ -25,12 +23,11 @@ import (
 // Loop and RAM disks are left out.
 type System struct {
 	interval time.Duration
-	fs       procfs.FS
-	bfs      blockdevice.FS
+	proc     string // the /proc to read
 
 	// Collect's, from the previous collection.
 	prevAt   time.Time
-	prevCPU  map[string]procfs.CPUStat
+	prevCPU  map[string]cpuTimes
 	prevNet  map[string][2]uint64
 	prevDisk map[string][2]uint64
 }
@@ -39,7 +36,6 @@ type System struct {
 type SystemConfig struct {
 	Interval time.Duration // default DefaultInterval, at least MinInterval
 	ProcRoot string        // default /proc
-	SysRoot  string        // default /sys
 }
 
 // NewSystem checks the config and that /proc can be read.
@@ -49,20 +45,12 @@ func NewSystem(cfg SystemConfig) (*System, error) {
 		return nil, err
 	}
 	if cfg.ProcRoot == "" {
-		cfg.ProcRoot = procfs.DefaultMountPoint
+		cfg.ProcRoot = "/proc"
 	}
-	if cfg.SysRoot == "" {
-		cfg.SysRoot = "/sys"
+	if fi, err := os.Stat(cfg.ProcRoot); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("system source: %s is not a readable directory (%v)", cfg.ProcRoot, err)
 	}
-	fs, err := procfs.NewFS(cfg.ProcRoot)
-	if err != nil {
-		return nil, fmt.Errorf("system source: %w", err)
-	}
-	bfs, err := blockdevice.NewFS(cfg.ProcRoot, cfg.SysRoot)
-	if err != nil {
-		return nil, fmt.Errorf("system source: %w", err)
-	}
-	return &System{interval: iv, fs: fs, bfs: bfs}, nil
+	return &System{interval: iv, proc: cfg.ProcRoot}, nil
 }
 
 // Run implements Source.
@@ -83,13 +71,17 @@ func (s *System) Collect(now time.Time) ([]Sample, error) {
 	dt := now.Sub(s.prevAt).Seconds()
 	first := s.prevAt.IsZero() || dt <= 0
 
-	st, err := s.fs.Stat()
+	b, err := readProc(s.proc, "stat")
 	if err != nil {
 		return nil, fmt.Errorf("system source: %w", err)
 	}
-	cpus := map[string]procfs.CPUStat{"total": st.CPUTotal}
-	for i, c := range st.CPU {
-		cpus[strconv.FormatInt(i, 10)] = c
+	total, perCPU, ok := parseStat(b)
+	if !ok {
+		return nil, fmt.Errorf("system source: %s/stat has no cpu line", s.proc)
+	}
+	cpus := map[string]cpuTimes{"total": total}
+	for i, c := range perCPU {
+		cpus[strconv.Itoa(i)] = c
 	}
 	if !first {
 		for _, name := range sortedKeys(cpus) {
@@ -100,25 +92,24 @@ func (s *System) Collect(now time.Time) ([]Sample, error) {
 	}
 	s.prevCPU = cpus
 
-	if m, err := s.fs.Meminfo(); err == nil && m.MemTotal != nil {
-		total := float64(*m.MemTotal) * 1024
-		add("system_memory_total_bytes", total)
-		if m.MemAvailable != nil {
-			avail := float64(*m.MemAvailable) * 1024
-			add("system_memory_available_bytes", avail)
-			add("system_memory_used_bytes", total-avail)
+	if b, err := readProc(s.proc, "meminfo"); err == nil {
+		if total, avail := parseMeminfo(b); total >= 0 {
+			add("system_memory_total_bytes", total)
+			if avail >= 0 {
+				add("system_memory_available_bytes", avail)
+				add("system_memory_used_bytes", total-avail)
+			}
 		}
 	}
-	if l, err := s.fs.LoadAvg(); err == nil {
-		add("system_load1", l.Load1)
-		add("system_load5", l.Load5)
-		add("system_load15", l.Load15)
-	}
-	if nd, err := s.fs.NetDev(); err == nil {
-		cur := map[string][2]uint64{}
-		for name, l := range nd {
-			cur[name] = [2]uint64{l.RxBytes, l.TxBytes}
+	if b, err := readProc(s.proc, "loadavg"); err == nil {
+		if l, ok := parseLoadavg(b); ok {
+			add("system_load1", l[0])
+			add("system_load5", l[1])
+			add("system_load15", l[2])
 		}
+	}
+	if b, err := readProc(s.proc, "net", "dev"); err == nil {
+		cur := parseNetDev(b)
 		if !first {
 			for _, name := range sortedKeys(cur) {
 				if r, ok := rates(s.prevNet, cur, name, dt); ok {
@@ -129,13 +120,13 @@ func (s *System) Collect(now time.Time) ([]Sample, error) {
 		}
 		s.prevNet = cur
 	}
-	if ds, err := s.bfs.ProcDiskstats(); err == nil {
+	if b, err := readProc(s.proc, "diskstats"); err == nil {
 		cur := map[string][2]uint64{}
-		for _, d := range ds {
-			if strings.HasPrefix(d.DeviceName, "loop") || strings.HasPrefix(d.DeviceName, "ram") {
+		for name, d := range parseDiskstats(b) {
+			if strings.HasPrefix(name, "loop") || strings.HasPrefix(name, "ram") {
 				continue
 			}
-			cur[d.DeviceName] = [2]uint64{d.ReadSectors * 512, d.WriteSectors * 512}
+			cur[name] = [2]uint64{d[0] * 512, d[1] * 512}
 		}
 		if !first {
 			for _, name := range sortedKeys(cur) {
@@ -152,12 +143,12 @@ func (s *System) Collect(now time.Time) ([]Sample, error) {
 }
 
 // cpuRatio is the busy share of the CPU time between two readings.
-func cpuRatio(a, b procfs.CPUStat) (float64, bool) {
+func cpuRatio(a, b cpuTimes) (float64, bool) {
 	// Guest time is already counted in user and nice.
-	total := func(c procfs.CPUStat) float64 {
-		return c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
+	total := func(c cpuTimes) float64 {
+		return c.user + c.nice + c.system + c.idle + c.iowait + c.irq + c.softirq + c.steal
 	}
-	idle := func(c procfs.CPUStat) float64 { return c.Idle + c.Iowait }
+	idle := func(c cpuTimes) float64 { return c.idle + c.iowait }
 	dt := total(b) - total(a)
 	if dt <= 0 {
 		return 0, false
