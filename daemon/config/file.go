@@ -36,6 +36,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -531,8 +532,12 @@ func (c *configParser) expression(doc []byte, base int, expr *unstable.Node) int
 }
 
 // keyValueLine matches a line that starts with a bare, maybe dotted, key
-// and "=": the key and what follows "=".
-var keyValueLine = regexp.MustCompile(`^([A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*)[ \t]*=(.*)$`)
+// and "=": the key and what follows "=". Compiled when a config file
+// first needs it, not at every start (a daemon without errors in its
+// config never does; docs/benchmarks-memory.md).
+var keyValueLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*)[ \t]*=(.*)$`)
+})
 
 // rejected handles err, go-toml's parser rejecting the text after offset
 // end (its input starting at base): it takes the line as `key = word` or
@@ -548,7 +553,7 @@ func (c *configParser) rejected(err error, base, end int) int {
 		rest = c.data[c.nl[start-1]+1 : c.nl[start]]
 	}
 	text := c.lineText(start)
-	m := keyValueLine.FindStringSubmatch(text)
+	m := keyValueLine().FindStringSubmatch(text)
 	var key, word string
 	if m != nil {
 		key = strings.Join(strings.Fields(m[1]), "") // "a . b" is a.b

@@ -142,7 +142,10 @@ func contentType(name string) string {
 
 // hostPattern is what a Host header must look like to be named in the
 // Content-Security-Policy (it must not carry ';' or spaces into the header).
-var hostPattern = regexp.MustCompile(`^[A-Za-z0-9.\-]+(:[0-9]+)?$|^\[[0-9A-Fa-f:.]+\](:[0-9]+)?$`)
+// Compiled at the first page served, not at every start.
+var hostPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9.\-]+(:[0-9]+)?$|^\[[0-9A-Fa-f:.]+\](:[0-9]+)?$`)
+})
 
 // contentSecurityPolicy allows scripts only from this origin and
 // connections only to it. style-src needs 'unsafe-inline' because xterm.js
@@ -150,7 +153,7 @@ var hostPattern = regexp.MustCompile(`^[A-Za-z0-9.\-]+(:[0-9]+)?$|^\[[0-9A-Fa-f:
 // nonce option; inline styles cannot run script.
 func contentSecurityPolicy(host string) string {
 	connect := "'self'"
-	if hostPattern.MatchString(host) {
+	if hostPattern().MatchString(host) {
 		// Older browsers do not let 'self' match ws: and wss:.
 		connect += " ws://" + host + " wss://" + host
 	}
