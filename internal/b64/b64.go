@@ -18,6 +18,7 @@ package b64
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"sync"
 
 	asm "github.com/segmentio/asm/base64"
 )
@@ -40,7 +41,12 @@ var (
 
 const invalid = 0xffff
 
-func init() {
+// tables builds enc12 and dec16 when the portable code first runs, not at
+// every start: 136 KiB that a daemon with no TCP channel never touches
+// (docs/benchmarks-memory.md).
+var tables sync.Once
+
+func buildTables() {
 	for v := range enc12 {
 		enc12[v] = uint16(alphabet[v>>6]) | uint16(alphabet[v&63])<<8
 	}
@@ -73,6 +79,7 @@ func AppendEncode(dst, src []byte) []byte {
 }
 
 func appendEncodePortable(dst, src []byte) []byte {
+	tables.Do(buildTables)
 	n := base64.StdEncoding.EncodedLen(len(src))
 	j := len(dst)
 	dst = grow(dst, n)
@@ -109,6 +116,7 @@ func AppendDecode(dst, src []byte) ([]byte, error) {
 }
 
 func appendDecodePortable(dst, src []byte) ([]byte, error) {
+	tables.Do(buildTables)
 	j := len(dst)
 	dst = grow(dst, base64.StdEncoding.DecodedLen(len(src))+8)
 	out := dst[j:cap(dst)]
