@@ -219,15 +219,7 @@ func TestSnapshotAfterFlood(t *testing.T) {
 	term, v, wake := liveViewer(t, "stty raw -echo; read x; head -c 2000000 /dev/zero | tr '\\0' a; read y", 64<<10)
 	time.Sleep(snapInterval) // snapInterval since the first snapshot holds nothing back
 	burst(t, term)
-	pullSnapshot(t, v, wake)
-	term.mu.Lock()
-	lost := v.lostAt
-	term.mu.Unlock()
-	quiet := term.quietSince.Load()
-	snapped := int64(v.lastSnap.Sub(epoch))
-	if lost == 0 || quiet == 0 {
-		t.Fatalf("the viewer lost its queue at %d, the terminal quiet since %d: want both", lost, quiet)
-	}
+	lost, quiet, snapped := snapshotTimes(t, term, v, wake)
 	if d := time.Duration(snapped - quiet); d < snapQuiet {
 		t.Fatalf("snapshot %v after the last output, want at least %v (the terminal was still writing)", d, snapQuiet)
 	}
@@ -251,18 +243,27 @@ func TestSnapshotAfterPTYClosed(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reader did not see the PTY closed")
 	}
-	pullSnapshot(t, v, wake)
-	term.mu.Lock()
-	lost := v.lostAt
-	term.mu.Unlock()
-	quiet := term.quietSince.Load()
-	snapped := int64(v.lastSnap.Sub(epoch))
-	if lost == 0 || quiet == 0 {
-		t.Fatalf("the viewer lost its queue at %d, the terminal quiet since %d: want both", lost, quiet)
-	}
+	lost, quiet, snapped := snapshotTimes(t, term, v, wake)
 	if d := time.Duration(snapped - lost); d >= snapStale {
 		t.Fatalf("snapshot %v after the viewer lost its queue, want it once the PTY was closed for %v (%v after that)", d, snapQuiet, time.Duration(snapped-quiet))
 	}
+}
+
+// snapshotTimes pulls v's snapshot (pullSnapshot) and returns when the
+// viewer lost its queue, since when the terminal was quiet and when the
+// snapshot was taken (monoNow clock); the first two must be set.
+func snapshotTimes(t *testing.T, term *Terminal, v *Viewer, wake chan struct{}) (lost, quiet, snapped int64) {
+	t.Helper()
+	pullSnapshot(t, v, wake)
+	term.mu.Lock()
+	lost = v.lostAt
+	term.mu.Unlock()
+	quiet = term.quietSince.Load()
+	snapped = int64(v.lastSnap.Sub(epoch))
+	if lost == 0 || quiet == 0 {
+		t.Fatalf("the viewer lost its queue at %d, the terminal quiet since %d: want both", lost, quiet)
+	}
+	return lost, quiet, snapped
 }
 
 // pullSnapshot pulls v, waiting on wake, until its next message, which

@@ -184,15 +184,27 @@ type reflectionV1 struct{ r *reflection }
 
 func (v reflectionV1) ServerReflectionInfo(stream rpb.ServerReflection_ServerReflectionInfoServer) error {
 	sent := map[string]bool{}
+	return serveStream(stream.Recv, stream.Send, func(req *rpb.ServerReflectionRequest) (*rpb.ServerReflectionResponse, error) {
+		return v.r.respond(req, sent), nil
+	})
+}
+
+// serveStream answers each request received until the client closes its
+// side (nil) or the stream fails.
+func serveStream[Req, Res any](recv func() (*Req, error), send func(*Res) error, answer func(*Req) (*Res, error)) error {
 	for {
-		req, err := stream.Recv()
+		req, err := recv()
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(v.r.respond(req, sent)); err != nil {
+		res, err := answer(req)
+		if err != nil {
+			return err
+		}
+		if err := send(res); err != nil {
 			return err
 		}
 	}
@@ -239,26 +251,17 @@ type reflectionV1alpha struct{ r *reflection }
 
 func (v reflectionV1alpha) ServerReflectionInfo(stream rpba.ServerReflection_ServerReflectionInfoServer) error {
 	sent := map[string]bool{}
-	for {
-		req, err := stream.Recv()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return serveStream(stream.Recv, stream.Send, func(req *rpba.ServerReflectionRequest) (*rpba.ServerReflectionResponse, error) {
 		var q rpb.ServerReflectionRequest
 		if err := convert(req, &q); err != nil {
-			return err
+			return nil, err
 		}
 		var res rpba.ServerReflectionResponse
 		if err := convert(v.r.respond(&q, sent), &res); err != nil {
-			return err
+			return nil, err
 		}
-		if err := stream.Send(&res); err != nil {
-			return err
-		}
-	}
+		return &res, nil
+	})
 }
 
 // convert re-reads from as to, a message of the same encoding.
