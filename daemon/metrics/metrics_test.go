@@ -124,7 +124,8 @@ func TestExposition(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"go_goroutines", "go_threads", "go_memstats_heap_alloc_bytes", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_alloc_bytes_total",
-		"process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds", "process_max_fds", "process_cpu_seconds_total", "process_start_time_seconds"} {
+		"process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds", "process_max_fds", "process_cpu_seconds_total", "process_start_time_seconds",
+		"process_network_receive_bytes_total", "process_network_transmit_bytes_total"} { // the scrape came over loopback
 		if v := value(name, nil); v <= 0 {
 			t.Errorf("%s = %v, want > 0", name, v)
 		}
@@ -186,6 +187,43 @@ func TestParseStatm(t *testing.T) {
 			t.Errorf("parseStatm(%q) = %d, %d, %v; want %d, %d, %v", tc.in, size, res, ok, tc.size, tc.res, tc.ok)
 		}
 	}
+}
+
+func TestNetDevTotals(t *testing.T) {
+	const netDev = `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo: 1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0
+  eth0: 123456789 100    0    0    0     0          0         0 987654     90    0    0    0     0       0          0
+ bad0: x 1 2 3 4 5 6 7 8
+short: 1 2 3
+`
+	for _, tc := range []struct {
+		in     string
+		rx, tx uint64
+		ok     bool
+	}{
+		{netDev, 123457789, 988654, true},
+		{"Inter-| Receive\n face |bytes\n", 0, 0, false},
+		{"", 0, 0, false},
+		{"lo: 1 0 0 0 0 0 0 0 2", 1, 2, true},
+	} {
+		rx, tx, ok := netDevTotals(tc.in)
+		if rx != tc.rx || tx != tc.tx || ok != tc.ok {
+			t.Errorf("netDevTotals(%q) = %d, %d, %v; want %d, %d, %v", tc.in, rx, tx, ok, tc.rx, tc.tx, tc.ok)
+		}
+	}
+}
+
+func FuzzNetDevTotals(f *testing.F) {
+	for _, s := range []string{"lo: 1 0 0 0 0 0 0 0 2\n", "a: 1 2 3 4 5 6 7 8 9\nb: 9 8 7 6 5 4 3 2 1\n", "", ":"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rx, tx, ok := netDevTotals(s)
+		if !ok && (rx != 0 || tx != 0) {
+			t.Fatalf("netDevTotals(%q) = %d, %d, false", s, rx, tx)
+		}
+	})
 }
 
 func FuzzParseStatm(f *testing.F) {

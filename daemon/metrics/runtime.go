@@ -91,6 +91,8 @@ var (
 	descProcVirtMax  = newDesc(gauge, "process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes.")
 	descProcResident = newDesc(gauge, "process_resident_memory_bytes", "Resident memory size in bytes.")
 	descProcStart    = newDesc(gauge, "process_start_time_seconds", "Start time of the process since unix epoch in seconds.")
+	descProcNetRx    = newDesc(counter, "process_network_receive_bytes_total", "Number of bytes received by the process over the network.")
+	descProcNetTx    = newDesc(counter, "process_network_transmit_bytes_total", "Number of bytes sent by the process over the network.")
 
 	// started is when this package was initialised, a few milliseconds
 	// after the process started.
@@ -121,6 +123,35 @@ func process(e *exposition) {
 		}
 	}
 	e.add(descProcStart, float64(started.UnixNano())/1e9)
+	// As Prometheus' client counts them: every interface of the process's
+	// network namespace (loopback included), not this process alone.
+	if b, err := os.ReadFile("/proc/self/net/dev"); err == nil {
+		if rx, tx, ok := netDevTotals(string(b)); ok {
+			e.add(descProcNetRx, float64(rx))
+			e.add(descProcNetTx, float64(tx))
+		}
+	}
+}
+
+// netDevTotals sums the received and transmitted bytes of every interface
+// in /proc/PID/net/dev: after two header lines, "name: rx_bytes packets
+// errs drop fifo frame compressed multicast tx_bytes …". ok is false when
+// no interface line parses.
+func netDevTotals(s string) (rx, tx uint64, ok bool) {
+	for line := range strings.Lines(s) {
+		_, counters, found := strings.Cut(line, ":")
+		f := strings.Fields(counters)
+		if !found || len(f) < 9 {
+			continue
+		}
+		r, err1 := strconv.ParseUint(f[0], 10, 64)
+		t, err2 := strconv.ParseUint(f[8], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		rx, tx, ok = rx+r, tx+t, true
+	}
+	return rx, tx, ok
 }
 
 // parseStatm reads the first two fields of /proc/PID/statm: the virtual
