@@ -41,12 +41,25 @@ func registerReflection(s *grpc.Server) {
 	rpba.RegisterServerReflectionServer(s, reflectionV1alpha{r})
 }
 
-// reflRequest is a request of either version: one of its fields is set.
+// reflRequest is a request of either version: kind says which of its
+// fields is asked for (the others are empty).
 type reflRequest struct {
+	kind                            reflKind
 	file, symbol, extType, allExtOf string
 	extNumber                       int32
-	list                            bool
 }
+
+// reflKind is the request's oneof that is set.
+type reflKind int
+
+const (
+	reflNone reflKind = iota // none: the stream ends with InvalidArgument
+	reflFile
+	reflSymbol
+	reflExtension
+	reflAllExtensions
+	reflList
+)
 
 // reflAnswer is an answer of either version: files, services, extension
 // numbers, or an error (code non-zero).
@@ -66,33 +79,33 @@ func notFound(format string, args ...any) reflAnswer {
 // answer serves one request; sent holds the paths of the files already
 // sent on the stream, which are not sent again (as grpc-go's reflection).
 func (r *reflection) answer(q reflRequest, sent map[string]bool) reflAnswer {
-	switch {
-	case q.list:
+	switch q.kind {
+	case reflList:
 		var a reflAnswer
 		for name := range r.srv.GetServiceInfo() {
 			a.services = append(a.services, name)
 		}
 		slices.Sort(a.services)
 		return a
-	case q.file != "":
+	case reflFile:
 		fd, err := protoregistry.GlobalFiles.FindFileByPath(q.file)
 		if err != nil {
 			return notFound("file %q: %v", q.file, err)
 		}
 		return r.withImports(fd, sent)
-	case q.symbol != "":
+	case reflSymbol:
 		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(q.symbol))
 		if err != nil {
 			return notFound("symbol %q: %v", q.symbol, err)
 		}
 		return r.withImports(d.ParentFile(), sent)
-	case q.extType != "":
+	case reflExtension:
 		xt, err := protoregistry.GlobalTypes.FindExtensionByNumber(protoreflect.FullName(q.extType), protoreflect.FieldNumber(q.extNumber))
 		if err != nil {
 			return notFound("extension %d of %q: %v", q.extNumber, q.extType, err)
 		}
 		return r.withImports(xt.TypeDescriptor().ParentFile(), sent)
-	case q.allExtOf != "":
+	case reflAllExtensions:
 		if _, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(q.allExtOf)); err != nil {
 			return notFound("type %q: %v", q.allExtOf, err)
 		}
@@ -104,7 +117,7 @@ func (r *reflection) answer(q reflRequest, sent map[string]bool) reflAnswer {
 		slices.Sort(a.extNumbers)
 		return a
 	}
-	return reflAnswer{code: codes.InvalidArgument, msg: "empty or unknown reflection request"}
+	return reflAnswer{code: codes.InvalidArgument, msg: "invalid reflection request: it asks for nothing"}
 }
 
 // withImports returns fd and, breadth first, the files it imports,
@@ -141,42 +154,65 @@ func (r *reflection) withImports(fd protoreflect.FileDescriptor, sent map[string
 	return a
 }
 
-// legacyDescriptor is the method generated messages keep for the legacy
-// API: the gzipped serialized descriptor of their file.
+// legacyDescriptor is the method generated messages and enums keep for
+// the legacy API: the gzipped serialized descriptor of their file.
 type legacyDescriptor interface {
 	Descriptor() ([]byte, []int)
 }
 
-// fileBytes returns fd serialized, from a message of the file.
+// legacyEnumDescriptor is the same method of generated enums.
+type legacyEnumDescriptor interface {
+	EnumDescriptor() ([]byte, []int)
+}
+
+// fileBytes returns fd serialized, read from a generated message of the
+// file or, for a file of enums alone (google/rpc/code.proto), a generated
+// enum. A file with neither (services or extensions alone) has no legacy
+// descriptor to read it from: it is refused with an error naming it.
 func (r *reflection) fileBytes(fd protoreflect.FileDescriptor) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if b, ok := r.files[fd.Path()]; ok {
 		return b, nil
 	}
+	gz := legacyBytes(fd)
+	if gz == nil {
+		return nil, fmt.Errorf("descriptor of %s: no generated message or enum to read it from", fd.Path())
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, fmt.Errorf("descriptor of %s: %w", fd.Path(), err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("descriptor of %s: %w", fd.Path(), err)
+	}
+	r.files[fd.Path()] = b
+	return b, nil
+}
+
+// legacyBytes returns the gzipped descriptor of fd that its first
+// generated message, or else its first generated enum, embeds, or nil.
+func legacyBytes(fd protoreflect.FileDescriptor) []byte {
 	msgs := fd.Messages()
 	for i := range msgs.Len() {
-		mt, err := protoregistry.GlobalTypes.FindMessageByName(msgs.Get(i).FullName())
-		if err != nil {
-			continue
+		if mt, err := protoregistry.GlobalTypes.FindMessageByName(msgs.Get(i).FullName()); err == nil {
+			if ld, ok := mt.New().Interface().(legacyDescriptor); ok {
+				gz, _ := ld.Descriptor()
+				return gz
+			}
 		}
-		ld, ok := mt.New().Interface().(legacyDescriptor)
-		if !ok {
-			continue
-		}
-		gz, _ := ld.Descriptor()
-		zr, err := gzip.NewReader(bytes.NewReader(gz))
-		if err != nil {
-			return nil, fmt.Errorf("descriptor of %s: %w", fd.Path(), err)
-		}
-		b, err := io.ReadAll(zr)
-		if err != nil {
-			return nil, fmt.Errorf("descriptor of %s: %w", fd.Path(), err)
-		}
-		r.files[fd.Path()] = b
-		return b, nil
 	}
-	return nil, fmt.Errorf("descriptor of %s: no generated message to read it from", fd.Path())
+	enums := fd.Enums()
+	for i := range enums.Len() {
+		if et, err := protoregistry.GlobalTypes.FindEnumByName(enums.Get(i).FullName()); err == nil {
+			if ld, ok := et.New(0).(legacyEnumDescriptor); ok {
+				gz, _ := ld.EnumDescriptor()
+				return gz
+			}
+		}
+	}
+	return nil
 }
 
 // reflectionV1 serves grpc.reflection.v1.ServerReflection.
@@ -185,7 +221,7 @@ type reflectionV1 struct{ r *reflection }
 func (v reflectionV1) ServerReflectionInfo(stream rpb.ServerReflection_ServerReflectionInfoServer) error {
 	sent := map[string]bool{}
 	return serveStream(stream.Recv, stream.Send, func(req *rpb.ServerReflectionRequest) (*rpb.ServerReflectionResponse, error) {
-		return v.r.respond(req, sent), nil
+		return v.r.respond(req, sent)
 	})
 }
 
@@ -210,38 +246,42 @@ func serveStream[Req, Res any](recv func() (*Req, error), send func(*Res) error,
 	}
 }
 
-// respond answers one request of the stream.
-func (r *reflection) respond(req *rpb.ServerReflectionRequest, sent map[string]bool) *rpb.ServerReflectionResponse {
+// respond answers one request of the stream. A request that asks for
+// nothing ends the stream with InvalidArgument, as grpc-go's reflection
+// does; a name that is empty is not found, in the answer.
+func (r *reflection) respond(req *rpb.ServerReflectionRequest, sent map[string]bool) (*rpb.ServerReflectionResponse, error) {
 	q := reflRequest{}
 	switch m := req.GetMessageRequest().(type) {
 	case *rpb.ServerReflectionRequest_FileByFilename:
-		q.file = m.FileByFilename
+		q.kind, q.file = reflFile, m.FileByFilename
 	case *rpb.ServerReflectionRequest_FileContainingSymbol:
-		q.symbol = m.FileContainingSymbol
+		q.kind, q.symbol = reflSymbol, m.FileContainingSymbol
 	case *rpb.ServerReflectionRequest_FileContainingExtension:
-		q.extType, q.extNumber = m.FileContainingExtension.GetContainingType(), m.FileContainingExtension.GetExtensionNumber()
+		q.kind, q.extType, q.extNumber = reflExtension, m.FileContainingExtension.GetContainingType(), m.FileContainingExtension.GetExtensionNumber()
 	case *rpb.ServerReflectionRequest_AllExtensionNumbersOfType:
-		q.allExtOf = m.AllExtensionNumbersOfType
+		q.kind, q.allExtOf = reflAllExtensions, m.AllExtensionNumbersOfType
 	case *rpb.ServerReflectionRequest_ListServices:
-		q.list = true
+		q.kind = reflList
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "invalid reflection request: it asks for nothing")
 	}
 	a := r.answer(q, sent)
 	res := &rpb.ServerReflectionResponse{ValidHost: req.GetHost(), OriginalRequest: req}
 	switch {
 	case a.code != codes.OK:
 		res.MessageResponse = &rpb.ServerReflectionResponse_ErrorResponse{ErrorResponse: &rpb.ErrorResponse{ErrorCode: int32(a.code), ErrorMessage: a.msg}}
-	case q.list:
+	case q.kind == reflList:
 		l := &rpb.ListServiceResponse{}
 		for _, name := range a.services {
 			l.Service = append(l.Service, &rpb.ServiceResponse{Name: name})
 		}
 		res.MessageResponse = &rpb.ServerReflectionResponse_ListServicesResponse{ListServicesResponse: l}
-	case q.allExtOf != "":
+	case q.kind == reflAllExtensions:
 		res.MessageResponse = &rpb.ServerReflectionResponse_AllExtensionNumbersResponse{AllExtensionNumbersResponse: &rpb.ExtensionNumberResponse{BaseTypeName: a.baseType, ExtensionNumber: a.extNumbers}}
 	default:
 		res.MessageResponse = &rpb.ServerReflectionResponse_FileDescriptorResponse{FileDescriptorResponse: &rpb.FileDescriptorResponse{FileDescriptorProto: a.files}}
 	}
-	return res
+	return res, nil
 }
 
 // reflectionV1alpha serves grpc.reflection.v1alpha.ServerReflection, the
@@ -256,8 +296,12 @@ func (v reflectionV1alpha) ServerReflectionInfo(stream rpba.ServerReflection_Ser
 		if err := convert(req, &q); err != nil {
 			return nil, err
 		}
+		answer, err := v.r.respond(&q, sent)
+		if err != nil {
+			return nil, err
+		}
 		var res rpba.ServerReflectionResponse
-		if err := convert(v.r.respond(&q, sent), &res); err != nil {
+		if err := convert(answer, &res); err != nil {
 			return nil, err
 		}
 		return &res, nil

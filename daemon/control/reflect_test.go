@@ -12,10 +12,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	rpba "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
+
+	_ "google.golang.org/genproto/googleapis/rpc/code" // a file of enums alone
 
 	"github.com/ahp-dev/ahpd/daemon/control"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
@@ -128,11 +131,26 @@ func TestReflection(t *testing.T) {
 			t.Errorf("%v: %v, want NOT_FOUND", req, res)
 		}
 	}
-	if res := ask(&rpb.ServerReflectionRequest{}); res.GetErrorResponse().GetErrorCode() != int32(codes.InvalidArgument) {
-		t.Errorf("an empty request: %v, want INVALID_ARGUMENT", res)
+	// A file of enums alone is read from its enum's legacy descriptor.
+	res = ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "google.rpc.Code"}})
+	if f := parseFiles(t, res.GetFileDescriptorResponse().GetFileDescriptorProto()); len(f.File) != 1 || f.File[0].GetName() != "google/rpc/code.proto" || len(f.File[0].GetEnumType()) != 1 {
+		t.Fatalf("google.rpc.Code: %v (%v)", fileNames(f), res.GetErrorResponse())
 	}
-	if err := stream.CloseSend(); err != nil {
+	// Empty names are not found, as with grpc-go's reflection.
+	for _, req := range []*rpb.ServerReflectionRequest{
+		{MessageRequest: &rpb.ServerReflectionRequest_FileContainingSymbol{}},
+		{MessageRequest: &rpb.ServerReflectionRequest_FileByFilename{}},
+	} {
+		if res := ask(req); res.GetErrorResponse().GetErrorCode() != int32(codes.NotFound) {
+			t.Errorf("%v: %v, want NOT_FOUND", req, res)
+		}
+	}
+	// A request that asks for nothing ends the stream with INVALID_ARGUMENT.
+	if err := stream.Send(&rpb.ServerReflectionRequest{}); err != nil {
 		t.Fatal(err)
+	}
+	if res, err := stream.Recv(); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("an empty request: %v, %v; want the stream ended with INVALID_ARGUMENT", res, err)
 	}
 
 	// v1alpha, for older clients: the same answers.
