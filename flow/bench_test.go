@@ -82,6 +82,40 @@ func BenchmarkFragment(b *testing.B) {
 	}
 }
 
+// BenchmarkFragmentEscaped fragments a terminal/output message of 1 MiB of
+// terminal output given as text (Reset) and as its escaped body
+// (ResetEscaped, Message.Escaped): the same frames, without the pass
+// that escapes each. MB/s is of the output's bytes.
+func BenchmarkFragmentEscaped(b *testing.B) {
+	for _, kind := range []string{"ascii", "term"} {
+		data := benchText(kind)
+		text := notification("terminal/output", data)
+		esc := string(flow.AppendEscaped(nil, text))
+		for _, mode := range []string{"text", "escaped"} {
+			b.Run(kind+"/"+mode, func(b *testing.B) {
+				var f flow.Fragmenter
+				buf := make([]byte, 0, 2*benchFrame)
+				b.SetBytes(int64(len(data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					var err error
+					if mode == "text" {
+						err = f.Reset("ahp-terminal:/t1", "sub-1", 1, text, benchFrame)
+					} else {
+						err = f.ResetEscaped("ahp-terminal:/t1", "sub-1", 1, esc, benchFrame)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					for !f.Done() {
+						buf, _, _ = f.Next(buf[:0])
+					}
+				}
+			})
+		}
+	}
+}
+
 func BenchmarkDecode(b *testing.B) {
 	for _, kind := range benchKinds {
 		text := benchText(kind)

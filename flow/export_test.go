@@ -50,3 +50,10 @@ func JournalFreeCount(j *Journal) (int, int) { return len(j.free), journalFreeCo
 
 // JournalText returns the text of the i-th retained message.
 func JournalText(j *Journal, i int) string { return j.entries.At(i).msg.Text }
+
+// NextIn is Fragmenter.Next with the frame also capped at room UTF-16
+// bytes (the Sender's transport room), raised to the smallest frame that
+// makes progress.
+func (f *Fragmenter) NextIn(dst []byte, room int64) ([]byte, int64, bool) {
+	return f.next(dst, max(room, f.minFrame()))
+}

@@ -53,6 +53,8 @@ type Fragmenter struct {
 	started  bool
 	// msg[plainLo:plainHi] is known to need no escaping (Plain).
 	plainLo, plainHi int
+	// escaped: msg is the frames' data already (ResetEscaped).
+	escaped bool
 }
 
 // Reset prepares f to fragment msg as message id on the given channel and
@@ -75,10 +77,22 @@ func (f *Fragmenter) Reset(channel, subscriptionID string, id int64, msg string,
 	f.budget = maxFrameBytes - f.headSize - 2*int64(len(frameSuffixFin))
 	f.msg, f.off, f.started = msg, 0, false
 	f.plainLo, f.plainHi = 0, 0
+	f.escaped = false
 	if f.budget < maxCharCost {
 		return ErrEnvelopeTooLarge
 	}
 	return nil
+}
+
+// ResetEscaped is Reset for a message given as the body of its JSON
+// string, esc (Message.Escaped: AppendEscaped of an ASCII text without
+// control characters). Its frames are, byte for byte, the ones Reset
+// makes of that text, but each is a copy of a piece of esc, cut between its
+// escapes, and no byte is looked at but for counting the escapes.
+func (f *Fragmenter) ResetEscaped(channel, subscriptionID string, id int64, esc string, maxFrameBytes int64) error {
+	err := f.Reset(channel, subscriptionID, id, esc, maxFrameBytes)
+	f.escaped = true
+	return err
 }
 
 // Plain tells f that msg[from:to] of the message given to Reset is
@@ -120,6 +134,9 @@ func (f *Fragmenter) next(dst []byte, maxFrame int64) (frame []byte, payload int
 	}
 	f.started = true
 	dst = append(dst, f.head...)
+	if f.escaped {
+		return f.nextEscaped(dst, maxFrame)
+	}
 	s := f.msg
 	i := f.off
 	// run is the start of the bytes already accepted but not yet copied:
@@ -176,6 +193,33 @@ func (f *Fragmenter) next(dst []byte, maxFrame int64) (frame []byte, payload int
 	dst = append(dst, s[run:i]...)
 	f.off = i
 	if i >= len(s) {
+		return append(dst, frameSuffixFin...), payload, true
+	}
+	return append(dst, frameSuffix...), payload, false
+}
+
+// nextEscaped is next for ResetEscaped, dst holding the head: as many
+// bytes of the body as the frame has room for, at 2 UTF-16 bytes each
+// (ASCII), less one when the cut would split an escape (an odd run of
+// backslashes before it: pairs start at the piece's start, which is a
+// cut between escapes itself). The text's characters in it are its bytes
+// less one per escape.
+func (f *Fragmenter) nextEscaped(dst []byte, maxFrame int64) (frame []byte, payload int64, final bool) {
+	left := min(f.budget, maxFrame-f.headSize-2*int64(len(frameSuffixFin)))
+	s := f.msg[f.off:]
+	n := int(min(left/2, int64(len(s))))
+	if n < len(s) {
+		k := n
+		for k > 0 && s[k-1] == '\\' {
+			k--
+		}
+		n -= (n - k) % 2
+	}
+	piece := s[:n]
+	dst = append(dst, piece...)
+	f.off += n
+	payload = 2 * int64(n-escapes(piece))
+	if f.off >= len(f.msg) {
 		return append(dst, frameSuffixFin...), payload, true
 	}
 	return append(dst, frameSuffix...), payload, false

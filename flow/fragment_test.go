@@ -224,3 +224,91 @@ func TestFragmenterPlainSpan(t *testing.T) {
 		fragmentAll(t, "ahp-tcp:/x", "s1", 3, msg, maxFrame) // and the unmarked frames are valid
 	}
 }
+
+// escapedFrames fragments a message given as its escaped body
+// (ResetEscaped), returning the frames and their payloads.
+func escapedFrames(t testing.TB, esc string, maxFrame, room int64) (frames []string, payloads []int64) {
+	t.Helper()
+	var f flow.Fragmenter
+	if err := f.ResetEscaped("ahp-terminal:/t", "s1", 9, esc, maxFrame); err != nil {
+		t.Fatal(err)
+	}
+	for !f.Done() {
+		b, p, _ := f.NextIn(nil, room)
+		frames, payloads = append(frames, string(b)), append(payloads, p)
+	}
+	return frames, payloads
+}
+
+// textFrames is escapedFrames for the message as text (Reset).
+func textFrames(t testing.TB, text string, maxFrame, room int64) (frames []string, payloads []int64) {
+	t.Helper()
+	var f flow.Fragmenter
+	if err := f.Reset("ahp-terminal:/t", "s1", 9, text, maxFrame); err != nil {
+		t.Fatal(err)
+	}
+	for !f.Done() {
+		b, p, _ := f.NextIn(nil, room)
+		frames, payloads = append(frames, string(b)), append(payloads, p)
+	}
+	return frames, payloads
+}
+
+// checkEscapedFrames: a message given as its escaped body is cut into
+// the same frames, byte for byte and with the same payloads, as the same
+// message given as text, whatever the frame size and transport room, and
+// its text size is the text's.
+func checkEscapedFrames(t testing.TB, data string, maxFrame, room int64) {
+	t.Helper()
+	text := notification("terminal/output", data)
+	esc := string(flow.AppendEscaped(nil, text))
+	if got, want := flow.EscapedTextSize(esc), flow.UTF16Len(text); got != want {
+		t.Fatalf("EscapedTextSize = %d, want UTF16Len(text) = %d (data %.80q)", got, want, data)
+	}
+	wantFrames, wantPayloads := textFrames(t, text, maxFrame, room)
+	gotFrames, gotPayloads := escapedFrames(t, esc, maxFrame, room)
+	if strings.Join(gotFrames, "\n") != strings.Join(wantFrames, "\n") || fmt.Sprint(gotPayloads) != fmt.Sprint(wantPayloads) {
+		for i := range min(len(gotFrames), len(wantFrames)) {
+			if gotFrames[i] != wantFrames[i] || gotPayloads[i] != wantPayloads[i] {
+				t.Fatalf("maxFrame %d room %d: frame %d of %d (want %d)\n got %d %.200q\nwant %d %.200q", maxFrame, room, i, len(gotFrames), len(wantFrames), gotPayloads[i], gotFrames[i], wantPayloads[i], wantFrames[i])
+			}
+		}
+		t.Fatalf("maxFrame %d room %d: %d frames, want %d", maxFrame, room, len(gotFrames), len(wantFrames))
+	}
+}
+
+func TestFragmenterEscaped(t *testing.T) {
+	lines := strings.Repeat("total 48\r\ndrwxr-xr-x 2 \"me\" C:\\dir\t\x1b[1;32mok\x1b[0m\r\n", 300)
+	cases := []string{
+		"",
+		"a",
+		`\`,
+		`"`,
+		strings.Repeat(`\`, 1000),
+		strings.Repeat(`"\`, 700),
+		strings.Repeat("\x00\x1f\n", 400),
+		lines,
+	}
+	for _, data := range cases {
+		for _, maxFrame := range []int64{300, 301, 302, 303, 1024, 1031, 4096, 65536} {
+			for _, room := range []int64{maxFrame, 300, 301, 1 << 40} {
+				checkEscapedFrames(t, data, maxFrame, room)
+			}
+		}
+	}
+}
+
+func TestAppendEscapedTwice(t *testing.T) {
+	for _, s := range []string{"", "plain text", "\x00\x01\x1f\x7f\"\\\n\r\t\b\f/<>&", strings.Repeat("ab\"c\\d\r\n", 50)} {
+		got, n16, ascii := flow.AppendEscapedTwice([]byte("x"), s)
+		want := "x" + string(flow.AppendEscaped(nil, string(flow.AppendEscaped(nil, s))))
+		if string(got) != want || n16 != flow.EscapedLen(s) || !ascii {
+			t.Errorf("AppendEscapedTwice(%q) = %q, %d, %v; want %q, %d, true", s, got, n16, ascii, want, flow.EscapedLen(s))
+		}
+	}
+	for _, s := range []string{"é", "abc\x80", strings.Repeat("a", 100) + "日本"} {
+		if _, _, ascii := flow.AppendEscapedTwice(nil, s); ascii {
+			t.Errorf("AppendEscapedTwice(%q) says ASCII", s)
+		}
+	}
+}

@@ -356,3 +356,26 @@ func FuzzEscapedPrefix(f *testing.F) {
 		checkEscapedPrefix(t, s, budget)
 	})
 }
+
+// FuzzFragmentEscaped: a message given as its escaped body (ASCII data)
+// makes the frames its text makes, byte for byte, and AppendEscapedTwice
+// is AppendEscaped twice.
+func FuzzFragmentEscaped(f *testing.F) {
+	f.Add("total 48\r\n\"a\"\\b\x1b[0m", int64(300), int64(1<<20))
+	f.Add(strings.Repeat(`\"`, 500), int64(301), int64(333))
+	f.Add(strings.Repeat("\x00", 300), int64(1031), int64(1024))
+	f.Fuzz(func(t *testing.T, data string, maxFrame, room int64) {
+		b := []byte(data)
+		for i := range b {
+			b[i] &= 0x7f // ASCII
+		}
+		data = string(b)
+		maxFrame = 300 + (maxFrame&(1<<62-1))%(8<<10)
+		room = 300 + (room&(1<<62-1))%(16<<10)
+		checkEscapedFrames(t, data, maxFrame, room)
+		got, n16, ascii := flow.AppendEscapedTwice(nil, data)
+		if want := flow.AppendEscaped(nil, string(flow.AppendEscaped(nil, data))); string(got) != string(want) || n16 != flow.EscapedLen(data) || !ascii {
+			t.Fatalf("AppendEscapedTwice(%q) = %q, %d, %v", data, got, n16, ascii)
+		}
+	})
+}

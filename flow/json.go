@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"strings"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,10 @@ const hexDigits = "0123456789abcdef"
 // is written as itself, 2 for the short escapes, 6 for \u00XX.
 var escapeLen [utf8.RuneSelf]uint8
 
+// twiceEscaped[c], for an ASCII byte c not written as itself, is c's
+// escape escaped again: what AppendEscapedTwice writes for it.
+var twiceEscaped [utf8.RuneSelf]string
+
 func init() {
 	for c := 0; c < utf8.RuneSelf; c++ {
 		switch {
@@ -27,6 +32,11 @@ func init() {
 			escapeLen[c] = 6
 		default:
 			escapeLen[c] = 1
+		}
+	}
+	for c := 0; c < utf8.RuneSelf; c++ {
+		if escapeLen[c] > 1 {
+			twiceEscaped[c] = string(AppendEscaped(nil, string(appendEscapedASCII(nil, byte(c)))))
 		}
 	}
 }
@@ -79,6 +89,51 @@ func AppendEscapedLen(dst []byte, s string) ([]byte, int64) {
 		i += size
 	}
 	return append(dst, s[start:]...), n
+}
+
+// AppendEscapedTwice appends, for an ASCII s, AppendEscaped of
+// AppendEscaped(s): the body of a JSON string whose text is the body of
+// s's JSON string. That is what a channel/frame's data holds for the
+// part of a logical message that carries s as a JSON string, so a Source
+// that writes a message this way (Message.Escaped) spares every frame a
+// pass over it. It returns EscapedLen(s), the UTF-16 size s adds to the
+// message, and true; at the first byte of s that is not ASCII it stops
+// and returns false, with dst holding a partial body to discard.
+func AppendEscapedTwice(dst []byte, s string) (_ []byte, n16 int64, ascii bool) {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return dst, 0, false
+		}
+		if safeByte[c] {
+			j := plainPrefix(s, i+1, len(s))
+			n16 += int64(j-i) * 2
+			i = j
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		dst = append(dst, twiceEscaped[c]...)
+		n16 += int64(escapeLen[c]) * 2
+		i++
+		start = i
+	}
+	return append(dst, s[start:]...), n16, true
+}
+
+// EscapedTextSize returns the UTF-16 size of a Message.Escaped's text:
+// esc is AppendEscaped of an ASCII text without the control characters
+// U+0000–U+001F, so each of its escapes is two bytes, '\\' '\\' or '\\' '"',
+// for one character of the text, and every other byte is one.
+func EscapedTextSize(esc string) int64 {
+	return 2 * int64(len(esc)-escapes(esc))
+}
+
+// escapes counts the escapes in esc, the body of a JSON string of ASCII
+// without control characters: each is '\\' '\\' or '\\' '"', and a '"' appears only
+// after its backslash.
+func escapes(esc string) int {
+	return (strings.Count(esc, `\`) + strings.Count(esc, `"`)) / 2
 }
 
 func appendEscapedASCII(dst []byte, c byte) []byte {

@@ -596,11 +596,10 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 			}
 			m, got = st.src.Pull(allowed, want)
 			if got && m.Class == Data {
-				size := m.Size
-				if size == 0 {
-					size = UTF16Len(m.Text)
-					m.Size = size
+				if m.Size == 0 {
+					m.Size = m.size()
 				}
+				size := m.Size
 				s.take(st, size, reserved)
 			} else {
 				s.unreserve(reserved)
@@ -618,7 +617,10 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 		}
 		size := m.Size // a journalled message's is always set
 		if size == 0 {
-			size = UTF16Len(m.Text)
+			size = m.size()
+		}
+		if m.Escaped != "" && st.journal != nil {
+			return nil, 0, false, fmt.Errorf("%w: an escaped message on a stream with a journal", ErrSourceContract)
 		}
 		if replay {
 			err = st.win.startReplay(size)
@@ -634,10 +636,15 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 		if err != nil {
 			return nil, 0, false, err
 		}
-		if err := st.frag.Reset(st.channel, st.id, id, m.Text, st.win.limits.MaximumFrameBytes); err != nil {
+		if m.Escaped != "" {
+			err = st.frag.ResetEscaped(st.channel, st.id, id, m.Escaped, st.win.limits.MaximumFrameBytes)
+		} else {
+			err = st.frag.Reset(st.channel, st.id, id, m.Text, st.win.limits.MaximumFrameBytes)
+			st.frag.Plain(m.PlainFrom, m.PlainTo)
+		}
+		if err != nil {
 			return nil, 0, false, err
 		}
-		st.frag.Plain(m.PlainFrom, m.PlainTo)
 		if replay && m.Class == Data {
 			s.take(st, size, 0)
 		}

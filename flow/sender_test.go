@@ -725,8 +725,9 @@ func TestSenderManyStreams(t *testing.T) {
 // next Pull — the strictest use of the Source contract — and reports each
 // text's Size.
 type reusingSource struct {
-	texts []string
-	buf   []byte
+	texts   []string
+	buf     []byte
+	escaped bool // give each as Message.Escaped, its size left to the Sender
 }
 
 func (s *reusingSource) Pull(dataAllowed bool, _ int64) (flow.Message, bool) {
@@ -735,6 +736,11 @@ func (s *reusingSource) Pull(dataAllowed bool, _ int64) (flow.Message, bool) {
 	}
 	if !dataAllowed || len(s.texts) == 0 {
 		return flow.Message{}, false
+	}
+	if s.escaped {
+		s.buf = flow.AppendEscaped(s.buf[:0], s.texts[0])
+		s.texts = s.texts[1:]
+		return flow.Message{Escaped: unsafe.String(unsafe.SliceData(s.buf), len(s.buf)), Class: flow.Data}, true
 	}
 	s.buf = append(s.buf[:0], s.texts[0]...)
 	s.texts = s.texts[1:]
@@ -750,8 +756,45 @@ func TestSenderSourceReusesText(t *testing.T) {
 	for i := range 20 {
 		want = append(want, sized(fmt.Sprint(i), int64(1500+i*298)))
 	}
+	if got := drainMessages(t, &reusingSource{texts: slices.Clone(want)}); !slices.Equal(got, want) {
+		t.Fatalf("got %d messages, want %d; first difference in %v", len(got), len(want), firstDiff(got, want))
+	}
+}
+
+// TestSenderEscapedMessages: messages a Source gives as their escaped
+// bodies (Message.Escaped, as the terminal viewer does), cut into many
+// frames, arrive as their texts; on a stream with a journal they are a
+// breach of the Source contract.
+func TestSenderEscapedMessages(t *testing.T) {
+	var want []string
+	for i := range 20 {
+		want = append(want, notification("terminal/output", strings.Repeat(fmt.Sprintf("line %d \"quoted\" C:\\x\x1b[0m\r\n", i), 10+i*4)))
+	}
+	if got := drainMessages(t, &reusingSource{texts: slices.Clone(want), escaped: true}); !slices.Equal(got, want) {
+		t.Fatalf("got %d messages, want %d; first difference in %v", len(got), len(want), firstDiff(got, want))
+	}
+
 	s := newSender(t, flow.SenderConfig{})
-	st := open(t, s, "1", &reusingSource{texts: slices.Clone(want)}, limits(1024*KiB, 1024, 8*KiB))
+	st, err := s.Open(flow.StreamConfig{
+		Channel: "ahp-tcp:/t", SubscriptionID: "j", Source: &reusingSource{texts: want[:1], escaped: true},
+		Send: limits(64*KiB, 16*KiB, 64*KiB), Receive: limits(64*KiB, 16*KiB, 64*KiB),
+		Journal: flow.NewJournal(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wake(st)
+	if _, err := s.Next(nil); !errors.Is(err, flow.ErrSourceContract) {
+		t.Fatalf("an escaped message on a journalled stream: Next = %v, want ErrSourceContract", err)
+	}
+}
+
+// drainMessages sends what src gives on one stream (window 1 MiB, frames
+// of 1024 bytes) and returns the messages the frames carry.
+func drainMessages(t *testing.T, src flow.Source) []string {
+	t.Helper()
+	s := newSender(t, flow.SenderConfig{})
+	st := open(t, s, "1", src, limits(1024*KiB, 1024, 8*KiB))
 	s.Wake(st)
 	var got []string
 	var cur strings.Builder
@@ -769,9 +812,7 @@ func TestSenderSourceReusesText(t *testing.T) {
 			cur.Reset()
 		}
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %d messages, want %d; first difference in %v", len(got), len(want), firstDiff(got, want))
-	}
+	return got
 }
 
 func firstDiff(a, b []string) string {

@@ -43,10 +43,30 @@ type Message struct {
 	// that breaks the promise makes frames that are not JSON. Equal (the
 	// zero value): no span.
 	PlainFrom, PlainTo int
+	// Escaped, when not empty, is the message as the body of a JSON
+	// string, in place of Text: AppendEscaped of the message's text,
+	// which must be ASCII without the control characters U+0000–U+001F
+	// (a message written without whitespace whose strings hold ASCII
+	// only: AppendEscapedTwice writes their parts this way). Its frames
+	// are copies of pieces of it, cut between its escapes, where from Text
+	// each frame escapes its piece (Fragmenter.ResetEscaped); Text is then
+	// not used and may be empty. Size, when set, is still the text's
+	// (EscapedTextSize). A stream with a Journal keeps texts, so its
+	// Source gives Text (ErrSourceContract otherwise). The Source promises
+	// the form; a body that breaks it makes frames that are not JSON.
+	Escaped string
 	// Owned says Text's memory came from the stream's Journal
 	// (Journal.Buffer) and the Source never touches it again: the
 	// journal keeps it as it is instead of copying it.
 	Owned bool
+}
+
+// size returns the UTF-16 size of m's text.
+func (m *Message) size() int64 {
+	if m.Escaped != "" {
+		return EscapedTextSize(m.Escaped)
+	}
+	return UTF16Len(m.Text)
 }
 
 // Source produces the logical messages of one subscription, in order. The
