@@ -3,6 +3,9 @@ package pty
 import (
 	"fmt"
 	"strings"
+	"testing"
+
+	"github.com/ahp-dev/ahpd/flow"
 )
 
 // Emulator exposes the headless emulator to the black-box tests.
@@ -169,3 +172,6 @@ func (t *Terminal) StallEmulator() (resume func()) {
 	t.emuMu.Lock()
 	return t.emuMu.Unlock
 }
+
+// MessageText is messageText, for the black-box tests.
+func MessageText(t testing.TB, m flow.Message) string { return messageText(t, m) }

@@ -2,6 +2,7 @@ package pty
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"unicode/utf8"
 )
@@ -36,8 +37,10 @@ type filter struct {
 }
 
 // feed processes one read. final flushes everything held (end of stream).
-// It returns the text for viewers and the queries removed from it.
-func (f *filter) feed(p []byte, final bool) (string, []query) {
+// It returns the text for viewers, whether that text is ASCII (when it
+// says so; a text it sanitized says false) and the queries removed from
+// it.
+func (f *filter) feed(p []byte, final bool) (string, bool, []query) {
 	data := p
 	if len(f.hold) > 0 {
 		f.join = append(append(f.join[:0], f.hold...), p...)
@@ -216,12 +219,36 @@ func (f *filter) feed(p []byte, final bool) (string, []query) {
 			last = last[:len(last)-t]
 		}
 	}
-	if len(out) == 0 && utf8.Valid(last) {
-		return string(last), qs // the common case: one copy
+	if len(out) == 0 {
+		// The common case: one copy. ASCII is valid UTF-8, and the
+		// viewers write an ASCII text's messages ready for their frames
+		// (Message.Escaped).
+		if isASCII(last) {
+			return string(last), true, qs
+		}
+		if utf8.Valid(last) {
+			return string(last), false, qs
+		}
 	}
 	out = appendValidUTF8(out, last)
 	f.out = out
-	return string(out), qs
+	return string(out), false, qs
+}
+
+// isASCII reports whether every byte of p is below 0x80, 8 at a time.
+func isASCII(p []byte) bool {
+	for len(p) >= 8 {
+		if binary.LittleEndian.Uint64(p)&0x8080808080808080 != 0 {
+			return false
+		}
+		p = p[8:]
+	}
+	for _, c := range p {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // incompleteTail returns the length of a trailing incomplete (but so far

@@ -1,11 +1,26 @@
 package pty
 
 import (
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
 	"unicode/utf8"
 )
+
+// checkASCII panics when feed calls a text ASCII that is not: its
+// messages would be escaped as ASCII (Message.Escaped) and their frames
+// would not be JSON.
+func checkASCII(text string, ascii bool) {
+	if !ascii {
+		return
+	}
+	for i := 0; i < len(text); i++ {
+		if text[i] >= 0x80 {
+			panic(fmt.Sprintf("feed says %q is ASCII", text))
+		}
+	}
+}
 
 // feedSplit runs input through a fresh filter cut at the given points.
 func feedSplit(input string, cuts []int) (string, []query) {
@@ -14,7 +29,8 @@ func feedSplit(input string, cuts []int) (string, []query) {
 	var qs []query
 	prev := 0
 	for _, c := range append(cuts, len(input)) {
-		text, q := f.feed([]byte(input[prev:c]), false)
+		text, ascii, q := f.feed([]byte(input[prev:c]), false)
+		checkASCII(text, ascii)
 		for _, x := range q {
 			x.off += out.Len()
 			qs = append(qs, x)
@@ -22,7 +38,8 @@ func feedSplit(input string, cuts []int) (string, []query) {
 		out.WriteString(text)
 		prev = c
 	}
-	text, q := f.feed(nil, true)
+	text, ascii, q := f.feed(nil, true)
+	checkASCII(text, ascii)
 	for _, x := range q {
 		x.off += out.Len()
 		qs = append(qs, x)
@@ -94,7 +111,7 @@ func TestFilterHoldBound(t *testing.T) {
 	long := "\x1b]4;1;" + strings.Repeat("x", 1000)
 	var out strings.Builder
 	for i := 0; i < len(long); i++ {
-		text, qs := f.feed([]byte{long[i]}, false)
+		text, _, qs := f.feed([]byte{long[i]}, false)
 		out.WriteString(text)
 		if len(qs) != 0 {
 			t.Fatal("unexpected query")
@@ -103,7 +120,7 @@ func TestFilterHoldBound(t *testing.T) {
 			t.Fatalf("hold = %d bytes, bound %d", len(f.hold), maxQueryLen+1)
 		}
 	}
-	text, _ := f.feed([]byte("\x07"), true)
+	text, _, _ := f.feed([]byte("\x07"), true)
 	out.WriteString(text)
 	if out.String() != long+"\x07" {
 		t.Fatalf("long OSC not passed through intact")

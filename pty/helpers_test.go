@@ -75,11 +75,11 @@ func (w *viewer) pullRaw(timeout time.Duration) (flow.Message, bool) {
 	for {
 		m, ok := w.v.Pull(true, w.max)
 		if ok {
+			// The viewer reuses the text's memory on its next Pull.
+			m.Text, m.Escaped = strings.Clone(pty.MessageText(w.t, m)), ""
 			if m.Size != 0 && m.Size != flow.UTF16Len(m.Text) {
 				w.t.Fatalf("message Size %d, UTF16Len %d: %.80q", m.Size, flow.UTF16Len(m.Text), m.Text)
 			}
-			// The viewer reuses the text's memory on its next Pull.
-			m.Text = strings.Clone(m.Text)
 			return m, true
 		}
 		select {

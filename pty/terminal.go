@@ -41,6 +41,7 @@ type item struct {
 	seq   uint64
 	start int64 // stream position (output bytes before this item)
 	text  string
+	ascii bool // text is ASCII: its messages are written escaped twice (Message.Escaped)
 	qs    []query
 
 	resize     bool
@@ -48,21 +49,34 @@ type item struct {
 
 	readers atomic.Int32 // viewers that started reading the whole text
 	escOnce sync.Once
-	esc     string // JSON-escaped text, quotes excluded
-	esc16   int64  // UTF-16 size of esc
+	esc     string // the text as a message holds it (escaped once, twice if ascii)
+	esc16   int64  // UTF-16 size of the text escaped once: what it adds to a message
 }
 
 func (it *item) end() int64 { return it.start + int64(len(it.text)) }
 
-// escaped returns the JSON string body of the text and its UTF-16 size,
-// computed once and shared by every viewer.
+// escaped returns the text as the viewers' messages hold it (appendText)
+// and the UTF-16 size it adds to a message, computed once and shared by
+// every viewer.
 func (it *item) escaped() (string, int64) {
 	it.escOnce.Do(func() {
-		b, n16 := flow.AppendEscapedLen(make([]byte, 0, len(it.text)+len(it.text)/8+8), it.text)
+		b, n16 := appendText(make([]byte, 0, len(it.text)+len(it.text)/8+8), it.text, it.ascii)
 		it.esc = unsafe.String(unsafe.SliceData(b), len(b))
 		it.esc16 = n16
 	})
 	return it.esc, it.esc16
+}
+
+// appendText appends s as a terminal/output message holds it: the JSON
+// string body of s or, for an ASCII s in a message given escaped
+// (Message.Escaped), that body escaped again. It returns the UTF-16 size
+// s adds to the message's text.
+func appendText(b []byte, s string, ascii bool) ([]byte, int64) {
+	if ascii {
+		b, n16, _ := flow.AppendEscapedTwice(b, s)
+		return b, n16
+	}
+	return flow.AppendEscapedLen(b, s)
 }
 
 // ExitStatus describes how the process ended: Code when it exited, Signal
@@ -629,8 +643,8 @@ func (t *Terminal) reader() {
 			err = rerr
 		}
 		if n > 0 {
-			text, qs := f.feed(buf[:n], false)
-			pending = t.appendOutput(n, text, qs, pending)
+			text, ascii, qs := f.feed(buf[:n], false)
+			pending = t.appendOutput(n, text, ascii, qs, pending)
 			if unwoken += n; unwoken >= wakeBatch {
 				flush()
 			}
@@ -650,8 +664,8 @@ func (t *Terminal) reader() {
 			break
 		}
 	}
-	text, qs := f.feed(nil, true)
-	pending = t.appendOutput(0, text, qs, pending)
+	text, ascii, qs := f.feed(nil, true)
+	pending = t.appendOutput(0, text, ascii, qs, pending)
 	// No more output: the terminal is quiet, as when a read finds the PTY
 	// empty, also for a program that closed the PTY and goes on running
 	// (a viewer behind gets its snapshot snapQuiet from now, not
@@ -743,11 +757,11 @@ func (t *Terminal) pauseFor(d time.Duration) {
 // appendOutput appends output to the log and returns wake, extended with
 // the hooks of viewers to wake. It may wait for the emulator to catch up;
 // it calls the hooks of wake first then.
-func (t *Terminal) appendOutput(n int, text string, qs []query, wake []func()) []func() {
+func (t *Terminal) appendOutput(n int, text string, ascii bool, qs []query, wake []func()) []func() {
 	t.mu.Lock()
 	t.bytesRead += int64(n)
 	if text != "" || len(qs) > 0 {
-		wake = t.appendLocked(&item{text: text, qs: qs}, wake)
+		wake = t.appendLocked(&item{text: text, ascii: ascii, qs: qs}, wake)
 	}
 	lag := t.endPos - t.emuDonePos
 	t.mu.Unlock()

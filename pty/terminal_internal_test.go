@@ -89,7 +89,7 @@ func liveViewerConfig(t *testing.T, cfg Config) (*Terminal, *Viewer, chan struct
 	t.Cleanup(v.Close)
 	for {
 		m, ok := v.Pull(true, 1<<20)
-		if ok && m.Text == readyMsg {
+		if ok && messageText(t, m) == readyMsg {
 			return term, v, wake
 		}
 		if !ok {
@@ -115,7 +115,7 @@ func pullUntil(t *testing.T, v *Viewer, wake chan struct{}, s, what string) {
 	deadline := time.After(10 * time.Second)
 	for {
 		if m, ok := v.Pull(true, 1<<20); ok {
-			if strings.Contains(m.Text, s) {
+			if strings.Contains(messageText(t, m), s) {
 				return
 			}
 			continue
@@ -149,8 +149,8 @@ func TestViewerIdleBuffers(t *testing.T) {
 			}
 			continue
 		}
-		if strings.HasPrefix(m.Text, outPrefix) {
-			got += strings.Count(m.Text[len(outPrefix):len(m.Text)-len(outSuffix)], "a")
+		if text := messageText(t, m); strings.HasPrefix(text, outPrefix) {
+			got += strings.Count(text[len(outPrefix):len(text)-len(outSuffix)], "a")
 		}
 		largest = max(largest, cap(v.buf))
 	}
@@ -191,7 +191,7 @@ func TestSnapshotPacing(t *testing.T) {
 			if !ok {
 				break
 			}
-			if strings.Contains(m.Text, `"method":"terminal/reset"`) {
+			if strings.Contains(messageText(t, m), `"method":"terminal/reset"`) {
 				resets = append(resets, time.Now())
 			}
 		}
@@ -274,8 +274,8 @@ func pullSnapshot(t *testing.T, v *Viewer, wake chan struct{}) {
 	for {
 		m, ok := v.Pull(true, 1<<20)
 		if ok {
-			if !strings.Contains(m.Text, `"method":"terminal/reset"`) {
-				t.Fatalf("a viewer 2 MB behind got %.60q, want terminal/reset", m.Text)
+			if text := messageText(t, m); !strings.Contains(text, `"method":"terminal/reset"`) {
+				t.Fatalf("a viewer 2 MB behind got %.60q, want terminal/reset", text)
 			}
 			return
 		}
@@ -401,7 +401,7 @@ func TestCloseStopsSnapshotTimer(t *testing.T) {
 		v.lastSnap = time.Now() // the next snapshot is due in snapInterval
 		term.mu.Unlock()
 		if m, ok := v.Pull(true, 1<<20); ok {
-			t.Fatalf("a viewer 2 MB behind, just snapshotted, got %.60q; want nothing until the deferred snapshot", m.Text)
+			t.Fatalf("a viewer 2 MB behind, just snapshotted, got %.60q; want nothing until the deferred snapshot", messageText(t, m))
 		}
 		term.mu.Lock()
 		armed := !v.live // behind, and Pull gave nothing: it deferred the snapshot
@@ -506,23 +506,31 @@ func TestMessagePoolBound(t *testing.T) {
 // was escaped in place before its size was known.
 func TestAppendWhole(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		s    string
-		room int64
-		ok   bool
+		name  string
+		s     string
+		ascii bool
+		room  int64
+		ok    bool
 	}{
-		{"plain ASCII that fits", strings.Repeat("a", 100), 200, true},
-		{"plain ASCII one byte too large", strings.Repeat("a", 100), 199, false},
-		{"escapes that fit", strings.Repeat("\x1b", 10), 120, true},
-		{"escapes found too large after escaping", strings.Repeat("\x1b", 100), 300, false},
-		{"CJK measured first, fits", strings.Repeat("漢", 100), 250, true},
-		{"CJK measured first, too large", strings.Repeat("漢", 100), 199, false},
+		{"plain ASCII that fits", strings.Repeat("a", 100), false, 200, true},
+		{"plain ASCII one byte too large", strings.Repeat("a", 100), false, 199, false},
+		{"escapes that fit", strings.Repeat("\x1b", 10), false, 120, true},
+		{"escapes found too large after escaping", strings.Repeat("\x1b", 100), false, 300, false},
+		{"CJK measured first, fits", strings.Repeat("漢", 100), false, 250, true},
+		{"CJK measured first, too large", strings.Repeat("漢", 100), false, 199, false},
+		{"ASCII escaped twice, fits", strings.Repeat("a\"\\\r\n\x1b", 10), true, 300, true},
+		{"ASCII escaped twice, too large after escaping", strings.Repeat("a\"\\\r\n\x1b", 10), true, 299, false},
+		{"ASCII escaped twice, measured first, too large", strings.Repeat("ab\x1b", 100), true, 599, false},
 	} {
 		prefix := []byte("prefix")
-		b, n16, ok := appendWhole(append([]byte(nil), prefix...), tc.s, tc.room)
+		b, n16, ok := appendWhole(append([]byte(nil), prefix...), tc.s, tc.ascii, tc.room)
 		want := string(prefix)
 		if tc.ok {
-			want += string(flow.AppendEscaped(nil, tc.s))
+			esc := flow.AppendEscaped(nil, tc.s)
+			if tc.ascii {
+				esc = flow.AppendEscaped(nil, string(esc))
+			}
+			want += string(esc)
 		}
 		if ok != tc.ok || string(b) != want {
 			t.Errorf("%s: appendWhole = %.40q, ok %v; want %.40q, ok %v", tc.name, b, ok, want, tc.ok)

@@ -14,7 +14,11 @@ import (
 const (
 	outPrefix = `{"jsonrpc":"2.0","method":"terminal/output","params":{"data":"`
 	outSuffix = `"}}`
-	readyMsg  = `{"jsonrpc":"2.0","method":"channel/ready","params":{}}`
+	// escOutPrefix and escOutSuffix are outPrefix and outSuffix escaped,
+	// for a message given escaped (Message.Escaped).
+	escOutPrefix = `{\"jsonrpc\":\"2.0\",\"method\":\"terminal/output\",\"params\":{\"data\":\"`
+	escOutSuffix = `\"}}`
+	readyMsg     = `{"jsonrpc":"2.0","method":"channel/ready","params":{}}`
 	// outEnvelope16 is the UTF-16 size of a terminal/output message
 	// without its data.
 	outEnvelope16 = 2 * int64(len(outPrefix)+len(outSuffix))
@@ -198,17 +202,21 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 	seq, off, pos := v.seq, v.off, v.pos
 	t.mu.Unlock()
 
-	var text string
-	var size int64
+	var m flow.Message
 	if refs[0].resize {
 		it := refs[0]
-		text = resizeMsg(it.rows, it.cols)
-		size = 2 * int64(len(text))
+		m.Text = resizeMsg(it.rows, it.cols)
+		m.Size = 2 * int64(len(m.Text))
 		seq++
 	} else {
 		b := v.nextBuf()
-		b, size, seq, off, pos = v.buildOutput(b, refs, seq, off, pos, maxMessageBytes)
-		text = v.setBuf(b)
+		var escaped bool
+		b, m.Size, seq, off, pos, escaped = v.buildOutput(b, refs, seq, off, pos, maxMessageBytes)
+		if escaped {
+			m.Escaped = v.setBuf(b)
+		} else {
+			m.Text = v.setBuf(b)
+		}
 	}
 	clear(v.refs)
 
@@ -217,8 +225,9 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		v.seq, v.off, v.pos = seq, off, pos
 	}
 	t.mu.Unlock()
-	v.sent.Add(size)
-	return flow.Message{Text: text, Class: flow.Data, Size: size}, true
+	v.sent.Add(m.Size)
+	m.Class = flow.Data
+	return m, true
 }
 
 // nextBuf returns the message buffer, empty: the Sender is done with a
@@ -318,13 +327,21 @@ func (v *Viewer) setBuf(b []byte) string {
 // as fits in one terminal/output message of at most max UTF-16 bytes,
 // appended to b. A whole item is escaped straight into b by its first
 // reader; later readers (other viewers) copy the escaped form it then
-// shares. Only an item cut by the limit is escaped piecewise.
-func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos int64, max int64) ([]byte, int64, uint64, int, int64) {
+// shares. Only an item cut by the limit is escaped piecewise. A message of
+// ASCII items is written escaped twice, as its frames carry it
+// (Message.Escaped, reported by escaped), so that no frame escapes it
+// again; an item of the other kind ends the message.
+func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos int64, max int64) (_ []byte, size int64, _ uint64, _ int, _ int64, escaped bool) {
+	ascii := refs[0].ascii
 	budget := max - outEnvelope16
 	used := int64(0)
-	b = append(b, outPrefix...)
+	if ascii {
+		b = append(b, escOutPrefix...)
+	} else {
+		b = append(b, outPrefix...)
+	}
 	for _, it := range refs {
-		if it.resize {
+		if it.resize || (it.ascii != ascii && it.text != "") {
 			break
 		}
 		if off == 0 {
@@ -332,7 +349,7 @@ func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos in
 			whole := false
 			if it.readers.Add(1) == 1 {
 				// The first viewer to read it: no shared copy yet.
-				if b, n16, whole = appendWhole(b, it.text, budget-used); !whole {
+				if b, n16, whole = appendWhole(b, it.text, ascii, budget-used); !whole {
 					it.readers.Add(-1) // it did not read it after all
 				}
 			} else if esc, esc16 := it.escaped(); used+esc16 <= budget {
@@ -347,7 +364,7 @@ func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos in
 		}
 		k, n16 := flow.EscapedPrefix(it.text[off:], budget-used)
 		if k > 0 {
-			b = flow.AppendEscaped(b, it.text[off:off+k])
+			b, _ = appendText(b, it.text[off:off+k], ascii)
 			used += n16
 			off += k
 			pos += int64(k)
@@ -358,25 +375,30 @@ func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos in
 		}
 		break
 	}
-	b = append(b, outSuffix...)
-	return b, outEnvelope16 + used, seq, off, pos
+	if ascii {
+		b = append(b, escOutSuffix...)
+	} else {
+		b = append(b, outSuffix...)
+	}
+	return b, outEnvelope16 + used, seq, off, pos, ascii
 }
 
-// appendWhole appends s escaped to b if its UTF-16 size n16 is at most
-// room, and reports whether it did. When s fits as plain ASCII (2 bytes a
-// byte) it is escaped and measured in one pass, and taken back in the rare
-// case escapes make it too large; otherwise (the last item of a message)
-// it is measured first.
-func appendWhole(b []byte, s string, room int64) (_ []byte, n16 int64, ok bool) {
+// appendWhole appends s as a message holds it (appendText) if the UTF-16
+// size n16 it adds to the message is at most room, and reports whether
+// it did. When s fits as plain ASCII (2 bytes a byte) it is escaped and
+// measured in one pass, and taken back in the rare case escapes make it
+// too large; otherwise (the last item of a message) it is measured first.
+func appendWhole(b []byte, s string, ascii bool, room int64) (_ []byte, n16 int64, ok bool) {
 	if 2*int64(len(s)) <= room {
 		mark := len(b)
-		if b, n16 = flow.AppendEscapedLen(b, s); n16 <= room {
+		if b, n16 = appendText(b, s, ascii); n16 <= room {
 			return b, n16, true
 		}
 		return b[:mark], 0, false
 	}
 	if n16 = flow.EscapedLen(s); n16 <= room {
-		return flow.AppendEscaped(b, s), n16, true
+		b, _ = appendText(b, s, ascii)
+		return b, n16, true
 	}
 	return b, 0, false
 }

@@ -22,7 +22,7 @@ func firstMethod(t *testing.T, v *pty.Viewer) string {
 	var env struct {
 		Method string `json:"method"`
 	}
-	if err := json.Unmarshal([]byte(m.Text), &env); err != nil {
+	if err := json.Unmarshal([]byte(pty.MessageText(t, m)), &env); err != nil {
 		t.Fatal(err)
 	}
 	return env.Method
