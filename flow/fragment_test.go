@@ -312,3 +312,23 @@ func TestAppendEscapedTwice(t *testing.T) {
 		}
 	}
 }
+
+// checkEscapedTwicePrefix: AppendEscapedTwicePrefix writes, in one pass,
+// what EscapedPrefix measures and AppendEscapedTwice writes of it.
+func checkEscapedTwicePrefix(t testing.TB, s string, budget int64) {
+	t.Helper()
+	k, size := flow.EscapedPrefix(s, budget)
+	want, _, _ := flow.AppendEscapedTwice([]byte("x"), s[:k])
+	got, n, n16 := flow.AppendEscapedTwicePrefix([]byte("x"), s, budget)
+	if n != k || n16 != size || string(got) != string(want) {
+		t.Fatalf("AppendEscapedTwicePrefix(%.60q, %d) = %.60q, %d, %d; want %.60q, %d, %d", s, budget, got, n, n16, want, k, size)
+	}
+}
+
+func TestAppendEscapedTwicePrefix(t *testing.T) {
+	for _, s := range []string{"", "abc", "ab\"cd\\ef\r\n\x1bgh", strings.Repeat("0123456789abcdef", 20) + "\r\n", strings.Repeat("\x00", 40)} {
+		for budget := int64(0); budget <= 2*6*int64(len(s))+4; budget++ {
+			checkEscapedTwicePrefix(t, s, budget)
+		}
+	}
+}

@@ -373,6 +373,7 @@ func FuzzFragmentEscaped(f *testing.F) {
 		maxFrame = 300 + (maxFrame&(1<<62-1))%(8<<10)
 		room = 300 + (room&(1<<62-1))%(16<<10)
 		checkEscapedFrames(t, data, maxFrame, room)
+		checkEscapedTwicePrefix(t, data, room%(4*int64(len(data))+16))
 		got, n16, ascii := flow.AppendEscapedTwice(nil, data)
 		if want := flow.AppendEscaped(nil, string(flow.AppendEscaped(nil, data))); string(got) != string(want) || n16 != flow.EscapedLen(data) || !ascii {
 			t.Fatalf("AppendEscapedTwice(%q) = %q, %d, %v", data, got, n16, ascii)

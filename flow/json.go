@@ -121,6 +121,40 @@ func AppendEscapedTwice(dst []byte, s string) (_ []byte, n16 int64, ascii bool) 
 	return append(dst, s[start:]...), n16, true
 }
 
+// AppendEscapedTwicePrefix is AppendEscapedTwice of the longest prefix of
+// s that adds at most budget UTF-16 bytes to its message (EscapedPrefix),
+// in one pass: it returns the prefix's length n and that size. s must be
+// ASCII; at a byte that is not, it stops as at the budget.
+func AppendEscapedTwicePrefix(dst []byte, s string, budget int64) (_ []byte, n int, n16 int64) {
+	start, i := 0, 0
+	for i < len(s) {
+		c := s[i]
+		if safeByte[c] {
+			limit := i + int(min((budget-n16)/2, int64(len(s)-i)))
+			if limit == i {
+				break
+			}
+			j := plainPrefix(s, i+1, limit)
+			n16 += int64(j-i) * 2
+			i = j
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			break
+		}
+		w := int64(escapeLen[c]) * 2
+		if n16+w > budget {
+			break
+		}
+		dst = append(dst, s[start:i]...)
+		dst = append(dst, twiceEscaped[c]...)
+		n16 += w
+		i++
+		start = i
+	}
+	return append(dst, s[start:i]...), i, n16
+}
+
 // EscapedTextSize returns the UTF-16 size of a Message.Escaped's text:
 // esc is AppendEscaped of an ASCII text without the control characters
 // U+0000–U+001F, so each of its escapes is two bytes, '\\' '\\' or '\\' '"',

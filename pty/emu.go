@@ -603,20 +603,23 @@ func (e *emulator) printASCII(s string) {
 // high bit of 0x7F bytes, and x itself flags bytes from 0x80.
 func printableEnd(s string, i int) int {
 	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	for i+8 <= len(s) {
-		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+	// w shrinks from the front, so the compiler drops the loads' bounds
+	// checks (with s[i+k] it kept eight a word).
+	w := s[i:]
+	for len(w) >= 8 {
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
 		low := (x - lsb*0x20) &^ x
 		del := ((x &^ msb) + lsb) &^ x // high bit set iff the 7 low bits are all ones and the byte is < 0x80
 		if m := (low | del | x) & msb; m != 0 {
-			return i + bits.TrailingZeros64(m)/8
+			return len(s) - len(w) + bits.TrailingZeros64(m)/8
 		}
-		i += 8
+		w = w[8:]
 	}
-	for i < len(s) && s[i] >= 0x20 && s[i] < 0x7F {
-		i++
+	for len(w) > 0 && w[0] >= 0x20 && w[0] < 0x7F {
+		w = w[1:]
 	}
-	return i
+	return len(s) - len(w)
 }
 
 // wrapLine moves to the start of the next line after a pending wrap,

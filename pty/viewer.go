@@ -362,9 +362,14 @@ func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos in
 				continue
 			}
 		}
-		k, n16 := flow.EscapedPrefix(it.text[off:], budget-used)
+		var k int
+		var n16 int64
+		if ascii {
+			b, k, n16 = flow.AppendEscapedTwicePrefix(b, it.text[off:], budget-used)
+		} else if k, n16 = flow.EscapedPrefix(it.text[off:], budget-used); k > 0 {
+			b = flow.AppendEscaped(b, it.text[off:off+k])
+		}
 		if k > 0 {
-			b, _ = appendText(b, it.text[off:off+k], ascii)
 			used += n16
 			off += k
 			pos += int64(k)
