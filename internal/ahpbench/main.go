@@ -187,9 +187,9 @@ const mb = float64(fileSize) / 1e6
 // throughputTable prints runs of `cat file` read raw, through the relay
 // and through ahpd to one viewer, and the medians.
 func throughputTable(d *daemon, rl *relay, file string, runs int) error {
-	fmt.Println("| run | raw PTY read | minimal relay | through ahpd | ratio to raw | ratio to relay | ahpd CPU | viewer CPU | ahpd syscalls | snapshots | whole file | raw reader CPU | ahpd CPU / raw reader CPU |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	var ratios, relayRatios, cpus, rawCPUs, cpuRatios []float64
+	fmt.Println("| run | raw PTY read | minimal relay | through ahpd | ratio to raw | ratio to relay | ahpd CPU | of it in user space | viewer CPU | ahpd syscalls | snapshots | whole file | raw reader CPU | ahpd CPU / raw reader CPU |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var ratios, relayRatios, cpus, userCPUs, rawCPUs, cpuRatios []float64
 	for i := 1; i <= runs; i++ {
 		rr, err := rawRead(file)
 		if err != nil {
@@ -210,16 +210,17 @@ func throughputTable(d *daemon, rl *relay, file string, runs int) error {
 		// The file's bytes only (the rest is the echoed newline and the
 		// marker line).
 		rawRate, relayRate, rate := mbps(fileSize, raw), mbps(fileSize, relayed), mbps(min(r.bytes, fileSize), r.elapsed)
-		msPerMB := float64(r.cpu.Milliseconds()) / mb
+		msPerMB, userPerMB := float64(r.cpu.Milliseconds())/mb, float64(r.userCPU.Milliseconds())/mb
 		ratios, relayRatios, cpus = append(ratios, rate/rawRate), append(relayRatios, rate/relayRate), append(cpus, msPerMB)
+		userCPUs = append(userCPUs, userPerMB)
 		rawCPUs, cpuRatios = append(rawCPUs, rawMsPerMB(rr)), append(cpuRatios, msPerMB/rawMsPerMB(rr))
 		// whole file: the file's size over the time until the viewer had
 		// its end (what a viewer that got snapshots shows it at).
-		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d | %.1f MB/s | %.1f ms/MB | %.2f |\n",
-			i, rawRate, relayRate, rate, rate/rawRate, rate/relayRate, msPerMB, float64(r.viewerCPU.Milliseconds())/mb, float64(r.syscalls)/mb, r.snapshots, mbps(fileSize, r.elapsed),
+		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d | %.1f MB/s | %.1f ms/MB | %.2f |\n",
+			i, rawRate, relayRate, rate, rate/rawRate, rate/relayRate, msPerMB, userPerMB, float64(r.viewerCPU.Milliseconds())/mb, float64(r.syscalls)/mb, r.snapshots, mbps(fileSize, r.elapsed),
 			rawMsPerMB(rr), msPerMB/rawMsPerMB(rr))
 	}
-	fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB\n", median(ratios), median(relayRatios), median(cpus))
+	fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB, %.1f of it in user space\n", median(ratios), median(relayRatios), median(cpus), median(userCPUs))
 	fmt.Printf("median raw reader CPU %.1f ms/MB; median ahpd CPU / raw reader CPU %.2f\n\n", median(rawCPUs), median(cpuRatios))
 	targets.rawCPU, targets.cpu1, targets.cpuRatio = median(rawCPUs), median(cpus), median(cpuRatios)
 	return nil
@@ -389,7 +390,9 @@ func startDaemon(bin, dir string, procs int) (*daemon, error) {
 }
 
 // cpu returns the daemon's user+system CPU time so far.
-func (d *daemon) cpu() (time.Duration, error) { return benchproc.CPU(d.Cmd.Process.Pid) }
+func (d *daemon) cpu() (user, sys time.Duration, err error) {
+	return benchproc.CPUSplit(d.Cmd.Process.Pid)
+}
 
 // syscalls returns how many read and write system calls the daemon has
 // made so far.
@@ -458,7 +461,7 @@ func (d *daemon) catTo(id, cmd string, viewers int, lim *flow.ReceiveLimits, dur
 			return r, uri, err
 		}
 	}
-	cpu0, err := d.cpu()
+	user0, sysCPU0, err := d.cpu()
 	if err != nil {
 		return r, uri, err
 	}
@@ -514,8 +517,9 @@ func (d *daemon) catTo(id, cmd string, viewers int, lim *flow.ReceiveLimits, dur
 		return r, uri, err
 	}
 	r.syscalls = sys1 - sys0
-	cpu1, err := d.cpu()
-	r.cpu = cpu1 - cpu0
+	user1, sysCPU1, err := d.cpu()
+	r.cpu = user1 + sysCPU1 - user0 - sysCPU0
+	r.userCPU = user1 - user0
 	return r, uri, err
 }
 
@@ -525,6 +529,7 @@ type result struct {
 	snapshots int   // snapshots received instead of part of the stream
 	elapsed   time.Duration
 	cpu       time.Duration // the daemon's
+	userCPU   time.Duration // the part of cpu in user space (the rest is the kernel's: PTY reads, socket writes)
 	viewerCPU time.Duration // this process's (the viewers')
 	syscalls  int64         // the daemon's reads and writes
 }

@@ -21,19 +21,27 @@ import (
 
 // CPU returns a process's user+system CPU time so far (/proc/PID/stat).
 func CPU(pid int) (time.Duration, error) {
+	user, sys, err := CPUSplit(pid)
+	return user + sys, err
+}
+
+// CPUSplit returns a process's user and system CPU time so far
+// (/proc/PID/stat's utime and stime, in ticks of 10 ms).
+func CPUSplit(pid int) (user, sys time.Duration, err error) {
 	f, err := stat(pid)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: bad utime/stime", pid)
+		return 0, 0, fmt.Errorf("/proc/%d/stat: bad utime/stime", pid)
 	}
-	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ is 100 on Linux
+	const tick = time.Second / 100 // USER_HZ is 100 on Linux
+	return time.Duration(ut) * tick, time.Duration(st) * tick, nil
 }
 
 // Alive reports whether pid is a process that has not ended: it exists

@@ -28,6 +28,29 @@ func TestCPUCountsWork(t *testing.T) {
 	}
 }
 
+// TestCPUSplitUser: spinning counts as user time, and CPU is the sum of
+// the split.
+func TestCPUSplitUser(t *testing.T) {
+	user0, sys0, err := CPUSplit(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		x++
+	}
+	user1, sys1, err := CPUSplit(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user1-user0 < 50*time.Millisecond || user1-user0 < sys1-sys0 {
+		t.Errorf("300 ms of spinning: user time +%v, system time +%v (%d)", user1-user0, sys1-sys0, x)
+	}
+	if _, _, err := CPUSplit(1 << 30); err == nil {
+		t.Error("CPUSplit of a process that does not exist: no error")
+	}
+}
+
 func TestWaitOrKill(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {
