@@ -27,8 +27,10 @@
 // logical message from its Source only if it may start one (the soft
 // window of §5: no message active and outstanding < window; lifecycle
 // messages need no credit) and hands out one frame of it, produced by the
-// Fragmenter in one pass, reserving its bytes. Frames are made one at a
-// time, so below the Sources there is never more than the bounded control
+// Fragmenter in one pass, reserving its bytes (a Source that writes its
+// message as the body of a JSON string, Message.Escaped, spares the
+// Fragmenter even that pass: its frames are copies). Frames are made one
+// at a time, so below the Sources there is never more than the bounded control
 // lane and TransportFrames/TransportBytes in the transport.
 //
 // # Bounds (each proved by a test)
