@@ -173,3 +173,25 @@ func TestFilterRandomSplits(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterASCII: a read of ASCII output is said to be ASCII (its
+// messages are then written escaped twice, Message.Escaped); one with
+// other characters, or an invalid byte, is not.
+func TestFilterASCII(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		ascii bool
+	}{
+		{"total 48\r\ndrwxr-xr-x \x1b[1;34msrc\x1b[0m\r\n", true},
+		{strings.Repeat("0123456789", 100), true},
+		{"caf\xc3\xa9\r\n", false},
+		{"abc\xff", false},
+		{strings.Repeat("a", 77) + "\x80", false},
+	} {
+		var f filter
+		text, ascii, _ := f.feed([]byte(tc.in), true)
+		if ascii != tc.ascii {
+			t.Errorf("feed(%.40q): ascii %v, want %v (text %.40q)", tc.in, ascii, tc.ascii, text)
+		}
+	}
+}
