@@ -225,26 +225,16 @@ func TestFragmenterPlainSpan(t *testing.T) {
 	}
 }
 
-// escapedFrames fragments a message given as its escaped body
-// (ResetEscaped), returning the frames and their payloads.
-func escapedFrames(t testing.TB, esc string, maxFrame, room int64) (frames []string, payloads []int64) {
+// fragments cuts a message into frames, given as text (Reset) or as its
+// escaped body (ResetEscaped), and returns the frames and their payloads.
+func fragments(t testing.TB, msg string, escaped bool, maxFrame, room int64) (frames []string, payloads []int64) {
 	t.Helper()
 	var f flow.Fragmenter
-	if err := f.ResetEscaped("ahp-terminal:/t", "s1", 9, esc, maxFrame); err != nil {
-		t.Fatal(err)
+	reset := f.Reset
+	if escaped {
+		reset = f.ResetEscaped
 	}
-	for !f.Done() {
-		b, p, _ := f.NextIn(nil, room)
-		frames, payloads = append(frames, string(b)), append(payloads, p)
-	}
-	return frames, payloads
-}
-
-// textFrames is escapedFrames for the message as text (Reset).
-func textFrames(t testing.TB, text string, maxFrame, room int64) (frames []string, payloads []int64) {
-	t.Helper()
-	var f flow.Fragmenter
-	if err := f.Reset("ahp-terminal:/t", "s1", 9, text, maxFrame); err != nil {
+	if err := reset("ahp-terminal:/t", "s1", 9, msg, maxFrame); err != nil {
 		t.Fatal(err)
 	}
 	for !f.Done() {
@@ -265,8 +255,8 @@ func checkEscapedFrames(t testing.TB, data string, maxFrame, room int64) {
 	if got, want := flow.EscapedTextSize(esc), flow.UTF16Len(text); got != want {
 		t.Fatalf("EscapedTextSize = %d, want UTF16Len(text) = %d (data %.80q)", got, want, data)
 	}
-	wantFrames, wantPayloads := textFrames(t, text, maxFrame, room)
-	gotFrames, gotPayloads := escapedFrames(t, esc, maxFrame, room)
+	wantFrames, wantPayloads := fragments(t, text, false, maxFrame, room)
+	gotFrames, gotPayloads := fragments(t, esc, true, maxFrame, room)
 	if strings.Join(gotFrames, "\n") != strings.Join(wantFrames, "\n") || fmt.Sprint(gotPayloads) != fmt.Sprint(wantPayloads) {
 		for i := range min(len(gotFrames), len(wantFrames)) {
 			if gotFrames[i] != wantFrames[i] || gotPayloads[i] != wantPayloads[i] {

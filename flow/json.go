@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"math"
 	"strings"
 	"unicode/utf8"
 )
@@ -100,25 +101,11 @@ func AppendEscapedLen(dst []byte, s string) ([]byte, int64) {
 // message, and true; at the first byte of s that is not ASCII it stops
 // and returns false, with dst holding a partial body to discard.
 func AppendEscapedTwice(dst []byte, s string) (_ []byte, n16 int64, ascii bool) {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			return dst, 0, false
-		}
-		if safeByte[c] {
-			j := plainPrefix(s, i+1, len(s))
-			n16 += int64(j-i) * 2
-			i = j
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		dst = append(dst, twiceEscaped[c]...)
-		n16 += int64(escapeLen[c]) * 2
-		i++
-		start = i
+	dst, n, n16 := AppendEscapedTwicePrefix(dst, s, math.MaxInt64)
+	if n < len(s) {
+		return dst, 0, false
 	}
-	return append(dst, s[start:]...), n16, true
+	return dst, n16, true
 }
 
 // AppendEscapedTwicePrefix is AppendEscapedTwice of the longest prefix of
