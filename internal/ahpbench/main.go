@@ -71,9 +71,22 @@ func main() {
 	flag.BoolVar(&memoryRuns, "memory", true, "measure the daemon's heap and RSS after a 256 MiB cat to 1 and to -fanout viewers")
 	relayMode := flag.Bool("relay", false, "serve the minimal relay (ahpbench starts it itself)")
 	rawFile := flag.String(termbench.RawReadFlag, "", "read `file` raw from a PTY and print the bytes, time and CPU as JSON (ahpbench starts it itself; so does make bench-browser)")
+	flag.Float64Var(&pace, "pace", 0, "also run the fan-out at this rate in MB/s (0: not), with the program writing no faster, so that every viewer keeps up")
+	pacedFile := flag.String(pacedCatFlag, "", "write `file` to stdout at -pace MB/s (ahpbench starts it itself)")
 	flag.Parse()
 	if *rawFile != "" {
 		termbench.RawReadMain("ahpbench", *rawFile)
+	}
+	if *pacedFile != "" {
+		if pace <= 0 {
+			fmt.Fprintln(os.Stderr, "ahpbench -pacedcat: -pace must be above 0")
+			os.Exit(2)
+		}
+		if err := pacedCat(os.Stdout, *pacedFile, pace*1e6); err != nil {
+			fmt.Fprintln(os.Stderr, "ahpbench -pacedcat:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *relayMode {
 		if err := serveRelay(); err != nil {
@@ -122,6 +135,9 @@ var memoryRuns bool
 // floodEcho: time keystrokes with a neighbour flooding too (-flood).
 var floodEcho bool
 
+// pace is the paced fan-out's rate in MB/s (-pace; 0: none).
+var pace float64
+
 // keyGap is the pause between two timed keystrokes (-gap).
 var keyGap time.Duration
 
@@ -158,6 +174,11 @@ func run(bin string, runs, samples, procs, fanout int) error {
 		if fanout > 0 {
 			if err := fanoutTable(d, file, fanout); err != nil {
 				return err
+			}
+			if pace > 0 {
+				if err := pacedTable(d, file, fanout, pace); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -232,6 +253,7 @@ var targets struct {
 	rawCPU, cpu1, cpuRatio float64 // medians, ms/MB: the raw reader's, ahpd's to one viewer, their ratio
 	viewers                int
 	perViewer              []float64 // the fan-out runs' (cpu(N) − cpu(1)) / (N − 1) / raw reader CPU
+	pacedPerViewer         []float64 // the same at -pace, cpu(1) measured at that pace too
 	keystroke              time.Duration
 	p50Ratio               float64 // ahpd's idle echo p50 / the C relay's
 	p99, cP99              time.Duration
@@ -250,6 +272,13 @@ func printTargets() {
 			s[i] = fmt.Sprintf("%.2f", v)
 		}
 		fmt.Printf("| each further viewer's CPU per MB / raw reader's (%d viewers, per run) | %s | ≤ 0.15 |\n", targets.viewers, strings.Join(s, ", "))
+	}
+	if len(targets.pacedPerViewer) > 0 {
+		s := make([]string, len(targets.pacedPerViewer))
+		for i, v := range targets.pacedPerViewer {
+			s[i] = fmt.Sprintf("%.2f", v)
+		}
+		fmt.Printf("| the same with the program paced at %g MB/s, every viewer keeping up (per run) | %s | ≤ 0.15 |\n", pace, strings.Join(s, ", "))
 	}
 	if targets.keystroke > 0 {
 		fmt.Printf("| ahpd CPU per keystroke, idle | %v | ≤ 60µs |\n", targets.keystroke)

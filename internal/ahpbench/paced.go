@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// pacedCatFlag runs ahpbench as a `cat` that writes at a set rate (-pace):
+// the paced fan-out table's program, slow enough that every viewer keeps
+// up, so that each further viewer's CPU is that of a viewer that gets
+// every byte.
+const pacedCatFlag = "pacedcat"
+
+// pacedCat writes the file at path to w at rate bytes per second, in
+// pieces of 16 KiB, sleeping to keep to the rate.
+func pacedCat(w io.Writer, path string, rate float64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 16<<10)
+	start := time.Now()
+	var written int64
+	for {
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+			written += int64(n)
+			due := start.Add(time.Duration(float64(written) / rate * float64(time.Second)))
+			time.Sleep(time.Until(due))
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// pacedTable prints, for two runs, ahpd's CPU per MB with one viewer and
+// with viewers viewers while the program writes at rate MB/s, and each
+// further viewer's share, over the run's raw reader's CPU per MB.
+func pacedTable(d *daemon, file string, viewers int, rate float64) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := fmt.Sprintf("%s -%s %s -pace %g", self, pacedCatFlag, file, rate)
+	fmt.Printf("| paced at %g MB/s | raw reader CPU | ahpd CPU, 1 viewer | ahpd CPU, %d viewers | snapshots | each further viewer | the same / raw reader CPU |\n", rate, viewers)
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	for i := 1; i <= 2; i++ {
+		rr, err := rawRead(file)
+		if err != nil {
+			return err
+		}
+		one, _, err := d.catTo(fmt.Sprintf("paced1-%d", i), cmd, 1, nil, nil)
+		if err != nil {
+			return fmt.Errorf("paced run %d, one viewer: %w", i, err)
+		}
+		many, _, err := d.catTo(fmt.Sprintf("pacedN-%d", i), cmd, viewers, nil, nil)
+		if err != nil {
+			return fmt.Errorf("paced run %d, %d viewers: %w", i, viewers, err)
+		}
+		cpu1, cpuN := float64(one.cpu.Milliseconds())/mb, float64(many.cpu.Milliseconds())/mb
+		further := (cpuN - cpu1) / float64(viewers-1)
+		targets.pacedPerViewer = append(targets.pacedPerViewer, further/rawMsPerMB(rr))
+		fmt.Printf("| run %d | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %d, %d | %.2f ms/MB | %.2f |\n",
+			i, rawMsPerMB(rr), cpu1, cpuN, one.snapshots, many.snapshots, further, further/rawMsPerMB(rr))
+	}
+	fmt.Println()
+	return nil
+}
