@@ -20,10 +20,6 @@ const hexDigits = "0123456789abcdef"
 // is written as itself, 2 for the short escapes, 6 for \u00XX.
 var escapeLen [utf8.RuneSelf]uint8
 
-// twiceEscaped[c], for an ASCII byte c not written as itself, is c's
-// escape escaped again: what AppendEscapedTwice writes for it.
-var twiceEscaped [utf8.RuneSelf]string
-
 func init() {
 	for c := 0; c < utf8.RuneSelf; c++ {
 		switch {
@@ -33,11 +29,6 @@ func init() {
 			escapeLen[c] = 6
 		default:
 			escapeLen[c] = 1
-		}
-	}
-	for c := 0; c < utf8.RuneSelf; c++ {
-		if escapeLen[c] > 1 {
-			twiceEscaped[c] = string(AppendEscaped(nil, string(appendEscapedASCII(nil, byte(c)))))
 		}
 	}
 }
@@ -134,7 +125,7 @@ func AppendEscapedTwicePrefix(dst []byte, s string, budget int64) (_ []byte, n i
 			break
 		}
 		dst = append(dst, s[start:i]...)
-		dst = append(dst, twiceEscaped[c]...)
+		dst = appendTwiceEscapedASCII(dst, c)
 		n16 += w
 		i++
 		start = i
@@ -155,6 +146,29 @@ func EscapedTextSize(esc string) int64 {
 // after its backslash.
 func escapes(esc string) int {
 	return (strings.Count(esc, `\`) + strings.Count(esc, `"`)) / 2
+}
+
+// appendTwiceEscapedASCII appends the escape of an ASCII byte c that is
+// not written as itself, escaped again: its backslash doubled, and a
+// quote or backslash after it escaped.
+func appendTwiceEscapedASCII(dst []byte, c byte) []byte {
+	switch c {
+	case '"':
+		return append(dst, '\\', '\\', '\\', '"')
+	case '\\':
+		return append(dst, '\\', '\\', '\\', '\\')
+	case '\n':
+		return append(dst, '\\', '\\', 'n')
+	case '\r':
+		return append(dst, '\\', '\\', 'r')
+	case '\t':
+		return append(dst, '\\', '\\', 't')
+	case '\b':
+		return append(dst, '\\', '\\', 'b')
+	case '\f':
+		return append(dst, '\\', '\\', 'f')
+	}
+	return append(dst, '\\', '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 }
 
 func appendEscapedASCII(dst []byte, c byte) []byte {
