@@ -109,9 +109,6 @@ func (f *Fragmenter) Plain(from, to int) {
 // Done reports whether the final frame has been produced.
 func (f *Fragmenter) Done() bool { return f.started && f.off >= len(f.msg) }
 
-// Remaining returns the unsent part of the message.
-func (f *Fragmenter) Remaining() string { return f.msg[f.off:] }
-
 // Next appends the next frame to dst and returns it with the frame's
 // payload size (UTF-16 bytes of its decoded data) and whether it is the
 // final frame. Calling Next after the final frame returns dst unchanged

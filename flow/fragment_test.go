@@ -296,6 +296,13 @@ func TestAppendEscapedTwice(t *testing.T) {
 			t.Errorf("AppendEscapedTwice(%q) = %q, %d, %v; want %q, %d, true", s, got, n16, ascii, want, flow.EscapedLen(s))
 		}
 	}
+	for c := range 0x80 { // every ASCII byte, each escape spelled out
+		s := string(rune(c))
+		got, _, _ := flow.AppendEscapedTwice(nil, s)
+		if want := flow.AppendEscaped(nil, string(flow.AppendEscaped(nil, s))); string(got) != string(want) {
+			t.Errorf("AppendEscapedTwice(%q) = %q, want %q", s, got, want)
+		}
+	}
 	for _, s := range []string{"é", "abc\x80", strings.Repeat("a", 100) + "日本"} {
 		if _, _, ascii := flow.AppendEscapedTwice(nil, s); ascii {
 			t.Errorf("AppendEscapedTwice(%q) says ASCII", s)
