@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 
@@ -41,94 +42,24 @@ func registerReflection(s *grpc.Server) {
 	rpba.RegisterServerReflectionServer(s, reflectionV1alpha{r})
 }
 
-// reflRequest is a request of either version: kind says which of its
-// fields is asked for (the others are empty).
-type reflRequest struct {
-	kind                            reflKind
-	file, symbol, extType, allExtOf string
-	extNumber                       int32
-}
-
-// reflKind is the request's oneof that is set.
-type reflKind int
-
-const (
-	reflNone reflKind = iota // none: the stream ends with InvalidArgument
-	reflFile
-	reflSymbol
-	reflExtension
-	reflAllExtensions
-	reflList
-)
-
-// reflAnswer is an answer of either version: files, services, extension
-// numbers, or an error (code non-zero).
-type reflAnswer struct {
-	files      [][]byte
-	services   []string
-	baseType   string
-	extNumbers []int32
-	code       codes.Code
-	msg        string
-}
-
-func notFound(format string, args ...any) reflAnswer {
-	return reflAnswer{code: codes.NotFound, msg: fmt.Sprintf(format, args...)}
-}
-
-// answer serves one request; sent holds the paths of the files already
-// sent on the stream, which are not sent again (as grpc-go's reflection).
-func (r *reflection) answer(q reflRequest, sent map[string]bool) reflAnswer {
-	switch q.kind {
-	case reflList:
-		var a reflAnswer
-		for name := range r.srv.GetServiceInfo() {
-			a.services = append(a.services, name)
-		}
-		slices.Sort(a.services)
-		return a
-	case reflFile:
-		fd, err := protoregistry.GlobalFiles.FindFileByPath(q.file)
-		if err != nil {
-			return notFound("file %q: %v", q.file, err)
-		}
-		return r.withImports(fd, sent)
-	case reflSymbol:
-		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(q.symbol))
-		if err != nil {
-			return notFound("symbol %q: %v", q.symbol, err)
-		}
-		return r.withImports(d.ParentFile(), sent)
-	case reflExtension:
-		xt, err := protoregistry.GlobalTypes.FindExtensionByNumber(protoreflect.FullName(q.extType), protoreflect.FieldNumber(q.extNumber))
-		if err != nil {
-			return notFound("extension %d of %q: %v", q.extNumber, q.extType, err)
-		}
-		return r.withImports(xt.TypeDescriptor().ParentFile(), sent)
-	case reflAllExtensions:
-		if _, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(q.allExtOf)); err != nil {
-			return notFound("type %q: %v", q.allExtOf, err)
-		}
-		a := reflAnswer{baseType: q.allExtOf}
-		protoregistry.GlobalTypes.RangeExtensionsByMessage(protoreflect.FullName(q.allExtOf), func(xt protoreflect.ExtensionType) bool {
-			a.extNumbers = append(a.extNumbers, int32(xt.TypeDescriptor().Number()))
-			return true
-		})
-		slices.Sort(a.extNumbers)
-		return a
+// notFound is the in-band NOT_FOUND answer to a lookup that failed with
+// err, or nil when it did not.
+func notFound(err error, format string, args ...any) *rpb.ErrorResponse {
+	if err == nil {
+		return nil
 	}
-	return reflAnswer{code: codes.InvalidArgument, msg: "invalid reflection request: it asks for nothing"}
+	return &rpb.ErrorResponse{ErrorCode: int32(codes.NotFound), ErrorMessage: fmt.Sprintf(format, args...) + ": " + err.Error()}
 }
 
 // withImports returns fd and, breadth first, the files it imports,
 // directly or not, that were not sent yet on the stream (grpc-go's
 // reflection does the same: fd itself always, so that a client that asks
 // again gets an answer).
-func (r *reflection) withImports(fd protoreflect.FileDescriptor, sent map[string]bool) reflAnswer {
+func (r *reflection) withImports(fd protoreflect.FileDescriptor, sent map[string]bool) ([][]byte, *rpb.ErrorResponse) {
 	if fd.IsPlaceholder() {
-		return notFound("file %q is not compiled in", fd.Path())
+		return nil, &rpb.ErrorResponse{ErrorCode: int32(codes.NotFound), ErrorMessage: fmt.Sprintf("file %q is not compiled in", fd.Path())}
 	}
-	var a reflAnswer
+	var files [][]byte
 	queue := []protoreflect.FileDescriptor{fd}
 	seen := map[string]bool{}
 	for len(queue) > 0 {
@@ -138,20 +69,20 @@ func (r *reflection) withImports(fd protoreflect.FileDescriptor, sent map[string
 			continue
 		}
 		seen[f.Path()] = true
-		if len(a.files) == 0 || !sent[f.Path()] {
+		if len(files) == 0 || !sent[f.Path()] {
 			b, err := r.fileBytes(f)
 			if err != nil {
-				return reflAnswer{code: codes.Internal, msg: err.Error()}
+				return nil, &rpb.ErrorResponse{ErrorCode: int32(codes.Internal), ErrorMessage: err.Error()}
 			}
 			sent[f.Path()] = true
-			a.files = append(a.files, b)
+			files = append(files, b)
 		}
 		imps := f.Imports()
 		for i := range imps.Len() {
 			queue = append(queue, imps.Get(i).FileDescriptor)
 		}
 	}
-	return a
+	return files, nil
 }
 
 // legacyDescriptor is the method generated messages and enums keep for
@@ -246,41 +177,61 @@ func serveStream[Req, Res any](recv func() (*Req, error), send func(*Res) error,
 	}
 }
 
-// respond answers one request of the stream. A request that asks for
-// nothing ends the stream with InvalidArgument, as grpc-go's reflection
-// does; a name that is empty is not found, in the answer.
+// respond answers one request of the stream: a file and its imports,
+// the services, or a type's extension numbers, or NOT_FOUND in the answer
+// (also for an empty name). A request that asks for nothing ends the
+// stream with InvalidArgument, as grpc-go's reflection does.
 func (r *reflection) respond(req *rpb.ServerReflectionRequest, sent map[string]bool) (*rpb.ServerReflectionResponse, error) {
-	q := reflRequest{}
+	res := &rpb.ServerReflectionResponse{ValidHost: req.GetHost(), OriginalRequest: req}
+	var fd protoreflect.FileDescriptor
+	var fail *rpb.ErrorResponse
 	switch m := req.GetMessageRequest().(type) {
 	case *rpb.ServerReflectionRequest_FileByFilename:
-		q.kind, q.file = reflFile, m.FileByFilename
+		f, err := protoregistry.GlobalFiles.FindFileByPath(m.FileByFilename)
+		fd, fail = f, notFound(err, "file %q", m.FileByFilename)
 	case *rpb.ServerReflectionRequest_FileContainingSymbol:
-		q.kind, q.symbol = reflSymbol, m.FileContainingSymbol
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(m.FileContainingSymbol))
+		if fail = notFound(err, "symbol %q", m.FileContainingSymbol); fail == nil {
+			fd = d.ParentFile()
+		}
 	case *rpb.ServerReflectionRequest_FileContainingExtension:
-		q.kind, q.extType, q.extNumber = reflExtension, m.FileContainingExtension.GetContainingType(), m.FileContainingExtension.GetExtensionNumber()
+		typ, num := m.FileContainingExtension.GetContainingType(), m.FileContainingExtension.GetExtensionNumber()
+		xt, err := protoregistry.GlobalTypes.FindExtensionByNumber(protoreflect.FullName(typ), protoreflect.FieldNumber(num))
+		if fail = notFound(err, "extension %d of %q", num, typ); fail == nil {
+			fd = xt.TypeDescriptor().ParentFile()
+		}
 	case *rpb.ServerReflectionRequest_AllExtensionNumbersOfType:
-		q.kind, q.allExtOf = reflAllExtensions, m.AllExtensionNumbersOfType
+		name := protoreflect.FullName(m.AllExtensionNumbersOfType)
+		_, err := protoregistry.GlobalTypes.FindMessageByName(name)
+		if fail = notFound(err, "type %q", name); fail != nil {
+			break
+		}
+		e := &rpb.ExtensionNumberResponse{BaseTypeName: string(name)}
+		protoregistry.GlobalTypes.RangeExtensionsByMessage(name, func(xt protoreflect.ExtensionType) bool {
+			e.ExtensionNumber = append(e.ExtensionNumber, int32(xt.TypeDescriptor().Number()))
+			return true
+		})
+		slices.Sort(e.ExtensionNumber)
+		res.MessageResponse = &rpb.ServerReflectionResponse_AllExtensionNumbersResponse{AllExtensionNumbersResponse: e}
+		return res, nil
 	case *rpb.ServerReflectionRequest_ListServices:
-		q.kind = reflList
-	default:
-		return nil, status.Errorf(codes.InvalidArgument, "invalid reflection request: it asks for nothing")
-	}
-	a := r.answer(q, sent)
-	res := &rpb.ServerReflectionResponse{ValidHost: req.GetHost(), OriginalRequest: req}
-	switch {
-	case a.code != codes.OK:
-		res.MessageResponse = &rpb.ServerReflectionResponse_ErrorResponse{ErrorResponse: &rpb.ErrorResponse{ErrorCode: int32(a.code), ErrorMessage: a.msg}}
-	case q.kind == reflList:
 		l := &rpb.ListServiceResponse{}
-		for _, name := range a.services {
+		for _, name := range slices.Sorted(maps.Keys(r.srv.GetServiceInfo())) {
 			l.Service = append(l.Service, &rpb.ServiceResponse{Name: name})
 		}
 		res.MessageResponse = &rpb.ServerReflectionResponse_ListServicesResponse{ListServicesResponse: l}
-	case q.kind == reflAllExtensions:
-		res.MessageResponse = &rpb.ServerReflectionResponse_AllExtensionNumbersResponse{AllExtensionNumbersResponse: &rpb.ExtensionNumberResponse{BaseTypeName: a.baseType, ExtensionNumber: a.extNumbers}}
+		return res, nil
 	default:
-		res.MessageResponse = &rpb.ServerReflectionResponse_FileDescriptorResponse{FileDescriptorResponse: &rpb.FileDescriptorResponse{FileDescriptorProto: a.files}}
+		return nil, status.Errorf(codes.InvalidArgument, "invalid reflection request: it asks for nothing")
 	}
+	if fail == nil {
+		var files [][]byte
+		if files, fail = r.withImports(fd, sent); fail == nil {
+			res.MessageResponse = &rpb.ServerReflectionResponse_FileDescriptorResponse{FileDescriptorResponse: &rpb.FileDescriptorResponse{FileDescriptorProto: files}}
+			return res, nil
+		}
+	}
+	res.MessageResponse = &rpb.ServerReflectionResponse_ErrorResponse{ErrorResponse: fail}
 	return res, nil
 }
 
