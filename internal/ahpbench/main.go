@@ -267,18 +267,10 @@ func printTargets() {
 		fmt.Printf("| ahpd CPU per MB / raw reader's, one viewer (median ratio; %.1f / %.1f ms/MB) | %.2f | ≤ 1.30 |\n", targets.cpu1, targets.rawCPU, targets.cpuRatio)
 	}
 	if len(targets.perViewer) > 0 {
-		s := make([]string, len(targets.perViewer))
-		for i, v := range targets.perViewer {
-			s[i] = fmt.Sprintf("%.2f", v)
-		}
-		fmt.Printf("| each further viewer's CPU per MB / raw reader's (%d viewers, per run) | %s | ≤ 0.15 |\n", targets.viewers, strings.Join(s, ", "))
+		fmt.Printf("| each further viewer's CPU per MB / raw reader's (%d viewers, per run) | %s | ≤ 0.15 |\n", targets.viewers, perRun(targets.perViewer))
 	}
 	if len(targets.pacedPerViewer) > 0 {
-		s := make([]string, len(targets.pacedPerViewer))
-		for i, v := range targets.pacedPerViewer {
-			s[i] = fmt.Sprintf("%.2f", v)
-		}
-		fmt.Printf("| the same with the program paced at %g MB/s, every viewer keeping up (per run) | %s | ≤ 0.15 |\n", pace, strings.Join(s, ", "))
+		fmt.Printf("| the same with the program paced at %g MB/s, every viewer keeping up (per run) | %s | ≤ 0.15 |\n", pace, perRun(targets.pacedPerViewer))
 	}
 	if targets.keystroke > 0 {
 		fmt.Printf("| ahpd CPU per keystroke, idle | %v | ≤ 60µs |\n", targets.keystroke)
@@ -286,6 +278,15 @@ func printTargets() {
 	if targets.p50Ratio > 0 {
 		fmt.Printf("| idle echo p50 / C relay p50 (p99 %v, C relay's %v) | %.2f | ≤ 1.10 |\n", targets.p99, targets.cP99, targets.p50Ratio)
 	}
+}
+
+// perRun writes one figure per run, two decimals each.
+func perRun(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(s, ", ")
 }
 
 // fanoutTable prints two runs of `cat file` to viewers subscriptions on
@@ -426,7 +427,7 @@ func startDaemon(bin, dir string, procs int) (*daemon, error) {
 	return &daemon{Daemon: bd, terms: ahpv1.NewTerminalServiceClient(bd.Conn), chans: ahpv1.NewChannelServiceClient(bd.Conn)}, nil
 }
 
-// cpu returns the daemon's user+system CPU time so far.
+// cpu returns the daemon's user and system CPU time so far.
 func (d *daemon) cpu() (user, sys time.Duration, err error) {
 	return benchproc.CPUSplit(d.Cmd.Process.Pid)
 }
