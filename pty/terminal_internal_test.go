@@ -501,6 +501,16 @@ func TestMessagePoolBound(t *testing.T) {
 	}
 }
 
+// TestEscapedEnvelope: the envelope of an escaped terminal/output message
+// is the text one escaped, so its frames carry the same message.
+func TestEscapedEnvelope(t *testing.T) {
+	for _, c := range [][2]string{{outPrefix, escOutPrefix}, {outSuffix, escOutSuffix}} {
+		if got := string(flow.AppendEscaped(nil, c[0])); got != c[1] {
+			t.Errorf("AppendEscaped(%q) = %q, the constant says %q", c[0], got, c[1])
+		}
+	}
+}
+
 // TestAppendWhole: an item is appended whole, escaped, only when its
 // UTF-16 size fits; one that does not leaves b as it was, also when it
 // was escaped in place before its size was known.
