@@ -456,8 +456,8 @@ func (c *Channel) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 		s.initial = flow.InitialReplay
 	}
 	c.subs[s] = struct{}{}
-	n := len(c.subs)
+	n, replay := len(c.subs), s.qBatches // read under c.mu: the producer pushes to s once it is in c.subs
 	c.mu.Unlock()
-	c.log.Debug("telemetry viewer attached", "viewers", n, "replay", s.qBatches)
+	c.log.Debug("telemetry viewer attached", "viewers", n, "replay", replay)
 	return s, nil
 }

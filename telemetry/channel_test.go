@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -353,5 +354,39 @@ func TestQueueBudgetSharedByViewers(t *testing.T) {
 				t.Fatalf("after the viewers closed the budget still counts %d bytes", used)
 			}
 		})
+	}
+}
+
+// TestAttachWhilePublishing: viewers attach while a producer publishes;
+// under -race this catches Attach touching a viewer's queue after it is
+// visible to the producer (it logged the replay length after releasing
+// the channel's lock). Each viewer still gets channel/ready and samples.
+func TestAttachWhilePublishing(t *testing.T) {
+	c := newChannel(t, telemetry.Config{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := c.Publish(one("m", float64(i))); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	var subs []*telemetry.Sub
+	for range 50 {
+		subs = append(subs, attach(t, c, nil))
+	}
+	close(stop)
+	wg.Wait()
+	for i, s := range subs {
+		if got := summary(pullAll(t, s)); !slices.Contains(got, "ready") || len(got) < 2 {
+			t.Fatalf("viewer %d got %v, want channel/ready and samples", i, got)
+		}
 	}
 }
