@@ -48,9 +48,9 @@
 // flood sees its screen once a second and costs one snapshot a second. A
 // viewer that keeps up receives every byte in order; memory is bounded by the largest allowance plus
 // EmulatorBacklog plus one read (64 KiB) per terminal, whatever the number
-// of viewers. Output items are shared: the first viewer to read an item
-// escapes it straight into its message, and later readers copy the
-// escaped form it then shares; a pull packs whole items into one
+// of viewers. Output items are shared: with several viewers attached, an
+// item is escaped once and every viewer copies that form into its message
+// (a lone viewer escapes it straight into its message); a pull packs whole items into one
 // terminal/output message up to the size the Sender asks for (the
 // viewer's maxMessageBytes, or a quarter of a smaller window; UTF-16
 // size, escaping included) and escapes piecewise only the part of an item

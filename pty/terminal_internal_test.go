@@ -550,3 +550,48 @@ func TestAppendWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedItemEscapedOnce: with several viewers attached, an item is
+// escaped once and each viewer's message copies that form, for ASCII and
+// other text; a lone viewer escapes it into its message and shares
+// nothing. The test changes each item's text after the first build: a
+// viewer that escaped the item again would send the changed text.
+func TestSharedItemEscapedOnce(t *testing.T) {
+	for _, text := range []string{"plain \"quoted\" \\ \x1b[1mbold\x1b[0m\r\n", "漢字 \"q\" \x1b[0m\r\n"} {
+		ascii := isASCII([]byte(text))
+		build := func(it *item, shared bool) string {
+			b, size, seq, off, _, escaped := (&Viewer{}).buildOutput(nil, []*item{it}, 0, 0, 0, 1<<20, shared)
+			if seq != 1 || off != 0 || escaped != ascii {
+				t.Fatalf("%q: seq %d, off %d, escaped %v: the item was not packed whole", text, seq, off, escaped)
+			}
+			m := flow.Message{Text: string(b), Size: size}
+			if escaped {
+				m = flow.Message{Escaped: string(b), Size: size}
+			}
+			return messageText(t, m)
+		}
+		want := outPrefix + string(flow.AppendEscaped(nil, text)) + outSuffix
+
+		it := &item{text: text, ascii: ascii}
+		if got := build(it, true); got != want {
+			t.Fatalf("%q, shared: message %q, want %q", text, got, want)
+		}
+		if it.esc == "" {
+			t.Fatalf("%q: the first of several viewers did not share the item's escaped form", text)
+		}
+		it.text = strings.Repeat("x", len(text))
+		for i := range 2 {
+			if got := build(it, true); got != want {
+				t.Fatalf("%q: viewer %d escaped the item again instead of copying it: %q", text, i+2, got)
+			}
+		}
+
+		lone := &item{text: text, ascii: ascii}
+		if got := build(lone, false); got != want {
+			t.Fatalf("%q, lone viewer: message %q, want %q", text, got, want)
+		}
+		if lone.esc != "" {
+			t.Fatalf("%q: a lone viewer made a shared copy nobody reads", text)
+		}
+	}
+}

@@ -200,6 +200,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 	}
 	v.refs = refs
 	seq, off, pos := v.seq, v.off, v.pos
+	shared := len(t.viewers) > 1
 	t.mu.Unlock()
 
 	var m flow.Message
@@ -211,7 +212,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 	} else {
 		b := v.nextBuf()
 		var escaped bool
-		b, m.Size, seq, off, pos, escaped = v.buildOutput(b, refs, seq, off, pos, maxMessageBytes)
+		b, m.Size, seq, off, pos, escaped = v.buildOutput(b, refs, seq, off, pos, maxMessageBytes, shared)
 		if escaped {
 			m.Escaped = v.setBuf(b)
 		} else {
@@ -325,13 +326,15 @@ func (v *Viewer) setBuf(b []byte) string {
 
 // buildOutput packs as much output from refs (starting at off in refs[0])
 // as fits in one terminal/output message of at most max UTF-16 bytes,
-// appended to b. A whole item is escaped straight into b by its first
-// reader; later readers (other viewers) copy the escaped form it then
-// shares. Only an item cut by the limit is escaped piecewise. A message of
+// appended to b. With other viewers attached (shared), a whole item is
+// escaped once into a form they all copy (item.escaped); a lone viewer
+// escapes it straight into b, and a viewer that attaches later escapes it
+// for sharing when it reads it. Only an item cut by the limit is escaped
+// piecewise. A message of
 // ASCII items is written escaped twice, as its frames carry it
 // (Message.Escaped, reported by escaped), so that no frame escapes it
 // again; an item of the other kind ends the message.
-func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos int64, max int64) (_ []byte, size int64, _ uint64, _ int, _ int64, escaped bool) {
+func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos int64, max int64, shared bool) (_ []byte, size int64, _ uint64, _ int, _ int64, escaped bool) {
 	ascii := refs[0].ascii
 	budget := max - outEnvelope16
 	used := int64(0)
@@ -347,8 +350,9 @@ func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos in
 		if off == 0 {
 			var n16 int64
 			whole := false
-			if it.readers.Add(1) == 1 {
-				// The first viewer to read it: no shared copy yet.
+			if !shared && it.readers.Add(1) == 1 {
+				// The only viewer, and the first to read it: no
+				// shared copy, which nobody else would read.
 				if b, n16, whole = appendWhole(b, it.text, ascii, budget-used); !whole {
 					it.readers.Add(-1) // it did not read it after all
 				}
