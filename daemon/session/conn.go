@@ -211,11 +211,17 @@ func (c *conn) released(s *subscription, p flow.Position) {
 func (c *conn) serve(shutdown context.Context) {
 	// The I/O goroutines get their own context: the WebSocket library
 	// drops the connection when a Read or Write context ends, and at
-	// shutdown we want a 1001 close frame, not a dropped socket.
+	// shutdown we want a 1001 close frame, not a dropped socket. Their
+	// Reads and Writes get none that can end (ioWait): for one that can,
+	// the library arms and disarms a context.AfterFunc around every
+	// Read and Write, a few per keystroke and per frame. Nothing needs
+	// it: a Read or Write blocked on the socket ends when serve closes
+	// the connection below (Close, or CloseNow after 5 s), as both close
+	// the socket.
 	ioCtx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { c.readLoop(ioCtx) })
-	wg.Go(func() { c.writeLoop(ioCtx) })
+	wg.Go(c.writeLoop)
 	stopPings := c.startPings(ioCtx)
 
 	err := c.run(shutdown)
@@ -282,10 +288,13 @@ func (c *conn) flushControl(d time.Duration) {
 	}
 }
 
+// ioWait is the context of the connection's Reads and Writes (see serve).
+var ioWait = context.Background()
+
 func (c *conn) readLoop(ctx context.Context) {
 	defer close(c.inbox)
 	for {
-		typ, b, err := c.read(ctx)
+		typ, b, err := c.read(ioWait)
 		if err != nil {
 			return
 		}
@@ -327,7 +336,7 @@ func (c *conn) read(ctx context.Context) (websocket.MessageType, []byte, error) 
 	return wire.ReadMessageInto(ctx, ws, inBufs.Get)
 }
 
-func (c *conn) writeLoop(ctx context.Context) {
+func (c *conn) writeLoop() {
 	var batch [][]byte
 	for b := range c.out {
 		// Corked: the frame, and any queued behind it, leave in one
@@ -335,7 +344,7 @@ func (c *conn) writeLoop(ctx context.Context) {
 		// frame-sized buffer per connection.
 		c.wire.cork()
 		batch = append(batch[:0], b)
-		err := c.ws.Write(ctx, websocket.MessageText, b)
+		err := c.ws.Write(ioWait, websocket.MessageText, b)
 	more:
 		for err == nil {
 			select {
@@ -344,7 +353,7 @@ func (c *conn) writeLoop(ctx context.Context) {
 					break more
 				}
 				batch = append(batch, b)
-				err = c.ws.Write(ctx, websocket.MessageText, b)
+				err = c.ws.Write(ioWait, websocket.MessageText, b)
 			default:
 				break more
 			}

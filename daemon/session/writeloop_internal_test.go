@@ -48,7 +48,7 @@ func TestWriteLoopBatchesQueuedFrames(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.writeLoop(context.Background())
+		c.writeLoop()
 	}()
 	for _, f := range frames {
 		if got := string(<-c.written); got != f {
