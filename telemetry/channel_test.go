@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -360,10 +361,14 @@ func TestQueueBudgetSharedByViewers(t *testing.T) {
 // TestAttachWhilePublishing: viewers attach while a producer publishes;
 // under -race this catches Attach touching a viewer's queue after it is
 // visible to the producer (it logged the replay length after releasing
-// the channel's lock). Each viewer still gets channel/ready and samples.
+// the channel's lock). Each viewer still gets channel/ready and samples:
+// the producer has published before the first attach and publishes again
+// after the last (on a loaded machine it might otherwise not have run at
+// all before it was stopped).
 func TestAttachWhilePublishing(t *testing.T) {
 	c := newChannel(t, telemetry.Config{})
 	stop := make(chan struct{})
+	var published atomic.Int64
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; ; i++ {
@@ -376,12 +381,26 @@ func TestAttachWhilePublishing(t *testing.T) {
 				t.Error(err)
 				return
 			}
+			published.Add(1)
 		}
 	})
+	// publishedPast waits until the producer has published more than n.
+	publishedPast := func(n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); published.Load() <= n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("the producer published %d samples in 10 s", published.Load())
+			}
+		}
+	}
+	publishedPast(0)
 	var subs []*telemetry.Sub
 	for range 50 {
 		subs = append(subs, attach(t, c, nil))
 	}
+	publishedPast(published.Load())
 	close(stop)
 	wg.Wait()
 	for i, s := range subs {
