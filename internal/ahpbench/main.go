@@ -73,6 +73,8 @@ func main() {
 	rawFile := flag.String(termbench.RawReadFlag, "", "read `file` raw from a PTY and print the bytes, time and CPU as JSON (ahpbench starts it itself; so does make bench-browser)")
 	flag.Float64Var(&pace, "pace", 0, "also run the fan-out at this rate in MB/s (0: not), with the program writing no faster, so that every viewer keeps up")
 	pacedFile := flag.String(pacedCatFlag, "", "write `file` to stdout at -pace MB/s (ahpbench starts it itself)")
+	loopAddr := flag.String(loopSendFlag, "", "with -pacedcat: write the file to TCP connections to `address` instead, and print the CPU the sending took as JSON (ahpbench starts it itself)")
+	loopConns := flag.Int(loopConnsFlag, 1, "with -loopsend: this many connections, each sent the whole file")
 	flag.Parse()
 	if *rawFile != "" {
 		termbench.RawReadMain("ahpbench", *rawFile)
@@ -81,6 +83,13 @@ func main() {
 		if pace <= 0 {
 			fmt.Fprintln(os.Stderr, "ahpbench -pacedcat: -pace must be above 0")
 			os.Exit(2)
+		}
+		if *loopAddr != "" {
+			if err := loopSendMain(*loopAddr, *loopConns, *pacedFile, pace*1e6); err != nil {
+				fmt.Fprintln(os.Stderr, "ahpbench -loopsend:", err)
+				os.Exit(1)
+			}
+			return
 		}
 		if err := pacedCat(os.Stdout, *pacedFile, pace*1e6); err != nil {
 			fmt.Fprintln(os.Stderr, "ahpbench -pacedcat:", err)
@@ -254,6 +263,7 @@ var targets struct {
 	viewers                int
 	perViewer              []float64 // the fan-out runs' (cpu(N) − cpu(1)) / (N − 1) / raw reader CPU
 	pacedPerViewer         []float64 // the same at -pace, cpu(1) measured at that pace too
+	pacedOverBare          []float64 // the paced further viewer's CPU per MB / a further bare loopback socket's
 	keystroke              time.Duration
 	p50Ratio               float64 // ahpd's idle echo p50 / the C relay's
 	p99, cP99              time.Duration
@@ -271,6 +281,7 @@ func printTargets() {
 	}
 	if len(targets.pacedPerViewer) > 0 {
 		fmt.Printf("| the same with the program paced at %g MB/s, every viewer keeping up (per run) | %s | ≤ 0.15 |\n", pace, perRun(targets.pacedPerViewer))
+		fmt.Printf("| (that further viewer's CPU per MB / a further bare loopback socket's at the same rate: the floor is 1) | %s | |\n", perRun(targets.pacedOverBare))
 	}
 	if targets.keystroke > 0 {
 		fmt.Printf("| ahpd CPU per keystroke, idle | %v | ≤ 60µs |\n", targets.keystroke)

@@ -13,15 +13,18 @@ import (
 // every byte.
 const pacedCatFlag = "pacedcat"
 
+// pacedPiece is the size of the paced program's writes.
+const pacedPiece = 16 << 10
+
 // pacedCat writes the file at path to w at rate bytes per second, in
-// pieces of 16 KiB, sleeping to keep to the rate.
+// pieces of pacedPiece bytes, sleeping to keep to the rate.
 func pacedCat(w io.Writer, path string, rate float64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	buf := make([]byte, 16<<10)
+	buf := make([]byte, pacedPiece)
 	start := time.Now()
 	var written int64
 	for {
@@ -45,15 +48,19 @@ func pacedCat(w io.Writer, path string, rate float64) error {
 
 // pacedTable prints, for two runs, ahpd's CPU per MB with one viewer and
 // with viewers viewers while the program writes at rate MB/s, and each
-// further viewer's share, over the run's raw reader's CPU per MB.
+// further viewer's share, over the run's raw reader's CPU per MB and over
+// what each further socket costs a bare sender that writes the file to 1
+// and to viewers loopback TCP connections at the same rate in the same
+// pieces (loopbackSend): the part of a viewer's cost that is the
+// kernel's, whatever the daemon does.
 func pacedTable(d *daemon, file string, viewers int, rate float64) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	cmd := fmt.Sprintf("%s -%s %s -pace %g", self, pacedCatFlag, file, rate)
-	fmt.Printf("| paced at %g MB/s | raw reader CPU | ahpd CPU, 1 viewer | ahpd CPU, %d viewers | snapshots | each further viewer | the same / raw reader CPU |\n", rate, viewers)
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Printf("| paced at %g MB/s | raw reader CPU | ahpd CPU, 1 viewer | ahpd CPU, %d viewers | snapshots | each further viewer | the same / raw reader CPU | each further bare loopback socket | each further viewer / bare socket |\n", rate, viewers)
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for i := 1; i <= 2; i++ {
 		rr, err := rawRead(file)
 		if err != nil {
@@ -67,11 +74,21 @@ func pacedTable(d *daemon, file string, viewers int, rate float64) error {
 		if err != nil {
 			return fmt.Errorf("paced run %d, %d viewers: %w", i, viewers, err)
 		}
+		ls1, err := loopbackSend(file, rate*1e6, 1)
+		if err != nil {
+			return fmt.Errorf("paced run %d: %w", i, err)
+		}
+		lsN, err := loopbackSend(file, rate*1e6, viewers)
+		if err != nil {
+			return fmt.Errorf("paced run %d: %w", i, err)
+		}
 		cpu1, cpuN := float64(one.cpu.Milliseconds())/mb, float64(many.cpu.Milliseconds())/mb
 		further := (cpuN - cpu1) / float64(viewers-1)
+		bare := float64(lsN.CPU-ls1.CPU) / 1e6 / mb / float64(viewers-1)
 		targets.pacedPerViewer = append(targets.pacedPerViewer, further/rawMsPerMB(rr))
-		fmt.Printf("| run %d | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %d, %d | %.2f ms/MB | %.2f |\n",
-			i, rawMsPerMB(rr), cpu1, cpuN, one.snapshots, many.snapshots, further, further/rawMsPerMB(rr))
+		targets.pacedOverBare = append(targets.pacedOverBare, further/bare)
+		fmt.Printf("| run %d | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %d, %d | %.2f ms/MB | %.2f | %.2f ms/MB | %.2f |\n",
+			i, rawMsPerMB(rr), cpu1, cpuN, one.snapshots, many.snapshots, further, further/rawMsPerMB(rr), bare, further/bare)
 	}
 	fmt.Println()
 	return nil

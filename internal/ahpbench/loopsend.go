@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// loopSendFlag runs ahpbench as a bare loopback sender (-loopsend ADDR
+// with -loopconns N, -pacedcat FILE and -pace R): the floor under a
+// further viewer in the paced fan-out table. It writes the file to N TCP
+// connections to ADDR, each piece of the paced program to every one in
+// turn at its rate, as ahpd writes its viewers' frames after each read,
+// and prints the CPU the sending took (loopSending) as JSON.
+const (
+	loopSendFlag  = "loopsend"
+	loopConnsFlag = "loopconns"
+)
+
+// loopSending is what a bare loopback sender reports.
+type loopSending struct {
+	Bytes int64         `json:"bytes"`
+	CPU   time.Duration `json:"cpu_ns"` // the process's user and system time while it sent
+}
+
+// loopSend dials addr conns times and writes data to every connection
+// at rate bytes per second, in pieces of pacedPiece bytes, then closes
+// them. It reports the process's CPU time from the first write to the
+// last close: the kernel's send path for loopback sockets, which charges
+// the receiving side's protocol work and wake-ups to the sender, as
+// ahpd's viewers' sockets are charged to ahpd; the difference between
+// conns connections and one, over conns − 1, is what one more costs.
+func loopSend(addr string, conns int, data []byte, rate float64) (loopSending, error) {
+	if conns < 1 {
+		return loopSending{}, fmt.Errorf("%d connections", conns)
+	}
+	cs := make([]net.Conn, 0, conns)
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	for range conns {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			return loopSending{}, err
+		}
+		cs = append(cs, c)
+	}
+	cpu0, err := processCPU()
+	if err != nil {
+		return loopSending{}, err
+	}
+	start := time.Now()
+	var sent int64
+	for sent < int64(len(data)) {
+		piece := data[sent:min(sent+pacedPiece, int64(len(data)))]
+		for _, c := range cs {
+			if err := c.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+				return loopSending{}, err
+			}
+			if _, err := c.Write(piece); err != nil {
+				return loopSending{Bytes: sent}, err
+			}
+		}
+		sent += int64(len(piece))
+		time.Sleep(time.Until(start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))))
+	}
+	for _, c := range cs {
+		if err := c.Close(); err != nil {
+			return loopSending{Bytes: sent}, err
+		}
+	}
+	cpu1, err := processCPU()
+	return loopSending{Bytes: sent, CPU: cpu1 - cpu0}, err
+}
+
+// processCPU is this process's user and system time so far.
+func processCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// loopSendMain is ahpbench -loopsend ADDR -loopconns N -pacedcat FILE
+// -pace R: the file is read into memory first, so only the sending is
+// timed. Bytes is what each connection was sent.
+func loopSendMain(addr string, conns int, file string, rate float64) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	r, err := loopSend(addr, conns, data, rate)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// loopbackSend has a copy of ahpbench (-loopsend) send file to this
+// process over conns loopback TCP connections at rate bytes per second,
+// discards what it receives (a goroutine per connection, as ahpbench
+// reads its viewers), and returns what the sender reported; 5 minutes at
+// most.
+func loopbackSend(file string, rate float64, conns int) (loopSending, error) {
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 5*time.Minute, errors.New("no end after 5 minutes"))
+	defer cancel()
+	self, err := os.Executable()
+	if err != nil {
+		return loopSending{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return loopSending{}, err
+	}
+	defer ln.Close()
+	cmd := exec.CommandContext(ctx, self, "-"+loopSendFlag, ln.Addr().String(), "-"+loopConnsFlag, fmt.Sprint(conns), "-"+pacedCatFlag, file, "-pace", fmt.Sprint(rate/1e6))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	cmd.WaitDelay = 5 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		return loopSending{}, err
+	}
+	received := make(chan int64, conns)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range conns {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				n, _ := io.Copy(io.Discard, c)
+				c.Close()
+				received <- n
+			})
+		}
+	})
+	werr := cmd.Wait()
+	ln.Close() // ends an Accept that the sender never dialled
+	wg.Wait()
+	close(received)
+	if werr != nil {
+		if ctx.Err() != nil {
+			werr = context.Cause(ctx)
+		} else if msg := bytes.TrimSpace(errb.Bytes()); len(msg) > 0 {
+			werr = fmt.Errorf("%w: %s", werr, msg)
+		}
+		return loopSending{}, fmt.Errorf("loopback send of %s: %w", file, werr)
+	}
+	var r loopSending
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		return loopSending{}, fmt.Errorf("loopback send of %s: it said %q: %w", file, out.Bytes(), err)
+	}
+	n := 0
+	for got := range received {
+		if got != r.Bytes {
+			return loopSending{}, fmt.Errorf("loopback send of %s: sent %d bytes, %d arrived", file, r.Bytes, got)
+		}
+		n++
+	}
+	if n != conns {
+		return loopSending{}, fmt.Errorf("loopback send of %s: %d of %d connections arrived", file, n, conns)
+	}
+	return r, nil
+}
