@@ -24,7 +24,38 @@ import (
 const (
 	loopSendFlag  = "loopsend"
 	loopConnsFlag = "loopconns"
+	loopBytesFlag = "loopbytes"
 )
+
+// A further bare socket's cost is the difference between two runs of the
+// bare sender, whose own wake-ups (one per piece, the same with one
+// connection and with N) vary from run to run by more than a socket
+// costs: bareSocket takes the median of bareRounds such differences, each
+// over the first bareBytes of the file.
+const (
+	bareRounds = 3
+	bareBytes  = 16 << 20
+)
+
+// bareSocket returns the CPU per MB that each of conns − 1 further
+// loopback connections costs a bare sender at rate bytes per second
+// (loopbackSend), the median of bareRounds rounds of one connection then
+// conns.
+func bareSocket(file string, rate float64, conns int) (float64, error) {
+	var diffs []float64
+	for range bareRounds {
+		one, err := loopbackSend(file, rate, 1, bareBytes)
+		if err != nil {
+			return 0, err
+		}
+		many, err := loopbackSend(file, rate, conns, bareBytes)
+		if err != nil {
+			return 0, err
+		}
+		diffs = append(diffs, float64(many.CPU-one.CPU)/1e6/(float64(one.Bytes)/1e6)/float64(conns-1))
+	}
+	return median(diffs), nil
+}
 
 // loopSending is what a bare loopback sender reports.
 type loopSending struct {
@@ -93,13 +124,17 @@ func processCPU() (time.Duration, error) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
-// loopSendMain is ahpbench -loopsend ADDR -loopconns N -pacedcat FILE
-// -pace R: the file is read into memory first, so only the sending is
-// timed. Bytes is what each connection was sent.
-func loopSendMain(addr string, conns int, file string, rate float64) error {
+// loopSendMain is ahpbench -loopsend ADDR -loopconns N -loopbytes B
+// -pacedcat FILE -pace R: the first B bytes of the file (all of it if 0)
+// are read into memory first, so only the sending is timed. Bytes is what
+// each connection was sent.
+func loopSendMain(addr string, conns int, limit int64, file string, rate float64) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
+	}
+	if limit > 0 && int64(len(data)) > limit {
+		data = data[:limit]
 	}
 	r, err := loopSend(addr, conns, data, rate)
 	if err != nil {
@@ -108,12 +143,13 @@ func loopSendMain(addr string, conns int, file string, rate float64) error {
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 
-// loopbackSend has a copy of ahpbench (-loopsend) send file to this
-// process over conns loopback TCP connections at rate bytes per second,
+// loopbackSend has a copy of ahpbench (-loopsend) send the first limit
+// bytes of file to this process over conns loopback TCP connections at
+// rate bytes per second,
 // discards what it receives (a goroutine per connection, as ahpbench
 // reads its viewers), and returns what the sender reported; 5 minutes at
 // most.
-func loopbackSend(file string, rate float64, conns int) (loopSending, error) {
+func loopbackSend(file string, rate float64, conns int, limit int64) (loopSending, error) {
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 5*time.Minute, errors.New("no end after 5 minutes"))
 	defer cancel()
 	self, err := os.Executable()
@@ -125,7 +161,7 @@ func loopbackSend(file string, rate float64, conns int) (loopSending, error) {
 		return loopSending{}, err
 	}
 	defer ln.Close()
-	cmd := exec.CommandContext(ctx, self, "-"+loopSendFlag, ln.Addr().String(), "-"+loopConnsFlag, fmt.Sprint(conns), "-"+pacedCatFlag, file, "-pace", fmt.Sprint(rate/1e6))
+	cmd := exec.CommandContext(ctx, self, "-"+loopSendFlag, ln.Addr().String(), "-"+loopConnsFlag, fmt.Sprint(conns), "-"+loopBytesFlag, fmt.Sprint(limit), "-"+pacedCatFlag, file, "-pace", fmt.Sprint(rate/1e6))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer

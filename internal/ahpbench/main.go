@@ -75,6 +75,7 @@ func main() {
 	pacedFile := flag.String(pacedCatFlag, "", "write `file` to stdout at -pace MB/s (ahpbench starts it itself)")
 	loopAddr := flag.String(loopSendFlag, "", "with -pacedcat: write the file to TCP connections to `address` instead, and print the CPU the sending took as JSON (ahpbench starts it itself)")
 	loopConns := flag.Int(loopConnsFlag, 1, "with -loopsend: this many connections, each sent the whole file")
+	loopBytes := flag.Int64(loopBytesFlag, 0, "with -loopsend: send only the file's first `bytes` (0: all)")
 	flag.Parse()
 	if *rawFile != "" {
 		termbench.RawReadMain("ahpbench", *rawFile)
@@ -85,7 +86,7 @@ func main() {
 			os.Exit(2)
 		}
 		if *loopAddr != "" {
-			if err := loopSendMain(*loopAddr, *loopConns, *pacedFile, pace*1e6); err != nil {
+			if err := loopSendMain(*loopAddr, *loopConns, *loopBytes, *pacedFile, pace*1e6); err != nil {
 				fmt.Fprintln(os.Stderr, "ahpbench -loopsend:", err)
 				os.Exit(1)
 			}

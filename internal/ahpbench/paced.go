@@ -51,8 +51,8 @@ func pacedCat(w io.Writer, path string, rate float64) error {
 // further viewer's share, over the run's raw reader's CPU per MB and over
 // what each further socket costs a bare sender that writes the file to 1
 // and to viewers loopback TCP connections at the same rate in the same
-// pieces (loopbackSend): the part of a viewer's cost that is the
-// kernel's, whatever the daemon does.
+// pieces (bareSocket): the part of a viewer's cost that is the kernel's,
+// whatever the daemon does.
 func pacedTable(d *daemon, file string, viewers int, rate float64) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -74,17 +74,12 @@ func pacedTable(d *daemon, file string, viewers int, rate float64) error {
 		if err != nil {
 			return fmt.Errorf("paced run %d, %d viewers: %w", i, viewers, err)
 		}
-		ls1, err := loopbackSend(file, rate*1e6, 1)
-		if err != nil {
-			return fmt.Errorf("paced run %d: %w", i, err)
-		}
-		lsN, err := loopbackSend(file, rate*1e6, viewers)
+		bare, err := bareSocket(file, rate*1e6, viewers)
 		if err != nil {
 			return fmt.Errorf("paced run %d: %w", i, err)
 		}
 		cpu1, cpuN := float64(one.cpu.Milliseconds())/mb, float64(many.cpu.Milliseconds())/mb
 		further := (cpuN - cpu1) / float64(viewers-1)
-		bare := float64(lsN.CPU-ls1.CPU) / 1e6 / mb / float64(viewers-1)
 		targets.pacedPerViewer = append(targets.pacedPerViewer, further/rawMsPerMB(rr))
 		targets.pacedOverBare = append(targets.pacedOverBare, further/bare)
 		fmt.Printf("| run %d | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %d, %d | %.2f ms/MB | %.2f | %.2f ms/MB | %.2f |\n",
