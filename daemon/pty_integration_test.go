@@ -12,6 +12,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/flow"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
 // These tests run real PTYs behind a real daemon over loopback WebSockets.
@@ -300,4 +301,48 @@ func TestResizeReachesPTYAndViewers(t *testing.T) {
 	}
 	a.send("stty size\r")
 	a.until(10*time.Second, func(o string) bool { return strings.Contains(o, "40 100") })
+}
+
+// TestViewerCreditsBatched: a viewer (ctl/client) that keeps up with 300
+// small terminal/output messages, releasing each, credits them about once
+// a quarter window, not once each: the daemon's socket receives a few
+// hundred bytes from it meanwhile, not a channel/credit per message.
+func TestViewerCreditsBatched(t *testing.T) {
+	h := start(t, true, nil)
+	c := h.control()
+	ch, err := h.srv.CreateTerminal(shellSpec("lines", "/bin/sh", "-c", "read x; i=0; while [ $i -lt 300 ]; do i=$((i+1)); echo line$i; sleep 0.002; done; sleep 30"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Window 256 KiB: the quarter is 64 KiB, far more than the lines.
+	_, v := h.subscribe(adminToken, ch.URI, &flow.ReceiveLimits{WindowBytes: 256 << 10, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 64 << 10})
+	v.until(10*time.Second, func(string) bool { return len(v.kinds) > 0 && v.kinds[len(v.kinds)-1] == "channel/ready" })
+	bytesIn := func() int64 {
+		t.Helper()
+		st, err := c.daemon.GetStats(ctxT(t), &ahpv1.GetStatsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.GetConnections()) != 1 {
+			t.Fatalf("%d connections, want 1", len(st.GetConnections()))
+		}
+		return st.GetConnections()[0].GetCounters().GetWireBytesIn()
+	}
+	v.send("\r")
+	before, outputs := bytesIn(), 0
+	v.until(20*time.Second, func(o string) bool { return strings.Contains(o, "line300\r\n") })
+	for _, k := range v.kinds {
+		if k == "terminal/output" {
+			outputs++
+		}
+	}
+	in := bytesIn() - before
+	if outputs < 30 {
+		t.Fatalf("300 lines came in %d terminal/output messages: the test needs many small ones", outputs)
+	}
+	// A channel/credit is about 100 bytes on the wire: one per message
+	// would be some 30,000 bytes here.
+	if in > 1000 {
+		t.Fatalf("the viewer sent %d bytes while it received %d terminal/output messages: it credits them one by one", in, outputs)
+	}
 }

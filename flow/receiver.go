@@ -168,6 +168,27 @@ func (r *Receiver) DiscardPartial() {
 // been released, so the sender is never left waiting on sub-threshold
 // credit.
 func (r *Receiver) Release(p Position) (consumed int64, send bool, err error) {
+	return r.release(p, true)
+}
+
+// ReleaseBatched is Release that announces only once a quarter of the
+// window is unannounced, not also whenever everything received has been
+// released. Under PROTOCOL.md §5 a sender may start a message whenever
+// sent − consumed < WindowBytes, so a receiver that released everything
+// leaves it at most a quarter window short and never stuck; what the
+// second rule adds, for a receiver that keeps up, is a channel/credit for
+// every message, which costs the sender a read and a wake-up each
+// (docs/protocol-decisions.md, "Batched credit for data messages"). Use
+// Release for a message whose credit the sender waits on for more than
+// its window: a lifecycle message (the host ends a TCP channel once
+// tcp/closed is credited, §8).
+func (r *Receiver) ReleaseBatched(p Position) (consumed int64, send bool, err error) {
+	return r.release(p, false)
+}
+
+// release is Release, with the rule for a receiver that released
+// everything (idle) on or off.
+func (r *Receiver) release(p Position, idle bool) (consumed int64, send bool, err error) {
 	// p must lie between Released and Accepted, and name the same
 	// message as either of them exactly when it is at its position.
 	if p.Position < r.released.Position || p.MessageID < r.released.MessageID ||
@@ -178,7 +199,7 @@ func (r *Receiver) Release(p Position) (consumed int64, send bool, err error) {
 	}
 	r.released = p
 	pending := r.released.Position - r.announced
-	if pending > 0 && (pending >= r.limits.WindowBytes/4 || r.released.Position == r.received) {
+	if pending > 0 && (pending >= r.limits.WindowBytes/4 || (idle && r.released.Position == r.received)) {
 		r.announced = r.released.Position
 		return r.announced, true, nil
 	}

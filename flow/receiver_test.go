@@ -3,6 +3,7 @@ package flow_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -270,6 +271,56 @@ func TestReceiverRelease(t *testing.T) {
 	}
 	if consumed, send, err := r.Release(end); !send || consumed != end.Position || err != nil {
 		t.Errorf("Release(%+v) = %d, %v, %v; want %d, true", end, consumed, send, err, end.Position)
+	}
+}
+
+// TestReceiverReleaseBatched: a receiver that keeps up announces with
+// ReleaseBatched only once a quarter window is unannounced, not after
+// each message; the sender it leaves short still has room to start a
+// message (sent − consumed < window, §5); and Release then flushes what
+// is pending, as for a lifecycle message.
+func TestReceiverReleaseBatched(t *testing.T) {
+	// Window 4096: the batching threshold is 1024; messages of 400.
+	r := flow.NewReceiver(limits(4096, 1024, 4096))
+	w := flow.NewSendWindow(limits(4096, 1024, 4096))
+	var announced []int64
+	for id := int64(1); id <= 6; id++ {
+		if !w.MayStart() {
+			t.Fatalf("message %d: the sender may not start with %d outstanding", id, w.Outstanding())
+		}
+		_, end, err := deliver(t, r, frames(t, id, sized("m", 400), 1024))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(end.Position-w.Sent(), flow.Data); err != nil {
+			t.Fatal(err)
+		}
+		w.Reserve(end.Position - w.Sent())
+		w.Finish()
+		consumed, send, err := r.ReleaseBatched(end) // everything received is released
+		if err != nil {
+			t.Fatal(err)
+		}
+		if send {
+			announced = append(announced, consumed)
+			if _, err := w.Credit(consumed); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// 400, 800: nothing; 1200: announced; 1600, 2000: nothing; 2400: announced.
+	if want := []int64{1200, 2400}; !slices.Equal(announced, want) {
+		t.Fatalf("announced %v after six messages of 400, want %v", announced, want)
+	}
+	_, end, err := deliver(t, r, frames(t, 7, sized("x", 100), 1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, send, err := r.ReleaseBatched(end); send || err != nil {
+		t.Fatalf("ReleaseBatched of 100 more: send %v, %v; want false", send, err)
+	}
+	if consumed, send, err := r.Release(end); !send || consumed != end.Position || err != nil {
+		t.Fatalf("Release after it = %d, %v, %v; want %d, true", consumed, send, err, end.Position)
 	}
 }
 

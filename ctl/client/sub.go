@@ -172,10 +172,18 @@ func (s *Sub) Queued() int {
 }
 
 // Release releases every message up to m (in order) and sends credit
-// when the receiver's policy says so.
+// when the receiver's policy says so: for a data message once a quarter
+// of the window is released (flow.Receiver.ReleaseBatched), so that a
+// viewer that keeps up does not answer every message with a credit; for
+// a lifecycle message at once (flow.Receiver.Release), since the host may
+// wait for its credit to end the channel.
 func (s *Sub) Release(ctx context.Context, m Message) error {
 	s.mu.Lock()
-	consumed, send, err := s.recv.Release(m.End)
+	release := s.recv.ReleaseBatched
+	if lifecycleMethod(m.Method) {
+		release = s.recv.Release
+	}
+	consumed, send, err := release(m.End)
 	s.mu.Unlock()
 	if err != nil || !send {
 		return err
@@ -323,4 +331,15 @@ func hasBareQuote(body []byte) bool {
 		}
 		i = k + 1
 	}
+}
+
+// lifecycleMethod reports whether method names a lifecycle message
+// (PROTOCOL.md §4): one that may start without window credit and ends a
+// subscription's data.
+func lifecycleMethod(method string) bool {
+	switch method {
+	case "terminal/exit", "tcp/eof", "tcp/closed":
+		return true
+	}
+	return false
 }

@@ -29,3 +29,17 @@ func TestAppendTerminalData(t *testing.T) {
 		}
 	}
 }
+
+// TestLifecycleMethod: the messages a Sub credits at once are exactly the
+// lifecycle messages of PROTOCOL.md §4; data messages are batched.
+func TestLifecycleMethod(t *testing.T) {
+	for method, want := range map[string]bool{
+		"terminal/exit": true, "tcp/eof": true, "tcp/closed": true,
+		"terminal/output": false, "terminal/reset": false, "terminal/resize": false, "channel/ready": false,
+		"telemetry/samples": false, "telemetry/dropped": false, "tcp/data": false, "": false,
+	} {
+		if got := lifecycleMethod(method); got != want {
+			t.Errorf("lifecycleMethod(%q) = %v, want %v", method, got, want)
+		}
+	}
+}
