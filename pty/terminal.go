@@ -47,7 +47,7 @@ type item struct {
 	resize     bool
 	rows, cols int
 
-	readers atomic.Int32 // viewers that started reading the whole text
+	readers atomic.Int32 // lone viewers that started reading the whole text (buildOutput)
 	escOnce sync.Once
 	esc     string // the text as a message holds it (escaped once, twice if ascii)
 	esc16   int64  // UTF-16 size of the text escaped once: what it adds to a message

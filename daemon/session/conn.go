@@ -209,15 +209,17 @@ func (c *conn) released(s *subscription, p flow.Position) {
 // serve runs the connection until it ends and returns after every
 // goroutine it started has stopped.
 func (c *conn) serve(shutdown context.Context) {
-	// The I/O goroutines get their own context: the WebSocket library
-	// drops the connection when a Read or Write context ends, and at
-	// shutdown we want a 1001 close frame, not a dropped socket. Their
-	// Reads and Writes get none that can end (ioWait): for one that can,
-	// the library arms and disarms a context.AfterFunc around every
+	// The reader's hand-off to run and the pings get a context of their
+	// own, ended only after the close below: the WebSocket library drops
+	// the connection when a Read, Write or Ping context ends, and at
+	// shutdown we want a 1001 close frame, not a dropped socket. The
+	// Reads and Writes get one that never ends (ioWait): for one that
+	// can, the library arms and disarms a context.AfterFunc around every
 	// Read and Write, a few per keystroke and per frame. Nothing needs
-	// it: a Read or Write blocked on the socket ends when serve closes
-	// the connection below (Close, or CloseNow after 5 s), as both close
-	// the socket.
+	// it: a Read or Write blocked on the socket ends when the close below
+	// closes the socket, which Close does once the close handshake is
+	// done or its own timeouts (5 s to write the close frame, 5 s for the
+	// peer's) have passed, and CloseNow (checkTimers' stall) at once.
 	ioCtx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { c.readLoop(ioCtx) })

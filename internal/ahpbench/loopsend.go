@@ -39,18 +39,28 @@ const (
 
 // bareSocket returns the CPU per MB that each of conns − 1 further
 // loopback connections costs a bare sender at rate bytes per second
-// (loopbackSend), the median of bareRounds rounds of one connection then
-// conns.
+// (loopbackSend), the median of bareRounds rounds of one connection and
+// conns, in alternating order. conns must be at least 2.
 func bareSocket(file string, rate float64, conns int) (float64, error) {
 	var diffs []float64
-	for range bareRounds {
-		one, err := loopbackSend(file, rate, 1, bareBytes)
-		if err != nil {
-			return 0, err
+	for i := range bareRounds {
+		// Alternate which run goes first, so that neither always runs
+		// right after the other's load.
+		order := []int{1, conns}
+		if i%2 == 1 {
+			order = []int{conns, 1}
 		}
-		many, err := loopbackSend(file, rate, conns, bareBytes)
-		if err != nil {
-			return 0, err
+		var one, many loopSending
+		for _, n := range order {
+			r, err := loopbackSend(file, rate, n, bareBytes)
+			if err != nil {
+				return 0, err
+			}
+			if n == 1 {
+				one = r
+			} else {
+				many = r
+			}
 		}
 		diffs = append(diffs, float64(many.CPU-one.CPU)/1e6/(float64(one.Bytes)/1e6)/float64(conns-1))
 	}

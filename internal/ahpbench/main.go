@@ -74,9 +74,13 @@ func main() {
 	flag.Float64Var(&pace, "pace", 0, "also run the fan-out at this rate in MB/s (0: not), with the program writing no faster, so that every viewer keeps up")
 	pacedFile := flag.String(pacedCatFlag, "", "write `file` to stdout at -pace MB/s (ahpbench starts it itself)")
 	loopAddr := flag.String(loopSendFlag, "", "with -pacedcat: write the file to TCP connections to `address` instead, and print the CPU the sending took as JSON (ahpbench starts it itself)")
-	loopConns := flag.Int(loopConnsFlag, 1, "with -loopsend: this many connections, each sent the whole file")
+	loopConns := flag.Int(loopConnsFlag, 1, "with -loopsend: this many connections, each sent the same bytes")
 	loopBytes := flag.Int64(loopBytesFlag, 0, "with -loopsend: send only the file's first `bytes` (0: all)")
 	flag.Parse()
+	if *loopAddr != "" && *pacedFile == "" {
+		fmt.Fprintln(os.Stderr, "ahpbench -loopsend: needs -pacedcat FILE and -pace R")
+		os.Exit(2)
+	}
 	if *rawFile != "" {
 		termbench.RawReadMain("ahpbench", *rawFile)
 	}

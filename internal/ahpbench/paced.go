@@ -81,9 +81,13 @@ func pacedTable(d *daemon, file string, viewers int, rate float64) error {
 		cpu1, cpuN := float64(one.cpu.Milliseconds())/mb, float64(many.cpu.Milliseconds())/mb
 		further := (cpuN - cpu1) / float64(viewers-1)
 		targets.pacedPerViewer = append(targets.pacedPerViewer, further/rawMsPerMB(rr))
-		targets.pacedOverBare = append(targets.pacedOverBare, further/bare)
-		fmt.Printf("| run %d | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %d, %d | %.2f ms/MB | %.2f | %.2f ms/MB | %.2f |\n",
-			i, rawMsPerMB(rr), cpu1, cpuN, one.snapshots, many.snapshots, further, further/rawMsPerMB(rr), bare, further/bare)
+		overBare := "— (no cost measured)"
+		if bare > 0 {
+			overBare = fmt.Sprintf("%.2f", further/bare)
+			targets.pacedOverBare = append(targets.pacedOverBare, further/bare)
+		}
+		fmt.Printf("| run %d | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %d, %d | %.2f ms/MB | %.2f | %.2f ms/MB | %s |\n",
+			i, rawMsPerMB(rr), cpu1, cpuN, one.snapshots, many.snapshots, further, further/rawMsPerMB(rr), bare, overBare)
 	}
 	fmt.Println()
 	return nil
