@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ahp-dev/ahpd/internal/termbench"
 )
 
 // loopSendFlag runs ahpbench as a bare loopback sender (-loopsend ADDR
@@ -199,12 +201,7 @@ func loopbackSend(file string, rate float64, conns int, limit int64) (loopSendin
 	wg.Wait()
 	close(received)
 	if werr != nil {
-		if ctx.Err() != nil {
-			werr = context.Cause(ctx)
-		} else if msg := bytes.TrimSpace(errb.Bytes()); len(msg) > 0 {
-			werr = fmt.Errorf("%w: %s", werr, msg)
-		}
-		return loopSending{}, fmt.Errorf("loopback send of %s: %w", file, werr)
+		return loopSending{}, fmt.Errorf("loopback send of %s: %w", file, termbench.ChildError(ctx, werr, errb.Bytes()))
 	}
 	var r loopSending
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {

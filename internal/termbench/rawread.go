@@ -76,16 +76,24 @@ func RawReadProcess(ctx context.Context, file string) (RawReading, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			err = context.Cause(ctx)
-		} else if msg := bytes.TrimSpace(errb.Bytes()); len(msg) > 0 {
-			err = fmt.Errorf("%w: %s", err, msg)
-		}
-		return RawReading{}, fmt.Errorf("raw PTY read of %s: %w", file, err)
+		return RawReading{}, fmt.Errorf("raw PTY read of %s: %w", file, ChildError(ctx, err, errb.Bytes()))
 	}
 	var r RawReading
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		return RawReading{}, fmt.Errorf("raw PTY read of %s: it said %q: %w", file, out.Bytes(), err)
 	}
 	return r, nil
+}
+
+// ChildError explains err, from running a benchmark's child process under
+// ctx: the context's cause when ctx ended (the child was killed for it),
+// else err with what the child wrote to stderr, if anything.
+func ChildError(ctx context.Context, err error, stderr []byte) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if msg := bytes.TrimSpace(stderr); len(msg) > 0 {
+		return fmt.Errorf("%w: %s", err, msg)
+	}
+	return err
 }
