@@ -76,17 +76,21 @@ type loopSending struct {
 }
 
 // loopSend dials addr conns times and writes data to every connection
-// at rate bytes per second, in pieces of pacedPiece bytes, then closes
-// them. It reports the process's CPU time from the first write to the
-// last close: the kernel's send path for loopback sockets, which charges
-// the receiving side's protocol work and wake-ups to the sender, as
-// ahpd's viewers' sockets are charged to ahpd; the difference between
-// conns connections and one, over conns − 1, is what one more costs.
+// at rate bytes per second, each piece of pacedPiece bytes to every
+// connection in turn (pacedCopy), then closes them. It reports the
+// process's CPU time from the first write to the last close: the kernel's
+// send path for loopback sockets, which charges the receiving side's
+// protocol work and wake-ups to the sender, as ahpd's viewers' sockets
+// are charged to ahpd; the difference between conns connections and one,
+// over conns − 1, is what one more costs.
 func loopSend(addr string, conns int, data []byte, rate float64) (loopSending, error) {
 	if conns < 1 {
 		return loopSending{}, fmt.Errorf("%d connections", conns)
 	}
+	// A minute beyond the time the data takes at the rate.
+	deadline := time.Now().Add(time.Duration(float64(len(data))/rate*float64(time.Second)) + time.Minute)
 	cs := make([]net.Conn, 0, conns)
+	ws := make([]io.Writer, 0, conns)
 	defer func() {
 		for _, c := range cs {
 			c.Close()
@@ -97,26 +101,18 @@ func loopSend(addr string, conns int, data []byte, rate float64) (loopSending, e
 		if err != nil {
 			return loopSending{}, err
 		}
-		cs = append(cs, c)
+		cs, ws = append(cs, c), append(ws, c)
+		if err := c.SetWriteDeadline(deadline); err != nil {
+			return loopSending{}, err
+		}
 	}
 	cpu0, err := processCPU()
 	if err != nil {
 		return loopSending{}, err
 	}
-	start := time.Now()
-	var sent int64
-	for sent < int64(len(data)) {
-		piece := data[sent:min(sent+pacedPiece, int64(len(data)))]
-		for _, c := range cs {
-			if err := c.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
-				return loopSending{}, err
-			}
-			if _, err := c.Write(piece); err != nil {
-				return loopSending{Bytes: sent}, err
-			}
-		}
-		sent += int64(len(piece))
-		time.Sleep(time.Until(start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))))
+	sent, err := pacedCopy(io.MultiWriter(ws...), bytes.NewReader(data), rate)
+	if err != nil {
+		return loopSending{Bytes: sent}, err
 	}
 	for _, c := range cs {
 		if err := c.Close(); err != nil {
@@ -157,10 +153,9 @@ func loopSendMain(addr string, conns int, limit int64, file string, rate float64
 
 // loopbackSend has a copy of ahpbench (-loopsend) send the first limit
 // bytes of file to this process over conns loopback TCP connections at
-// rate bytes per second,
-// discards what it receives (a goroutine per connection, as ahpbench
-// reads its viewers), and returns what the sender reported; 5 minutes at
-// most.
+// rate bytes per second, discards what it receives (a goroutine per
+// connection, as ahpbench reads its viewers), and returns what the sender
+// reported; 5 minutes at most.
 func loopbackSend(file string, rate float64, conns int, limit int64) (loopSending, error) {
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 5*time.Minute, errors.New("no end after 5 minutes"))
 	defer cancel()

@@ -16,32 +16,39 @@ const pacedCatFlag = "pacedcat"
 // pacedPiece is the size of the paced program's writes.
 const pacedPiece = 16 << 10
 
-// pacedCat writes the file at path to w at rate bytes per second, in
-// pieces of pacedPiece bytes, sleeping to keep to the rate.
+// pacedCat writes the file at path to w at rate bytes per second
+// (pacedCopy).
 func pacedCat(w io.Writer, path string, rate float64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	_, err = pacedCopy(w, f, rate)
+	return err
+}
+
+// pacedCopy copies r to w at rate bytes per second, in pieces of
+// pacedPiece bytes, sleeping to keep to the rate, and returns the bytes
+// written.
+func pacedCopy(w io.Writer, r io.Reader, rate float64) (int64, error) {
 	buf := make([]byte, pacedPiece)
 	start := time.Now()
 	var written int64
 	for {
-		n, rerr := f.Read(buf)
+		n, rerr := r.Read(buf)
 		if n > 0 {
 			if _, err := w.Write(buf[:n]); err != nil {
-				return err
+				return written, err
 			}
 			written += int64(n)
-			due := start.Add(time.Duration(float64(written) / rate * float64(time.Second)))
-			time.Sleep(time.Until(due))
+			time.Sleep(time.Until(start.Add(time.Duration(float64(written) / rate * float64(time.Second)))))
 		}
 		if rerr == io.EOF {
-			return nil
+			return written, nil
 		}
 		if rerr != nil {
-			return rerr
+			return written, rerr
 		}
 	}
 }
