@@ -48,7 +48,12 @@ func notFound(err error, format string, args ...any) *rpb.ErrorResponse {
 	if err == nil {
 		return nil
 	}
-	return &rpb.ErrorResponse{ErrorCode: int32(codes.NotFound), ErrorMessage: fmt.Sprintf(format, args...) + ": " + err.Error()}
+	return errorResponse(codes.NotFound, fmt.Sprintf(format, args...)+": "+err.Error())
+}
+
+// errorResponse is an in-band error answer.
+func errorResponse(code codes.Code, msg string) *rpb.ErrorResponse {
+	return &rpb.ErrorResponse{ErrorCode: int32(code), ErrorMessage: msg}
 }
 
 // withImports returns fd and, breadth first, the files it imports,
@@ -57,7 +62,7 @@ func notFound(err error, format string, args ...any) *rpb.ErrorResponse {
 // again gets an answer).
 func (r *reflection) withImports(fd protoreflect.FileDescriptor, sent map[string]bool) ([][]byte, *rpb.ErrorResponse) {
 	if fd.IsPlaceholder() {
-		return nil, &rpb.ErrorResponse{ErrorCode: int32(codes.NotFound), ErrorMessage: fmt.Sprintf("file %q is not compiled in", fd.Path())}
+		return nil, errorResponse(codes.NotFound, fmt.Sprintf("file %q is not compiled in", fd.Path()))
 	}
 	var files [][]byte
 	queue := []protoreflect.FileDescriptor{fd}
@@ -72,7 +77,7 @@ func (r *reflection) withImports(fd protoreflect.FileDescriptor, sent map[string
 		if len(files) == 0 || !sent[f.Path()] {
 			b, err := r.fileBytes(f)
 			if err != nil {
-				return nil, &rpb.ErrorResponse{ErrorCode: int32(codes.Internal), ErrorMessage: err.Error()}
+				return nil, errorResponse(codes.Internal, err.Error())
 			}
 			sent[f.Path()] = true
 			files = append(files, b)
@@ -85,8 +90,8 @@ func (r *reflection) withImports(fd protoreflect.FileDescriptor, sent map[string
 	return files, nil
 }
 
-// legacyDescriptor is the method generated messages and enums keep for
-// the legacy API: the gzipped serialized descriptor of their file.
+// legacyDescriptor is the method generated messages keep for the legacy
+// API: the gzipped serialized descriptor of their file.
 type legacyDescriptor interface {
 	Descriptor() ([]byte, []int)
 }
