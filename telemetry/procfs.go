@@ -135,6 +135,17 @@ func parseNetDev(b []byte) map[string][2]uint64 {
 	return out
 }
 
+// NetDevTotals sums the received and transmitted bytes of every
+// interface in /proc/PID/net/dev (parseNetDev): what Prometheus' client
+// reports as a process's network bytes (the daemon's /metrics). ok is
+// false when no interface line parses.
+func NetDevTotals(b []byte) (rx, tx uint64, ok bool) {
+	for _, v := range parseNetDev(b) {
+		rx, tx, ok = rx+v[0], tx+v[1], true
+	}
+	return rx, tx, ok
+}
+
 // parseDiskstats returns each device's sectors read and written from
 // /proc/diskstats ("major minor name reads merged sectors_read ms writes
 // merged sectors_written …").

@@ -104,3 +104,42 @@ func FuzzProcFiles(f *testing.F) {
 		}
 	})
 }
+
+// TestNetDevTotals: every interface's bytes are summed; lines that do not
+// parse are skipped.
+func TestNetDevTotals(t *testing.T) {
+	const netDev = `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo: 1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0
+  eth0: 123456789 100    0    0    0     0          0         0 987654     90    0    0    0     0       0          0
+ bad0: x 1 2 3 4 5 6 7 8
+short: 1 2 3
+`
+	for _, tc := range []struct {
+		in     string
+		rx, tx uint64
+		ok     bool
+	}{
+		{netDev, 123457789, 988654, true},
+		{"Inter-| Receive\n face |bytes\n", 0, 0, false},
+		{"", 0, 0, false},
+		{"lo: 1 0 0 0 0 0 0 0 2", 1, 2, true},
+	} {
+		rx, tx, ok := NetDevTotals([]byte(tc.in))
+		if rx != tc.rx || tx != tc.tx || ok != tc.ok {
+			t.Errorf("NetDevTotals(%q) = %d, %d, %v; want %d, %d, %v", tc.in, rx, tx, ok, tc.rx, tc.tx, tc.ok)
+		}
+	}
+}
+
+func FuzzNetDevTotals(f *testing.F) {
+	for _, s := range []string{"lo: 1 0 0 0 0 0 0 0 2\n", "a: 1 2 3 4 5 6 7 8 9\nb: 9 8 7 6 5 4 3 2 1\n", "", ":"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rx, tx, ok := NetDevTotals([]byte(s))
+		if !ok && (rx != 0 || tx != 0) {
+			t.Fatalf("NetDevTotals(%q) = %d, %d, false", s, rx, tx)
+		}
+	})
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ahp-dev/ahpd/telemetry"
 )
 
 // The Go runtime's and the process's figures, under the names, types and
@@ -126,32 +128,11 @@ func process(e *exposition) {
 	// As Prometheus' client counts them: every interface of the process's
 	// network namespace (loopback included), not this process alone.
 	if b, err := os.ReadFile("/proc/self/net/dev"); err == nil {
-		if rx, tx, ok := netDevTotals(string(b)); ok {
+		if rx, tx, ok := telemetry.NetDevTotals(b); ok {
 			e.add(descProcNetRx, float64(rx))
 			e.add(descProcNetTx, float64(tx))
 		}
 	}
-}
-
-// netDevTotals sums the received and transmitted bytes of every interface
-// in /proc/PID/net/dev: after two header lines, "name: rx_bytes packets
-// errs drop fifo frame compressed multicast tx_bytes …". ok is false when
-// no interface line parses.
-func netDevTotals(s string) (rx, tx uint64, ok bool) {
-	for line := range strings.Lines(s) {
-		_, counters, found := strings.Cut(line, ":")
-		f := strings.Fields(counters)
-		if !found || len(f) < 9 {
-			continue
-		}
-		r, err1 := strconv.ParseUint(f[0], 10, 64)
-		t, err2 := strconv.ParseUint(f[8], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		rx, tx, ok = rx+r, tx+t, true
-	}
-	return rx, tx, ok
 }
 
 // parseStatm reads the first two fields of /proc/PID/statm: the virtual
