@@ -106,10 +106,7 @@ func loopSend(addr string, conns int, data []byte, rate float64) (loopSending, e
 			return loopSending{}, err
 		}
 	}
-	cpu0, err := processCPU()
-	if err != nil {
-		return loopSending{}, err
-	}
+	cpu0 := termbench.CPUTime()
 	sent, err := pacedCopy(io.MultiWriter(ws...), bytes.NewReader(data), rate)
 	if err != nil {
 		return loopSending{Bytes: sent}, err
@@ -119,17 +116,7 @@ func loopSend(addr string, conns int, data []byte, rate float64) (loopSending, e
 			return loopSending{Bytes: sent}, err
 		}
 	}
-	cpu1, err := processCPU()
-	return loopSending{Bytes: sent, CPU: cpu1 - cpu0}, err
-}
-
-// processCPU is this process's user and system time so far.
-func processCPU() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, err
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+	return loopSending{Bytes: sent, CPU: termbench.CPUTime() - cpu0}, nil
 }
 
 // loopSendMain is ahpbench -loopsend ADDR -loopconns N -loopbytes B
