@@ -595,12 +595,11 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 				}
 			}
 			m, got = st.src.Pull(allowed, want)
+			if got && m.Size == 0 {
+				m.Size = m.size()
+			}
 			if got && m.Class == Data {
-				if m.Size == 0 {
-					m.Size = m.size()
-				}
-				size := m.Size
-				s.take(st, size, reserved)
+				s.take(st, m.Size, reserved)
 			} else {
 				s.unreserve(reserved)
 			}
@@ -615,10 +614,7 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 			}
 			id = st.nextID
 		}
-		size := m.Size // a journalled message's is always set
-		if size == 0 {
-			size = m.size()
-		}
+		size := m.Size // set above, and always for a journalled message
 		if m.Escaped != "" && st.journal != nil {
 			return nil, 0, false, fmt.Errorf("%w: an escaped message on a stream with a journal", ErrSourceContract)
 		}
