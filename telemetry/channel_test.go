@@ -367,43 +367,43 @@ func TestQueueBudgetSharedByViewers(t *testing.T) {
 // all before it was stopped).
 func TestAttachWhilePublishing(t *testing.T) {
 	c := newChannel(t, telemetry.Config{})
-	stop := make(chan struct{})
-	var published atomic.Int64
+	var attachedAll atomic.Bool
+	first, last := make(chan struct{}), make(chan struct{}) // closed by the producer
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+			late := attachedAll.Load() // this publish begins after the last attach
 			if err := c.Publish(one("m", float64(i))); err != nil {
 				t.Error(err)
 				return
 			}
-			published.Add(1)
-		}
-	})
-	// publishedPast waits until the producer has published more than n.
-	publishedPast := func(n int64) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); published.Load() <= n; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				close(stop)
-				wg.Wait()
-				t.Fatalf("the producer published %d samples in 10 s", published.Load())
+			if i == 0 {
+				close(first)
+			}
+			if late {
+				close(last)
+				return
 			}
 		}
+	})
+	// wait waits for the producer to close ch, 10 s at most.
+	wait := func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			attachedAll.Store(true) // the producer stops after its next publish
+			wg.Wait()
+			t.Fatalf("the producer did not publish %s within 10 s", what)
+		}
 	}
-	publishedPast(0)
+	wait(first, "its first sample")
 	var subs []*telemetry.Sub
 	for range 50 {
 		subs = append(subs, attach(t, c, nil))
 	}
-	// The counter moves after Publish returns: a publish counted after
-	// the last attach may have begun before it, the next one may not.
-	publishedPast(published.Load() + 1)
-	close(stop)
+	attachedAll.Store(true)
+	wait(last, "a sample after the last attach")
 	wg.Wait()
 	for i, s := range subs {
 		if got := summary(pullAll(t, s)); !slices.Contains(got, "ready") || len(got) < 2 {
