@@ -8,6 +8,13 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 )
 
+// What a viewer writes around a snapshot's preview, for the black-box tests.
+const (
+	PreviewBefore = previewBefore
+	PreviewAfter  = previewAfter
+	PreviewEnd    = "\x1b[?2026l"
+)
+
 // Emulator exposes the headless emulator to the black-box tests.
 type Emulator struct{ e *emulator }
 
@@ -22,6 +29,7 @@ func (e *Emulator) Reset(rows, cols int) {
 	*e = Emulator{newEmulator(rows, cols, sb)}
 }
 func (e *Emulator) Snapshot() string       { return e.e.snapshot() }
+func (e *Emulator) Preview() string        { return e.e.preview() }
 func (e *Emulator) Answer(q string) string { return string(e.e.answer(q)) }
 func (e *Emulator) Cursor() (x, y int, pending bool) {
 	return e.e.x, e.e.y, e.e.pending

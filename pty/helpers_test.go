@@ -27,11 +27,12 @@ func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
 type msg struct {
 	Method string `json:"method"`
 	Params struct {
-		Data   string  `json:"data"`
-		Rows   int     `json:"rows"`
-		Cols   int     `json:"cols"`
-		Code   *int    `json:"code"`
-		Signal *string `json:"signal"`
+		Data    string  `json:"data"`
+		Preview *string `json:"preview"`
+		Rows    int     `json:"rows"`
+		Cols    int     `json:"cols"`
+		Code    *int    `json:"code"`
+		Signal  *string `json:"signal"`
 	} `json:"params"`
 	class flow.Class
 	size  int64
@@ -182,11 +183,23 @@ func liveText(ms []msg) string {
 }
 
 // replay applies messages to an emulator the way a viewer would.
+// replay applies ms to e as the web page does, a snapshot's preview
+// included (terminal-stream.js).
 func replay(e *pty.Emulator, ms []msg) {
+	previewing := false
 	for _, m := range ms {
 		switch m.Method {
 		case "terminal/reset":
 			e.Reset(m.Params.Rows, m.Params.Cols)
+			previewing = m.Params.Preview != nil && *m.Params.Preview != ""
+			if previewing {
+				e.Write(pty.PreviewBefore + *m.Params.Preview + pty.PreviewAfter)
+			}
+		case "channel/ready":
+			if previewing {
+				e.Write(pty.PreviewEnd)
+				previewing = false
+			}
 		case "terminal/resize":
 			e.Resize(m.Params.Rows, m.Params.Cols)
 		case "terminal/output":

@@ -159,6 +159,39 @@ func (e *emulator) snapshot() string {
 	return string(w.b)
 }
 
+// previewMin is the length of snapshot text from which a snapshot's
+// terminal/reset carries a preview: below it, a viewer applies the whole
+// snapshot about as fast as it would draw the preview.
+const previewMin = 64 << 10
+
+// preview draws the screen a snapshot ends on (the alternate screen when it
+// is active) from the top-left corner of a blank screen, then places the
+// cursor, and leaves the pen and charsets at their defaults. A viewer can
+// show it while it applies a long snapshot: PROTOCOL.md §8's terminal/reset
+// carries it as preview (docs/protocol-decisions.md, "A preview of the
+// screen before a long snapshot"). It is display only: a viewer draws it
+// on its alternate screen and leaves that before the snapshot, so nothing
+// of it stays.
+func (e *emulator) preview() string {
+	w := snapWriter{e: e}
+	s := e.cur()
+	w.b = make([]byte, 0, e.rows*(e.cols+4)+16)
+	last := e.rows - 1
+	for last > 0 && isBlankLine(s.line(last)) {
+		last--
+	}
+	for y := 0; y <= last; y++ {
+		if y > 0 {
+			w.resetPen()
+			w.str("\r\n")
+		}
+		w.line(s.line(y))
+	}
+	w.resetPen()
+	w.cup(e.y, e.x)
+	return string(w.b)
+}
+
 func (e *emulator) tabsCustom() bool {
 	for x, t := range e.tabs {
 		if t != (x > 0 && x%8 == 0) {

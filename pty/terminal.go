@@ -174,6 +174,7 @@ type Terminal struct {
 	emuApplied uint64 // seq of the next item to apply
 	emuPos     int64
 	snapText   string
+	snapPrev   string // the snapshot's preview, or "" (previewMin)
 	snapRows   int
 	snapCols   int
 	snapValid  bool

@@ -206,8 +206,16 @@ const fidelityScript = "\x1b]0;fidelity title\x07" +
 // for cell, what a viewer that saw the whole stream shows: both screens,
 // scrollback, cursor, pen, title, scroll regions and modes.
 func TestSnapshotFidelity(t *testing.T) {
+	// 40 lines of scrollback, and 3,000: a snapshot long enough to carry
+	// a preview of its screen.
+	for _, n := range []int{40, 3000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { testSnapshotFidelity(t, n) })
+	}
+}
+
+func testSnapshotFidelity(t *testing.T, lines int) {
 	var filler strings.Builder
-	for i := 0; i < 40; i++ {
+	for i := 0; i < lines; i++ {
 		fmt.Fprintf(&filler, "\x1b[3%dmscrollback line %d\x1b[0m with text\r\n", i%8, i)
 	}
 	stream := fmt.Sprintf(fidelityScript, filler.String())
@@ -226,6 +234,20 @@ func TestSnapshotFidelity(t *testing.T) {
 	msLate := late.untilExit(10 * time.Second)
 	if msLate[0].Method != "terminal/reset" {
 		t.Fatalf("late viewer starts with %s", msLate[0].Method)
+	}
+	// A long snapshot's reset carries a preview that shows its screen.
+	preview := msLate[0].Params.Preview
+	if long := lines > 1000; long != (preview != nil) {
+		t.Fatalf("%d lines of scrollback: preview %v, want one: %v", lines, preview != nil, long)
+	}
+	if preview != nil {
+		e := pty.NewEmulator(24, 80, 10000)
+		e.Write(pty.PreviewBefore + *preview)
+		for y := 0; y < 24; y++ {
+			if got, want := e.LineText(y), ref.LineText(y); got != want {
+				t.Errorf("preview row %d = %q, want %q", y, got, want)
+			}
+		}
 	}
 
 	for name, ms := range map[string][]msg{"whole stream": msFirst, "snapshot": msLate} {

@@ -64,6 +64,7 @@ type Viewer struct {
 
 type snapState struct {
 	text       string
+	preview    string // for terminal/reset, or
 	off        int
 	rows, cols int
 	stage      int // 0 reset, 1 output, 2 ready
@@ -422,14 +423,27 @@ func resizeMsg(rows, cols int) string {
 	return string(b)
 }
 
-func resetMsg(rows, cols int) string {
-	b := make([]byte, 0, 80)
+// resetMsg returns a snapshot's terminal/reset and its UTF-16 size, with
+// the preview when there is one and the message then stays within max.
+func resetMsg(rows, cols int, preview string, max int64) (string, int64) {
+	b := make([]byte, 0, 96+len(preview)+len(preview)/8)
 	b = append(b, `{"jsonrpc":"2.0","method":"terminal/reset","params":{"rows":`...)
 	b = strconv.AppendInt(b, int64(rows), 10)
 	b = append(b, `,"cols":`...)
 	b = strconv.AppendInt(b, int64(cols), 10)
+	plain := len(b)
+	if preview != "" {
+		b = append(b, `,"preview":"`...)
+		var n16 int64
+		b, n16 = flow.AppendEscapedLen(b, preview)
+		b = append(b, `"}}`...)
+		if size := 2*int64(plain+len(`,"preview":"`+`"}}`)) + n16; size <= max {
+			return string(b), size
+		}
+		b = b[:plain]
+	}
 	b = append(b, "}}"...)
-	return string(b)
+	return string(b), 2 * int64(len(b))
 }
 
 // startSnapshot takes the emulator state and moves the viewer's cursor to
@@ -440,10 +454,14 @@ func (v *Viewer) startSnapshot() {
 	t.emuMu.Lock()
 	if !t.snapValid {
 		t.snapText = t.emu.snapshot()
+		t.snapPrev = ""
+		if len(t.snapText) >= previewMin {
+			t.snapPrev = t.emu.preview()
+		}
 		t.snapRows, t.snapCols = t.emu.rows, t.emu.cols
 		t.snapValid = true
 	}
-	s := &snapState{text: t.snapText, rows: t.snapRows, cols: t.snapCols}
+	s := &snapState{text: t.snapText, preview: t.snapPrev, rows: t.snapRows, cols: t.snapCols}
 	t.mu.Lock()
 	first := !v.live && v.seq == 0 && v.pos == 0 && v.snapshots.Load() == 0
 	v.live = true
@@ -465,8 +483,7 @@ func (v *Viewer) nextSnap(max int64) (flow.Message, bool) {
 	var size int64
 	switch s.stage {
 	case 0:
-		text = resetMsg(s.rows, s.cols)
-		size = 2 * int64(len(text))
+		text, size = resetMsg(s.rows, s.cols, s.preview, max)
 		s.stage = 1
 		if s.text == "" {
 			s.stage = 2
