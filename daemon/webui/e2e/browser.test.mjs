@@ -24,7 +24,7 @@ import { pickRenderer } from '../src/terminal-policy.js';
 import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, waitFor, within } from './common.mjs';
 
 
-const ARTIFACTS = ['terminal.png', 'view-only.png', 'terminal-after-reload.png', 'after-shutdown.png',
+const ARTIFACTS = ['terminal.png', 'view-only.png', 'terminal-after-reload.png', 'long-snapshot.png', 'after-shutdown.png',
   'ticket-reused.png', 'exited.png', 'new-terminal.png', 'clipped.png', 'phone.png', 'phone-sidebar.png', 'after-restart.png',
   'failure-page5.png', 'failure-page1.png', 'failure-page2.png', 'failure-page3.png', 'failure-page4.png',
   'daemon.log', 'e2e.log'];
@@ -478,6 +478,69 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   await page.keyboard.press('Control+0');
   await page.getByTestId('theme-toggle').click();
   await waitFor(page, 'font size 13', () => window.ahpTest.state().terminal.fontSize === 13);
+
+  // ---- a long snapshot: its preview first, its scrollback behind it ----------
+
+  // A reload after 30,000 lines gets a snapshot of 10,000 lines of
+  // scrollback, whose terminal/reset carries a preview of the screen. Every
+  // frame xterm draws from the first that shows the end of the output must
+  // show it (the scrollback goes in with rendering held), and the page ends
+  // on the normal screen, rendering resumed, with the scrollback in order.
+  note('step: a long snapshot with a preview');
+  await typeLine(page, 'seq 1 30000; echo seq-done');
+  await waitScreen(page, 'the end of seq', (lines) => lines.includes('seq-done'));
+  await page.addInitScript(() => {
+    let hooks;
+    Object.defineProperty(window, 'ahpTest', {
+      configurable: true,
+      get: () => hooks,
+      set: (v) => {
+        hooks = v;
+        const term = v.term;
+        window.__frames = [];
+        term.onRender(() => {
+          const b = term.buffer.active;
+          let end = false;
+          for (let y = 0; y < term.rows; y++) end ||= b.getLine(b.viewportY + y)?.translateToString(true) === 'seq-done';
+          window.__frames.push({ type: b.type, end });
+        });
+      },
+    });
+  });
+  await page.reload();
+  await waitAttached(page);
+  await waitScreen(page, 'the end of seq after the reload', (lines) => lines.includes('seq-done'));
+  const applied = await page.evaluate(() => {
+    const term = window.ahpTest.term;
+    const b = term.buffer.active;
+    const numbers = [];
+    for (let y = 0; y < b.length; y++) {
+      const l = b.getLine(y).translateToString(true);
+      if (/^\d+$/.test(l)) numbers.push(Number(l));
+    }
+    return {
+      previews: window.ahpTest.state().terminal.stream.previews,
+      type: b.type,
+      held: term.modes.synchronizedOutputMode,
+      length: b.length,
+      rows: term.rows,
+      first: numbers[0],
+      last: numbers.at(-1),
+      inOrder: numbers.every((n, i) => i === 0 || n === numbers[i - 1] + 1),
+      frames: window.__frames,
+    };
+  });
+  assert.equal(applied.previews, 1, 'the reload\'s snapshot came with a preview');
+  assert.equal(applied.type, 'normal', 'the page ends on the normal screen');
+  assert.equal(applied.held, false, 'rendering resumed after the snapshot');
+  assert.equal(applied.length, 10000 + applied.rows, 'a full scrollback');
+  assert.ok(applied.inOrder && applied.last === 30000 && applied.first < 30000 - 9000,
+    `the scrollback in order: ${applied.first}..${applied.last}, in order ${applied.inOrder}`);
+  const shown = applied.frames.findIndex((f) => f.end);
+  assert.ok(shown >= 0 && applied.frames[shown].type === 'alternate', `the first frame with the end is the preview's: ${JSON.stringify(applied.frames)}`);
+  assert.ok(applied.frames.slice(shown).every((f) => f.end), `a frame after the preview without the end: ${JSON.stringify(applied.frames)}`);
+  note(`long snapshot: ${applied.frames.length} frames, the preview at frame ${shown}, scrollback ${applied.first}..${applied.last}`);
+  await page.screenshot({ path: join(ARTIFACTS_DIR, 'long-snapshot.png') });
 
   // ---- shutdown -------------------------------------------------------------
 

@@ -8,6 +8,43 @@
 // after all output before them (PROTOCOL.md §8). Credit therefore follows
 // rendering, and the browser never holds more than window + one message of
 // unparsed output, however fast the PTY writes (a `yes` flood).
+//
+// A long snapshot's terminal/reset carries a preview: the screen the
+// snapshot ends on, drawn from the top-left corner of a blank screen
+// (docs/protocol-decisions.md, "A preview of the screen before a long
+// snapshot"). xterm.js grows its scrollback one line at a time, about
+// 40 µs a line here, so a scrollback of 10,000 lines takes it 0.4 s to
+// apply, with the scrollback scrolling by. With a preview the page draws
+// the preview on the alternate screen, waits until xterm has rendered it,
+// and applies the snapshot behind it: back on the normal screen with
+// rendering held (synchronized output, DEC mode 2026) until channel/ready.
+// The screen shows where the snapshot ends at once, and the scrollback is
+// complete when the next frame is drawn. Messages that arrive meanwhile
+// wait here, in order and unreleased: at most the window.
+
+/** PREVIEW_BEFORE goes before a preview: the alternate screen, at home. */
+export const PREVIEW_BEFORE = '\x1b[?1047h\x1b[H';
+/** PREVIEW_AFTER goes after it: rendering held, the normal screen, at home. */
+export const PREVIEW_AFTER = '\x1b[?2026h\x1b[?1047l\x1b[H';
+/** PREVIEW_END goes before channel/ready: rendering resumes. */
+export const PREVIEW_END = '\x1b[?2026l';
+/** PREVIEW_WAIT_MS bounds the wait for the preview's frame (a hidden page draws none). */
+export const PREVIEW_WAIT_MS = 100;
+
+// afterRender calls fn once term has rendered a frame, or after
+// PREVIEW_WAIT_MS, whichever is first.
+function afterRender(term, fn) {
+  let sub;
+  let timer = setTimeout(() => done(), PREVIEW_WAIT_MS);
+  const done = () => {
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    timer = undefined;
+    sub?.dispose();
+    fn();
+  };
+  sub = term.onRender?.(done);
+}
 
 /**
  * terminalConsumer returns {onMessage, counts} for Session.subscribe/Client.attach
@@ -27,49 +64,68 @@ export function terminalConsumer(term, hooks = {}) {
   // counts: messages applied by kind, for the page's test hooks and
   // benchmarks (a terminal/reset is a snapshot: one per attach, and one
   // each time the host found this page too far behind).
-  const counts = { output: 0, outputChars: 0, resets: 0 };
-  return {
-    counts,
-    onMessage(msg, release) {
-      const p = msg.params;
-      switch (msg.method) {
-        case 'terminal/output': {
-          const data = typeof p.data === 'string' ? p.data : '';
-          counts.output++;
-          counts.outputChars += data.length;
-          term.write(data, release);
-          return;
-        }
-        case 'terminal/reset':
-          counts.resets++;
-          // Full reset (screen, scrollback, modes, title), then the host's size.
-          inStreamOrder(() => {
-            term.reset();
-            resize(p);
-            release();
-          });
-          return;
-        case 'terminal/resize':
-          inStreamOrder(() => {
-            resize(p);
-            release();
-          });
-          return;
-        case 'channel/ready':
-          inStreamOrder(() => {
-            release();
-            hooks.onReady?.();
-          });
-          return;
-        case 'terminal/exit':
-          inStreamOrder(() => {
-            release();
-            hooks.onExit?.({ code: p.code ?? null, signal: p.signal ?? null });
-          });
-          return;
-        default:
-          release(); // unknown data: consumed by ignoring it
+  const counts = { output: 0, outputChars: 0, resets: 0, previews: 0 };
+  let held = null; // messages that came while a preview waits for its frame
+  let previewing = false; // rendering is held until this snapshot's channel/ready
+  const onMessage = (msg, release) => {
+    if (held) {
+      held.push([msg, release]);
+      return;
+    }
+    const p = msg.params;
+    switch (msg.method) {
+      case 'terminal/output': {
+        const data = typeof p.data === 'string' ? p.data : '';
+        counts.output++;
+        counts.outputChars += data.length;
+        term.write(data, release);
+        return;
       }
-    },
+      case 'terminal/reset': {
+        counts.resets++;
+        // Full reset (screen, scrollback, modes, title), then the host's size.
+        inStreamOrder(() => {
+          term.reset();
+          resize(p);
+          release();
+        });
+        previewing = false;
+        if (typeof p.preview !== 'string' || p.preview === '') return;
+        counts.previews++;
+        const waiting = (held = []);
+        term.write(PREVIEW_BEFORE + p.preview, () => afterRender(term, () => {
+          held = null;
+          previewing = true;
+          term.write(PREVIEW_AFTER);
+          for (const [m, r] of waiting) onMessage(m, r);
+        }));
+        return;
+      }
+      case 'terminal/resize':
+        inStreamOrder(() => {
+          resize(p);
+          release();
+        });
+        return;
+      case 'channel/ready':
+        if (previewing) {
+          previewing = false;
+          term.write(PREVIEW_END);
+        }
+        inStreamOrder(() => {
+          release();
+          hooks.onReady?.();
+        });
+        return;
+      case 'terminal/exit':
+        inStreamOrder(() => {
+          release();
+          hooks.onExit?.({ code: p.code ?? null, signal: p.signal ?? null });
+        });
+        return;
+      default:
+        release(); // unknown data: consumed by ignoring it
+    }
   };
+  return { counts, onMessage };
 }

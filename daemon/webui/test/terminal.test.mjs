@@ -1,7 +1,7 @@
 // The terminal consumer: stream order and credit from write callbacks (§8).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { terminalConsumer } from '../src/terminal-stream.js';
+import { PREVIEW_AFTER, PREVIEW_BEFORE, PREVIEW_END, PREVIEW_WAIT_MS, terminalConsumer } from '../src/terminal-stream.js';
 import { collector, connect, credits, logical, sendMessage, subscribe } from './harness.mjs';
 
 // FakeTerm queues writes like xterm's WriteBuffer and runs them on flush().
@@ -11,6 +11,15 @@ class FakeTerm {
     this.cols = 80;
     this.ops = [];
     this.queue = [];
+    this.renderListeners = new Set();
+  }
+  onRender(fn) {
+    this.renderListeners.add(fn);
+    return { dispose: () => this.renderListeners.delete(fn) };
+  }
+  render() {
+    this.ops.push('render');
+    for (const fn of [...this.renderListeners]) fn();
   }
   write(data, cb) {
     this.queue.push([data, cb]);
@@ -100,11 +109,69 @@ test('the consumer counts output and snapshots (terminal/reset) for the test hoo
   const t = await setup();
   const c = terminalConsumer(t.term);
   const release = () => {};
-  assert.deepEqual(c.counts, { output: 0, outputChars: 0, resets: 0 });
+  assert.deepEqual(c.counts, { output: 0, outputChars: 0, resets: 0, previews: 0 });
   c.onMessage({ method: 'terminal/reset', params: { rows: 5, cols: 10 } }, release);
   c.onMessage({ method: 'terminal/output', params: { data: 'héllo' } }, release);
   c.onMessage({ method: 'terminal/output', params: { data: 'ab' } }, release);
   c.onMessage({ method: 'channel/ready', params: {} }, release);
   c.onMessage({ method: 'terminal/reset', params: { rows: 5, cols: 10 } }, release);
-  assert.deepEqual(c.counts, { output: 2, outputChars: 7, resets: 2 });
+  assert.deepEqual(c.counts, { output: 2, outputChars: 7, resets: 2, previews: 0 });
+});
+
+test('a preview is drawn on the alternate screen and rendered before the snapshot, which is applied with rendering held', async () => {
+  const t = await setup();
+  let total = t.send('terminal/output', { data: 'old' });
+  total += t.send('terminal/reset', { rows: 5, cols: 10, preview: 'END\x1b[1;4H' });
+  total += t.send('terminal/output', { data: 'history\r\n' });
+  total += t.send('terminal/output', { data: 'END' });
+  total += t.send('channel/ready', {});
+  total += t.send('terminal/output', { data: 'live' });
+  t.term.flush();
+  // Until a frame shows the preview, the snapshot waits, unreleased.
+  assert.deepEqual(t.term.ops, ['write old', 'reset', 'resize 5x10', `write ${PREVIEW_BEFORE}END\x1b[1;4H`]);
+  assert.deepEqual(t.events, ['size 5x10']);
+  const early = credits(t.ws.take()).map((m) => m.params.consumedBytes);
+  assert.ok(early.every((n) => n < total), `credited ${early} of ${total} before the preview was rendered`);
+  t.term.render();
+  t.term.flush();
+  assert.deepEqual(t.term.ops.slice(4), ['render', `write ${PREVIEW_AFTER}`, 'write history\r\n', 'write END', `write ${PREVIEW_END}`, 'write live']);
+  assert.deepEqual(t.events, ['size 5x10', 'ready']);
+  assert.deepEqual(credits(t.ws.take()).map((m) => m.params.consumedBytes).at(-1), total);
+});
+
+test('a preview that is never rendered (a hidden page) holds the snapshot for at most PREVIEW_WAIT_MS', async () => {
+  const t = await setup();
+  t.send('terminal/reset', { rows: 5, cols: 10, preview: 'P' });
+  t.send('terminal/output', { data: 'snap' });
+  t.send('channel/ready', {});
+  t.term.flush();
+  assert.deepEqual(t.term.ops, ['reset', 'resize 5x10', `write ${PREVIEW_BEFORE}P`]);
+  await new Promise((r) => setTimeout(r, PREVIEW_WAIT_MS + 50));
+  t.term.flush();
+  assert.deepEqual(t.term.ops.slice(3), [`write ${PREVIEW_AFTER}`, 'write snap', `write ${PREVIEW_END}`]);
+  assert.deepEqual(t.events, ['size 5x10', 'ready']);
+});
+
+test('a second snapshot with a preview that comes while the first waits for its frame keeps stream order', async () => {
+  const t = await setup();
+  t.send('terminal/reset', { rows: 5, cols: 10, preview: 'A' });
+  t.send('terminal/output', { data: 'a' });
+  t.send('channel/ready', {});
+  t.send('terminal/reset', { rows: 5, cols: 10, preview: 'B' });
+  t.send('terminal/output', { data: 'b' });
+  t.send('channel/ready', {});
+  t.send('terminal/reset', { rows: 5, cols: 10 });
+  t.send('terminal/output', { data: 'c' });
+  t.send('channel/ready', {});
+  t.term.flush();
+  t.term.render();
+  t.term.flush();
+  t.term.render();
+  t.term.flush();
+  assert.deepEqual(t.term.ops.filter((o) => o !== 'render'), [
+    'reset', 'resize 5x10', `write ${PREVIEW_BEFORE}A`, `write ${PREVIEW_AFTER}`, 'write a', `write ${PREVIEW_END}`,
+    'reset', `write ${PREVIEW_BEFORE}B`, `write ${PREVIEW_AFTER}`, 'write b', `write ${PREVIEW_END}`,
+    'reset', 'write c',
+  ]);
+  assert.deepEqual(t.events, ['size 5x10', 'ready', 'size 5x10', 'ready', 'size 5x10', 'ready']);
 });
