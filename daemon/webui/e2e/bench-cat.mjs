@@ -193,11 +193,22 @@ async function taskDuration(cdp) {
 
 // armWatch runs in the page: it starts the clock when xterm hands the page
 // the Enter key, and stops it at the first render after a parse that left
-// marker in the viewport. window.__bench holds the result.
+// marker in the viewport (visibleAt: with a snapshot's preview, on the
+// alternate screen where the preview is drawn), and at the first render
+// after a parse that left it in the normal screen's viewport (completeAt:
+// the snapshot applied, its scrollback complete; the same as visibleAt
+// without a preview). window.__bench holds the result.
 function armWatch(marker) {
   const term = window.ahpTest.term;
-  const b = { t0: null, parsedAt: null, visibleAt: null, disposables: [] };
+  const b = { t0: null, parsedAt: null, visibleAt: null, normalAt: null, completeAt: null, resetAt: null, between: 0, disposables: [] };
   window.__bench = b;
+  // resetAt: when the last snapshot began to apply (its term.reset()).
+  const reset = term.reset;
+  term.reset = function () {
+    if (b.t0 !== null) b.resetAt = performance.now();
+    return reset.apply(this, arguments);
+  };
+  b.disposables.push({ dispose: () => { term.reset = reset; } });
   const inViewport = () => {
     const buf = term.buffer.active;
     for (let y = term.rows - 1; y >= 0; y--) {
@@ -209,12 +220,16 @@ function armWatch(marker) {
     if (b.t0 === null && d.includes('\r')) b.t0 = performance.now();
   }));
   b.disposables.push(term.onWriteParsed(() => {
-    if (b.t0 === null || b.parsedAt !== null) return;
-    if (inViewport()) b.parsedAt = performance.now();
+    if (b.t0 === null || b.normalAt !== null || !inViewport()) return;
+    const now = performance.now();
+    b.parsedAt ??= now;
+    if (term.buffer.active.type === 'normal') b.normalAt = now;
   }));
   b.disposables.push(term.onRender(() => {
-    if (b.parsedAt === null || b.visibleAt !== null) return;
-    b.visibleAt = performance.now();
+    if (b.parsedAt !== null && b.visibleAt === null) b.visibleAt = performance.now();
+    else if (b.visibleAt !== null && b.normalAt === null) b.between++; // frames drawn while the preview should hold
+    if (b.normalAt === null || b.completeAt !== null) return;
+    b.completeAt = performance.now();
     for (const d of b.disposables) d.dispose();
   }));
 }
@@ -325,7 +340,7 @@ async function pageRun(ctx, windowBytes, file, marker) {
       await cdp.send('Profiler.start');
     }
     await page.keyboard.press('Enter');
-    await page.waitForFunction(() => window.__bench.visibleAt !== null, null, { timeout: RUN_MS, polling: 100 });
+    await page.waitForFunction(() => window.__bench.completeAt !== null, null, { timeout: RUN_MS, polling: 100 });
     if (ctx.profile) {
       const { profile } = await cdp.send('Profiler.stop');
       await writeFile(`${ctx.profile}.cpuprofile`, JSON.stringify(profile));
@@ -337,14 +352,24 @@ async function pageRun(ctx, windowBytes, file, marker) {
       chrome: await chromeCPU(browserCdp),
       daemon: await procCPU(daemonPid),
     };
-    const b = await page.evaluate(() => ({ t0: window.__bench.t0, parsedAt: window.__bench.parsedAt, visibleAt: window.__bench.visibleAt }));
+    const b = await page.evaluate(() => {
+      const { t0, parsedAt, visibleAt, completeAt, resetAt, between } = window.__bench;
+      return { t0, parsedAt, visibleAt, completeAt, resetAt, between };
+    });
     if (errors.length) throw new Error(`page errors: ${errors.join('; ')}`);
     const s0 = before.state;
     const s1 = after.state;
     return {
       seconds: (b.visibleAt - b.t0) / 1000,
       parsedSeconds: (b.parsedAt - b.t0) / 1000,
+      completeSeconds: (b.completeAt - b.t0) / 1000,
+      // from the last snapshot's reset to the last line on the screen
+      // (NaN when there was no snapshot during the run)
+      afterSnapshot: b.resetAt === null ? NaN : (b.visibleAt - b.resetAt) / 1000,
+      completeAfterSnapshot: b.resetAt === null ? NaN : (b.completeAt - b.resetAt) / 1000,
       snapshots: s1.terminal.stream.resets - s0.terminal.stream.resets,
+      previews: (s1.terminal.stream.previews ?? 0) - (s0.terminal.stream.previews ?? 0),
+      framesBetween: b.between,
       outputMB: (s1.terminal.stream.outputChars - s0.terminal.stream.outputChars) / 1e6,
       messages: s1.terminal.stream.output - s0.terminal.stream.output,
       // A new subscription (the connection was lost and the page attached
@@ -416,7 +441,7 @@ async function main() {
         ctx.profile = opt.profile ? `${opt.profile}-r${r + 1}-w${w}` : '';
         const p = await within(RUN_MS + 4 * STEP_MS, 'a page run', pageRun(ctx, w, file, marker));
         const row = { round: r + 1, window: w, raw, ...p, ratio: p.seconds / raw, at: new Date().toISOString(), load1: loadavg()[0] };
-        log(`  page ${p.seconds.toFixed(2)} s (${row.ratio.toFixed(2)}×), ${p.snapshots} snapshot(s), ${p.outputMB.toFixed(1)} MB parsed, ` +
+        log(`  page ${p.seconds.toFixed(2)} s (${row.ratio.toFixed(2)}×), ${p.snapshots} snapshot(s), ${p.previews} with a preview (last line ${p.afterSnapshot.toFixed(2)} s after the last one's reset, applied ${p.completeAfterSnapshot.toFixed(2)} s after it, ${p.framesBetween} frame(s) drawn between), ${p.outputMB.toFixed(1)} MB parsed, ` +
           `page CPU ${p.pageCPU.toFixed(2)} s, ahpd ${p.daemonCPU.toFixed(2)} s, ${p.renderer}, ${p.size}${p.resubscribed ? ', RESUBSCRIBED (connection lost during the run)' : ''}`);
         rows.push(row);
         if (opt.json) await writeFile(opt.json, JSON.stringify(row) + '\n', { flag: 'a' });
@@ -436,19 +461,19 @@ async function main() {
 }
 
 function printTable(rows) {
-  console.log('\n| round | window | raw read s | page s (last line on screen) | page / raw | snapshots | MB parsed | credits | page CPU s | main thread s | rest of Chromium CPU s | ahpd CPU s |');
-  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('\n| round | window | raw read s | page s (last line on screen) | page / raw | snapshot applied s | snapshots (with a preview) | MB parsed | credits | page CPU s | main thread s | rest of Chromium CPU s | ahpd CPU s |');
+  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
-    console.log(`| ${r.round} | ${human(r.window)} | ${r.raw.toFixed(2)} | ${r.seconds.toFixed(2)} | ${r.ratio.toFixed(2)} | ${r.snapshots} | ` +
+    console.log(`| ${r.round} | ${human(r.window)} | ${r.raw.toFixed(2)} | ${r.seconds.toFixed(2)} | ${r.ratio.toFixed(2)} | ${r.completeSeconds.toFixed(2)} | ${r.snapshots} (${r.previews}) | ` +
       `${r.outputMB.toFixed(1)} | ${r.resubscribed ? 'resubscribed' : r.credits} | ${r.pageCPU.toFixed(2)} | ${r.mainThread.toFixed(2)} | ${r.otherChromeCPU.toFixed(2)} | ${r.daemonCPU.toFixed(2)} |`);
   }
   console.log('\nmedians per window:\n');
-  console.log('| window | page / raw | snapshots | page CPU s | ahpd CPU s |');
-  console.log('|---:|---:|---:|---:|---:|');
+  console.log('| window | page / raw | snapshot applied / raw | snapshots | page CPU s | ahpd CPU s |');
+  console.log('|---:|---:|---:|---:|---:|---:|');
   const med = (a) => { const s = [...a].sort((x, y) => x - y); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
   for (const w of WINDOWS) {
     const rs = rows.filter((r) => r.window === w);
-    console.log(`| ${human(w)} | ${med(rs.map((r) => r.ratio)).toFixed(2)} | ${med(rs.map((r) => r.snapshots))} | ` +
+    console.log(`| ${human(w)} | ${med(rs.map((r) => r.ratio)).toFixed(2)} | ${med(rs.map((r) => r.completeSeconds / r.raw)).toFixed(2)} | ${med(rs.map((r) => r.snapshots))} | ` +
       `${med(rs.map((r) => r.pageCPU)).toFixed(2)} | ${med(rs.map((r) => r.daemonCPU)).toFixed(2)} |`);
   }
 }
