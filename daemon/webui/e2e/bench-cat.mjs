@@ -20,10 +20,16 @@
 //          (term.onData) and stops at the first xterm render (term.onRender)
 //          after a write whose parse left the marker line (the file's last
 //          line, unique to the run) in the viewport: "the last line is on
-//          the screen". Measured in the page with performance.now().
+//          the screen". Measured in the page with performance.now(). A
+//          snapshot's preview counts (it shows the screen the snapshot
+//          ends on, on the alternate screen, and holds that frame until
+//          the snapshot is applied); "snapshot applied" is the first
+//          render after a parse that left the marker in the normal
+//          screen's viewport.
 //
-// Columns: raw s, page s, page / raw, snapshots (terminal/reset messages
-// the page got during the cat; the daemon sends one when the page falls
+// Columns: raw s, page s, page / raw, snapshot applied s, snapshots
+// (terminal/reset messages the page got during the cat, and how many came
+// with a preview; the daemon sends one when the page falls
 // more than its window plus the terminal's backlog, 1 MiB, behind), output
 // MB the page parsed (UTF-16 code units / 1e6: a page that got snapshots
 // skipped part of the stream), credits sent, page CPU s (the renderer
