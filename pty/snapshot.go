@@ -60,19 +60,7 @@ func (e *emulator) snapshot() string {
 		alt := &e.scr[1]
 		w.resetPen()
 		w.str("\x1b[?1047h\x1b[H")
-		lastAlt := e.rows - 1
-		for lastAlt > 0 && isBlankLine(alt.line(lastAlt)) {
-			lastAlt--
-		}
-		for y := 0; y <= lastAlt; y++ {
-			if y > 0 {
-				w.resetPen()
-				if !(alt.wrapped[y] && prevFull && startsPrintable(alt.line(y)[0])) {
-					w.str("\r\n")
-				}
-			}
-			prevFull = w.line(alt.line(y))
-		}
+		w.screenRows(alt)
 		w.savedCursor(&alt.saved)
 		w.region(alt)
 	}
@@ -176,20 +164,30 @@ func (e *emulator) preview() string {
 	w := snapWriter{e: e}
 	s := e.cur()
 	w.b = make([]byte, 0, e.rows*(e.cols+4)+16)
-	last := e.rows - 1
-	for last > 0 && isBlankLine(s.line(last)) {
-		last--
-	}
-	for y := 0; y <= last; y++ {
-		if y > 0 {
-			w.resetPen()
-			w.str("\r\n")
-		}
-		w.line(s.line(y))
-	}
+	w.screenRows(s)
 	w.resetPen()
 	w.cup(e.y, e.x)
 	return string(w.b)
+}
+
+// screenRows writes s's rows from the cursor's row (the top, at column 0)
+// down to the last that is not blank, a wrapped row joined to the one
+// before it as the output did.
+func (w *snapWriter) screenRows(s *screen) {
+	last := w.e.rows - 1
+	for last > 0 && isBlankLine(s.line(last)) {
+		last--
+	}
+	prevFull := false
+	for y := 0; y <= last; y++ {
+		if y > 0 {
+			w.resetPen()
+			if !(s.wrapped[y] && prevFull && startsPrintable(s.line(y)[0])) {
+				w.str("\r\n")
+			}
+		}
+		prevFull = w.line(s.line(y))
+	}
 }
 
 func (e *emulator) tabsCustom() bool {
