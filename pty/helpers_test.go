@@ -182,7 +182,6 @@ func liveText(ms []msg) string {
 	return b.String()
 }
 
-// replay applies messages to an emulator the way a viewer would.
 // replay applies ms to e as the web page does, a snapshot's preview
 // included (terminal-stream.js).
 func replay(e *pty.Emulator, ms []msg) {

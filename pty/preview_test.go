@@ -14,7 +14,7 @@ import (
 // then back to the normal screen, at home, before the snapshot itself.
 const (
 	previewBefore = "\x1b[?1047h\x1b[H"
-	previewAfter  = "\x1b[?2026h\x1b[?1047l\x1b[H"
+	previewAfter  = "\x1b[?2026h\x1b[?1047l\x1b[H\x1b[?25h"
 )
 
 // previewScripts are the fidelity scripts and a few that end on a full
@@ -57,6 +57,9 @@ func TestPreview(t *testing.T) {
 			if ax != bx || ay != by {
 				t.Errorf("%s %dx%d: preview cursor at %d,%d, want %d,%d", name, sz[0], sz[1], bx, by, ax, ay)
 			}
+			if a.e.cursorHidden != b.e.cursorHidden {
+				t.Errorf("%s %dx%d: preview cursor hidden %v, want %v", name, sz[0], sz[1], b.e.cursorHidden, a.e.cursorHidden)
+			}
 			b.Write(previewAfter + a.Snapshot() + "\x1b[?2026l")
 			if d := Diff(a, b); len(d) > 0 {
 				t.Errorf("%s %dx%d: preview then snapshot differs from the state:\n%s", name, sz[0], sz[1], strings.Join(d, "\n"))
@@ -87,7 +90,10 @@ func TestResetMsgPreview(t *testing.T) {
 	if want := flow.UTF16Len(text); size != want {
 		t.Fatalf("size %d, want the text's UTF-16 size %d", size, want)
 	}
-	// One UTF-16 byte short: no preview.
+	// Exactly at the limit: the preview goes; one UTF-16 byte short: not.
+	if exact, _ := resetMsg(24, 80, preview, size); exact != text {
+		t.Fatalf("reset at exactly its size = %q, want it with the preview", exact)
+	}
 	text2, size2 := resetMsg(24, 80, preview, size-1)
 	if want := `{"jsonrpc":"2.0","method":"terminal/reset","params":{"rows":24,"cols":80}}`; text2 != want || size2 != 2*int64(len(want)) {
 		t.Fatalf("reset over the limit = %q (size %d), want %q", text2, size2, want)

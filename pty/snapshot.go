@@ -154,7 +154,8 @@ const previewMin = 64 << 10
 
 // preview draws the screen a snapshot ends on (the alternate screen when it
 // is active) from the top-left corner of a blank screen, then places the
-// cursor, and leaves the pen and charsets at their defaults. A viewer can
+// cursor and hides it if it is hidden, and leaves the pen and charsets at
+// their defaults. A viewer can
 // show it while it applies a long snapshot: PROTOCOL.md §8's terminal/reset
 // carries it as preview (docs/protocol-decisions.md, "A preview of the
 // screen before a long snapshot"). It is display only: a viewer draws it
@@ -167,6 +168,9 @@ func (e *emulator) preview() string {
 	w.screenRows(s)
 	w.resetPen()
 	w.cup(e.y, e.x)
+	if e.cursorHidden {
+		w.str("\x1b[?25l") // the viewer shows it again before the snapshot
+	}
 	return string(w.b)
 }
 

@@ -64,7 +64,7 @@ type Viewer struct {
 
 type snapState struct {
 	text       string
-	preview    string // for terminal/reset, or
+	preview    string // for terminal/reset ("": none)
 	off        int
 	rows, cols int
 	stage      int // 0 reset, 1 output, 2 ready
@@ -426,7 +426,7 @@ func resizeMsg(rows, cols int) string {
 // resetMsg returns a snapshot's terminal/reset and its UTF-16 size, with
 // the preview when there is one and the message then stays within max.
 func resetMsg(rows, cols int, preview string, max int64) (string, int64) {
-	b := make([]byte, 0, 96+len(preview)+len(preview)/8)
+	b := make([]byte, 0, 96+2*len(preview)) // ESC escapes to 6 bytes
 	b = append(b, `{"jsonrpc":"2.0","method":"terminal/reset","params":{"rows":`...)
 	b = strconv.AppendInt(b, int64(rows), 10)
 	b = append(b, `,"cols":`...)

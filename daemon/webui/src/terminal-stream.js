@@ -24,32 +24,50 @@
 
 /** PREVIEW_BEFORE goes before a preview: the alternate screen, at home. */
 export const PREVIEW_BEFORE = '\x1b[?1047h\x1b[H';
-/** PREVIEW_AFTER goes after it: rendering held, the normal screen, at home. */
-export const PREVIEW_AFTER = '\x1b[?2026h\x1b[?1047l\x1b[H';
+/**
+ * PREVIEW_AFTER goes after it: rendering held, the normal screen, at home,
+ * the cursor shown (a preview of a screen whose cursor is hidden hides it,
+ * and the snapshot starts from a reset terminal's state).
+ */
+export const PREVIEW_AFTER = '\x1b[?2026h\x1b[?1047l\x1b[H\x1b[?25h';
 /** PREVIEW_END goes before channel/ready: rendering resumes. */
 export const PREVIEW_END = '\x1b[?2026l';
-/** PREVIEW_WAIT_MS bounds the wait for the preview's frame (a hidden page draws none). */
+/** PREVIEW_WAIT_MS bounds the wait for the preview's frame. */
 export const PREVIEW_WAIT_MS = 100;
 
 // afterRender calls fn once term has rendered a frame, or after
-// PREVIEW_WAIT_MS, whichever is first.
+// PREVIEW_WAIT_MS, whichever is first; at once in a hidden page, which
+// draws no frames. It returns a function that cancels the wait.
 function afterRender(term, fn) {
-  let sub;
+  if (globalThis.document?.hidden) {
+    fn();
+    return () => {};
+  }
+  let listener;
   let timer = setTimeout(() => done(), PREVIEW_WAIT_MS);
-  const done = () => {
-    if (timer === undefined) return;
+  const cancel = () => {
+    if (timer === undefined) return false;
     clearTimeout(timer);
     timer = undefined;
-    sub?.dispose();
-    fn();
+    listener?.dispose();
+    return true;
   };
-  sub = term.onRender?.(done);
+  const done = () => {
+    if (cancel()) fn();
+  };
+  listener = term.onRender?.(done);
+  return cancel;
 }
 
 /**
- * terminalConsumer returns {onMessage, counts} for Session.subscribe/Client.attach
- * (terminal/output, terminal/reset snapshots, terminal/resize, channel/ready,
- * terminal/exit; anything else is released unread).
+ * terminalConsumer returns {onMessage, end, holding, counts} for
+ * Session.subscribe/Client.attach (terminal/output, terminal/reset
+ * snapshots, terminal/resize, channel/ready, terminal/exit; anything else
+ * is released unread). end(sub) is for the view's onEnd: what the ended
+ * subscription left waiting behind a preview is released unapplied.
+ * holding() is true from a preview until its snapshot is applied (the page
+ * ignores the mouse wheel then: on the preview's alternate screen xterm
+ * would turn it into arrow keys for the program).
  * hooks (all optional): onSize(rows, cols), onReady(), onExit({code, signal}).
  */
 export function terminalConsumer(term, hooks = {}) {
@@ -65,11 +83,28 @@ export function terminalConsumer(term, hooks = {}) {
   // benchmarks (a terminal/reset is a snapshot: one per attach, and one
   // each time the host found this page too far behind).
   const counts = { output: 0, outputChars: 0, resets: 0, previews: 0 };
-  let held = null; // messages that came while a preview waits for its frame
-  let previewing = false; // rendering is held until this snapshot's channel/ready
-  const onMessage = (msg, release) => {
-    if (held) {
-      held.push([msg, release]);
+  // wait: while a preview waits for its frame, {sub, held, cancel}: held
+  // are the messages that came meanwhile, [msg, release, sub], in order.
+  let wait = null;
+  // previewing: while a snapshot is applied with rendering held, {sub}:
+  // the subscription whose channel/ready resumes it; else null.
+  let previewing = null;
+  // replay hands held messages to onMessage in order (a reset with a
+  // preview among them waits again); one that throws is released, so
+  // credit never stalls on it.
+  const replay = (held) => {
+    for (const [m, r, s] of held) {
+      try {
+        onMessage(m, r, s);
+      } catch (err) {
+        r();
+        console.error('ahpd terminal stream:', err);
+      }
+    }
+  };
+  const onMessage = (msg, release, sub) => {
+    if (wait) {
+      wait.held.push([msg, release, sub]);
       return;
     }
     const p = msg.params;
@@ -89,16 +124,19 @@ export function terminalConsumer(term, hooks = {}) {
           resize(p);
           release();
         });
-        previewing = false;
+        previewing = null;
         if (typeof p.preview !== 'string' || p.preview === '') return;
         counts.previews++;
-        const waiting = (held = []);
-        term.write(PREVIEW_BEFORE + p.preview, () => afterRender(term, () => {
-          held = null;
-          previewing = true;
-          term.write(PREVIEW_AFTER);
-          for (const [m, r] of waiting) onMessage(m, r);
-        }));
+        const w = (wait = { sub, held: [], cancel: null });
+        term.write(PREVIEW_BEFORE + p.preview, () => {
+          if (wait !== w) return; // the subscription ended meanwhile
+          w.cancel = afterRender(term, () => {
+            wait = null;
+            previewing = { sub };
+            term.write(PREVIEW_AFTER);
+            replay(w.held);
+          });
+        });
         return;
       }
       case 'terminal/resize':
@@ -108,8 +146,8 @@ export function terminalConsumer(term, hooks = {}) {
         });
         return;
       case 'channel/ready':
-        if (previewing) {
-          previewing = false;
+        if (previewing?.sub === sub) {
+          previewing = null;
           term.write(PREVIEW_END);
         }
         inStreamOrder(() => {
@@ -127,5 +165,25 @@ export function terminalConsumer(term, hooks = {}) {
         release(); // unknown data: consumed by ignoring it
     }
   };
-  return { counts, onMessage };
+  const end = (sub) => {
+    if (wait && wait.sub === sub) {
+      const w = wait;
+      wait = null;
+      w.cancel?.();
+      // The ended subscription's messages are released unapplied (its
+      // successor starts with a snapshot); any other's are applied.
+      const others = [];
+      for (const h of w.held) {
+        if (h[2] === sub) h[1]();
+        else others.push(h);
+      }
+      replay(others);
+    }
+    if (previewing?.sub === sub) {
+      previewing = null;
+      term.write(PREVIEW_END);
+    }
+  };
+  const holding = () => wait !== null || previewing !== null;
+  return { counts, onMessage, end, holding };
 }

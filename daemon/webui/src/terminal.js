@@ -234,6 +234,10 @@ export function createView(container, hooks = {}, options = {}) {
       hooks.onExit?.(e);
     },
   });
+  // While a snapshot's preview is up, xterm shows the alternate screen,
+  // where it turns the wheel into arrow keys for the program: ignore it
+  // (until the snapshot is applied, a frame or a second away).
+  term.attachCustomWheelEventHandler(() => !stream.holding());
 
   return {
     kind,
@@ -254,6 +258,7 @@ export function createView(container, hooks = {}, options = {}) {
     },
     onMessage: stream.onMessage,
     onEnd(_info, s) {
+      stream.end(s);
       gate.ended(s);
       policy.ended();
     },

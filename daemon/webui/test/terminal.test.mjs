@@ -175,3 +175,81 @@ test('a second snapshot with a preview that comes while the first waits for its 
   ]);
   assert.deepEqual(t.events, ['size 5x10', 'ready', 'size 5x10', 'ready', 'size 5x10', 'ready']);
 });
+
+test('the preview sequences are the bytes docs/protocol-decisions.md and pty/preview_test.go name', () => {
+  assert.equal(PREVIEW_BEFORE, '\x1b[?1047h\x1b[H');
+  assert.equal(PREVIEW_AFTER, '\x1b[?2026h\x1b[?1047l\x1b[H\x1b[?25h');
+  assert.equal(PREVIEW_END, '\x1b[?2026l');
+});
+
+// direct drives a consumer without a session: messages of subscription
+// sub, each with a release that records it.
+function direct() {
+  const term = new FakeTerm();
+  const events = [];
+  const c = terminalConsumer(term, { onReady: () => events.push('ready'), onExit: () => events.push('exit') });
+  const released = [];
+  const send = (sub, method, params, name = method) => c.onMessage({ method, params }, () => released.push(name), sub);
+  return { term, c, events, released, send };
+}
+
+test('a subscription that ends while its preview waits: what it left is released unapplied, the wait ends, the next snapshot applies', () => {
+  const t = direct();
+  const a = {}, b = {};
+  t.send(a, 'terminal/reset', { rows: 5, cols: 10, preview: 'A' });
+  t.send(a, 'terminal/output', { data: 'old' }, 'old');
+  t.send(a, 'channel/ready', {});
+  t.term.flush();
+  assert.equal(t.c.holding(), true);
+  t.c.end(a);
+  assert.equal(t.c.holding(), false);
+  assert.deepEqual(t.released, ['terminal/reset', 'old', 'channel/ready']);
+  t.term.render(); // the cancelled wait writes nothing
+  t.send(b, 'terminal/reset', { rows: 5, cols: 10 });
+  t.send(b, 'terminal/output', { data: 'new' }, 'new');
+  t.send(b, 'channel/ready', {});
+  t.term.flush();
+  assert.deepEqual(t.term.ops.filter((o) => o !== 'render'),
+    ['reset', 'resize 5x10', `write ${PREVIEW_BEFORE}A`, 'reset', 'write new']);
+  assert.deepEqual(t.events, ['ready'], 'only the live subscription\'s channel/ready reaches the view');
+});
+
+test('a subscription that ends while its snapshot is applied behind a preview resumes rendering', () => {
+  const t = direct();
+  const a = {};
+  t.send(a, 'terminal/reset', { rows: 5, cols: 10, preview: 'A' });
+  t.term.flush();
+  t.term.render();
+  t.send(a, 'terminal/output', { data: 'part' }, 'part');
+  assert.equal(t.c.holding(), true);
+  t.c.end({}); // another subscription's end changes nothing
+  assert.equal(t.c.holding(), true);
+  t.c.end(a);
+  t.term.flush();
+  assert.equal(t.c.holding(), false);
+  assert.deepEqual(t.term.ops.slice(-3), [`write ${PREVIEW_AFTER}`, 'write part', `write ${PREVIEW_END}`]);
+});
+
+test('a held message that throws is released and the rest still apply', () => {
+  const t = direct();
+  const a = {};
+  t.send(a, 'terminal/reset', { rows: 5, cols: 10, preview: 'A' });
+  t.c.onMessage({ method: 'terminal/output' }, () => t.released.push('bad'), a); // no params: throws when applied
+  t.send(a, 'terminal/output', { data: 'ok' }, 'ok');
+  t.send(a, 'channel/ready', {});
+  const logged = [];
+  const error = console.error;
+  console.error = (...args) => logged.push(args.join(' '));
+  try {
+    t.term.flush();
+    t.term.render();
+    t.term.flush();
+  } finally {
+    console.error = error;
+  }
+  assert.ok(t.released.includes('bad'), 'the message that threw was released');
+  assert.ok(t.released.includes('ok') && t.released.includes('channel/ready'));
+  assert.equal(logged.length, 1);
+  assert.deepEqual(t.events, ['ready']);
+  assert.equal(t.c.holding(), false);
+});
