@@ -55,7 +55,7 @@ proxy): --url http://HOST:PORT (or $AHP_URL) names the daemon, and the token
 comes from --token-file FILE or $AHP_TOKEN, never from the command line
 (where other users could read it); mint one with 'ahpctl tokens create'.
 
---window SIZE is the receive window attach asks for (default 32MiB, or the
+--window SIZE is the receive window attach asks for (default 8MiB, or the
 daemon's default if that is larger; the daemon's
 clientReceiveMaximums.windowBytes caps it): how far this terminal may fall
 behind the program's output before the daemon skips ahead with a fresh
@@ -141,7 +141,7 @@ func setupAttach(fs *flag.FlagSet) action {
 	readOnly := fs.Bool("read-only", false, "view only: no keys are sent and the channel is not resized")
 	keys := fs.String("detach-keys", "ctrl-]", "the prefix `key` of the detach sequence (then d), e.g. ctrl-a")
 	quiet := fs.Bool("quiet", false, "do not print the \"attached to\" line with the detach keys")
-	windowFlag := fs.String("window", "", "the receive window `size` to ask for (default 32MiB, or the daemon's default if larger)")
+	windowFlag := fs.String("window", "", "the receive window `size` to ask for (default 8MiB, or the daemon's default if larger)")
 	remote := remoteFlags(fs)
 	return func(ctx context.Context, a *app, args []string) error {
 		key, keyName, err := parseDetachKey(*keys)
@@ -417,18 +417,21 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 }
 
 // attachWindow is the receive window attach asks for by default (UTF-16
-// bytes, as all windows: about 16 MiB of text). A terminal viewer may
-// fall its window plus the daemon's backlog (1 MiB) behind the program's
-// output before the daemon drops what it queued and sends a fresh screen
-// instead. A program that floods (cat of a big file) is read by the
-// daemon faster than a terminal draws it: through attach into a tmux pane
-// the host's default 1 MiB window meant 6–9 such skips per 64 MiB of
-// `cat`, 16 MiB 1–2, 32 MiB 0–1, with the last line on screen within
-// 1.5× the time of the same cat in a tmux pane (docs/benchmarks-attach.md,
-// make bench-attach). The cost is memory while a flood outruns the
-// terminal: ahpctl holds up to this much received output not yet
-// written, and the daemon keeps its output log that far back.
-const attachWindow = 32 << 20
+// bytes, as all windows: about 4 MiB of text). A terminal viewer may fall
+// its window plus the daemon's backlog (1 MiB) behind the program's output
+// before the daemon drops what it queued and, once the flood is over (or
+// after a second behind), sends a fresh screen instead. A program that
+// floods (cat of a big file) is read by the daemon faster than a terminal
+// draws it: through attach into a tmux pane a 64 MiB `cat` took 1 such
+// skip with 8 MiB and showed its last line at 0.92× the time of the same
+// cat in a tmux pane, where 32 MiB drew everything and took 1.67×
+// (docs/benchmarks-attach.md, "The window: 8 MiB", make bench-attach).
+// A flood this terminal lags by less than the window is drawn in full.
+// The cost of a larger one is memory while a flood outruns the terminal
+// (ahpctl holds up to this much received output not yet written, and the
+// daemon keeps its output log that far back) and, after Ctrl-C in a
+// flood, up to this much output still drawn before the prompt.
+const attachWindow = 8 << 20
 
 // receiveLimits returns the receive limits attach subscribes with: the
 // host's defaults with a window of want (0: attachWindow, and never

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestE2EAttachWindow: attach subscribes with a 32 MiB receive window
+// TestE2EAttachWindow: attach subscribes with an 8 MiB receive window
 // (not the host's default 1 MiB), --window sets another, and a bad
 // --window is a usage error — as the daemon sees the subscription.
 func TestE2EAttachWindow(t *testing.T) {
@@ -50,8 +50,8 @@ func TestE2EAttachWindow(t *testing.T) {
 		}
 		return got
 	}
-	if w := window("w"); w != 32<<20 {
-		t.Errorf("attach: window %d, want 32 MiB", w)
+	if w := window("w"); w != 8<<20 {
+		t.Errorf("attach: window %d, want 8 MiB", w)
 	}
 	if w := window("--window", "2MiB", "w"); w != 2<<20 {
 		t.Errorf("attach --window 2MiB: window %d, want 2 MiB", w)

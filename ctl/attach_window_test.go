@@ -6,7 +6,7 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 )
 
-// TestAttachReceiveLimits: attach asks for attachWindow (32 MiB), never
+// TestAttachReceiveLimits: attach asks for attachWindow (8 MiB), never
 // below the host's default unless --window says so, and the host's
 // defaults (nil) when it stated none; the clamps to the host's maximum and
 // to a frame are client.WithWindow's (client.TestWithWindow).
@@ -19,7 +19,7 @@ func TestAttachReceiveLimits(t *testing.T) {
 		want, window int64
 		nilLimits    bool
 	}{
-		{"default", def, maxi, 0, 32 << 20, false},
+		{"default", def, maxi, 0, 8 << 20, false},
 		{"host maximum below", def, flow.ReceiveLimits{WindowBytes: 4 << 20}, 0, 4 << 20, false},
 		{"host default above", flow.ReceiveLimits{WindowBytes: 48 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 1 << 20}, maxi, 0, 48 << 20, false},
 		{"--window below the default", def, maxi, 256 << 10, 256 << 10, false},
