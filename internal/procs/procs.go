@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/internal/afterfunc"
+	"github.com/ahp-dev/ahpd/internal/procs/initial"
 )
 
 // procScaler runs the daemon on one P, and on two while a telemetry
@@ -105,7 +106,7 @@ func (s *procScaler) stop() {
 // busy is the hook for fast producers (nil when GOMAXPROCS fixes the Ps);
 // stop ends the scaling.
 func Start(log *slog.Logger) (busy func(), stop func()) {
-	n, scale := procPlan(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), systemCgroupCPUs)
+	n, scale := procPlan(os.Getenv("GOMAXPROCS"), initial.Default, systemCgroupCPUs)
 	switch {
 	case !scale:
 		log.Debug("Go scheduler: GOMAXPROCS from the environment", "gomaxprocs", n)

@@ -5,11 +5,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ahp-dev/ahpd/internal/procs/initial"
 )
 
 // recorder is a fake runtime.GOMAXPROCS that records what was set.
@@ -182,4 +185,23 @@ func TestCgroupCPUs(t *testing.T) {
 			t.Errorf("no cgroup files: %v, true; want no limit", cpus)
 		}
 	})
+}
+
+// TestInitialOneP: without GOMAXPROCS in the environment the process runs
+// on one P from package initialization on (internal/procs/initial), and
+// Start still plans from the runtime's own count, taken before that.
+func TestInitialOneP(t *testing.T) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS is set: the runtime uses it throughout")
+	}
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("GOMAXPROCS %d after init, want 1", n)
+	}
+	if initial.Default < 1 || initial.Default > runtime.NumCPU() {
+		t.Errorf("initial.Default %d, want the runtime's count (1..%d)", initial.Default, runtime.NumCPU())
+	}
+	busy, scale := procPlan("", initial.Default, func() (float64, bool) { return 0, false })
+	if !scale || busy != min(2, initial.Default) {
+		t.Errorf("plan from initial.Default %d: busy %d, scale %v; want %d, true", initial.Default, busy, scale, min(2, initial.Default))
+	}
 }
