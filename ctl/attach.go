@@ -59,9 +59,10 @@ comes from --token-file FILE or $AHP_TOKEN, never from the command line
 daemon's default if that is larger; the daemon's
 clientReceiveMaximums.windowBytes caps it): how far this terminal may fall
 behind the program's output before the daemon skips ahead with a fresh
-screen. A flood faster than
-this terminal draws is shown in full up to that lag; a smaller window
-skips more of it, sooner.`
+screen, when the flood is over or once a second while it lasts. A flood
+faster than this terminal draws is shown in full up to that lag; a larger
+window (--window 32MiB) shows more of it, and after a Ctrl-C more output
+already sent is still drawn.`
 
 // detachKey is the default prefix key, Ctrl-]; the key after it decides
 // (d detaches).
