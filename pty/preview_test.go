@@ -73,7 +73,8 @@ func TestPreview(t *testing.T) {
 // and it goes without the preview when it does not fit.
 func TestResetMsgPreview(t *testing.T) {
 	preview := "\x1b[31m漢字 \"quoted\" \\ 😀\x1b[m\r\nline two\x1b[2;3H"
-	text, size := resetMsg(24, 80, preview, 1<<20)
+	esc, esc16 := escapePreview(preview)
+	text, size := resetMsg(24, 80, esc, esc16, 1<<20)
 	var m struct {
 		Method string
 		Params struct {
@@ -91,14 +92,14 @@ func TestResetMsgPreview(t *testing.T) {
 		t.Fatalf("size %d, want the text's UTF-16 size %d", size, want)
 	}
 	// Exactly at the limit: the preview goes; one UTF-16 byte short: not.
-	if exact, _ := resetMsg(24, 80, preview, size); exact != text {
+	if exact, _ := resetMsg(24, 80, esc, esc16, size); exact != text {
 		t.Fatalf("reset at exactly its size = %q, want it with the preview", exact)
 	}
-	text2, size2 := resetMsg(24, 80, preview, size-1)
+	text2, size2 := resetMsg(24, 80, esc, esc16, size-1)
 	if want := `{"jsonrpc":"2.0","method":"terminal/reset","params":{"rows":24,"cols":80}}`; text2 != want || size2 != 2*int64(len(want)) {
 		t.Fatalf("reset over the limit = %q (size %d), want %q", text2, size2, want)
 	}
-	text3, _ := resetMsg(24, 80, "", 1<<20)
+	text3, _ := resetMsg(24, 80, "", 0, 1<<20)
 	if text3 != text2 {
 		t.Fatalf("reset without preview = %q, want %q", text3, text2)
 	}

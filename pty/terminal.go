@@ -174,7 +174,8 @@ type Terminal struct {
 	emuApplied uint64 // seq of the next item to apply
 	emuPos     int64
 	snapText   string
-	snapPrev   string // the snapshot's preview, or "" (previewMin)
+	snapPrev   string // the snapshot's preview, escaped (escapePreview), or "" (previewMin)
+	snapPrev16 int64  // its UTF-16 size
 	snapRows   int
 	snapCols   int
 	snapValid  bool

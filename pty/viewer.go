@@ -64,7 +64,8 @@ type Viewer struct {
 
 type snapState struct {
 	text       string
-	preview    string // for terminal/reset ("": none)
+	preview    string // for terminal/reset, escaped ("": none)
+	preview16  int64  // its UTF-16 size
 	off        int
 	rows, cols int
 	stage      int // 0 reset, 1 output, 2 ready
@@ -424,26 +425,29 @@ func resizeMsg(rows, cols int) string {
 }
 
 // resetMsg returns a snapshot's terminal/reset and its UTF-16 size, with
-// the preview when there is one and the message then stays within max.
-func resetMsg(rows, cols int, preview string, max int64) (string, int64) {
-	b := make([]byte, 0, 96+2*len(preview)) // ESC escapes to 6 bytes
+// the preview (its JSON string body, escaped once per snapshot by
+// escapePreview, and that body's UTF-16 size) when there is one and the
+// message then stays within max.
+func resetMsg(rows, cols int, preview string, preview16 int64, max int64) (string, int64) {
+	const head, tail = `,"preview":"`, `"}}`
+	b := make([]byte, 0, 64)
 	b = append(b, `{"jsonrpc":"2.0","method":"terminal/reset","params":{"rows":`...)
 	b = strconv.AppendInt(b, int64(rows), 10)
 	b = append(b, `,"cols":`...)
 	b = strconv.AppendInt(b, int64(cols), 10)
-	plain := len(b)
-	if preview != "" {
-		b = append(b, `,"preview":"`...)
-		var n16 int64
-		b, n16 = flow.AppendEscapedLen(b, preview)
-		b = append(b, `"}}`...)
-		if size := 2*int64(plain+len(`,"preview":"`+`"}}`)) + n16; size <= max {
-			return string(b), size
-		}
-		b = b[:plain]
+	if size := 2*int64(len(b)+len(head)+len(tail)) + preview16; preview != "" && size <= max {
+		b = append(append(append(b, head...), preview...), tail...)
+		return string(b), size
 	}
 	b = append(b, "}}"...)
 	return string(b), 2 * int64(len(b))
+}
+
+// escapePreview returns a preview's JSON string body and its UTF-16 size,
+// as resetMsg takes them: once per snapshot, not once per viewer.
+func escapePreview(preview string) (string, int64) {
+	b, n16 := flow.AppendEscapedLen(make([]byte, 0, len(preview)+len(preview)/4), preview)
+	return string(b), n16
 }
 
 // startSnapshot takes the emulator state and moves the viewer's cursor to
@@ -454,14 +458,14 @@ func (v *Viewer) startSnapshot() {
 	t.emuMu.Lock()
 	if !t.snapValid {
 		t.snapText = t.emu.snapshot()
-		t.snapPrev = ""
+		t.snapPrev, t.snapPrev16 = "", 0
 		if len(t.snapText) >= previewMin {
-			t.snapPrev = t.emu.preview()
+			t.snapPrev, t.snapPrev16 = escapePreview(t.emu.preview())
 		}
 		t.snapRows, t.snapCols = t.emu.rows, t.emu.cols
 		t.snapValid = true
 	}
-	s := &snapState{text: t.snapText, preview: t.snapPrev, rows: t.snapRows, cols: t.snapCols}
+	s := &snapState{text: t.snapText, preview: t.snapPrev, preview16: t.snapPrev16, rows: t.snapRows, cols: t.snapCols}
 	t.mu.Lock()
 	first := !v.live && v.seq == 0 && v.pos == 0 && v.snapshots.Load() == 0
 	v.live = true
@@ -483,7 +487,7 @@ func (v *Viewer) nextSnap(max int64) (flow.Message, bool) {
 	var size int64
 	switch s.stage {
 	case 0:
-		text, size = resetMsg(s.rows, s.cols, s.preview, max)
+		text, size = resetMsg(s.rows, s.cols, s.preview, s.preview16, max)
 		s.stage = 1
 		if s.text == "" {
 			s.stage = 2
