@@ -155,12 +155,11 @@ const previewMin = 64 << 10
 // preview draws the screen a snapshot ends on (the alternate screen when it
 // is active) from the top-left corner of a blank screen, then places the
 // cursor and hides it if it is hidden, and leaves the pen and charsets at
-// their defaults. A viewer can
-// show it while it applies a long snapshot: PROTOCOL.md §8's terminal/reset
-// carries it as preview (docs/protocol-decisions.md, "A preview of the
-// screen before a long snapshot"). It is display only: a viewer draws it
-// on its alternate screen and leaves that before the snapshot, so nothing
-// of it stays.
+// their defaults. A viewer can show it while it applies a long snapshot:
+// PROTOCOL.md §8's terminal/reset carries it as preview
+// (docs/protocol-decisions.md, "A preview of the screen before a long
+// snapshot"). It is display only: a viewer draws it on its alternate
+// screen and leaves that before the snapshot, so nothing of it stays.
 func (e *emulator) preview() string {
 	w := snapWriter{e: e}
 	s := e.cur()
