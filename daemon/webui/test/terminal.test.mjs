@@ -253,3 +253,27 @@ test('a held message that throws is released and the rest still apply', () => {
   assert.deepEqual(t.events, ['ready']);
   assert.equal(t.c.holding(), false);
 });
+
+test('while a preview waits for its frame, what is held is bounded by the window: none of it is credited', async () => {
+  const receive = { windowBytes: 16384, maximumFrameBytes: 16384, maximumMessageBytes: 16384 };
+  const t = await setup(receive);
+  const line = 'y\r\n'.repeat(500);
+  // A host that sends whenever the window allows, to a page whose preview
+  // is never drawn within the test (no render): it runs out of window, and
+  // the held messages are at most a window of output.
+  const reset = t.send('terminal/reset', { rows: 5, cols: 10, preview: 'P' });
+  let sent = reset;
+  let hostConsumed = 0;
+  for (let turn = 0; turn < 50; turn++) {
+    while (sent - hostConsumed < receive.windowBytes) sent += t.send('terminal/output', { data: line });
+    t.term.flush();
+    for (const m of credits(t.ws.take())) hostConsumed = m.params.consumedBytes;
+  }
+  assert.ok(sent - reset < receive.windowBytes + receive.maximumMessageBytes,
+    `the host could send ${sent - reset} bytes of output behind the preview (${hostConsumed} credited): more than a window held`);
+  assert.ok(!t.term.ops.includes(`write ${line}`), 'held output was written before the preview\'s frame');
+  t.term.render();
+  t.term.flush();
+  for (const m of credits(t.ws.take())) hostConsumed = m.params.consumedBytes;
+  assert.equal(hostConsumed, sent, 'everything held is credited once it is applied');
+});
