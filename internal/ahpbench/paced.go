@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -53,14 +54,14 @@ func pacedCopy(w io.Writer, r io.Reader, rate float64) (int64, error) {
 	}
 }
 
-// pacedTable prints, for two runs, ahpd's CPU per MB with one viewer and
+// pacedTable prints, for runs runs, ahpd's CPU per MB with one viewer and
 // with viewers viewers while the program writes at rate MB/s, and each
 // further viewer's share, over the run's raw reader's CPU per MB and over
 // what each further socket costs a bare sender that writes the file to 1
 // and to viewers loopback TCP connections at the same rate in the same
 // pieces (bareSocket): the part of a viewer's cost that is the kernel's,
-// whatever the daemon does.
-func pacedTable(d *daemon, file string, viewers int, rate float64) error {
+// whatever the daemon does. It ends with the medians over the runs.
+func pacedTable(d *daemon, file string, viewers int, rate float64, runs int) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -68,7 +69,8 @@ func pacedTable(d *daemon, file string, viewers int, rate float64) error {
 	cmd := fmt.Sprintf("%s -%s %s -pace %g", self, pacedCatFlag, file, rate)
 	fmt.Printf("| paced at %g MB/s | raw reader CPU | ahpd CPU, 1 viewer | ahpd CPU, %d viewers | snapshots | each further viewer | the same / raw reader CPU | each further bare loopback socket | each further viewer / bare socket |\n", rate, viewers)
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for i := 1; i <= 2; i++ {
+	var furthers, ratios, overBares []float64
+	for i := 1; i <= runs; i++ {
 		rr, err := rawRead(file)
 		if err != nil {
 			return err
@@ -88,14 +90,20 @@ func pacedTable(d *daemon, file string, viewers int, rate float64) error {
 		cpu1, cpuN := float64(one.cpu.Milliseconds())/mb, float64(many.cpu.Milliseconds())/mb
 		further := (cpuN - cpu1) / float64(viewers-1)
 		targets.pacedPerViewer = append(targets.pacedPerViewer, further/rawMsPerMB(rr))
+		furthers, ratios = append(furthers, further), append(ratios, further/rawMsPerMB(rr))
 		overBare := "— (no cost measured)"
 		if bare > 0 {
 			overBare = fmt.Sprintf("%.2f", further/bare)
 			targets.pacedOverBare = append(targets.pacedOverBare, further/bare)
+			overBares = append(overBares, further/bare)
 		}
 		fmt.Printf("| run %d | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %d, %d | %.2f ms/MB | %.2f | %.2f ms/MB | %s |\n",
 			i, rawMsPerMB(rr), cpu1, cpuN, one.snapshots, many.snapshots, further, further/rawMsPerMB(rr), bare, overBare)
 	}
-	fmt.Println()
+	fmt.Printf("\neach further viewer, paced, over %d runs: %.2f–%.2f, median %.2f ms/MB; %.2f–%.2f, median %.2f of the raw reader", runs, slices.Min(furthers), slices.Max(furthers), median(furthers), slices.Min(ratios), slices.Max(ratios), median(ratios))
+	if len(overBares) > 0 {
+		fmt.Printf("; median %.2f bare sockets", median(overBares))
+	}
+	fmt.Print("\n\n")
 	return nil
 }
