@@ -429,7 +429,16 @@ func readConfigFile(path string) (*configFile, error) {
 // 2s, 64MiB, none), the word is the value and parsing goes on with the next
 // line; any other rejection ends the parse.
 func parseConfig(path, text string) (*configFile, error) {
-	data := []byte(strings.TrimPrefix(text, "\ufeff"))
+	text = strings.TrimPrefix(text, "\ufeff")
+	if strings.HasSuffix(text, "\r") {
+		// A CRLF file cut short: its last line ends as if in CRLF, not
+		// as a line TOML refuses for its lone CR (which would then be
+		// read as a bare word: "0x0" rather than the number 0, until
+		// a rewrite appends a line and completes the CRLF). Offsets in
+		// the text are unchanged.
+		text += "\n"
+	}
+	data := []byte(text)
 	c := &configParser{cf: &configFile{Path: path}, data: data[:len(data):len(data)], nl: []int{-1}, seen: map[string]int{}}
 	for i, b := range c.data {
 		if b == '\n' {

@@ -262,6 +262,19 @@ func TestConfigIsTOML(t *testing.T) {
 	}
 }
 
+// TestConfigCRLFCutShort: a CRLF file whose last line lost its LF reads
+// as the whole file would: the lone CR ends the line (TOML itself refuses
+// it, and the line was then read as a bare word, "0x10" rather than 16).
+func TestConfigCRLFCutShort(t *testing.T) {
+	s, err := loadText(t, "maxOutputStall = 2s\r\nmaxSubscriptions = 0x10\r", DefaultSettings(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Limits.MaxSubscriptions != 16 || s.Limits.MaxOutputStall != 2*time.Second {
+		t.Errorf("maxSubscriptions %d, maxOutputStall %v; want 16, 2s", s.Limits.MaxSubscriptions, s.Limits.MaxOutputStall)
+	}
+}
+
 // TestConfigUnknownKeyNamesItsLine: an unknown key is reported with its
 // own line, wherever it is in the file.
 func TestConfigUnknownKeyNamesItsLine(t *testing.T) {
