@@ -114,6 +114,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ahpbench:", err)
 		os.Exit(2)
 	}
+	if pace > 0 && pacedRuns < 1 {
+		fmt.Fprintf(os.Stderr, "ahpbench: -pacedruns %d: want at least 1 paced run with -pace\n", pacedRuns)
+		os.Exit(2)
+	}
 	if *profile != "" {
 		f, err := os.Create(*profile)
 		if err == nil {
@@ -195,7 +199,7 @@ func run(bin string, runs, samples, procs, fanout int) error {
 			}
 		}
 	}
-	if fanout > 0 && pace > 0 && pacedRuns > 0 {
+	if fanout > 0 && pace > 0 {
 		if err := pacedTable(d, file, fanout, pace, pacedRuns); err != nil {
 			return err
 		}
@@ -419,9 +423,14 @@ func limitsName() string {
 
 func mbps(n int64, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e6 }
 
+// median returns the median of v (of an even count, the mean of the two
+// middle values).
 func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
 	return s[len(s)/2]
 }
 

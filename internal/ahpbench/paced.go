@@ -69,7 +69,7 @@ func pacedTable(d *daemon, file string, viewers int, rate float64, runs int) err
 	cmd := fmt.Sprintf("%s -%s %s -pace %g", self, pacedCatFlag, file, rate)
 	fmt.Printf("| paced at %g MB/s | raw reader CPU | ahpd CPU, 1 viewer | ahpd CPU, %d viewers | snapshots | each further viewer | the same / raw reader CPU | each further bare loopback socket | each further viewer / bare socket |\n", rate, viewers)
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-	var furthers, ratios, overBares []float64
+	var furthers []float64 // ms/MB; the ratios go to targets
 	for i := 1; i <= runs; i++ {
 		rr, err := rawRead(file)
 		if err != nil {
@@ -90,19 +90,19 @@ func pacedTable(d *daemon, file string, viewers int, rate float64, runs int) err
 		cpu1, cpuN := float64(one.cpu.Milliseconds())/mb, float64(many.cpu.Milliseconds())/mb
 		further := (cpuN - cpu1) / float64(viewers-1)
 		targets.pacedPerViewer = append(targets.pacedPerViewer, further/rawMsPerMB(rr))
-		furthers, ratios = append(furthers, further), append(ratios, further/rawMsPerMB(rr))
+		furthers = append(furthers, further)
 		overBare := "— (no cost measured)"
 		if bare > 0 {
 			overBare = fmt.Sprintf("%.2f", further/bare)
 			targets.pacedOverBare = append(targets.pacedOverBare, further/bare)
-			overBares = append(overBares, further/bare)
 		}
 		fmt.Printf("| run %d | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %d, %d | %.2f ms/MB | %.2f | %.2f ms/MB | %s |\n",
 			i, rawMsPerMB(rr), cpu1, cpuN, one.snapshots, many.snapshots, further, further/rawMsPerMB(rr), bare, overBare)
 	}
-	fmt.Printf("\neach further viewer, paced, over %d runs: %.2f–%.2f, median %.2f ms/MB; %.2f–%.2f, median %.2f of the raw reader", runs, slices.Min(furthers), slices.Max(furthers), median(furthers), slices.Min(ratios), slices.Max(ratios), median(ratios))
-	if len(overBares) > 0 {
-		fmt.Printf("; median %.2f bare sockets", median(overBares))
+	fmt.Printf("\neach further viewer, paced, over %d runs: %.2f–%.2f, median %.2f ms/MB; %.2f–%.2f, median %.2f of the raw reader", runs, slices.Min(furthers), slices.Max(furthers), median(furthers),
+		slices.Min(targets.pacedPerViewer), slices.Max(targets.pacedPerViewer), median(targets.pacedPerViewer))
+	if len(targets.pacedOverBare) > 0 {
+		fmt.Printf("; median %.2f bare sockets", median(targets.pacedOverBare))
 	}
 	fmt.Print("\n\n")
 	return nil
