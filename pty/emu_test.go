@@ -18,7 +18,7 @@ func roundTrip(t *testing.T, rows, cols, sb int, input string) {
 	}
 	// The same after the preview, drawn and left as the web page does.
 	c := NewEmulator(rows, cols, sb)
-	c.Write(previewBefore + a.Preview() + previewAfter + a.Snapshot() + "\x1b[?2026l")
+	c.Write(previewBefore + a.Preview() + previewAfter + a.Snapshot() + previewEnd)
 	if d := Diff(a, c); len(d) > 0 {
 		t.Fatalf("preview then snapshot does not rebuild the state of %q:\n%s", input, strings.Join(d, "\n"))
 	}

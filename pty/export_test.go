@@ -12,7 +12,7 @@ import (
 const (
 	PreviewBefore = previewBefore
 	PreviewAfter  = previewAfter
-	PreviewEnd    = "\x1b[?2026l"
+	PreviewEnd    = previewEnd
 )
 
 // Emulator exposes the headless emulator to the black-box tests.

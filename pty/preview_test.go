@@ -3,6 +3,7 @@ package pty
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -11,19 +12,18 @@ import (
 
 // What a viewer writes around a snapshot's preview (the web page's
 // terminal-stream.js does the same): the preview on the alternate screen,
-// then back to the normal screen, at home, before the snapshot itself.
+// then back to the normal screen, at home, before the snapshot itself,
+// with rendering held until previewEnd (before channel/ready).
 const (
 	previewBefore = "\x1b[?1047h\x1b[H"
 	previewAfter  = "\x1b[?2026h\x1b[?1047l\x1b[H\x1b[?25h"
+	previewEnd    = "\x1b[?2026l"
 )
 
 // previewScripts are the fidelity scripts and a few that end on a full
 // scrollback, in colour, on the alternate screen and mid-line.
 func previewScripts() map[string]string {
-	m := map[string]string{}
-	for k, v := range fidelityScripts {
-		m[k] = v
-	}
+	m := maps.Clone(fidelityScripts)
 	var b strings.Builder
 	for i := 0; i < 300; i++ {
 		fmt.Fprintf(&b, "\x1b[3%dmline %d\x1b[0m of plain text 漢字\r\n", i%8, i)
@@ -60,7 +60,7 @@ func TestPreview(t *testing.T) {
 			if a.e.cursorHidden != b.e.cursorHidden {
 				t.Errorf("%s %dx%d: preview cursor hidden %v, want %v", name, sz[0], sz[1], b.e.cursorHidden, a.e.cursorHidden)
 			}
-			b.Write(previewAfter + a.Snapshot() + "\x1b[?2026l")
+			b.Write(previewAfter + a.Snapshot() + previewEnd)
 			if d := Diff(a, b); len(d) > 0 {
 				t.Errorf("%s %dx%d: preview then snapshot differs from the state:\n%s", name, sz[0], sz[1], strings.Join(d, "\n"))
 			}
