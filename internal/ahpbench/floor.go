@@ -50,8 +50,15 @@ func buildCRelay(dir string) (string, error) {
 
 // cRelayEcho times n keystrokes through the C relay at bin (a process of
 // its own, serving one connection) and takes its CPU time.
-func cRelayEcho(bin string, n int, gap time.Duration) (out timed, err error) {
-	cmd := exec.Command(bin)
+func cRelayEcho(bin string, n int, gap time.Duration) (timed, error) {
+	return tcpRelayEcho(exec.Command(bin), n, gap)
+}
+
+// tcpRelayEcho starts cmd, a relay that prints the loopback port it
+// listens on and serves one connection to termbench.EchoCommand on a PTY
+// (the C relay, the Go TCP relay), times n keystrokes through it and
+// takes its CPU time.
+func tcpRelayEcho(cmd *exec.Cmd, n int, gap time.Duration) (out timed, err error) {
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // if ahpbench is killed
 	stdout, err := cmd.StdoutPipe()
@@ -65,7 +72,7 @@ func cRelayEcho(bin string, n int, gap time.Duration) (out timed, err error) {
 	port, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		_ = cmd.Process.Kill()
-		return out, fmt.Errorf("the C relay did not start: %w", err)
+		return out, fmt.Errorf("the relay did not start: %w", err)
 	}
 	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strings.TrimSpace(port)), 10*time.Second)
 	if err != nil {

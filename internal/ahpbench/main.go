@@ -12,7 +12,8 @@
 //   - both against a minimal relay too (relay.go): PTY bytes copied to and
 //     from binary WebSocket messages by a Go process of its own;
 //   - echo against a C relay as well (floor.go, testdata/crelay.c), the
-//     floor of any relay process, when the machine has a C compiler;
+//     floor of any relay process, when the machine has a C compiler, and
+//     against the same relay in Go (gorelay.go), the floor of a Go one;
 //   - fan-out: the same `cat` to 8 viewers, each on a connection of its own;
 //   - memory after load (memory.go): the daemon's live heap and RSS idle,
 //     at the peak of a 256 MiB `cat` to 1 and to 8 viewers, and how long
@@ -70,6 +71,7 @@ func main() {
 	flag.BoolVar(&floodEcho, "flood", true, "time keystrokes with a neighbour flooding too (false: idle echo only, e.g. to profile it)")
 	flag.BoolVar(&memoryRuns, "memory", true, "measure the daemon's heap and RSS after a 256 MiB cat to 1 and to -fanout viewers")
 	relayMode := flag.Bool("relay", false, "serve the minimal relay (ahpbench starts it itself)")
+	tcpRelayMode := flag.Bool(tcpRelayFlag, false, "serve the Go TCP relay to one connection (ahpbench starts it itself)")
 	rawFile := flag.String(termbench.RawReadFlag, "", "read `file` raw from a PTY and print the bytes, time and CPU as JSON (ahpbench starts it itself; so does make bench-browser)")
 	flag.Float64Var(&pace, "pace", 0, "also run the fan-out at this rate in MB/s (0: not), with the program writing no faster, so that every viewer keeps up")
 	flag.IntVar(&pacedRuns, "pacedruns", 2, "paced fan-out runs (with -pace and -fanout; they run with -runs 0 too); the further viewer's figure spreads widely from run to run, so take its median over many")
@@ -106,6 +108,13 @@ func main() {
 	if *relayMode {
 		if err := serveRelay(); err != nil {
 			fmt.Fprintln(os.Stderr, "ahpbench -relay:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *tcpRelayMode {
+		if err := tcpRelayMain(); err != nil {
+			fmt.Fprintln(os.Stderr, "ahpbench -tcprelay:", err)
 			os.Exit(1)
 		}
 		return
@@ -352,8 +361,8 @@ func fanoutTable(d *daemon, file string, viewers int) error {
 }
 
 // echoTable prints keystroke echo p50/p99 for the raw PTY, the C relay
-// (when cRelay, its binary, is not ""), the Go relay and ahpd (idle, and
-// with a neighbour flooding).
+// (when cRelay, its binary, is not ""), the same relay in Go, the minimal
+// Go WebSocket relay and ahpd (idle, and with a neighbour flooding).
 func echoTable(d *daemon, rl *relay, cRelay string, samples int) error {
 	raw, err := termbench.RawPTYEcho(samples, keyGap)
 	if err != nil {
@@ -364,6 +373,14 @@ func echoTable(d *daemon, rl *relay, cRelay string, samples int) error {
 		if floor, err = cRelayEcho(cRelay, samples, keyGap); err != nil {
 			return fmt.Errorf("echo through the C relay: %w", err)
 		}
+	}
+	cmd, err := goTCPRelayCommand()
+	if err != nil {
+		return err
+	}
+	goFloor, err := tcpRelayEcho(cmd, samples, keyGap)
+	if err != nil {
+		return fmt.Errorf("echo through the Go TCP relay: %w", err)
 	}
 	relayed, err := rl.echo(samples, keyGap)
 	if err != nil {
@@ -387,7 +404,7 @@ func echoTable(d *daemon, rl *relay, cRelay string, samples int) error {
 	rows := []struct {
 		name string
 		t    timed
-	}{{"raw PTY", timed{d: raw}}, {"C relay (TCP, no WebSocket)", floor}, {"minimal Go relay (WebSocket)", relayed}, {"ahpd, idle", idle}, {"ahpd, neighbour flooding", timed{d: flood}}}
+	}{{"raw PTY", timed{d: raw}}, {"C relay (TCP, no WebSocket)", floor}, {"Go relay (TCP, no WebSocket)", goFloor}, {"minimal Go relay (WebSocket)", relayed}, {"ahpd, idle", idle}, {"ahpd, neighbour flooding", timed{d: flood}}}
 	for _, r := range rows {
 		if len(r.t.d) == 0 {
 			continue // no C compiler
