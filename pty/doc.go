@@ -30,7 +30,11 @@
 // viewer: an item is dropped from the log once the emulator has applied it
 // and it is either behind every live viewer or more than the viewer's
 // allowance (its window plus Config.ViewerBacklog) behind the newest
-// output. A viewer whose cursor falls off the log has lost its queue; on
+// output. The log is trimmed when output is appended, when the emulator
+// has applied more, when a viewer leaves, and when a viewer catches up
+// with 64 KiB or more in the log: a quiet terminal keeps no output for
+// viewers that no longer need it. A viewer whose cursor falls off the
+// log has lost its queue; on
 // its next pull it gets a snapshot: terminal/reset {rows, cols}, terminal/output that rebuilds the
 // emulator state, channel/ready, then live output from exactly the point
 // of the stream that state reflects. The snapshot is taken under the

@@ -267,6 +267,73 @@ func testSnapshotFidelity(t *testing.T, lines int) {
 	})
 }
 
+// TestLogFreedWhenViewersCatchUpOrLeave: output the log keeps only for
+// a viewer behind is dropped as soon as that viewer leaves, or has caught
+// up, not at the terminal's next output: a quiet terminal must not keep a
+// flood's worth of memory for viewers that no longer need it.
+func TestLogFreedWhenViewersCatchUpOrLeave(t *testing.T) {
+	const flood = 3_000_000
+	cfg := pty.Config{Command: sh(fmt.Sprintf("read x; head -c %d /dev/zero | tr '\\0' a; read y", flood)), ViewerBacklog: 8 << 20}
+	floodRead := func(term *pty.Terminal) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st := term.Stats()
+			if st.BytesRead >= flood && st.EmulatorLag == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the flood was not read and applied within 30 s: %+v", st)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	t.Run("leaves", func(t *testing.T) {
+		term := start(t, cfg)
+		w := attach(t, term, 64<<10)
+		untilReady(t, w)
+		if err := term.Input([]byte("\n"), nil); err != nil {
+			t.Fatal(err)
+		}
+		floodRead(term) // the viewer pulls nothing meanwhile
+		if got := term.Stats().Retained; got < flood/2 {
+			t.Fatalf("the log keeps %d bytes for a viewer %d bytes behind; the test no longer tests anything", got, flood)
+		}
+		w.v.Close()
+		if got := term.Stats().Retained; got != 0 {
+			t.Fatalf("the log keeps %d bytes after its only viewer left", got)
+		}
+	})
+
+	t.Run("catches up", func(t *testing.T) {
+		term := start(t, cfg)
+		w := attach(t, term, 64<<10)
+		untilReady(t, w)
+		if err := term.Input([]byte("\n"), nil); err != nil {
+			t.Fatal(err)
+		}
+		floodRead(term)
+		if got := term.Stats().Retained; got < flood/2 {
+			t.Fatalf("the log keeps %d bytes for a viewer %d bytes behind; the test no longer tests anything", got, flood)
+		}
+		got := 0
+		for got < flood {
+			m, ok := w.pullRaw(10 * time.Second)
+			if !ok {
+				t.Fatalf("the viewer got %d of %d bytes", got, flood)
+			}
+			got += strings.Count(m.Text, "a")
+		}
+		if m, ok := w.pullRaw(100 * time.Millisecond); ok { // finds the end
+			t.Fatalf("more output after the flood: %.80q", m.Text)
+		}
+		if got := term.Stats().Retained; got != 0 {
+			t.Fatalf("the log keeps %d bytes for a viewer that caught up", got)
+		}
+	})
+}
+
 // TestSlowViewer: one viewer never pulls during a flood while another pulls
 // continuously. The fast one gets every byte in order; the slow one's
 // queue stays within its bound and, when it pulls, it gets reset +

@@ -127,7 +127,13 @@ func (v *Viewer) Close() {
 	v.closed = true // Pull arms snapTimer no more
 	delete(t.viewers, v)
 	n := len(t.viewers)
+	// Output kept for this viewer alone goes now, not at the terminal's
+	// next output: a viewer that leaves behind a flood (or with a large
+	// window) would keep its window of output in the log while the
+	// terminal is quiet.
+	wake := t.trimLocked(nil)
 	t.mu.Unlock()
+	t.wakeAll(wake)
 	v.snapTimer.Stop()
 	t.log.Debug("viewer detached", "pid", t.pid, "viewers", n)
 }
@@ -184,6 +190,12 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		v.off = 0
 	}
 	if v.seq == t.endSeq {
+		if t.retained >= trimCaughtUp && t.firstSeq < t.emuDoneSeq {
+			// Caught up: output kept for this viewer goes now, not at
+			// the terminal's next output (see Close).
+			wake := t.trimLocked(nil)
+			defer t.wakeAll(wake)
+		}
 		if t.exited && !v.exitSent {
 			v.exitSent = true
 			msg := t.exitMsg
@@ -232,6 +244,11 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 	m.Class = flow.Data
 	return m, true
 }
+
+// trimCaughtUp is how much output the log must hold for a viewer that
+// caught up to trim it: less (an echo) goes at the next output, as before,
+// without a trim per keystroke.
+const trimCaughtUp = 64 << 10
 
 // nextBuf returns the message buffer, empty: the Sender is done with a
 // text when it pulls the next message, so each text is built in place in
