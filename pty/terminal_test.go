@@ -274,32 +274,32 @@ func testSnapshotFidelity(t *testing.T, lines int) {
 func TestLogFreedWhenViewersCatchUpOrLeave(t *testing.T) {
 	const flood = 3_000_000
 	cfg := pty.Config{Command: sh(fmt.Sprintf("read x; head -c %d /dev/zero | tr '\\0' a; read y", flood)), ViewerBacklog: 8 << 20}
-	floodRead := func(term *pty.Terminal) {
+	// behind starts the terminal and has it flood past a viewer that
+	// pulls nothing, until the emulator has applied it all: the log then
+	// keeps the flood for that viewer alone.
+	behind := func(t *testing.T) (*pty.Terminal, *viewer) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			st := term.Stats()
-			if st.BytesRead >= flood && st.EmulatorLag == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the flood was not read and applied within 30 s: %+v", st)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-
-	t.Run("leaves", func(t *testing.T) {
 		term := start(t, cfg)
 		w := attach(t, term, 64<<10)
 		untilReady(t, w)
 		if err := term.Input([]byte("\n"), nil); err != nil {
 			t.Fatal(err)
 		}
-		floodRead(term) // the viewer pulls nothing meanwhile
+		deadline := time.Now().Add(30 * time.Second)
+		for st := term.Stats(); st.BytesRead < flood || st.EmulatorLag > 0; st = term.Stats() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the flood was not read and applied within 30 s: %+v", st)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		if got := term.Stats().Retained; got < flood/2 {
 			t.Fatalf("the log keeps %d bytes for a viewer %d bytes behind; the test no longer tests anything", got, flood)
 		}
+		return term, w
+	}
+
+	t.Run("leaves", func(t *testing.T) {
+		term, w := behind(t)
 		w.v.Close()
 		if got := term.Stats().Retained; got != 0 {
 			t.Fatalf("the log keeps %d bytes after its only viewer left", got)
@@ -307,16 +307,7 @@ func TestLogFreedWhenViewersCatchUpOrLeave(t *testing.T) {
 	})
 
 	t.Run("catches up", func(t *testing.T) {
-		term := start(t, cfg)
-		w := attach(t, term, 64<<10)
-		untilReady(t, w)
-		if err := term.Input([]byte("\n"), nil); err != nil {
-			t.Fatal(err)
-		}
-		floodRead(term)
-		if got := term.Stats().Retained; got < flood/2 {
-			t.Fatalf("the log keeps %d bytes for a viewer %d bytes behind; the test no longer tests anything", got, flood)
-		}
+		term, w := behind(t)
 		got := 0
 		for got < flood {
 			m, ok := w.pullRaw(10 * time.Second)
