@@ -208,7 +208,7 @@ type attacher struct {
 	key      byte   // the detach prefix key (0: Ctrl-])
 	keyName  string // its name in messages, e.g. "Ctrl-]"
 	quiet    bool   // no "attached to" line
-	window   int64  // --window, 0: attachWindow
+	window   int64  // --window, 0: AttachWindow
 	hinted   bool   // the "attached to" line was printed (owned by the output loop)
 	in, out  *os.File
 	buf      []byte // decoded output, reused (owned by the output loop)
@@ -417,8 +417,9 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 	return conn, sub, nil
 }
 
-// attachWindow is the receive window attach asks for by default (UTF-16
-// bytes, as all windows: about 4 MiB of text). A terminal viewer may fall
+// AttachWindow is the receive window attach asks for by default (UTF-16
+// bytes, as all windows: about 4 MiB of text); ahpbench's throughput
+// viewer asks for it too. A terminal viewer may fall
 // its window plus the daemon's backlog (1 MiB) behind the program's output
 // before the daemon drops what it queued and, once the flood is over (or
 // after a second behind), sends a fresh screen instead. A program that
@@ -432,15 +433,15 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 // (ahpctl holds up to this much received output not yet written, and the
 // daemon keeps its output log that far back) and, after Ctrl-C in a
 // flood, up to this much output still drawn before the prompt.
-const attachWindow = 8 << 20
+const AttachWindow = 8 << 20
 
 // receiveLimits returns the receive limits attach subscribes with: the
-// host's defaults with a window of want (0: attachWindow, and never
+// host's defaults with a window of want (0: AttachWindow, and never
 // below the host's default), lowered to the host's maximum. It returns
 // nil (the host's defaults) when the host stated no valid defaults.
 func receiveLimits(defaults, maximums flow.ReceiveLimits, want int64) *flow.ReceiveLimits {
 	if want <= 0 {
-		want = max(attachWindow, defaults.WindowBytes)
+		want = max(AttachWindow, defaults.WindowBytes)
 	}
 	l := client.WithWindow(defaults, maximums, want)
 	if l == (flow.ReceiveLimits{}) {

@@ -6,7 +6,7 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 )
 
-// TestAttachReceiveLimits: attach asks for attachWindow (8 MiB), never
+// TestAttachReceiveLimits: attach asks for AttachWindow (8 MiB), never
 // below the host's default unless --window says so, and the host's
 // defaults (nil) when it stated none; the clamps to the host's maximum and
 // to a frame are client.WithWindow's (client.TestWithWindow).

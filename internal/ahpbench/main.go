@@ -52,6 +52,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ahp-dev/ahpd/ctl"
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/benchproc"
@@ -66,7 +67,9 @@ func main() {
 	fanout := flag.Int("fanout", 8, "viewers in the fan-out runs, each on a connection of its own (0: none, else at least 2)")
 	procs := flag.Int("procs", 0, "run the daemon with GOMAXPROCS set to this (0: the daemon's default)")
 	profile := flag.String("cpuprofile", "", "write this process's (the viewer's) CPU profile to `file`")
-	flag.Int64Var(&benchLimits.WindowBytes, "window", attachWindow, "the throughput viewer's windowBytes, by default ahpctl attach's (0: the host's defaults for all three limits)")
+	// With the frame and message flags' defaults, which are the host's,
+	// the throughput viewer subscribes as `ahpctl attach` does.
+	flag.Int64Var(&benchLimits.WindowBytes, "window", ctl.AttachWindow, "the throughput viewer's windowBytes, by default ahpctl attach's (0: the host's defaults for all three limits)")
 	flag.Int64Var(&benchLimits.MaximumFrameBytes, "frame", 64<<10, "the throughput viewer's maximumFrameBytes (with -window)")
 	flag.Int64Var(&benchLimits.MaximumMessageBytes, "message", 1<<20, "the throughput viewer's maximumMessageBytes (with -window)")
 	flag.DurationVar(&keyGap, "gap", 0, "pause between timed keystrokes (0: back to back; 10ms: a fast typist, every wake-up from idle)")
@@ -178,11 +181,6 @@ var keyGap time.Duration
 // benchLimits are the throughput viewer's receive limits (flags).
 var benchLimits flow.ReceiveLimits
 
-// attachWindow is the window `ahpctl attach` asks for (ctl/attach.go);
-// with the flags' default frame and message limits, which are the host's
-// defaults, the throughput viewer subscribes as attach does.
-const attachWindow = 8 << 20
-
 func run(bin string, runs, samples, procs, fanout int) error {
 	dir, err := os.MkdirTemp("", "ahpbench")
 	if err != nil {
@@ -285,16 +283,16 @@ func throughputTable(d *daemon, rl *relay, file string, runs int) error {
 	fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB, %.1f of it in user space\n", median(ratios), median(relayRatios), median(cpus), median(userCPUs))
 	fmt.Printf("median raw reader CPU %.1f ms/MB; median ahpd CPU / raw reader CPU %.2f\n\n", median(rawCPUs), median(cpuRatios))
 	targets.rawCPU, targets.cpu1, targets.cpuRatio = median(rawCPUs), median(cpus), median(cpuRatios)
-	targets.share, targets.snapshots, targets.runs = median(shares), snapshots, runs
+	targets.shares, targets.snapshots = shares, snapshots
 	return nil
 }
 
 // targets are the figures of issue 17's targets, gathered over the run
 // and printed at its end (printTargets).
 var targets struct {
-	rawCPU, cpu1, cpuRatio float64 // medians, ms/MB: the raw reader's, ahpd's to one viewer, their ratio
-	share                  float64 // median share of the stream that viewer received (the rest it got as snapshots)
-	snapshots, runs        int     // snapshots it got over the runs
+	rawCPU, cpu1, cpuRatio float64   // medians, ms/MB: the raw reader's, ahpd's to one viewer, their ratio
+	shares                 []float64 // per run, the share of the stream that viewer received (the rest it got as snapshots)
+	snapshots              int       // snapshots it got over the runs
 	viewers                int
 	perViewer              []float64 // the fan-out runs' (cpu(N) − cpu(1)) / (N − 1) / raw reader CPU
 	pacedPerViewer         []float64 // the same at -pace, cpu(1) measured at that pace too
@@ -333,7 +331,7 @@ func received() string {
 	if targets.snapshots == 0 {
 		return "the viewer got every byte"
 	}
-	return fmt.Sprintf("the viewer got %.0f %% of the stream at the median and %d snapshots in %d runs instead of the rest", 100*targets.share, targets.snapshots, targets.runs)
+	return fmt.Sprintf("the viewer got %.0f %% of the stream at the median and %d snapshots in %d runs instead of the rest", 100*median(targets.shares), targets.snapshots, len(targets.shares))
 }
 
 // perRun writes one figure per run, two decimals each.
