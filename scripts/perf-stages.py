@@ -112,9 +112,7 @@ def main():
         for k, rs in sets.items():
             if any(lo <= rel <= hi for lo, hi in rs):
                 counts[k][name] += 1
-                counts[k]["all"] += 1
         counts["all"][name] += 1
-        counts["all"]["all"] += 1
     if a.bins:
         print("seconds  ahpd  ahpbench")
         for b in sorted(bins):
@@ -122,7 +120,7 @@ def main():
                 print(f"{b:7.1f} {bins[b]['ahpd']:5d} {bins[b]['ahpbench']:9d}")
         return
     if not sets:
-        total = counts["all"].pop("all", 0)
+        total = counts["all"].total()
         if total == 0:
             sys.exit(f"{a.script}: no samples of ahpd (perf script --comm ahpd?)")
         print(f"{total} samples of ahpd")
@@ -130,11 +128,12 @@ def main():
             print(f"{100 * n / total:5.1f} %  {name}")
         return
     n = a.viewers - 1
-    per = (counts["many"]["all"] - counts["one"]["all"]) / n
+    rows = [(name, counts["one"][name], counts["many"][name]) for name in [s for s, _ in STAGES] + ["other"]]
+    rows.append(("all of ahpd", counts["one"].total(), counts["many"].total()))
+    per = (rows[-1][2] - rows[-1][1]) / n
     print(f"| stage | 1 viewer | {a.viewers} viewers | each further viewer | its share |")
     print("|---|---:|---:|---:|---:|")
-    for name in [s for s, _ in STAGES] + ["other", "all"]:
-        one, many = counts["one"][name], counts["many"][name]
+    for name, one, many in rows:
         d = (many - one) / n
         share = f"{100 * d / per:.0f} %" if per else "–"
         print(f"| {name} | {one} | {many} | {d:.0f} | {share} |")
