@@ -56,6 +56,7 @@ func TestGoTCPRelayEchoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close() // on a failure below, this ends the relay too
 	if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
