@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -93,4 +94,53 @@ func tcpRelayEcho(cmd *exec.Cmd, n int, gap time.Duration) (out timed, err error
 	cpu1, err := taskCPU(cmd.Process.Pid)
 	out.cpu = cpu1 - cpu0
 	return out, err
+}
+
+// cRelayThroughput runs `cat path` through the C relay at bin (its
+// batched mode) and reads it to the end of the program's output. It
+// returns the bytes read, the time taken and the relay's CPU time, read
+// once the client has all the output (the relay waits for the client to
+// close before it exits). The output goes to sink (nil: discarded).
+func cRelayThroughput(bin, path string, sink io.Writer) (n int64, elapsed, cpu time.Duration, err error) {
+	if sink == nil {
+		sink = io.Discard
+	}
+	cmd := exec.Command(bin, "exec cat "+path)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // if ahpbench is killed
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, 0, err
+	}
+	defer benchproc.WaitOrKill(cmd, 10*time.Second) // it exits when the connection closes
+	port, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return 0, 0, 0, fmt.Errorf("the C relay did not start: %w", err)
+	}
+	cpu0, err := taskCPU(cmd.Process.Pid)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return 0, 0, 0, err
+	}
+	start := time.Now()
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strings.TrimSpace(port)), 10*time.Second)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return 0, 0, 0, err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
+		return 0, 0, 0, err
+	}
+	n, err = io.CopyBuffer(sink, c, make([]byte, 64<<10))
+	if err != nil {
+		return n, 0, 0, err
+	}
+	elapsed = time.Since(start)
+	cpu1, err := taskCPU(cmd.Process.Pid)
+	return n, elapsed, cpu1 - cpu0, err
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -31,6 +34,42 @@ func TestCRelayEchoes(t *testing.T) {
 		if d <= 0 {
 			t.Fatalf("keystroke %d took %v", i, d)
 		}
+	}
+}
+
+// TestCRelayThroughput: the C relay's batched mode delivers `cat` of a
+// file byte for byte (the line discipline turning each "\n" into
+// "\r\n"), ends the connection after the program's end, and its CPU
+// time is read while it still runs.
+func TestCRelayThroughput(t *testing.T) {
+	dir := t.TempDir()
+	bin, err := buildCRelay(dir)
+	if errors.Is(err, errNoCompiler) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "data.txt")
+	const size = 4 << 20
+	if err := termbench.WriteTextFile(file, size); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.ReplaceAll(data, []byte("\n"), []byte("\r\n"))
+	var got bytes.Buffer
+	n, elapsed, cpu, err := cRelayThroughput(bin, file, &got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != int64(got.Len()) || !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("read %d bytes through the C relay, want the file's %d with CRLF line ends (%d bytes)", got.Len(), size, len(want))
+	}
+	if elapsed <= 0 || cpu <= 0 {
+		t.Fatalf("elapsed %v, relay CPU %v: both must be measured", elapsed, cpu)
 	}
 }
 

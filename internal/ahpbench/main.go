@@ -204,8 +204,17 @@ func run(bin string, runs, samples, procs, fanout int) error {
 	defer rl.stop()
 
 	fmt.Printf("ahpbench: %s (GOMAXPROCS %s), %d runs, viewer limits %s\n\n", bin, map[bool]string{true: "default", false: strconv.Itoa(procs)}[procs == 0], runs, limitsName())
+	var cRelay string // "": no C compiler
+	if runs > 0 || samples > 0 {
+		cRelay, err = buildCRelay(dir)
+		if errors.Is(err, errNoCompiler) {
+			fmt.Println("(no C compiler: the C relay's figures are left out)")
+		} else if err != nil {
+			return err
+		}
+	}
 	if runs > 0 {
-		if err := throughputTable(d, rl, file, runs); err != nil {
+		if err := throughputTable(d, rl, cRelay, file, runs); err != nil {
 			return err
 		}
 		if fanout > 0 {
@@ -225,12 +234,6 @@ func run(bin string, runs, samples, procs, fanout int) error {
 		}
 	}
 	if samples > 0 {
-		cRelay, err := buildCRelay(dir)
-		if errors.Is(err, errNoCompiler) {
-			fmt.Println("(no C compiler: the C relay's echo row is left out)")
-		} else if err != nil {
-			return err
-		}
 		if err := echoTable(d, rl, cRelay, samples); err != nil {
 			return err
 		}
@@ -242,12 +245,13 @@ func run(bin string, runs, samples, procs, fanout int) error {
 // mb is the test file's size in MB.
 const mb = float64(fileSize) / 1e6
 
-// throughputTable prints runs of `cat file` read raw, through the relay
-// and through ahpd to one viewer, and the medians.
-func throughputTable(d *daemon, rl *relay, file string, runs int) error {
-	fmt.Println("| run | raw PTY read | minimal relay | through ahpd | ratio to raw | ratio to relay | ahpd CPU | of it in user space | viewer CPU | ahpd syscalls | snapshots | whole file | raw reader CPU | ahpd CPU / raw reader CPU |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	var ratios, relayRatios, cpus, userCPUs, rawCPUs, cpuRatios, shares []float64
+// throughputTable prints runs of `cat file` read raw, through the relays
+// and through ahpd to one viewer, and the medians. cRelay is the C
+// relay's binary ("": its column is left empty).
+func throughputTable(d *daemon, rl *relay, cRelay, file string, runs int) error {
+	fmt.Println("| run | raw PTY read | minimal relay | through ahpd | ratio to raw | ratio to relay | ahpd CPU | of it in user space | viewer CPU | ahpd syscalls | snapshots | whole file | raw reader CPU | ahpd CPU / raw reader CPU | relay CPU / raw reader CPU | C relay CPU / raw reader CPU |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var ratios, relayRatios, cpus, userCPUs, rawCPUs, cpuRatios, relayCPURatios, cRelayCPURatios, shares []float64
 	snapshots := 0
 	for i := 1; i <= runs; i++ {
 		rr, err := rawRead(file)
@@ -255,12 +259,24 @@ func throughputTable(d *daemon, rl *relay, file string, runs int) error {
 			return err
 		}
 		raw := rr.Elapsed
-		rn, relayed, err := rl.throughput(file)
+		rn, relayed, relayCPU, err := rl.throughput(file)
 		if err != nil {
 			return fmt.Errorf("minimal relay throughput: %w", err)
 		}
 		if rn < fileSize {
 			return fmt.Errorf("minimal relay: %d of %d bytes", rn, fileSize)
+		}
+		cRelayCol := "–"
+		if cRelay != "" {
+			cn, _, cCPU, err := cRelayThroughput(cRelay, file, nil)
+			if err != nil {
+				return fmt.Errorf("C relay throughput: %w", err)
+			}
+			if cn < fileSize {
+				return fmt.Errorf("C relay: %d of %d bytes", cn, fileSize)
+			}
+			x := float64(cCPU) / 1e6 / mb / rawMsPerMB(rr)
+			cRelayCPURatios, cRelayCol = append(cRelayCPURatios, x), fmt.Sprintf("%.2f", x)
 		}
 		r, err := d.throughput(fmt.Sprintf("cat%d", i), file, 1)
 		if err != nil {
@@ -273,16 +289,22 @@ func throughputTable(d *daemon, rl *relay, file string, runs int) error {
 		ratios, relayRatios, cpus = append(ratios, rate/rawRate), append(relayRatios, rate/relayRate), append(cpus, msPerMB)
 		userCPUs = append(userCPUs, userPerMB)
 		rawCPUs, cpuRatios = append(rawCPUs, rawMsPerMB(rr)), append(cpuRatios, msPerMB/rawMsPerMB(rr))
+		relayMsPerMB := float64(relayCPU) / 1e6 / mb
+		relayCPURatios = append(relayCPURatios, relayMsPerMB/rawMsPerMB(rr))
 		shares, snapshots = append(shares, float64(min(r.bytes, fileSize))/fileSize), snapshots+r.snapshots
 		// whole file: the file's size over the time until the viewer had
 		// its end (what a viewer that got snapshots shows it at).
-		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d | %.1f MB/s | %.1f ms/MB | %.2f |\n",
+		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d | %.1f MB/s | %.1f ms/MB | %.2f | %.2f | %s |\n",
 			i, rawRate, relayRate, rate, rate/rawRate, rate/relayRate, msPerMB, userPerMB, float64(r.viewerCPU.Milliseconds())/mb, float64(r.syscalls)/mb, r.snapshots, mbps(fileSize, r.elapsed),
-			rawMsPerMB(rr), msPerMB/rawMsPerMB(rr))
+			rawMsPerMB(rr), msPerMB/rawMsPerMB(rr), relayMsPerMB/rawMsPerMB(rr), cRelayCol)
 	}
 	fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB, %.1f of it in user space\n", median(ratios), median(relayRatios), median(cpus), median(userCPUs))
-	fmt.Printf("median raw reader CPU %.1f ms/MB; median ahpd CPU / raw reader CPU %.2f\n\n", median(rawCPUs), median(cpuRatios))
+	fmt.Printf("median raw reader CPU %.1f ms/MB; median ahpd CPU / raw reader CPU %.2f, the minimal relay's %.2f\n\n", median(rawCPUs), median(cpuRatios), median(relayCPURatios))
 	targets.rawCPU, targets.cpu1, targets.cpuRatio = median(rawCPUs), median(cpus), median(cpuRatios)
+	targets.relayCPURatio, targets.cRelayCPURatio = median(relayCPURatios), median(cRelayCPURatios)
+	if len(cRelayCPURatios) > 0 {
+		fmt.Printf("median C relay CPU / raw reader CPU %.2f\n\n", targets.cRelayCPURatio)
+	}
 	targets.shares, targets.snapshots = shares, snapshots
 	return nil
 }
@@ -291,6 +313,8 @@ func throughputTable(d *daemon, rl *relay, file string, runs int) error {
 // and printed at its end (printTargets).
 var targets struct {
 	rawCPU, cpu1, cpuRatio float64   // medians, ms/MB: the raw reader's, ahpd's to one viewer, their ratio
+	relayCPURatio          float64   // median: the minimal relay's CPU per MB / the raw reader's
+	cRelayCPURatio         float64   // median: the C relay's (batched) CPU per MB / the raw reader's; 0 without a C compiler
 	shares                 []float64 // per run, the share of the stream that viewer received (the rest it got as snapshots)
 	snapshots              int       // snapshots it got over the runs
 	viewers                int
@@ -308,6 +332,10 @@ func printTargets() {
 	fmt.Println("|---|---:|---:|")
 	if targets.rawCPU > 0 {
 		fmt.Printf("| ahpd CPU per MB / raw reader's, one viewer (median ratio; %.1f / %.1f ms/MB; %s) | %.2f | ≤ 1.30 |\n", targets.cpu1, targets.rawCPU, received(), targets.cpuRatio)
+		fmt.Printf("| (the minimal Go WebSocket relay's, the same runs: no protocol, no emulator, a binary message per read) | %.2f | |\n", targets.relayCPURatio)
+		if targets.cRelayCPURatio > 0 {
+			fmt.Printf("| (the C relay's, the same runs: an epoll loop, no WebSocket, the PTY's reads batched into one socket write) | %.2f | |\n", targets.cRelayCPURatio)
+		}
 	}
 	if len(targets.perViewer) > 0 {
 		fmt.Printf("| each further viewer's CPU per MB / raw reader's (%d viewers, per run) | %s | ≤ 0.15 |\n", targets.viewers, perRun(targets.perViewer))
