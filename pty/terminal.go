@@ -609,10 +609,15 @@ const wakeBatch = 32 << 10
 
 // reader reads the PTY until EIO (or Close), filters, and appends items.
 //
-// Viewers waiting for output are woken when the PTY has nothing more to
+// The line discipline hands output over at most 4 KiB per read. During a
+// flood the reader reads on until the PTY is empty or readSize is in hand
+// (one read at a time while the Pacer paces it) and appends the lot as
+// one item: the log, the emulator and the viewers then handle one item,
+// and the runtime one allocation, where they would have handled up to
+// sixteen, for the same system calls. Viewers waiting for output are woken when the PTY has nothing more to
 // read right now (so an echo is delivered at once) or after wakeBatch
-// bytes: during a flood, a wake-up per 4 KiB read (the line discipline's
-// buffer) would cost a thread wake-up each and slow the reader.
+// bytes: during a flood, a wake-up per read would cost a thread wake-up
+// each and slow the reader.
 func (t *Terminal) reader() {
 	defer t.wg.Done()
 	defer close(t.readerDone)
@@ -627,36 +632,59 @@ func (t *Terminal) reader() {
 		pending = pending[:0]
 		unwoken = 0
 	}
+	// add filters and appends buf[:n], read since the last call.
+	add := func(n int) {
+		text, ascii, qs := f.feed(buf[:n], false)
+		pending = t.appendOutput(n, text, ascii, qs, pending)
+		if unwoken += n; unwoken >= wakeBatch {
+			flush()
+		}
+		if d := pace.after(t, n); d > 0 {
+			flush()
+			t.catchUp(false)
+			t.pauseFor(d)
+		}
+	}
 	for {
-		var n int
+		n := 0 // bytes in buf
+		eof := false
 		var rerr error
 		err := t.rc.Read(func(fd uintptr) bool {
-			n, rerr = rawio.Read(fd, buf)
-			if rerr == syscall.EAGAIN {
-				t.quietSince.CompareAndSwap(0, monoNow())
-				t.catchUp(!pace.flooding) // before flush: viewers run first
-				flush()                   // nothing more for now: deliver what we have
-				pace.drained()
-				return false
+			for {
+				k, e := rawio.Read(fd, buf[n:])
+				if e == syscall.EAGAIN {
+					// The PTY is empty. What was read goes out now, and
+					// then the reader waits, within this Read: a Read
+					// started anew would read once more to find out.
+					if n > 0 {
+						add(n)
+						n = 0
+					}
+					t.quietSince.CompareAndSwap(0, monoNow())
+					t.catchUp(!pace.flooding) // before flush: viewers run first
+					flush()                   // nothing more for now: deliver what we have
+					pace.drained()
+					return false
+				}
+				n += k
+				if e != nil || k == 0 {
+					rerr, eof = e, e == nil
+					return true
+				}
+				// A paced flood reads once per pause (Pacer.Delay), as
+				// before batching.
+				if n == len(buf) || pace.paced {
+					return true
+				}
 			}
-			return true
 		})
+		if n > 0 {
+			add(n)
+		}
 		if err == nil {
 			err = rerr
 		}
-		if n > 0 {
-			text, ascii, qs := f.feed(buf[:n], false)
-			pending = t.appendOutput(n, text, ascii, qs, pending)
-			if unwoken += n; unwoken >= wakeBatch {
-				flush()
-			}
-			if d := pace.after(t, n); d > 0 {
-				flush()
-				t.catchUp(false)
-				t.pauseFor(d)
-			}
-		}
-		if n == 0 && err == nil {
+		if err == nil && eof {
 			err = io.EOF
 		}
 		if err != nil {
