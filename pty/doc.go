@@ -3,12 +3,16 @@
 //
 // # Data path
 //
-// One reader goroutine reads the PTY master until EIO. Each read passes
+// One reader goroutine reads the PTY master until EIO. The line discipline
+// hands output over at most 4 KiB per read; while more is there, the
+// reader reads on, up to 64 KiB, and takes what it read as one piece (a
+// flood makes a sixteenth of the items it would read by read; a paced
+// flood, see Pacer, takes one read per piece). Each piece passes
 // through a filter that removes terminal queries (DA1/DA2, DSR/CPR,
 // DECXCPR, DECRQM, DECRQSS, XTVERSION, OSC 4/10/11/12 "?"), remembering
-// where each was, holds back a possible query prefix at the end of a read
-// until the next read (at most 256 bytes), and turns the rest into valid
-// UTF-8 (an incomplete trailing sequence waits for the next read; invalid
+// where each was, holds back a possible query prefix at the end of a piece
+// until the next (at most 256 bytes), and turns the rest into valid
+// UTF-8 (an incomplete trailing sequence waits for the next piece; invalid
 // bytes become U+FFFD). The result is appended, as one immutable item, to a
 // stream log shared by every viewer and by the emulator. Only after EIO,
 // with every held byte flushed into the log, and after the process is
@@ -51,7 +55,7 @@
 // for snapStale (1 s), whichever comes first: a viewer slower than a
 // flood sees its screen once a second and costs one snapshot a second. A
 // viewer that keeps up receives every byte in order; memory is bounded by the largest allowance plus
-// EmulatorBacklog plus one read (64 KiB) per terminal, whatever the number
+// EmulatorBacklog plus one piece (64 KiB) per terminal, whatever the number
 // of viewers. Output items are shared: with several viewers attached, an
 // item is escaped once and every viewer copies that form into its message
 // (a lone viewer escapes it straight into its message); a pull packs whole items into one
