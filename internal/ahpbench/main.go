@@ -249,8 +249,8 @@ const mb = float64(fileSize) / 1e6
 // and through ahpd to one viewer, and the medians. cRelay is the C
 // relay's binary ("": its column is left empty).
 func throughputTable(d *daemon, rl *relay, cRelay, file string, runs int) error {
-	fmt.Println("| run | raw PTY read | minimal relay | through ahpd | ratio to raw | ratio to relay | ahpd CPU | of it in user space | viewer CPU | ahpd syscalls | snapshots | whole file | raw reader CPU | ahpd CPU / raw reader CPU | relay CPU / raw reader CPU | C relay CPU / raw reader CPU |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| run | raw PTY read | minimal relay | through ahpd | ratio to raw | ratio to relay | ahpd CPU | of it in user space | viewer CPU | ahpd syscalls | snapshots | whole file | raw reader CPU | raw reader reads | ahpd CPU / raw reader CPU | relay CPU / raw reader CPU | C relay CPU / raw reader CPU |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var ratios, relayRatios, cpus, userCPUs, rawCPUs, cpuRatios, relayCPURatios, cRelayCPURatios, shares []float64
 	snapshots := 0
 	for i := 1; i <= runs; i++ {
@@ -294,9 +294,9 @@ func throughputTable(d *daemon, rl *relay, cRelay, file string, runs int) error 
 		shares, snapshots = append(shares, float64(min(r.bytes, fileSize))/fileSize), snapshots+r.snapshots
 		// whole file: the file's size over the time until the viewer had
 		// its end (what a viewer that got snapshots shows it at).
-		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d | %.1f MB/s | %.1f ms/MB | %.2f | %.2f | %s |\n",
+		fmt.Printf("| %d | %.1f MB/s | %.1f MB/s | %.1f MB/s | %.2f | %.2f | %.1f ms/MB | %.1f ms/MB | %.1f ms/MB | %.0f/MB | %d | %.1f MB/s | %.1f ms/MB | %.0f/MB | %.2f | %.2f | %s |\n",
 			i, rawRate, relayRate, rate, rate/rawRate, rate/relayRate, msPerMB, userPerMB, float64(r.viewerCPU.Milliseconds())/mb, float64(r.syscalls)/mb, r.snapshots, mbps(fileSize, r.elapsed),
-			rawMsPerMB(rr), msPerMB/rawMsPerMB(rr), relayMsPerMB/rawMsPerMB(rr), cRelayCol)
+			rawMsPerMB(rr), float64(rr.Reads)/mb, msPerMB/rawMsPerMB(rr), relayMsPerMB/rawMsPerMB(rr), cRelayCol)
 	}
 	fmt.Printf("\nmedian ratio to raw %.2f, to the relay %.2f; median ahpd CPU %.1f ms/MB, %.1f of it in user space\n", median(ratios), median(relayRatios), median(cpus), median(userCPUs))
 	fmt.Printf("median raw reader CPU %.1f ms/MB; median ahpd CPU / raw reader CPU %.2f, the minimal relay's %.2f\n\n", median(rawCPUs), median(cpuRatios), median(relayCPURatios))

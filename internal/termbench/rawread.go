@@ -36,18 +36,19 @@ type RawReading struct {
 	Bytes   int64         `json:"bytes"`          // read from the PTY (each "\n" of the file is "\r\n" there)
 	Elapsed time.Duration `json:"nanoseconds"`    // from just before `cat` starts to the end of the read
 	CPU     time.Duration `json:"cpuNanoseconds"` // the reader process's user + system over the read, `cat`'s not included
+	Reads   int64         `json:"reads"`          // reads that returned output
 }
 
 // serveRawRead is the raw reader: it reads file raw from a PTY and writes
 // the RawReading to w, one JSON line.
 func serveRawRead(w io.Writer, file string) error {
 	cpu0 := CPUTime()
-	n, d, err := RawPTYRead(file)
+	n, reads, d, err := rawPTYRead(file)
 	cpu := CPUTime() - cpu0
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(w).Encode(RawReading{Bytes: n, Elapsed: d, CPU: cpu})
+	return json.NewEncoder(w).Encode(RawReading{Bytes: n, Elapsed: d, CPU: cpu, Reads: reads})
 }
 
 // RawReadMain is a benchmark's main run as the raw reader (-rawread

@@ -30,7 +30,9 @@ func TestRawReadProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The PTY turns each "\n" of the file into "\r\n".
-	if r.Bytes < size || r.Elapsed <= 0 || r.CPU < 0 {
+	// Reads that returned output: at least one per 64 KiB (the buffer),
+	// at most one per byte.
+	if r.Bytes < size || r.Elapsed <= 0 || r.CPU < 0 || r.Reads < r.Bytes/(64<<10) || r.Reads > r.Bytes {
 		t.Fatalf("RawReadProcess of %d bytes = %+v", size, r)
 	}
 }

@@ -37,27 +37,36 @@ func WriteTextFile(path string, size int) error {
 // throughput baseline. It returns the bytes read and the time taken; a
 // cat that fails (no such file) is an error.
 func RawPTYRead(path string) (int64, time.Duration, error) {
+	n, _, d, err := rawPTYRead(path)
+	return n, d, err
+}
+
+// rawPTYRead is RawPTYRead that also counts the reads that returned
+// output (a reader faster than `cat` finds less in each read).
+func rawPTYRead(path string) (n, reads int64, d time.Duration, err error) {
 	cmd := exec.Command("cat", path)
 	start := time.Now()
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	buf := make([]byte, 64<<10)
-	var n int64
 	for {
 		k, err := f.Read(buf)
 		n += int64(k)
+		if k > 0 {
+			reads++
+		}
 		if err != nil {
 			break // EIO: cat, the slave's only holder, has exited
 		}
 	}
-	d := time.Since(start)
+	d = time.Since(start)
 	f.Close()
 	if err := cmd.Wait(); err != nil {
-		return n, d, fmt.Errorf("cat %s: %w", path, err)
+		return n, reads, d, fmt.Errorf("cat %s: %w", path, err)
 	}
-	return n, d, nil
+	return n, reads, d, nil
 }
 
 // EchoCommand is the terminal every echo measurement types into: it
