@@ -2,6 +2,7 @@ package pty
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
@@ -623,6 +624,63 @@ func TestSharedItemEscapedOnce(t *testing.T) {
 		}
 		if lone.esc != "" {
 			t.Fatalf("%q: a lone viewer made a shared copy nobody reads", text)
+		}
+	}
+}
+
+// TestMessageAfterPartialItem: a message that starts with the rest of an
+// item (the one before ran out of room in it) goes on with the items
+// after it, for ASCII and other text: large items made of a flood's
+// reads must not leave a small message of each one's tail between two
+// large ones. The messages together hold the items' text, in order.
+func TestMessageAfterPartialItem(t *testing.T) {
+	for _, unit := range []string{"ab\r\n", "漢字\r\n"} {
+		ascii := isASCII([]byte(unit))
+		refs := []*item{
+			{text: strings.Repeat(unit, 3000), ascii: ascii},
+			{text: strings.Repeat(unit, 10), ascii: ascii},
+			{text: strings.Repeat(unit, 10), ascii: ascii},
+		}
+		var all string
+		for _, it := range refs {
+			all += it.text
+		}
+		const max = 16 << 10
+		var got strings.Builder
+		var sizes []int64
+		seq, off, pos := uint64(0), 0, int64(0)
+		for seq < uint64(len(refs)) {
+			b, size, nseq, noff, npos, escaped := (&Viewer{}).buildOutput(nil, refs[seq:], seq, off, pos, max, false)
+			if nseq == seq && noff == off {
+				t.Fatalf("%q: no progress at item %d, offset %d", unit, seq, off)
+			}
+			m := flow.Message{Text: string(b), Size: size}
+			if escaped {
+				m = flow.Message{Escaped: string(b), Size: size}
+			}
+			var msg struct {
+				Params struct{ Data string } `json:"params"`
+			}
+			if err := json.Unmarshal([]byte(messageText(t, m)), &msg); err != nil {
+				t.Fatal(err)
+			}
+			got.WriteString(msg.Params.Data)
+			sizes = append(sizes, size)
+			seq, off, pos = nseq, noff, npos
+		}
+		if got.String() != all || pos != int64(len(all)) {
+			t.Fatalf("%q: the messages hold %d bytes (position %d), want the items' %d in order", unit, got.Len(), pos, len(all))
+		}
+		// The first item fills some messages and leaves a rest, which the
+		// last message carries with the two small items.
+		last := sizes[len(sizes)-1]
+		if len(sizes) < 2 || last < 2*flow.EscapedLen(refs[1].text) {
+			t.Fatalf("%q: message sizes %v: the last one does not carry the small items after the rest of the first", unit, sizes)
+		}
+		for i, s := range sizes[:len(sizes)-1] {
+			if s < max/2 {
+				t.Fatalf("%q: message %d of %d is %d bytes of %d: a small message between large ones (%v)", unit, i, len(sizes), s, max, sizes)
+			}
 		}
 	}
 }

@@ -397,8 +397,12 @@ func (v *Viewer) buildOutput(b []byte, refs []*item, seq uint64, off int, pos in
 			off += k
 			pos += int64(k)
 			if off == len(it.text) {
+				// The rest of an item a message before took the start
+				// of: the items after it may fit too. (A message of the
+				// rest alone would be a small one after each large one.)
 				seq++
 				off = 0
+				continue
 			}
 		}
 		break
