@@ -334,8 +334,13 @@ func TestLogFreedWhenViewersCatchUpOrLeave(t *testing.T) {
 // snapshot + channel/ready, then the rest.
 func TestSlowViewer(t *testing.T) {
 	const backlog = 1 << 20
-	lines := 500_000
-	cfg := pty.Config{Command: sh(fmt.Sprintf("read x; seq 1 %d", lines)), ViewerBacklog: backlog}
+	// 3.4 MB in bursts of 10,000 lines (69 KB) 10 ms apart: far more than
+	// the slow viewer's backlog, at a pace the fast one keeps up with
+	// whatever the reader's speed, even under -race on a busy machine (at
+	// full speed the reader, which takes a flood's reads as one item, can
+	// outrun a test viewer that copies every message).
+	const lines, burst = 500_000, 10_000
+	cfg := pty.Config{Command: sh(fmt.Sprintf("read x; i=0; while [ $i -lt %d ]; do seq $((i+1)) $((i+%d)); i=$((i+%d)); sleep 0.01; done", lines, burst, burst)), ViewerBacklog: backlog}
 	term := start(t, cfg)
 	slow := attach(t, term, 64<<10)
 	fast := attach(t, term, 64<<10)
