@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Word-at-a-time scanning for the hot paths (fragmenting and decoding
@@ -12,7 +13,9 @@ import (
 // test: for a word v, (v − 0x01…01) &^ v & 0x80…80 flags the zero bytes of
 // v, and (v − 0x01…01·n) &^ v flags the bytes below n. A borrow can only
 // set flags above the lowest byte that really matches, so "some byte
-// matches" and "the lowest flagged byte" are exact.
+// matches" and "the lowest flagged byte" are exact. plainPrefix, the
+// escapers' scan, takes whole 16-byte blocks first with plainBlocks: SSE2
+// on amd64 (scan_amd64.s), words elsewhere and with the purego tag.
 
 const (
 	lsb = 0x0101010101010101
@@ -40,6 +43,16 @@ func specialBytes(x uint64) uint64 {
 func plainPrefix(s string, i, limit int) int {
 	// w shrinks from the front, so the loads need no bounds checks.
 	w := s[i:limit]
+	// Whole 16-byte blocks first (plainBlocks: vector instructions on
+	// amd64), then words and bytes.
+	if len(w) >= 16 {
+		blocks := len(w) &^ 15
+		k := plainBlocks(unsafe.StringData(w), len(w))
+		if k < blocks {
+			return i + k
+		}
+		w = w[blocks:]
+	}
 	for len(w) >= 8 {
 		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
 			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56

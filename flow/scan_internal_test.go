@@ -103,3 +103,54 @@ func FuzzStringEnd(f *testing.F) {
 		}
 	})
 }
+
+// plainPrefixRef is plainPrefix byte by byte.
+func plainPrefixRef(s string, i, limit int) int {
+	for i < limit && safeByte[s[i]] {
+		i++
+	}
+	return i
+}
+
+// TestPlainPrefix: plainPrefix (whole blocks with vector instructions on
+// amd64, then words, then bytes) stops where the byte-by-byte scan does,
+// for every byte value at every position of texts up to 70 bytes long,
+// from several starts and to several limits.
+func TestPlainPrefix(t *testing.T) {
+	buf := []byte(strings.Repeat("a", 70))
+	for n := 0; n <= len(buf); n++ {
+		for p := 0; p < n; p++ {
+			for c := 0; c < 256; c++ {
+				buf[p] = byte(c)
+				s := string(buf[:n])
+				for _, i := range []int{0, 1, 7, 15, 16, 17} {
+					for _, limit := range []int{n, n - 1, n - 9, n - 16} {
+						if i > limit || limit < 0 {
+							continue
+						}
+						if got, want := plainPrefix(s, i, limit), plainPrefixRef(s, i, limit); got != want {
+							t.Fatalf("plainPrefix(%q, %d, %d) = %d, want %d", s, i, limit, got, want)
+						}
+					}
+				}
+			}
+			buf[p] = 'a'
+		}
+	}
+}
+
+// FuzzPlainPrefix: plainPrefix agrees with the byte-by-byte scan on any
+// text, from any start to any limit.
+func FuzzPlainPrefix(f *testing.F) {
+	f.Add("the quick brown fox jumps over the lazy dog 0123456789 \r\n", 0, 58)
+	f.Add(strings.Repeat("x", 40)+"\"quoted\" \\ \x1b[1m\xc3\xa9", 3, 60)
+	f.Add(strings.Repeat("0123456789abcdef", 5)+"\x7f\x80", 16, 82)
+	f.Fuzz(func(t *testing.T, s string, i, limit int) {
+		if i < 0 || limit > len(s) || i > limit {
+			return
+		}
+		if got, want := plainPrefix(s, i, limit), plainPrefixRef(s, i, limit); got != want {
+			t.Fatalf("plainPrefix(%q, %d, %d) = %d, want %d", s, i, limit, got, want)
+		}
+	})
+}
