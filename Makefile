@@ -78,8 +78,10 @@ test: lint web
 	$(GO) test -count=1 -run 'TestCtrlCUnderFlood' ./daemon/
 	$(GO) test -count=1 -run 'TestSmallWritesBatched|TestEchoWakesEmulatorAtOnce' ./pty/
 	$(GO) test -count=1 -run 'TestLossInvariants$$' ./telemetry/
-	# The portable code beside the vector code (flow/scan_amd64.s, internal/b64).
+	# The portable code beside the vector code (flow/scan_amd64.s,
+	# pty/scan_amd64.s, internal/b64).
 	$(GO) test -count=1 -tags purego ./flow/ ./internal/b64/
+	$(GO) test -count=1 -tags purego -run 'TestPrintableEnd|TestEmulator' ./pty/
 	$(MAKE) fuzz
 	$(MAKE) web-test
 	@if [ -x $(CHROMIUM) ]; then $(MAKE) e2e; \

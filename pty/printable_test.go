@@ -1,19 +1,56 @@
 package pty
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
+// printableEndRef is printableEnd byte by byte.
+func printableEndRef(s string, i int) int {
+	for i < len(s) && s[i] >= 0x20 && s[i] < 0x7F {
+		i++
+	}
+	return i
+}
+
+// TestPrintableEndAllBytes: printableEnd (whole blocks with vector
+// instructions on amd64, then words, then bytes) stops where the
+// byte-by-byte scan does, for every byte value at every position of texts
+// up to 70 bytes long, from several starts.
 func TestPrintableEndAllBytes(t *testing.T) {
-	for c := 0; c < 256; c++ {
-		for pos := 0; pos < 12; pos++ {
-			b := []byte("abcdefghijklmnopq")
-			b[pos] = byte(c)
-			want := pos
-			if c >= 0x20 && c < 0x7F {
-				want = len(b)
+	buf := []byte(strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789", 2)[:70])
+	for n := 0; n <= len(buf); n++ {
+		for pos := 0; pos < n; pos++ {
+			old := buf[pos]
+			for c := 0; c < 256; c++ {
+				buf[pos] = byte(c)
+				s := string(buf[:n])
+				for _, i := range []int{0, 1, 7, 15, 16, 17} {
+					if i > n {
+						continue
+					}
+					if got, want := printableEnd(s, i), printableEndRef(s, i); got != want {
+						t.Fatalf("printableEnd(%q, %d) = %d, want %d", s, i, got, want)
+					}
+				}
 			}
-			if got := printableEnd(string(b), 0); got != want {
-				t.Fatalf("byte %#x at %d: got %d want %d", c, pos, got, want)
-			}
+			buf[pos] = old
 		}
 	}
+}
+
+// FuzzPrintableEnd: printableEnd agrees with the byte-by-byte scan on any
+// text, from any start.
+func FuzzPrintableEnd(f *testing.F) {
+	f.Add("the quick brown fox jumps over the lazy dog 0123456789 \r\n", 0)
+	f.Add(strings.Repeat("x", 40)+"\x7f\x1b[1m\xc3\xa9", 3)
+	f.Add(strings.Repeat("0123456789abcdef", 5)+"~\x80", 16)
+	f.Fuzz(func(t *testing.T, s string, i int) {
+		if i < 0 || i > len(s) {
+			return
+		}
+		if got, want := printableEnd(s, i), printableEndRef(s, i); got != want {
+			t.Fatalf("printableEnd(%q, %d) = %d, want %d", s, i, got, want)
+		}
+	})
 }
