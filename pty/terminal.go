@@ -614,7 +614,9 @@ const wakeBatch = 32 << 10
 // (one read at a time while the Pacer paces it) and appends the lot as
 // one item: the log, the emulator and the viewers then handle one item,
 // and the runtime one allocation, where they would have handled up to
-// sixteen, for the same system calls. Viewers waiting for output are woken when the PTY has nothing more to
+// sixteen, for the same system calls.
+//
+// Viewers waiting for output are woken when the PTY has nothing more to
 // read right now (so an echo is delivered at once) or after wakeBatch
 // bytes: during a flood, a wake-up per read would cost a thread wake-up
 // each and slow the reader.
