@@ -81,7 +81,7 @@ test: lint web
 	# The portable code beside the vector code (flow/scan_amd64.s,
 	# pty/scan_amd64.s, internal/b64).
 	$(GO) test -count=1 -tags purego ./flow/ ./internal/b64/
-	$(GO) test -count=1 -tags purego -run 'TestPrintableEnd|TestEmulator' ./pty/
+	$(GO) test -count=1 -tags purego -run 'TestPrintableEnd|TestIsASCII|TestFilter|TestEmulator' ./pty/
 	$(MAKE) fuzz
 	$(MAKE) web-test
 	@if [ -x $(CHROMIUM) ]; then $(MAKE) e2e; \

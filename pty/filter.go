@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxQueryLen bounds a sequence that is still considered a possible query
@@ -235,8 +236,21 @@ func (f *filter) feed(p []byte, final bool) (string, bool, []query) {
 	return string(out), false, qs
 }
 
-// isASCII reports whether every byte of p is below 0x80, 8 at a time.
+// isASCII reports whether every byte of p is below 0x80: whole 16-byte
+// blocks first (asciiBlocks: vector instructions on amd64), then words
+// and bytes.
 func isASCII(p []byte) bool {
+	if len(p) >= 16 {
+		if !asciiBlocks(unsafe.SliceData(p), len(p)) {
+			return false
+		}
+		p = p[len(p)&^15:]
+	}
+	return asciiWords(p)
+}
+
+// asciiWords is isASCII 8 bytes a step.
+func asciiWords(p []byte) bool {
 	for len(p) >= 8 {
 		if binary.LittleEndian.Uint64(p)&0x8080808080808080 != 0 {
 			return false

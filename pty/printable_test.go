@@ -54,3 +54,38 @@ func FuzzPrintableEnd(f *testing.F) {
 		}
 	})
 }
+
+// isASCIIRef is isASCII byte by byte.
+func isASCIIRef(p []byte) bool {
+	for _, c := range p {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestIsASCIIAllBytes: isASCII (whole blocks with vector instructions on
+// amd64, then words, then bytes) agrees with the byte-by-byte test for
+// every byte value at every position of texts up to 70 bytes long, from
+// several starts.
+func TestIsASCIIAllBytes(t *testing.T) {
+	buf := []byte(strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789", 2)[:70])
+	for n := 0; n <= len(buf); n++ {
+		for pos := 0; pos < n; pos++ {
+			old := buf[pos]
+			for c := 0; c < 256; c++ {
+				buf[pos] = byte(c)
+				for _, i := range []int{0, 1, 7, 15, 16, 17} {
+					if i > n {
+						continue
+					}
+					if got, want := isASCII(buf[i:n]), isASCIIRef(buf[i:n]); got != want {
+						t.Fatalf("isASCII(%q) = %v, want %v", buf[i:n], got, want)
+					}
+				}
+			}
+			buf[pos] = old
+		}
+	}
+}

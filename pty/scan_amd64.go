@@ -8,3 +8,9 @@ package pty
 //
 //go:noescape
 func printableBlocks(p *byte, n int) int
+
+// asciiBlocks (scan_amd64.s) reports whether the whole 16-byte blocks of
+// p[:n] hold no byte from 0x80.
+//
+//go:noescape
+func asciiBlocks(p *byte, n int) bool

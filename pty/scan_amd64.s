@@ -43,3 +43,28 @@ found:
 done:
 	MOVQ AX, ret+16(FP)
 	RET
+
+// func asciiBlocks(p *byte, n int) bool
+//
+// asciiBlocks reports whether the whole 16-byte blocks of p[:n] hold no
+// byte from 0x80: it ORs them together and looks at the high bits once.
+TEXT ·asciiBlocks(SB), NOSPLIT, $0-17
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	ANDQ $~15, CX
+	XORQ AX, AX
+	PXOR X1, X1
+
+orloop:
+	CMPQ AX, CX
+	JAE  ordone
+	MOVOU (SI)(AX*1), X0
+	POR   X0, X1
+	ADDQ  $16, AX
+	JMP   orloop
+
+ordone:
+	PMOVMSKB X1, DX
+	TESTL DX, DX
+	SETEQ ret+16(FP)
+	RET
