@@ -13,30 +13,38 @@ func printableEndRef(s string, i int) int {
 	return i
 }
 
-// TestPrintableEndAllBytes: printableEnd (whole blocks with vector
-// instructions on amd64, then words, then bytes) stops where the
-// byte-by-byte scan does, for every byte value at every position of texts
-// up to 70 bytes long, from several starts.
-func TestPrintableEndAllBytes(t *testing.T) {
+// eachByteEverywhere calls f with every byte value at every position of
+// texts up to 70 bytes long (buf[:n]), from several starts i: what the
+// scans with vector instructions (16 bytes a step), words and bytes must
+// agree on with a byte-by-byte reference.
+func eachByteEverywhere(f func(buf []byte, i, n int)) {
 	buf := []byte(strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789", 2)[:70])
 	for n := 0; n <= len(buf); n++ {
 		for pos := 0; pos < n; pos++ {
 			old := buf[pos]
 			for c := 0; c < 256; c++ {
 				buf[pos] = byte(c)
-				s := string(buf[:n])
 				for _, i := range []int{0, 1, 7, 15, 16, 17} {
-					if i > n {
-						continue
-					}
-					if got, want := printableEnd(s, i), printableEndRef(s, i); got != want {
-						t.Fatalf("printableEnd(%q, %d) = %d, want %d", s, i, got, want)
+					if i <= n {
+						f(buf, i, n)
 					}
 				}
 			}
 			buf[pos] = old
 		}
 	}
+}
+
+// TestPrintableEndAllBytes: printableEnd (whole blocks with vector
+// instructions on amd64, then words, then bytes) stops where the
+// byte-by-byte scan does.
+func TestPrintableEndAllBytes(t *testing.T) {
+	eachByteEverywhere(func(buf []byte, i, n int) {
+		s := string(buf[:n])
+		if got, want := printableEnd(s, i), printableEndRef(s, i); got != want {
+			t.Fatalf("printableEnd(%q, %d) = %d, want %d", s, i, got, want)
+		}
+	})
 }
 
 // FuzzPrintableEnd: printableEnd agrees with the byte-by-byte scan on any
@@ -66,26 +74,11 @@ func isASCIIRef(p []byte) bool {
 }
 
 // TestIsASCIIAllBytes: isASCII (whole blocks with vector instructions on
-// amd64, then words, then bytes) agrees with the byte-by-byte test for
-// every byte value at every position of texts up to 70 bytes long, from
-// several starts.
+// amd64, then words, then bytes) agrees with the byte-by-byte test.
 func TestIsASCIIAllBytes(t *testing.T) {
-	buf := []byte(strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789", 2)[:70])
-	for n := 0; n <= len(buf); n++ {
-		for pos := 0; pos < n; pos++ {
-			old := buf[pos]
-			for c := 0; c < 256; c++ {
-				buf[pos] = byte(c)
-				for _, i := range []int{0, 1, 7, 15, 16, 17} {
-					if i > n {
-						continue
-					}
-					if got, want := isASCII(buf[i:n]), isASCIIRef(buf[i:n]); got != want {
-						t.Fatalf("isASCII(%q) = %v, want %v", buf[i:n], got, want)
-					}
-				}
-			}
-			buf[pos] = old
+	eachByteEverywhere(func(buf []byte, i, n int) {
+		if got, want := isASCII(buf[i:n]), isASCIIRef(buf[i:n]); got != want {
+			t.Fatalf("isASCII(%q) = %v, want %v", buf[i:n], got, want)
 		}
-	}
+	})
 }
