@@ -55,35 +55,51 @@ func cRelayEcho(bin string, n int, gap time.Duration) (timed, error) {
 	return tcpRelayEcho(exec.Command(bin), n, gap)
 }
 
-// tcpRelayEcho starts cmd, a relay that prints the loopback port it
-// listens on and serves one connection to termbench.EchoCommand on a PTY
-// (the C relay, the Go TCP relay), times n keystrokes through it and
-// takes its CPU time.
-func tcpRelayEcho(cmd *exec.Cmd, n int, gap time.Duration) (out timed, err error) {
+// dialTCPRelay starts cmd, a relay that prints the loopback port it
+// listens on and serves one connection (the C relay, the Go TCP relay),
+// and connects to it, with a 5-minute deadline. The caller closes the
+// connection, then waits for cmd (benchproc.WaitOrKill): the relay exits
+// when the connection closes.
+func dialTCPRelay(cmd *exec.Cmd) (net.Conn, error) {
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // if ahpbench is killed
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return out, err
+		return nil, err
 	}
-	defer benchproc.WaitOrKill(cmd, 10*time.Second) // it exits when the connection closes
+	fail := func(err error) (net.Conn, error) {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, err
+	}
 	port, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		_ = cmd.Process.Kill()
-		return out, fmt.Errorf("the relay did not start: %w", err)
+		return fail(fmt.Errorf("the relay did not start: %w", err))
 	}
 	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strings.TrimSpace(port)), 10*time.Second)
 	if err != nil {
-		_ = cmd.Process.Kill()
-		return out, err
+		return fail(err)
 	}
-	defer c.Close()
 	if err := c.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
+		c.Close()
+		return fail(err)
+	}
+	return c, nil
+}
+
+// tcpRelayEcho times n keystrokes through the relay cmd runs
+// (dialTCPRelay), serving termbench.EchoCommand on a PTY, and takes its
+// CPU time.
+func tcpRelayEcho(cmd *exec.Cmd, n int, gap time.Duration) (out timed, err error) {
+	c, err := dialTCPRelay(cmd)
+	if err != nil {
 		return out, err
 	}
+	defer benchproc.WaitOrKill(cmd, 10*time.Second)
+	defer c.Close()
 	cpu0, err := taskCPU(cmd.Process.Pid)
 	if err != nil {
 		return out, err
@@ -106,36 +122,17 @@ func cRelayThroughput(bin, path string, sink io.Writer) (n int64, elapsed, cpu t
 		sink = io.Discard
 	}
 	cmd := exec.Command(bin, "exec cat "+path)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // if ahpbench is killed
-	stdout, err := cmd.StdoutPipe()
+	c, err := dialTCPRelay(cmd)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	if err := cmd.Start(); err != nil {
-		return 0, 0, 0, err
-	}
-	defer benchproc.WaitOrKill(cmd, 10*time.Second) // it exits when the connection closes
-	port, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		return 0, 0, 0, fmt.Errorf("the C relay did not start: %w", err)
-	}
+	defer benchproc.WaitOrKill(cmd, 10*time.Second)
+	defer c.Close()
 	cpu0, err := taskCPU(cmd.Process.Pid)
 	if err != nil {
-		_ = cmd.Process.Kill()
 		return 0, 0, 0, err
 	}
 	start := time.Now()
-	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strings.TrimSpace(port)), 10*time.Second)
-	if err != nil {
-		_ = cmd.Process.Kill()
-		return 0, 0, 0, err
-	}
-	defer c.Close()
-	if err := c.SetDeadline(time.Now().Add(5 * time.Minute)); err != nil {
-		return 0, 0, 0, err
-	}
 	n, err = io.CopyBuffer(sink, c, make([]byte, 64<<10))
 	if err != nil {
 		return n, 0, 0, err

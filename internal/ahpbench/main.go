@@ -275,7 +275,7 @@ func throughputTable(d *daemon, rl *relay, cRelay, file string, runs int) error 
 			if cn < fileSize {
 				return fmt.Errorf("C relay: %d of %d bytes", cn, fileSize)
 			}
-			x := float64(cCPU) / 1e6 / mb / rawMsPerMB(rr)
+			x := perMB(cCPU) / rawMsPerMB(rr)
 			cRelayCPURatios, cRelayCol = append(cRelayCPURatios, x), fmt.Sprintf("%.2f", x)
 		}
 		r, err := d.throughput(fmt.Sprintf("cat%d", i), file, 1)
@@ -289,7 +289,7 @@ func throughputTable(d *daemon, rl *relay, cRelay, file string, runs int) error 
 		ratios, relayRatios, cpus = append(ratios, rate/rawRate), append(relayRatios, rate/relayRate), append(cpus, msPerMB)
 		userCPUs = append(userCPUs, userPerMB)
 		rawCPUs, cpuRatios = append(rawCPUs, rawMsPerMB(rr)), append(cpuRatios, msPerMB/rawMsPerMB(rr))
-		relayMsPerMB := float64(relayCPU) / 1e6 / mb
+		relayMsPerMB := perMB(relayCPU)
 		relayCPURatios = append(relayCPURatios, relayMsPerMB/rawMsPerMB(rr))
 		shares, snapshots = append(shares, float64(min(r.bytes, fileSize))/fileSize), snapshots+r.snapshots
 		// whole file: the file's size over the time until the viewer had

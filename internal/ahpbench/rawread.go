@@ -27,7 +27,10 @@ func rawRead(file string) (termbench.RawReading, error) {
 }
 
 // rawMsPerMB is the raw reader's CPU per MB of the file.
-func rawMsPerMB(r termbench.RawReading) float64 { return float64(r.CPU) / 1e6 / mb }
+func rawMsPerMB(r termbench.RawReading) float64 { return perMB(r.CPU) }
+
+// perMB is a CPU time over the test file, in ms per MB.
+func perMB(cpu time.Duration) float64 { return float64(cpu) / 1e6 / mb }
 
 // taskCPU is a process's CPU time to the nanosecond: the sum over its
 // threads of the time the scheduler ran them (/proc/PID/task/*/schedstat),
