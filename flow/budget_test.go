@@ -212,6 +212,24 @@ func TestSharedFloor(t *testing.T) {
 	}
 }
 
+// TestSharedFloorIsNoCap: while the shared budget has room, a Sender
+// with a SharedFloor asks its Source for whole messages (PullSize), not
+// for the floor: the floor capped a flood's messages at 64 KiB, one frame
+// and so one write each, with the daemon's budget nearly unused.
+func TestSharedFloorIsNoCap(t *testing.T) {
+	b := flow.NewBudget(64 << 20)
+	lim := limits(8<<20, 64<<10, 1<<20)
+	s := newSender(t, flow.SenderConfig{Shared: b, SharedFloor: 64 << 10})
+	src := &sizedSource{}
+	s.Wake(open(t, s, "s", src, lim))
+	if _, ok := next(t, s); !ok {
+		t.Fatal("nothing was handed out")
+	}
+	if src.largest != 1<<20 || s.Active() != 1<<20 || b.Used() != 1<<20 {
+		t.Fatalf("asked for %d, holds %d, shared used %d; want 1 MiB (PullSize) each", src.largest, s.Active(), b.Used())
+	}
+}
+
 // TestBudgetRefusesNegative: Take and Give panic on a negative count
 // instead of moving the budget the other way, and leave it as it was.
 func TestBudgetRefusesNegative(t *testing.T) {

@@ -299,15 +299,19 @@ func (s *Sender) reserve(want int64) int64 {
 	if s.cfg.Shared == nil {
 		return left
 	}
+	// The shared budget first: the floor is for when it is spent, not a
+	// cap on messages while it has room (it held a flood's messages to
+	// 64 KiB, a frame each, and so a write each).
+	if got := s.cfg.Shared.reserve(left, floor); got > 0 {
+		return got
+	}
 	if room := s.cfg.SharedFloor - s.active; room >= floor {
 		left = min(left, room)
 		s.cfg.Shared.add(left) // counted, not checked
 		return left
 	}
-	if left = s.cfg.Shared.reserve(left, floor); left == 0 {
-		s.sharedStarved = true
-	}
-	return left
+	s.sharedStarved = true
+	return 0
 }
 
 // unreserve returns a reservation that started no data message.
