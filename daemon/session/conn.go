@@ -152,6 +152,7 @@ type conn struct {
 	inbox       chan inbound         // reader → run
 	inBytes     atomic.Int64         // bytes waiting in inbox (+1 KiB each)
 	out         chan []byte          // run → writer
+	batch       [][]byte             // pump's items of one pass, for out
 	written     chan []byte          // writer → run: the slice it finished
 	writeFailed chan struct{}        // closed by the writer when a write fails
 	alive       chan struct{}        // pinger → run: a pong arrived
@@ -698,7 +699,20 @@ func (c *conn) noPong() error {
 // nothing to send it takes no frame buffer: an idle connection handling
 // inbound messages does not take one from frameBufs and give it back on
 // every pass of the run loop.
+//
+// What one pass hands out goes to the writer together at the end: sent as
+// each was made, the writer (on another P) would start writing the first
+// while the next was still being made, and a flood's frames would leave
+// in a write each instead of one corked write.
 func (c *conn) pump() error {
+	batch := c.batch[:0]
+	defer func() {
+		for i, b := range batch {
+			c.out <- b // never blocks: out holds the transport bound
+			batch[i] = nil
+		}
+		c.batch = batch[:0]
+	}()
 	for c.sender.Pending() {
 		buf := c.getBuf()
 		b, err := c.sender.Next(buf)
@@ -725,7 +739,7 @@ func (c *conn) pump() error {
 			c.lastWrite = time.Now() // the first item in flight starts the stall clock
 			c.checkBy(c.nextCheck(c.lastWrite))
 		}
-		c.out <- b // never blocks: out holds the transport bound
+		batch = append(batch, b)
 	}
 	return nil
 }

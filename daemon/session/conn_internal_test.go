@@ -248,3 +248,52 @@ func TestWebSocketFrameOneWrite(t *testing.T) {
 		t.Fatalf("the frame took %d writes to the socket, want 1", n)
 	}
 }
+
+// outLenSource is a flow.Source of n messages of 2 KiB that records, at
+// each Pull, how many items wait in out for the writer.
+type outLenSource struct {
+	out  chan []byte
+	n    int
+	seen []int
+}
+
+func (s *outLenSource) Pull(dataAllowed bool, _ int64) (flow.Message, bool) {
+	if !dataAllowed || s.n == 0 {
+		return flow.Message{}, false
+	}
+	s.n--
+	s.seen = append(s.seen, len(s.out))
+	return flow.Message{Text: `{"jsonrpc":"2.0","method":"x","params":{"d":"` + strings.Repeat("a", 2<<10) + `"}}`}, true
+}
+
+// TestPumpHandsOutTogether: what one pass of pump hands out reaches the
+// writer together, after the pass: none of it is in out while the next
+// item is being made. Sent one by one, the writer, on another P, took the
+// first before the second was made and wrote each alone, a system call
+// and a wake-up of the peer per frame.
+func TestPumpHandsOutTogether(t *testing.T) {
+	sender, err := flow.NewSender(flow.SenderConfig{TransportFrames: 2, TransportBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &conn{srv: newTestServer(config.Config{}, nil), sender: sender, out: make(chan []byte, 4), check: time.NewTimer(time.Hour)}
+	defer c.check.Stop()
+	src := &outLenSource{out: c.out, n: 2}
+	lim := flow.ReceiveLimits{WindowBytes: 1 << 20, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 64 << 10}
+	st, err := sender.Open(flow.StreamConfig{Channel: "ahp-terminal:/t", SubscriptionID: "s1", Source: src, Send: lim, Receive: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender.Wake(st)
+	if err := c.pump(); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.seen) != 2 || len(c.out) != 2 {
+		t.Fatalf("pump made %d messages and handed %d items to the writer, want 2 and 2", len(src.seen), len(c.out))
+	}
+	for i, n := range src.seen {
+		if n != 0 {
+			t.Fatalf("message %d was made with %d items already in out, want 0: items go to the writer after the pass", i+1, n)
+		}
+	}
+}
