@@ -43,8 +43,11 @@ func TestPacerYieldsFloodToTyping(t *testing.T) {
 	self := readDuring(d, flood)
 	t.Logf("flood read %d bytes alone, %d while another terminal is typed into, %d while typed into itself", alone, paced, self)
 	// One read of at most 4 KiB per pause, with slack for the reads
-	// before the flood is recognised.
-	limit := int64(d/delay+1)*4096 + 128<<10
+	// before the flood is recognised, and for one batch of them (the
+	// reader reads on until the PTY is empty or 64 KiB are in hand, and
+	// paces after the batch): 110–178 KiB measured, 198–201 KiB in 2 of
+	// 14 runs, before the batch was allowed for.
+	limit := int64(d/delay+1)*4096 + 128<<10 + 64<<10
 	if paced > limit {
 		t.Errorf("paced flood read %d bytes in %v, want at most %d", paced, d, limit)
 	}

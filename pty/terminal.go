@@ -607,6 +607,19 @@ func (t *Terminal) writer() {
 // to read, before it wakes the viewers waiting for it.
 const wakeBatch = 32 << 10
 
+// wakeLazy and streamBytes: a wake-up that delivered at least streamBytes
+// makes the next one, when the PTY runs empty within wakeLazy of it, wait
+// for wakeLazy to pass (or for wakeBatch more bytes). A program that
+// writes steadily (a build's log, a paced copy: pieces every few hundred
+// µs, handed over by the line discipline 4 KiB at a time) then costs each
+// viewer a frame and a socket write per wakeLazy, not per read, and its
+// output is at most wakeLazy later; an echo or a prompt after a pause is
+// woken at once.
+const (
+	wakeLazy    = 2 * time.Millisecond
+	streamBytes = 4 << 10
+)
+
 // reader reads the PTY until EIO (or Close), filters, and appends items.
 //
 // The line discipline hands output over at most 4 KiB per read. During a
@@ -619,7 +632,9 @@ const wakeBatch = 32 << 10
 // Viewers waiting for output are woken when the PTY has nothing more to
 // read right now (so an echo is delivered at once) or after wakeBatch
 // bytes: during a flood, a wake-up per read would cost a thread wake-up
-// each and slow the reader.
+// each and slow the reader. Output that streams is woken at most once per
+// wakeLazy (see there): the reader then waits for the PTY with a read
+// deadline, and wakes the viewers when it passes.
 func (t *Terminal) reader() {
 	defer t.wg.Done()
 	defer close(t.readerDone)
@@ -628,11 +643,38 @@ func (t *Terminal) reader() {
 	var pending []func() // wake hooks held back
 	unwoken := 0         // bytes appended since the last wake-up
 	var pace pacing
+	var (
+		lastWake  int64 // monoNow of the last wake-up that delivered output
+		lastWoken int   // the bytes it delivered
+		deferred  bool  // a wake-up waits for the read deadline
+	)
 	flush := func() {
 		t.wakeAll(pending)
 		clear(pending)
 		pending = pending[:0]
+		if unwoken > 0 {
+			lastWake, lastWoken = monoNow(), unwoken
+		}
 		unwoken = 0
+	}
+	// lazy reports whether the wake-up for the output read so far waits
+	// (wakeLazy), and if so arms the read deadline that ends the wait.
+	lazy := func() bool {
+		if deferred {
+			return true
+		}
+		if unwoken == 0 || lastWoken < streamBytes {
+			return false
+		}
+		wait := int64(wakeLazy) - (monoNow() - lastWake)
+		if wait <= 0 {
+			return false
+		}
+		if err := t.master.SetReadDeadline(time.Now().Add(time.Duration(wait))); err != nil {
+			return false
+		}
+		deferred = true
+		return true
 	}
 	// add filters and appends buf[:n], read since the last call.
 	add := func(n int) {
@@ -664,7 +706,9 @@ func (t *Terminal) reader() {
 					}
 					t.quietSince.CompareAndSwap(0, monoNow())
 					t.catchUp(!pace.flooding) // before flush: viewers run first
-					flush()                   // nothing more for now: deliver what we have
+					if !lazy() {
+						flush() // nothing more for now: deliver what we have
+					}
 					pace.drained()
 					return false
 				}
@@ -682,6 +726,20 @@ func (t *Terminal) reader() {
 		})
 		if n > 0 {
 			add(n)
+		}
+		if deferred && errors.Is(err, os.ErrDeadlineExceeded) {
+			// The PTY stayed empty until the deadline. A wakeBatch wake-up
+			// meanwhile starts wakeLazy anew; else wake the viewers now.
+			if wait := int64(wakeLazy) - (monoNow() - lastWake); wait > 0 && unwoken > 0 {
+				err = t.master.SetReadDeadline(time.Now().Add(time.Duration(wait)))
+			} else {
+				deferred = false
+				err = t.master.SetReadDeadline(time.Time{})
+				flush()
+			}
+			if err == nil {
+				continue
+			}
 		}
 		if err == nil {
 			err = rerr

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -682,5 +684,56 @@ func TestMessageAfterPartialItem(t *testing.T) {
 				t.Fatalf("%q: message %d of %d is %d bytes of %d: a small message between large ones (%v)", unit, i, len(sizes), s, max, sizes)
 			}
 		}
+	}
+}
+
+// TestSteadyOutputWakesLazily: a program that writes steadily, 4 KiB
+// pieces with pauses well under wakeLazy (the test binary as
+// steadyWriter; the env name is pty_test's steadyWriterEnv), wakes a
+// viewer at most about once per wakeLazy or wakeBatch, not once per piece,
+// and the viewer still gets every byte. A wake-up per piece costs each
+// viewer a frame and a socket write per piece.
+func TestSteadyOutputWakesLazily(t *testing.T) {
+	const pieces = 500
+	term, v, wake := liveViewerConfig(t, Config{
+		Command:       []string{os.Args[0]},
+		Env:           append(os.Environ(), "AHP_PTY_TEST_STEADY_WRITER="+strconv.Itoa(pieces)),
+		ViewerBacklog: 64 << 20,
+	})
+	start := time.Now()
+	if err := term.Input([]byte("\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	var got, wakes int
+	deadline := time.After(60 * time.Second)
+	for got < pieces<<12 {
+		if m, ok := v.Pull(true, 1<<20); ok {
+			var out struct {
+				Method string
+				Params struct{ Data string }
+			}
+			if err := json.Unmarshal([]byte(messageText(t, m)), &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Method == "terminal/output" {
+				got += strings.Count(out.Params.Data, "a")
+			}
+			continue
+		}
+		select {
+		case <-wake:
+			wakes++
+		case <-deadline:
+			t.Fatalf("gave up with %d of %d bytes", got, pieces<<12)
+		}
+	}
+	elapsed := time.Since(start)
+	limit := int(elapsed/wakeLazy) + pieces<<12/wakeBatch + 10
+	t.Logf("%d bytes in %v, %d wake-ups (at most %d)", got, elapsed, wakes, limit)
+	if got != pieces<<12 {
+		t.Fatalf("the viewer got %d bytes of output, want %d", got, pieces<<12)
+	}
+	if wakes > limit {
+		t.Fatalf("%d wake-ups for %d pieces in %v, want at most %d: one per wakeLazy or wakeBatch", wakes, pieces, elapsed, limit)
 	}
 }
