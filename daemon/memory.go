@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,11 @@ func newMemoryReturner() *memoryReturner {
 		m.mu.Lock()
 		m.armed = false
 		m.mu.Unlock()
+		// Two collections: the buffer pools (sync.Pools) keep what they
+		// hold through one (their victim cache), and after a flood they
+		// hold the viewers' message and frame buffers, up to a few
+		// hundred KiB per viewer.
+		runtime.GC()
 		debug.FreeOSMemory()
 		m.returns.Add(1)
 	})

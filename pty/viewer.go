@@ -160,7 +160,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		if !dataAllowed {
 			return flow.Message{}, false
 		}
-		return v.nextSnap(maxMessageBytes)
+		return v.nextSnap(min(maxMessageBytes, maxOutputMessage))
 	}
 	t := v.t
 	t.mu.Lock()
@@ -178,7 +178,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		}
 		t.mu.Unlock()
 		v.startSnapshot()
-		return v.nextSnap(maxMessageBytes)
+		return v.nextSnap(min(maxMessageBytes, maxOutputMessage))
 	}
 	// Skip items with nothing for viewers (queries only).
 	for v.seq < t.endSeq {
@@ -226,7 +226,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 	} else {
 		b := v.nextBuf()
 		var escaped bool
-		b, m.Size, seq, off, pos, escaped = v.buildOutput(b, refs, seq, off, pos, maxMessageBytes, shared)
+		b, m.Size, seq, off, pos, escaped = v.buildOutput(b, refs, seq, off, pos, min(maxMessageBytes, maxOutputMessage), shared)
 		if escaped {
 			m.Escaped = v.setBuf(b)
 		} else {
@@ -259,6 +259,15 @@ func (v *Viewer) nextBuf() []byte {
 	}
 	return v.buf[:0]
 }
+
+// maxOutputMessage bounds a viewer's messages, output and snapshot
+// (UTF-16 bytes), below what the Sender allows, which may be the viewer's
+// maximumMessageBytes (up to 16 MiB): a larger one saves no write (a
+// frame is at most maximumFrameBytes and the connection's transport holds
+// 64 KiB), and each viewer builds its messages in a buffer of its own
+// (idle viewers hand theirs to msgBufs); a thousand subscriptions that
+// take their snapshots and never credit hold one each.
+const maxOutputMessage = 128 << 10
 
 // msgBufs holds the large message buffers that idle viewers gave up (see
 // wait), for the next viewer that has output to send: a viewer that keeps
