@@ -737,3 +737,61 @@ func TestSteadyOutputWakesLazily(t *testing.T) {
 		t.Fatalf("%d wake-ups for %d pieces in %v, want at most %d: one per wakeLazy or wakeBatch", wakes, pieces, elapsed, limit)
 	}
 }
+
+// TestMessageSizeBound: a viewer that may take messages of 16 MiB (the
+// largest maximumMessageBytes a client may ask for) gets its snapshot of
+// a full scrollback, and output far behind, in messages of at most
+// maxOutputMessage, every byte of the output still there.
+func TestMessageSizeBound(t *testing.T) {
+	const lines = 20000 // over the 10,000 lines of scrollback: a full one
+	term, v, wake := liveViewer(t, fmt.Sprintf("read x; seq %d; printf END; exec sleep 30", lines), 64<<20)
+	if err := term.Input([]byte("\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the end of the output", func() bool {
+		term.mu.Lock()
+		defer term.mu.Unlock()
+		return len(term.items) > 0 && strings.HasSuffix(term.items[len(term.items)-1].text, "END")
+	})
+	pull := func(what string) (text string, messages int) {
+		t.Helper()
+		var all strings.Builder
+		for !strings.Contains(all.String(), "END") {
+			m, ok := v.Pull(true, 16<<20)
+			if !ok {
+				select {
+				case <-wake:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s: gave up after %d messages", what, messages)
+				}
+				continue
+			}
+			messages++
+			if m.Size > maxOutputMessage {
+				t.Fatalf("%s: a message of %d UTF-16 bytes, want at most %d", what, m.Size, maxOutputMessage)
+			}
+			all.WriteString(messageText(t, m))
+		}
+		return all.String(), messages
+	}
+	// The live viewer is far behind: the whole output is waiting for it.
+	out, n := pull("output")
+	if !strings.Contains(out, fmt.Sprint(lines)) || !strings.Contains(out, "\\r\\n1\\r\\n2\\r\\n") {
+		t.Fatalf("the output messages lack the first or the last line")
+	}
+	t.Logf("output in %d messages", n)
+	// A new viewer starts with a snapshot: screen and scrollback.
+	snap := term.AttachWindow(func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}, 0)
+	defer snap.Close()
+	v = snap
+	text, n := pull("snapshot")
+	if !strings.Contains(text, fmt.Sprint(lines-9000)) {
+		t.Fatalf("the snapshot lacks line %d of the scrollback", lines-9000)
+	}
+	t.Logf("snapshot in %d messages", n)
+}
