@@ -61,11 +61,19 @@
 // (a lone viewer escapes it straight into its message); a pull packs whole items into one
 // terminal/output message up to the size the Sender asks for (the
 // viewer's maxMessageBytes, or a quarter of a smaller window; UTF-16
-// size, escaping included) and escapes piecewise only the part of an item
+// size, escaping included), and at most 128 KiB, and escapes piecewise only the part of an item
 // that a message boundary cuts (never inside a UTF-8 sequence). Each
 // message text is built in one buffer per viewer, reused by the next pull
 // (the flow.Source contract allows it), not copied; an idle viewer hands a
 // buffer over 64 KiB to a pool shared by all viewers.
+//
+// Viewers waiting for output are woken when the reader finds the PTY
+// empty, or after 32 KiB of a flood. Output that streams (the wake-up
+// before delivered 4 KiB or more, less than 2 ms ago) is woken at most
+// once per 2 ms instead: the reader then waits for the PTY with a read
+// deadline, so a program writing steadily costs each viewer a frame and a
+// socket write per 2 ms, not per read, and an echo after a pause still
+// goes at once.
 //
 // Input that the PTY takes at once, with nothing queued before it, is
 // written by Input itself; the rest is queued (bounded by
