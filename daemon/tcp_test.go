@@ -115,6 +115,7 @@ type tcpClient struct {
 	acc      flow.Position
 	partial  map[int64][]byte
 	received int64 // UTF-16 bytes of complete host→client messages
+	largest  int   // the most stream bytes one tcp/data carried (readData)
 	// A TCP subscription's channel/ready (PROTOCOL.md §3) is checked and
 	// passed over by next: it comes before any new message, after the
 	// replay of a resume.
@@ -259,6 +260,7 @@ func (c *tcpClient) readData(off *int64, n int) []byte {
 		}
 		*off += int64(len(b))
 		out = append(out, b...)
+		c.largest = max(c.largest, len(b))
 		c.credit()
 	}
 	return out
@@ -307,6 +309,35 @@ func TestTCPEchoHalfCloseAndEnd(t *testing.T) {
 		_, ok := h.srv.Registry().Get(c.channel)
 		return !ok
 	})
+}
+
+// TestTCPDataMessageSize: with the host's default limits (a quarter of
+// the 1 MiB window would allow messages of 256 KiB), a download comes in
+// tcp/data messages of at most 64 KiB (UTF-16), 24 KiB of the stream,
+// byte for byte: larger ones moved a download 15 % slower
+// (tcp.maxDataMessage).
+func TestTCPDataMessageSize(t *testing.T) {
+	tg := newTarget(t, echo)
+	h := startTCP(t, time.Minute, "127.0.0.1:"+strconv.Itoa(tg.port()))
+	c := h.tcpClient(adminToken)
+	c.subscribe(createParams(tg.port()))
+	want := make([]byte, 1<<20)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	var off int64
+	const step = 64 << 10 // 175 KiB of tcp/input: within the host's 256 KiB receive window
+	for i := 0; i < len(want); i += step {
+		for j := i; j < i+step; j += 16 << 10 { // a frame each
+			c.input(want[j : j+16<<10])
+		}
+		if got := c.readData(&off, step); !bytes.Equal(got, want[i:i+step]) {
+			t.Fatalf("echo differs after offset %d", i)
+		}
+	}
+	if c.largest > 24<<10 {
+		t.Fatalf("a tcp/data message carried %d bytes, want at most 24 KiB", c.largest)
+	}
 }
 
 // TestTCPRefusals: not allowed (-32003, naming the target), refused

@@ -155,6 +155,14 @@ var (
 	dataOverhead = int64(len(dataPrefix)+20+len(dataMiddle)+len(dataSuffix)) * 2
 )
 
+// maxDataMessage bounds a tcp/data message (UTF-16 bytes, about 24 KiB
+// of the stream) below what the Sender allows, a quarter of the client's
+// window: with messages of up to 256 KiB (the default 1 MiB window) a
+// download through the Go client moved 227 MB/s at 3.15 s of ahpd CPU
+// per GiB, against 315–339 MB/s and 2.22–2.29 s with these
+// (internal/tcpbench -only 'in process', docs/benchmarks.md).
+const maxDataMessage = 64 << 10
+
 // readyMsg ends a subscription's initial content (PROTOCOL.md §3): for
 // TCP, nothing on a first subscribe, the journal's replay on a resume.
 const readyMsg = `{"jsonrpc":"2.0","method":"channel/ready","params":{}}`
@@ -182,7 +190,7 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 			return flow.Message{}, false
 		}
 		// Base64 takes 4 characters per 3 bytes, each 2 UTF-16 bytes.
-		n := int((maxMessageBytes-dataOverhead)/8) * 3
+		n := int((min(maxMessageBytes, maxDataMessage)-dataOverhead)/8) * 3
 		buf := c.pend[0]
 		n = max(min(n, len(buf)), min(3, len(buf)))
 		// Built in the journal's memory and kept there as it is (Owned).
