@@ -667,14 +667,8 @@ func (t *Terminal) reader() {
 			return false
 		}
 		wait := int64(wakeLazy) - (monoNow() - lastWake)
-		if wait <= 0 {
-			return false
-		}
-		if err := t.master.SetReadDeadline(time.Now().Add(time.Duration(wait))); err != nil {
-			return false
-		}
-		deferred = true
-		return true
+		deferred = wait > 0 && t.master.SetReadDeadline(time.Now().Add(time.Duration(wait))) == nil
+		return deferred
 	}
 	// add filters and appends buf[:n], read since the last call.
 	add := func(n int) {
@@ -729,11 +723,10 @@ func (t *Terminal) reader() {
 		}
 		if deferred && errors.Is(err, os.ErrDeadlineExceeded) {
 			// The PTY stayed empty until the deadline. A wakeBatch wake-up
-			// meanwhile starts wakeLazy anew; else wake the viewers now.
-			if wait := int64(wakeLazy) - (monoNow() - lastWake); wait > 0 && unwoken > 0 {
-				err = t.master.SetReadDeadline(time.Now().Add(time.Duration(wait)))
-			} else {
-				deferred = false
+			// meanwhile starts wakeLazy anew (lazy arms the deadline
+			// again); else wake the viewers now.
+			deferred, err = false, nil
+			if !lazy() {
 				err = t.master.SetReadDeadline(time.Time{})
 				flush()
 			}
