@@ -183,3 +183,8 @@ func (t *Terminal) StallEmulator() (resume func()) {
 
 // MessageText is messageText, for the black-box tests.
 func MessageText(t testing.TB, m flow.Message) string { return messageText(t, m) }
+
+// SteadyWriterEnv makes the test binary a program that, after a line of
+// input, writes N pieces of 4 KiB of 'a' with 300 µs between them and
+// exits (main_test.go's TestMain; TestSteadyOutputWakesLazily).
+const SteadyWriterEnv = "AHP_PTY_TEST_STEADY_WRITER"

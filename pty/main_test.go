@@ -9,21 +9,19 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/ahp-dev/ahpd/pty"
 )
 
 func TestMain(m *testing.M) {
-	if n, err := strconv.Atoi(os.Getenv(steadyWriterEnv)); err == nil {
+	if n, err := strconv.Atoi(os.Getenv(pty.SteadyWriterEnv)); err == nil {
 		steadyWriter(n)
 		return
 	}
 	goleak.VerifyTestMain(m)
 }
 
-// steadyWriterEnv makes the test binary a program that, after a line of
-// input, writes n pieces of 4 KiB of 'a' with 300 µs between them (see
-// TestSteadyOutputWakesLazily) and exits.
-const steadyWriterEnv = "AHP_PTY_TEST_STEADY_WRITER"
-
+// steadyWriter is the program pty.SteadyWriterEnv asks for.
 func steadyWriter(n int) {
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		os.Exit(1)

@@ -689,7 +689,7 @@ func TestMessageAfterPartialItem(t *testing.T) {
 
 // TestSteadyOutputWakesLazily: a program that writes steadily, 4 KiB
 // pieces with pauses well under wakeLazy (the test binary as
-// steadyWriter; the env name is pty_test's steadyWriterEnv), wakes a
+// steadyWriter, SteadyWriterEnv), wakes a
 // viewer at most about once per wakeLazy or wakeBatch, not once per piece,
 // and the viewer still gets every byte. A wake-up per piece costs each
 // viewer a frame and a socket write per piece.
@@ -697,7 +697,7 @@ func TestSteadyOutputWakesLazily(t *testing.T) {
 	const pieces = 500
 	term, v, wake := liveViewerConfig(t, Config{
 		Command:       []string{os.Args[0]},
-		Env:           append(os.Environ(), "AHP_PTY_TEST_STEADY_WRITER="+strconv.Itoa(pieces)),
+		Env:           append(os.Environ(), SteadyWriterEnv+"="+strconv.Itoa(pieces)),
 		ViewerBacklog: 64 << 20,
 	})
 	start := time.Now()
