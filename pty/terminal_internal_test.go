@@ -142,6 +142,17 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// logEndsWith waits until the terminal's log ends with s; the test fails
+// after 30 s.
+func logEndsWith(t *testing.T, term *Terminal, s, what string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, what, func() bool {
+		term.mu.Lock()
+		defer term.mu.Unlock()
+		return len(term.items) > 0 && strings.HasSuffix(term.items[len(term.items)-1].text, s)
+	})
+}
+
 // pullUntil pulls from v, waiting on wake between pulls, until a message
 // contains s; the test fails after 10 s.
 func pullUntil(t *testing.T, v *Viewer, wake chan struct{}, s, what string) {
@@ -378,11 +389,7 @@ func TestSmallWritesBatched(t *testing.T) {
 	if err := term.Input([]byte("\n"), nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the end of the loop's output", func() bool {
-		term.mu.Lock()
-		defer term.mu.Unlock()
-		return len(term.items) > 0 && strings.HasSuffix(term.items[len(term.items)-1].text, "END")
-	})
+	logEndsWith(t, term, "END", "the end of the loop's output")
 	elapsed := time.Since(start)
 	n := term.Stats().EmulatorWakesNow - soons
 	if limit := int64(elapsed/emuLazy) + 1; n > limit {
@@ -748,11 +755,7 @@ func TestMessageSizeBound(t *testing.T) {
 	if err := term.Input([]byte("\n"), nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the end of the output", func() bool {
-		term.mu.Lock()
-		defer term.mu.Unlock()
-		return len(term.items) > 0 && strings.HasSuffix(term.items[len(term.items)-1].text, "END")
-	})
+	logEndsWith(t, term, "END", "the end of the output")
 	pull := func(what string) (text string, messages int) {
 		t.Helper()
 		var all strings.Builder
