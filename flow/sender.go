@@ -47,11 +47,12 @@ type SenderConfig struct {
 	// daemon's total): a data message also needs room in it, and its
 	// size is taken from it while the message is active.
 	Shared *Budget
-	// SharedFloor is what this Sender may have active without asking
-	// Shared for room (it is still counted there): a connection whose
+	// SharedFloor is what this Sender may have active when Shared has no
+	// room left (it is still counted there): a connection whose
 	// neighbours spent the shared budget still sends small messages, an
-	// echo or a status line, at once. Shared may be exceeded by this much
-	// per Sender. Zero: none.
+	// echo or a status line, at once. While Shared has room, messages
+	// take it from there and the floor is no cap. Shared may be exceeded
+	// by this much per Sender. Zero: none.
 	SharedFloor int64
 }
 
@@ -300,8 +301,7 @@ func (s *Sender) reserve(want int64) int64 {
 		return left
 	}
 	// The shared budget first: the floor is for when it is spent, not a
-	// cap on messages while it has room (it held a flood's messages to
-	// 64 KiB, a frame each, and so a write each).
+	// cap on messages while it has room.
 	if got := s.cfg.Shared.reserve(left, floor); got > 0 {
 		return got
 	}
