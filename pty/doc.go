@@ -60,9 +60,10 @@
 // item is escaped once and every viewer copies that form into its message
 // (a lone viewer escapes it straight into its message); a pull packs whole items into one
 // terminal/output message up to the size the Sender asks for (the
-// viewer's maxMessageBytes, or a quarter of a smaller window; UTF-16
-// size, escaping included), and at most 128 KiB, and escapes piecewise only the part of an item
-// that a message boundary cuts (never inside a UTF-8 sequence). Each
+// viewer's maxMessageBytes, or a quarter of a smaller window, and at
+// most 128 KiB; UTF-16 size, escaping included) and escapes piecewise
+// only the part of an item that a message boundary cuts (never inside a
+// UTF-8 sequence). Each
 // message text is built in one buffer per viewer, reused by the next pull
 // (the flow.Source contract allows it), not copied; an idle viewer hands a
 // buffer over 64 KiB to a pool shared by all viewers.

@@ -156,11 +156,12 @@ func (v *Viewer) Stats() ViewerStats {
 
 // Pull implements flow.Source.
 func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool) {
+	maxMessageBytes = min(maxMessageBytes, maxOutputMessage)
 	if v.snap != nil {
 		if !dataAllowed {
 			return flow.Message{}, false
 		}
-		return v.nextSnap(min(maxMessageBytes, maxOutputMessage))
+		return v.nextSnap(maxMessageBytes)
 	}
 	t := v.t
 	t.mu.Lock()
@@ -178,7 +179,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		}
 		t.mu.Unlock()
 		v.startSnapshot()
-		return v.nextSnap(min(maxMessageBytes, maxOutputMessage))
+		return v.nextSnap(maxMessageBytes)
 	}
 	// Skip items with nothing for viewers (queries only).
 	for v.seq < t.endSeq {
@@ -226,7 +227,7 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 	} else {
 		b := v.nextBuf()
 		var escaped bool
-		b, m.Size, seq, off, pos, escaped = v.buildOutput(b, refs, seq, off, pos, min(maxMessageBytes, maxOutputMessage), shared)
+		b, m.Size, seq, off, pos, escaped = v.buildOutput(b, refs, seq, off, pos, maxMessageBytes, shared)
 		if escaped {
 			m.Escaped = v.setBuf(b)
 		} else {
