@@ -1,6 +1,7 @@
 package pty
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/ahp-dev/ahpd/flow"
@@ -40,4 +41,19 @@ func messageText(t testing.TB, m flow.Message) string {
 		t.Fatalf("escaped message Size %d, its text's %d", m.Size, flow.EscapedTextSize(esc))
 	}
 	return string(text)
+}
+
+// messageData decodes m (messageText) and returns its method and its
+// params.data: the output of a terminal/output message, "" for most
+// others.
+func messageData(t testing.TB, m flow.Message) (method, data string) {
+	t.Helper()
+	var msg struct {
+		Method string
+		Params struct{ Data string }
+	}
+	if err := json.Unmarshal([]byte(messageText(t, m)), &msg); err != nil {
+		t.Fatal(err)
+	}
+	return msg.Method, msg.Params.Data
 }

@@ -2,7 +2,6 @@ package pty
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
@@ -667,13 +666,8 @@ func TestMessageAfterPartialItem(t *testing.T) {
 			if escaped {
 				m = flow.Message{Escaped: string(b), Size: size}
 			}
-			var msg struct {
-				Params struct{ Data string } `json:"params"`
-			}
-			if err := json.Unmarshal([]byte(messageText(t, m)), &msg); err != nil {
-				t.Fatal(err)
-			}
-			got.WriteString(msg.Params.Data)
+			_, data := messageData(t, m)
+			got.WriteString(data)
 			sizes = append(sizes, size)
 			seq, off, pos = nseq, noff, npos
 		}
@@ -715,15 +709,8 @@ func TestSteadyOutputWakesLazily(t *testing.T) {
 	deadline := time.After(60 * time.Second)
 	for got < pieces<<12 {
 		if m, ok := v.Pull(true, 1<<20); ok {
-			var out struct {
-				Method string
-				Params struct{ Data string }
-			}
-			if err := json.Unmarshal([]byte(messageText(t, m)), &out); err != nil {
-				t.Fatal(err)
-			}
-			if out.Method == "terminal/output" {
-				got += strings.Count(out.Params.Data, "a")
+			if method, data := messageData(t, m); method == "terminal/output" {
+				got += strings.Count(data, "a")
 			}
 			continue
 		}
@@ -775,11 +762,8 @@ func TestMessageSizeBound(t *testing.T) {
 			}
 			// The data, not the JSON texts: a line a message boundary
 			// cuts is whole again.
-			var msg struct{ Params struct{ Data string } }
-			if err := json.Unmarshal([]byte(messageText(t, m)), &msg); err != nil {
-				t.Fatal(err)
-			}
-			all.WriteString(msg.Params.Data)
+			_, data := messageData(t, m)
+			all.WriteString(data)
 		}
 		return all.String(), messages
 	}
