@@ -9,8 +9,14 @@ import (
 // over its connections, SenderConfig.Shared). Unlike the rest of this
 // package it is safe for concurrent use: each Sender's owner takes from
 // and returns to it.
+//
+// A Budget made by Child also counts in its parent: a token's budget
+// inside the daemon's total, a connection's inside its token's. What it
+// takes or reserves is taken from the parent too, and it has room only
+// while its parent has.
 type Budget struct {
-	max int64
+	max    int64
+	parent *Budget // nil for a root
 
 	mu    sync.Mutex // guards used and freed
 	used  int64
@@ -25,6 +31,17 @@ func NewBudget(max int64) *Budget {
 	return &Budget{max: max}
 }
 
+// Child returns a budget of max bytes (max > 0) whose use also counts in
+// b: it has room only while both have.
+func (b *Budget) Child(max int64) *Budget {
+	c := NewBudget(max)
+	c.parent = b
+	return c
+}
+
+// Parent returns the budget b counts in, or nil.
+func (b *Budget) Parent() *Budget { return b.parent }
+
 // Max returns the budget's size.
 func (b *Budget) Max() int64 { return b.max }
 
@@ -35,23 +52,34 @@ func (b *Budget) Used() int64 {
 	return b.used
 }
 
-// Left returns the bytes not taken (0 when spent).
+// Left returns the bytes not taken (0 when spent), here and in every
+// parent.
 func (b *Budget) Left() int64 {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return max(0, b.max-b.used)
+	left := max(0, b.max-b.used)
+	b.mu.Unlock()
+	if b.parent != nil {
+		left = min(left, b.parent.Left())
+	}
+	return left
 }
 
 // Freed returns a channel that is closed once the budget has room for a
 // message again (MinPullSize): at once if it has now. Owners of Senders
 // whose streams were refused for it wait on it, then call
 // Sender.WakeStarved.
+// For a Child, it waits for the budget that has no room: its own first,
+// else its parent's (an owner woken for one looks again).
 func (b *Budget) Freed() <-chan struct{} {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.max-b.used >= MinPullSize {
+		b.mu.Unlock()
+		if b.parent != nil {
+			return b.parent.Freed()
+		}
 		return closedChan
 	}
+	defer b.mu.Unlock()
 	if b.freed == nil {
 		b.freed = make(chan struct{})
 	}
@@ -85,8 +113,10 @@ func (b *Budget) Give(n int64) {
 	b.add(-n)
 }
 
-// reserve takes up to want bytes, but only if at least floor are left;
-// it returns what it took (0 for nothing).
+// reserve takes up to want bytes, but only if at least floor are left
+// here and in every parent; it returns what it took (0 for nothing). A
+// child holds its lock while it asks its parent (children lock before
+// parents, never the other way).
 func (b *Budget) reserve(want, floor int64) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -94,16 +124,23 @@ func (b *Budget) reserve(want, floor int64) int64 {
 	if n < floor || n <= 0 {
 		return 0
 	}
+	if b.parent != nil {
+		if n = b.parent.reserve(n, floor); n == 0 {
+			return 0
+		}
+	}
 	b.used += n
 	return n
 }
 
 func (b *Budget) add(n int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.used += n
-	if n < 0 && b.freed != nil && b.max-b.used >= MinPullSize {
-		close(b.freed)
-		b.freed = nil
+	for ; b != nil; b = b.parent {
+		b.mu.Lock()
+		b.used += n
+		if n < 0 && b.freed != nil && b.max-b.used >= MinPullSize {
+			close(b.freed)
+			b.freed = nil
+		}
+		b.mu.Unlock()
 	}
 }

@@ -249,3 +249,79 @@ func TestBudgetRefusesNegative(t *testing.T) {
 		t.Errorf("Left = %d after Take(100) and two refused calls, want %d", got, 1<<20-100)
 	}
 }
+
+// TestChildBudget: a child budget counts in its parent; it has room only
+// while both have; Freed waits for the one that is spent; a Sender whose
+// Shared is a child is held to the child's size while the parent has
+// room, so one token cannot spend the daemon's whole budget.
+func TestChildBudget(t *testing.T) {
+	root := flow.NewBudget(1 << 20)
+	a, b := root.Child(600<<10), root.Child(600<<10)
+	a.Take(500 << 10)
+	if got := root.Used(); got != 500<<10 {
+		t.Fatalf("root used %d after the child took 500 KiB", got)
+	}
+	if got := b.Left(); got != 524<<10 {
+		t.Fatalf("sibling's Left = %d, want the parent's 524 KiB", got)
+	}
+	if got := a.Left(); got != 100<<10 {
+		t.Fatalf("child's Left = %d, want its own 100 KiB", got)
+	}
+	a.Take(100 << 10)
+	select {
+	case <-a.Freed():
+		t.Fatal("a spent child reports room")
+	default:
+	}
+	freed := a.Freed()
+	a.Give(100 << 10)
+	select {
+	case <-freed:
+	default:
+		t.Fatal("Freed was not closed when the child got room back")
+	}
+	b.Take(522 << 10) // the parent is spent now: 1022 KiB of 1024
+	pf := b.Freed()
+	select {
+	case <-pf:
+		t.Fatal("a child whose parent is spent reports room")
+	default:
+	}
+	a.Give(500 << 10)
+	select {
+	case <-pf:
+	default:
+		t.Fatal("Freed was not closed when the parent got room back")
+	}
+	b.Give(522 << 10)
+	if root.Used() != 0 || a.Used() != 0 || b.Used() != 0 {
+		t.Fatalf("left over: root %d, a %d, b %d", root.Used(), a.Used(), b.Used())
+	}
+
+	// Senders on one child together stay within it (plus their floors and
+	// one message each), however large their own ActiveBytes.
+	const perToken = 512 << 10
+	token := flow.NewBudget(64 << 20).Child(perToken)
+	lim := limits(64<<20, 16<<10, 1<<20)
+	var senders []*flow.Sender
+	for c := range 4 {
+		s := newSender(t, flow.SenderConfig{ActiveBytes: 32 << 20, Shared: token, SharedFloor: 64 << 10})
+		for i := range 16 {
+			st := open(t, s, fmt.Sprintf("c%d-s%d", c, i), &sizedSource{}, lim)
+			s.Wake(st)
+		}
+		senders = append(senders, s)
+	}
+	peak := int64(0)
+	for range 2000 {
+		for _, s := range senders {
+			if _, ok := next(t, s); !ok && !s.Starved() {
+				t.Fatal("a sender stalled without being starved")
+			}
+		}
+		peak = max(peak, token.Used())
+	}
+	if limit := int64(perToken + 4*(64<<10) + 4*(1<<20)); peak > limit {
+		t.Fatalf("the token's senders peaked at %d, want ≤ %d", peak, limit)
+	}
+}

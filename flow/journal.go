@@ -35,6 +35,11 @@ type Journal struct {
 	// lent is the memory Buffer handed out last: an Owned message built
 	// in it is recycled with its whole capacity.
 	lent []byte
+	// entryMem is the memory of the retained texts; counted is what
+	// budget holds for the journal (entryMem + freeBytes when synced).
+	entryMem int64
+	budget   *Budget
+	counted  int64
 }
 
 // journalFreeBytes bounds the capacity a Journal keeps in free, and
@@ -62,6 +67,48 @@ func (j *Journal) Released() Position { return j.released }
 // RetainedBytes returns the UTF-16 bytes of retained messages.
 func (j *Journal) RetainedBytes() int64 { return j.last.Position - j.released.Position }
 
+// SetBudget counts the journal's memory (Memory) in b from now on, and
+// in no budget it counted in before: a channel whose journal outlives its
+// connections counts it in a budget that outlives them too (a token's,
+// the daemon's). The journal's owner checks b's room before it produces
+// more (a lossless kind waits: it stops reading). nil counts it nowhere.
+func (j *Journal) SetBudget(b *Budget) {
+	if j.budget != nil && j.counted > 0 {
+		j.budget.Give(j.counted)
+	}
+	j.budget, j.counted = b, 0
+	j.sync()
+}
+
+// Memory returns the bytes the journal holds: its retained texts and the
+// released memory it keeps for the next ones.
+func (j *Journal) Memory() int64 { return j.entryMem + int64(j.freeBytes) }
+
+// Discard drops every retained message and kept buffer and gives their
+// memory back to the budget: the channel ended, nothing will resume it.
+func (j *Journal) Discard() {
+	for j.entries.Len() > 0 {
+		j.entries.Pop()
+	}
+	clear(j.free)
+	j.free, j.freeBytes, j.entryMem, j.lent = nil, 0, 0, nil
+	j.sync()
+}
+
+// sync brings the budget's count in line with Memory.
+func (j *Journal) sync() {
+	if j.budget == nil {
+		return
+	}
+	switch d := j.Memory() - j.counted; {
+	case d > 0:
+		j.budget.Take(d)
+	case d < 0:
+		j.budget.Give(-d)
+	}
+	j.counted = j.Memory()
+}
+
 // Len returns the number of retained messages.
 func (j *Journal) Len() int { return j.entries.Len() }
 
@@ -78,8 +125,11 @@ func (j *Journal) append(id, start, end int64, m Message) {
 	}
 	j.lent = nil
 	m.Size = end - start
+	mem = max(mem, len(m.Text))
 	j.entries.Push(journalEntry{id, start, end, m, mem})
+	j.entryMem += int64(mem)
 	j.last = Position{id, end}
+	j.sync()
 }
 
 // release drops the messages that end at or before consumed, which the
@@ -88,8 +138,10 @@ func (j *Journal) release(consumed int64) {
 	for j.entries.Len() > 0 && j.entries.Peek().end <= consumed {
 		e := j.entries.Pop()
 		j.released = Position{e.id, e.end}
+		j.entryMem -= int64(e.mem)
 		j.recycle(e.msg.Text, e.mem)
 	}
+	j.sync()
 }
 
 // clone copies text into memory of a released message when one is big
@@ -118,6 +170,7 @@ func (j *Journal) Buffer(n int) []byte {
 	j.free = slices.Delete(j.free, i, i+1)
 	j.freeBytes -= cap(b)
 	j.lent = b[:0]
+	j.sync()
 	return j.lent
 }
 

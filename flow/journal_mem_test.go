@@ -103,3 +103,59 @@ func TestJournalRecycleEvictsOnlyToFit(t *testing.T) {
 		t.Fatalf("Buffer(40 KiB) took a buffer of %d bytes, want the 50 KiB one", cap(b))
 	}
 }
+
+// TestJournalCountsInBudget: the memory a journal holds (retained texts
+// and the released memory it keeps) is what its budget counts, through
+// appends, releases and Buffer, and Discard gives all of it back — a
+// channel retained after its connection dropped is counted in a budget
+// that outlives the connection.
+func TestJournalCountsInBudget(t *testing.T) {
+	root := NewBudget(1 << 30)
+	b := root.Child(64 << 20)
+	j := NewJournal()
+	j.SetBudget(b)
+	var id, pos int64
+	check := func(when string) {
+		t.Helper()
+		if got, want := b.Used(), j.Memory(); got != want {
+			t.Fatalf("%s: budget counts %d, journal holds %d", when, got, want)
+		}
+		if root.Used() != b.Used() {
+			t.Fatalf("%s: parent counts %d, child %d", when, root.Used(), b.Used())
+		}
+	}
+	for i := range 200 {
+		n := 1000 + 97*i
+		text := string(make([]byte, n))
+		id++
+		start := pos
+		pos += int64(2 * n)
+		if i%3 == 0 {
+			buf := j.Buffer(n)[:n]
+			j.append(id, start, pos, Message{Text: unsafe.String(unsafe.SliceData(buf), n), Owned: true})
+		} else {
+			j.append(id, start, pos, Message{Text: text})
+		}
+		check("append")
+		if i%5 == 4 {
+			j.release(pos - int64(2*n)) // all but the newest
+			check("release")
+		}
+	}
+	if j.Memory() == 0 {
+		t.Fatal("the journal holds nothing: the test proves nothing")
+	}
+	j.Discard()
+	check("discard")
+	if b.Used() != 0 || j.Memory() != 0 {
+		t.Fatalf("after Discard: budget %d, journal %d, want 0", b.Used(), j.Memory())
+	}
+	// SetBudget moves the count from one budget to the other.
+	id++
+	j.append(id, pos, pos+2000, Message{Text: string(make([]byte, 1000))})
+	other := NewBudget(1 << 20)
+	j.SetBudget(other)
+	if b.Used() != 0 || other.Used() != j.Memory() {
+		t.Fatalf("after SetBudget: old %d, new %d, journal %d", b.Used(), other.Used(), j.Memory())
+	}
+}

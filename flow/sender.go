@@ -140,6 +140,7 @@ type Stream struct {
 	minFrame    int64 // UTF-16 bytes of the smallest frame that carries a character
 	activeSize  int64 // size of the active data message counted in the Sender's budget, or 0
 	starved     bool  // in the Sender's starved list: refused for the budget
+	pulled      bool  // the active message came from the Source (not a replay)
 
 	// scheduler state
 	prev, next   *Stream
@@ -649,6 +650,7 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 			s.take(st, size, 0)
 		}
 		if !replay {
+			st.pulled = true
 			if st.journal != nil {
 				st.journal.append(id, st.win.msgEnd-size, st.win.msgEnd, m)
 			}
@@ -661,6 +663,12 @@ func (s *Sender) nextFrame(st *Stream, dst []byte, maxFrame int64) (frame []byte
 	if final {
 		st.win.Finish()
 		s.release(st)
+		if st.pulled {
+			st.pulled = false
+			if f, ok := st.src.(Finisher); ok {
+				f.Finished(st.win.MayStart())
+			}
+		}
 	}
 	return dst, int64(len(dst) - start), true, nil
 }

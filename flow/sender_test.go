@@ -916,3 +916,59 @@ func TestOpenResumesLentReceiver(t *testing.T) {
 		t.Fatalf("resending the message after Open: %d bytes, %v", len(msg), err)
 	}
 }
+
+// finishingSource is a fakeSource that records Finished calls and checks
+// that each comes after the last frame of the message it pulled last.
+type finishingSource struct {
+	fakeSource
+	finished []bool // the more argument of each call
+	open     bool   // a message was pulled and not finished
+}
+
+func (s *finishingSource) Pull(dataAllowed bool, max int64) (flow.Message, bool) {
+	m, ok := s.fakeSource.Pull(dataAllowed, max)
+	if ok {
+		s.open = true
+	}
+	return m, ok
+}
+
+func (s *finishingSource) Finished(more bool) {
+	if !s.open {
+		panic("Finished without a message pulled")
+	}
+	s.open = false
+	s.finished = append(s.finished, more)
+}
+
+// TestFinisherTold: a Source that implements Finisher hears, right after
+// each message's last frame, that the Sender is done with its text, and
+// whether the window lets another message start — a viewer that stopped
+// crediting is told so and may give its message memory back, though it
+// is never pulled again.
+func TestFinisherTold(t *testing.T) {
+	s := newSender(t, flow.SenderConfig{})
+	src := &finishingSource{}
+	// A 3-frame message, then one that fills the window.
+	src.push(dataMsg(sized("a", 40*KiB)), dataMsg(sized("b", 40*KiB)), dataMsg(sized("c", 4*KiB)))
+	st := open(t, s, "s1", src, limits(64*KiB, 16*KiB, 64*KiB))
+	s.Wake(st)
+	var finals int
+	for {
+		it, ok := next(t, s)
+		if !ok {
+			break
+		}
+		if it.final {
+			finals++
+			if len(src.finished) != finals {
+				t.Fatalf("after final frame %d: %d Finished calls", finals, len(src.finished))
+			}
+		} else if src.open == false {
+			t.Fatal("Finished before the message's last frame")
+		}
+	}
+	if want := []bool{true, false}; !slices.Equal(src.finished, want) {
+		t.Fatalf("Finished(more) calls %v, want %v (the window is full after the second)", src.finished, want)
+	}
+}
