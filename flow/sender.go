@@ -282,6 +282,20 @@ func (s *Sender) Close(st *Stream) {
 	s.n--
 }
 
+// SetShared makes b the Sender's shared budget from now on (a connection
+// learns its token's budget at initialize). It panics while a data
+// message is active or a stream waits for the old budget: their bytes
+// were counted there.
+func (s *Sender) SetShared(b *Budget) {
+	if s.active != 0 || len(s.starved) != 0 {
+		panic("flow: Sender.SetShared with messages active or streams starved")
+	}
+	s.cfg.Shared = b
+}
+
+// Shared returns the Sender's shared budget, or nil.
+func (s *Sender) Shared() *Budget { return s.cfg.Shared }
+
 // Active returns the UTF-16 bytes of the data messages started and not
 // yet fully handed out (see SenderConfig.ActiveBytes).
 func (s *Sender) Active() int64 { return s.active }
