@@ -19,6 +19,18 @@ import (
 //	[::1]:8080            an IPv6 address
 //	10.0.0.0/8:80-443     a prefix and an inclusive port range
 //	127.0.0.1:1-65535     an address, every port
+//
+// Targets are matched as IPv4 when they are IPv4-mapped IPv6 addresses
+// (::ffff:a.b.c.d), and so are rules: an IPv4-mapped address or prefix
+// becomes the IPv4 one it maps (::ffff:127.0.0.0/104 is 127.0.0.0/8, the
+// IPv4 length being the IPv6 one less 96), and a mapped prefix shorter
+// than /96, which would span IPv6 addresses that map nothing, is refused.
+// An IPv6 prefix never admits an IPv4 target.
+//
+// The unspecified addresses 0.0.0.0 and :: are admitted only by a rule
+// that names that one address (0.0.0.0:P, [::]:P, or a /32 or /128 of
+// it): dialing them reaches this host, so a prefix that merely contains
+// them (0.0.0.0/0, ::/0, ::ffff:0:0/96) does not.
 type Rule struct {
 	Name   string       // a host name, lower case; "" for an address rule
 	Prefix netip.Prefix // the addresses of an address rule
@@ -50,6 +62,12 @@ func ParseRule(s string) (Rule, error) {
 		if err != nil {
 			return Rule{}, fmt.Errorf("tcp rule %q: %q is not a CIDR prefix", s, host)
 		}
+		if p.Addr().Is4In6() {
+			if p.Bits() < 96 {
+				return Rule{}, fmt.Errorf("tcp rule %q: %s is an IPv4-mapped prefix shorter than /96, which spans addresses that map no IPv4 one: write the IPv4 prefix (the mapped one's length less 96)", s, host)
+			}
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
 		r.Prefix = p.Masked()
 	default:
 		if a, err := netip.ParseAddr(strings.TrimSuffix(host, ".")); err == nil { // "127.0.0.1." is the address
@@ -66,9 +84,6 @@ func ParseRule(s string) (Rule, error) {
 			return Rule{}, fmt.Errorf("tcp rule %q: a host name takes one port, not a range", s)
 		}
 		r.Name = strings.ToLower(strings.TrimSuffix(host, "."))
-	}
-	if r.Name == "" {
-		r.Prefix = netip.PrefixFrom(r.Prefix.Addr().Unmap(), min(r.Prefix.Bits(), r.Prefix.Addr().Unmap().BitLen()))
 	}
 	return r, nil
 }
@@ -243,9 +258,16 @@ func (a *AllowList) admits(addr netip.Addr, port uint16) bool {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	for _, r := range a.rules {
-		if r.Name == "" && r.Prefix.Contains(addr) && r.hasPort(port) {
+		if r.admits(addr, port) {
 			return true
 		}
 	}
 	return false
+}
+
+// admits reports whether an address rule admits addr (unmapped) and port:
+// an unspecified address only when the rule names it alone (Rule).
+func (r Rule) admits(addr netip.Addr, port uint16) bool {
+	return r.Name == "" && r.Prefix.Contains(addr) && r.hasPort(port) &&
+		(!addr.IsUnspecified() || r.Prefix.IsSingleIP())
 }

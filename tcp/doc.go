@@ -5,6 +5,14 @@
 // A Channel implements flow.Channel and each subscription a
 // flow.Subscriber. Its loss policy is none: it never drops a byte.
 //
+//   - Targets: an AllowList admits them, by name and, at dial time, by
+//     every address the name resolves to. Addresses are compared as
+//     IPv4 when they are IPv4-mapped, rules included: a mapped prefix is
+//     the IPv4 prefix it maps (::ffff:127.0.0.0/104 is 127.0.0.0/8), and
+//     one shorter than /96 is refused. The unspecified addresses 0.0.0.0
+//     and ::, which a dial takes to this host, are admitted only by a
+//     rule naming that one address (0.0.0.0:P, [::]:P), never by a prefix
+//     that contains them (0.0.0.0/0, ::/0, ::ffff:0:0/96).
 //   - Target→client: a reader goroutine reads the socket into at most two
 //     buffers of readSize bytes and stops reading while both are full; the
 //     consumer's connection Pulls them as tcp/data only when a new message
