@@ -13,6 +13,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/service"
+	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -25,7 +26,7 @@ type dialKind struct {
 	chans []*dialChan
 }
 
-func (k *dialKind) create(params json.RawMessage) (flow.Channel, error) {
+func (k *dialKind) create(params json.RawMessage, _ session.Owner) (flow.Channel, error) {
 	var p struct {
 		Type string `json:"type"`
 		Host string `json:"host"`

@@ -28,7 +28,7 @@ const tcpDialTimeout = 10 * time.Second
 // the service's allow-list and starts dialing, without waiting. The
 // channel reads tcpRetain from the limits in force when its consumer
 // leaves.
-func newTCPChannel(svc *service.Service, params json.RawMessage, log *slog.Logger) (flow.Channel, error) {
+func newTCPChannel(svc *service.Service, params json.RawMessage, budget *flow.Budget, log *slog.Logger) (flow.Channel, error) {
 	host, port, err := tcp.ParseCreate(params)
 	if err != nil {
 		return nil, err

@@ -91,9 +91,17 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		}
 	}
 	s := &Server{memory: newMemoryReturner()}
+	// Every connection's memory counts in the daemon's total; a TCP
+	// channel the control plane created counts its journal there too.
+	total := flow.NewBudget(cfg.MaxTotalBufferedBytes)
 	creators := map[string]service.Creator{
-		"tcp": func(params json.RawMessage) (flow.Channel, error) { return newTCPChannel(s.Service, params, log) },
-		"telemetry": func(params json.RawMessage) (flow.Channel, error) {
+		"tcp": func(params json.RawMessage, owner session.Owner) (flow.Channel, error) {
+			if owner.Budget == nil {
+				owner.Budget = total
+			}
+			return newTCPChannel(s.Service, params, owner.Budget, log)
+		},
+		"telemetry": func(params json.RawMessage, _ session.Owner) (flow.Channel, error) {
 			return newTelemetryChannel(params, s.daemonFigures, log)
 		},
 	}
@@ -106,7 +114,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	})
 	s.sess = session.New(session.Options{
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, Registry: s.Registry(), Events: s.Events(),
-		Budget: flow.NewBudget(cfg.MaxTotalBufferedBytes), Host: s.Service,
+		Budget: total, Host: s.Service,
 		Metrics:   metrics.Handler(s.Service, metrics.Options{Version: Version, Public: cfg.MetricsPublic, MemoryReturns: s.memory.Returns}),
 		ConnEnded: s.memory.soon,
 	})

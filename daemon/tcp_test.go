@@ -23,6 +23,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/service"
+	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/tcp"
 )
@@ -93,7 +94,7 @@ func startTCP(t *testing.T, retain time.Duration, rules ...string) *harness {
 	}
 	allow := tcp.NewAllowList(rs)
 	return startWith(t, false, nil, func(o *daemon.Options) {
-		o.Creators = map[string]service.Creator{"tcp": func(params json.RawMessage) (flow.Channel, error) {
+		o.Creators = map[string]service.Creator{"tcp": func(params json.RawMessage, _ session.Owner) (flow.Channel, error) {
 			host, port, err := tcp.ParseCreate(params)
 			if err != nil {
 				return nil, err

@@ -293,6 +293,23 @@ func (t *Tokens) Check(g Grant) error {
 	return ErrTokenRevoked
 }
 
+// Valid reports whether a presented credential would authenticate now,
+// without consuming a single-use one (an upgrade's bearer token, checked
+// before the connection counts as pending).
+func (t *Tokens) Valid(secret string) bool {
+	if secret == "" {
+		return false
+	}
+	h := sha256.Sum256([]byte(secret))
+	if subtle.ConstantTimeCompare(h[:], t.admin[:]) == 1 {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.byHash[h]
+	return ok && !e.expired(t.now()) && !(e.grant.SingleUse && e.used)
+}
+
 // Authenticate checks a presented credential and returns its grant. A
 // single-use token is consumed.
 func (t *Tokens) Authenticate(secret string) (Grant, error) {

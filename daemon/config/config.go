@@ -67,6 +67,23 @@ type Limits struct {
 	// socket for a resume (PROTOCOL.md §8); a channel reads it when its
 	// consumer leaves. Default 60 s, at least 1 s.
 	TCPRetain time.Duration `limit:"tcpRetain"`
+	// MaxViewersPerTerminal bounds the subscriptions of one terminal,
+	// over every connection; one more gets -32004. Default 1024.
+	MaxViewersPerTerminal int `limit:"maxViewersPerTerminal"`
+	// MaxTCPChannels bounds the TCP channels, daemon-wide, and
+	// MaxTCPChannelsPerToken those one token created (retained ones
+	// included, until they end); one more fails with -32004 /
+	// RESOURCE_EXHAUSTED naming the limit. Defaults 256 and 64.
+	MaxTCPChannels         int `limit:"maxTcpChannels"`
+	MaxTCPChannelsPerToken int `limit:"maxTcpChannelsPerToken"`
+	// TCPMaxRetainedBytes caps what a TCP channel's journal retains for a
+	// resume (sent and not yet credited), whatever window its client
+	// asked: it stops reading its target at the cap. Default 4 MiB.
+	TCPMaxRetainedBytes int64 `limit:"tcpMaxRetainedBytes"`
+	// TelemetryMaxSeries bounds the distinct series of one telemetry
+	// channel; samples of further series are dropped and counted.
+	// Applies to channels created after the change. Default 10,000.
+	TelemetryMaxSeries int `limit:"telemetryMaxSeries"`
 }
 
 // DefaultLimits returns the documented defaults (internal/limits).
@@ -176,6 +193,15 @@ type Config struct {
 	// 1008. Default 512 MiB; at least Limits.MaxBufferedBytes. Config
 	// file key maxTotalBufferedBytes; a restart applies a change.
 	MaxTotalBufferedBytes int64
+	// MaxBufferedBytesPerToken bounds, inside MaxTotalBufferedBytes, what
+	// the connections of one token hold together: their started
+	// messages, their subscribers' queues and subscriptions, and the
+	// journals of the TCP channels the token created. The admin token
+	// counts in the total alone. Default (0) a quarter of
+	// MaxTotalBufferedBytes (PerTokenBufferedBytes); at least
+	// Limits.MaxBufferedBytes. Config file key maxBufferedBytesPerToken;
+	// a restart applies a change.
+	MaxBufferedBytesPerToken int64
 	// MaxConnectionsPerToken bounds the open connections that use one
 	// token (a ticket's connections count on its reconnect token); the
 	// admin token has no bound. Past it, initialize succeeds and the
@@ -250,7 +276,19 @@ func (c Config) Validate() error {
 	if c.MaxTotalBufferedBytes < c.Limits.MaxBufferedBytes {
 		return fmt.Errorf("maxTotalBufferedBytes: must be at least maxBufferedBytes (%d)", c.Limits.MaxBufferedBytes)
 	}
+	if c.MaxBufferedBytesPerToken != 0 && (c.MaxBufferedBytesPerToken < c.Limits.MaxBufferedBytes || c.MaxBufferedBytesPerToken > c.MaxTotalBufferedBytes) {
+		return fmt.Errorf("maxBufferedBytesPerToken: must be between maxBufferedBytes (%d) and maxTotalBufferedBytes (%d)", c.Limits.MaxBufferedBytes, c.MaxTotalBufferedBytes)
+	}
 	return nil
+}
+
+// PerTokenBufferedBytes returns MaxBufferedBytesPerToken, or its default:
+// a quarter of MaxTotalBufferedBytes, and at least MaxBufferedBytes.
+func (c Config) PerTokenBufferedBytes() int64 {
+	if c.MaxBufferedBytesPerToken > 0 {
+		return c.MaxBufferedBytesPerToken
+	}
+	return max(c.MaxTotalBufferedBytes/4, c.Limits.MaxBufferedBytes)
 }
 
 // ReconnectTokenTTL returns the lifetime of the token given to a viewer

@@ -260,6 +260,13 @@ var configKeys = func() []configKey {
 			}
 			return err
 		}},
+		{name: "maxBufferedBytesPerToken", set: func(s *Settings, e configEntry) error {
+			v, err := scalar(e)
+			if err == nil {
+				s.MaxBufferedBytesPerToken, err = parseSizeValue(v)
+			}
+			return err
+		}},
 		{name: "maxConnectionsPerToken", set: func(s *Settings, e configEntry) error {
 			v, err := scalar(e)
 			if err != nil {
@@ -801,6 +808,7 @@ func RestartOnlyChanges(a, b Settings) []string {
 	add("shutdownTimeout", a.ShutdownTimeout != b.ShutdownTimeout)
 	add("ticketTTL", a.TicketTTL != b.TicketTTL)
 	add("maxTotalBufferedBytes", a.MaxTotalBufferedBytes != b.MaxTotalBufferedBytes)
+	add("maxBufferedBytesPerToken", a.MaxBufferedBytesPerToken != b.MaxBufferedBytesPerToken)
 	add("maxConnectionsPerToken", a.MaxConnectionsPerToken != b.MaxConnectionsPerToken)
 	add("allowedOrigins", strings.Join(a.AllowedOrigins, ",") != strings.Join(b.AllowedOrigins, ","))
 	add("allowedHosts", strings.Join(a.AllowedHosts, ",") != strings.Join(b.AllowedHosts, ","))

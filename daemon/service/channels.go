@@ -41,7 +41,10 @@ type TerminalFactory func(spec TerminalSpec, backlog int64, log *slog.Logger) (f
 // that dials returns at once, and its Subscribers become Ready when the
 // dial is done (or fail with -32008). An *flow.Error carries its code
 // (-32003 for a target the allow-list refuses).
-type Creator func(params json.RawMessage) (flow.Channel, error)
+// owner is whom the channel is for: its Budget (the creating token's, or
+// nil for the control plane) is where a channel whose state outlives
+// connections counts it.
+type Creator func(params json.RawMessage, owner session.Owner) (flow.Channel, error)
 
 // Viewers is what the service needs of the viewer session.
 type Viewers interface {
@@ -101,6 +104,13 @@ type Service struct {
 	chLimits  map[string]channelLimits // per-channel overrides; guarded by mu
 	bg        sync.WaitGroup           // per-channel watchers (exit events); waited by Close
 	terminals atomic.Int64             // terminal channels in the registry or being created (maxTerminals)
+	// TCP channels in the registry or being created: in all
+	// (maxTcpChannels), by the token that created them
+	// (maxTcpChannelsPerToken; "" the admin and control plane), and each
+	// one's token by URI. Guarded by mu.
+	tcpCount   int
+	tcpByToken map[string]int
+	tcpOwners  map[string]string
 
 	tcpAllow *tcp.AllowList
 	tcpMu    sync.Mutex // serializes AllowTCP, DenyTCP and ReloadTCPRules; guards tcpFile
@@ -127,7 +137,7 @@ func New(o Options) *Service {
 	s := &Service{
 		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: registry.New(),
 		newTerminal: o.NewTerminal, creators: o.Creators, now: time.Now, channelClosed: o.ChannelClosed, busy: o.Busy,
-		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile,
+		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile, tcpByToken: map[string]int{}, tcpOwners: map[string]string{},
 	}
 	l := o.Config.Limits
 	s.limits.Store(&l)
@@ -272,14 +282,14 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 
 // CreateChannel makes a channel of type typ with its Creator and
 // registers it under a generated id.
-func (s *Service) CreateChannel(typ string, params json.RawMessage) (*registry.Channel, error) {
-	return s.createChannel("subscribe", typ, "", params)
+func (s *Service) CreateChannel(typ string, params json.RawMessage, owner session.Owner) (*registry.Channel, error) {
+	return s.createChannel("subscribe", typ, "", params, owner)
 }
 
 // createChannel makes a channel of type typ with its Creator and registers
 // it under id, or a generated id if it is empty; by says who asked, for
 // the log.
-func (s *Service) createChannel(by, typ, id string, params json.RawMessage) (*registry.Channel, error) {
+func (s *Service) createChannel(by, typ, id string, params json.RawMessage, owner session.Owner) (*registry.Channel, error) {
 	create, ok := s.creators[typ]
 	scheme := registry.Scheme(typ)
 	// Terminals are created over the control plane, where they take a
@@ -301,14 +311,26 @@ func (s *Service) createChannel(by, typ, id string, params json.RawMessage) (*re
 			return nil, fmt.Errorf("%w: %s", registry.ErrChannelExists, scheme+id)
 		}
 	}
-	impl, err := create(params)
+	if typ == "tcp" {
+		if err := s.takeTCPSlot(owner.Token); err != nil {
+			return nil, err
+		}
+	}
+	impl, err := create(params, owner)
 	if err != nil {
+		s.giveTCPSlot(typ, owner.Token)
 		return nil, err
 	}
 	ch := registry.NewChannel("", impl)
 	if err := s.registry.Add(scheme, id, ch); err != nil {
+		s.giveTCPSlot(typ, owner.Token)
 		_ = impl.Close()
 		return nil, err
+	}
+	if typ == "tcp" {
+		s.mu.Lock()
+		s.tcpOwners[ch.URI] = owner.Token
+		s.mu.Unlock()
 	}
 	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type, "by", by)
 	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
@@ -355,6 +377,15 @@ func (s *Service) CloseChannel(uri string) error {
 	s.mu.Unlock()
 	if ch.Type == "terminal" {
 		s.terminals.Add(-1)
+	}
+	if ch.Type == "tcp" {
+		s.mu.Lock()
+		token, ok := s.tcpOwners[uri]
+		delete(s.tcpOwners, uri)
+		s.mu.Unlock()
+		if ok {
+			s.giveTCPSlot("tcp", token)
+		}
 	}
 	_ = ch.Impl().Close()
 	if isTCP {

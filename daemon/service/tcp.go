@@ -21,6 +21,9 @@ import (
 
 	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/daemon/session"
+	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/fds"
 	"github.com/ahp-dev/ahpd/tcp"
 )
 
@@ -233,7 +236,7 @@ func (s *Service) CreateTCP(ctx context.Context, host string, port int, id strin
 	if err != nil {
 		return nil, err
 	}
-	ch, err := s.createChannel("control", "tcp", id, params)
+	ch, err := s.createChannel("control", "tcp", id, params, session.Owner{})
 	if err != nil {
 		return nil, err
 	}
@@ -273,4 +276,48 @@ func (s *Service) TCPStats(ctx context.Context) TCPStats {
 		}
 	}
 	return st
+}
+
+// fdReserve is how many descriptors TCP channels leave free: when
+// no more than this many are left below the process's limit, a TCP
+// channel is refused, so that terminals (a PTY takes two), viewer
+// connections and the operator's own still open.
+const fdReserve = 64
+
+// takeTCPSlot counts a TCP channel being created for token against
+// maxTcpChannels and maxTcpChannelsPerToken, and checks the descriptor
+// reserve; giveTCPSlot gives the count back.
+func (s *Service) takeTCPSlot(token string) error {
+	l := s.Limits()
+	if open, limit, err := fds.Open(); err == nil && uint64(open+fdReserve) >= limit {
+		s.log.Warn("TCP channel refused: descriptor reserve", "open", open, "limit", limit, "reserve", fdReserve)
+		return &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: %d of the daemon's %d file descriptors are open, and TCP channels leave the last %d to terminals and connections; close channels or raise the daemon's LimitNOFILE", open, limit, fdReserve)}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tcpCount >= l.MaxTCPChannels {
+		return &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: %d TCP channels (maxTcpChannels); close one or let a retained one expire (tcpRetain)", l.MaxTCPChannels)}
+	}
+	if token != "" && s.tcpByToken[token] >= l.MaxTCPChannelsPerToken {
+		return &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: %d TCP channels for this token (maxTcpChannelsPerToken); close one or let a retained one expire (tcpRetain)", l.MaxTCPChannelsPerToken)}
+	}
+	s.tcpCount++
+	if token != "" {
+		s.tcpByToken[token]++
+	}
+	return nil
+}
+
+func (s *Service) giveTCPSlot(typ, token string) {
+	if typ != "tcp" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tcpCount--
+	if token != "" {
+		if s.tcpByToken[token]--; s.tcpByToken[token] <= 0 {
+			delete(s.tcpByToken, token)
+		}
+	}
 }

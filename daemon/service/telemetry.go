@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/telemetry"
 )
 
@@ -93,7 +94,7 @@ func (s *Service) CreateTelemetry(ctx context.Context, r TelemetryRequest) (*reg
 	if err != nil {
 		return nil, err
 	}
-	return s.createChannel("control", "telemetry", r.ID, params)
+	return s.createChannel("control", "telemetry", r.ID, params, session.Owner{})
 }
 
 // maxPublishSamples bounds the samples of one PublishTelemetry message.

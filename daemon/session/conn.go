@@ -147,8 +147,11 @@ type conn struct {
 	// subscription whose frame starts a message (at most maxKeptBuf).
 	reassembly []byte
 	// queued is the budget of what kinds queue for this connection's
-	// subscribers (flow.AttachRequest.Queue).
+	// subscribers (flow.AttachRequest.Queue) and of its subscriptions'
+	// state (subscriptionCost), queueMax bytes inside its token's budget;
+	// made at initialize.
 	queued      *flow.Budget
+	queueMax    int64
 	inbox       chan inbound         // reader → run
 	inBytes     atomic.Int64         // bytes waiting in inbox (+1 KiB each)
 	out         chan []byte          // run → writer
@@ -168,15 +171,25 @@ type conn struct {
 	stats connStats
 
 	// token is the credential's id and parent once attached, for the
-	// control plane (kick revokes a reconnect token).
+	// control plane (kick revokes a reconnect token), and its grant, for
+	// RecheckTokens.
 	token atomic.Pointer[tokenRef]
+	// muted is set when the connection's token was revoked or expired:
+	// the writer writes nothing more but the close frame.
+	muted atomic.Bool
+	// budgeted: attachToken took the token's budget (releaseBudget at
+	// close).
+	budgeted bool
 	// tokenDirty asks run to check its token again (a revocation); set
 	// with a wakeSig.
 	tokenDirty atomic.Bool
 }
 
 // tokenRef names the token a connection authenticated with.
-type tokenRef struct{ ID, Parent string }
+type tokenRef struct {
+	ID, Parent string
+	grant      auth.Grant
+}
 
 type connStats struct {
 	framesIn, framesOut, bytesIn, bytesOut atomic.Int64
@@ -232,6 +245,11 @@ func (c *conn) serve(shutdown context.Context) {
 	if c.attached {
 		c.srv.tokens.Detach(c.grant.ID)
 	}
+	defer func() {
+		if c.budgeted {
+			c.srv.releaseBudget(c.grant)
+		}
+	}()
 	code, reason := websocket.StatusNormalClosure, ""
 	var ce *closeError
 	switch {
@@ -246,7 +264,7 @@ func (c *conn) serve(shutdown context.Context) {
 	for _, s := range c.pending {
 		c.endSub(s)
 	}
-	if ce == nil || !ce.stalled {
+	if (ce == nil || !ce.stalled) && !c.muted.Load() {
 		c.flushControl(2 * time.Second)
 	}
 	close(c.out) // the writer finishes what it holds, then exits
@@ -258,9 +276,15 @@ func (c *conn) serve(shutdown context.Context) {
 		defer close(closed)
 		_ = c.ws.Close(code, reason)
 	}()
+	// A connection whose token was revoked gets a second for the
+	// handshake: the revoke promises its end within one.
+	wait := 5 * time.Second
+	if c.muted.Load() {
+		wait = time.Second / 2
+	}
 	select {
 	case <-closed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait):
 		_ = c.ws.CloseNow()
 		<-closed
 	}
@@ -341,13 +365,19 @@ func (c *conn) read(ctx context.Context) (websocket.MessageType, []byte, error) 
 
 func (c *conn) writeLoop() {
 	var batch [][]byte
+	write := func(b []byte) error {
+		if c.muted.Load() {
+			return nil // its token was revoked: nothing more goes out
+		}
+		return c.ws.Write(ioWait, websocket.MessageText, b)
+	}
 	for b := range c.out {
 		// Corked: the frame, and any queued behind it, leave in one
 		// write to the socket (countingConn.cork), without a
 		// frame-sized buffer per connection.
 		c.wire.cork()
 		batch = append(batch[:0], b)
-		err := c.ws.Write(ioWait, websocket.MessageText, b)
+		err := write(b)
 	more:
 		for err == nil {
 			select {
@@ -356,7 +386,7 @@ func (c *conn) writeLoop() {
 					break more
 				}
 				batch = append(batch, b)
-				err = c.ws.Write(ioWait, websocket.MessageText, b)
+				err = write(b)
 			default:
 				break more
 			}
@@ -514,14 +544,14 @@ func (c *conn) run(ctx context.Context) error {
 	}
 }
 
-// sharedFreed returns the daemon budget's Freed channel while a
+// sharedFreed returns the shared budget's (the token's) Freed channel while a
 // subscription of this connection waits for room in it, else nil (a nil
 // channel never fires in the run loop's select).
 func (c *conn) sharedFreed() <-chan struct{} {
 	if !c.sender.SharedStarved() {
 		return nil
 	}
-	return c.srv.budget.Freed()
+	return c.sender.Shared().Freed()
 }
 
 func (c *conn) drainWakes() {
@@ -569,15 +599,26 @@ func (c *conn) kicked(reason string) error {
 // attachToken counts the connection on its token once initialize
 // succeeded; a ticket's connection holds its reconnect token from then on.
 func (c *conn) attachToken() error {
-	if c.grant.Admin {
-		return nil
+	if !c.grant.Admin {
+		g, err := c.srv.tokens.Attach(c.grant, c.srv.cfg.MaxConnectionsPerToken)
+		if err != nil {
+			return c.tokenEnded(err)
+		}
+		c.grant, c.attached = g, true
+		c.token.Store(&tokenRef{ID: g.ID, Parent: g.Parent, grant: g})
 	}
-	g, err := c.srv.tokens.Attach(c.grant, c.srv.cfg.MaxConnectionsPerToken)
-	if err != nil {
-		return c.tokenEnded(err)
+	b := c.srv.budgetFor(c.grant)
+	c.budgeted = true
+	if !c.grant.Admin && b.Left() < flow.MinPullSize {
+		// The admin's connection is always admitted: it runs on the
+		// floor of what it may send (sharedFloor) when the total is spent.
+		if n, ok := c.srv.refuseLog.allow(c.srv.now()); ok { // a client retrying in a loop must not flood the log
+			c.log.Warn("connection refused: memory budget spent", "conn", c.id, "maxTotalBufferedBytes", c.srv.budget.Max(), "maxBufferedBytesPerToken", c.srv.cfg.PerTokenBufferedBytes(), "suppressed", n)
+		}
+		return closeWith(websocket.StatusPolicyViolation, "%s (maxBufferedBytesPerToken, maxTotalBufferedBytes); try again later", wire.ReasonMemoryBudget)
 	}
-	c.grant, c.attached = g, true
-	c.token.Store(&tokenRef{ID: g.ID, Parent: g.Parent})
+	c.sender.SetShared(b)
+	c.queued = b.Child(c.queueMax)
 	return nil
 }
 
@@ -603,6 +644,7 @@ func (c *conn) tokenEnded(err error) error {
 	if errors.Is(err, auth.ErrTokenBusy) {
 		return closeWith(websocket.StatusPolicyViolation, "%s connections with this token (maxConnectionsPerToken %d)", wire.ReasonTooMany, c.srv.cfg.MaxConnectionsPerToken)
 	}
+	c.muted.Store(true) // nothing more for it, but the close
 	reason := wire.ReasonTokenRevoked
 	if errors.Is(err, auth.ErrTokenExpired) {
 		reason = wire.ReasonTokenExpired
@@ -996,6 +1038,7 @@ func (c *conn) endSub(s *subscription) {
 	}
 	s.sub.Close()
 	s.ch.Left()
+	c.queued.Give(subscriptionCost)
 	delete(c.subs, s.id)
 	delete(c.pending, s.id)
 	if s.created && s.stream == nil {

@@ -97,7 +97,9 @@ func (c *conn) initialize(req *request) error {
 	}
 	c.grant = grant
 	c.initialized = true
-	c.srv.pending.Add(-1) // no longer pending (maxPendingConnections)
+	if c.wire != nil {
+		c.srv.pendingSocks.remove(c.wire) // no longer pending (maxPendingConnections)
+	}
 	var r wire.InitializeResult
 	r.ProtocolVersion = "ahp/1"
 	r.Server.Name, r.Server.Version = "ahpd", c.srv.version
@@ -250,7 +252,11 @@ func (c *conn) subscribe(req *request) error {
 			return c.respondOr(req, e)
 		}
 		var err error
-		if ch, err = c.srv.host.CreateChannel(k.Type, p.Create); err != nil {
+		owner := Owner{Token: c.grant.ID, Budget: c.sender.Shared()}
+		if c.grant.Admin {
+			owner.Token = ""
+		}
+		if ch, err = c.srv.host.CreateChannel(k.Type, p.Create, owner); err != nil {
 			return c.respondOr(req, channelErr(err))
 		}
 		created = true
@@ -286,6 +292,14 @@ func (c *conn) subscribe(req *request) error {
 		}
 		return c.respondOr(req, e)
 	}
+	// The subscription's own state counts before it exists (budgets.go).
+	if c.queued.Left() < subscriptionCost {
+		if created {
+			c.srv.closeSoon(ch.URI)
+		}
+		return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, "limit exceeded: no memory left for another subscription (maxBufferedBytes, maxBufferedBytesPerToken, maxTotalBufferedBytes)"))
+	}
+	c.queued.Take(subscriptionCost)
 	c.nextSub++
 	s := &subscription{id: "s" + strconv.Itoa(c.nextSub), ch: ch, reqID: req.ID, send: got, receive: chl.HostReceive, created: created}
 	role := flow.RoleView
@@ -301,6 +315,7 @@ func (c *conn) subscribe(req *request) error {
 	})
 	if err != nil {
 		s.ended = true // a wake queued by Attach must not reach the Sender
+		c.queued.Give(subscriptionCost)
 		if created {
 			c.srv.closeSoon(ch.URI)
 		}

@@ -98,7 +98,7 @@ type testHost struct {
 
 func (h testHost) Limits() config.Limits          { return h.limits }
 func (h testHost) LimitsFor(string) config.Limits { return h.limits }
-func (h testHost) CreateChannel(typ string, _ json.RawMessage) (*registry.Channel, error) {
+func (h testHost) CreateChannel(typ string, _ json.RawMessage, _ Owner) (*registry.Channel, error) {
 	return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: no kinds here"}
 }
 func (h testHost) CreateShell(string, string) (*registry.Channel, error) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,7 +28,6 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/cork"
 	"github.com/ahp-dev/ahpd/internal/rawio"
-	"github.com/ahp-dev/ahpd/internal/wire"
 )
 
 // Host is what the session needs of the daemon that owns the channels.
@@ -41,8 +39,9 @@ type Host interface {
 	// LimitsFor are the limits for a channel, with its overrides.
 	LimitsFor(channel string) config.Limits
 	// CreateChannel makes a channel for subscribe {create} (PROTOCOL.md
-	// §8) and registers it; an *flow.Error carries its code.
-	CreateChannel(typ string, params json.RawMessage) (*registry.Channel, error)
+	// §8) on behalf of owner and registers it; an *flow.Error carries its
+	// code.
+	CreateChannel(typ string, params json.RawMessage, owner Owner) (*registry.Channel, error)
 	// CloseChannel closes and removes a channel; it may block (a
 	// terminal's hang-up), so the session calls it off its run loops.
 	CloseChannel(uri string) error
@@ -52,6 +51,15 @@ type Host interface {
 	// *flow.Error with the code to answer.
 	CreateShell(id, title string) (*registry.Channel, error)
 	RestartTerminal(uri string) (*registry.Channel, error)
+}
+
+// Owner is who a subscribe creates a channel for: the token it
+// authenticated with ("" for the admin token) and that token's budget
+// (budgets.go), which a channel whose state outlives the connection (a
+// TCP channel's journal) counts in.
+type Owner struct {
+	Token  string
+	Budget *flow.Budget
 }
 
 // Options are a Server's collaborators.
@@ -95,12 +103,15 @@ type Server struct {
 	closing   bool           // set at shutdown; no connection is added after it
 	conns     map[*conn]struct{}
 	nextConn  int
+	// tokenBudgets are the tokens' budgets (budgets.go), guarded by mu.
+	tokenBudgets map[string]*tokenBudget
+	budgetsKept  int
 	origins   []string
 	// originSchemes are the schemes an allowed Origin may have: http for
 	// the default list, http or https for allowedOrigins.
 	originSchemes []string
 	hosts         []string     // Host names allowed besides IP literals and localhost; "*" is any
-	pending       atomic.Int64 // upgraded connections not yet initialized (maxPendingConnections)
+	pendingSocks  *pendingSet  // sockets not yet authenticated (maxPendingConnections)
 	authLog       rateLog      // "authentication failed" lines, at most one a second
 	refuseLog     rateLog      // refused requests and upgrades (host, origin, caps), likewise
 }
@@ -114,7 +125,8 @@ func New(o Options) *Server {
 	return &Server{
 		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: o.Registry, events: o.Events,
 		budget: o.Budget, host: o.Host, metrics: o.Metrics, connEnded: o.ConnEnded, now: time.Now,
-		connCtx: ctx, stopConns: cancel, conns: map[*conn]struct{}{},
+		connCtx: ctx, stopConns: cancel, conns: map[*conn]struct{}{}, tokenBudgets: map[string]*tokenBudget{},
+		pendingSocks: newPendingSet(),
 	}
 }
 
@@ -139,7 +151,26 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /metrics", s.metrics)
 	}
 	mux.Handle("/", webui.Handler())
-	return s.checkHost(mux)
+	return s.served(s.checkHost(mux))
+}
+
+// served stops counting a request's socket as pending: its headers are
+// in (pendingSet).
+func (s *Server) served(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sock := socketOf(r); sock != nil {
+			s.pendingSocks.remove(sock)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// logEvicted logs, at most once a second, that pending sockets were
+// closed for newer ones.
+func (s *Server) logEvicted(remote string) {
+	if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
+		s.log.Warn("closed the oldest pending connection for a new one (maxPendingConnections)", "max", s.host.Limits().MaxPendingConnections, "remote", remote, "suppressed", n)
+	}
 }
 
 // checkHost refuses, on every path, a request whose Host header is not
@@ -256,20 +287,20 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	// Until it initializes, a connection counts as pending: initialize
-	// gives its count back, or the end of the connection does.
-	if max := s.host.Limits().MaxPendingConnections; s.pending.Add(1) > int64(max) {
-		s.pending.Add(-1)
-		if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
-			s.log.Warn("upgrade refused: too many pending connections", "max", max, "remote", r.RemoteAddr, "suppressed", n)
+	// Until it initializes, a connection counts as pending (pendingSet):
+	// initialize or its end stops counting it. One whose upgrade carries
+	// a valid bearer token is not counted, so that a flood of sockets
+	// that never authenticate cannot hold it back.
+	remote, sock, bearer := r.RemoteAddr, socketOf(r), BearerToken(r)
+	if sock != nil && (bearer == "" || !s.tokens.Valid(bearer)) {
+		if n := s.pendingSocks.add(sock, s.host.Limits().MaxPendingConnections); n > 0 {
+			s.logEvicted(r.RemoteAddr)
 		}
-		http.Error(w, fmt.Sprintf("too many pending connections (maxPendingConnections %d): try again later", max), http.StatusServiceUnavailable)
-		return
 	}
 	upgraded := false
 	defer func() {
-		if !upgraded {
-			s.pending.Add(-1)
+		if !upgraded && sock != nil {
+			s.pendingSocks.remove(sock)
 		}
 	}()
 	opts := &websocket.AcceptOptions{
@@ -300,7 +331,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// request and its headers, a goroutine stack grown by the handshake)
 	// would otherwise stay live as long as the connection, about 12 KiB
 	// per idle viewer.
-	remote, sock, bearer := r.RemoteAddr, socketOf(r), BearerToken(r)
 	// Registered under s.mu, so that shutdown, which sets closing under
 	// it before it waits, either waits for this goroutine or is seen by
 	// it: no Add races the Wait.
@@ -315,10 +345,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	upgraded = true // the goroutine below gives the pending slot back
 	go func() {
 		defer s.upgraded.Done()
-		initialized := false
 		defer func() {
-			if !initialized {
-				s.pending.Add(-1)
+			if sock != nil {
+				s.pendingSocks.remove(sock)
 			}
 		}()
 		ws.SetReadLimit(s.host.Limits().MaxInboundMessageBytes)
@@ -326,7 +355,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 			_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
 			return
 		}
-		initialized = s.serveConn(ws, remote, sock, bearer)
+		s.serveConn(ws, remote, sock, bearer)
 	}()
 }
 
@@ -347,15 +376,10 @@ func (s *Server) serveConn(t transport, remote string, sock *countingConn, beare
 	// terminal (each holds a cursor), and so are snapshot texts
 	// (docs/protocol-decisions.md, "Memory per connection").
 	// Connections together are held to maxTotalBufferedBytes (the
-	// shared budget): past it a new connection is refused, and existing
-	// ones go on as their messages finish.
-	if s.budget.Left() < flow.MinPullSize {
-		if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
-			s.log.Warn("connection refused: the daemon's memory budget is spent", "maxTotalBufferedBytes", s.budget.Max(), "suppressed", n)
-		}
-		_ = t.Close(websocket.StatusPolicyViolation, wire.ReasonMemoryBudget+" (maxTotalBufferedBytes); try again later")
-		return false
-	}
+	// shared budget), and the connections of one token to
+	// maxBufferedBytesPerToken inside it (budgets.go): past either, a new
+	// connection is refused once it authenticated (attachToken), except
+	// the admin's, and existing ones go on as their messages finish.
 	// maxBufferedBytes is shared out: the control lane a quarter (at
 	// most 4 MiB), what kinds queue for the subscribers a quarter
 	// (conn.queued), and the started data messages the rest.
@@ -364,7 +388,7 @@ func (s *Server) serveConn(t transport, remote string, sock *countingConn, beare
 	sender, err := flow.NewSender(flow.SenderConfig{
 		ControlBytes: control,
 		ActiveBytes:  limits.MaxBufferedBytes - control - queue,
-		Shared:       s.budget,
+		Shared:       s.budget, // the token's, from initialize on
 		SharedFloor:  sharedFloor,
 	})
 	if err != nil {
@@ -391,7 +415,7 @@ func (s *Server) serveConn(t transport, remote string, sock *countingConn, beare
 		opened:      now,
 		limits:      limits,
 		sender:      sender,
-		queued:      flow.NewBudget(queue),
+		queueMax:    queue,
 		subs:        map[string]*subscription{},
 		pending:     map[string]*subscription{},
 		lastWrite:   now,
@@ -546,6 +570,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return context.WithValue(ctx, connKey{}, c)
 		},
 		ReadHeaderTimeout: 10 * time.Second,
+		// A socket counts as pending while it sends a request's headers
+		// and while it idles between requests; serving a request stops
+		// counting it (Handler), and serveWS counts an upgrade again
+		// until it initializes.
+		ConnState: func(c net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew, http.StateIdle:
+				if s.pendingSocks.add(c, s.host.Limits().MaxPendingConnections) > 0 {
+					s.logEvicted(c.RemoteAddr().String())
+				}
+			case http.StateClosed:
+				s.pendingSocks.remove(c)
+			}
+		},
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
@@ -693,11 +731,16 @@ func (s *Server) Kick(id, reason string) (tokenID, tokenParent string, ok bool) 
 }
 
 // RecheckTokens makes every connection check its token before it handles
-// another message; those whose token is gone (revoked) close.
+// another message; those whose token is gone (revoked) close. Before it
+// returns, every connection whose token no longer works is muted: its
+// writer writes no further frame, only the close (docs/security.md).
 func (s *Server) RecheckTokens() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
+		if ref := c.token.Load(); ref != nil && s.tokens.Check(ref.grant) != nil {
+			c.muted.Store(true)
+		}
 		c.tokenDirty.Store(true)
 		select {
 		case c.wakeSig <- struct{}{}:

@@ -37,3 +37,22 @@ func CloseOnExecInherited() {
 		syscall.CloseOnExec(fd)
 	}
 }
+
+// Open returns how many descriptors the process has open and its soft
+// limit on them (RLIMIT_NOFILE), read from /proc/self/fd: a count, O(open).
+func Open() (open int, limit uint64, err error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, 0, err
+	}
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(names) - 1, rl.Cur, nil // less the directory's own
+}

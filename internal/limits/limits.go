@@ -76,6 +76,11 @@ var table = func() []Spec {
 		Spec{"maxPendingConnections", Count, 256, 1, "1"},
 		Spec{"maxTerminals", Count, 256, 1, "1"},
 		Spec{"tcpRetain", Duration, int64(60 * time.Second), int64(time.Second), "1s"},
+		Spec{"maxViewersPerTerminal", Count, 1024, 1, "1"},
+		Spec{"maxTcpChannels", Count, 256, 1, "1"},
+		Spec{"maxTcpChannelsPerToken", Count, 64, 1, "1"},
+		Spec{"tcpMaxRetainedBytes", Bytes, 4 * MiB, 64 * KiB, "64 KiB"},
+		Spec{"telemetryMaxSeries", Count, 10000, 1, "1"},
 	)
 }()
 

@@ -148,9 +148,28 @@ type Limits struct {
 	// (PROTOCOL.md §8); after that the channel is closed and a resume fails
 	// with -32006. A channel reads it when its consumer leaves. At least 1 s.
 	// Default 60 s.
-	TcpRetain     *durationpb.Duration `protobuf:"bytes,14,opt,name=tcp_retain,json=tcpRetain,proto3" json:"tcp_retain,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TcpRetain *durationpb.Duration `protobuf:"bytes,14,opt,name=tcp_retain,json=tcpRetain,proto3" json:"tcp_retain,omitempty"`
+	// max_viewers_per_terminal bounds the subscriptions of one terminal over
+	// every connection; one more gets -32004. Default 1024.
+	MaxViewersPerTerminal int64 `protobuf:"varint,15,opt,name=max_viewers_per_terminal,json=maxViewersPerTerminal,proto3" json:"max_viewers_per_terminal,omitempty"`
+	// max_tcp_channels bounds the TCP channels, daemon-wide (retained ones
+	// included, until they end); creating one beyond it fails with -32004 or
+	// RESOURCE_EXHAUSTED. Default 256.
+	MaxTcpChannels int64 `protobuf:"varint,16,opt,name=max_tcp_channels,json=maxTcpChannels,proto3" json:"max_tcp_channels,omitempty"`
+	// max_tcp_channels_per_token bounds the TCP channels one token created
+	// (the admin token and the control plane count daemon-wide only).
+	// Default 64.
+	MaxTcpChannelsPerToken int64 `protobuf:"varint,17,opt,name=max_tcp_channels_per_token,json=maxTcpChannelsPerToken,proto3" json:"max_tcp_channels_per_token,omitempty"`
+	// tcp_max_retained_bytes caps what a TCP channel retains for a resume
+	// (sent, not yet credited), whatever window its client asked: at the cap
+	// it stops reading its target. At least 64 KiB. Default 4 MiB.
+	TcpMaxRetainedBytes int64 `protobuf:"varint,18,opt,name=tcp_max_retained_bytes,json=tcpMaxRetainedBytes,proto3" json:"tcp_max_retained_bytes,omitempty"`
+	// telemetry_max_series bounds the distinct series of one telemetry
+	// channel; samples of further series are dropped and counted. Applies to
+	// channels created after the change. Default 10000.
+	TelemetryMaxSeries int64 `protobuf:"varint,19,opt,name=telemetry_max_series,json=telemetryMaxSeries,proto3" json:"telemetry_max_series,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -279,6 +298,41 @@ func (x *Limits) GetTcpRetain() *durationpb.Duration {
 		return x.TcpRetain
 	}
 	return nil
+}
+
+func (x *Limits) GetMaxViewersPerTerminal() int64 {
+	if x != nil {
+		return x.MaxViewersPerTerminal
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxTcpChannels() int64 {
+	if x != nil {
+		return x.MaxTcpChannels
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxTcpChannelsPerToken() int64 {
+	if x != nil {
+		return x.MaxTcpChannelsPerToken
+	}
+	return 0
+}
+
+func (x *Limits) GetTcpMaxRetainedBytes() int64 {
+	if x != nil {
+		return x.TcpMaxRetainedBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetTelemetryMaxSeries() int64 {
+	if x != nil {
+		return x.TelemetryMaxSeries
+	}
+	return 0
 }
 
 // GetLimitsRequest selects whose limits to report.
@@ -540,7 +594,7 @@ const file_ahp_v1_limits_proto_rawDesc = "" +
 	"\rReceiveLimits\x12!\n" +
 	"\fwindow_bytes\x18\x01 \x01(\x03R\vwindowBytes\x12.\n" +
 	"\x13maximum_frame_bytes\x18\x02 \x01(\x03R\x11maximumFrameBytes\x122\n" +
-	"\x15maximum_message_bytes\x18\x03 \x01(\x03R\x13maximumMessageBytes\"\xc2\x06\n" +
+	"\x15maximum_message_bytes\x18\x03 \x01(\x03R\x13maximumMessageBytes\"\xc8\b\n" +
 	"\x06Limits\x12,\n" +
 	"\x12max_buffered_bytes\x18\x01 \x01(\x03R\x10maxBufferedBytes\x12C\n" +
 	"\x10max_output_stall\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0emaxOutputStall\x12+\n" +
@@ -557,7 +611,12 @@ const file_ahp_v1_limits_proto_rawDesc = "" +
 	"\x17max_pending_connections\x18\f \x01(\x03R\x15maxPendingConnections\x12#\n" +
 	"\rmax_terminals\x18\r \x01(\x03R\fmaxTerminals\x128\n" +
 	"\n" +
-	"tcp_retain\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\ttcpRetain\",\n" +
+	"tcp_retain\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\ttcpRetain\x127\n" +
+	"\x18max_viewers_per_terminal\x18\x0f \x01(\x03R\x15maxViewersPerTerminal\x12(\n" +
+	"\x10max_tcp_channels\x18\x10 \x01(\x03R\x0emaxTcpChannels\x12:\n" +
+	"\x1amax_tcp_channels_per_token\x18\x11 \x01(\x03R\x16maxTcpChannelsPerToken\x123\n" +
+	"\x16tcp_max_retained_bytes\x18\x12 \x01(\x03R\x13tcpMaxRetainedBytes\x120\n" +
+	"\x14telemetry_max_series\x18\x13 \x01(\x03R\x12telemetryMaxSeries\",\n" +
 	"\x10GetLimitsRequest\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\"\x8d\x01\n" +
 	"\x11GetLimitsResponse\x12,\n" +
