@@ -106,14 +106,14 @@ type Server struct {
 	// tokenBudgets are the tokens' budgets (budgets.go), guarded by mu.
 	tokenBudgets map[string]*tokenBudget
 	budgetsKept  int
-	origins   []string
+	origins      []string
 	// originSchemes are the schemes an allowed Origin may have: http for
 	// the default list, http or https for allowedOrigins.
 	originSchemes []string
-	hosts         []string     // Host names allowed besides IP literals and localhost; "*" is any
-	pendingSocks  *pendingSet  // sockets not yet authenticated (maxPendingConnections)
-	authLog       rateLog      // "authentication failed" lines, at most one a second
-	refuseLog     rateLog      // refused requests and upgrades (host, origin, caps), likewise
+	hosts         []string    // Host names allowed besides IP literals and localhost; "*" is any
+	pendingSocks  *pendingSet // sockets not yet authenticated (maxPendingConnections)
+	authLog       rateLog     // "authentication failed" lines, at most one a second
+	refuseLog     rateLog     // refused requests and upgrades (host, origin, caps), likewise
 }
 
 // New builds a Server from o.
@@ -584,7 +584,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				s.pendingSocks.remove(c)
 			}
 		},
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
