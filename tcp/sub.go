@@ -169,7 +169,9 @@ const readyMsg = `{"jsonrpc":"2.0","method":"channel/ready","params":{}}`
 
 // Pull hands out channel/ready (the Sender replays a resume's journal
 // before it pulls), then the socket's bytes as tcp/data, then tcp/eof and
-// tcp/closed as lifecycle messages, in that order.
+// tcp/closed as lifecycle messages, in that order. channel/ready and
+// tcp/data are data messages (PROTOCOL.md §4): they start only while the
+// window is open (dataAllowed).
 func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool) {
 	c := s.c
 	c.mu.Lock()
@@ -178,9 +180,16 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 		return flow.Message{}, false
 	}
 	if !s.readySent {
+		// Credit-gated like any data message: after a resume's replay
+		// the client may hold a full window it has not released yet, and
+		// channel/ready waits for its credit as tcp/data would.
+		if !dataAllowed {
+			c.mu.Unlock()
+			return flow.Message{}, false
+		}
 		s.readySent = true
 		c.mu.Unlock()
-		return flow.Message{Text: readyMsg, Class: flow.Lifecycle, Size: int64(len(readyMsg)) * 2}, true
+		return flow.Message{Text: readyMsg, Class: flow.Data, Size: int64(len(readyMsg)) * 2}, true
 	}
 	var m flow.Message
 	switch {
