@@ -142,3 +142,51 @@ func TestOutOfScopeChannelHidesExistence(t *testing.T) {
 		t.Fatalf("closed channel in scope: %+v, want -32002", r.Error)
 	}
 }
+
+// TestDuplicateMembersRefused: a request whose object holds a member
+// twice (which a decoder resolves by keeping the last, another reader
+// perhaps the first) is refused with -32600, before initialize and
+// after; an error message that quotes a client's string escapes its
+// control characters.
+func TestDuplicateMembersRefused(t *testing.T) {
+	h := start(t, false, nil)
+	ws, _, err := h.raw(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	send := func(s string) {
+		t.Helper()
+		if err := ws.Write(ctxT(t), websocket.MessageText, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"ahp/1","token":"` + adminToken + `","client":{"name":"t","version":"0"}}}`)
+	if got := readJSON(t, ws); !strings.Contains(got, `"result"`) {
+		t.Fatalf("initialize: %s", got)
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"channels/list","method":"channels/create","params":{}}`)
+	if got := readJSON(t, ws); !strings.Contains(got, `"code":-32600`) || !strings.Contains(got, `\"method\" appears twice`) {
+		t.Fatalf("duplicate method: %s, want -32600 naming the member", got)
+	}
+	send(`{"jsonrpc":"2.0","id":2,"method":"subscribe","params":{"channel":"ahp-terminal:/x","channel":"ahp-terminal:/y"}}`)
+	if got := readJSON(t, ws); !strings.Contains(got, `"code":-32600`) {
+		t.Fatalf("duplicate params member: %s, want -32600", got)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"subscribe","params":{"channel":"ahp-terminal:/\u001b[2J"}}`)
+	if got := readJSON(t, ws); strings.Contains(got, `\u001b`) || !strings.Contains(got, `\\x1b`) {
+		t.Fatalf("an error quoting a control character: %s, want it escaped as \\x1b", got)
+	}
+	// Before initialize, a duplicate member refuses the initialize.
+	ws2, _, err := h.raw(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws2.CloseNow()
+	if err := ws2.Write(ctxT(t), websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","method":"initialize","params":{"protocolVersion":"ahp/1","token":"`+adminToken+`"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readJSON(t, ws2); strings.Contains(got, `"result"`) {
+		t.Fatalf("an initialize with a duplicate member succeeded: %s", got)
+	}
+}

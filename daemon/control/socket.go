@@ -206,9 +206,21 @@ func bindSocket(path string) (net.Listener, os.FileInfo, error) {
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		return nil, nil, fmt.Errorf("control socket %s: bind: %w", path, err)
 	}
-	fi, err := os.Lstat(path)
+	// In a setgid directory the socket takes the directory's group, and
+	// its 0660 would let that group's members run commands as this user:
+	// it gets the daemon's own group, checked, before it listens.
+	err = os.Chown(path, os.Geteuid(), os.Getegid())
 	if err == nil {
 		err = os.Chmod(path, SocketMode)
+	}
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = os.Lstat(path)
+	}
+	if err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Gid) != os.Getegid() {
+			err = fmt.Errorf("%w: the socket has group %d, not the daemon's %d", ErrUnsafe, st.Gid, os.Getegid())
+		}
 	}
 	if err == nil {
 		err = unix.Listen(fd, 64)

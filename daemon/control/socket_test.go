@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"strings"
 	"testing"
 	"time"
@@ -246,4 +247,38 @@ func TestServerHealthAndStop(t *testing.T) {
 		t.Fatal("Serve did not return after Stop")
 	}
 	ln.Close()
+}
+
+// TestSocketInSetgidDirKeepsDaemonGroup: in a setgid directory a new file
+// takes the directory's group; the control socket must not, or that
+// group's members could run commands as the daemon's user (it is 0660).
+// Needs root to give the directory a foreign group.
+func TestSocketInSetgidDirKeepsDaemonGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chgrp a directory to a foreign group")
+	}
+	dir := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const foreign = 54321
+	if err := os.Chown(dir, 0, foreign); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o700|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "control.sock")
+	ln, err := control.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gid := fi.Sys().(*syscall.Stat_t).Gid; int(gid) != os.Getegid() {
+		t.Fatalf("socket group %d, want the daemon's %d (the directory's is %d)", gid, os.Getegid(), foreign)
+	}
 }

@@ -903,6 +903,9 @@ func (c *conn) handle(b []byte) error {
 	if len(req.ID) > c.limits.MaxIDLength+2 || !validID(req.ID) {
 		return c.queue(encodeResponse(nil, nil, rpcErr(flow.ErrCodeInvalidRequest, "invalid or too long id")))
 	}
+	if name := duplicateMember(b); name != "" {
+		return c.respondOr(&req, rpcErr(flow.ErrCodeInvalidRequest, "invalid request: member "+quoteClient(name)+" appears twice in one object"))
+	}
 	if req.JSONRPC != "2.0" || req.Method == "" {
 		return c.respondOr(&req, rpcErr(flow.ErrCodeInvalidRequest, `invalid request: need "jsonrpc":"2.0" and a method`))
 	}
@@ -915,7 +918,7 @@ func (c *conn) handle(b []byte) error {
 func (c *conn) handleFirst(b []byte) error {
 	var req request
 	if err := json.Unmarshal(b, &req); err == nil && req.Method == "initialize" && !req.isNotification() &&
-		req.JSONRPC == "2.0" && len(req.ID) <= c.limits.MaxIDLength+2 && validID(req.ID) {
+		req.JSONRPC == "2.0" && len(req.ID) <= c.limits.MaxIDLength+2 && validID(req.ID) && duplicateMember(b) == "" {
 		if err := c.dispatch(&req); err != nil || !c.initialized {
 			return err
 		}

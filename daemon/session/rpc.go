@@ -1,8 +1,11 @@
 package session
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -24,12 +27,105 @@ func rpcErr(code int, msg string) *RPCError {
 	return &RPCError{Code: code, Message: boundMessage(msg)}
 }
 
-// boundMessage cuts msg to maxErrorMessage bytes at a UTF-8 boundary.
+// boundMessage cuts msg to maxErrorMessage bytes at a UTF-8 boundary,
+// with control characters written as escapes: messages may quote a
+// client's strings, and a CLI prints them on a terminal.
 func boundMessage(msg string) string {
+	msg = escapeControls(msg)
 	if len(msg) <= maxErrorMessage {
 		return msg
 	}
 	return Truncate(msg, maxErrorMessage-len("…")) + "…"
+}
+
+// escapeControls writes the C0 and C1 control characters and DEL of s as
+// \xNN or \u00NN, so that an error message that quotes a client's string
+// cannot move a terminal's cursor or start an escape sequence there.
+func escapeControls(s string) string {
+	clean := true
+	for _, r := range s {
+		if isControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < 0x80 && isControl(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case isControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f }
+
+// duplicateMember returns the first member name that an object in the
+// JSON text b holds twice, at any depth, or "" (also for text that is not
+// JSON: the decoder that follows reports that). Decoders keep the last of
+// two members and other readers the first, so a request with one is
+// ambiguous and refused (-32600).
+func duplicateMember(b []byte) string {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	type object struct {
+		keys  map[string]struct{}
+		isKey bool // the next string token is a member name
+	}
+	var stack []*object
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return ""
+		}
+		var top *object
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				if top != nil {
+					top.isKey = true // the object was the member's value
+				}
+				stack = append(stack, &object{keys: map[string]struct{}{}, isKey: true})
+				continue
+			case '[':
+				if top != nil {
+					top.isKey = true
+				}
+				stack = append(stack, nil)
+				continue
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return ""
+				}
+				continue
+			}
+		case string:
+			if top != nil && top.isKey {
+				if _, dup := top.keys[v]; dup {
+					return v
+				}
+				top.keys[v] = struct{}{}
+				top.isKey = false
+				continue
+			}
+		}
+		if top != nil {
+			top.isKey = true // a scalar member value
+		}
+	}
 }
 
 // request is an inbound JSON-RPC message (request or notification).
