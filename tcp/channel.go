@@ -41,10 +41,34 @@ type Config struct {
 	Retain func() time.Duration
 	// Logger; nil: discard.
 	Logger *slog.Logger
+	// Budget, when set, counts the memory of the channel's resume journal
+	// (flow.Journal.SetBudget): what was sent and not yet credited, kept
+	// across connections, and the released memory the journal keeps for
+	// the next messages. It should outlive connections (a token's budget,
+	// inside the daemon's total), as the journal does. While it has no
+	// room for a message (Left below flow.MinPullSize), the channel makes
+	// no more tcp/data and stops reading the target; it goes on once
+	// credit or another channel gives memory back (Budget.Freed). The
+	// journal's memory goes back when the channel ends. Nil: none.
+	Budget *flow.Budget
+	// MaxRetained returns the cap on what the journal retains for a
+	// resume: the UTF-16 bytes sent and not yet credited (the unit of
+	// windowBytes), whatever window the client asked. No tcp/data starts
+	// while the journal retains that much; credit that releases it lets
+	// the next one start. Read before each message (with the channel's
+	// lock held: it must not block). Nil, or a value ≤ 0:
+	// DefaultMaxRetained.
+	MaxRetained func() int64
 }
 
 // DefaultRetain is tcpRetain's default.
 const DefaultRetain = 60 * time.Second
+
+// DefaultMaxRetained is the default cap on a channel's retained bytes
+// (Config.MaxRetained): 4 MiB in the window's unit, UTF-16 bytes, which
+// is about 2 MiB of memory for tcp/data's base64 text and 1.5 MiB of the
+// target's bytes.
+const DefaultMaxRetained = 4 << 20
 
 // readSize is the size of each of the two buffers the reader fills from
 // the socket.
@@ -69,8 +93,9 @@ type Channel struct {
 	// only if no consumer took it since it was armed (armedAt).
 	gen, armedAt atomic.Int64
 
-	more chan struct{} // a read buffer was emptied (cap 1)
-	wsig chan struct{} // the write queue grew (cap 1)
+	more   chan struct{} // a read buffer was emptied (cap 1)
+	wsig   chan struct{} // the write queue grew (cap 1)
+	starve chan struct{} // Pull found no room in cfg.Budget (cap 1); budgetLoop waits for it
 
 	mu      sync.Mutex
 	conn    *net.TCPConn
@@ -180,6 +205,7 @@ func Create(cfg Config) (*Channel, error) {
 		dialed:  make(chan struct{}),
 		more:    make(chan struct{}, 1),
 		wsig:    make(chan struct{}, 1),
+		starve:  make(chan struct{}, 1),
 		free:    [][]byte{make([]byte, readSize), make([]byte, readSize)},
 		// A tcp/input decodes to at most 96 KiB under the default
 		// hostReceive limits: two such buffers are kept for reuse.
@@ -190,8 +216,54 @@ func Create(cfg Config) (*Channel, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
 	c.cancel = cancel
 	c.wg.Go(func() { c.dial(ctx) })
+	if cfg.Budget != nil {
+		c.wg.Go(c.budgetLoop)
+	}
 	go c.reap()
 	return c, nil
+}
+
+// budgetLoop wakes the holder once cfg.Budget has room again after a Pull
+// found none (starve): the Sender does not know why the Source gave
+// nothing, and credit on this channel is not the only thing that frees
+// the budget (another channel's, or its end, may). It ends with the
+// channel; reap waits for it.
+func (c *Channel) budgetLoop() {
+	for {
+		select {
+		case <-c.starve:
+		case <-c.closing:
+			return
+		}
+		select {
+		case <-c.cfg.Budget.Freed():
+		case <-c.closing:
+			return
+		}
+		c.mu.Lock()
+		h := c.holder
+		c.mu.Unlock()
+		wake(h)
+	}
+}
+
+// maxRetained returns the cap on the journal's retained bytes.
+func (c *Channel) maxRetained() int64 {
+	if c.cfg.MaxRetained != nil {
+		if n := c.cfg.MaxRetained(); n > 0 {
+			return n
+		}
+	}
+	return DefaultMaxRetained
+}
+
+// discardJournal gives the journal's memory back once the channel has
+// ended and no connection holds the lease (a holder's Sender may still
+// use it until its subscriber Closes); c.mu is held.
+func (c *Channel) discardJournal() {
+	if c.ended && c.holder == nil && c.journal != nil {
+		c.journal.Discard()
+	}
 }
 
 // dial connects to the target: each address the name resolves to must be
@@ -386,6 +458,7 @@ func (c *Channel) reap() {
 	c.mu.Lock()
 	c.ended = true // no Reset of the timer after this
 	conn, h, w := c.conn, c.holder, c.waiting
+	c.discardJournal() // else the holder's Close does
 	c.mu.Unlock()
 	c.retain.Stop()
 	if conn != nil {

@@ -320,6 +320,15 @@ func (v *viewer) stalled() bool {
 	if !full || v.st == nil || v.closed {
 		return false
 	}
+	// A wake-up already queued is handled here, by this pull: one left
+	// queued would wake the test's next wait whatever it waits for.
+	select {
+	case <-v.woke:
+		if v.woken(); v.closed {
+			return false
+		}
+	default:
+	}
 	before := v.frames
 	v.snd.Wake(v.st)
 	v.pump()

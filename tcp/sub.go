@@ -102,6 +102,9 @@ func (s *Sub) Ready() (flow.AttachResult, bool, error) {
 	res := flow.AttachResult{Initial: flow.InitialLive}
 	if c.journal == nil {
 		c.journal, c.recv = flow.NewJournal(), flow.NewReceiver(s.req.Receive)
+		if c.cfg.Budget != nil {
+			c.journal.SetBudget(c.cfg.Budget)
+		}
 	} else {
 		if c.reset != nil {
 			return s.failResume("the target reset the connection meanwhile (" + c.reset.Message + ")")
@@ -171,7 +174,7 @@ const readyMsg = `{"jsonrpc":"2.0","method":"channel/ready","params":{}}`
 // before it pulls), then the socket's bytes as tcp/data, then tcp/eof and
 // tcp/closed as lifecycle messages, in that order. channel/ready and
 // tcp/data are data messages (PROTOCOL.md §4): they start only while the
-// window is open (dataAllowed).
+// window, the retained cap and the budget have room (room).
 func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool) {
 	c := s.c
 	c.mu.Lock()
@@ -183,7 +186,7 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 		// Credit-gated like any data message: after a resume's replay
 		// the client may hold a full window it has not released yet, and
 		// channel/ready waits for its credit as tcp/data would.
-		if !dataAllowed {
+		if s.room(dataAllowed) == 0 {
 			c.mu.Unlock()
 			return flow.Message{}, false
 		}
@@ -194,12 +197,13 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 	var m flow.Message
 	switch {
 	case len(c.pend) > 0:
-		if !dataAllowed {
+		limit := s.room(dataAllowed)
+		if limit == 0 {
 			c.mu.Unlock()
 			return flow.Message{}, false
 		}
 		// Base64 takes 4 characters per 3 bytes, each 2 UTF-16 bytes.
-		n := int((min(maxMessageBytes, maxDataMessage)-dataOverhead)/8) * 3
+		n := int((min(maxMessageBytes, limit)-dataOverhead)/8) * 3
 		buf := c.pend[0]
 		n = max(min(n, len(buf)), min(3, len(buf)))
 		// Built in the journal's memory and kept there as it is (Owned).
@@ -250,6 +254,44 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 		s.stats.BytesSent += flow.UTF16Len(m.Text)
 	}
 	return m, true
+}
+
+// room returns the largest data message (UTF-16 bytes) that may start
+// now, or 0 when none may: the window is shut (dataAllowed), the journal
+// retains its cap (Config.MaxRetained; credit that releases it wakes the
+// subscription), or the budget has no room for a message (budgetLoop
+// wakes it once it has). A refusal leaves the read buffers full, so the
+// reader stops reading the socket: the target's writes wait in its
+// kernel buffers (PROTOCOL.md §8, backpressure). c.mu is held, and the
+// journal is the caller's: Pull runs on the holder's owner goroutine.
+func (s *Sub) room(dataAllowed bool) int64 {
+	c := s.c
+	if !dataAllowed || c.journal.RetainedBytes() >= c.maxRetained() {
+		return 0
+	}
+	b := c.cfg.Budget
+	if b == nil {
+		return maxDataMessage
+	}
+	left := b.Left()
+	if left < flow.MinPullSize && c.journal.Len() == 0 && c.journal.Memory() > 0 {
+		// All the journal holds is released memory kept for the next
+		// messages: give it back rather than wait for it, or channels
+		// that each keep some could together spend the budget and wait
+		// for each other.
+		c.journal.Discard()
+		left = b.Left()
+	}
+	if left < flow.MinPullSize {
+		select {
+		case c.starve <- struct{}{}:
+		default:
+		}
+		return 0
+	}
+	// The text is ASCII (one byte of memory per 2 UTF-16 bytes): it fits
+	// in what is left.
+	return min(maxDataMessage, 2*left)
 }
 
 // Deliver takes tcp/input and tcp/eof (PROTOCOL.md §8). Offsets count
@@ -395,6 +437,9 @@ func (s *Sub) Close() {
 		w = c.waiting
 		switch {
 		case c.ended:
+			// The Sender that was lent the journal has closed this
+			// subscription's stream: its memory can go back.
+			c.discardJournal()
 		case c.reset != nil:
 			finish = true
 		case w == nil:
