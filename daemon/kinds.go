@@ -27,7 +27,8 @@ const tcpDialTimeout = 10 * time.Second
 // port}} and the control plane's CreateTCP): it checks the target against
 // the service's allow-list and starts dialing, without waiting. The
 // channel reads tcpRetain from the limits in force when its consumer
-// leaves.
+// leaves, and tcpMaxRetainedBytes when it starts a message; its journal
+// counts in budget (its creator's token's, or the daemon's total).
 func newTCPChannel(svc *service.Service, params json.RawMessage, budget *flow.Budget, log *slog.Logger) (flow.Channel, error) {
 	host, port, err := tcp.ParseCreate(params)
 	if err != nil {
@@ -35,8 +36,10 @@ func newTCPChannel(svc *service.Service, params json.RawMessage, budget *flow.Bu
 	}
 	c, err := tcp.Create(tcp.Config{
 		Host: host, Port: port, Allow: svc.TCPAllowList(), DialTimeout: tcpDialTimeout,
-		Retain: func() time.Duration { return svc.Limits().TCPRetain },
-		Logger: log,
+		Retain:      func() time.Duration { return svc.Limits().TCPRetain },
+		Budget:      budget,
+		MaxRetained: func() int64 { return svc.Limits().TCPMaxRetainedBytes },
+		Logger:      log,
 	})
 	if err != nil {
 		return nil, err // not a nil *tcp.Channel in a flow.Channel
