@@ -1,9 +1,13 @@
 package daemon_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,5 +274,75 @@ func TestTerminalEndIsOneLine(t *testing.T) {
 	}
 	if n := count("channel exited"); n != 1 {
 		t.Fatalf("%d \"channel exited\" lines at info, want 1 (%s's; %s was closed):\n%s", n, exits.URI, runs.URI, logs.String())
+	}
+}
+
+// TestPendingFloodLocksNobodyOut: a peer that needs no credential at all
+// holds 3,000 idle TCP sockets and 300 upgrades that never initialize,
+// reopening whatever the daemon closes, while 50 legitimate clients
+// connect one after another — half with the token in initialize, half
+// with a bearer token on the upgrade. All 50 get in; the daemon holds no
+// more pending sockets than maxPendingConnections allows.
+func TestPendingFloodLocksNobodyOut(t *testing.T) {
+	h := start(t, false, nil)
+	const idleSockets, upgrades, legit = 3000, 300, 50
+	max := h.srv.Limits().MaxPendingConnections
+	flood, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	var opened atomic.Int64
+	// Idle sockets: connect, send nothing, reconnect when closed.
+	for range idleSockets / 100 {
+		wg.Go(func() {
+			var held []net.Conn
+			defer func() {
+				for _, c := range held {
+					c.Close()
+				}
+			}()
+			for range 100 {
+				c, err := net.Dial("tcp", h.addr)
+				if err != nil {
+					continue
+				}
+				held = append(held, c)
+				opened.Add(1)
+			}
+			<-flood.Done()
+		})
+	}
+	// Upgrades that never initialize, reopened as the daemon closes them;
+	// each loop is bounded by the flood's end and a count.
+	for range upgrades / 10 {
+		wg.Go(func() {
+			for i := 0; i < 2000 && flood.Err() == nil; i++ {
+				ws, _, err := websocket.Dial(flood, h.url, &websocket.DialOptions{Subprotocols: []string{"ahp.v1"}})
+				if err != nil {
+					continue
+				}
+				opened.Add(1)
+				_, _, _ = ws.Read(flood) // until the daemon closes it, or the flood ends
+				ws.CloseNow()
+			}
+		})
+	}
+	time.Sleep(time.Second) // the flood is up
+	for i := range legit {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		opts := client.Options{Token: adminToken}
+		if i%2 == 1 {
+			opts = client.Options{Header: http.Header{"Authorization": {"Bearer " + adminToken}}}
+		}
+		c, _, err := client.Dial(ctx, h.url, opts)
+		cancel()
+		if err != nil {
+			t.Fatalf("legitimate client %d of %d under the flood: %v", i+1, legit, err)
+		}
+		c.Close()
+	}
+	pending := h.srv.Session().PendingConnections()
+	t.Logf("%d sockets opened by the flood; %d legitimate clients got in; %d pending now (max %d)", opened.Load(), legit, pending, max)
+	if pending > max {
+		t.Errorf("%d sockets pending, more than maxPendingConnections %d", pending, max)
 	}
 }

@@ -64,6 +64,7 @@ type metricsDaemon struct {
 	chans  ahpv1.ChannelServiceClient
 	tele   ahpv1.TelemetryServiceClient
 	tokens ahpv1.TokenServiceClient
+	limits ahpv1.LimitsServiceClient
 	uri    string
 }
 
@@ -78,6 +79,11 @@ func startMetricsDaemon(t *testing.T, bin, env string, args ...string) *metricsD
 	}
 	p := startDaemon(t, cmd)
 	t.Cleanup(func() {
+		select {
+		case <-p.done:
+			return // the test stopped it, and checked how
+		default:
+		}
 		if code := p.stop(t, syscall.SIGTERM); code != 0 {
 			t.Errorf("exit status after SIGTERM = %d, want 0", code)
 		}
@@ -86,7 +92,7 @@ func startMetricsDaemon(t *testing.T, bin, env string, args ...string) *metricsD
 	base, control := readyAddrs(t, msg)
 	cc := grpcConn(t, control)
 	return &metricsDaemon{dir: dir, p: p, base: base, terms: ahpv1.NewTerminalServiceClient(cc), chans: ahpv1.NewChannelServiceClient(cc),
-		tele: ahpv1.NewTelemetryServiceClient(cc), tokens: ahpv1.NewTokenServiceClient(cc)}
+		tele: ahpv1.NewTelemetryServiceClient(cc), tokens: ahpv1.NewTokenServiceClient(cc), limits: ahpv1.NewLimitsServiceClient(cc)}
 }
 
 func (d *metricsDaemon) flood(t *testing.T) {

@@ -651,6 +651,10 @@ const viewerQueryTimeout = 500 * time.Millisecond
 // viewerQueryParallel bounds the connections inspected at once.
 const viewerQueryParallel = 16
 
+// PendingConnections returns how many sockets wait unauthenticated
+// (maxPendingConnections bounds it).
+func (s *Server) PendingConnections() int { return s.pendingSocks.len() }
+
 // ConnectionCount returns the number of open viewer connections.
 func (s *Server) ConnectionCount() int {
 	s.mu.Lock()
