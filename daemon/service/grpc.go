@@ -349,6 +349,9 @@ func (g *grpcServer) PublishTelemetry(stream ahpv1.TelemetryService_PublishTelem
 			return err
 		}
 		res.Messages++
+		if err := req.Malformed(res.Messages - 1); err != nil {
+			return grpcError(err)
+		}
 		switch c := req.Channel; {
 		case c != "" && uri != "" && c != uri:
 			return status.Errorf(codes.InvalidArgument, "message %d: channel %s, but the stream publishes to %s", res.Messages, c, uri)

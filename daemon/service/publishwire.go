@@ -1,10 +1,10 @@
 package service
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -17,15 +17,50 @@ import (
 // reads it: decoded straight from the wire into telemetry samples (the
 // control server's codec calls UnmarshalWire), without the reflection,
 // the per-sample map and the allocations of proto.Unmarshal, which were
-// most of the daemon's cost per sample pushed. It accepts exactly what
+// most of the daemon's cost per sample pushed. It accepts what
 // proto.Unmarshal accepts and yields the same samples (FuzzPublishWire
-// checks both against each other): proto3 semantics, so the last value of
-// a repeated scalar field wins, a map's later entry for a key replaces the
-// earlier one, strings must be valid UTF-8 and unknown fields are skipped.
+// checks both against each other), with proto3 semantics — the last value
+// of a repeated scalar field wins, strings must be valid UTF-8 and unknown
+// fields are skipped — except for one thing: a label name given twice in
+// one sample (two map entries with one key, which a generated client
+// never sends and proto.Unmarshal would merge, the later winning) is
+// refused, since one of the values would be lost silently.
+//
+// A message it cannot decode is the client's error, not the daemon's:
+// UnmarshalWire keeps it (Malformed) for PublishTelemetry to answer
+// INVALID_ARGUMENT naming where it is, instead of returning it to gRPC's
+// codec, which would answer INTERNAL.
 type publishRequest struct {
 	Channel string
 	Samples []telemetry.Sample
 	labels  []telemetry.Label // the samples' labels, one allocation
+	err     *wireError        // why the message is malformed, or nil
+}
+
+// wireError is a malformed PublishTelemetryRequest: the field (in the
+// message) and what is wrong with it.
+type wireError struct {
+	field, reason string
+	dup           bool // a label name given twice, which proto.Unmarshal takes
+}
+
+func (e *wireError) Error() string { return e.field + ": " + e.reason }
+
+func wireErr(field, what string) *wireError {
+	return &wireError{field: field, reason: "malformed PublishTelemetryRequest: " + what}
+}
+
+// Malformed returns nil if the message decoded, else an *ArgError naming
+// the field of messages[message] that is malformed.
+func (r *publishRequest) Malformed(message int64) error {
+	if r.err == nil {
+		return nil
+	}
+	field := fmt.Sprintf("messages[%d]", message)
+	if r.err.field != "" {
+		field += "." + r.err.field
+	}
+	return &ArgError{Field: field, Reason: r.err.reason}
 }
 
 // Field numbers of telemetry.proto.
@@ -40,10 +75,6 @@ const (
 	fieldEntryValue     = 2
 )
 
-var errWire = errors.New("malformed PublishTelemetryRequest")
-
-func wireErr(what string) error { return fmt.Errorf("%w: %s", errWire, what) }
-
 // consumeTag is protowire.ConsumeTag refusing, as proto.Unmarshal does,
 // field numbers above protowire.MaxValidNumber.
 func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
@@ -55,8 +86,17 @@ func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
 }
 
 // UnmarshalWire implements control.WireUnmarshaler. The strings are
-// copied out of b.
+// copied out of b. It returns nil even for a malformed message: see
+// Malformed.
 func (r *publishRequest) UnmarshalWire(b []byte) error {
+	if err := r.decode(b); err != nil {
+		*r = publishRequest{err: err}
+	}
+	return nil
+}
+
+// decode decodes b into r, or says why it cannot.
+func (r *publishRequest) decode(b []byte) *wireError {
 	*r = publishRequest{}
 	// Two passes: count the samples first, so that Samples is allocated
 	// once; labels grow as needed.
@@ -64,13 +104,16 @@ func (r *publishRequest) UnmarshalWire(b []byte) error {
 	for rest := b; len(rest) > 0; {
 		num, typ, l := consumeTag(rest)
 		if l < 0 {
-			return wireErr("bad tag")
+			return wireErr("", "bad tag")
 		}
 		m := protowire.ConsumeFieldValue(num, typ, rest[l:])
-		if m < 0 {
-			return wireErr("bad field")
-		}
-		if num == fieldRequestSamples && typ == protowire.BytesType {
+		isSample := num == fieldRequestSamples && typ == protowire.BytesType
+		switch {
+		case m < 0 && isSample:
+			return wireErr(fmt.Sprintf("samples[%d]", n), "truncated")
+		case m < 0:
+			return wireErr("", "bad field")
+		case isSample:
 			n++
 		}
 		rest = rest[l+m:]
@@ -79,24 +122,25 @@ func (r *publishRequest) UnmarshalWire(b []byte) error {
 	for len(b) > 0 {
 		num, typ, l := consumeTag(b)
 		if l < 0 {
-			return wireErr("bad tag")
+			return wireErr("", "bad tag")
 		}
 		b = b[l:]
 		switch {
 		case num == fieldRequestChannel && typ == protowire.BytesType:
 			v, m := protowire.ConsumeBytes(b)
 			if m < 0 || !utf8.Valid(v) {
-				return wireErr("channel")
+				return wireErr("channel", "not a UTF-8 string")
 			}
 			r.Channel = string(v)
 			b = b[m:]
 		case num == fieldRequestSamples && typ == protowire.BytesType:
 			v, m := protowire.ConsumeBytes(b)
 			if m < 0 {
-				return wireErr("samples")
+				return wireErr(fmt.Sprintf("samples[%d]", len(r.Samples)), "truncated")
 			}
 			s, err := r.sample(v)
 			if err != nil {
+				err.field = fmt.Sprintf("samples[%d]", len(r.Samples)) + err.field
 				return err
 			}
 			r.Samples = append(r.Samples, s)
@@ -106,7 +150,7 @@ func (r *publishRequest) UnmarshalWire(b []byte) error {
 			// as proto.Unmarshal does.
 			m := protowire.ConsumeFieldValue(num, typ, b)
 			if m < 0 {
-				return wireErr("bad field")
+				return wireErr("", "bad field")
 			}
 			b = b[m:]
 		}
@@ -114,13 +158,15 @@ func (r *publishRequest) UnmarshalWire(b []byte) error {
 	return nil
 }
 
-func (r *publishRequest) sample(b []byte) (telemetry.Sample, error) {
+// sample decodes one Sample; an error's field is relative to it ("",
+// ".name", ".labels").
+func (r *publishRequest) sample(b []byte) (telemetry.Sample, *wireError) {
 	var s telemetry.Sample
 	at := len(r.labels)
 	for len(b) > 0 {
 		num, typ, l := consumeTag(b)
 		if l < 0 {
-			return s, wireErr("bad tag in a sample")
+			return s, wireErr("", "bad tag")
 		}
 		b = b[l:]
 		var m int
@@ -137,7 +183,7 @@ func (r *publishRequest) sample(b []byte) (telemetry.Sample, error) {
 			var v []byte
 			v, m = protowire.ConsumeBytes(b)
 			if m >= 0 && !utf8.Valid(v) {
-				return s, wireErr("sample name")
+				return s, wireErr(".name", "not a UTF-8 string")
 			}
 			if m >= 0 {
 				s.Name = string(v)
@@ -156,34 +202,32 @@ func (r *publishRequest) sample(b []byte) (telemetry.Sample, error) {
 			m = protowire.ConsumeFieldValue(num, typ, b)
 		}
 		if m < 0 {
-			return s, wireErr("bad field in a sample")
+			return s, wireErr("", "bad field")
 		}
 		b = b[m:]
 	}
 	if len(r.labels) > at {
 		ls := r.labels[at:len(r.labels):len(r.labels)]
-		// Map semantics: sorted by name (as Normalize wants), the last
-		// entry of a name wins.
+		// Sorted by name, as Normalize wants; a name given twice is
+		// refused (see publishRequest).
 		slices.SortStableFunc(ls, func(a, b telemetry.Label) int { return strings.Compare(a.Name, b.Name) })
-		out := ls[:0]
-		for i, l := range ls {
-			if i+1 < len(ls) && ls[i+1].Name == l.Name {
-				continue
+		for i := 1; i < len(ls); i++ {
+			if ls[i].Name == ls[i-1].Name {
+				return s, &wireError{field: ".labels", reason: "label " + strconv.Quote(ls[i].Name) + " appears twice", dup: true}
 			}
-			out = append(out, l)
 		}
-		s.Labels = out
+		s.Labels = ls
 	}
 	return s, nil
 }
 
 // labelEntry decodes one map<string,string> entry; a missing key or value
 // is "".
-func labelEntry(b []byte) (key, value string, err error) {
+func labelEntry(b []byte) (key, value string, err *wireError) {
 	for len(b) > 0 {
 		num, typ, l := consumeTag(b)
 		if l < 0 {
-			return "", "", wireErr("bad tag in a label")
+			return "", "", wireErr(".labels", "bad tag")
 		}
 		b = b[l:]
 		var m int
@@ -192,7 +236,7 @@ func labelEntry(b []byte) (key, value string, err error) {
 			var v []byte
 			v, m = protowire.ConsumeBytes(b)
 			if m < 0 || !utf8.Valid(v) {
-				return "", "", wireErr("label")
+				return "", "", wireErr(".labels", "not a UTF-8 string")
 			}
 			if num == fieldEntryKey {
 				key = string(v)
@@ -203,7 +247,7 @@ func labelEntry(b []byte) (key, value string, err error) {
 			m = protowire.ConsumeFieldValue(num, typ, b)
 		}
 		if m < 0 {
-			return "", "", wireErr("bad field in a label")
+			return "", "", wireErr(".labels", "bad field")
 		}
 		b = b[m:]
 	}
