@@ -2,7 +2,9 @@ package tcp
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ahp-dev/ahpd/flow"
 )
@@ -185,4 +187,42 @@ func TestMaxRetainedReadEachTime(t *testing.T) {
 		t.Fatal("the stream's bytes differ")
 	}
 	v.close()
+}
+
+// TestRetainedJournalGoesBack: a channel whose consumer left without
+// crediting keeps its journal, at most the cap, counted in the budget
+// while it is retained; when the retention expires and the channel ends,
+// the budget gets every byte back.
+func TestRetainedJournalGoesBack(t *testing.T) {
+	data := streamData(8 << 20)
+	tg := newTarget(t, data, true)
+	budget := flow.NewBudget(64 << 20)
+	var retain atomic.Int64
+	retain.Store(int64(time.Hour)) // until the test has looked
+	c := newChannel(t, tg, Config{Budget: budget, Retain: func() time.Duration { return time.Duration(retain.Load()) }})
+	v := attach(t, c, "v", bigWindow, nil)
+	drive(t, "the channel to stop at the cap", func() bool { return v.stalled() || v.eof }, v)
+	j := v.st.Journal()
+	if got := j.RetainedBytes(); got > DefaultMaxRetained+maxDataMessage {
+		t.Fatalf("%d bytes retained, over the cap", got)
+	}
+	mem := j.Memory()
+	v.close() // the connection is gone; the channel waits for a resume
+	if used := budget.Used(); used != mem || used == 0 {
+		t.Fatalf("retained channel: budget used %d, journal memory %d", used, mem)
+	}
+	retain.Store(int64(time.Millisecond))
+	// The retention is read when a consumer leaves: a resume that leaves
+	// arms it again, with 1 ms.
+	r := attach(t, c, "r", bigWindow, &flow.ResumeRequest{Token: v.res.Resume.Token, Accepted: v.accepted})
+	drive(t, "the resume to start", func() bool { return r.st != nil }, r)
+	r.close()
+	select {
+	case <-c.Done():
+	case <-time.After(hangGuard):
+		t.Fatalf("the channel outlived a retention of 1 ms by %v", hangGuard)
+	}
+	if used := budget.Used(); used != 0 {
+		t.Fatalf("after the retention expired the budget holds %d bytes", used)
+	}
 }
