@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -26,9 +28,10 @@ const (
 	// DropNewest keeps what is queued and drops the batch that does not
 	// fit.
 	DropNewest Policy = "drop-newest"
-	// CoalesceLatest merges the queued batches into the newest sample of
-	// each series, carried by the newest seqs of the merged span; the
-	// span's other seqs are reported dropped with the samples lost.
+	// CoalesceLatest replaces what the viewer missed with the newest
+	// sample of each series it updated (at most CoalesceSeries of them),
+	// carried by the newest seqs of that span; the span's other seqs are
+	// reported dropped with the samples lost.
 	CoalesceLatest Policy = "coalesce-latest-per-series"
 )
 
@@ -56,6 +59,17 @@ const (
 	// maximumMessageBytes allows it, so a batch (which cannot be split:
 	// its seq is the channel's) never exceeds what a viewer may receive.
 	DefaultMaxBatchBytes = flow.MinPullSize
+	// DefaultMaxSeries bounds the series a channel admits: with 10,000
+	// series its index is a few MiB. A sample of a new series beyond it is
+	// refused and counted (Stats.SeriesRefused).
+	DefaultMaxSeries = 10_000
+	// DefaultSeriesIdle is how long a series counts toward MaxSeries
+	// after its last sample (Prometheus forgets a series after 5 min).
+	DefaultSeriesIdle = 5 * time.Minute
+	// DefaultCoalesceSeries bounds the series one coalescing viewer's
+	// catch-up holds: about what half of DefaultQueueBytes holds of
+	// samples of 100–200 bytes.
+	DefaultCoalesceSeries = 4096
 )
 
 // Config describes a telemetry channel. Sizes are UTF-16 bytes of the
@@ -84,6 +98,21 @@ type Config struct {
 	// and DefaultMaxBatchBytes, which is also the maximum.
 	MaxBatchSamples int
 	MaxBatchBytes   int64
+	// MaxSeries bounds the series (a name and its labels) the channel
+	// admits, whatever its policy. A sample of a new series beyond it is
+	// not published: it is counted in Stats.SeriesRefused and logged (at
+	// most once a minute). Default DefaultMaxSeries; at least 1.
+	MaxSeries int
+	// SeriesIdle is how long a series without samples still counts
+	// toward MaxSeries (and, under CoalesceLatest, how long its newest
+	// sample is kept for viewers that are behind). Default
+	// DefaultSeriesIdle; negative: until the channel closes.
+	SeriesIdle time.Duration
+	// CoalesceSeries bounds the series a CoalesceLatest viewer's
+	// catch-up keeps (the most recently updated); the others of its span
+	// are counted in its telemetry/dropped. Default
+	// DefaultCoalesceSeries; at least 1.
+	CoalesceSeries int
 	// Logger; nil: discard.
 	Logger *slog.Logger
 }
@@ -113,6 +142,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = DefaultMaxBatchBytes
 	}
+	if c.MaxSeries == 0 {
+		c.MaxSeries = DefaultMaxSeries
+	}
+	if c.SeriesIdle == 0 {
+		c.SeriesIdle = DefaultSeriesIdle
+	}
+	if c.CoalesceSeries == 0 {
+		c.CoalesceSeries = DefaultCoalesceSeries
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -136,6 +174,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("telemetry: MaxBatchBytes: must be %d–%d (one sample and the envelope; flow.MinPullSize)", MaxSampleBytes+batchOverhead, DefaultMaxBatchBytes)
 	case c.QueueBytes < 2*c.MaxBatchBytes:
 		return fmt.Errorf("telemetry: QueueBytes: must hold two batches (%d)", 2*c.MaxBatchBytes)
+	case c.MaxSeries < 1:
+		return errors.New("telemetry: MaxSeries: must be at least 1")
+	case c.CoalesceSeries < 1:
+		return errors.New("telemetry: CoalesceSeries: must be at least 1")
 	}
 	return nil
 }
@@ -152,18 +194,20 @@ const (
 	batchOverhead = 2 * int64(len(samplesPrefix)+16+len(samplesMiddle)+len(samplesSuffix))
 )
 
-// batch is one telemetry/samples message. It is immutable once made and
-// shared by the history and every viewer's queue.
+// batch is one telemetry/samples message. A published one is immutable
+// (but for pins) and shared by the history and every viewer's queue; a
+// coalesced one (Sub.coalesceSpan) is its viewer's own.
 type batch struct {
-	seq     uint64
-	n       int64 // samples
-	text    string
-	size    int64     // UTF-16 bytes of text
-	at      time.Time // when it was published (history age)
-	samples []Sample  // kept for CoalesceLatest only
+	seq       uint64
+	n         int64 // samples
+	text      string
+	size      int64     // UTF-16 bytes of text
+	at        time.Time // when it was published (history age)
+	coalesced bool
+	pins      int32 // series whose newest sample is a part of text (seriesIndex; c.mu)
 }
 
-func makeBatch(seq uint64, body []byte, n int64, at time.Time, samples []Sample) *batch {
+func makeBatch(seq uint64, body []byte, n int64, at time.Time) *batch {
 	t := make([]byte, 0, len(samplesPrefix)+20+len(samplesMiddle)+len(body)+len(samplesSuffix))
 	t = append(t, samplesPrefix...)
 	t = strconv.AppendUint(t, seq, 10)
@@ -171,7 +215,14 @@ func makeBatch(seq uint64, body []byte, n int64, at time.Time, samples []Sample)
 	t = append(t, body...)
 	t = append(t, samplesSuffix...)
 	text := unsafe.String(unsafe.SliceData(t), len(t))
-	return &batch{seq: seq, n: n, text: text, size: flow.UTF16Len(text), at: at, samples: samples}
+	return &batch{seq: seq, n: n, text: text, size: flow.UTF16Len(text), at: at}
+}
+
+// envelopeSize is the UTF-16 size of a telemetry/samples message with
+// seq and an empty body.
+func envelopeSize(seq uint64) int64 {
+	var d [20]byte
+	return 2 * int64(len(samplesPrefix)+len(strconv.AppendUint(d[:0], seq, 10))+len(samplesMiddle)+len(samplesSuffix))
 }
 
 // Publisher takes samples: a Channel, or a test's fake.
@@ -200,19 +251,46 @@ type Channel struct {
 	closing chan struct{} // closed when Close starts
 	done    chan struct{} // closed when Close has finished
 
-	pubMu sync.Mutex // serializes Publish: encoding happens outside mu, in seq order
-	enc   []byte     // Publish's encoding buffer (pubMu)
+	// Publish's, under pubMu, which serializes it: hashing and encoding
+	// happen outside mu, in seq order.
+	pubMu  sync.Mutex
+	enc    []byte // the encoding buffer
+	hash   maphash.Hash
+	hashes []uint64
+	adm    []Sample   // the samples admitted, and their series
+	admSer []*series  //
+	parts  []bodyPart // CoalesceLatest: where each sample of a batch is in its body
 
 	mu        sync.Mutex // guards what follows
 	next      uint64     // the seq of the next batch
 	hist      deque[*batch]
 	histBytes int64
-	subs      map[*Sub]struct{}
+	subs      []*Sub // the viewers Publish pushes to; Sub.at is the index
+	parked    []*Sub // the viewers behind (CoalesceLatest), which it skips
 	closed    bool
 	exitErr   error // the source ended with it
 	batches   int64 // published
 	samples   int64
+	bytes     int64 // of the batches published
 	dropped   int64 // samples the viewers' policies dropped, over all viewers ever
+	index     seriesIndex
+	refused   int64     // samples of new series refused beyond MaxSeries
+	unlogged  int64     // of refused, not yet logged
+	loggedAt  time.Time // when a refusal was last logged
+	scratch   []coalescePart
+	work      publishWork
+}
+
+// bodyPart is where a sample is in a batch's body, and its UTF-16 size.
+type bodyPart struct {
+	start, end int
+	size       int64
+}
+
+// publishWork counts what Publish did for the viewers, for tests of its
+// cost (export_test.go): queue entries it visited, and samples it encoded.
+type publishWork struct {
+	visited, encoded int64
 }
 
 // Stats are a channel's counters.
@@ -227,6 +305,11 @@ type Stats struct {
 	Dropped      int64
 	HistoryBytes int64
 	HistoryLen   int
+	// Series is the series the channel holds (at most MaxSeries);
+	// SeriesRefused the samples of new series refused beyond it, which
+	// were not published: it never decreases.
+	Series        int
+	SeriesRefused int64
 }
 
 // New makes a channel and starts src (nil for a push channel, which gets
@@ -240,8 +323,9 @@ func New(cfg Config, src Source) (*Channel, error) {
 	c := &Channel{
 		cfg: cfg, log: cfg.Logger.With("source", cfg.Source), cancel: cancel,
 		closing: make(chan struct{}), done: make(chan struct{}),
-		next: 1, subs: map[*Sub]struct{}{},
+		next: 1,
 	}
+	c.index.init()
 	if src != nil {
 		c.wg.Go(func() {
 			err := src.Run(ctx, c)
@@ -291,7 +375,8 @@ func (c *Channel) Describe() flow.Description {
 func (c *Channel) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{Seq: c.next, Batches: c.batches, Samples: c.samples, Viewers: len(c.subs), Dropped: c.dropped, HistoryBytes: c.histBytes, HistoryLen: c.hist.Len()}
+	return Stats{Seq: c.next, Batches: c.batches, Samples: c.samples, Viewers: len(c.subs) + len(c.parked), Dropped: c.dropped, HistoryBytes: c.histBytes, HistoryLen: c.hist.Len(),
+		Series: c.index.n, SeriesRefused: c.refused}
 }
 
 // Done is closed once Close has finished.
@@ -306,12 +391,11 @@ func (c *Channel) Close() error {
 		c.wg.Wait()
 		c.mu.Lock()
 		c.closed = true
-		subs := make([]*Sub, 0, len(c.subs))
-		for s := range c.subs {
-			subs = append(subs, s)
-		}
+		subs := slices.Concat(c.subs, c.parked)
 		c.hist = deque[*batch]{}
 		c.histBytes = 0
+		c.index = seriesIndex{}
+		c.index.init()
 		c.mu.Unlock()
 		for _, s := range subs {
 			s.wake()
@@ -336,10 +420,13 @@ func (e *SampleError) Unwrap() error { return e.Err }
 var ErrClosed = errors.New("telemetry channel closed")
 
 // Publish numbers samples into batches and hands them to every viewer's
-// queue; it never waits for a viewer. Every sample is checked first
-// (Normalize; labels may be reordered in place): an invalid one refuses
-// the whole call with a *SampleError naming its index, and nothing is
-// published.
+// queue; it never waits for a viewer, and its cost is that of the samples
+// plus O(1) per viewer. Every sample is checked first (Normalize; labels
+// may be reordered in place): an invalid one refuses the whole call with
+// a *SampleError naming its index, and nothing is published. A sample of
+// a new series beyond MaxSeries is not published either, but the others
+// are: it is counted (Stats.SeriesRefused) and logged, at most once a
+// minute.
 func (c *Channel) Publish(samples []Sample) error {
 	for i := range samples {
 		if err := samples[i].Normalize(); err != nil {
@@ -348,40 +435,114 @@ func (c *Channel) Publish(samples []Sample) error {
 	}
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
+	hs := c.hashes[:0]
+	for i := range samples {
+		hs = append(hs, hashSeries(&c.hash, &samples[i]))
+	}
+	c.hashes = hs
+	now := time.Now()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	adm, ser, toLog := c.admit(samples, hs, now)
+	c.mu.Unlock()
+	if toLog > 0 {
+		c.log.Warn("telemetry channel at its series limit: samples of new series refused", "maxSeries", c.cfg.MaxSeries, "refused", toLog)
+	}
+	defer func() {
+		// Let go of the caller's strings.
+		clear(c.adm)
+		clear(c.admSer)
+		c.adm = c.adm[:0]
+	}()
+	coalesce := c.cfg.Policy == CoalesceLatest
 	maxBody := c.cfg.MaxBatchBytes - batchOverhead
-	for len(samples) > 0 {
+	for len(adm) > 0 {
 		// Encode one batch's samples outside mu; the seq is added under it.
 		body := c.enc[:0]
+		parts := c.parts[:0]
 		var n int
 		var size int64
-		for n < len(samples) && n < c.cfg.MaxBatchSamples {
+		for n < len(adm) && n < c.cfg.MaxBatchSamples {
 			start := len(body)
 			if n > 0 {
 				body = append(body, ',')
 			}
-			body = samples[n].AppendJSON(body)
+			body = adm[n].AppendJSON(body)
 			sz := flow.UTF16Len(unsafe.String(unsafe.SliceData(body[start:]), len(body)-start))
 			if n > 0 && size+sz > maxBody {
 				body = body[:start]
 				break
 			}
 			size += sz
+			if coalesce {
+				// The viewers' catch-up is made of these (Sub.coalesceSpan).
+				if n > 0 {
+					start, sz = start+1, sz-2 // without the comma
+				}
+				parts = append(parts, bodyPart{start, len(body), sz})
+			}
 			n++
 		}
-		c.enc = body
-		var kept []Sample
-		if c.cfg.Policy == CoalesceLatest {
-			kept = append([]Sample(nil), samples[:n]...)
+		c.enc, c.parts = body, parts
+		if !coalesce {
+			parts = nil
 		}
-		if err := c.publishBatch(body, int64(n), kept); err != nil {
+		if err := c.publishBatch(body, ser[:n], parts); err != nil {
 			return err
 		}
-		samples = samples[n:]
+		adm, ser = adm[n:], ser[n:]
 	}
 	return nil
 }
 
-func (c *Channel) publishBatch(body []byte, n int64, kept []Sample) error {
+// admit returns the samples whose series the channel holds or takes in
+// (MaxSeries), and their series; it counts the others, and returns how
+// many refusals to log now; c.mu is held.
+func (c *Channel) admit(samples []Sample, hs []uint64, now time.Time) (adm []Sample, ser []*series, toLog int64) {
+	if c.cfg.SeriesIdle > 0 {
+		c.index.expire(now.Add(-c.cfg.SeriesIdle))
+	}
+	adm, ser = samples, c.admSer[:0]
+	var refused int64
+	for i := range samples {
+		s := &samples[i]
+		e := c.index.find(hs[i], s)
+		if e == nil {
+			if c.index.n >= c.cfg.MaxSeries {
+				if refused == 0 { // copy the others from now on
+					adm = append(c.adm[:0], samples[:i]...)
+				}
+				refused++
+				continue
+			}
+			e = c.index.add(hs[i], s, now)
+		}
+		e.lastAt = now
+		ser = append(ser, e)
+		if refused > 0 {
+			adm = append(adm, *s)
+		}
+	}
+	if refused > 0 {
+		c.adm = adm
+	}
+	c.admSer = ser
+	if refused > 0 {
+		c.refused += refused
+		c.unlogged += refused
+		if c.loggedAt.IsZero() || now.Sub(c.loggedAt) >= time.Minute {
+			toLog, c.unlogged, c.loggedAt = c.unlogged, 0, now
+		}
+	}
+	return adm, ser, toLog
+}
+
+// publishBatch publishes one batch: its body, its samples' series and,
+// under CoalesceLatest, where each is in the body.
+func (c *Channel) publishBatch(body []byte, ser []*series, parts []bodyPart) error {
 	now := time.Now()
 	var wake []*Sub
 	c.mu.Lock()
@@ -389,18 +550,36 @@ func (c *Channel) publishBatch(body []byte, n int64, kept []Sample) error {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	b := makeBatch(c.next, body, n, now, kept)
+	n := int64(len(ser))
+	b := makeBatch(c.next, body, n, now)
 	c.next++
 	c.batches++
 	c.samples += n
+	c.bytes += b.size
+	c.work.encoded += n
+	off := len(b.text) - len(samplesSuffix) - len(body)
+	for i, e := range ser {
+		if parts == nil {
+			c.index.touch(e, b, "", 0)
+			continue
+		}
+		p := parts[i]
+		c.index.touch(e, b, b.text[off+p.start:off+p.end], p.size)
+	}
 	if c.cfg.History > 0 && c.cfg.HistoryBatches > 0 && b.size <= c.cfg.HistoryBytes {
 		c.hist.Push(b)
 		c.histBytes += b.size
 	}
 	c.trimHistory(now)
-	for s := range c.subs {
+	// Backwards, so that a viewer parked (replaced by the last) is
+	// replaced by one already visited.
+	for i := len(c.subs) - 1; i >= 0; i-- {
+		s := c.subs[i]
 		if s.push(b) {
 			wake = append(wake, s)
+		}
+		if s.behind {
+			moveSub(&c.subs, &c.parked, s)
 		}
 	}
 	c.mu.Unlock()
@@ -408,6 +587,25 @@ func (c *Channel) publishBatch(body []byte, n int64, kept []Sample) error {
 		s.wake()
 	}
 	return nil
+}
+
+// moveSub moves s from the list from (where s.at is its index) to the
+// end of to; c.mu is held.
+func moveSub(from, to *[]*Sub, s *Sub) {
+	removeSub(from, s)
+	s.at = len(*to)
+	*to = append(*to, s)
+}
+
+// removeSub removes s from the list l, where s.at is its index; c.mu is
+// held.
+func removeSub(l *[]*Sub, s *Sub) {
+	subs := *l
+	last := subs[len(subs)-1]
+	last.at = s.at
+	subs[s.at] = last
+	subs[len(subs)-1] = nil
+	*l = subs[:len(subs)-1]
 }
 
 // trimHistory drops batches beyond the history's bounds; c.mu is held.
@@ -445,9 +643,10 @@ func (c *Channel) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 		first--
 	}
 	for i := first; i < c.hist.Len(); i++ {
-		s.q.Push(entry{b: c.hist.At(i)})
+		b := c.hist.At(i)
+		s.q.Push(entry{b: b})
 		s.qBatches++
-		s.qBytes += c.hist.At(i).size
+		s.qBytes += b.size
 	}
 	s.syncBudget()
 	s.readyAfter = c.next
@@ -455,8 +654,9 @@ func (c *Channel) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 	if s.qBatches > 0 {
 		s.initial = flow.InitialReplay
 	}
-	c.subs[s] = struct{}{}
-	n, replay := len(c.subs), s.qBatches // read under c.mu: the producer pushes to s once it is in c.subs
+	s.at = len(c.subs)
+	c.subs = append(c.subs, s)
+	n, replay := len(c.subs)+len(c.parked), s.qBatches // read under c.mu: the producer pushes to s once it is in c.subs
 	c.mu.Unlock()
 	c.log.Debug("telemetry viewer attached", "viewers", n, "replay", replay)
 	return s, nil

@@ -24,11 +24,12 @@ func TestPolicies(t *testing.T) {
 			[]string{"ready", "d1-6:6", "s7:a=7", "s8:a=8", "s9:a=9", "s10:a=10"}},
 		{telemetry.DropNewest, []string{"a", "a", "a", "a", "a", "a", "a", "a", "a", "a"},
 			[]string{"ready", "s1:a=1", "s2:a=2", "s3:a=3", "s4:a=4", "d5-10:6"}},
-		// Queue of 4: the fifth batch coalesces a,b,a,b,a into b=4,a=5 in
-		// seq 5, reporting 1–4 dropped with the 3 samples lost; then the
-		// queue has room again.
+		// Queue of 4: the fifth batch does not fit, so the viewer is behind
+		// from seq 1; when it pulls, seqs 1–6 (a,b,a,b,a,b) become a=5,b=6
+		// in seq 6 (series in the order they first appeared), reporting
+		// 1–5 dropped with the 4 samples lost.
 		{telemetry.CoalesceLatest, []string{"a", "b", "a", "b", "a", "b"},
-			[]string{"ready", "d1-4:3", "s5:a=5,b=4", "s6:b=6"}},
+			[]string{"ready", "d1-5:4", "s6:a=5,b=6"}},
 		// Distinct series lose nothing: they share one batch, and the
 		// seqs it replaced are reported with a count of 0.
 		{telemetry.CoalesceLatest, []string{"a", "b", "c", "d", "e"},
@@ -289,6 +290,8 @@ func TestConfigValidate(t *testing.T) {
 		{telemetry.Config{MaxBatchBytes: 100}, "MaxBatchBytes"},
 		{telemetry.Config{MaxBatchBytes: 1 << 20}, "MaxBatchBytes"},
 		{telemetry.Config{QueueBytes: 4096}, "QueueBytes"},
+		{telemetry.Config{MaxSeries: -1}, "MaxSeries"},
+		{telemetry.Config{CoalesceSeries: -1}, "CoalesceSeries"},
 	} {
 		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate(%+v) = %v, want an error naming %s", tc.cfg, err, tc.want)

@@ -1,11 +1,12 @@
 package telemetry
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/ahp-dev/ahpd/flow"
@@ -32,14 +33,19 @@ func (e entry) first() uint64 {
 // Sub is one viewer of a telemetry channel. Its queue holds the batches
 // not yet pulled, in seq order, and in place of those its policy dropped,
 // ranges to report; the seqs it covers are contiguous, from the first the
-// viewer got (history or live) to the newest. Batches are shared with the
-// channel and the other viewers; only coalesced ones are its own.
+// viewer got (history or live) to the newest — or, when a CoalesceLatest
+// viewer is behind, to the seq before its span (see goBehind). Batches
+// are shared with the channel and the other viewers; only coalesced ones
+// are its own.
 //
 // Bounds: at most QueueBatches batches and QueueBytes bytes of them, and
 // no more ranges than batches plus two (adjacent ranges merge, so ranges
-// are separated by batches, except once across the start of live ones).
+// are separated by batches, except once across the start of live ones);
+// the coalesced batches hold at most CoalesceSeries samples and half the
+// queue. Being behind costs a few words, however long the span.
 type Sub struct {
 	c      *Channel
+	at     int // its index in c.subs, or in c.parked while behind; guarded by c.mu
 	wakeFn func()
 	budget *flow.Budget // the connection's queue budget (AttachRequest.Queue), or nil
 
@@ -47,6 +53,9 @@ type Sub struct {
 	q          deque[entry]
 	qBatches   int
 	qBytes     int64
+	kept       int64 // the samples of the queued coalesced batches
+	behind     bool  // CoalesceLatest: the seqs from span.from on are to coalesce
+	span       span
 	readyAfter uint64 // the first live seq: channel/ready comes before it
 	readySent  bool
 	initial    string
@@ -60,10 +69,21 @@ type Sub struct {
 	sent atomic.Int64
 }
 
+// span is what a behind CoalesceLatest viewer will coalesce: the seqs
+// from on, up to the newest when Pull reaches them. The channel's
+// counters, less the bases, are the samples and bytes of the span's
+// batches; lost is the samples counted lost already, in the ranges the
+// span took over.
+type span struct {
+	from                   uint64
+	baseSamples, baseBytes int64
+	lost                   int64
+}
+
 // Loss counts what a viewer's policy dropped.
 type Loss struct {
 	Samples int64 // samples lost (the sum of the counts reported)
-	Seqs    int64 // seqs reported in telemetry/dropped ranges
+	Seqs    int64 // seqs reported in telemetry/dropped ranges pulled
 	Bytes   int64 // bytes of the batches dropped
 	Ranges  int64 // telemetry/dropped messages pulled
 }
@@ -113,15 +133,14 @@ func (s *Sub) push(b *batch) bool {
 	if s.closed {
 		return false
 	}
+	s.c.work.visited++
 	switch {
 	case !s.full(b.size):
-		s.q.Push(entry{b: b})
-		s.qBatches++
-		s.qBytes += b.size
+		s.pushBatch(b)
 	case s.c.cfg.Policy == DropNewest:
 		s.dropNew(b)
 	case s.c.cfg.Policy == CoalesceLatest && s.readySent:
-		s.coalesce(b)
+		s.goBehind(b)
 	default: // DropOldest, and CoalesceLatest during the initial replay
 		for s.full(b.size) && s.qBatches > 0 {
 			s.dropOldest()
@@ -132,14 +151,18 @@ func (s *Sub) push(b *batch) bool {
 			s.dropNew(b)
 			break
 		}
-		s.q.Push(entry{b: b})
-		s.qBatches++
-		s.qBytes += b.size
+		s.pushBatch(b)
 	}
 	s.syncBudget()
 	w := s.waiting
 	s.waiting = false
 	return w
+}
+
+func (s *Sub) pushBatch(b *batch) {
+	s.q.Push(entry{b: b})
+	s.qBatches++
+	s.qBytes += b.size
 }
 
 // mergeable reports whether range b directly follows range a and may be
@@ -155,6 +178,7 @@ func (s *Sub) mergeable(a, b entry) bool {
 // dropOldest drops the oldest queued batch; c.mu is held.
 func (s *Sub) dropOldest() {
 	for i := 0; i < s.q.Len(); i++ {
+		s.c.work.visited++
 		if s.q.At(i).b != nil {
 			s.dropAt(i)
 			return
@@ -168,7 +192,10 @@ func (s *Sub) dropAt(i int) {
 	b := s.q.At(i).b
 	s.qBatches--
 	s.qBytes -= b.size
-	s.lost(b, 1)
+	if b.coalesced {
+		s.kept -= b.n
+	}
+	s.lost(b)
 	d := entry{from: b.seq, to: b.seq, count: b.n}
 	s.q.Set(i, d)
 	if i+1 < s.q.Len() {
@@ -187,17 +214,16 @@ func (s *Sub) dropAt(i int) {
 	}
 }
 
-func (s *Sub) lost(b *batch, seqs int64) {
+func (s *Sub) lost(b *batch) {
 	s.loss.Samples += b.n
 	s.c.dropped += b.n
-	s.loss.Seqs += seqs
 	s.loss.Bytes += b.size
 }
 
 // dropNew reports b dropped after what is queued (DropNewest); c.mu is
 // held.
 func (s *Sub) dropNew(b *batch) {
-	s.lost(b, 1)
+	s.lost(b)
 	d := entry{from: b.seq, to: b.seq, count: b.n}
 	if s.q.Len() > 0 {
 		if t := s.q.Back(); t.b == nil && s.mergeable(t, d) {
@@ -209,102 +235,158 @@ func (s *Sub) dropNew(b *batch) {
 	s.q.Push(d)
 }
 
-// coalesce merges everything queued and b into the newest sample of each
-// series (CoalesceLatest). The span of seqs they covered, [from, b.seq],
-// is reported as: the survivors, encoded into as few batches as they need,
-// which take the span's newest seqs, and one dropped range before them
-// for the other seqs, whose count is every sample of the span that did not
-// survive (ranges already queued included). Then, so that coalescing is
-// not repeated at every batch when there are many series, the oldest
-// batches are dropped until the queue is at most half full. c.mu is held.
-func (s *Sub) coalesce(b *batch) {
-	cfg := &s.c.cfg
+// goBehind starts the span a CoalesceLatest viewer coalesces once Pull
+// reaches it (coalesceSpan) with b, whose queue is full: the entries after
+// the last coalesced batch still queued (all of them, if none is) leave
+// the queue for the span, which then takes every batch published until
+// Pull reaches it. Being behind holds no batch and costs Publish nothing:
+// the channel parks the viewer (Channel.parked) and skips it until then.
+// Each entry leaves the queue once, so this is O(1) amortised per batch
+// pushed. c.mu is held.
+func (s *Sub) goBehind(b *batch) {
+	samples, bytes, lost := b.n, b.size, int64(0)
 	from := b.seq
-	if s.q.Len() > 0 {
-		from = s.q.Front().first()
-	}
-	latest := map[string]int{} // series → index in kept
-	var kept []Sample
-	var prevLost, prevSeqs, total, bytes int64
-	add := func(bt *batch) {
-		total += bt.n
-		bytes += bt.size
-		for _, sm := range bt.samples {
-			k := seriesKey(&sm)
-			if i, ok := latest[k]; ok {
-				kept[i] = sm
-			} else {
-				latest[k] = len(kept)
-				kept = append(kept, sm)
-			}
+	for s.q.Len() > 0 {
+		e := s.q.Back()
+		if e.b != nil && e.b.coalesced {
+			break
 		}
-	}
-	for i := 0; i < s.q.Len(); i++ {
-		if e := s.q.At(i); e.b != nil {
-			add(e.b)
+		s.c.work.visited++
+		s.q.PopBack()
+		from = e.first()
+		if e.b != nil {
+			s.qBatches--
+			s.qBytes -= e.b.size
+			samples += e.b.n
+			bytes += e.b.size
 		} else {
-			prevLost += e.count
-			prevSeqs += int64(e.to - e.from + 1)
+			samples += e.count
+			lost += e.count
 		}
 	}
-	add(b)
+	if s.q.Len() == 0 {
+		s.q.Clear()
+	}
+	s.behind = true
+	s.span = span{from: from, baseSamples: s.c.samples - samples, baseBytes: s.c.bytes - bytes, lost: lost}
+}
 
-	// Encode the survivors.
-	maxBody := cfg.MaxBatchBytes - batchOverhead
+// coalescePart is a series' newest sample as coalesceSpan takes it.
+type coalescePart struct {
+	id   uint64
+	json string
+	size int64
+}
+
+// coalesceSpan replaces the span the viewer is behind on, seqs [from, to]
+// up to the newest, with the newest sample of each series the span
+// updated: of those, the most recently updated, at most CoalesceSeries
+// and what fits half the queue and the connection's budget, in the order
+// their series first appeared on the channel, in as few batches as they
+// need (k). These take the span's newest seqs, to−k+1 … to; one
+// telemetry/dropped {from, to−k, count} precedes them, count being every
+// sample of the span not delivered (ranges it took over included; it may
+// be 0). A series forgotten by the channel (SeriesIdle) is counted so.
+// The walk visits only the series it keeps: the channel's index lists
+// them by their newest seq. Called by Pull when the queue is empty; c.mu
+// is held.
+func (s *Sub) coalesceSpan() {
+	c := s.c
+	cfg := &c.cfg
+	sp := s.span
+	moveSub(&c.parked, &c.subs, s)
+	s.behind, s.span = false, span{}
+	to := c.next - 1
+	seqs := int64(to-sp.from) + 1
+	total, in := c.samples-sp.baseSamples, c.bytes-sp.baseBytes
+	roomBytes := min(cfg.QueueBytes/2, s.budgetRoom())
+	roomBatches := min(int64(cfg.QueueBatches/2), seqs)
+
+	parts := c.scratch[:0]
+	var sum int64
+	for e := c.index.list.prev; e != &c.index.list && e.lastSeq >= sp.from && len(parts) < cfg.CoalesceSeries; e = e.prev {
+		if sum+e.size+2 > roomBytes {
+			break
+		}
+		sum += e.size + 2
+		parts = append(parts, coalescePart{id: e.id, json: e.json, size: e.size})
+	}
+	slices.SortFunc(parts, func(a, b coalescePart) int { return cmp.Compare(a.id, b.id) })
+
+	// Cut them into batches as Publish does.
 	type chunk struct {
-		body    []byte
-		samples []Sample
+		first, n int
+		body     int64
 	}
 	var chunks []chunk
-	for len(kept) > 0 {
-		var body []byte
-		var size int64
-		n := 0
-		for n < len(kept) && n < cfg.MaxBatchSamples {
-			start := len(body)
-			if n > 0 {
-				body = append(body, ',')
+	maxBody := cfg.MaxBatchBytes - batchOverhead
+	var delivered, bytes int64
+	for i := 0; i < len(parts); {
+		ch := chunk{first: i}
+		for i < len(parts) && ch.n < cfg.MaxBatchSamples {
+			sz := parts[i].size
+			if ch.n > 0 {
+				sz += 2
 			}
-			body = kept[n].AppendJSON(body)
-			sz := flow.UTF16Len(unsafe.String(unsafe.SliceData(body[start:]), len(body)-start))
-			if n > 0 && size+sz > maxBody {
-				body = body[:start]
+			if ch.n > 0 && ch.body+sz > maxBody {
 				break
 			}
-			size += sz
-			n++
+			ch.body += sz
+			ch.n++
+			i++
 		}
-		chunks = append(chunks, chunk{body, kept[:n:n]})
-		kept = kept[n:]
+		chunks = append(chunks, ch)
+		delivered += int64(ch.n)
+		bytes += ch.body + batchOverhead
 	}
-	span := int64(b.seq-from) + 1
-	if int64(len(chunks)) > span { // cannot happen with real batches; keep the newest
-		chunks = chunks[int64(len(chunks))-span:]
+	// Keep the newest chunks that fit; a seq is left for the range if
+	// anything is lost.
+	for len(chunks) > 0 {
+		k := int64(len(chunks))
+		if k <= roomBatches && bytes <= roomBytes && (k < seqs || delivered == total) {
+			break
+		}
+		delivered -= int64(chunks[0].n)
+		bytes -= chunks[0].body + batchOverhead
+		chunks = chunks[1:]
 	}
-	var delivered int64
-	for _, ch := range chunks {
-		delivered += int64(len(ch.samples))
+
+	k := uint64(len(chunks))
+	count := total - delivered
+	s.loss.Samples += count - sp.lost
+	c.dropped += count - sp.lost
+	if uint64(seqs) > k {
+		s.q.Push(entry{from: sp.from, to: to - k, count: count})
 	}
-	k := int64(len(chunks))
-	s.loss.Samples += total - delivered
-	s.c.dropped += total - delivered
-	s.loss.Seqs += span - k - prevSeqs
-	s.q.Clear()
-	s.qBatches, s.qBytes = 0, 0
-	if span > k {
-		s.q.Push(entry{from: from, to: b.seq - uint64(k), count: prevLost + total - delivered})
-	}
-	now := time.Now()
+	// The batches' texts are written now, in memory of their own: a
+	// sample's encoding is a part of its batch's text, which it would
+	// otherwise keep, beyond what the queue counts.
+	var out int64
 	for i, ch := range chunks {
-		nb := makeBatch(b.seq-uint64(k)+1+uint64(i), ch.body, int64(len(ch.samples)), now, ch.samples)
-		s.q.Push(entry{b: nb})
-		s.qBatches++
-		s.qBytes += nb.size
+		seq := to - k + 1 + uint64(i)
+		n := len(samplesPrefix) + 20 + len(samplesMiddle) + ch.n + len(samplesSuffix)
+		for _, p := range parts[ch.first : ch.first+ch.n] {
+			n += len(p.json)
+		}
+		t := make([]byte, 0, n)
+		t = append(t, samplesPrefix...)
+		t = strconv.AppendUint(t, seq, 10)
+		t = append(t, samplesMiddle...)
+		for j, p := range parts[ch.first : ch.first+ch.n] {
+			if j > 0 {
+				t = append(t, ',')
+			}
+			t = append(t, p.json...)
+		}
+		t = append(t, samplesSuffix...)
+		b := &batch{seq: seq, n: int64(ch.n), text: unsafe.String(unsafe.SliceData(t), len(t)), size: envelopeSize(seq) + ch.body, coalesced: true}
+		s.pushBatch(b)
+		s.kept += b.n
+		out += b.size
 	}
-	s.loss.Bytes += max(0, bytes-s.qBytes)
-	for s.qBatches > cfg.QueueBatches/2 || s.qBytes > cfg.QueueBytes/2 || (s.budgetRoom() < 0 && s.qBatches > 0) {
-		s.dropOldest()
-	}
+	s.loss.Bytes += max(0, in-out)
+	clear(parts)
+	c.scratch = parts[:0]
 }
 
 // Ready reports the viewer ready at once: it starts with the history
@@ -334,6 +416,10 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 			return s.sentMsg(flow.Message{Text: readyMsg, Class: flow.Data, Size: 2 * int64(len(readyMsg))})
 		}
 		if s.q.Len() == 0 {
+			if s.behind {
+				s.coalesceSpan()
+				continue
+			}
 			s.waiting = true
 			return flow.Message{}, false
 		}
@@ -341,6 +427,7 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 		if e.b == nil {
 			s.q.PopFront()
 			s.loss.Ranges++
+			s.loss.Seqs += int64(e.to-e.from) + 1
 			t := append(s.buf[:0], droppedPrefix...)
 			t = strconv.AppendUint(t, e.from, 10)
 			t = append(t, `,"toSeq":`...)
@@ -358,6 +445,9 @@ func (s *Sub) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bool)
 		s.q.PopFront()
 		s.qBatches--
 		s.qBytes -= e.b.size
+		if e.b.coalesced {
+			s.kept -= e.b.n
+		}
 		return s.sentMsg(flow.Message{Text: e.b.text, Class: flow.Data, Size: e.b.size})
 	}
 }
@@ -414,8 +504,13 @@ func (s *Sub) Close() {
 		return
 	}
 	s.closed = true
-	delete(c.subs, s)
+	if s.behind {
+		removeSub(&c.parked, s)
+	} else {
+		removeSub(&c.subs, s)
+	}
 	s.q.Clear()
-	s.qBatches, s.qBytes = 0, 0
+	s.qBatches, s.qBytes, s.kept = 0, 0, 0
+	s.behind, s.span = false, span{}
 	s.syncBudget()
 }
