@@ -31,15 +31,21 @@
 // Config.EmulatorBacklog bytes behind.
 //
 // Each viewer is a cursor into the log. The PTY is never paused by a
-// viewer: an item is dropped from the log once the emulator has applied it
-// and it is either behind every live viewer or more than the viewer's
-// allowance (its window plus Config.ViewerBacklog) behind the newest
-// output. The log is trimmed when output is appended, when the emulator
+// viewer: a viewer that falls more than its allowance (its window plus
+// Config.ViewerBacklog) behind the newest output the emulator has applied
+// loses its queue, and an item is dropped from the log once the emulator
+// has applied it and it is behind every viewer that still has its queue.
+// The log is trimmed when output is appended, when the emulator
 // has applied more, when a viewer leaves, and when a viewer catches up
 // with 64 KiB or more in the log: a quiet terminal keeps no output for
-// viewers that no longer need it. A viewer whose cursor falls off the
-// log has lost its queue; on
-// its next pull it gets a snapshot: terminal/reset {rows, cols}, terminal/output that rebuilds the
+// viewers that no longer need it. None of this walks the viewers
+// (cursors.go): with n viewers on a terminal, a pull costs O(1) (and
+// O(log n) once per allowance of output it pulls), a Close or a viewer
+// that loses its queue O(log n), and a read O(1) plus the viewers it
+// wakes (those waiting for output; one whose window is full is pulled
+// again by its Sender when credit comes) and those that lose their
+// queue. A viewer that has lost its queue, on
+// its next pull, gets a snapshot: terminal/reset {rows, cols}, terminal/output that rebuilds the
 // emulator state, channel/ready, then live output from exactly the point
 // of the stream that state reflects. The snapshot is taken under the
 // emulator lock together with the emulator's position, so snapshot plus

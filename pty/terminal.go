@@ -47,6 +47,8 @@ type item struct {
 	resize     bool
 	rows, cols int
 
+	cursors int32 // live viewers whose cursor is in this item (Terminal.mu; see cursors.go)
+
 	readers atomic.Int32 // lone viewers that started reading the whole text (buildOutput)
 	escOnce sync.Once
 	esc     string // the text as a message holds it (escaped once, twice if ascii)
@@ -151,6 +153,12 @@ type Terminal struct {
 	emuDoneSeq uint64 // items before this seq have been applied
 	emuDonePos int64
 	viewers    map[*Viewer]struct{}
+	// The live viewers' cursors and the viewers waiting for output, kept
+	// so that a read or a Close does not walk every viewer (cursors.go).
+	endCursors int32      // live cursors past the last item
+	behind     cursorHeap // live viewers by limit (lazily)
+	ahead      cursorHeap // live viewers past their limit, ahead of the emulator, by position
+	waiters    []*Viewer  // viewers waiting for output (Viewer.widx)
 	rows, cols int
 	exited     bool
 	exit       ExitStatus
@@ -889,39 +897,28 @@ func (t *Terminal) appendLocked(it *item, wake []func()) []func() {
 		t.quietSince.Store(0)
 	}
 	t.retained += int64(len(it.text))
+	it.cursors, t.endCursors = t.endCursors, 0
 	t.items = append(t.items, it)
 	wake = t.trimLocked(wake)
-	for v := range t.viewers {
-		// A viewer that lost its queue waits for its snapshot's timer
-		// (Viewer.snapDue), not for output: waking it for each read of a
-		// flood would cost a pull each for nothing.
-		if v.waiting && (v.live || v.lostAt == 0) {
-			v.waiting = false
-			wake = append(wake, v.wake)
-		}
-	}
-	return wake
+	// Only the viewers that wait for output are on the list: one that lost
+	// its queue waits for its snapshot's timer (Viewer.snapDue), and one
+	// that may not start a message for its Sender's credit (see Pull);
+	// waking those for each read of a flood would cost a pull each for
+	// nothing.
+	return t.wakeWaitersLocked(wake)
 }
 
-// trimLocked drops items that the emulator has applied and that no viewer
-// within its backlog still needs. Viewers left behind are marked for a
-// snapshot and returned hooks are appended to wake.
+// trimLocked drops items that the emulator has applied and that no live
+// viewer still needs, once the viewers that fell more than their allowance
+// behind have lost their queues (overflowsLocked; their hooks are
+// appended to wake). The largest allowance of a live viewer therefore
+// bounds what the log keeps beyond what the emulator has yet to apply.
 func (t *Terminal) trimLocked(wake []func()) []func() {
-	minSeq := t.endSeq
-	keep := int64(0) // the largest allowance of a live viewer
-	for v := range t.viewers {
-		if v.live && v.seq >= t.firstSeq && v.seq < minSeq {
-			minSeq = v.seq
-		}
-		if a := v.allowed(); v.live && a > keep {
-			keep = a
-		}
-	}
-	limit := t.endPos - keep
+	wake = t.overflowsLocked(wake)
 	k := 0
 	for k < len(t.items) {
 		it := t.items[k]
-		if it.seq >= t.emuDoneSeq || (it.seq >= minSeq && it.end() > limit) {
+		if it.seq >= t.emuDoneSeq || it.cursors > 0 {
 			break
 		}
 		t.retained -= int64(len(it.text))
@@ -931,23 +928,6 @@ func (t *Terminal) trimLocked(wake []func()) []func() {
 	if k > 0 {
 		t.items = t.items[k:]
 		t.firstSeq += uint64(k)
-	}
-	for v := range t.viewers {
-		// A viewer overflows when its cursor falls off the log, or falls
-		// more than its allowance behind the newest output — counting only
-		// output the emulator has applied, so a viewer resuming from a
-		// snapshot (taken at the emulator's position) is not behind.
-		if v.live && (v.seq < t.firstSeq || v.pos < min(t.emuDonePos, t.endPos-v.allowed())) {
-			// Overflow: the viewer's queue is gone; it gets a snapshot when
-			// it next pulls (PROTOCOL.md §8).
-			v.live = false
-			v.lostAt = monoNow()
-			v.dropped += t.endPos - v.pos // its whole queue
-			if v.waiting {
-				v.waiting = false
-				wake = append(wake, v.wake)
-			}
-		}
 	}
 	return wake
 }
@@ -979,6 +959,11 @@ func (t *Terminal) waiter() {
 	t.exited = true
 	t.exit = st
 	t.exitMsg = string(msg)
+	for _, v := range t.waiters {
+		v.widx = -1
+	}
+	clear(t.waiters)
+	t.waiters = t.waiters[:0]
 	var wake []func()
 	for v := range t.viewers {
 		v.waiting = false

@@ -50,6 +50,12 @@ type Viewer struct {
 	lostAt    int64 // monoNow when it last lost its queue; 0: never (see snapDue)
 	closed    bool
 	snapTimer *afterfunc.Timer // wakes a viewer whose snapshot was deferred (see snapDue)
+	// Its place in Terminal.behind or Terminal.ahead while it is live and
+	// not closed (cursors.go), and in Terminal.waiters (-1: none).
+	heap *cursorHeap
+	hkey int64
+	hidx int
+	widx int
 
 	// Owned by the pulling goroutine.
 	lastSnap time.Time // when the last snapshot started
@@ -91,7 +97,7 @@ func (t *Terminal) AttachWindow(wake func(), window int64) *Viewer {
 	if wake == nil {
 		wake = func() {}
 	}
-	v := &Viewer{t: t, wake: wake, allowance: int64(t.cfg.ViewerBacklog) + max(window, 0)}
+	v := &Viewer{t: t, wake: wake, allowance: int64(t.cfg.ViewerBacklog) + max(window, 0), hidx: -1, widx: -1}
 	v.snapTimer = afterfunc.New(func() { v.wake() })
 	t.mu.Lock()
 	t.viewers[v] = struct{}{}
@@ -124,7 +130,11 @@ func (v *Viewer) Close() {
 		t.mu.Unlock()
 		return
 	}
-	v.closed = true // Pull arms snapTimer no more
+	if v.live {
+		t.untrackLocked(v)
+	}
+	t.unwaitLocked(v)
+	v.closed = true // Pull arms snapTimer no more, nor tracks it (startSnapshot)
 	delete(t.viewers, v)
 	n := len(t.viewers)
 	// Output kept for this viewer alone goes now, not at the terminal's
@@ -182,13 +192,8 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		return v.nextSnap(maxMessageBytes)
 	}
 	// Skip items with nothing for viewers (queries only).
-	for v.seq < t.endSeq {
-		it := t.items[v.seq-t.firstSeq]
-		if it.resize || v.off < len(it.text) {
-			break
-		}
-		v.seq++
-		v.off = 0
+	if next := v.skipLocked(); next != v.seq {
+		t.moveLocked(v, next, 0, v.pos)
 	}
 	if v.seq == t.endSeq {
 		if t.retained >= trimCaughtUp && t.firstSeq < t.emuDoneSeq {
@@ -203,6 +208,12 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 			t.mu.Unlock()
 			v.sent.Add(flow.UTF16Len(msg))
 			return flow.Message{Text: msg, Class: flow.Lifecycle}, true
+		}
+		if dataAllowed && !t.exited {
+			// Output wakes only a viewer that could take it: one refused
+			// data (its window is full, or its connection's budget is
+			// spent) is pulled again by its Sender when that changes.
+			t.waitOutputLocked(v)
 		}
 		return v.wait()
 	}
@@ -238,12 +249,28 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 
 	t.mu.Lock()
 	if v.live && !v.closed {
-		v.seq, v.off, v.pos = seq, off, pos
+		t.moveLocked(v, seq, off, pos)
 	}
 	t.mu.Unlock()
 	v.sent.Add(m.Size)
 	m.Class = flow.Data
 	return m, true
+}
+
+// skipLocked returns the first item at or after the cursor with something
+// for the viewer: a resize, or text it has not pulled (t.mu held).
+func (v *Viewer) skipLocked() uint64 {
+	t := v.t
+	seq, off := v.seq, v.off
+	for seq < t.endSeq {
+		it := t.items[seq-t.firstSeq]
+		if it.resize || off < len(it.text) {
+			break
+		}
+		seq++
+		off = 0
+	}
+	return seq
 }
 
 // trimCaughtUp is how much output the log must hold for a viewer that
@@ -502,6 +529,9 @@ func (v *Viewer) startSnapshot() {
 	v.live = true
 	v.seq, v.off, v.pos = t.emuApplied, 0, t.emuPos
 	v.grace, v.graceEnd = t.endPos-t.emuPos, t.endPos
+	if !v.closed {
+		t.trackLocked(v)
+	}
 	t.mu.Unlock()
 	t.emuMu.Unlock()
 	v.snap = s

@@ -49,7 +49,7 @@ func (t *Terminal) benchRead(text string) {
 func (t *Terminal) benchCatchUp(v *Viewer) {
 	t.mu.Lock()
 	if v.live && !v.closed {
-		v.seq, v.off, v.pos = t.endSeq, 0, t.endPos
+		t.moveLocked(v, t.endSeq, 0, t.endPos)
 	}
 	t.mu.Unlock()
 }
