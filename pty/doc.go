@@ -62,7 +62,8 @@
 // flood sees its screen once a second and costs one snapshot a second. A
 // viewer that keeps up receives every byte in order; memory is bounded by the largest allowance plus
 // EmulatorBacklog plus one piece (64 KiB) per terminal, whatever the number
-// of viewers. Output items are shared: with several viewers attached, an
+// of viewers (the log; a viewer holds a message buffer only while it may
+// send, see below). Output items are shared: with several viewers attached, an
 // item is escaped once and every viewer copies that form into its message
 // (a lone viewer escapes it straight into its message); a pull packs whole items into one
 // terminal/output message up to the size the Sender asks for (the
@@ -72,7 +73,10 @@
 // UTF-8 sequence). Each
 // message text is built in one buffer per viewer, reused by the next pull
 // (the flow.Source contract allows it), not copied; an idle viewer hands a
-// buffer over 64 KiB to a pool shared by all viewers.
+// buffer over 1 KiB, and a viewer whose window is full (flow.Finisher) its
+// buffer, to a pool shared by all viewers: a viewer that stops crediting
+// holds no message buffer, only its snapshot's text while it is in the
+// middle of one (shared with the viewers that took the same snapshot).
 //
 // Viewers waiting for output are woken when the reader finds the PTY
 // empty, or after 32 KiB of a flood. Output that streams (the wake-up

@@ -188,3 +188,14 @@ func MessageText(t testing.TB, m flow.Message) string { return messageText(t, m)
 // input, writes N pieces of 4 KiB of 'a' with 300 µs between them and
 // exits (main_test.go's TestMain; TestSteadyOutputWakesLazily).
 const SteadyWriterEnv = "AHP_PTY_TEST_STEADY_WRITER"
+
+// MessageBuffers returns the bytes of message buffer the viewers hold
+// (the capacity of each one's buffer). Call it from the goroutine that
+// pulls them: the buffer is that goroutine's.
+func MessageBuffers(vs []*Viewer) int {
+	n := 0
+	for _, v := range vs {
+		n += cap(v.buf)
+	}
+	return n
+}

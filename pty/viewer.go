@@ -82,7 +82,10 @@ type snapState struct {
 // yet pulled.
 type ViewerStats = flow.SubscriberStats
 
-var _ flow.Source = (*Viewer)(nil)
+var (
+	_ flow.Source   = (*Viewer)(nil)
+	_ flow.Finisher = (*Viewer)(nil)
+)
 
 // AttachWindow adds a viewer whose flow-control window is window UTF-16
 // bytes. wake is called (never with a lock held that wake's implementer
@@ -288,17 +291,36 @@ func (v *Viewer) nextBuf() []byte {
 	return v.buf[:0]
 }
 
+// Finished implements flow.Finisher: the Sender is done with the text of
+// the message pulled last. A viewer that may not start another now gives
+// its message buffer back (to msgBufs, for a viewer that has output to
+// send): its window is full, and one that never credits again would hold
+// a buffer of up to maxOutputMessage (or more, from msgBufs) for good, as
+// each of thousands of stalled subscriptions did, and drops its list of
+// items to pull (maxGather pointers). One that will be pulled at once
+// keeps both for the next message, which a flood grows them to.
+func (v *Viewer) Finished(more bool) {
+	if more {
+		return
+	}
+	if v.buf != nil {
+		msgBufs.Put(v.buf)
+		v.buf = nil
+	}
+	v.refs = nil
+}
+
 // maxOutputMessage bounds a viewer's messages, output and snapshot
 // (UTF-16 bytes), below what the Sender allows, which may be the viewer's
 // maximumMessageBytes (up to 16 MiB): a larger one saves no write (a
 // frame is at most maximumFrameBytes and the connection's transport holds
 // 64 KiB), and each viewer builds its messages in a buffer of its own
-// (idle viewers hand theirs to msgBufs); a thousand subscriptions that
-// take their snapshots and never credit hold one each.
+// while it sends (idle viewers, and those whose window is full, hand
+// theirs to msgBufs: see wait and Finished).
 const maxOutputMessage = 128 << 10
 
-// msgBufs holds the large message buffers that idle viewers gave up (see
-// wait), for the next viewer that has output to send: a viewer that keeps
+// msgBufs holds the large message buffers that idle viewers, and viewers
+// whose window is full, gave up (see wait and Finished), for the next viewer that has output to send: a viewer that keeps
 // up with a flood goes idle between the reader's bursts, and without the
 // pool it would grow a new buffer after each one (twice the output in
 // allocations, and the garbage collections they cost). The pool holds only
