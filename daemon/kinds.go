@@ -74,8 +74,9 @@ func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, 
 // newTelemetryChannel is the "telemetry" Creator (the control plane's
 // CreateTelemetry; a subscribe may not create one, since a command source
 // runs a program): a telemetry.Channel with the source its spec names.
-// collect gives the daemon's own figures to a "daemon" source.
-func newTelemetryChannel(params json.RawMessage, collect func(now time.Time) []telemetry.Sample, log *slog.Logger) (flow.Channel, error) {
+// collect gives the daemon's own figures to a "daemon" source; maxSeries
+// is telemetryMaxSeries when the channel is created.
+func newTelemetryChannel(params json.RawMessage, collect func(now time.Time) []telemetry.Sample, maxSeries int, log *slog.Logger) (flow.Channel, error) {
 	spec, err := telemetry.ParseSpec(params)
 	if err != nil {
 		return nil, err
@@ -98,7 +99,7 @@ func newTelemetryChannel(params json.RawMessage, collect func(now time.Time) []t
 	case "daemon":
 		src = telemetry.Func{Interval: spec.Interval, Collect: collect}
 	}
-	c, err := telemetry.New(telemetry.Config{Source: spec.Kind, Title: spec.Title, History: spec.History, Policy: spec.Policy, Logger: log}, src)
+	c, err := telemetry.New(telemetry.Config{Source: spec.Kind, Title: spec.Title, History: spec.History, Policy: spec.Policy, MaxSeries: maxSeries, Logger: log}, src)
 	if err != nil {
 		return nil, err
 	}
