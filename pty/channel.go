@@ -58,14 +58,23 @@ func (t *Terminal) Title() string {
 
 // Attach adds a viewer (AttachWindow with req.Wake and req.Window) that
 // may send input and resize when req.Role is control. A terminal has no
-// resume: every subscription starts with a snapshot.
+// resume: every subscription starts with a snapshot. Beyond
+// Config.MaxViewers viewers it refuses with -32004 limit exceeded
+// (PROTOCOL.md §7), as the daemon does beyond maxSubscriptions.
 func (t *Terminal) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 	select {
 	case <-t.closing:
 		return nil, &flow.Error{Code: flow.ErrCodeChannelNotFound, Message: "the terminal is closed"}
 	default:
 	}
-	v := t.AttachWindow(req.Wake, req.Window)
+	limit := 0
+	if t.cfg.MaxViewers != nil {
+		limit = t.cfg.MaxViewers() // not under t.mu: the daemon's function may take its own locks
+	}
+	v := t.attach(req.Wake, req.Window, limit)
+	if v == nil {
+		return nil, &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: at most %d viewers per terminal (maxViewersPerTerminal)", limit)}
+	}
 	v.control = req.Role == flow.RoleControl
 	return v, nil
 }

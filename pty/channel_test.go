@@ -374,3 +374,64 @@ func TestChannelLifecycle(t *testing.T) {
 		})
 	}
 }
+
+// TestChannelMaxViewers: Attach refuses a viewer beyond Config.MaxViewers
+// with -32004 naming maxViewersPerTerminal, leaves the viewers attached as
+// they were, and applies the limit as it is at each Attach: a viewer that
+// leaves makes room, and a limit raised or removed at run time applies to
+// the next Attach.
+func TestChannelMaxViewers(t *testing.T) {
+	var limit atomic.Int64
+	limit.Store(3)
+	term := start(t, pty.Config{Command: sh("sleep 30"), MaxViewers: func() int { return int(limit.Load()) }})
+	attach := func() (flow.Subscriber, error) {
+		sub, err := term.Attach(flow.AttachRequest{Wake: func() {}, Window: 64 << 10, Role: flow.RoleView})
+		if err == nil {
+			t.Cleanup(sub.Close)
+		}
+		return sub, err
+	}
+	refused := func(what string) {
+		t.Helper()
+		before := term.Stats().Viewers
+		sub, err := attach()
+		if e := (*flow.Error)(nil); !errors.As(err, &e) || e.Code != flow.ErrCodeLimitExceeded || sub != nil ||
+			!strings.Contains(e.Message, "maxViewersPerTerminal") || !strings.Contains(e.Message, fmt.Sprint(limit.Load())) {
+			t.Fatalf("%s: Attach = %v, %v; want nil and a *flow.Error with code %d naming maxViewersPerTerminal and %d", what, sub, err, flow.ErrCodeLimitExceeded, limit.Load())
+		}
+		if n := term.Stats().Viewers; n != before {
+			t.Fatalf("%s: %d viewers after a refused Attach, %d before", what, n, before)
+		}
+	}
+	accepted := func(what string) flow.Subscriber {
+		t.Helper()
+		sub, err := attach()
+		if err != nil {
+			t.Fatalf("%s: Attach = %v", what, err)
+		}
+		return sub
+	}
+	var subs []flow.Subscriber
+	for i := range 3 {
+		subs = append(subs, accepted(fmt.Sprintf("viewer %d of 3", i+1)))
+	}
+	refused("a fourth viewer")
+	subs[0].Close()
+	accepted("a viewer after one left")
+	refused("a fourth viewer again")
+	limit.Store(4)
+	accepted("a fourth viewer under a limit raised to 4")
+	refused("a fifth viewer")
+	limit.Store(2)
+	refused("a viewer under a limit lowered below the viewers attached")
+	if n := term.Stats().Viewers; n != 4 {
+		t.Fatalf("%d viewers after the limit was lowered, want the 4 attached", n)
+	}
+	limit.Store(0)
+	for i := range 3 {
+		accepted(fmt.Sprintf("viewer %d without a limit", i+5))
+	}
+	if n := term.Stats().Viewers; n != 7 {
+		t.Fatalf("%d viewers, want 7", n)
+	}
+}

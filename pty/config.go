@@ -11,6 +11,10 @@ import (
 // MaxSize is the largest accepted number of rows or columns.
 const MaxSize = 1000
 
+// DefaultMaxViewers is the default of the daemon's limit on viewers per
+// terminal (maxViewersPerTerminal), which it passes as Config.MaxViewers.
+const DefaultMaxViewers = 1024
+
 // Sentinel errors.
 var (
 	// ErrInputFull is returned by Input when the input queue is at its
@@ -73,6 +77,13 @@ type Config struct {
 	// terminal's reader while it floods and another terminal is being
 	// typed into (see Pacer). Nil: never paused.
 	Pacer *Pacer
+	// MaxViewers returns the most viewers the terminal may have: Attach
+	// refuses one more with a flow.Error of code flow.ErrCodeLimitExceeded
+	// naming maxViewersPerTerminal (viewers already attached stay). It is
+	// called at each Attach, so a limit the operator changes at run time
+	// applies to the next one. Nil, or a result ≤ 0: no cap. The daemon's
+	// default is DefaultMaxViewers.
+	MaxViewers func() int
 }
 
 // withDefaults returns a copy of c with defaults applied.

@@ -63,7 +63,8 @@
 // viewer that keeps up receives every byte in order; memory is bounded by the largest allowance plus
 // EmulatorBacklog plus one piece (64 KiB) per terminal, whatever the number
 // of viewers (the log; a viewer holds a message buffer only while it may
-// send, see below). Output items are shared: with several viewers attached, an
+// send, see below), and Config.MaxViewers caps that number (Attach refuses
+// one more with -32004, naming maxViewersPerTerminal). Output items are shared: with several viewers attached, an
 // item is escaped once and every viewer copies that form into its message
 // (a lone viewer escapes it straight into its message); a pull packs whole items into one
 // terminal/output message up to the size the Sender asks for (the

@@ -95,14 +95,25 @@ var (
 // its window plus ViewerBacklog before its queue is dropped (PROTOCOL.md
 // §8), since output it may still receive under its window is not a
 // backlog. The shared log then keeps up to the largest such allowance
-// among live viewers.
+// among live viewers. Config.MaxViewers does not apply (Attach applies
+// it).
 func (t *Terminal) AttachWindow(wake func(), window int64) *Viewer {
+	return t.attach(wake, window, 0)
+}
+
+// attach is AttachWindow, or nil when the terminal has limit viewers
+// already (limit > 0).
+func (t *Terminal) attach(wake func(), window int64, limit int) *Viewer {
 	if wake == nil {
 		wake = func() {}
 	}
 	v := &Viewer{t: t, wake: wake, allowance: int64(t.cfg.ViewerBacklog) + max(window, 0), hidx: -1, widx: -1}
-	v.snapTimer = afterfunc.New(func() { v.wake() })
 	t.mu.Lock()
+	if limit > 0 && len(t.viewers) >= limit {
+		t.mu.Unlock()
+		return nil
+	}
+	v.snapTimer = afterfunc.New(func() { v.wake() })
 	t.viewers[v] = struct{}{}
 	n := len(t.viewers)
 	t.mu.Unlock()
