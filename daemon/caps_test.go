@@ -346,3 +346,41 @@ func TestPendingFloodLocksNobodyOut(t *testing.T) {
 		t.Errorf("%d sockets pending, more than maxPendingConnections %d", pending, max)
 	}
 }
+
+// TestMaxViewersPerTerminal: a terminal's subscriptions over every
+// connection stop at maxViewersPerTerminal with -32004 naming the limit;
+// one that leaves makes room, and the limit applies at run time.
+func TestMaxViewersPerTerminal(t *testing.T) {
+	h := start(t, true, func(c *config.Config) { c.Limits.MaxViewersPerTerminal = 2 })
+	ch, err := h.srv.CreateTerminal(service.TerminalSpec{ID: "v", Command: []string{"/bin/sh", "-c", "exec sleep 60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	a, b := h.dial(adminToken), h.dial(adminToken)
+	s1, err := a.Subscribe(ctx, ch.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Subscribe(ctx, ch.URI, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Subscribe(ctx, ch.URI, nil)
+	if rpcCode(err) != flow.ErrCodeLimitExceeded || !strings.Contains(err.Error(), "maxViewersPerTerminal") {
+		t.Fatalf("a third viewer: %v, want -32004 naming maxViewersPerTerminal", err)
+	}
+	if err := s1.Unsubscribe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Subscribe(ctx, ch.URI, nil); err != nil {
+		t.Fatalf("a viewer after one left: %v", err)
+	}
+	l := h.srv.Limits()
+	l.MaxViewersPerTerminal = 3
+	if err := h.srv.SetLimits(l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Subscribe(ctx, ch.URI, nil); err != nil {
+		t.Fatalf("a third viewer once the limit is 3: %v", err)
+	}
+}

@@ -48,8 +48,9 @@ func newTCPChannel(svc *service.Service, params json.RawMessage, budget *flow.Bu
 }
 
 // newPTYTerminal is the default TerminalFactory (with the server's pacer):
-// a real PTY with the host's VT emulator (package pty).
-func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer) (flow.Channel, error) {
+// a real PTY with the host's VT emulator (package pty), whose viewers
+// maxViewers (maxViewersPerTerminal, read at each attach) bounds.
+func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer, maxViewers func() int) (flow.Channel, error) {
 	t, err := pty.Start(pty.Config{
 		Command:       spec.Command,
 		Env:           spec.Env,
@@ -64,6 +65,7 @@ func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, 
 		InputQueue: 4 << 20,
 		Logger:     log,
 		Pacer:      pacer,
+		MaxViewers: maxViewers,
 	})
 	if err != nil {
 		return nil, err

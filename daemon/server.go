@@ -78,6 +78,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		log.Debug("admin token", "path", path)
 		tokens = t
 	}
+	s := &Server{memory: newMemoryReturner()}
 	nt := opts.NewTerminal
 	if nt == nil {
 		// The daemon's terminals share its CPU: typing into one takes
@@ -87,10 +88,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 			pacer = &pty.Pacer{}
 		}
 		nt = func(spec service.TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error) {
-			return newPTYTerminal(spec, backlog, log, pacer)
+			return newPTYTerminal(spec, backlog, log, pacer, func() int { return s.Service.Limits().MaxViewersPerTerminal })
 		}
 	}
-	s := &Server{memory: newMemoryReturner()}
 	// Every connection's memory counts in the daemon's total; a TCP
 	// channel the control plane created counts its journal there too.
 	total := flow.NewBudget(cfg.MaxTotalBufferedBytes)

@@ -303,22 +303,26 @@ func (v *Viewer) nextBuf() []byte {
 }
 
 // Finished implements flow.Finisher: the Sender is done with the text of
-// the message pulled last. A viewer that may not start another now gives
-// its message buffer back (to msgBufs, for a viewer that has output to
-// send): its window is full, and one that never credits again would hold
-// a buffer of up to maxOutputMessage (or more, from msgBufs) for good, as
-// each of thousands of stalled subscriptions did, and drops its list of
-// items to pull (maxGather pointers). One that will be pulled at once
-// keeps both for the next message, which a flood grows them to.
+// the message pulled last. The viewer gives its message buffer back (to
+// msgBufs, for the next viewer that has output to send), whatever more
+// says: only the message the Sender has started counts in the
+// connection's budget, and a buffer kept between messages would not. A
+// viewer whose window is full may never be pulled again, one starved for
+// its token's budget waits for it, and with a thousand subscriptions on a
+// connection each waits a whole round of the scheduler for its next turn:
+// 65,536 such viewers held 460 MiB of buffers outside every budget
+// (TestViewTokenAttackAtScale). A flood's viewer takes a buffer back at
+// its next Pull, a sync.Pool round trip per message of up to 128 KiB. One
+// whose window is full also drops its list of items to pull (maxGather
+// pointers).
 func (v *Viewer) Finished(more bool) {
-	if more {
-		return
-	}
 	if v.buf != nil {
 		msgBufs.Put(v.buf)
 		v.buf = nil
 	}
-	v.refs = nil
+	if !more {
+		v.refs = nil
+	}
 }
 
 // maxOutputMessage bounds a viewer's messages, output and snapshot
@@ -339,8 +343,13 @@ const maxOutputMessage = 128 << 10
 // cycles.
 var msgBufs = spare.Pool{MaxCap: maxPooledBuf}
 
-// maxPooledBuf bounds the buffers msgBufs keeps.
-const maxPooledBuf = 4 << 20
+// maxPooledBuf bounds the buffers msgBufs keeps: a message of
+// maxOutputMessage UTF-16 bytes takes at most 3/2 of that in UTF-8 bytes
+// (and ASCII escaped twice, as messages of ASCII are, fits too), so a
+// buffer of this size holds any message, and none taken from the pool is
+// much larger than the message it carries, which is what the
+// connection's budget counts.
+const maxPooledBuf = 2 * maxOutputMessage
 
 // When a viewer that lost its queue gets its snapshot (snapDue). Each
 // snapshot repaints the screen and the whole scrollback (10,000 lines,
