@@ -1,0 +1,498 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+// TestViewTokenAttackAtScale runs the attack of issue 36 against the ahpd
+// binary: with nothing but a view token, 64 connections × 1,024
+// subscriptions to a terminal that floods, each asking for the largest
+// window and messages, reading every frame and never crediting. (The
+// daemon's maxViewersPerTerminal is raised for it: the budgets, not that
+// cap, must hold the memory.) Meanwhile the operator's connection
+// subscribes to another terminal and types into it, and a viewer with a
+// token of its own keeps receiving. Then the token is revoked — its
+// connections are cut off at once — and the daemon is stopped with the
+// attack still running: it exits in time, with status 0.
+//
+// The figures it logs (peak RSS against the bound computed from the
+// limits, how long revocation and shutdown took) are the ones
+// docs/security.md quotes.
+func TestViewTokenAttackAtScale(t *testing.T) {
+	bin := buildBins(t, false)
+	t.Run("FloodingTerminal", func(t *testing.T) { testViewAttack(t, bin, "terminal") })
+	t.Run("Telemetry", func(t *testing.T) { testViewAttack(t, bin, "telemetry") })
+}
+
+func testViewAttack(t *testing.T, bin, kind string) {
+	const conns, subs = 64, 1024
+	d := startMetricsDaemon(t, bin, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	mk := func(id, script string) string {
+		r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: id, Command: "/bin/sh", Args: []string{"-c", script}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetChannel().GetUri()
+	}
+	var floodURI string
+	if kind == "terminal" {
+		floodURI = mk("flood", `echo $$ > `+filepath.Join(d.dir, "flood.pid")+`; exec yes 'the quick brown fox jumps over the lazy dog 0123456789'`)
+	} else {
+		floodURI = publishMany(ctx, t, d)
+	}
+	tickURI := mk("tick", `while :; do echo tick; sleep 0.05; done`)
+	echoURI := mk("echo", `exec cat`)
+	if _, err := d.limits.SetLimits(ctx, &ahpv1.SetLimitsRequest{
+		Limits:     &ahpv1.Limits{MaxViewersPerTerminal: conns * subs},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"max_viewers_per_terminal"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pid := d.p.cmd.Process.Pid
+	time.Sleep(time.Second) // the flood's log and scrollback fill up
+	idle := vmKiB(t, pid, "VmRSS") * 1024
+
+	// The limits at their defaults (PROTOCOL.md §9, docs/security.md).
+	const (
+		perToken   = 128 << 20 // maxBufferedBytesPerToken: a quarter of maxTotalBufferedBytes
+		floor      = 64 << 10  // what a connection may send when its budget is spent
+		message    = 128 << 10 // the largest terminal message
+		maxWindow  = 64 << 20  // clientReceiveMaximums.windowBytes
+		backlog    = 1 << 20   // terminalViewerBacklog
+		collectorX = 2         // the garbage collector lets the heap grow to twice what is live
+	)
+	// Everything the attacker's connections hold counts in its token's
+	// budget, subscriptions and telemetry queues included, plus each
+	// connection's floor and one message over it; a flooding terminal
+	// keeps, for its slowest viewer, a log of its window and backlog (and
+	// an escaped copy of it that its viewers share), a telemetry channel
+	// its history.
+	held := int64(perToken + conns*(floor+message))
+	if kind == "terminal" {
+		held += 2 * (maxWindow + backlog)
+	} else {
+		held += 2 << 20 // the channel's history (DefaultHistoryBytes)
+	}
+	bound := idle + collectorX*held + 64<<20
+	t.Logf("bound: idle RSS %d MiB + %d × %d MiB held + 64 MiB = %d MiB", idle>>20, collectorX, held>>20, bound>>20)
+
+	tok, err := d.tokens.CreateToken(ctx, &ahpv1.CreateTokenRequest{Channels: []string{floodURI}, Role: ahpv1.Role_ROLE_VIEW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := d.tokens.CreateToken(ctx, &ahpv1.CreateTokenRequest{Channels: []string{tickURI}, Role: ahpv1.Role_ROLE_VIEW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
+
+	attack, stopAttack := context.WithCancel(ctx)
+	defer stopAttack()
+	var (
+		wg          sync.WaitGroup
+		frames      atomic.Int64
+		afterRevoke atomic.Int64 // bytes read once the revoke returned
+		revoked     atomic.Bool
+		closedAt    sync.Map // connection → when its read failed
+	)
+	for i := range conns {
+		ws := attacker(t, attack, url, tok.GetSecret(), floodURI, subs)
+		wg.Go(func() {
+			defer ws.CloseNow()
+			for {
+				_, b, err := ws.Read(attack)
+				if err != nil {
+					closedAt.Store(i, time.Now())
+					return
+				}
+				frames.Add(1)
+				if revoked.Load() {
+					afterRevoke.Add(int64(len(b)))
+				}
+			}
+		})
+	}
+
+	// The operator: subscribes now, mid-attack, and types.
+	admin, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t)})
+	if err != nil {
+		t.Fatalf("the admin could not connect during the attack: %v", err)
+	}
+	defer admin.Close()
+	// A viewer of another token, releasing everything.
+	fast, _, err := client.Dial(ctx, url, client.Options{Token: other.GetSecret()})
+	if err != nil {
+		t.Fatalf("another token's viewer could not connect during the attack: %v", err)
+	}
+	defer fast.Close()
+	tick, err := fast.Subscribe(ctx, tickURI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // the attack's subscriptions are in
+	echo, err := admin.Subscribe(ctx, echoURI, nil)
+	if err != nil {
+		t.Fatalf("the admin could not subscribe during the attack: %v", err)
+	}
+	typed := 0
+	ticks := 0
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		mctx, mcancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := tick.Next(mctx)
+		mcancel()
+		if err != nil {
+			t.Fatalf("the other token's viewer got nothing for 5 s during the attack (after %d messages): %v", ticks, err)
+		}
+		if err := tick.Release(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		ticks++
+		if ticks%20 == 0 {
+			word := fmt.Sprintf("typed%d", typed)
+			if err := echo.Send(ctx, `{"jsonrpc":"2.0","method":"terminal/input","params":{"data":"`+word+`\r"}}`); err != nil {
+				t.Fatalf("the admin could not type during the attack: %v", err)
+			}
+			if !awaitOutput(ctx, t, echo, word) {
+				t.Fatalf("the admin's keystrokes %q did not echo within 5 s during the attack", word)
+			}
+			typed++
+		}
+	}
+	peak := vmKiB(t, pid, "VmHWM") * 1024
+	t.Logf("peak RSS %d MiB (idle %d MiB, bound %d MiB); attackers read %d frames; the other viewer %d ticks; the admin typed %d lines",
+		peak>>20, idle>>20, bound>>20, frames.Load(), ticks, typed)
+	if frames.Load() < conns*subs {
+		t.Errorf("attackers read only %d frames for %d subscriptions: the attack did not run", frames.Load(), conns*subs)
+	}
+	if peak > bound {
+		t.Errorf("ahpd's peak RSS %d MiB > bound %d MiB", peak>>20, bound>>20)
+	}
+	if typed == 0 {
+		t.Error("the admin typed nothing")
+	}
+
+	// Revocation: no new frame once the revoke returned (what the kernel
+	// already held in the socket's buffers still arrives), and every
+	// connection of the token closed soon after.
+	start := time.Now()
+	if _, err := d.tokens.RevokeToken(ctx, &ahpv1.RevokeTokenRequest{Id: tok.GetToken().GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	revoked.Store(true)
+	returned := time.Since(start)
+	wg.Wait()
+	var last time.Time
+	closedAt.Range(func(_, v any) bool {
+		if at := v.(time.Time); at.After(last) {
+			last = at
+		}
+		return true
+	})
+	took := last.Sub(start)
+	// Per connection: its socket's send buffer (256 KiB) and receive
+	// buffer, the transport's 64 KiB and one write batch.
+	after := afterRevoke.Load()
+	t.Logf("revoke returned in %v; the last of %d connections closed %v after it; %d KiB arrived after it (%d KiB per connection)",
+		returned, conns, took, after>>10, after/conns>>10)
+	if per := after / conns; per > 1<<20 {
+		t.Errorf("%d KiB per connection arrived after the revoke returned: the daemon kept sending", per>>10)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the revoked token's connections took %v to close", took)
+	}
+
+	// Shutdown with another attack under way: exit in time, status 0.
+	for range conns / 4 {
+		ws := attacker(t, ctx, url, d.adminToken(t), floodURI, subs)
+		defer ws.CloseNow()
+		wg.Go(func() {
+			for {
+				if _, _, err := ws.Read(ctx); err != nil {
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(2 * time.Second)
+	start = time.Now()
+	if err := d.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("ahpd did not exit within 30 s of SIGTERM under attack")
+	}
+	took = time.Since(start)
+	code := d.p.cmd.ProcessState.ExitCode()
+	t.Logf("SIGTERM under attack: exited with status %d after %v", code, took)
+	if code != 0 {
+		t.Errorf("exit status %d after SIGTERM, want 0", code)
+	}
+	if took > 12*time.Second {
+		t.Errorf("shutdown under attack took %v, want at most 12 s (shutdownTimeout 10 s)", took)
+	}
+	if kind == "terminal" {
+		// The flooding terminal's process was hung up: gone, or a zombie
+		// nobody reaps here.
+		b, err := os.ReadFile(filepath.Join(d.dir, "flood.pid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat")
+		if err == nil {
+			if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 0 && f[0] != "Z" {
+				t.Errorf("the flooding terminal's process is still running (state %s) after ahpd exited", f[0])
+			}
+		}
+	}
+	wg.Wait()
+}
+
+// awaitOutput reads sub's messages, releasing them, until one holds
+// want; false after 5 s.
+func awaitOutput(ctx context.Context, t *testing.T, sub *client.Sub, want string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return false
+		}
+		if err := sub.Release(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(m.Text), want) {
+			return true
+		}
+	}
+}
+
+// TestTCPAttackAtScale runs the TCP side of issue 36 against the ahpd
+// binary with a control token (what creating TCP channels needs): 4
+// connections × 16 TCP channels to a target that sends without end, each
+// asking for a 64 MiB window and never crediting, then dropped, so that
+// every channel is retained for a resume with its journal full; then
+// create-and-drop churn on the same token with no connection held. The
+// daemon's RSS stays under a bound computed from the limits, the churn
+// stops at maxTcpChannelsPerToken with -32004, the daemon's descriptors
+// stay bounded, and the operator still opens a terminal and connects.
+func TestTCPAttackAtScale(t *testing.T) {
+	bin := buildBins(t, false)
+	const conns, perConn, churn = 4, 16, 300
+	d := startMetricsDaemon(t, bin, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	pid := d.p.cmd.Process.Pid
+
+	// The target: every connection gets bytes as fast as it takes them,
+	// until the test ends (bounded: it stops with the listener).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets sync.WaitGroup
+	defer func() { ln.Close(); targets.Wait() }()
+	var open sync.Map
+	targets.Go(func() {
+		chunk := make([]byte, 64<<10)
+		for i := range chunk {
+			chunk[i] = 'a' + byte(i%26)
+		}
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				open.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+				return
+			}
+			open.Store(c, true)
+			targets.Go(func() {
+				defer c.Close()
+				for {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	port := ln.Addr().(*net.TCPAddr).Port
+	tcpc := ahpv1.NewTCPServiceClient(grpcConn(t, filepath.Join(d.dir, "c.sock")))
+	if _, err := tcpc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: fmt.Sprintf("127.0.0.1:%d", port)}); err != nil {
+		t.Fatal(err)
+	}
+	idle := vmKiB(t, pid, "VmRSS") * 1024
+	fdsBefore := countFDs(t, pid)
+	const (
+		perToken = 128 << 20 // maxBufferedBytesPerToken
+		retained = 4 << 20   // tcpMaxRetainedBytes (UTF-16 bytes; base64 of the stream)
+		message  = 64 << 10  // the largest tcp/data message
+	)
+	// The token's journals count in its budget; each channel's reader
+	// holds two 64 KiB buffers and its socket the kernel's.
+	held := int64(perToken + conns*perConn*(message+2*64<<10))
+	bound := idle + 2*held + 64<<20
+	t.Logf("bound: idle RSS %d MiB + 2 × %d MiB held + 64 MiB = %d MiB (each channel's journal at most %d MiB)", idle>>20, held>>20, bound>>20, retained>>20)
+
+	tok, err := d.tokens.CreateToken(ctx, &ahpv1.CreateTokenRequest{Role: ahpv1.Role_ROLE_CONTROL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
+	create := func(ws *websocket.Conn, id int) {
+		t.Helper()
+		msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":{"create":{"type":"tcp","host":"127.0.0.1","port":%d},"flowControl":{"receive":{"windowBytes":67108864,"maximumFrameBytes":1048576,"maximumMessageBytes":16777216}}}}`, id, port)
+		if err := ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var frames atomic.Int64
+	var sockets []*websocket.Conn
+	for range conns {
+		ws := attacker(t, ctx, url, tok.GetSecret(), "", 0)
+		for i := range perConn {
+			create(ws, i+1)
+		}
+		sockets = append(sockets, ws)
+		wg.Go(func() {
+			for {
+				if _, _, err := ws.Read(ctx); err != nil {
+					return
+				}
+				frames.Add(1)
+			}
+		})
+	}
+	time.Sleep(4 * time.Second) // every journal fills to its bound
+	for _, ws := range sockets {
+		ws.CloseNow() // retained for a resume from here on
+	}
+	wg.Wait()
+	time.Sleep(2 * time.Second)
+	peak := vmKiB(t, pid, "VmHWM") * 1024
+	now := vmKiB(t, pid, "VmRSS") * 1024
+	t.Logf("retained: peak RSS %d MiB, now %d MiB (idle %d MiB, bound %d MiB); attackers read %d frames",
+		peak>>20, now>>20, idle>>20, bound>>20, frames.Load())
+	if frames.Load() < conns*perConn {
+		t.Errorf("attackers read %d frames for %d channels: the attack did not run", frames.Load(), conns*perConn)
+	}
+	if peak > bound {
+		t.Errorf("ahpd's peak RSS %d MiB > bound %d MiB", peak>>20, bound>>20)
+	}
+
+	// Churn: create and drop, no connection held. The token's channels
+	// stop at maxTcpChannelsPerToken (64: the 64 above already).
+	refused := 0
+	for i := range churn / 10 {
+		ws := attacker(t, ctx, url, tok.GetSecret(), "", 0)
+		for j := range 10 {
+			create(ws, 100+10*i+j)
+		}
+		for range 11 { // initialize's result and ten subscribes'
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			_, b, err := ws.Read(rctx)
+			rcancel()
+			if err != nil {
+				t.Fatalf("churn: %v", err)
+			}
+			if strings.Contains(string(b), `"code":-32004`) && strings.Contains(string(b), "maxTcpChannelsPerToken") {
+				refused++
+			}
+		}
+		ws.CloseNow()
+	}
+	fdsAfter := countFDs(t, pid)
+	t.Logf("churn: %d of %d creates refused with -32004 (maxTcpChannelsPerToken); descriptors %d before the attack, %d after", refused, churn, fdsBefore, fdsAfter)
+	if refused != churn {
+		t.Errorf("%d of %d creates beyond maxTcpChannelsPerToken were refused, want all", refused, churn)
+	}
+	if fdsAfter > fdsBefore+conns*perConn+64 {
+		t.Errorf("ahpd holds %d descriptors after the churn (%d before): more than its %d TCP channels explain", fdsAfter, fdsBefore, conns*perConn)
+	}
+	// The operator is not locked out: a terminal, a connection, output.
+	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "after", Command: "/bin/sh", Args: []string{"-c", "echo still-here; exec sleep 60"}})
+	if err != nil {
+		t.Fatalf("a terminal after the TCP attack: %v", err)
+	}
+	admin, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t)})
+	if err != nil {
+		t.Fatalf("the admin could not connect after the TCP attack: %v", err)
+	}
+	defer admin.Close()
+	sub, err := admin.Subscribe(ctx, r.GetChannel().GetUri(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !awaitOutput(ctx, t, sub, "still-here") {
+		t.Fatal("the terminal created after the TCP attack showed nothing")
+	}
+}
+
+// countFDs counts the descriptors process pid holds.
+func countFDs(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// publishMany creates a push telemetry channel and publishes to it, until
+// ctx ends, batches of 1,000 samples of 1,000 series every 10 ms, and
+// returns its URI. The test waits for the publisher at its end.
+func publishMany(ctx context.Context, t *testing.T, d *metricsDaemon) string {
+	t.Helper()
+	res, err := d.tele.CreateTelemetry(ctx, &ahpv1.CreateTelemetryRequest{Kind: "push", Id: "many"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := res.GetChannel().GetUri()
+	pctx, stop := context.WithCancel(ctx)
+	stream, err := d.tele.PublishTelemetry(pctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	wg.Go(func() {
+		for n := 0; pctx.Err() == nil; n++ {
+			req := &ahpv1.PublishTelemetryRequest{}
+			if n == 0 {
+				req.Channel = uri
+			}
+			for i := range 1000 {
+				req.Samples = append(req.Samples, &ahpv1.Sample{Name: fmt.Sprintf("series_%d", i), Value: float64(n)})
+			}
+			if stream.Send(req) != nil {
+				return
+			}
+			select {
+			case <-pctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})
+	return uri
+}
