@@ -1,10 +1,6 @@
 package telemetry
 
-import (
-	"strings"
-
-	"github.com/ahp-dev/ahpd/internal/samples"
-)
+import "github.com/ahp-dev/ahpd/internal/samples"
 
 // Sample is one measurement (PROTOCOL.md §8): at T (Unix time in
 // milliseconds), metric Name had Value. Labels are sorted by name and
@@ -35,21 +31,3 @@ func UnixMilli(sec int64, nsec int64) float64 { return samples.UnixMilli(sec, ns
 // ValidName reports whether name is a metric name of PROTOCOL.md §8:
 // [a-zA-Z_:][a-zA-Z0-9_:.]*.
 func ValidName(name string) bool { return samples.ValidName(name) }
-
-// seriesKey identifies the sample's series: its name and labels.
-func seriesKey(s *Sample) string {
-	n := len(s.Name)
-	for _, l := range s.Labels {
-		n += len(l.Name) + len(l.Value) + 2
-	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteString(s.Name)
-	for _, l := range s.Labels {
-		b.WriteByte(0)
-		b.WriteString(l.Name)
-		b.WriteByte(0)
-		b.WriteString(l.Value)
-	}
-	return b.String()
-}
