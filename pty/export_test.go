@@ -199,3 +199,32 @@ func MessageBuffers(vs []*Viewer) int {
 	}
 	return n
 }
+
+// SnapshotsHeld returns how many snapshot texts the viewers and their
+// terminal keep alive between them, and their bytes.
+func SnapshotsHeld(vs []*Viewer) (n, bytes int) {
+	seen := map[*snapData]bool{}
+	add := func(d *snapData) {
+		if d != nil && !seen[d] {
+			seen[d] = true
+			bytes += len(d.text)
+		}
+	}
+	for _, v := range vs {
+		if v.snap != nil {
+			add(v.snap.snap.data.Load())
+		}
+		v.t.emuMu.Lock()
+		for _, s := range v.t.snaps {
+			add(s.data.Load())
+		}
+		v.t.emuMu.Unlock()
+	}
+	return len(seen), bytes
+}
+
+// MaxSnapshots is maxSnapshots, SnapReuse snapReuse.
+const (
+	MaxSnapshots = maxSnapshots
+	SnapReuse    = snapReuse
+)

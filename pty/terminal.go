@@ -181,12 +181,9 @@ type Terminal struct {
 	emu        *emulator
 	emuApplied uint64 // seq of the next item to apply
 	emuPos     int64
-	snapText   string
-	snapPrev   string // the snapshot's preview, escaped (escapePreview), or "" (previewMin)
-	snapPrev16 int64  // its UTF-16 size
-	snapRows   int
-	snapCols   int
-	snapValid  bool
+	// snaps are the snapshots viewers may be sending, oldest first, at
+	// most maxSnapshots (see startSnapshot).
+	snaps []*snapshot
 }
 
 type input struct {
@@ -1082,6 +1079,5 @@ func (t *Terminal) applyLocked(it *item, replies [][]byte) [][]byte {
 	}
 	t.emuApplied = it.seq + 1
 	t.emuPos = it.end()
-	t.snapValid = false
 	return replies
 }

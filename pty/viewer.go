@@ -68,14 +68,46 @@ type Viewer struct {
 	snapshots atomic.Int64
 }
 
+// snapState is a viewer's progress through a snapshot.
 type snapState struct {
-	text       string
-	preview    string // for terminal/reset, escaped ("": none)
-	preview16  int64  // its UTF-16 size
-	off        int
-	rows, cols int
-	stage      int // 0 reset, 1 output, 2 ready
+	snap  *snapshot
+	off   int
+	stage int // 0 reset, 1 output, 2 ready
 }
+
+// snapshot is the emulator's state at one point of the stream, shared by
+// the viewers that send it. A terminal keeps at most maxSnapshots of them
+// (Terminal.snaps); an older one is dropped — its data set to nil — and a
+// viewer still sending it starts over with a newer one (nextSnap). So a
+// viewer that stops crediting halfway through a snapshot does not keep
+// its text: 65,536 of them that joined a flooding terminal at different
+// moments held 950 MiB of snapshot texts (TestViewTokenAttackAtScale).
+type snapshot struct {
+	data       atomic.Pointer[snapData]
+	rows, cols int
+	seq        uint64    // the first item the snapshot does not reflect
+	pos        int64     // its stream position
+	made       time.Time // when it was taken
+}
+
+type snapData struct {
+	text      string
+	preview   string // for terminal/reset, escaped ("": none)
+	preview16 int64  // its UTF-16 size
+}
+
+// maxSnapshots bounds the snapshots a terminal keeps for its viewers, and
+// snapReuse is how old the newest may be and still serve a viewer that
+// needs one (when the log still holds the output after it): a snapshot
+// is taken at most every snapReuse while viewers keep joining or falling
+// behind a flood, so one lives at least maxSnapshots × snapReuse (4 s),
+// time for a viewer on a slow link to receive it. With 10,000 lines of
+// scrollback a snapshot is about 1.2 MB, so a terminal keeps at most
+// about 20 MB of them.
+const (
+	maxSnapshots = 16
+	snapReuse    = 250 * time.Millisecond
+)
 
 // ViewerStats are counters of one viewer: BytesDropped counts output
 // dropped because the backlog overflowed; Queued, output queued and not
@@ -553,58 +585,92 @@ func escapePreview(preview string) (string, int64) {
 // startSnapshot takes the emulator state and moves the viewer's cursor to
 // exactly the point of the stream that state reflects, so snapshot plus
 // the live output after it is what a viewer of the whole stream saw.
-func (v *Viewer) startSnapshot() {
+func (v *Viewer) startSnapshot() *snapData {
 	t := v.t
 	t.emuMu.Lock()
-	if !t.snapValid {
-		t.snapText = t.emu.snapshot()
-		t.snapPrev, t.snapPrev16 = "", 0
-		if len(t.snapText) >= previewMin {
-			t.snapPrev, t.snapPrev16 = escapePreview(t.emu.preview())
-		}
-		t.snapRows, t.snapCols = t.emu.rows, t.emu.cols
-		t.snapValid = true
-	}
-	s := &snapState{text: t.snapText, preview: t.snapPrev, preview16: t.snapPrev16, rows: t.snapRows, cols: t.snapCols}
 	t.mu.Lock()
+	var snap *snapshot
+	if n := len(t.snaps); n > 0 {
+		// The newest serves if it is of the state now, or young, while
+		// the log still holds the output after it (the viewer replays
+		// that).
+		if newest := t.snaps[n-1]; newest.seq >= t.firstSeq && (newest.seq == t.emuApplied || time.Since(newest.made) < snapReuse) {
+			snap = newest
+		}
+	}
+	if snap == nil {
+		t.mu.Unlock()
+		snap = t.takeSnapshot()
+		t.mu.Lock()
+	}
 	first := !v.live && v.seq == 0 && v.pos == 0 && v.snapshots.Load() == 0
+	if v.live && !v.closed {
+		// Starting over (nextSnap): its cursor moves to the new snapshot.
+		t.untrackLocked(v)
+	}
 	v.live = true
-	v.seq, v.off, v.pos = t.emuApplied, 0, t.emuPos
-	v.grace, v.graceEnd = t.endPos-t.emuPos, t.endPos
+	v.seq, v.off, v.pos = snap.seq, 0, snap.pos
+	v.grace, v.graceEnd = t.endPos-snap.pos, t.endPos
 	if !v.closed {
 		t.trackLocked(v)
 	}
 	t.mu.Unlock()
+	d := snap.data.Load() // not dropped while emuMu is held
 	t.emuMu.Unlock()
-	v.snap = s
+	v.snap = &snapState{snap: snap}
 	v.lastSnap = time.Now()
 	v.snapshots.Add(1)
 	if !first {
 		t.log.Debug("viewer resynchronized with a snapshot", "pid", t.pid)
 	}
+	return d
+}
+
+// takeSnapshot takes a snapshot of the emulator's state now (t.emuMu
+// held) and keeps it, dropping the oldest beyond maxSnapshots.
+func (t *Terminal) takeSnapshot() *snapshot {
+	d := &snapData{text: t.emu.snapshot()}
+	if len(d.text) >= previewMin {
+		d.preview, d.preview16 = escapePreview(t.emu.preview())
+	}
+	snap := &snapshot{rows: t.emu.rows, cols: t.emu.cols, seq: t.emuApplied, pos: t.emuPos, made: time.Now()}
+	snap.data.Store(d)
+	if len(t.snaps) == maxSnapshots {
+		t.snaps[0].data.Store(nil) // its viewers start over (nextSnap)
+		t.snaps = append(t.snaps[:0], t.snaps[1:]...)
+	}
+	t.snaps = append(t.snaps, snap)
+	return snap
 }
 
 func (v *Viewer) nextSnap(max int64) (flow.Message, bool) {
 	s := v.snap
+	d := s.snap.data.Load()
+	if d == nil && s.stage < 2 {
+		// The terminal dropped this snapshot (maxSnapshots): start over
+		// with a newer one, from its terminal/reset.
+		d = v.startSnapshot()
+		s = v.snap
+	}
 	var text string
 	var size int64
 	switch s.stage {
 	case 0:
-		text, size = resetMsg(s.rows, s.cols, s.preview, s.preview16, max)
+		text, size = resetMsg(s.snap.rows, s.snap.cols, d.preview, d.preview16, max)
 		s.stage = 1
-		if s.text == "" {
+		if d.text == "" {
 			s.stage = 2
 		}
 	case 1:
 		budget := max - outEnvelope16
-		k, n16 := flow.EscapedPrefix(s.text[s.off:], budget)
+		k, n16 := flow.EscapedPrefix(d.text[s.off:], budget)
 		b := append(v.nextBuf(), outPrefix...)
-		b = flow.AppendEscaped(b, s.text[s.off:s.off+k])
+		b = flow.AppendEscaped(b, d.text[s.off:s.off+k])
 		b = append(b, outSuffix...)
 		text = v.setBuf(b)
 		size = outEnvelope16 + n16
 		s.off += k
-		if s.off == len(s.text) {
+		if s.off == len(d.text) {
 			s.stage = 2
 		}
 	default:

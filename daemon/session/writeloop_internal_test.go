@@ -2,11 +2,13 @@ package session
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"testing"
 
 	"github.com/coder/websocket"
 
+	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/internal/cork"
 )
 
@@ -67,5 +69,61 @@ func TestWriteLoopBatchesQueuedFrames(t *testing.T) {
 	}
 	if got := wire.Written(); got != int64(len("onetwothreefour")) {
 		t.Errorf("counted %d bytes out, want %d", got, len("onetwothreefour"))
+	}
+}
+
+// TestMutedWriterWritesNothing: once a connection is muted (its token was
+// revoked: RecheckTokens mutes it before the revoke returns), the writer
+// writes none of the frames queued to it, yet hands each back to the run
+// loop, whose accounting goes on until the close.
+func TestMutedWriterWritesNothing(t *testing.T) {
+	rec := &recordingConn{}
+	wire := &countingConn{Conn: cork.New(rec)}
+	c := &conn{ws: writeThrough{w: wire}, wire: wire, out: make(chan []byte, 4), written: make(chan []byte, 4), writeFailed: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.writeLoop()
+	}()
+	c.out <- []byte("before")
+	<-c.written
+	c.muted.Store(true)
+	for _, f := range []string{"after1", "after2", "after3"} {
+		c.out <- []byte(f)
+		if got := string(<-c.written); got != f {
+			t.Fatalf("handed back %q, want %q", got, f)
+		}
+	}
+	close(c.out)
+	<-done
+	if len(rec.writes) != 1 || rec.writes[0] != "before" {
+		t.Fatalf("socket writes %q, want only the frame before the mute", rec.writes)
+	}
+}
+
+// TestRecheckTokensMutesBeforeReturning: when RecheckTokens returns (a
+// revoke calls it), every connection whose token was revoked is muted,
+// and the others are not.
+func TestRecheckTokensMutesBeforeReturning(t *testing.T) {
+	tokens := auth.NewTokens("admin-secret")
+	_, revokedID := tokens.Mint(auth.Grant{Role: auth.RoleView})
+	_, keptID := tokens.Mint(auth.Grant{Role: auth.RoleView})
+	s := New(Options{Tokens: tokens, Log: slog.New(slog.DiscardHandler)})
+	mk := func(id string) *conn {
+		c := &conn{srv: s, wakeSig: make(chan struct{}, 1)}
+		c.token.Store(&tokenRef{ID: id, grant: auth.Grant{ID: id, Role: auth.RoleView}})
+		s.conns[c] = struct{}{}
+		return c
+	}
+	revoked, kept := mk(revokedID), mk(keptID)
+	if !tokens.Revoke(revokedID) {
+		t.Fatal("revoke found nothing")
+	}
+	s.RecheckTokens()
+	if !revoked.muted.Load() {
+		t.Error("the revoked token's connection is not muted when RecheckTokens returns")
+	}
+	if kept.muted.Load() {
+		t.Error("another token's connection was muted")
 	}
 }
