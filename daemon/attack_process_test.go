@@ -464,12 +464,15 @@ func countFDs(t *testing.T, pid int) int {
 	return len(ents)
 }
 
-// publishMany creates a push telemetry channel and publishes to it, until
-// ctx ends, batches of 1,000 samples of 1,000 series every 10 ms, and
-// returns its URI. The test waits for the publisher at its end.
+// publishMany creates a push telemetry channel that coalesces the latest
+// sample per series for viewers behind, and publishes to it, until ctx
+// ends, batches of 1,000 samples every 10 ms, each of a series not seen
+// before (up to 2,000,000, then again): the channel admits
+// telemetryMaxSeries of them and refuses the rest. It returns the
+// channel's URI; the test waits for the publisher at its end.
 func publishMany(ctx context.Context, t *testing.T, d *metricsDaemon) string {
 	t.Helper()
-	res, err := d.tele.CreateTelemetry(ctx, &ahpv1.CreateTelemetryRequest{Kind: "push", Id: "many"})
+	res, err := d.tele.CreateTelemetry(ctx, &ahpv1.CreateTelemetryRequest{Kind: "push", Id: "many", Policy: "coalesce-latest-per-series"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +491,7 @@ func publishMany(ctx context.Context, t *testing.T, d *metricsDaemon) string {
 				req.Channel = uri
 			}
 			for i := range 1000 {
-				req.Samples = append(req.Samples, &ahpv1.Sample{Name: fmt.Sprintf("series_%d", i), Value: float64(n)})
+				req.Samples = append(req.Samples, &ahpv1.Sample{Name: fmt.Sprintf("series_%d", (n*1000+i)%2_000_000), Value: float64(n)})
 			}
 			if stream.Send(req) != nil {
 				return
