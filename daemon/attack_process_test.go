@@ -190,6 +190,15 @@ func testViewAttack(t *testing.T, bin, kind string) {
 	if typed == 0 {
 		t.Error("the admin typed nothing")
 	}
+	if kind == "telemetry" {
+		label := `{channel="` + floodURI + `"}`
+		m := d.metrics(t, "ahpd_telemetry_series"+label, "ahpd_telemetry_refused_samples_total"+label)
+		series, refused := m["ahpd_telemetry_series"+label], m["ahpd_telemetry_refused_samples_total"+label]
+		t.Logf("the telemetry channel counts %.0f series and refused %.0f samples of new ones", series, refused)
+		if series > 10000 || refused == 0 {
+			t.Errorf("%.0f series admitted and %.0f samples refused, want at most telemetryMaxSeries (10,000) and the rest refused", series, refused)
+		}
+	}
 
 	// Revocation: no new frame once the revoke returned (what the kernel
 	// already held in the socket's buffers still arrives), and every

@@ -128,6 +128,8 @@ var (
 	descTelBatches = newDesc(counter, "ahpd_telemetry_batches_total", "Batches (telemetry/samples messages, one seq each) the telemetry channel published.", "channel")
 	descTelDropped = newDesc(counter, "ahpd_telemetry_dropped_samples_total", "Samples the telemetry channel's loss policy dropped for slow viewers (reported to them in telemetry/dropped), summed over its viewers.", "channel")
 	descTelHistory = newDesc(gauge, "ahpd_telemetry_history_bytes", "Bytes of the telemetry channel's recent history (a new viewer's replay).", "channel")
+	descTelSeries  = newDesc(gauge, "ahpd_telemetry_series", "Series the telemetry channel counts toward telemetryMaxSeries.", "channel")
+	descTelRefused = newDesc(counter, "ahpd_telemetry_refused_samples_total", "Samples of new series the telemetry channel refused: it had telemetryMaxSeries series.", "channel")
 
 	descMemReturns = newDesc(counter, "ahpd_memory_returns_total", "Times the daemon handed its free memory back to the system (a forced collection, 1 s after a channel or connection ended).")
 )
@@ -171,6 +173,8 @@ func (m *collector) collect(ctx context.Context, e *exposition) {
 			n(descTelBatches, ts.Batches, c.URI)
 			n(descTelDropped, ts.Dropped, c.URI)
 			n(descTelHistory, ts.HistoryBytes, c.URI)
+			n(descTelSeries, int64(ts.Series), c.URI)
+			n(descTelRefused, ts.SeriesRefused, c.URI)
 		}
 	}
 	for k, v := range states {
