@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -85,6 +86,9 @@ func parseJSONLine(line []byte, now float64) (Sample, error) {
 		return Sample{}, errors.New(`JSON: "value" is required (a number)`)
 	case len(j.Labels) > MaxLabels:
 		return Sample{}, fmt.Errorf("%d labels, more than %d", len(j.Labels), MaxLabels)
+	}
+	if err := jsonDuplicates(line); err != nil {
+		return Sample{}, err
 	}
 	s := Sample{T: now, Name: *j.Name, Value: *j.Value}
 	if j.T != nil {
@@ -220,3 +224,58 @@ func (l *LineReader) Next() ([]byte, int, error) {
 // Buffered reports whether the next line may already be in memory: a
 // reader flushes its batch when it is not.
 func (l *LineReader) Buffered() bool { return l.r.Buffered() > 0 }
+
+// jsonDuplicates returns an error if the JSON object line, which
+// parseJSONLine decoded (so its members are the four known, and its
+// labels at most MaxLabels names of strings), has a member or a label
+// name twice: decoding into a map keeps the later value silently. Members are matched as encoding/json matches them to
+// fields, without regard to case.
+func jsonDuplicates(line []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var members []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		m, _ := t.(string)
+		for _, seen := range members {
+			if strings.EqualFold(seen, m) {
+				return fmt.Errorf("JSON: member %s appears twice", strconv.Quote(m))
+			}
+		}
+		members = append(members, m)
+		if !strings.EqualFold(m, "labels") {
+			var v json.RawMessage
+			if dec.Decode(&v) != nil {
+				return nil
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			continue // null: no labels
+		}
+		var names []string
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return nil
+			}
+			k, _ := t.(string)
+			if slices.Contains(names, k) {
+				return fmt.Errorf("label %s appears twice", strconv.Quote(k))
+			}
+			names = append(names, k)
+			if _, err := dec.Token(); err != nil { // its value: a string
+				return nil
+			}
+		}
+		if _, err := dec.Token(); err != nil { // }
+			return nil
+		}
+	}
+	return nil
+}

@@ -33,6 +33,8 @@ var parseCases = []struct {
 	{line: "cpu 1 host", err: "want name=value"},
 	{line: "cpu 1 9h=x", err: "label name"},
 	{line: "cpu 1 a=1 a=2", err: "appears twice"},
+	{line: `{"name":"cpu","value":1,"labels":{"a":"1","a":"2"}}`, err: `label "a" appears twice`},
+	{line: `{"name":"cpu","value":1,"value":2}`, err: `member "value" appears twice`},
 	{line: `cpu 1 a="x`, err: "bad quoted value"},
 	{line: `cpu 1 a="x"y`, err: "text after the quoted value"},
 	{line: `{"name":"x"}`, err: `"value" is required`},
