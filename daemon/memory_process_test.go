@@ -24,7 +24,11 @@ import (
 // asking for the largest windows and messages, read every frame and never
 // credit. The daemon's peak RSS (VmHWM) must stay under a bound computed
 // from the limits, and a viewer of another terminal on another connection
-// keeps receiving meanwhile.
+// keeps receiving meanwhile. Then the attacks of issue 36 at their scale
+// (attack_process_test.go): a view token's 64 × 1,024 subscriptions to a
+// flooding terminal and to a telemetry channel, with revocation and
+// shutdown under them, and a control token's retained TCP channels and
+// create-and-drop churn.
 func TestMemoryBudgetUnderAttack(t *testing.T) {
 	bin := buildBins(t, false)
 	for _, tc := range []struct {
@@ -37,6 +41,9 @@ func TestMemoryBudgetUnderAttack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { testMemoryAttack(t, bin, tc.conns, tc.subs) })
 	}
 	t.Run("ReturnedAfterLoad", func(t *testing.T) { testMemoryAfterLoad(t, bin) })
+	t.Run("ViewToken64Connections1024SubscriptionsTerminal", func(t *testing.T) { testViewAttack(t, bin, "terminal") })
+	t.Run("ViewToken64Connections1024SubscriptionsTelemetry", func(t *testing.T) { testViewAttack(t, bin, "telemetry") })
+	t.Run("TCPRetentionAndChurn", func(t *testing.T) { testTCPAttack(t, bin) })
 }
 
 // testMemoryAfterLoad: after a 256 MiB cat to 8 viewers asking for the

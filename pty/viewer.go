@@ -81,7 +81,7 @@ type snapState struct {
 // viewer still sending it starts over with a newer one (nextSnap). So a
 // viewer that stops crediting halfway through a snapshot does not keep
 // its text: 65,536 of them that joined a flooding terminal at different
-// moments held 950 MiB of snapshot texts (TestViewTokenAttackAtScale).
+// moments held 950 MiB of snapshot texts (TestMemoryBudgetUnderAttack).
 type snapshot struct {
 	data       atomic.Pointer[snapData]
 	rows, cols int
@@ -343,7 +343,7 @@ func (v *Viewer) nextBuf() []byte {
 // its token's budget waits for it, and with a thousand subscriptions on a
 // connection each waits a whole round of the scheduler for its next turn:
 // 65,536 such viewers held 460 MiB of buffers outside every budget
-// (TestViewTokenAttackAtScale). A flood's viewer takes a buffer back at
+// (TestMemoryBudgetUnderAttack). A flood's viewer takes a buffer back at
 // its next Pull, a sync.Pool round trip per message of up to 128 KiB. One
 // whose window is full also drops its list of items to pull (maxGather
 // pointers).
