@@ -520,3 +520,75 @@ func rmemMax(t *testing.T) int64 {
 	}
 	return 6 << 20
 }
+
+// TestTCPChannelsLeaveDescriptors: in a daemon allowed 160 descriptors,
+// TCP channels stop with -32004 naming the descriptor reserve before the
+// 64 spare ones are taken — well below maxTcpChannels — and the operator
+// still creates a terminal, connects and sees its output.
+func TestTCPChannelsLeaveDescriptors(t *testing.T) {
+	bin := buildBins(t, false)
+	const nofile, reserve = 160, 64
+	d := startMetricsDaemonNofile(t, bin, "", nofile)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets sync.WaitGroup
+	var accepted []net.Conn
+	defer func() {
+		ln.Close()
+		targets.Wait()
+		for _, c := range accepted {
+			c.Close()
+		}
+	}()
+	targets.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted = append(accepted, c)
+		}
+	})
+	port := ln.Addr().(*net.TCPAddr).Port
+	tcpc := ahpv1.NewTCPServiceClient(grpcConn(t, filepath.Join(d.dir, "c.sock")))
+	if _, err := tcpc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: fmt.Sprintf("127.0.0.1:%d", port)}); err != nil {
+		t.Fatal(err)
+	}
+	created, refusal := 0, ""
+	for i := range nofile {
+		if _, err := tcpc.CreateTCP(ctx, &ahpv1.CreateTCPRequest{Host: "127.0.0.1", Port: uint32(port), Id: fmt.Sprint("t", i)}); err != nil {
+			refusal = err.Error()
+			break
+		}
+		created++
+	}
+	open := countFDs(t, d.p.cmd.Process.Pid)
+	t.Logf("%d TCP channels created, then: %s; the daemon holds %d of %d descriptors", created, refusal, open, nofile)
+	if !strings.Contains(refusal, "file descriptors") || !strings.Contains(refusal, "LimitNOFILE") {
+		t.Fatalf("after %d TCP channels: %q, want a refusal naming the descriptor reserve", created, refusal)
+	}
+	if open > nofile-reserve+8 {
+		t.Errorf("the daemon holds %d descriptors: TCP channels ate into the last %d", open, reserve)
+	}
+	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "after", Command: "/bin/sh", Args: []string{"-c", "echo still-here; exec sleep 60"}})
+	if err != nil {
+		t.Fatalf("a terminal once TCP channels reached the reserve: %v", err)
+	}
+	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
+	admin, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t)})
+	if err != nil {
+		t.Fatalf("the admin could not connect once TCP channels reached the reserve: %v", err)
+	}
+	defer admin.Close()
+	sub, err := admin.Subscribe(ctx, r.GetChannel().GetUri(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !awaitOutput(ctx, t, sub, "still-here") {
+		t.Fatal("the terminal showed nothing")
+	}
+}

@@ -69,10 +69,21 @@ type metricsDaemon struct {
 }
 
 func startMetricsDaemon(t *testing.T, bin, env string, args ...string) *metricsDaemon {
+	return startMetricsDaemonNofile(t, bin, env, 0, args...)
+}
+
+// startMetricsDaemonNofile is startMetricsDaemon with the daemon's limit on
+// open descriptors (RLIMIT_NOFILE, soft and hard) set to nofile, unless 0.
+func startMetricsDaemonNofile(t *testing.T, bin, env string, nofile int, args ...string) *metricsDaemon {
 	dir := t.TempDir()
 	ns := newNotifySocket(t, dir)
-	cmd := exec.Command(filepath.Join(bin, "ahpd"), append([]string{"--config", "none", "--listen", "127.0.0.1:0", "--metrics-public",
-		"--no-default-terminal", "--state-dir", filepath.Join(dir, "state"), "--control", filepath.Join(dir, "c.sock")}, args...)...)
+	argv := append([]string{filepath.Join(bin, "ahpd"), "--config", "none", "--listen", "127.0.0.1:0", "--metrics-public",
+		"--no-default-terminal", "--state-dir", filepath.Join(dir, "state"), "--control", filepath.Join(dir, "c.sock")}, args...)
+	if nofile > 0 {
+		// exec keeps the pid: the test's handle is ahpd's.
+		argv = append([]string{"/bin/sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile)}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(baseEnv(dir), "NOTIFY_SOCKET="+ns.path)
 	if env != "" {
 		cmd.Env = append(cmd.Env, env)
