@@ -39,21 +39,52 @@ type telemetryMsg struct {
 // telemetry/dropped in its place. It returns the samples lost and ranges.
 func readTelemetry(t *testing.T, name string, c *tcpClient, total int) (lost int64, ranges int) {
 	t.Helper()
+	r := newTelemetryReader(t, name, c)
+	r.until(int64(total))
+	if r.next != int64(total) {
+		t.Fatalf("%s: accounts for %d samples, want %d", name, r.next, total)
+	}
+	return r.lost, r.ranges
+}
+
+// telemetryReader reads a viewer's messages in steps (until), with the
+// checks of readTelemetry, so that a producer can wait for the viewer.
+type telemetryReader struct {
+	t        *testing.T
+	name     string
+	c        *tcpClient
+	nextSeq  uint64 // the seq the next message must have
+	next     int64  // samples accounted for (delivered or dropped)
+	credited int64  // c.received at the last credit
+	msgs     int
+	lost     int64
+	ranges   int
+}
+
+// newTelemetryReader expects channel/ready and gives the first credit.
+func newTelemetryReader(t *testing.T, name string, c *tcpClient) *telemetryReader {
+	t.Helper()
 	if m := c.expect("channel/ready"); m.Method != "channel/ready" {
 		t.Fatal(m)
 	}
 	c.credit()
-	nextSeq, next, credited := uint64(1), int64(0), c.received
-	for i := 0; next < int64(total); i++ {
-		if i > 100_000 {
+	return &telemetryReader{t: t, name: name, c: c, nextSeq: 1, credited: c.received}
+}
+
+// until reads messages until n samples are accounted for.
+func (r *telemetryReader) until(n int64) {
+	t, name, c := r.t, r.name, r.c
+	t.Helper()
+	for r.next < n {
+		if r.msgs++; r.msgs > 100_000 {
 			t.Fatalf("%s: no end", name)
 		}
 		m := c.next()
 		// Credit in steps of 64 KiB (below any window here) rather than
 		// per message: the test client stays the faster side.
-		if c.received-credited >= 64<<10 || c.received-credited >= 4096 && name == "slow" {
+		if c.received-r.credited >= 64<<10 || c.received-r.credited >= 4096 && name == "slow" {
 			c.credit()
-			credited = c.received
+			r.credited = c.received
 		}
 		var p telemetryMsg
 		if err := json.Unmarshal(m.Params, &p); err != nil {
@@ -61,32 +92,28 @@ func readTelemetry(t *testing.T, name string, c *tcpClient, total int) (lost int
 		}
 		switch m.Method {
 		case "telemetry/samples":
-			if p.Seq != nextSeq {
-				t.Fatalf("%s: seq %d, want %d", name, p.Seq, nextSeq)
+			if p.Seq != r.nextSeq {
+				t.Fatalf("%s: seq %d, want %d", name, p.Seq, r.nextSeq)
 			}
-			nextSeq++
+			r.nextSeq++
 			for _, s := range p.Samples {
-				if int64(s.Value) != next || s.Name != "load" || s.Labels["i"] != strconv.FormatInt(next%4, 10) {
-					t.Fatalf("%s: seq %d: sample %+v, want value %d", name, p.Seq, s, next)
+				if int64(s.Value) != r.next || s.Name != "load" || s.Labels["i"] != strconv.FormatInt(r.next%4, 10) {
+					t.Fatalf("%s: seq %d: sample %+v, want value %d", name, p.Seq, s, r.next)
 				}
-				next++
+				r.next++
 			}
 		case "telemetry/dropped":
-			if p.FromSeq != nextSeq || p.ToSeq < p.FromSeq || p.Count <= 0 {
-				t.Fatalf("%s: dropped %+v, want fromSeq %d", name, p, nextSeq)
+			if p.FromSeq != r.nextSeq || p.ToSeq < p.FromSeq || p.Count <= 0 {
+				t.Fatalf("%s: dropped %+v, want fromSeq %d", name, p, r.nextSeq)
 			}
-			nextSeq = p.ToSeq + 1
-			next += p.Count
-			lost += p.Count
-			ranges++
+			r.nextSeq = p.ToSeq + 1
+			r.next += p.Count
+			r.lost += p.Count
+			r.ranges++
 		default:
 			t.Fatalf("%s: unexpected %s %s", name, m.Method, m.Params)
 		}
 	}
-	if next != int64(total) {
-		t.Fatalf("%s: accounts for %d samples, want %d", name, next, total)
-	}
-	return lost, ranges
 }
 
 // TestTelemetryPushFastAndSlowViewers: samples pushed over gRPC reach a
@@ -119,43 +146,38 @@ func TestTelemetryPushFastAndSlowViewers(t *testing.T) {
 
 	const messages, per = 100, 300
 	total := messages * per
-	published := make(chan error, 1)
-	go func() {
-		stream, err := tc.PublishTelemetry(ctxT(t))
-		if err != nil {
-			published <- err
-			return
-		}
-		for m := range messages {
-			req := &ahpv1.PublishTelemetryRequest{}
-			if m == 0 {
-				req.Channel = uri
-			}
-			for i := range per {
-				n := m*per + i
-				req.Samples = append(req.Samples, &ahpv1.Sample{Name: "load", Value: float64(n), Labels: map[string]string{"i": strconv.Itoa(n % 4)}})
-			}
-			if err := stream.Send(req); err != nil {
-				published <- err
-				return
-			}
-			// 20,000 samples/s: a pace the fast viewer keeps up with
-			// under -race on a shared machine; the slow one does not
-			// credit at all meanwhile.
-			time.Sleep(15 * time.Millisecond)
-		}
-		r, err := stream.CloseAndRecv()
-		if err == nil && (r.GetSamples() != int64(total) || r.GetMessages() != messages) {
-			err = fmt.Errorf("PublishTelemetry reports %d samples in %d messages", r.GetSamples(), r.GetMessages())
-		}
-		published <- err
-	}()
-
-	if lost, ranges := readTelemetry(t, "fast", fast, total); lost != 0 || ranges != 0 {
-		t.Errorf("fast viewer lost %d samples in %d ranges", lost, ranges)
-	}
-	if err := <-published; err != nil {
+	// The producer is paced by the fast viewer: each message is sent once
+	// the fast viewer has everything before it, so the fast viewer keeps
+	// up whatever the machine's load, and any loss it sees is the slow
+	// viewer's doing. The slow one does not credit at all meanwhile.
+	fastR := newTelemetryReader(t, "fast", fast)
+	stream, err := tc.PublishTelemetry(ctxT(t))
+	if err != nil {
 		t.Fatal(err)
+	}
+	for m := range messages {
+		req := &ahpv1.PublishTelemetryRequest{}
+		if m == 0 {
+			req.Channel = uri
+		}
+		for i := range per {
+			n := m*per + i
+			req.Samples = append(req.Samples, &ahpv1.Sample{Name: "load", Value: float64(n), Labels: map[string]string{"i": strconv.Itoa(n % 4)}})
+		}
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+		fastR.until(int64((m + 1) * per))
+	}
+	r, err := stream.CloseAndRecv()
+	if err == nil && (r.GetSamples() != int64(total) || r.GetMessages() != messages) {
+		err = fmt.Errorf("PublishTelemetry reports %d samples in %d messages", r.GetSamples(), r.GetMessages())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fastR.next != int64(total) || fastR.lost != 0 || fastR.ranges != 0 {
+		t.Errorf("fast viewer accounts for %d of %d samples, lost %d in %d ranges", fastR.next, total, fastR.lost, fastR.ranges)
 	}
 	lost, ranges := readTelemetry(t, "slow", slow, total)
 	if lost == 0 || ranges == 0 {
