@@ -1,5 +1,6 @@
 # ahpd — see README.md. `make run` builds the web page and runs the daemon;
-# `make test` runs every check CI runs.
+# `make test` runs every check CI runs; `make test-stress` the Go suite under
+# CPU contention.
 GO      ?= go
 WEBUI   := daemon/webui
 CHROMIUM ?= /usr/bin/chromium
@@ -23,7 +24,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e bench-browser test lint fuzz bench bench-process bench-tcp bench-telemetry bench-attach gen proto-tools proto-check clean install
+.PHONY: all build run web web-test e2e bench-browser test test-stress lint fuzz bench bench-process bench-tcp bench-telemetry bench-attach gen proto-tools proto-check clean install
 
 all: build
 
@@ -71,23 +72,49 @@ lint:
 fuzz:
 	./scripts/fuzz-smoke.sh
 
-test: lint web
-	$(GO) test -race -count=1 ./...
-	# Latency targets and wake-up bounds are checked without the race
-	# detector's slowdown too.
-	$(GO) test -count=1 -run 'TestCtrlCUnderFlood' ./daemon/
-	$(GO) test -count=1 -run 'TestSmallWritesBatched|TestEchoWakesEmulatorAtOnce' ./pty/
-	$(GO) test -count=1 -run 'TestLossInvariants$$' ./telemetry/
-	# The portable code beside the vector code (flow/scan_amd64.s,
-	# pty/scan_amd64.s, internal/b64).
-	$(GO) test -count=1 -tags purego ./flow/ ./internal/b64/
-	$(GO) test -count=1 -tags purego -run 'TestPrintableEnd|TestIsASCII|TestFilter|TestEmulator' ./pty/
-	$(MAKE) fuzz
-	$(MAKE) web-test
-	@if [ -x $(CHROMIUM) ]; then $(MAKE) e2e; \
+# Every step runs to its end even when an earlier one fails; then
+# scripts/run-steps.sh prints which passed, failed or were skipped and how
+# long each took, and exits non-zero if any failed. About 10 minutes on a
+# 2-core machine (README.md, Quick start).
+# Sub-makes are called as $(STEP_MAKE), not $(MAKE): make runs a recipe line
+# that names $(MAKE) even under -n, and `make -n test` should print the steps.
+STEP_MAKE = $(MAKE)
+# The browser test: skipped (exit 77) without Chromium, but required in CI.
+E2E_STEP = if [ -x $(CHROMIUM) ]; then $(STEP_MAKE) e2e; \
 	elif [ "$$CI" = true ]; then \
 	  echo "make test: FAIL: CI=true but $(CHROMIUM) is missing; the browser test must run in CI (.ci/run installs chromium)" >&2; exit 1; \
-	else echo "make test: SKIPPED the browser test: no $(CHROMIUM) (apt-get install chromium, then make e2e)"; fi
+	else echo "make test: SKIPPED the browser test: no $(CHROMIUM) (apt-get install chromium, then make e2e)"; exit 77; fi
+
+# Latency targets and wake-up bounds are checked without the race
+# detector's slowdown too (the three non-race runs); the purego runs test
+# the portable code beside the vector code (flow/scan_amd64.s,
+# pty/scan_amd64.s, internal/b64).
+test:
+	@./scripts/run-steps.sh --title 'make test' \
+	  lint              '$(STEP_MAKE) lint' \
+	  web               '$(STEP_MAKE) web' \
+	  race              '$(GO) test -race -count=1 ./...' \
+	  latency-daemon    "$(GO) test -count=1 -run 'TestCtrlCUnderFlood' ./daemon/" \
+	  latency-pty       "$(GO) test -count=1 -run 'TestSmallWritesBatched|TestEchoWakesEmulatorAtOnce' ./pty/" \
+	  latency-telemetry "$(GO) test -count=1 -run 'TestLossInvariants$$' ./telemetry/" \
+	  purego            '$(GO) test -count=1 -tags purego ./flow/ ./internal/b64/' \
+	  purego-pty        "$(GO) test -count=1 -tags purego -run 'TestPrintableEnd|TestIsASCII|TestFilter|TestEmulator' ./pty/" \
+	  fuzz              '$(STEP_MAKE) fuzz' \
+	  web-test          '$(STEP_MAKE) web-test' \
+	  e2e               '$(E2E_STEP)'
+
+# The Go suite under CPU contention: go test -race while two busy loops
+# (started here, stopped after STRESS_LOAD_SECONDS at most, killed when the
+# target ends, on failure and Ctrl-C too) compete for the CPUs, then
+# STRESS_COUNT back-to-back runs of the suites with goroutines and timers,
+# still under the busy loops. Prints the same summary as `make test`.
+STRESS_COUNT        ?= 3
+STRESS_PKGS         ?= ./flow/ ./pty/ ./telemetry/ ./tcp/ ./daemon/ ./daemon/session/
+STRESS_LOAD_SECONDS ?= 3600
+test-stress:
+	@./scripts/run-steps.sh --title 'make test-stress' --load 2 --load-seconds $(STRESS_LOAD_SECONDS) \
+	  race-under-load   '$(GO) test -race -count=1 ./...' \
+	  repeat            '$(GO) test -count=$(STRESS_COUNT) $(STRESS_PKGS)'
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./flow/ ./pty/ ./daemon/
