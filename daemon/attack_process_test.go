@@ -42,13 +42,7 @@ func testViewAttack(t *testing.T, bin, kind string) {
 	d := startMetricsDaemon(t, bin, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	mk := func(id, script string) string {
-		r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: id, Command: "/bin/sh", Args: []string{"-c", script}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.GetChannel().GetUri()
-	}
+	mk := func(id, script string) string { return d.shell(ctx, t, id, script) }
 	var floodURI string
 	if kind == "terminal" {
 		floodURI = mk("flood", `echo $$ > `+filepath.Join(d.dir, "flood.pid")+`; exec yes 'the quick brown fox jumps over the lazy dog 0123456789'`)
@@ -440,16 +434,13 @@ func testTCPAttack(t *testing.T, bin string) {
 		t.Errorf("ahpd holds %d descriptors after the churn (%d before): more than its %d TCP channels explain", fdsAfter, fdsBefore, conns*perConn)
 	}
 	// The operator is not locked out: a terminal, a connection, output.
-	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "after", Command: "/bin/sh", Args: []string{"-c", "echo still-here; exec sleep 60"}})
-	if err != nil {
-		t.Fatalf("a terminal after the TCP attack: %v", err)
-	}
+	after := d.shell(ctx, t, "after", "echo still-here; exec sleep 60")
 	admin, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t)})
 	if err != nil {
 		t.Fatalf("the admin could not connect after the TCP attack: %v", err)
 	}
 	defer admin.Close()
-	sub, err := admin.Subscribe(ctx, r.GetChannel().GetUri(), nil)
+	sub, err := admin.Subscribe(ctx, after, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,17 +565,14 @@ func TestTCPChannelsLeaveDescriptors(t *testing.T) {
 	if open > nofile-reserve+8 {
 		t.Errorf("the daemon holds %d descriptors: TCP channels ate into the last %d", open, reserve)
 	}
-	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "after", Command: "/bin/sh", Args: []string{"-c", "echo still-here; exec sleep 60"}})
-	if err != nil {
-		t.Fatalf("a terminal once TCP channels reached the reserve: %v", err)
-	}
+	after := d.shell(ctx, t, "after", "echo still-here; exec sleep 60") // a PTY: two descriptors
 	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
 	admin, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t)})
 	if err != nil {
 		t.Fatalf("the admin could not connect once TCP channels reached the reserve: %v", err)
 	}
 	defer admin.Close()
-	sub, err := admin.Subscribe(ctx, r.GetChannel().GetUri(), nil)
+	sub, err := admin.Subscribe(ctx, after, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,13 +146,7 @@ func testMemoryAttack(t *testing.T, bin string, conns, subs int) {
 	d := startMetricsDaemon(t, bin, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	mk := func(id, script string) string {
-		r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: id, Command: "/bin/sh", Args: []string{"-c", script}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.GetChannel().GetUri()
-	}
+	mk := func(id, script string) string { return d.shell(ctx, t, id, script) }
 	// 10,000 lines of about 140 characters each, as a build log has.
 	logURI := mk("log", `i=0; while [ $i -lt 10000 ]; do printf '%05d %0130d\n' $i 0; i=$((i+1)); done; exec sleep 600`)
 	tickURI := mk("tick", `while :; do echo tick; sleep 0.05; done`)

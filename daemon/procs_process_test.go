@@ -106,6 +106,17 @@ func startMetricsDaemonNofile(t *testing.T, bin, env string, nofile int, args ..
 		tele: ahpv1.NewTelemetryServiceClient(cc), tokens: ahpv1.NewTokenServiceClient(cc), limits: ahpv1.NewLimitsServiceClient(cc)}
 }
 
+// shell creates terminal id running script with /bin/sh and returns its
+// URI.
+func (d *metricsDaemon) shell(ctx context.Context, t *testing.T, id, script string) string {
+	t.Helper()
+	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: id, Command: "/bin/sh", Args: []string{"-c", script}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.GetChannel().GetUri()
+}
+
 func (d *metricsDaemon) flood(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
