@@ -239,14 +239,28 @@ func Start(cfg Config) (*Terminal, error) {
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("pty: start %q: %w", cfg.Command[0], err)
 	}
-	t := &Terminal{
-		dir:        dir,
+	t := newTerminal(cfg)
+	t.dir, t.cmd, t.master, t.rc, t.pid = dir, cmd, master, rc, cmd.Process.Pid
+	t.emuTimer = afterfunc.New(func() {
+		t.emuWoken.Store(monoNow())
+		t.emuArmed.Store(false)
+		signal(t.emuWake)
+	})
+	t.wg.Add(4)
+	go t.reader()
+	go t.waiter()
+	go t.emulate()
+	go t.writer()
+	t.log.Debug("terminal started", "pid", t.pid, "command", cfg.Command[0], "rows", cfg.Rows, "cols", cfg.Cols)
+	return t, nil
+}
+
+// newTerminal returns a Terminal of cfg (defaulted) without a process:
+// Start gives it one; the bookkeeping tests and benchmarks use it bare.
+func newTerminal(cfg Config) *Terminal {
+	return &Terminal{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		cmd:        cmd,
-		master:     master,
-		rc:         rc,
-		pid:        cmd.Process.Pid,
 		closing:    make(chan struct{}),
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
@@ -260,18 +274,6 @@ func Start(cfg Config) (*Terminal, error) {
 		cols:       cfg.Cols,
 		emu:        newEmulator(cfg.Rows, cfg.Cols, cfg.Scrollback),
 	}
-	t.emuTimer = afterfunc.New(func() {
-		t.emuWoken.Store(monoNow())
-		t.emuArmed.Store(false)
-		signal(t.emuWake)
-	})
-	t.wg.Add(4)
-	go t.reader()
-	go t.waiter()
-	go t.emulate()
-	go t.writer()
-	t.log.Debug("terminal started", "pid", t.pid, "command", cfg.Command[0], "rows", cfg.Rows, "cols", cfg.Cols)
-	return t, nil
 }
 
 // pollable turns the blocking PTY master from creack/pty into a
@@ -788,6 +790,7 @@ func (t *Terminal) catchUp(soon bool) {
 		}
 	}
 	if t.emuArmed.CompareAndSwap(false, true) {
+		println("ARM soon", soon, "lag", lag, "since", (monoNow()-t.emuWoken.Load())/1000)
 		t.emuLazies.Add(1)
 		t.emuTimer.Reset(emuLazy)
 	}

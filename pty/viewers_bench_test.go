@@ -9,25 +9,7 @@ import (
 // bareTerminal is a Terminal without a process or goroutines: the tests
 // and benchmarks of the viewers' bookkeeping append output and advance
 // the emulator's position themselves (benchRead).
-func bareTerminal(cfg Config) *Terminal {
-	cfg = cfg.withDefaults()
-	return &Terminal{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		closing:    make(chan struct{}),
-		done:       make(chan struct{}),
-		readerDone: make(chan struct{}),
-		waitDone:   make(chan struct{}),
-		exitDone:   make(chan struct{}),
-		emuWake:    make(chan struct{}, 1),
-		emuProg:    make(chan struct{}, 1),
-		inWake:     make(chan struct{}, 1),
-		viewers:    make(map[*Viewer]struct{}),
-		rows:       cfg.Rows,
-		cols:       cfg.Cols,
-		emu:        newEmulator(cfg.Rows, cfg.Cols, cfg.Scrollback),
-	}
-}
+func bareTerminal(cfg Config) *Terminal { return newTerminal(cfg.withDefaults()) }
 
 // benchRead does what the reader and the emulator do with one piece of
 // output: the reader appends it and wakes the viewers waiting for it, the
