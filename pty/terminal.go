@@ -790,7 +790,6 @@ func (t *Terminal) catchUp(soon bool) {
 		}
 	}
 	if t.emuArmed.CompareAndSwap(false, true) {
-		println("ARM soon", soon, "lag", lag, "since", (monoNow()-t.emuWoken.Load())/1000)
 		t.emuLazies.Add(1)
 		t.emuTimer.Reset(emuLazy)
 	}
