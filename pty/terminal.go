@@ -139,6 +139,7 @@ type Terminal struct {
 	emuLazies atomic.Int64     // times emuTimer was armed (Stats.EmulatorWakesBatched)
 	emuWoken  atomic.Int64     // monoNow of the latest catchUp or emuTimer wake-up
 	emuSoons  atomic.Int64     // times catchUp woke the emulator at once (Stats.EmulatorWakesNow)
+	emuAsked  int64            // endPos when catchUp last woke the emulator or armed emuTimer; owned by the reader
 	emuProg   chan struct{}    // emulator → reader: progress (cap 1)
 	inWake    chan struct{}    // Input/emulator → writer: queued data (cap 1)
 	resizeMu  sync.Mutex       // orders ioctl and resize items
@@ -774,13 +775,18 @@ func (t *Terminal) reader() {
 // Called before the viewers are woken, the emulator runs after them on one
 // P. The timer is armed here rather than for every read: a timer stopped
 // again at once still wakes the runtime's poller when it would have fired.
+// Output the emulator was already woken (or its timer armed) for asks for
+// nothing more: a read that finds the PTY empty again before the emulator
+// has run (a busy machine) would otherwise arm the timer for an echo.
 func (t *Terminal) catchUp(soon bool) {
 	t.mu.Lock()
-	lag := t.endPos - t.emuDonePos
+	end := t.endPos
+	lag := end - t.emuDonePos
 	t.mu.Unlock()
-	if lag == 0 {
+	if lag == 0 || end <= t.emuAsked {
 		return
 	}
+	t.emuAsked = end
 	if soon && lag <= emuSoon {
 		if now := monoNow(); now-t.emuWoken.Load() >= int64(emuLazy) {
 			t.emuWoken.Store(now)

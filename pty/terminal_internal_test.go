@@ -412,7 +412,14 @@ func TestEchoWakesEmulatorAtOnce(t *testing.T) {
 	term, v, wake := liveViewer(t, "stty raw -echo; printf ready; exec cat", 64<<10)
 	const keys = 20
 	pullUntil(t, v, wake, "ready", "the ready mark") // stty has run: no echo from the tty
-	time.Sleep(3 * emuLazy)                          // a typist: the first key comes a while after the prompt
+	// Whatever woke the emulator for the prompt is over: a lazy wake-up
+	// that fires late (a busy machine) counts as the latest wake-up.
+	waitFor(t, 10*time.Second, "the emulator to apply the prompt", func() bool {
+		term.mu.Lock()
+		defer term.mu.Unlock()
+		return term.emuDonePos == term.endPos && !term.emuArmed.Load()
+	})
+	time.Sleep(3 * emuLazy) // a typist: the first key comes a while after the prompt
 	lazies := term.Stats().EmulatorWakesBatched
 	for i := range keys {
 		if err := term.Input([]byte{'a' + byte(i)}, nil); err != nil {
