@@ -433,11 +433,18 @@ func testTCPAttack(t *testing.T, bin string) {
 	if fdsAfter > fdsBefore+conns*perConn+64 {
 		t.Errorf("ahpd holds %d descriptors after the churn (%d before): more than its %d TCP channels explain", fdsAfter, fdsBefore, conns*perConn)
 	}
-	// The operator is not locked out: a terminal, a connection, output.
-	after := d.shell(ctx, t, "after", "echo still-here; exec sleep 60")
+	d.operatorNotLockedOut(ctx, t, "after the TCP attack")
+}
+
+// operatorNotLockedOut checks that the operator still creates a terminal,
+// connects with the admin token and sees the terminal's output.
+func (d *metricsDaemon) operatorNotLockedOut(ctx context.Context, t *testing.T, when string) {
+	t.Helper()
+	after := d.shell(ctx, t, "after", "echo still-here; exec sleep 60") // a PTY: two descriptors
+	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
 	admin, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t)})
 	if err != nil {
-		t.Fatalf("the admin could not connect after the TCP attack: %v", err)
+		t.Fatalf("the admin could not connect %s: %v", when, err)
 	}
 	defer admin.Close()
 	sub, err := admin.Subscribe(ctx, after, nil)
@@ -445,7 +452,7 @@ func testTCPAttack(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	if !awaitOutput(ctx, t, sub, "still-here") {
-		t.Fatal("the terminal created after the TCP attack showed nothing")
+		t.Fatalf("the terminal created %s showed nothing", when)
 	}
 }
 
@@ -565,18 +572,5 @@ func TestTCPChannelsLeaveDescriptors(t *testing.T) {
 	if open > nofile-reserve+8 {
 		t.Errorf("the daemon holds %d descriptors: TCP channels ate into the last %d", open, reserve)
 	}
-	after := d.shell(ctx, t, "after", "echo still-here; exec sleep 60") // a PTY: two descriptors
-	url := strings.Replace(d.base, "http://", "ws://", 1) + "/v1/ws"
-	admin, _, err := client.Dial(ctx, url, client.Options{Token: d.adminToken(t)})
-	if err != nil {
-		t.Fatalf("the admin could not connect once TCP channels reached the reserve: %v", err)
-	}
-	defer admin.Close()
-	sub, err := admin.Subscribe(ctx, after, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !awaitOutput(ctx, t, sub, "still-here") {
-		t.Fatal("the terminal showed nothing")
-	}
+	d.operatorNotLockedOut(ctx, t, "once TCP channels reached the reserve")
 }
