@@ -39,9 +39,6 @@ func (b *Budget) Child(max int64) *Budget {
 	return c
 }
 
-// Parent returns the budget b counts in, or nil.
-func (b *Budget) Parent() *Budget { return b.parent }
-
 // Max returns the budget's size.
 func (b *Budget) Max() int64 { return b.max }
 

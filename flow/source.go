@@ -97,13 +97,15 @@ type Source interface {
 }
 
 // Finisher is implemented by a Source that wants to know when the Sender
-// is done with the text of the data message it pulled last: the Sender
-// calls Finished right after it produced that message's last frame
-// (frames are copies), so the Source may give the text's memory back at
-// once instead of holding it until its next Pull, which may never come
-// for a subscriber that stopped crediting. more reports whether the
-// subscription may start another data message now (its window is open);
-// a Source that will be pulled again at once may keep its memory for it.
+// is done with the text of the message it pulled last: the Sender calls
+// Finished right after it produced that message's last frame (frames are
+// copies), so the Source may give the text's memory back at once instead
+// of holding it until its next Pull, which may never come for a
+// subscriber that stopped crediting. more reports whether the
+// subscription's window lets another data message start now; the
+// Sender's budgets may still hold it back, so more is no promise of a
+// Pull soon. Replayed journal messages were not pulled and are not
+// reported.
 type Finisher interface {
 	Finished(more bool)
 }
