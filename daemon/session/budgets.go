@@ -18,11 +18,13 @@ import (
 // queue budget (and so its token's and the daemon's) while it exists: its
 // state on the host — the session's subscription, the Sender's stream
 // with its fragmenter and window, the kind's subscriber (a terminal
-// viewer's cursor, a telemetry viewer's queue head) — measured at about
-// 3 KiB (TestMemoryBudgetUnderAttack prints it), rounded up. A
-// subscribe that finds no room for it is refused with -32004, so a
-// thousand subscriptions on each of dozens of connections count before
-// they are allocated.
+// viewer's cursor, a telemetry viewer's queue head). A heap profile of
+// the view-token attack (TestMemoryBudgetUnderAttack) put what subscribe
+// allocates, start included, at about 27 MB for the 32,768 subscriptions
+// the token's budget admitted, under 1 KiB each; the charge leaves room
+// for the collector's headroom and a kind's first allocations. A subscribe that finds no room for it is refused with
+// -32004, so a thousand subscriptions on each of dozens of connections
+// count before they are allocated.
 const subscriptionCost = 4 << 10
 
 // tokenBudget is one token's budget and the connections using it.

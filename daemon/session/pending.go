@@ -20,7 +20,6 @@ type pendingSet struct {
 	mu      sync.Mutex
 	order   *list.List // of net.Conn, oldest first
 	entries map[net.Conn]*list.Element
-	evicted int64 // sockets closed for a newer one, for the log
 }
 
 func newPendingSet() *pendingSet {
@@ -43,7 +42,6 @@ func (p *pendingSet) add(c net.Conn, max int) int {
 		delete(p.entries, oldest)
 		evict = append(evict, oldest)
 	}
-	p.evicted += int64(len(evict))
 	p.mu.Unlock()
 	for _, o := range evict {
 		_ = o.Close() // its reader or request fails, and it ends

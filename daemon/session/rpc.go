@@ -72,7 +72,9 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r <= 
 // JSON text b holds twice, at any depth, or "" (also for text that is not
 // JSON: the decoder that follows reports that). Decoders keep the last of
 // two members and other readers the first, so a request with one is
-// ambiguous and refused (-32600).
+// ambiguous and refused (-32600). Names are compared without regard to
+// case, as encoding/json matches them to the fields every request and its
+// params decode into ("method" and "Method" set the same field).
 func duplicateMember(b []byte) string {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
@@ -114,10 +116,11 @@ func duplicateMember(b []byte) string {
 			}
 		case string:
 			if top != nil && top.isKey {
-				if _, dup := top.keys[v]; dup {
+				k := strings.ToLower(v)
+				if _, dup := top.keys[k]; dup {
 					return v
 				}
-				top.keys[v] = struct{}{}
+				top.keys[k] = struct{}{}
 				top.isKey = false
 				continue
 			}

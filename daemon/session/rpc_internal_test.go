@@ -8,6 +8,7 @@ func TestDuplicateMember(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"x":1,"y":[{"x":2}],"x":3}}`, "x"},
 		{`{"a":{"b":1},"c":[1,{"b":2,"b":3}]}`, "b"},
 		{`{"a":{"b":1},"b":{"a":2}}`, ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"a","Method":"b"}`, "Method"},
 		{`{"a":[{"k":1},{"k":2}],"k":"k"}`, ""},
 		{`{"a":"a","b":"a"}`, ""},
 		{`{"a":1,"a":`, "a"},
