@@ -591,3 +591,35 @@ func TestTCPUnsubscribeAborts(t *testing.T) {
 		return !ok
 	})
 }
+
+// TestMaxTCPChannels: TCP channels stop at maxTcpChannels with -32004
+// naming the limit, and a channel that ends gives its place back.
+func TestMaxTCPChannels(t *testing.T) {
+	tg := newTarget(t, echo)
+	h := startTCP(t, time.Minute, fmt.Sprintf("127.0.0.1:%d", tg.port()))
+	l := h.srv.Limits()
+	l.MaxTCPChannels = 2
+	if err := h.srv.SetLimits(l); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	var uris []string
+	for i := range 2 {
+		ch, err := h.srv.CreateTCP(ctx, "127.0.0.1", tg.port(), fmt.Sprint("t", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, ch.URI)
+	}
+	_, err := h.srv.CreateTCP(ctx, "127.0.0.1", tg.port(), "t2")
+	var fe *flow.Error
+	if !errors.As(err, &fe) || fe.Code != flow.ErrCodeLimitExceeded || !strings.Contains(fe.Message, "maxTcpChannels") {
+		t.Fatalf("a third TCP channel: %v, want -32004 naming maxTcpChannels", err)
+	}
+	if err := h.srv.CloseChannel(uris[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.CreateTCP(ctx, "127.0.0.1", tg.port(), "t2"); err != nil {
+		t.Fatalf("a TCP channel after one was closed: %v", err)
+	}
+}

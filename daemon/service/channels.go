@@ -105,12 +105,13 @@ type Service struct {
 	bg        sync.WaitGroup           // per-channel watchers (exit events); waited by Close
 	terminals atomic.Int64             // terminal channels in the registry or being created (maxTerminals)
 	// TCP channels in the registry or being created: in all
-	// (maxTcpChannels), by the token that created them
-	// (maxTcpChannelsPerToken; "" the admin and control plane), and each
-	// one's token by URI. Guarded by mu.
+	// (maxTcpChannels) and by the token that created them
+	// (maxTcpChannelsPerToken; "" the admin and control plane); slots
+	// holds what gives a registered channel's count back, by URI (see
+	// takeSlot). Guarded by mu.
 	tcpCount   int
 	tcpByToken map[string]int
-	tcpOwners  map[string]string
+	slots      map[string]func()
 
 	tcpAllow *tcp.AllowList
 	tcpMu    sync.Mutex // serializes AllowTCP, DenyTCP and ReloadTCPRules; guards tcpFile
@@ -137,7 +138,7 @@ func New(o Options) *Service {
 	s := &Service{
 		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: registry.New(),
 		newTerminal: o.NewTerminal, creators: o.Creators, now: time.Now, channelClosed: o.ChannelClosed, busy: o.Busy,
-		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile, tcpByToken: map[string]int{}, tcpOwners: map[string]string{},
+		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile, tcpByToken: map[string]int{}, slots: map[string]func(){},
 	}
 	l := o.Config.Limits
 	s.limits.Store(&l)
@@ -311,27 +312,24 @@ func (s *Service) createChannel(by, typ, id string, params json.RawMessage, owne
 			return nil, fmt.Errorf("%w: %s", registry.ErrChannelExists, scheme+id)
 		}
 	}
-	if typ == "tcp" {
-		if err := s.takeTCPSlot(owner.Token); err != nil {
-			return nil, err
-		}
+	release, err := s.takeSlot(typ, owner.Token)
+	if err != nil {
+		return nil, err
 	}
 	impl, err := create(params, owner)
 	if err != nil {
-		s.giveTCPSlot(typ, owner.Token)
+		release()
 		return nil, err
 	}
 	ch := registry.NewChannel("", impl)
 	if err := s.registry.Add(scheme, id, ch); err != nil {
-		s.giveTCPSlot(typ, owner.Token)
+		release()
 		_ = impl.Close()
 		return nil, err
 	}
-	if typ == "tcp" {
-		s.mu.Lock()
-		s.tcpOwners[ch.URI] = owner.Token
-		s.mu.Unlock()
-	}
+	s.mu.Lock()
+	s.slots[ch.URI] = release
+	s.mu.Unlock()
 	s.log.Info("channel created", "channel", ch.URI, "type", ch.Type, "by", by)
 	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	// A kind may end its channel itself (a TCP channel after tcp/closed,
@@ -378,14 +376,12 @@ func (s *Service) CloseChannel(uri string) error {
 	if ch.Type == "terminal" {
 		s.terminals.Add(-1)
 	}
-	if ch.Type == "tcp" {
-		s.mu.Lock()
-		token, ok := s.tcpOwners[uri]
-		delete(s.tcpOwners, uri)
-		s.mu.Unlock()
-		if ok {
-			s.giveTCPSlot("tcp", token)
-		}
+	s.mu.Lock()
+	release := s.slots[uri]
+	delete(s.slots, uri)
+	s.mu.Unlock()
+	if release != nil {
+		release()
 	}
 	_ = ch.Impl().Close()
 	if isTCP {

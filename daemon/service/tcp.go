@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/config"
@@ -284,40 +285,42 @@ func (s *Service) TCPStats(ctx context.Context) TCPStats {
 // connections and the operator's own still open.
 const fdReserve = 64
 
-// takeTCPSlot counts a TCP channel being created for token against
-// maxTcpChannels and maxTcpChannelsPerToken, and checks the descriptor
-// reserve; giveTCPSlot gives the count back.
-func (s *Service) takeTCPSlot(token string) error {
+// takeSlot counts a channel of type typ being created for token: a TCP
+// channel against maxTcpChannels and maxTcpChannelsPerToken, after the
+// descriptor reserve is checked. release gives the count back, once; it
+// does nothing for other kinds, which are not counted here.
+func (s *Service) takeSlot(typ, token string) (release func(), err error) {
+	if typ != "tcp" {
+		return func() {}, nil
+	}
 	l := s.Limits()
 	if open, limit, err := fds.Open(); err == nil && uint64(open+fdReserve) >= limit {
 		s.log.Warn("TCP channel refused: descriptor reserve", "open", open, "limit", limit, "reserve", fdReserve)
-		return &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: %d of the daemon's %d file descriptors are open, and TCP channels leave the last %d to terminals and connections; close channels or raise the daemon's LimitNOFILE", open, limit, fdReserve)}
+		return nil, &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: %d of the daemon's %d file descriptors are open, and TCP channels leave the last %d to terminals and connections; close channels or raise the daemon's LimitNOFILE", open, limit, fdReserve)}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tcpCount >= l.MaxTCPChannels {
-		return &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: %d TCP channels (maxTcpChannels); close one or let a retained one expire (tcpRetain)", l.MaxTCPChannels)}
+		return nil, &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: %d TCP channels (maxTcpChannels); close one or let a retained one expire (tcpRetain)", l.MaxTCPChannels)}
 	}
 	if token != "" && s.tcpByToken[token] >= l.MaxTCPChannelsPerToken {
-		return &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: %d TCP channels for this token (maxTcpChannelsPerToken); close one or let a retained one expire (tcpRetain)", l.MaxTCPChannelsPerToken)}
+		return nil, &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: %d TCP channels for this token (maxTcpChannelsPerToken); close one or let a retained one expire (tcpRetain)", l.MaxTCPChannelsPerToken)}
 	}
 	s.tcpCount++
 	if token != "" {
 		s.tcpByToken[token]++
 	}
-	return nil
-}
-
-func (s *Service) giveTCPSlot(typ, token string) {
-	if typ != "tcp" {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tcpCount--
-	if token != "" {
-		if s.tcpByToken[token]--; s.tcpByToken[token] <= 0 {
-			delete(s.tcpByToken, token)
-		}
-	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.tcpCount--
+			if token != "" {
+				if s.tcpByToken[token]--; s.tcpByToken[token] <= 0 {
+					delete(s.tcpByToken, token)
+				}
+			}
+		})
+	}, nil
 }
