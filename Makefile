@@ -24,7 +24,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e bench-browser test test-stress lint fuzz bench bench-process bench-tcp bench-telemetry bench-attach gen proto-tools proto-check clean install
+.PHONY: all build run web web-test e2e bench-browser test test-stress lint fuzz bench bench-process bench-tcp bench-telemetry bench-attach bench-memory gen proto-tools proto-check clean install
 
 all: build
 
@@ -61,7 +61,7 @@ e2e: build
 # flock /tmp/ahp-bench.lock so that benchmarks on a shared machine do not overlap.
 bench-browser: build
 	@test -x $(CHROMIUM) || { echo "make bench-browser: no browser at $(CHROMIUM) (apt-get install chromium)" >&2; exit 1; }
-	$(GO) build -o bin/ ./internal/ahpbench
+	$(GO) build -o bin/ ./bench/ahpbench
 	cd $(WEBUI) && AHPD_BIN=$(CURDIR)/bin/ahpd AHPBENCH_BIN=$(CURDIR)/bin/ahpbench CHROMIUM_BIN=$(CHROMIUM) flock /tmp/ahp-bench.lock node e2e/bench-cat.mjs $(BENCHFLAGS)
 
 lint:
@@ -124,7 +124,7 @@ bench:
 # BENCHFLAGS passes flags on, e.g. BENCHFLAGS='-runs 0 -gap 10ms'.
 bench-process:
 	$(BUILD) -o bin/ ./cmd/ahpd
-	$(GO) run ./internal/ahpbench -ahpd bin/ahpd $(BENCHFLAGS)
+	$(GO) run ./bench/ahpbench -ahpd bin/ahpd $(BENCHFLAGS)
 
 # TCP channels through bin/ahpd and `ahpctl forward`, against raw loopback
 # TCP and a plain WebSocket relay in the same run (throughput, CPU per GiB,
@@ -132,7 +132,7 @@ bench-process:
 # BENCHFLAGS='-size 256MiB -runs 1'.
 bench-tcp:
 	$(BUILD) -o bin/ ./cmd/...
-	$(GO) run ./internal/tcpbench -ahpd bin/ahpd -ahpctl bin/ahpctl $(BENCHFLAGS)
+	$(GO) run ./bench/tcpbench -ahpd bin/ahpd -ahpctl bin/ahpctl $(BENCHFLAGS)
 
 # Telemetry channels through bin/ahpd: push ingest with 0, 1 and 100
 # viewers, and 100 viewers at 1,000 samples/s with and without
@@ -140,7 +140,7 @@ bench-tcp:
 # BENCHFLAGS passes flags on, e.g. BENCHFLAGS='-duration 10s'.
 bench-telemetry:
 	$(BUILD) -o bin/ ./cmd/ahpd
-	$(GO) run ./internal/telemetrybench -ahpd bin/ahpd $(BENCHFLAGS)
+	$(GO) run ./bench/telemetrybench -ahpd bin/ahpd $(BENCHFLAGS)
 
 # `ahpctl attach` under a terminal flood: `cat` of a 64 MiB file typed into
 # an ahpd terminal shown by bin/ahpctl attach in a tmux pane, timed until
@@ -152,7 +152,16 @@ bench-telemetry:
 # -variants ";--window 1MiB"'.
 bench-attach:
 	$(BUILD) -o bin/ ./cmd/...
-	flock /tmp/ahp-bench.lock $(GO) run ./internal/attachbench -ahpd bin/ahpd -ahpctl bin/ahpctl $(BENCHFLAGS)
+	flock /tmp/ahp-bench.lock $(GO) run ./bench/attachbench -ahpd bin/ahpd -ahpctl bin/ahpctl $(BENCHFLAGS)
+
+# Memory of bin/ahpd idle with 1, 50 and 200 idle viewers (VmRSS, live
+# heap, goroutines), each viewer on a WebSocket of its own with
+# permessage-deflate (docs/benchmarks-memory.md). Runs under flock
+# /tmp/ahp-bench.lock. BENCHFLAGS passes flags on, e.g.
+# BENCHFLAGS='-viewers 1,1000 -flood 64'.
+bench-memory:
+	$(BUILD) -o bin/ ./cmd/ahpd
+	flock /tmp/ahp-bench.lock $(GO) run ./bench/membench -ahpd bin/ahpd $(BENCHFLAGS)
 
 proto-tools:
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ahp-dev/ahpd/bench/termbench"
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
-	"github.com/ahp-dev/ahpd/internal/termbench"
 )
 
 // Benchmarks compare the daemon with the raw PTY measured in the same run

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ahp-dev/ahpd/bench/termbench"
 	"github.com/ahp-dev/ahpd/ctl/client"
-	"github.com/ahp-dev/ahpd/internal/termbench"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	cpty "github.com/creack/pty"
 
-	"github.com/ahp-dev/ahpd/internal/termbench"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 	"github.com/ahp-dev/ahpd/pty"
 )
 

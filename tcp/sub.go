@@ -163,7 +163,7 @@ var (
 // window: with messages of up to 256 KiB (the default 1 MiB window) a
 // download through the Go client moved 227 MB/s at 3.15 s of ahpd CPU
 // per GiB, against 315–339 MB/s and 2.22–2.29 s with these
-// (internal/tcpbench -only 'in process', docs/benchmarks.md).
+// (bench/tcpbench -only 'in process', docs/benchmarks.md).
 const maxDataMessage = 64 << 10
 
 // readyMsg ends a subscription's initial content (PROTOCOL.md §3): for

@@ -24,7 +24,7 @@ import (
 // On one P a hand-off between the daemon's goroutines is a goroutine
 // switch; on two it is often a thread wake-up. Two Ps keep a fast
 // producer's stream moving while a hundred viewers' connections take the
-// other (internal/telemetrybench: 27–31k against 19k samples/s ingested).
+// other (bench/telemetrybench: 27–31k against 19k samples/s ingested).
 // Terminals no longer raise them: since the emulator prints plain text as
 // bytes, a flooding terminal is read about as fast on one P (0.70–0.75 of
 // the raw PTY read against 0.78–0.88 on two, 8 MiB window) for a quarter

@@ -9,7 +9,7 @@
 // Each round runs, for every window in --windows (the order rotates from
 // round to round), one raw read and one page run:
 //
-//   raw    `ahpbench -rawread FILE` (internal/termbench/rawread.go, the
+//   raw    `ahpbench -rawread FILE` (bench/termbench/rawread.go, the
 //          raw reader of make bench-process and make bench-attach too):
 //          `cat FILE` on a fresh 24x80 PTY whose other end is read (64 KiB
 //          reads) and discarded as fast as one process can — the ceiling.
@@ -64,7 +64,7 @@
 //
 // Binaries as in common.mjs (AHPD_BIN, CHROMIUM_BIN), and AHPBENCH_BIN, the
 // raw reader (default: ahpbench beside AHPD_BIN; make bench-browser builds
-// it: go build -o bin/ ./internal/ahpbench). Loopback only; every
+// it: go build -o bin/ ./bench/ahpbench). Loopback only; every
 // wait is bounded. Wrap runs in `flock /tmp/ahp-bench.lock` on a shared
 // machine (the Makefile target does).
 
@@ -112,7 +112,7 @@ const RUN_MS = Number(opt.timeout) * 1000;
 if (!(ROUNDS >= 1 && ROUNDS <= 50) || !(RUN_MS > 0) || WINDOWS.length === 0) throw new Error('bad flags');
 if (!['default', 'dom', 'webgl'].includes(opt.renderer)) throw new Error(`--renderer ${opt.renderer}: default, dom or webgl`);
 for (const [what, bin, how] of [['browser', CHROMIUM_BIN, 'apt-get install chromium'], ['daemon', AHPD_BIN, 'make build'],
-  ['raw reader', AHPBENCH_BIN, 'go build -o bin/ ./internal/ahpbench, or set AHPBENCH_BIN']]) {
+  ['raw reader', AHPBENCH_BIN, 'go build -o bin/ ./bench/ahpbench, or set AHPBENCH_BIN']]) {
   if (!existsSync(bin)) throw new Error(`bench-cat: no ${what} at ${bin} (${how}; make bench-browser builds all three)`);
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/ahp-dev/ahpd/internal/termbench"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 )
 
 // The Go TCP relay is the C relay (floor.go) written in Go: one loopback

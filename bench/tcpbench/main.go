@@ -18,7 +18,7 @@
 //
 // Run it with `make bench-tcp` (which builds bin/ahpd and bin/ahpctl), or:
 //
-//	go build -o bin/ ./cmd/... && go run ./internal/tcpbench
+//	go build -o bin/ ./cmd/... && go run ./bench/tcpbench
 //
 // The target and the relay are copies of this program (-serve-target,
 // -serve-relay), each a process of its own, so that the CPU figures are
@@ -51,10 +51,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ahp-dev/ahpd/bench/benchproc"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
-	"github.com/ahp-dev/ahpd/internal/benchproc"
-	"github.com/ahp-dev/ahpd/internal/termbench"
 	"github.com/ahp-dev/ahpd/internal/units"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ahp-dev/ahpd/internal/termbench"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 )
 
 // loopSendFlag runs ahpbench as a bare loopback sender (-loopsend ADDR

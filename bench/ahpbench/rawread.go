@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ahp-dev/ahpd/internal/termbench"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 )
 
 // rawRead times a raw read of all of file from a PTY in a process of its

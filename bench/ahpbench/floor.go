@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ahp-dev/ahpd/internal/benchproc"
-	"github.com/ahp-dev/ahpd/internal/termbench"
+	"github.com/ahp-dev/ahpd/bench/benchproc"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 )
 
 // The C relay (testdata/crelay.c) is the floor of any terminal relay on

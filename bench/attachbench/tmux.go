@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ahp-dev/ahpd/internal/benchproc"
+	"github.com/ahp-dev/ahpd/bench/benchproc"
 )
 
 // tmuxServer is a detached tmux server on a socket of its own (in the

@@ -2,8 +2,8 @@
 // baselines they compare against (the read also in a process of its own,
 // rawread.go), the viewer side of an echo measurement, the process's CPU
 // time, and the daemon's /metrics. Used by the go test benchmarks of pty/
-// and daemon/ and by internal/ahpbench, internal/attachbench and
-// internal/membench.
+// and daemon/ and by bench/ahpbench, bench/attachbench and
+// bench/membench.
 package termbench
 
 import (
@@ -72,7 +72,7 @@ func rawPTYRead(path string) (n, reads int64, d time.Duration, err error) {
 // EchoCommand is the terminal every echo measurement types into: it
 // prints EchoReady once stty has made the tty raw (before that the tty
 // would echo a keystroke too), then echoes each keystroke once.
-// internal/ahpbench/testdata/crelay.c runs the same command.
+// bench/ahpbench/testdata/crelay.c runs the same command.
 const (
 	EchoCommand = "stty raw -echo; printf R; exec cat"
 	EchoReady   = "R"

@@ -23,7 +23,7 @@
 // Run it with `make bench-attach` (which builds bin/ first and runs it
 // under flock /tmp/ahp-bench.lock), or:
 //
-//	go build -o bin/ ./cmd/... && flock /tmp/ahp-bench.lock go run ./internal/attachbench
+//	go build -o bin/ ./cmd/... && flock /tmp/ahp-bench.lock go run ./bench/attachbench
 //
 // See docs/benchmarks-attach.md for what it found.
 package main
@@ -47,8 +47,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ahp-dev/ahpd/internal/benchproc"
-	"github.com/ahp-dev/ahpd/internal/termbench"
+	"github.com/ahp-dev/ahpd/bench/benchproc"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 	"github.com/ahp-dev/ahpd/internal/units"
 )
 

@@ -19,7 +19,7 @@
 //
 // Run it with `make bench-telemetry` (which builds bin/ahpd), or:
 //
-//	go build -o bin/ ./cmd/ahpd && go run ./internal/telemetrybench
+//	go build -o bin/ ./cmd/ahpd && go run ./bench/telemetrybench
 //
 // The viewers run in this process (ctl/client), so the daemon's CPU is
 // its own. Only loopback addresses are used; every phase is bounded by
@@ -45,8 +45,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/ahp-dev/ahpd/bench/benchproc"
 	"github.com/ahp-dev/ahpd/ctl/client"
-	"github.com/ahp-dev/ahpd/internal/benchproc"
 	"github.com/ahp-dev/ahpd/internal/cpuprof"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )

@@ -14,7 +14,7 @@
 // return of free memory to the OS 1 s later).
 //
 //	go build -o bin/ahpd ./cmd/ahpd
-//	flock /tmp/ahp-bench.lock go run ./internal/membench -ahpd bin/ahpd -viewers 1,50,200
+//	flock /tmp/ahp-bench.lock go run ./bench/membench -ahpd bin/ahpd -viewers 1,50,200
 //
 // -ahpd takes a comma-separated list of binaries, measured one after the
 // other in the same run (e.g. an old build against the new one);
@@ -45,9 +45,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ahp-dev/ahpd/bench/benchproc"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 	"github.com/ahp-dev/ahpd/ctl/client"
-	"github.com/ahp-dev/ahpd/internal/benchproc"
-	"github.com/ahp-dev/ahpd/internal/termbench"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 

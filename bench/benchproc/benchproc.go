@@ -1,5 +1,5 @@
-// Package benchproc holds what the process benchmarks (internal/ahpbench,
-// internal/tcpbench) share: a process's CPU time from /proc, a bounded
+// Package benchproc holds what the process benchmarks (bench/ahpbench,
+// bench/tcpbench) share: a process's CPU time from /proc, a bounded
 // wait for a child to exit, the wait for ahpd to be up, and the minimal
 // WebSocket relay.
 package benchproc

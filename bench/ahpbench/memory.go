@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ahp-dev/ahpd/bench/termbench"
 	"github.com/ahp-dev/ahpd/flow"
-	"github.com/ahp-dev/ahpd/internal/termbench"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 

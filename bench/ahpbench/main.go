@@ -21,7 +21,7 @@
 //
 // Run it with `make bench-process` (which builds bin/ahpd first), or:
 //
-//	go build -o bin/ahpd ./cmd/ahpd && go run ./internal/ahpbench -ahpd bin/ahpd
+//	go build -o bin/ahpd ./cmd/ahpd && go run ./bench/ahpbench -ahpd bin/ahpd
 //
 // -procs N runs the daemon with GOMAXPROCS=N (default: its own plan, one
 // P for terminals); -fanout N sets the fan-out viewers;
@@ -52,11 +52,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ahp-dev/ahpd/bench/benchproc"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 	"github.com/ahp-dev/ahpd/ctl"
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
-	"github.com/ahp-dev/ahpd/internal/benchproc"
-	"github.com/ahp-dev/ahpd/internal/termbench"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/creack/pty"
 
-	"github.com/ahp-dev/ahpd/internal/benchproc"
-	"github.com/ahp-dev/ahpd/internal/termbench"
+	"github.com/ahp-dev/ahpd/bench/benchproc"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 )
 
 // The minimal relay is a floor for a Go WebSocket terminal daemon: a

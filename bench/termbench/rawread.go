@@ -22,7 +22,7 @@ import (
 // the two can be set side by side as one process's against another's.
 // Measured in the benchmark's process instead, the reader's CPU could not
 // be told from the viewers' decoding and the Go runtime's work for them.
-// internal/ahpbench, internal/attachbench and the browser benchmark
+// bench/ahpbench, bench/attachbench and the browser benchmark
 // (daemon/webui/e2e/bench-cat.mjs, which runs `ahpbench -rawread FILE`)
 // all use it.
 

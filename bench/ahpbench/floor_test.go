@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ahp-dev/ahpd/internal/termbench"
+	"github.com/ahp-dev/ahpd/bench/termbench"
 )
 
 // TestCRelayEchoes: the C relay compiles with the machine's cc and echoes
