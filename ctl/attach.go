@@ -427,7 +427,7 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 // draws it: through attach into a tmux pane a 64 MiB `cat` took 1 such
 // skip with 8 MiB and showed its last line at 0.92× the time of the same
 // cat in a tmux pane, where 32 MiB drew everything and took 1.67×
-// (docs/benchmarks-attach.md, "The window: 8 MiB", make bench-attach).
+// (docs/benchmarks-attach.md, "What these figures decided", make bench-attach).
 // A flood this terminal lags by less than the window is drawn in full.
 // The cost of a larger one is memory while a flood outruns the terminal
 // (ahpctl holds up to this much received output not yet written, and the

@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
 """Split ahpd's CPU samples by pipeline stage, from `perf script` output.
 
-Usage (docs/benchmarks.md, "Evening of 2026-12-05"):
+Usage (for a `make bench-process` flood; docs/benchmarks.md):
 
     perf record -a -g -o /tmp/perf.data -- sleep 14   # while ahpbench floods
     perf script -i /tmp/perf.data --comm ahpd > /tmp/ahpd.script
     python3 scripts/perf-stages.py /tmp/ahpd.script
 
-prints each stage's share of ahpd's samples. For a fan-out
-(docs/benchmarks.md, "Where a further viewer's CPU goes"), record all
+prints each stage's share of ahpd's samples. For a fan-out, record all
 processes and keep the times:
 
     perf record -a -g -F 2999 -o /tmp/pf.data -- \\
@@ -26,8 +25,9 @@ Give spans of equal length to both.
 
 Each sample goes to the first stage whose function appears in its call
 stack (kernel frames included), in the order of STAGES; the rest is
-"other". Figures in docs/benchmarks.md from before 2026-12-06 used the
-stage list of their day (`git log -p scripts/perf-stages.py`).
+"other". Figures measured before 2026-12-06 (in the git history of
+docs/benchmarks.md) used the stage list of their day (`git log -p
+scripts/perf-stages.py`).
 """
 import argparse
 import collections

@@ -153,8 +153,8 @@ const (
 	// connection. 512 KiB (192 KiB of data): on loopback a download
 	// moves 0.53–0.62× a plain WebSocket relay's rate, against 0.43–0.57×
 	// at 256 KiB, and an echo beside it keeps a p99 of 2.9–3.9 ms
-	// (1.9–3.3 ms at 256 KiB; 5.4–6.5 ms at 1 MiB). docs/benchmarks.md,
-	// "Morning of 2026-12-05".
+	// (1.9–3.3 ms at 256 KiB; 5.4–6.5 ms at 1 MiB), on 2026-12-05.
+	// docs/benchmarks.md, "TCP channels" and "What did not work, and why".
 	AutoWindowMin = 512 << 10
 	// AutoWindowMax is its ceiling: the memory one stream may make the
 	// daemon hold in flight for it.

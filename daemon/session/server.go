@@ -317,7 +317,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		// 200 idle viewers took 240 MB of heap. What takeover saves is
 		// the history of earlier messages, which matters little for a
 		// terminal's output messages (4–48 KiB each under a flood;
-		// docs/benchmarks-memory.md has the bytes and CPU of both).
+		// docs/benchmarks.md, "What did not work, and why", has the bytes
+		// and CPU of both).
 		opts.CompressionMode = websocket.CompressionNoContextTakeover
 		opts.CompressionThreshold = 1024
 	}

@@ -28,7 +28,7 @@ import (
 // Terminals no longer raise them: since the emulator prints plain text as
 // bytes, a flooding terminal is read about as fast on one P (0.70–0.75 of
 // the raw PTY read against 0.78–0.88 on two, 8 MiB window) for a quarter
-// less CPU per MB (docs/benchmarks.md, "One P for terminal floods").
+// less CPU per MB (docs/benchmarks.md, "What did not work, and why").
 //
 // ahpd scales only when GOMAXPROCS is not set in its environment (see
 // procPlan).

@@ -3,7 +3,7 @@
 // and the packages' init work (gRPC's and protobuf's above all) left
 // 150–400 KB more memory resident on two Ps than on one at the median,
 // enough to put the idle daemon over its 12 MiB target in some starts
-// (docs/benchmarks-memory.md, "One P from the start"). procs.Start
+// (docs/benchmarks-memory.md, "What these figures decided"). procs.Start
 // decides the Ps afterwards, from Default.
 //
 // It must stay a leaf (os and runtime only): the runtime initializes the
