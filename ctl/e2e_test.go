@@ -88,8 +88,15 @@ func startDaemon(t *testing.T) *daemonProc {
 // (which replace the inherited ones).
 func startDaemonWith(t *testing.T, args, env []string) *daemonProc {
 	t.Helper()
+	return startDaemonIn(t, t.TempDir(), args, env)
+}
+
+// startDaemonIn is startDaemonWith with its state directory, control
+// socket and other files in dir: a daemon started again in the same dir
+// finds the state the last one left.
+func startDaemonIn(t *testing.T, dir string, args, env []string) *daemonProc {
+	t.Helper()
 	ahpd, ahpctl := binaries(t)
-	dir := t.TempDir()
 	d := &daemonProc{t: t, control: filepath.Join(dir, "ctl.sock"), ahpctl: ahpctl, exited: make(chan error, 1)}
 	d.cmd = exec.Command(ahpd, append([]string{"--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"),
 		"--control", d.control, "--no-default-terminal", "--log-level", "debug"}, args...)...)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/config"
@@ -41,6 +42,10 @@ type Options struct {
 	// create the per-user file, config.UserPath), "none" for --config none
 	// (nothing is written).
 	ConfigFile string
+	// Started is when the daemon started, sent in initialize
+	// (server.started) so that a page reconnecting after a restart knows
+	// its channels are new ones; zero: the time New runs.
+	Started time.Time
 }
 
 // Server is ahpd wired together: the Service (channels, limits, tokens,
@@ -50,6 +55,8 @@ type Server struct {
 	*service.Service
 	sess   *session.Server
 	memory *memoryReturner // gives free memory back after channels and connections end
+	tokens *auth.Tokens
+	log    *slog.Logger
 }
 
 // Compile-time checks of the wiring.
@@ -76,9 +83,14 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 			return nil, err
 		}
 		log.Debug("admin token", "path", path)
+		t.SetLogger(log)
 		tokens = t
 	}
-	s := &Server{memory: newMemoryReturner()}
+	started := opts.Started
+	if started.IsZero() {
+		started = time.Now()
+	}
+	s := &Server{memory: newMemoryReturner(), tokens: tokens, log: log}
 	nt := opts.NewTerminal
 	if nt == nil {
 		// The daemon's terminals share its CPU: typing into one takes
@@ -113,7 +125,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		ChannelClosed: s.memory.soon, Busy: opts.Busy, TCPAllow: tcp.NewAllowList(cfg.TCPAllow), ConfigFile: opts.ConfigFile,
 	})
 	s.sess = session.New(session.Options{
-		Config: cfg, Version: Version, Log: log, Tokens: tokens, Registry: s.Registry(), Events: s.Events(),
+		Config: cfg, Version: Version, Started: started, Log: log, Tokens: tokens, Registry: s.Registry(), Events: s.Events(),
 		Budget: total, Host: s.Service,
 		Metrics:   metrics.Handler(s.Service, metrics.Options{Version: Version, Public: cfg.MetricsPublic, MemoryReturns: s.memory.Returns}),
 		ConnEnded: s.memory.soon,
@@ -138,5 +150,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	err := s.sess.Serve(ctx, ln)
 	s.Service.Close()
 	s.memory.stop()
+	// A reconnect token's last connection end may be held back (written
+	// at most once a second): the next daemon must see it.
+	if ferr := s.tokens.Flush(); ferr != nil {
+		s.log.Error("minted tokens not saved at shutdown", "err", ferr)
+	}
 	return err
 }

@@ -103,10 +103,15 @@ type Tokens struct {
 	now   func() time.Time
 	admin [32]byte
 
-	mu     sync.Mutex // guards byHash, byID and nextID
+	mu     sync.Mutex // guards byHash, byID, nextID and persist's counters
 	byHash map[[32]byte]*tokenEntry
 	byID   map[string]*tokenEntry
 	nextID int
+
+	// persist keeps the minted tokens in the state directory (persist.go);
+	// nil for a store NewTokens made. fileMu orders its writes.
+	persist *persister
+	fileMu  sync.Mutex
 }
 
 type tokenEntry struct {
@@ -143,8 +148,14 @@ func newSecret() string {
 }
 
 // LoadTokens reads stateDir/admin.token, creating it (0600, in a 0700
-// directory) on first start.
+// directory) on first start, and the minted tokens kept in
+// stateDir/tokens.json (persist.go), which it keeps up to date from then
+// on.
 func LoadTokens(stateDir string) (*Tokens, string, error) {
+	return loadTokens(stateDir, time.Now)
+}
+
+func loadTokens(stateDir string, now func() time.Time) (*Tokens, string, error) {
 	// Another user must not be able to plant or swap the token: the
 	// directory and the file are checked first (statedir.go).
 	if err := prepareStateDir(stateDir); err != nil {
@@ -160,6 +171,10 @@ func LoadTokens(stateDir string) (*Tokens, string, error) {
 		return nil, "", fmt.Errorf("admin token %s: too short", path)
 	}
 	t := NewTokens(secret)
+	t.now = now
+	if err := t.loadFile(filepath.Join(stateDir, tokensFileName)); err != nil {
+		return nil, "", err
+	}
 	return t, path, nil
 }
 
@@ -181,7 +196,6 @@ func (t *Tokens) Mint(g Grant) (secret, id string) {
 	secret = newSecret()
 	h := sha256.Sum256([]byte(secret))
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	now := t.now()
 	t.nextID++
 	id = fmt.Sprintf("tok-%d", t.nextID)
@@ -192,6 +206,7 @@ func (t *Tokens) Mint(g Grant) (secret, id string) {
 	if g.Parent != "" {
 		p, ok := t.byID[g.Parent]
 		if !ok {
+			t.mu.Unlock()
 			return secret, id
 		}
 		idle := p.grant.Expires.Sub(p.created)
@@ -211,6 +226,9 @@ func (t *Tokens) Mint(g Grant) (secret, id string) {
 	t.byHash[h] = e
 	t.byID[id] = e
 	t.gcLocked()
+	data, gen := t.changedLocked(true)
+	t.mu.Unlock()
+	t.write(data, gen)
 	return secret, id
 }
 
@@ -226,7 +244,13 @@ const maxReconnectIdle = 24 * time.Hour
 // has maxConns connections already (0: no bound).
 func (t *Tokens) Attach(g Grant, maxConns int) (Grant, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	out, data, gen, err := t.attachLocked(g, maxConns)
+	t.mu.Unlock()
+	t.write(data, gen)
+	return out, err
+}
+
+func (t *Tokens) attachLocked(g Grant, maxConns int) (_ Grant, data []byte, gen uint64, _ error) {
 	e, ok := t.byID[g.ID]
 	if g.SingleUse {
 		// The reconnect token is the connection's credential now (the
@@ -243,32 +267,40 @@ func (t *Tokens) Attach(g Grant, maxConns int) (Grant, error) {
 	}
 	if !ok {
 		if !g.Expires.IsZero() && !t.now().Before(g.Expires) {
-			return Grant{}, ErrTokenExpired
+			return Grant{}, nil, 0, ErrTokenExpired
 		}
-		return Grant{}, ErrTokenRevoked
+		return Grant{}, nil, 0, ErrTokenRevoked
 	}
 	if maxConns > 0 && e.conns >= maxConns {
-		return Grant{}, ErrTokenBusy
+		return Grant{}, nil, 0, ErrTokenBusy
 	}
 	e.conns++
+	if e.conns == 1 && e.grant.Idle > 0 {
+		data, gen = t.changedLocked(false)
+	}
 	out := e.grant
 	out.ID = e.id
-	return out, nil
+	return out, data, gen, nil
 }
 
 // Detach ends an Attach: once no connection uses a reconnect token, it
 // expires after its idle period.
 func (t *Tokens) Detach(id string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	e, ok := t.byID[id]
 	if !ok || e.conns == 0 {
+		t.mu.Unlock()
 		return
 	}
 	e.conns--
+	var data []byte
+	var gen uint64
 	if e.conns == 0 && e.grant.Idle > 0 {
 		e.grant.Expires = t.now().Add(e.grant.Idle)
+		data, gen = t.changedLocked(false)
 	}
+	t.mu.Unlock()
+	t.write(data, gen)
 }
 
 // Check reports whether the token id still works for a connection that
@@ -321,25 +353,34 @@ func (t *Tokens) Authenticate(secret string) (Grant, error) {
 		return Grant{Role: RoleControl, Admin: true}, nil
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	e, ok := t.byHash[h]
 	if !ok {
+		t.mu.Unlock()
 		return Grant{}, ErrUnauthorized
 	}
 	if e.expired(t.now()) {
 		t.deleteLocked(e)
+		t.mu.Unlock()
 		return Grant{}, ErrTokenExpired
 	}
+	var data []byte
+	var gen uint64
 	if e.grant.SingleUse {
 		if e.used {
+			t.mu.Unlock()
 			return Grant{}, ErrUnauthorized
 		}
 		e.used = true
 		// Kept (marked used) until it expires, so that revoking it still
-		// revokes the reconnect tokens derived from it.
+		// revokes the reconnect tokens derived from it. Written before
+		// the grant is returned: a spent ticket stays spent after a
+		// restart.
+		data, gen = t.changedLocked(true)
 	}
 	g := e.grant
 	g.ID = e.id
+	t.mu.Unlock()
+	t.write(data, gen)
 	return g, nil
 }
 
@@ -353,7 +394,20 @@ func (t *Tokens) Revoke(id string) bool {
 // RevokeAll is Revoke returning the ids removed.
 func (t *Tokens) RevokeAll(id string) []string {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	out := t.revokeLocked(id)
+	var data []byte
+	var gen uint64
+	if len(out) > 0 {
+		// Written before the revoke returns: a revoked token stays
+		// revoked after a restart.
+		data, gen = t.changedLocked(true)
+	}
+	t.mu.Unlock()
+	t.write(data, gen)
+	return out
+}
+
+func (t *Tokens) revokeLocked(id string) []string {
 	var out []string
 	if e, ok := t.byID[id]; ok {
 		t.deleteLocked(e)
