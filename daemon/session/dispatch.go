@@ -102,7 +102,7 @@ func (c *conn) initialize(req *request) error {
 	}
 	var r wire.InitializeResult
 	r.ProtocolVersion = "ahp/1"
-	r.Server.Name, r.Server.Version = "ahpd", c.srv.version
+	r.Server.Name, r.Server.Version, r.Server.Started = "ahpd", c.srv.version, c.srv.started
 	r.Capabilities.FlowControl.HostReceiveDefaults = c.limits.HostReceive
 	r.Capabilities.FlowControl.Maximums = c.limits.ClientReceiveMaximums
 	r.Capabilities.FlowControl.ClientDefaults = c.limits.ClientReceiveDefaults

@@ -66,6 +66,7 @@ type Owner struct {
 type Options struct {
 	Config   config.Config // defaulted and validated
 	Version  string        // the server's version in initialize
+	Started  time.Time     // when the daemon started, in initialize (zero: not sent)
 	Log      *slog.Logger
 	Tokens   *auth.Tokens
 	Registry *registry.Registry
@@ -84,6 +85,7 @@ type Options struct {
 type Server struct {
 	cfg       config.Config
 	version   string
+	started   string // Options.Started as initialize sends it
 	log       *slog.Logger
 	tokens    *auth.Tokens
 	registry  *registry.Registry
@@ -122,8 +124,12 @@ func New(o Options) *Server {
 	if o.ConnEnded == nil {
 		o.ConnEnded = func() {}
 	}
+	var started string
+	if !o.Started.IsZero() {
+		started = o.Started.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	}
 	return &Server{
-		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: o.Registry, events: o.Events,
+		cfg: o.Config, version: o.Version, started: started, log: o.Log, tokens: o.Tokens, registry: o.Registry, events: o.Events,
 		budget: o.Budget, host: o.Host, metrics: o.Metrics, connEnded: o.ConnEnded, now: time.Now,
 		connCtx: ctx, stopConns: cancel, conns: map[*conn]struct{}{}, tokenBudgets: map[string]*tokenBudget{},
 		pendingSocks: newPendingSet(),

@@ -10,6 +10,10 @@ type InitializeResult struct {
 	Server          struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
+		// Started is when the daemon started (RFC 3339, UTC, to the
+		// millisecond): a client that reconnects and finds another value
+		// knows the daemon restarted and its channels are new ones.
+		Started string `json:"started,omitempty"`
 	} `json:"server"`
 	Capabilities struct {
 		FlowControl struct {

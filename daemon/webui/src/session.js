@@ -632,6 +632,7 @@ export class Client extends Emitter {
     this._attachments = new Set();
     this._policyClose = null; // the reason of a 1008 close, until the next session
     this._lastClose = null; // {code, reason} of the last session's close, until the next one
+    this._serverStarted = null; // initialize's server.started of the last session, if the daemon sent it
     this._timer = null;
     this._stopped = true;
     this._setTimeout = options.setTimeout ?? ((f, ms) => setTimeout(f, ms));
@@ -698,8 +699,9 @@ export class Client extends Emitter {
         }
         if (last?.code === 1001) {
           // The daemon shut down (1001) and the one answering now does not
-          // know this page's credential: reconnect tokens and tickets live
-          // in the daemon's memory, so it restarted, and its terminals
+          // know this page's credential: it restarted with another state
+          // directory (tokens are kept in the state directory), or the
+          // credential expired or was revoked meanwhile; its terminals
           // (SIGHUP at shutdown, §9) ended with it.
           return this._setState({ state: 'closed', attempt, error: 'restarted', credential: kind, refusal: err.message, lastClose: last });
         }
@@ -714,10 +716,16 @@ export class Client extends Emitter {
     this.options.credentials.accepted(session.initializeResult);
     this.session = session;
     this._policyClose = null;
-    // A reconnect after the host closed with 1001 reached a daemon that
-    // started since (1001 is sent only at shutdown, §9): its channels are
-    // new ones, whatever their names.
-    const restarted = this._lastClose?.code === 1001;
+    // A daemon that started since the last session (initialize's
+    // server.started differs: a stop and start, or a crash, which sends no
+    // close) has new channels, whatever their names. A daemon that does
+    // not send server.started is taken to have restarted after a 1001
+    // (sent only at shutdown, §9).
+    const started = session.initializeResult?.server?.started ?? null;
+    const restarted = started != null && this._serverStarted != null
+      ? started !== this._serverStarted
+      : this._lastClose?.code === 1001;
+    if (started != null) this._serverStarted = started;
     this._lastClose = null;
     session.on('close', (info) => {
       // Subscriptions ended with the session (their onEnd ran); the next

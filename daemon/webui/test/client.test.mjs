@@ -297,6 +297,28 @@ test('after a 1001, an accepted reconnect is flagged as a restarted daemon; a re
   assert.equal(c2.states.at(-1).credential, 'reconnect');
 });
 
+test('server.started tells a restarted daemon from a reconnect to the same one, with or without a 1001', async () => {
+  const creds = new CredentialStore(memStorage());
+  creds.takeFromLocation(fakeLocation('#token=ADMIN'), fakeHistory());
+  const { client, timers, states } = newClient(creds);
+  client.start();
+  const A = { name: 'ahpd', version: 'test', started: '2026-12-07T05:00:00.000Z' };
+  const B = { name: 'ahpd', version: 'test', started: '2026-12-07T05:10:00.000Z' };
+  const { ws } = await hostAccept({ server: A });
+  assert.equal(states.at(-1).restarted, false);
+  // A crash: no close frame (1006), and another daemon answers.
+  ws.hostClose(1006, '');
+  timers.at(-1).f();
+  const { ws: ws2 } = await hostAccept({ server: B });
+  assert.equal(states.at(-1).restarted, true, 'a new started after a 1006 is a restart');
+  // A 1001 and the same daemon answering (started unchanged) is not.
+  ws2.hostClose(1001, 'host shutting down');
+  timers.at(-1).f();
+  await hostAccept({ server: B });
+  assert.equal(states.at(-1).restarted, false, 'the same started after a 1001 is the same daemon');
+  client.stop();
+});
+
 test('nothing is sent while the socket is closing (the browser would log an error)', async () => {
   const creds = new CredentialStore(memStorage());
   creds.takeFromLocation(fakeLocation('#token=T'), fakeHistory());
