@@ -109,6 +109,43 @@
 // holds the PTY open. Exit is reported with a code, or with a signal name
 // such as "SIGKILL" ("SIG<n>" for signals without a name).
 //
+// # State codec
+//
+// For an upgrade in place (issue 38: the daemon re-executes itself and
+// keeps every terminal), emulator.appendState writes the emulator's whole
+// state in a compact binary form (emu_state.go) and decodeEmulatorState
+// rebuilds an emulator from it: both screens cell for cell (plain rows as
+// their text; wide, erased and combined cells exactly), which lines
+// wrapped, the scrollback oldest line first, the active screen, cursor
+// and pending wrap, pen, every mode, cursor style, title, OSC 4/10/11/12
+// colours, charsets G0–G3 and the shift, tab stops, each screen's scroll
+// region and saved cursor, the combining clusters, what REP would repeat,
+// and the parser's state in the middle of a sequence (parameters,
+// markers, a partial OSC payload). What is not state is not carried and
+// is rebuilt: the index of the clusters, a plain row's out-of-date cells,
+// the scrollback ring's rotation and the spare room rows slide over. The
+// reader goroutine's filter holds state of its own (a held query prefix,
+// an incomplete UTF-8 sequence) that this codec does not cover. A decoded
+// emulator continues exactly as the original would: TestEmulatorState*
+// and FuzzEmulatorStateRoundTrip compare every field and the snapshots
+// before and after more output. The decoder checks every count and
+// length against its bound before it allocates for it (rows and columns
+// at most MaxSize, scrollback at most the limit it is given and each
+// scrollback line at most MaxSize cells, the title, colours and OSC
+// payload at most the 4,099 bytes the emulator collects, at most 65,536
+// clusters) and every value against its range (cursor and saved cursors
+// on the screen, scroll regions, modes, charsets, colour modes and
+// underline styles, parser state and parameters, characters valid and
+// not controls, cluster references to existing clusters); a truncated,
+// oversized or inconsistent state is refused with an error naming the
+// field, and whatever it accepts re-encodes to the same bytes
+// (FuzzDecodeEmulatorState). Widths are not checked, so that a binary
+// with newer width tables still takes an older state. The format starts
+// with its own version number (1): any change to the format bumps it, and
+// a decoder refuses a version it does not know. A 50×200 terminal with a
+// full 10,000-line scrollback is about 1.2–1.4 MB of state
+// (BenchmarkEmulatorState).
+//
 // # Why not github.com/charmbracelet/x/vt v0.1.0
 //
 // It was evaluated once (benchmarks of the same inputs through both, kept
