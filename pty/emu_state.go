@@ -696,7 +696,7 @@ func (r *stateReader) scrollback(e *emulator, limit int) {
 		if l.isPlain && len(text) > 0 {
 			k := len(r.textSlab)
 			if cap(r.textSlab)-k < len(text) {
-				r.textSlab, k = make([]byte, 0, max(len(text), slabSize)), 0
+				r.textSlab, k = make([]byte, 0, len(text)+min(slabSize, len(r.b))), 0
 			}
 			r.textSlab = append(r.textSlab, text...)
 			l.plain = r.textSlab[k : k+len(text) : k+len(text)]
@@ -760,7 +760,8 @@ func (r *stateReader) line(dst []cell, nclusters int, what func() string) (wrapp
 	if cells == nil && n > 0 {
 		k := len(r.cellSlab)
 		if cap(r.cellSlab)-k < int(n) {
-			r.cellSlab, k = make([]cell, 0, max(int(n), slabSize)), 0
+			// No more cells are left to decode than bytes.
+			r.cellSlab, k = make([]cell, 0, max(int(n), min(slabSize, len(r.b)))), 0
 		}
 		r.cellSlab = r.cellSlab[:k+int(n)]
 		cells = r.cellSlab[k : k+int(n) : k+int(n)]
