@@ -193,10 +193,10 @@ func testMemoryAttack(t *testing.T, bin string, conns, subs int) {
 	}
 
 	attack, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	var wg, sending sync.WaitGroup
 	var frames sync.Map
 	for i := range conns {
-		ws := attacker(t, attack, url, viewToken, logURI, subs)
+		ws := attacker(t, attack, &sending, url, viewToken, logURI, subs)
 		wg.Go(func() {
 			defer ws.CloseNow()
 			n := 0
@@ -210,16 +210,18 @@ func testMemoryAttack(t *testing.T, bin string, conns, subs int) {
 			}
 		})
 	}
+	sending.Wait() // every subscribe is sent
 
-	// Four seconds of attack; the fast viewer must keep getting ticks.
+	// Four seconds of attack; the fast viewer must keep getting ticks (a
+	// tick every 50 ms; 5 s without one is a stall, not a busy machine).
 	ticks := 0
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) {
-		mctx, mcancel := context.WithTimeout(ctx, time.Second)
+		mctx, mcancel := context.WithTimeout(ctx, 5*time.Second)
 		m, err := tick.Next(mctx)
 		mcancel()
 		if err != nil {
-			t.Fatalf("the fast viewer got nothing for 1 s during the attack (after %d messages): %v", ticks, err)
+			t.Fatalf("the fast viewer got nothing for 5 s during the attack (after %d messages): %v", ticks, err)
 		}
 		if err := tick.Release(ctx, m); err != nil {
 			t.Fatal(err)
@@ -242,24 +244,46 @@ func testMemoryAttack(t *testing.T, bin string, conns, subs int) {
 	}
 }
 
-// attacker opens a raw connection with subs subscriptions to uri asking
-// for the largest limits, and returns it for the caller to read.
-func attacker(t *testing.T, ctx context.Context, url, token, uri string, subs int) *websocket.Conn {
+// attacker opens a raw connection, initializes it and returns it for
+// the caller to read; a goroutine counted in sending sends subs
+// subscriptions to uri asking for the largest limits. The caller reads
+// from the start: a client that sends a thousand subscribes before it
+// reads anything stalls itself on the daemon's backpressure (the run loop
+// stops taking requests while their responses and snapshots wait for the
+// socket), which on a loaded machine outlasted the test's deadline.
+func attacker(t *testing.T, ctx context.Context, sending *sync.WaitGroup, url, token, uri string, subs int) *websocket.Conn {
 	t.Helper()
 	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"ahp.v1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ws.SetReadLimit(64 << 20)
-	send := func(s string) {
-		if err := ws.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
-			t.Fatal(err)
+	init := fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"ahp/1","token":%s,"client":{"name":"attack","version":"1"},"capabilities":{"flowControl":true}}}`, strconv.Quote(token))
+	if err := ws.Write(ctx, websocket.MessageText, []byte(init)); err != nil {
+		t.Fatal(err)
+	}
+	// initialize's answer before any subscribe: every attacker is in
+	// before the subscriptions of the others spend the token's budget
+	// (which refuses initialize).
+	_, resp, err := ws.Read(ctx)
+	if err != nil {
+		t.Fatalf("attacker: initialize: %v", err)
+	}
+	if !strings.Contains(string(resp), `"id":0,"result"`) {
+		t.Fatalf("attacker: initialize answered %.300s", resp)
+	}
+	sending.Go(func() {
+		for i := range subs {
+			msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":{"channel":%q,"flowControl":{"receive":{"windowBytes":67108864,"maximumFrameBytes":1048576,"maximumMessageBytes":16777216}}}}`, i+1, uri)
+			if err := ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+				// The daemon closed the connection (a spent budget
+				// refuses initialize with 1008; revocation and
+				// shutdown close it), and the reader closed its end:
+				// what the attack achieved is the caller's to judge.
+				return
+			}
 		}
-	}
-	send(fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"ahp/1","token":%s,"client":{"name":"attack","version":"1"},"capabilities":{"flowControl":true}}}`, strconv.Quote(token)))
-	for i := range subs {
-		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":{"channel":%q,"flowControl":{"receive":{"windowBytes":67108864,"maximumFrameBytes":1048576,"maximumMessageBytes":16777216}}}}`, i+1, uri))
-	}
+	})
 	return ws
 }
 
