@@ -1,8 +1,11 @@
 package daemon_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/ahp-dev/ahpd/bench/termbench"
 	"github.com/ahp-dev/ahpd/ctl/client"
@@ -52,13 +57,24 @@ func TestMemoryBudgetUnderAttack(t *testing.T) {
 // are gone, the live heap is back within 4 MiB of its idle figure and RSS
 // within 32 MiB. Issue 12 asks for that within 60 s; the Go runtime alone
 // gets there in about 30 s (measured with the returner disabled), the
-// daemon's memory returner in about 1 s, so the test allows 10 s.
+// daemon's memory returner in about 1 s, so the test allows 20 s (a
+// loaded machine delays the returner's timer and its GC, not by 30 s).
 func testMemoryAfterLoad(t *testing.T, bin string) {
-	const viewers, within = 8, 10 * time.Second
+	const viewers, within = 8, 20 * time.Second
 	d := startMetricsDaemon(t, bin, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	pid := d.p.cmd.Process.Pid
+	// The viewers are this process's goroutines decoding 2 GiB between
+	// them; on a loaded machine one may not read for the 45 s after which
+	// a heartbeat counts its socket as stalled (1008). The test is about
+	// memory, not the stall policy.
+	if _, err := d.limits.SetLimits(ctx, &ahpv1.SetLimitsRequest{
+		Limits:     &ahpv1.Limits{HeartbeatInterval: durationpb.New(10 * time.Minute), MaxOutputStall: durationpb.New(10 * time.Minute)},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"heartbeat_interval", "max_output_stall"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	liveHeap := func() int64 { return int64(d.metric(t, "go_memstats_heap_alloc_bytes")) }
 	idleHeap, idleRSS := liveHeap(), vmKiB(t, pid, "VmRSS")<<10
 
@@ -144,15 +160,26 @@ func testMemoryAfterLoad(t *testing.T, bin string) {
 
 func testMemoryAttack(t *testing.T, bin string, conns, subs int) {
 	d := startMetricsDaemon(t, bin, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	mk := func(id, script string) string { return d.shell(ctx, t, id, script) }
 	// 10,000 lines of about 140 characters each, as a build log has.
-	logURI := mk("log", `i=0; while [ $i -lt 10000 ]; do printf '%05d %0130d\n' $i 0; i=$((i+1)); done; exec sleep 600`)
+	done := filepath.Join(d.dir, "log.done")
+	logURI := mk("log", `i=0; while [ $i -lt 10000 ]; do printf '%05d %0130d\n' $i 0; i=$((i+1)); done; touch `+done+`; exec sleep 600`)
 	tickURI := mk("tick", `while :; do echo tick; sleep 0.05; done`)
 	pid := d.p.cmd.Process.Pid
-	// Let the log reach the emulator, then take the idle figure.
-	time.Sleep(2 * time.Second)
+	// Let the whole log reach the emulator (the shell's loop takes a
+	// while on a loaded machine), then take the idle figure.
+	for {
+		if _, err := os.Stat(done); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the log's 10,000 lines were not written")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
 	idle := vmKiB(t, pid, "VmRSS")
 
 	// maxBufferedBytes, maxTotalBufferedBytes and the largest message a
@@ -195,33 +222,50 @@ func testMemoryAttack(t *testing.T, bin string, conns, subs int) {
 	attack, stop := context.WithCancel(ctx)
 	var wg, sending sync.WaitGroup
 	var frames sync.Map
+	var answers atomic.Int64 // responses to the subscribes
+	socks := make([]*websocket.Conn, conns)
 	for i := range conns {
-		ws := attacker(t, attack, &sending, url, viewToken, logURI, subs)
+		ws := attacker(t, attack, url, viewToken)
+		socks[i] = ws
 		wg.Go(func() {
 			defer ws.CloseNow()
 			n := 0
 			for {
-				_, _, err := ws.Read(attack)
+				_, b, err := ws.Read(attack)
 				if err != nil {
 					frames.Store(i, n)
 					return
+				}
+				if bytes.HasPrefix(b, []byte(`{"jsonrpc":"2.0","id":`)) {
+					answers.Add(1)
 				}
 				n++
 			}
 		})
 	}
-	sending.Wait() // every subscribe is sent
+	for _, ws := range socks {
+		subscribeAll(attack, &sending, ws, logURI, subs)
+	}
+	// Every subscribe sent and answered (subscribed, or refused when the
+	// budgets are spent), however long the machine takes.
+	sending.Wait()
+	for answers.Load() < int64(conns*subs) {
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d subscribes answered when the test's time ran out", answers.Load(), conns*subs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	// Four seconds of attack; the fast viewer must keep getting ticks (a
-	// tick every 50 ms; 5 s without one is a stall, not a busy machine).
+	// tick every 50 ms; 30 s without one is a stall, not a busy machine).
 	ticks := 0
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) {
-		mctx, mcancel := context.WithTimeout(ctx, 5*time.Second)
+		mctx, mcancel := context.WithTimeout(ctx, 30*time.Second)
 		m, err := tick.Next(mctx)
 		mcancel()
 		if err != nil {
-			t.Fatalf("the fast viewer got nothing for 5 s during the attack (after %d messages): %v", ticks, err)
+			t.Fatalf("the fast viewer got nothing for 30 s during the attack (after %d messages): %v", ticks, err)
 		}
 		if err := tick.Release(ctx, m); err != nil {
 			t.Fatal(err)
@@ -236,22 +280,17 @@ func testMemoryAttack(t *testing.T, bin string, conns, subs int) {
 	frames.Range(func(_, v any) bool { total += v.(int); return true })
 	t.Logf("peak RSS %d MiB (idle %d MiB, bound %d MiB), heap in use at the end %d MiB; attackers read %d messages; the fast viewer %d",
 		peak>>20, idle>>10, bound>>20, heap>>20, total, ticks)
-	if total < conns*subs {
-		t.Errorf("attackers read only %d messages for %d subscriptions: the attack did not run", total, conns*subs)
+	if total <= conns*subs {
+		t.Errorf("attackers read %d messages for %d subscriptions: answers only, no output; the attack did not run", total, conns*subs)
 	}
 	if peak > bound {
 		t.Errorf("ahpd's peak RSS %d MiB > bound %d MiB", peak>>20, bound>>20)
 	}
 }
 
-// attacker opens a raw connection, initializes it and returns it for
-// the caller to read; a goroutine counted in sending sends subs
-// subscriptions to uri asking for the largest limits. The caller reads
-// from the start: a client that sends a thousand subscribes before it
-// reads anything stalls itself on the daemon's backpressure (the run loop
-// stops taking requests while their responses and snapshots wait for the
-// socket), which on a loaded machine outlasted the test's deadline.
-func attacker(t *testing.T, ctx context.Context, sending *sync.WaitGroup, url, token, uri string, subs int) *websocket.Conn {
+// attacker opens a raw connection, initializes it and returns it for the
+// caller to read.
+func attacker(t *testing.T, ctx context.Context, url, token string) *websocket.Conn {
 	t.Helper()
 	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"ahp.v1"}})
 	if err != nil {
@@ -262,9 +301,6 @@ func attacker(t *testing.T, ctx context.Context, sending *sync.WaitGroup, url, t
 	if err := ws.Write(ctx, websocket.MessageText, []byte(init)); err != nil {
 		t.Fatal(err)
 	}
-	// initialize's answer before any subscribe: every attacker is in
-	// before the subscriptions of the others spend the token's budget
-	// (which refuses initialize).
 	_, resp, err := ws.Read(ctx)
 	if err != nil {
 		t.Fatalf("attacker: initialize: %v", err)
@@ -272,19 +308,29 @@ func attacker(t *testing.T, ctx context.Context, sending *sync.WaitGroup, url, t
 	if !strings.Contains(string(resp), `"id":0,"result"`) {
 		t.Fatalf("attacker: initialize answered %.300s", resp)
 	}
+	return ws
+}
+
+// subscribeAll sends subs subscribes to uri on ws, asking for the largest
+// limits, from a goroutine counted in sending. Callers initialize every
+// attacker first (a token whose budget the others' subscriptions spent is
+// refused at initialize) and read each from the start: a client that
+// sends a thousand subscribes before it reads anything stalls itself on
+// the daemon's backpressure (the run loop stops taking requests while
+// their responses and snapshots wait for the socket), which on a loaded
+// machine outlasted the test's deadline.
+func subscribeAll(ctx context.Context, sending *sync.WaitGroup, ws *websocket.Conn, uri string, subs int) {
 	sending.Go(func() {
 		for i := range subs {
 			msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":{"channel":%q,"flowControl":{"receive":{"windowBytes":67108864,"maximumFrameBytes":1048576,"maximumMessageBytes":16777216}}}}`, i+1, uri)
 			if err := ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
-				// The daemon closed the connection (a spent budget
-				// refuses initialize with 1008; revocation and
-				// shutdown close it), and the reader closed its end:
+				// The daemon closed the connection (revocation and
+				// shutdown close it) and the reader closed its end:
 				// what the attack achieved is the caller's to judge.
 				return
 			}
 		}
 	})
-	return ws
 }
 
 // vmKiB reads a field such as VmRSS or VmHWM (KiB) of /proc/PID/status.
