@@ -48,8 +48,12 @@ type Viewer struct {
 	graceEnd  int64  // the stream position up to which grace applies
 	dropped   int64
 	lostAt    int64 // monoNow when it last lost its queue; 0: never (see snapDue)
-	closed    bool
-	snapTimer *afterfunc.Timer // wakes a viewer whose snapshot was deferred (see snapDue)
+	// quietSnaps counts the snapshots a viewer behind got before it had
+	// been behind for snapStale: the terminal had paused (snapQuiet) or
+	// exited. The tests tell the flood's pauses from the pacing by it.
+	quietSnaps int64
+	closed     bool
+	snapTimer  *afterfunc.Timer // wakes a viewer whose snapshot was deferred (see snapDue)
 	// Its place in Terminal.behind or Terminal.ahead while it is live and
 	// not closed (cursors.go), and in Terminal.waiters (-1: none).
 	heap *cursorHeap
@@ -232,6 +236,11 @@ func (v *Viewer) Pull(dataAllowed bool, maxMessageBytes int64) (flow.Message, bo
 		if d := v.snapDue(); d > 0 {
 			v.snapTimer.Reset(d)
 			return v.wait()
+		}
+		if now := monoNow(); v.lostAt != 0 && now < v.lostAt+int64(snapStale) {
+			if q := t.quietSince.Load(); t.exited || q != 0 && now >= q+int64(snapQuiet) {
+				v.quietSnaps++
+			}
 		}
 		t.mu.Unlock()
 		v.startSnapshot()
