@@ -36,8 +36,15 @@ const (
 	tailRune    rune = -1       // second half of a wide character
 	clusterBase rune = 0x110000 // ch >= clusterBase: index into emulator.clusters
 	maxClusters      = 1 << 16  // bound on distinct base+combining clusters
-	maxOSC           = 4096     // bound on a collected OSC payload, in bytes
-	maxParams        = 32
+	// maxClusterBytes bounds one cluster's text: a base and its marks
+	// (32 of the two-byte marks most scripts use; Unicode's stream-safe
+	// form allows 30 non-starters in a row). A mark beyond it is dropped,
+	// as a mark past maxClusters is: without the bound each further mark
+	// on a cell made a cluster holding all the marks before it, so that
+	// 6 KB of output held 9 MB of clusters.
+	maxClusterBytes = 64
+	maxOSC          = 4096 // bound on a collected OSC payload, in bytes
+	maxParams       = 32
 )
 
 // cell is one screen position. ch 0 is an erased cell.
@@ -314,7 +321,12 @@ func (e *emulator) transition(cls byte, r rune) {
 			e.oscLong = false
 		}
 	}
-	if act != acPrint && act != acNone && act != acIgnore && !(act == acCsiDispatch && cls == 'b') {
+	// REP repeats the character printed last, until a control, an escape
+	// or control sequence (REP included, once it ran), an OSC or a DCS
+	// ends; the bytes that build a sequence do not count (xterm.js resets
+	// it on the same actions).
+	switch act {
+	case acExecute, acEscDispatch, acCsiDispatch, acOscEnd, acOscAbort, acUnhook, acDcsAbort:
 		e.lastChar = 0
 	}
 }

@@ -4,6 +4,7 @@ package pty
 
 import (
 	"math/bits"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -228,7 +229,7 @@ func (e *emulator) combine(r rune) {
 		return // nothing to combine with (xterm.js would keep the mark alone)
 	}
 	base := e.cellText(c.ch)
-	if len(e.clusters) >= maxClusters {
+	if len(e.clusters) >= maxClusters || len(base)+utf8.RuneLen(r) > maxClusterBytes {
 		return
 	}
 	s := base + string(r)

@@ -22,9 +22,6 @@ const (
 	// maxParamValue is the largest value param accumulates (it stops
 	// multiplying at 100000).
 	maxParamValue = 999999
-	// maxClusterBytes bounds one combining cluster: a base and at most one
-	// mark per cluster ever made.
-	maxClusterBytes = utf8.UTFMax * (maxClusters + 1)
 )
 
 // Flag bits of the state's flags word.

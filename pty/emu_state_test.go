@@ -397,7 +397,7 @@ func TestEmulatorStateBounds(t *testing.T) {
 			}
 		}, want: "clusters: 65537, more than 65536"},
 		{name: "cluster repeated", set: func(e *emulator) { e.clusters = []string{"e\u0301", "a\u0301", "e\u0301"} }, want: "cluster 2: \"e\u0301\" repeats an earlier one"},
-		{name: "cluster empty", set: func(e *emulator) { e.clusters = []string{""} }, want: "cluster 0: 0 bytes, want 1..262148"},
+		{name: "cluster empty", set: func(e *emulator) { e.clusters = []string{""} }, want: "cluster 0: 0 bytes, want 1..64"},
 		{name: "cluster control", set: func(e *emulator) { e.clusters = []string{"e\x1b"} }, want: "cluster 0: control character U+001B at byte 1"},
 	}
 	for _, tc := range cases {

@@ -208,3 +208,49 @@ func TestSnapshotLeavesScrollbackIntact(t *testing.T) {
 		t.Fatalf("a second snapshot differs from the first")
 	}
 }
+
+// TestREP: CSI b repeats the character printed last, as xterm.js does:
+// the bytes of the sequence itself do not forget it, a control or any
+// other sequence does, and REP forgets it once it ran.
+func TestREP(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"x\x1b[5b", "xxxxxx"},
+		{"ab\x1b[b", "abb"},
+		{"x\x1b[2b\x1b[2b", "xxx"},
+		{"x\x1b[mz\x1b[2b", "xzzz"},
+		{"x\x1b[m\x1b[3b", "x"},
+		{"x\x07\x1b[3b", "x"},
+		{"漢\x1b[2b", "漢漢漢"},
+		{"x\x1b]0;t\x07\x1b[3b", "x"},
+	} {
+		e := NewEmulator(3, 20, 0)
+		e.Write(tc.in)
+		if got := e.LineText(0); got != tc.want {
+			t.Errorf("%q: line %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestCombiningClusterBound: marks on one cell stop at maxClusterBytes;
+// 3,000 marks make one bounded cluster's worth of clusters, not 9 MB.
+func TestCombiningClusterBound(t *testing.T) {
+	e := newEmulatorRows(3, 20, 0, false)
+	e.write("e" + strings.Repeat("\u0301", 3000))
+	total := 0
+	for _, c := range e.clusters {
+		if len(c) > maxClusterBytes {
+			t.Fatalf("a cluster of %d bytes, bound %d", len(c), maxClusterBytes)
+		}
+		total += len(c)
+	}
+	if total > maxClusterBytes*maxClusterBytes {
+		t.Fatalf("3,000 marks on one cell made %d bytes of clusters", total)
+	}
+	if x := e.x; x != 1 {
+		t.Fatalf("cursor at %d after one base and its marks, want 1", x)
+	}
+	// The marks still join the cell, up to the bound.
+	if got := e.cellText(e.cur().line(0)[0].ch); !strings.HasPrefix(got, "e\u0301\u0301") || len(got) > maxClusterBytes {
+		t.Fatalf("cell text %q", got)
+	}
+}
