@@ -2,6 +2,7 @@ package pty
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -72,42 +73,69 @@ func TestEmulatorBacklogBound(t *testing.T) {
 // How much a read finds depends on how fast the program writes compared
 // with the reader, which load changes; so the test makes the PTY full
 // before the reader reads on: it stalls the emulator (the reader stops at
-// EmulatorBacklog), waits until the program is blocked writing to the
-// full PTY, and lets go. The reader's next item must then hold what
-// several reads brought.
+// EmulatorBacklog), lets the program write one chunk, waits until the
+// program is blocked writing to the full PTY, and lets go. The reader's
+// next item must then hold what several reads brought. The program
+// writes each chunk only when the test asks for it, so however long the
+// test is descheduled between rounds, the flood cannot run out before
+// the PTY is full again (it did under make test-stress, when the flood
+// was one cat of the whole file).
 func TestFloodReadInBatches(t *testing.T) {
-	const size, backlog, rounds = 4000000, 64 << 10, 5
-	file := t.TempDir() + "/flood"
-	if err := os.WriteFile(file, bytes.Repeat([]byte("a"), size), 0o600); err != nil {
+	const chunk, backlog, rounds = 1000000, 64 << 10, 5
+	dir := t.TempDir()
+	file := dir + "/flood"
+	if err := os.WriteFile(file, bytes.Repeat([]byte("a"), chunk), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// exec: the PTY's writer is term.pid itself, whose system call the
-	// test reads in /proc.
+	// Each round: a newline from the test, then one chunk written by a
+	// process whose pid the script leaves in DIR/pid.N, for the test to
+	// read its system call in /proc.
+	script := fmt.Sprintf(`stty raw -echo; printf ready; i=0; while [ $i -lt %d ]; do read x; cat %s & echo $! > %s/pid.$i; wait; i=$((i+1)); done; read x`, rounds, file, dir)
 	// A viewer that does not pull keeps every item in the log, for the
 	// test to read; its backlog holds the whole flood.
-	term, _, _ := liveViewerConfig(t, Config{Command: []string{"/bin/sh", "-c", "stty raw -echo; printf ready; read x; exec cat " + file},
-		EmulatorBacklog: backlog, ViewerBacklog: 2 * size})
+	term, _, _ := liveViewerConfig(t, Config{Command: []string{"/bin/sh", "-c", script},
+		EmulatorBacklog: backlog, ViewerBacklog: 2 * rounds * chunk})
 	logEndsWith(t, term, "ready", "the ready mark")
 	term.mu.Lock()
 	seq0, pos0 := term.endSeq, term.endPos
 	term.mu.Unlock()
-	if err := term.Input([]byte("\n"), nil); err != nil {
-		t.Fatal(err)
-	}
 	for r := range rounds {
-		term.emuMu.Lock()
-		waitFor(t, 20*time.Second, "the reader to stop at the emulator's backlog and the writer to block on the full PTY", func() bool {
-			return term.Stats().EmulatorLag > backlog && blockedWriting(t, term.pid)
+		// The chunks before this one are in: the program waits for its
+		// newline.
+		waitFor(t, 60*time.Second, "the chunks before", func() bool {
+			term.mu.Lock()
+			defer term.mu.Unlock()
+			return term.endPos-pos0 >= int64(r)*chunk
 		})
-		term.mu.Lock()
-		seq, pos := term.endSeq, term.endPos
-		term.mu.Unlock()
-		term.emuMu.Unlock()
-		if pos-pos0 == size {
-			t.Fatalf("round %d: the whole flood was read before the PTY was full", r)
+		// The emulator stalled (and released whatever happens to the
+		// test), the program is let write its chunk.
+		seq, pos := func() (uint64, int64) {
+			term.emuMu.Lock()
+			defer term.emuMu.Unlock()
+			if err := term.Input([]byte("\n"), nil); err != nil {
+				t.Fatal(err)
+			}
+			pidFile := fmt.Sprintf("%s/pid.%d", dir, r)
+			waitFor(t, 60*time.Second, "the reader to stop at the emulator's backlog and the writer to block on the full PTY", func() bool {
+				b, err := os.ReadFile(pidFile)
+				if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+					return false
+				}
+				pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+				if err != nil {
+					t.Fatalf("%s: %q", pidFile, b)
+				}
+				return term.Stats().EmulatorLag > backlog && blockedWriting(t, pid)
+			})
+			term.mu.Lock()
+			defer term.mu.Unlock()
+			return term.endSeq, term.endPos
+		}()
+		if pos-pos0 >= int64(r+1)*chunk {
+			t.Fatalf("round %d: the whole chunk was read before the PTY was full", r)
 		}
 		var n int
-		waitFor(t, 20*time.Second, "the reader's next item", func() bool {
+		waitFor(t, 60*time.Second, "the reader's next item", func() bool {
 			term.mu.Lock()
 			defer term.mu.Unlock()
 			if term.endSeq <= seq {
@@ -121,6 +149,15 @@ func TestFloodReadInBatches(t *testing.T) {
 			t.Fatalf("round %d: the reader appended %d bytes from a full PTY as one item, want more than one read's 4 KiB", r, n)
 		}
 	}
+	// Every chunk in: the script then waits for a last newline.
+	waitFor(t, 60*time.Second, "the whole flood", func() bool {
+		term.mu.Lock()
+		defer term.mu.Unlock()
+		return term.endPos-pos0 >= rounds*chunk
+	})
+	if err := term.Input([]byte("\n"), nil); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-term.exitDone:
 	case <-time.After(60 * time.Second):
@@ -129,8 +166,8 @@ func TestFloodReadInBatches(t *testing.T) {
 	term.mu.Lock()
 	items, end := term.endSeq-seq0, term.endPos-pos0
 	term.mu.Unlock()
-	if end != size {
-		t.Fatalf("the log took in %d bytes of output, want %d", end, size)
+	if end != rounds*chunk {
+		t.Fatalf("the log took in %d bytes of output, want %d", end, rounds*chunk)
 	}
 	t.Logf("%d bytes in %d items, %d bytes each on average", end, items, end/int64(items))
 }
@@ -140,6 +177,9 @@ func TestFloodReadInBatches(t *testing.T) {
 func blockedWriting(t *testing.T, pid int) bool {
 	t.Helper()
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		return false // gone: not writing
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
