@@ -18,6 +18,12 @@ import (
 
 // closedWith waits (at most within) for c to close and checks 1008 and the
 // reason.
+// closeWithin is how long a test waits for a connection the daemon must
+// close: on an idle machine the close comes within a second (the close
+// handshake waits 0.5 s), but how soon is a figure a loaded machine
+// changes; a connection still open after this long is a hang.
+const closeWithin = 15 * time.Second
+
 func closedWith(t *testing.T, c *client.Conn, within time.Duration, reason string) {
 	t.Helper()
 	select {
@@ -74,7 +80,7 @@ func TestRevokeClosesOpenConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	revoked := time.Now()
-	closedWith(t, c, time.Second, "token revoked")
+	closedWith(t, c, closeWithin, "token revoked")
 	t.Logf("closed %v after the revocation", time.Since(revoked))
 	_ = input(t, sub, "after") // fails: the connection is closed
 	if _, err := c.Subscribe(ctxT(t), ch.URI, nil); err == nil {
@@ -163,8 +169,8 @@ func TestRevokeExpiredTicketClosesReconnects(t *testing.T) {
 	if err := h.srv.RevokeToken(context.Background(), ticketID); err != nil {
 		t.Fatalf("revoking the expired ticket: %v", err)
 	}
-	closedWith(t, c1, time.Second, "token revoked")
-	closedWith(t, c2, time.Second, "token revoked")
+	closedWith(t, c1, closeWithin, "token revoked")
+	closedWith(t, c2, closeWithin, "token revoked")
 	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect}); rpcCode(err) != flow.ErrCodeUnauthorized {
 		t.Fatalf("reconnect token after revoking its ticket: %v, want -32001", err)
 	}
@@ -182,24 +188,34 @@ func TestReconnectTokenIdleExpiry(t *testing.T) {
 	c2.Close()
 	waitUntil(t, 5*time.Second, "connection gone", func() bool { return h.srv.ConnectionCount() == 0 })
 	closed := time.Now()
+	// Its expiry is set when the last connection ended: the ticket's TTL
+	// after that, not later (read from the store, not timed: how soon a
+	// poll notices is the machine's).
+	found := 0
+	for _, ti := range h.srv.ListTokens(context.Background()) {
+		if ti.Grant.Parent == "" {
+			continue
+		}
+		found++
+		if ti.Grant.Expires.After(closed.Add(time.Second)) {
+			t.Fatalf("reconnect token expires %v, more than the ticket's 1 s TTL after its last connection ended (%v)", ti.Grant.Expires, closed)
+		}
+	}
+	if found == 0 {
+		t.Fatal("no reconnect token listed")
+	}
 	// Authenticate does not attach a connection, so polling renews nothing.
 	var aerr error
-	waitUntil(t, 3*time.Second, "reconnect token expiry", func() bool {
+	waitUntil(t, 30*time.Second, "reconnect token expiry", func() bool {
 		_, aerr = h.srv.Tokens().Authenticate(reconnect)
 		return aerr != nil
 	})
 	if !errors.Is(aerr, auth.ErrTokenExpired) {
 		t.Fatalf("reconnect token after its idle period: %v, want %v", aerr, auth.ErrTokenExpired)
 	}
-	if idle := time.Since(closed); idle > 1500*time.Millisecond {
-		t.Fatalf("reconnect token lived %v idle, want the ticket's 1 s TTL", idle)
-	}
 	_, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect})
 	if rpcCode(err) != flow.ErrCodeUnauthorized {
 		t.Fatalf("dial with the expired reconnect token: %v, want -32001", err)
-	}
-	if idle := time.Since(closed); idle > 2*time.Second {
-		t.Fatalf("reconnect token lived %v idle, want about the ticket's 1 s TTL", idle)
 	}
 }
 
@@ -216,8 +232,8 @@ func TestKickRevokesReconnectToken(t *testing.T) {
 	if err := h.srv.DisconnectViewer(context.Background(), vs[0].ID, "shift over"); err != nil {
 		t.Fatal(err)
 	}
-	closedWith(t, c, time.Second, "shift over")
-	closedWith(t, c2, time.Second, "token revoked")
+	closedWith(t, c, closeWithin, "shift over")
+	closedWith(t, c2, closeWithin, "token revoked")
 	if _, _, err := client.Dial(ctxT(t), h.url, client.Options{Token: reconnect}); rpcCode(err) != flow.ErrCodeUnauthorized {
 		t.Fatalf("reconnect token after kick: %v, want -32001", err)
 	}
@@ -272,7 +288,7 @@ func TestMaxConnectionsPerToken(t *testing.T) {
 		}
 	} else {
 		defer third.Close()
-		closedWith(t, third, 5*time.Second, reason)
+		closedWith(t, third, closeWithin, reason)
 	}
 	first.Close()
 	waitUntil(t, 5*time.Second, "first connection gone", func() bool { return h.srv.ConnectionCount() == 1 })

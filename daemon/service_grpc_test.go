@@ -663,7 +663,7 @@ func TestControlStopEndsStreamsAndRemovesSocket(t *testing.T) {
 	if err := cp.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > 30*time.Second { // a hang, not a busy machine
 		t.Fatalf("stop took %v with an open stream", d)
 	}
 	for {
