@@ -180,7 +180,8 @@ func (h *harness) raw(header http.Header) (*websocket.Conn, *http.Response, erro
 
 func readJSON(t *testing.T, ws *websocket.Conn) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// 30 s tells a hang; a busy machine under -race can take seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, b, err := ws.Read(ctx)
 	if err != nil {

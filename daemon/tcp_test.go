@@ -116,7 +116,14 @@ type tcpClient struct {
 	acc      flow.Position
 	partial  map[int64][]byte
 	received int64 // UTF-16 bytes of complete host→client messages
-	largest  int   // the most stream bytes one tcp/data carried (readData)
+	// sent and granted are the client→host side of PROTOCOL.md §5: the
+	// UTF-16 bytes of tcp/input and tcp/eof sent, and the host's last
+	// consumedBytes for them. message starts one only while sent −
+	// granted < hostWindow, as a client must: the host's credit for
+	// input may come after the echo of that input.
+	sent, granted int64
+	queued        []string // host→client messages read while waiting for credit
+	largest       int      // the most stream bytes one tcp/data carried (readData)
 	// A TCP subscription's channel/ready (PROTOCOL.md §3) is checked and
 	// passed over by next: it comes before any new message, after the
 	// replay of a resume.
@@ -168,6 +175,12 @@ func (c *tcpClient) message(method string, params any) {
 	c.t.Helper()
 	p, _ := json.Marshal(params)
 	text := `{"jsonrpc":"2.0","method":"` + method + `","params":` + string(p) + `}`
+	for c.sent-c.granted >= hostWindow {
+		if raw := c.read(); raw != "" {
+			c.queued = append(c.queued, raw)
+		}
+	}
+	c.sent += flow.UTF16Len(text)
 	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"channel/frame","params":{"channel":%q,"subscriptionId":%q,"messageId":%d,"data":%s,"final":true}}`,
 		c.channel, c.sub, c.nextID, jsonString(text)))
 	c.nextID++
@@ -185,20 +198,48 @@ func (c *tcpClient) credit() {
 	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"channel/credit","params":{"channel":%q,"subscriptionId":%q,"consumedBytes":%d}}`, c.channel, c.sub, c.received))
 }
 
+// hostWindow is the host's default receive window for a subscription
+// (hostReceive.windowBytes, UTF-16 bytes; internal/limits).
+const hostWindow = 256 << 10
+
+// read returns the next message from the host, or "" for a channel/credit
+// of the subscription, which it applies.
+func (c *tcpClient) read() string {
+	c.t.Helper()
+	raw := readJSON(c.t, c.ws)
+	var cr struct {
+		Method string `json:"method"`
+		Params struct {
+			SubscriptionID string `json:"subscriptionId"`
+			ConsumedBytes  int64  `json:"consumedBytes"`
+		} `json:"params"`
+	}
+	if json.Unmarshal([]byte(raw), &cr) == nil && cr.Method == "channel/credit" {
+		if cr.Params.SubscriptionID == c.sub {
+			c.granted = max(c.granted, cr.Params.ConsumedBytes)
+		}
+		return ""
+	}
+	return raw
+}
+
 // next returns the next complete host→client logical message of the
 // subscription, or the channel/reset or error that came instead (as its
 // method "channel/reset" with its params).
 func (c *tcpClient) next() message {
 	c.t.Helper()
 	for {
-		raw := readJSON(c.t, c.ws)
+		var raw string
+		if len(c.queued) > 0 {
+			raw, c.queued = c.queued[0], c.queued[1:]
+		} else if raw = c.read(); raw == "" {
+			continue
+		}
 		var env message
 		if err := json.Unmarshal([]byte(raw), &env); err != nil {
 			c.t.Fatalf("bad JSON %s", raw)
 		}
 		switch env.Method {
-		case "channel/credit":
-			continue
 		case "channel/reset":
 			return env
 		case "channel/frame":

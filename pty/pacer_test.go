@@ -42,21 +42,6 @@ func TestPacerYieldsFloodToTyping(t *testing.T) {
 	paced := readDuring(d, typed)
 	self := readDuring(d, flood)
 	t.Logf("flood read %d bytes alone, %d while another terminal is typed into, %d while typed into itself", alone, paced, self)
-	// One read of at most 4 KiB per pause, with slack for the reads
-	// before the flood is recognised, and for one batch of them (the
-	// reader reads on until the PTY is empty or 64 KiB are in hand, and
-	// paces after the batch): 110–178 KiB measured, 198–201 KiB in 2 of
-	// 14 runs, before the batch was allowed for.
-	limit := int64(d/delay+1)*4096 + 128<<10 + 64<<10
-	if paced > limit {
-		t.Errorf("paced flood read %d bytes in %v, want at most %d", paced, d, limit)
-	}
-	// On a machine so loaded that the flood alone reads little more than
-	// the paced limit (two race-enabled test runs on two cores: 0.5 MB/s),
-	// the comparison says nothing; the limit above still holds.
-	if alone > 3*limit && paced*3 > alone {
-		t.Errorf("paced flood read %d bytes, alone %d: want at least 3 times less", paced, alone)
-	}
 	if paced*3 > self {
 		t.Errorf("a flood typed into read %d bytes, paced %d: it should not be paced", self, paced)
 	}
@@ -67,5 +52,21 @@ func TestPacerYieldsFloodToTyping(t *testing.T) {
 	}
 	if st := typed.Stats(); st.Paced != 0 {
 		t.Errorf("the terminal typed into was paced for %v", st.Paced)
+	}
+	// What the pacer reads per pause is a figure, not a bound load cannot
+	// change: on an idle machine one read of at most 4 KiB per pause
+	// plus one batch (110–178 KiB in 600 ms), but a machine that holds
+	// `yes` back lets a read find the PTY empty, which ends the flood, and
+	// the next 64 KiB are read before it is recognised again (281 KiB
+	// under make test-stress). So the test compares phases of the same
+	// run: paced, the flood reads at least 3 times less than alone,
+	// unless the machine is so loaded that the flood alone reads little
+	// (two race-enabled test runs on two cores: 0.5 MB/s), where the
+	// comparison says nothing.
+	if few := int64(d/delay+1)*4096 + 192<<10; alone <= 3*few {
+		t.Skipf("inconclusive: the flood alone read %d bytes in %v, too few to compare with paced reads (%d)", alone, d, paced)
+	}
+	if paced*3 > alone {
+		t.Errorf("paced flood read %d bytes, alone %d: want at least 3 times less", paced, alone)
 	}
 }
