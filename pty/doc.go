@@ -125,7 +125,7 @@
 // is rebuilt: the index of the clusters, a plain row's out-of-date cells,
 // the scrollback ring's rotation and the spare room rows slide over. The
 // reader goroutine's filter holds state of its own (a held query prefix,
-// an incomplete UTF-8 sequence) that this codec does not cover. A decoded
+// an incomplete UTF-8 sequence), which filter_state.go encodes. A decoded
 // emulator continues exactly as the original would: TestEmulatorState*
 // and FuzzEmulatorStateRoundTrip compare every field and the snapshots
 // before and after more output. The decoder checks every count and
@@ -145,6 +145,28 @@
 // a decoder refuses a version it does not know. A 50×200 terminal with a
 // full 10,000-line scrollback is about 1.2–1.4 MB of state
 // (BenchmarkEmulatorState).
+//
+// # Hand-over
+//
+// Terminal.Freeze stops a terminal where it stands and returns what the
+// next binary needs to carry it on (handover.go): a close-on-exec
+// duplicate of the PTY master, the process id, and a state (its own
+// version, 1) of the size, the exit status if the process was already
+// reaped, the input not yet written, the reader's filter state
+// (filter_state.go) and the emulator's. The reader stops at its next read
+// (a read deadline, set until it is gone: it sets deadlines of its own),
+// and everything it read is applied to the emulator first; what it did
+// not read waits in the PTY, so no output is lost or repeated. The writer
+// stops at its next write; a write waiting for room is cut short by a
+// write deadline and its rest stays first in the queue. The process is
+// neither signalled nor reaped: the waiter waits with waitid(WNOWAIT) and
+// reaps only under reapMu while the terminal is not frozen, so a process
+// that exits during the hand-over stays a zombie for the adopter. Adopt
+// checks the state field by field (TestHandOverStateChecked,
+// FuzzHandoverState) and starts the goroutines on it. Viewers do not
+// cross: they reconnect and get a snapshot. TestHandOverLosesNoByte hands
+// a terminal over 20 times while it prints 50,000 numbered lines and
+// finds every line once, in order.
 //
 // # Why not github.com/charmbracelet/x/vt v0.1.0
 //

@@ -118,13 +118,29 @@ type Terminal struct {
 	rc     syscall.RawConn // master's descriptor, for rawio
 	pid    int
 
-	closing    chan struct{} // closed when Close starts
-	done       chan struct{} // closed when the emulator and writer must stop
-	readerDone chan struct{} // closed by the reader after its last item
-	waitDone   chan struct{} // closed by the waiter after cmd.Wait
-	exitDone   chan struct{} // closed after the exit status is published
-	wg         sync.WaitGroup
+	closing    chan struct{}  // closed when Close (or Freeze) starts
+	done       chan struct{}  // closed when the emulator and writer must stop
+	readerDone chan struct{}  // closed by the reader after its last item
+	waitDone   chan struct{}  // closed by the waiter once it reaped the process
+	exitDone   chan struct{}  // closed after the exit status is published
+	wg         sync.WaitGroup // the reader, the emulator and the writer
+	waiterWG   sync.WaitGroup // the waiter (see Freeze)
 	closeOnce  sync.Once
+
+	// frozen is set by Freeze: the reader and the writer stop at their
+	// next step, leaving what they have not done in the PTY (output) or
+	// the queue (input) for the Terminal that adopts this one's state.
+	frozen atomic.Bool
+	// reapMu orders reaping against Freeze: the waiter reaps only while
+	// the terminal is not frozen (a frozen terminal's process is the
+	// adopter's to reap), and Freeze records whether it was reaped.
+	reapMu     sync.Mutex
+	reaped     bool       // the process was reaped, with reapStatus
+	reapStatus ExitStatus //
+	reapFrozen bool       // Freeze ran: the waiter must not reap
+	// inFilter is the reader's filter to start with (Adopt), and
+	// outFilter the one it stopped with when frozen (Freeze).
+	inFilter, outFilter *filter
 
 	paced atomic.Int64 // nanoseconds the reader paused for the Pacer
 	// quietSince is the monoNow at which the reader found the PTY empty
@@ -242,18 +258,24 @@ func Start(cfg Config) (*Terminal, error) {
 	}
 	t := newTerminal(cfg)
 	t.dir, t.cmd, t.master, t.rc, t.pid = dir, cmd, master, rc, cmd.Process.Pid
+	t.run()
+	t.log.Debug("terminal started", "pid", t.pid, "command", cfg.Command[0], "rows", cfg.Rows, "cols", cfg.Cols)
+	return t, nil
+}
+
+// run starts the Terminal's goroutines (Start, Adopt).
+func (t *Terminal) run() {
 	t.emuTimer = afterfunc.New(func() {
 		t.emuWoken.Store(monoNow())
 		t.emuArmed.Store(false)
 		signal(t.emuWake)
 	})
-	t.wg.Add(4)
+	t.wg.Add(3)
+	t.waiterWG.Add(1)
 	go t.reader()
 	go t.waiter()
 	go t.emulate()
 	go t.writer()
-	t.log.Debug("terminal started", "pid", t.pid, "command", cfg.Command[0], "rows", cfg.Rows, "cols", cfg.Cols)
-	return t, nil
 }
 
 // newTerminal returns a Terminal of cfg (defaulted) without a process:
@@ -335,6 +357,7 @@ func (t *Terminal) Close() error {
 		<-t.exitDone
 		close(t.done)
 		t.wg.Wait()
+		t.waiterWG.Wait()
 		t.emuTimer.Stop() // the reader, which arms it, has ended
 		if t.cfg.Pacer != nil {
 			t.cfg.Pacer.forget(t)
@@ -579,7 +602,7 @@ func (t *Terminal) writer() {
 		}
 		for {
 			t.mu.Lock()
-			if len(t.inQ) == 0 {
+			if len(t.inQ) == 0 || t.frozen.Load() {
 				t.mu.Unlock()
 				break
 			}
@@ -591,7 +614,23 @@ func (t *Terminal) writer() {
 			t.mu.Unlock()
 			var err error
 			if !broken {
-				err = rawio.WriteAll(t.rc, in.data) // waits for room
+				var n int
+				n, err = rawio.WriteAllN(t.rc, in.data) // waits for room
+				if err != nil && t.frozen.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+					// Freeze interrupted the write: the rest stays first
+					// in the queue, for the adopter to write.
+					t.mu.Lock()
+					if in.reply {
+						t.replyBytes -= n
+					} else {
+						t.inBytes -= n
+					}
+					in.data = in.data[n:]
+					t.inQ = append([]input{in}, t.inQ...)
+					t.writing = false
+					t.mu.Unlock()
+					return
+				}
 			}
 			t.mu.Lock()
 			if in.reply {
@@ -647,6 +686,9 @@ func (t *Terminal) reader() {
 	defer t.wg.Done()
 	defer close(t.readerDone)
 	var f filter
+	if t.inFilter != nil {
+		f, t.inFilter = *t.inFilter, nil
+	}
 	buf := make([]byte, readSize)
 	var pending []func() // wake hooks held back
 	unwoken := 0         // bytes appended since the last wake-up
@@ -728,6 +770,14 @@ func (t *Terminal) reader() {
 		})
 		if n > 0 {
 			add(n)
+		}
+		if t.frozen.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			// Freeze: what the filter holds (a query's start, a UTF-8
+			// sequence's first bytes) goes with the state; the rest of
+			// the output waits in the PTY.
+			t.outFilter = &f
+			flush()
+			return
 		}
 		if deferred && errors.Is(err, os.ErrDeadlineExceeded) {
 			// The PTY stayed empty until the deadline. A wakeBatch wake-up
@@ -945,11 +995,16 @@ func (t *Terminal) wakeAll(hooks []func()) {
 
 // waiter reaps the process and publishes the exit once all output is read.
 func (t *Terminal) waiter() {
-	defer t.wg.Done()
-	err := t.cmd.Wait()
+	defer t.waiterWG.Done()
+	st, ok := t.reap()
+	if !ok {
+		return // frozen: the process is the adopter's
+	}
 	close(t.waitDone)
 	<-t.readerDone
-	st := exitStatus(t.cmd.ProcessState, err)
+	if t.frozen.Load() {
+		return // the adopter publishes the exit
+	}
 	var msg []byte
 	msg = append(msg, `{"jsonrpc":"2.0","method":"terminal/exit","params":{`...)
 	if st.Signal != "" {
@@ -984,15 +1039,60 @@ func (t *Terminal) waiter() {
 	}
 }
 
-func exitStatus(ps *os.ProcessState, err error) ExitStatus {
-	if ps == nil {
-		return ExitStatus{Code: -1}
+// reap waits for the process to exit and reaps it, unless the Terminal
+// is frozen meanwhile (then it returns false and leaves the process, a
+// zombie or not, to the adopter). It waits without reaping first (waitid
+// with WNOWAIT), so that a Freeze between the exit and the reaping finds
+// the process still there to hand over.
+func (t *Terminal) reap() (ExitStatus, bool) {
+	t.reapMu.Lock()
+	if t.reaped || t.reapFrozen {
+		st, ok := t.reapStatus, !t.reapFrozen
+		t.reapMu.Unlock()
+		return st, ok
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return ExitStatus{Signal: signalName(ws.Signal())}
+	t.reapMu.Unlock()
+	var info [128]byte // siginfo_t
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(t.pid), uintptr(unsafe.Pointer(&info)), wEXITED|wNOWAIT, 0, 0)
+		if e != syscall.EINTR {
+			break
+		}
 	}
-	return ExitStatus{Code: ps.ExitCode()}
+	t.reapMu.Lock()
+	defer t.reapMu.Unlock()
+	if t.reapFrozen {
+		return ExitStatus{}, false
+	}
+	var ws syscall.WaitStatus
+	var err error
+	for {
+		if _, err = syscall.Wait4(t.pid, &ws, 0, nil); err != syscall.EINTR {
+			break
+		}
+	}
+	st := ExitStatus{Code: -1}
+	switch {
+	case err != nil:
+		t.log.Warn("terminal: reaping the process failed", "pid", t.pid, "err", err)
+	case ws.Signaled():
+		st = ExitStatus{Signal: signalName(ws.Signal())}
+	default:
+		st = ExitStatus{Code: ws.ExitStatus()}
+	}
+	if t.cmd != nil {
+		_ = t.cmd.Process.Release() // reaped here, not by cmd.Wait
+	}
+	t.reaped, t.reapStatus = true, st
+	return st, true
 }
+
+// waitid's idtype and options (linux).
+const (
+	pPID    = 1
+	wEXITED = 4
+	wNOWAIT = 0x01000000
+)
 
 var signalNames = map[syscall.Signal]string{
 	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",

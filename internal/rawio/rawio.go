@@ -118,6 +118,10 @@ func WriteAll(rc syscall.RawConn, p []byte) error {
 	return err
 }
 
+// WriteAllN is WriteAll that also returns how much of p it wrote before
+// an error (a deadline set on the file, say).
+func WriteAllN(rc syscall.RawConn, p []byte) (int, error) { return writeAll(rc, p) }
+
 // writeAll is WriteAll that also returns how much it wrote.
 func writeAll(rc syscall.RawConn, p []byte) (int, error) {
 	written := 0
