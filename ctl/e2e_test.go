@@ -96,7 +96,14 @@ func startDaemonWith(t *testing.T, args, env []string) *daemonProc {
 // finds the state the last one left.
 func startDaemonIn(t *testing.T, dir string, args, env []string) *daemonProc {
 	t.Helper()
-	ahpd, ahpctl := binaries(t)
+	ahpd, _ := binaries(t)
+	return startDaemonExe(t, ahpd, dir, args, env)
+}
+
+// startDaemonExe is startDaemonIn with the ahpd binary at path ahpd.
+func startDaemonExe(t *testing.T, ahpd, dir string, args, env []string) *daemonProc {
+	t.Helper()
+	_, ahpctl := binaries(t)
 	d := &daemonProc{t: t, control: filepath.Join(dir, "ctl.sock"), ahpctl: ahpctl, exited: make(chan error, 1)}
 	d.cmd = exec.Command(ahpd, append([]string{"--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"),
 		"--control", d.control, "--no-default-terminal", "--log-level", "debug"}, args...)...)
@@ -120,7 +127,10 @@ func startDaemonIn(t *testing.T, dir string, args, env []string) *daemonProc {
 			d.log.WriteString(line + "\n")
 			d.logMu.Unlock()
 			if m := re.FindStringSubmatch(line); m != nil {
-				ready <- m[1]
+				select {
+				case ready <- m[1]:
+				default: // said again after an upgrade in place
+				}
 			}
 		}
 	}()

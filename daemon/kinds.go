@@ -51,7 +51,17 @@ func newTCPChannel(svc *service.Service, params json.RawMessage, budget *flow.Bu
 // a real PTY with the host's VT emulator (package pty), whose viewers
 // maxViewers (maxViewersPerTerminal, read at each attach) bounds.
 func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer, maxViewers func() int) (flow.Channel, error) {
-	t, err := pty.Start(pty.Config{
+	t, err := pty.Start(ptyConfig(spec, backlog, log, pacer, maxViewers))
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ptyConfig is the pty.Config of a terminal of spec (newPTYTerminal, and
+// Adopt at an upgrade in place).
+func ptyConfig(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer, maxViewers func() int) pty.Config {
+	return pty.Config{
 		Command:       spec.Command,
 		Env:           spec.Env,
 		Dir:           spec.Dir,
@@ -66,11 +76,7 @@ func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, 
 		Logger:     log,
 		Pacer:      pacer,
 		MaxViewers: maxViewers,
-	})
-	if err != nil {
-		return nil, err
 	}
-	return t, nil
 }
 
 // newTelemetryChannel is the "telemetry" Creator (the control plane's

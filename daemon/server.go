@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
@@ -57,6 +59,11 @@ type Server struct {
 	memory *memoryReturner // gives free memory back after channels and connections end
 	tokens *auth.Tokens
 	log    *slog.Logger
+	// adopt carries on a terminal handed over at an upgrade in place with
+	// the settings newPTYTerminal gives a new one (AdoptTerminals).
+	adopt func(ht handedTerminal, master *os.File, state []byte) (*pty.Terminal, error)
+	// upgrading: Serve ends for an upgrade in place (PrepareUpgrade).
+	upgrading atomic.Bool
 }
 
 // Compile-time checks of the wiring.
@@ -91,17 +98,22 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		started = time.Now()
 	}
 	s := &Server{memory: newMemoryReturner(), tokens: tokens, log: log}
+	// The daemon's terminals share its CPU: typing into one takes
+	// precedence over a flood in another (pty.Pacer).
+	var pacer *pty.Pacer
+	if !cfg.NoTypingFirst {
+		pacer = &pty.Pacer{}
+	}
+	maxViewers := func() int { return s.Service.Limits().MaxViewersPerTerminal }
 	nt := opts.NewTerminal
 	if nt == nil {
-		// The daemon's terminals share its CPU: typing into one takes
-		// precedence over a flood in another (pty.Pacer).
-		var pacer *pty.Pacer
-		if !cfg.NoTypingFirst {
-			pacer = &pty.Pacer{}
-		}
 		nt = func(spec service.TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error) {
-			return newPTYTerminal(spec, backlog, log, pacer, func() int { return s.Service.Limits().MaxViewersPerTerminal })
+			return newPTYTerminal(spec, backlog, log, pacer, maxViewers)
 		}
+	}
+	s.adopt = func(ht handedTerminal, master *os.File, state []byte) (*pty.Terminal, error) {
+		spec := service.TerminalSpec{Command: ht.Command, Env: ht.Env, Dir: ht.Dir, Scrollback: ht.Scrollback}
+		return pty.Adopt(ptyConfig(spec, s.Service.Limits().TerminalViewerBacklog, log, pacer, maxViewers), master, ht.Pid, state)
 	}
 	// Every connection's memory counts in the daemon's total; a TCP
 	// channel the control plane created counts its journal there too.
@@ -134,6 +146,15 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// PrepareUpgrade makes the coming end of Serve (its ctx cancelled) an
+// upgrade in place: connections close with 1012 "host upgrading", and
+// Serve closes every channel but the terminals, which FreezeTerminals
+// then hands over.
+func (s *Server) PrepareUpgrade() {
+	s.upgrading.Store(true)
+	s.sess.Upgrading()
+}
+
 // Session is the viewer side: the HTTP handler and the connections.
 func (s *Server) Session() *session.Server { return s.sess }
 
@@ -148,7 +169,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, s.BeginShutdown)
 	defer stop()
 	err := s.sess.Serve(ctx, ln)
-	s.Service.Close()
+	if s.upgrading.Load() {
+		s.Service.CloseForUpgrade()
+	} else {
+		s.Service.Close()
+	}
 	s.memory.stop()
 	// A reconnect token's last connection end may be held back (written
 	// at most once a second): the next daemon must see it.

@@ -76,6 +76,7 @@ func Main(args []string, stderr io.Writer) int {
 	configFlag := fs.String("config", "", "config `file` (default: the first that exists of $CONFIGURATION_DIRECTORY/config.toml, $XDG_CONFIG_HOME/ahpd/config.toml (~/.config/ahpd/config.toml), /etc/ahpd/config.toml; \"none\": no file)")
 	checkConfig := fs.Bool("check-config", false, "validate the config file and flags, print the result and exit: 0 valid, 1 not")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	checkUpgrade := fs.Bool("upgrade-check", false, "run by ahpd itself on a new binary before an upgrade in place (SIGUSR2): check that this binary reads the state it is handed and the config, then exit: 0 it can take over, 1 not")
 	printLink := fs.Bool("print-link", false, "print the default terminal's browser link (single-use ticket) on stderr even when stderr is not a terminal (never with the journal log format)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
@@ -102,6 +103,9 @@ func Main(args []string, stderr io.Writer) int {
 	if *checkConfig {
 		return reportCheck(stderr, *configFlag, path, err)
 	}
+	if *checkUpgrade {
+		return upgradeCheck(stderr, err)
+	}
 	if err != nil {
 		printErr(stderr, "config", err)
 		var ce *config.FileError
@@ -110,7 +114,7 @@ func Main(args []string, stderr io.Writer) int {
 		}
 		return 1
 	}
-	return run(s, runOptions{configFlag: *configFlag, configPath: path, fromFlags: fl, flagged: flagged, printLink: *printLink}, stderr)
+	return run(s, runOptions{configFlag: *configFlag, configPath: path, fromFlags: fl, flagged: flagged, printLink: *printLink, args: args}, stderr)
 }
 
 // printErr writes err with one "ahpd: " prefix per line (errors.Join
@@ -153,6 +157,7 @@ type runOptions struct {
 	fromFlags  config.Settings
 	flagged    map[string]bool
 	printLink  bool // --print-link
+	args       []string
 }
 
 func run(s config.Settings, ro runOptions, stderr io.Writer) int {
@@ -179,13 +184,41 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		log.Info("config file", "path", ro.configPath)
 	}
 
-	// Catch SIGHUP before anything can send it: its default action would
-	// end the daemon.
+	// Catch SIGHUP and SIGUSR2 before anything can send them: their
+	// default action would end the daemon.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Serving also ends for an upgrade in place (runner.upgrade).
+	ctx, endServing := context.WithCancel(sigCtx)
+	defer endServing()
+
+	// What an upgrade in place needs later: the binary as started, and
+	// systemd's variables, which the lines below clear.
+	up := &upgrader{args: ro.args, started: time.Now()}
+	if self, err := os.Executable(); err == nil {
+		up.self = self
+	}
+	for _, k := range []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"} {
+		if v, ok := os.LookupEnv(k); ok {
+			up.env = append(up.env, k+"="+v)
+		}
+	}
+	in, err := takeState()
+	if err != nil {
+		return fatal("%v", err)
+	}
+	if in != nil {
+		if err := in.listeners(); err != nil {
+			return fatal("%v", err)
+		}
+		up.started, up.upgrades = in.daemon.Started, in.daemon.Upgrades+1
+	}
 
 	// Read (and clear) systemd's variables before any terminal starts.
 	sd, err := systemd.NotifierFromEnv()
@@ -210,13 +243,17 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		return fatal("%v", err)
 	}
 	defer lock.Close()
+	if in != nil && in.http != nil {
+		act.HTTP = in.http // kept across the upgrade
+	} else if act.HTTP != nil {
+		log.Info("HTTP listener from socket activation", "addr", act.HTTP.Addr().String())
+	}
 	if act.HTTP != nil {
 		cfg.Listen = act.HTTP.Addr().String()
-		log.Info("HTTP listener from socket activation", "addr", cfg.Listen)
 	}
 	busy, stopScaling := procs.Start(log)
 	defer stopScaling()
-	srv, err := daemon.New(cfg, daemon.Options{Logger: log, Busy: busy, ConfigFile: ro.configFileOption()})
+	srv, err := daemon.New(cfg, daemon.Options{Logger: log, Busy: busy, ConfigFile: ro.configFileOption(), Started: up.started})
 	if err != nil {
 		act.Close()
 		return fatal("%v", err)
@@ -237,7 +274,14 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	}
 	copts := service.ControlOptions{Path: s.Control, HTTPAddr: ln.Addr().String()}
 	var cp *service.ControlPlane
-	if act.Control != nil {
+	if in != nil && in.control != nil {
+		cl, err := control.Inherited(in.control)
+		if err != nil {
+			ln.Close()
+			return fatal("control: %v", err)
+		}
+		copts.Listener = cl
+	} else if act.Control != nil {
 		cl, err := control.FromListener(act.Control)
 		if err != nil {
 			act.Control.Close()
@@ -257,7 +301,14 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 
 	base := "http://" + ln.Addr().String()
 	var link string // the default terminal's line for the operator
-	if !cfg.NoDefaultTerminal {
+	if in != nil {
+		n, err := srv.AdoptTerminals(in.state)
+		if err != nil {
+			log.Error("upgrade: terminals lost", "err", err)
+		}
+		log.Info("upgraded in place", "from", in.daemon.From, "to", "ahpd "+daemon.Version, "terminals", n,
+			"upgrades", up.upgrades, "took", time.Since(in.daemon.Upgraded).Round(time.Millisecond))
+	} else if !cfg.NoDefaultTerminal {
 		ch, err := srv.CreateTerminal(service.TerminalSpec{ID: "shell", Title: "shell"})
 		if err != nil {
 			ln.Close()
@@ -293,6 +344,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 
 	r := &runner{
 		srv: srv, log: log, level: level, sd: sd, watchdog: wd, opts: ro, started: s,
+		up: up, ln: ln, cp: cp, endServing: endServing,
 		status: fmt.Sprintf("serving %s; control socket %s", base, cp.Path()),
 		probe:  healthURL(ln.Addr()),
 		// No proxy from the environment, no kept-alive connection.
@@ -300,7 +352,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	var loop sync.WaitGroup
-	loop.Go(func() { r.loop(loopCtx, ctx, hup) })
+	loop.Go(func() { r.loop(loopCtx, ctx, hup, usr2) })
 	defer func() { stopLoop(); loop.Wait() }()
 
 	// Both listeners are bound and listening: a connection made now is
@@ -308,6 +360,13 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	r.notify("READY=1\nSTATUS=" + r.status)
 	if err := srv.Serve(ctx, ln); err != nil {
 		return fatal("%v", err)
+	}
+	if h := r.pending(); h != nil {
+		stopLoop()
+		loop.Wait()
+		cp.Close() // the socket file stays: the new binary serves it
+		err := up.exec(srv, h.bin, h.http, h.control)
+		return fatal("upgrade: %v; the terminals are lost", err)
 	}
 	log.Info("stopped")
 	return 0
@@ -325,6 +384,68 @@ type runner struct {
 	status   string          // STATUS= for systemctl status
 	probe    string          // URL of /healthz on our own listener
 	hc       *http.Client
+
+	up         *upgrader
+	ln         net.Listener
+	cp         *service.ControlPlane
+	endServing context.CancelFunc
+	mu         sync.Mutex   // guards handing
+	handing    *handingOver // an upgrade under way: set once, by upgrade
+}
+
+// handingOver is an upgrade that passed its check: the new binary and
+// the listeners' descriptors it gets.
+type handingOver struct {
+	bin           string
+	http, control *os.File
+}
+
+func (r *runner) pending() *handingOver {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.handing
+}
+
+// upgrade starts an upgrade in place to the binary ahpd was started from
+// (SIGUSR2): the new binary is checked first, and one that fails the
+// check is refused with the reason in the log while this daemon goes on
+// serving. Then serving ends (connections close with 1012) and run
+// hands over and re-executes (upgrader.exec).
+func (r *runner) upgrade(bin string) error {
+	if r.pending() != nil {
+		return errors.New("an upgrade is already under way")
+	}
+	if bin == "" {
+		return errors.New("the path ahpd was started from is unknown (os.Executable failed)")
+	}
+	r.notify(fmt.Sprintf("RELOADING=1\nSTATUS=upgrading to %s\nMONOTONIC_USEC=%d", bin, systemd.MonotonicUsec()))
+	if err := r.up.check(bin); err != nil {
+		r.notify("READY=1\nSTATUS=" + r.status)
+		return err
+	}
+	h := &handingOver{bin: bin}
+	tl, ok := r.ln.(interface{ File() (*os.File, error) })
+	if !ok {
+		r.notify("READY=1\nSTATUS=" + r.status)
+		return fmt.Errorf("the HTTP listener (%T) cannot be handed over", r.ln)
+	}
+	var err error
+	if h.http, err = tl.File(); err != nil {
+		r.notify("READY=1\nSTATUS=" + r.status)
+		return fmt.Errorf("the HTTP listener: %w", err)
+	}
+	if h.control, err = r.cp.Handover(); err != nil {
+		h.http.Close()
+		r.notify("READY=1\nSTATUS=" + r.status)
+		return err
+	}
+	r.mu.Lock()
+	r.handing = h
+	r.mu.Unlock()
+	r.log.Info("upgrading in place", "binary", bin, "pid", os.Getpid())
+	r.srv.PrepareUpgrade()
+	r.endServing()
+	return nil
 }
 
 func (r *runner) notify(state string) {
@@ -337,7 +458,7 @@ func (r *runner) notify(state string) {
 // cancelled when shutdown begins: the loop then sends STOPPING=1, and from
 // then on the watchdog pings without probing, since the HTTP listener is
 // closing.
-func (r *runner) loop(ctx, serving context.Context, hup <-chan os.Signal) {
+func (r *runner) loop(ctx, serving context.Context, hup, usr2 <-chan os.Signal) {
 	stopping := serving.Done()
 	var tick <-chan time.Time
 	if r.watchdog > 0 && r.sd != nil {
@@ -351,15 +472,24 @@ func (r *runner) loop(ctx, serving context.Context, hup <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():
-			if stopping != nil && serving.Err() != nil {
+			if stopping != nil && serving.Err() != nil && r.pending() == nil {
 				r.notify("STOPPING=1\nSTATUS=shutting down") // select chose this case first
 			}
 			return
 		case <-stopping:
-			r.notify("STOPPING=1\nSTATUS=shutting down")
+			if r.pending() == nil {
+				r.notify("STOPPING=1\nSTATUS=shutting down")
+			}
 			stopping = nil
 		case <-hup:
 			r.reload()
+		case <-usr2:
+			if serving.Err() != nil {
+				continue
+			}
+			if err := r.upgrade(r.up.self); err != nil {
+				r.log.Error("upgrade refused; still serving", "err", err)
+			}
 		case <-tick:
 			if serving.Err() == nil {
 				if err := r.check(ctx); err != nil {

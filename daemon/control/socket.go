@@ -53,6 +53,7 @@ type Listener struct {
 
 	once     sync.Once
 	closeErr error
+	kept     bool // Handover ran: Close leaves the socket file
 }
 
 // Path returns the socket's absolute path.
@@ -62,7 +63,7 @@ func (l *Listener) Path() string { return l.path }
 func (l *Listener) Close() error {
 	l.once.Do(func() {
 		l.closeErr = l.Listener.Close()
-		if fi, err := os.Lstat(l.path); err == nil && os.SameFile(fi, l.inode) {
+		if fi, err := os.Lstat(l.path); err == nil && !l.kept && os.SameFile(fi, l.inode) {
 			_ = os.Remove(l.path)
 		}
 		// The lock file stays: removing it would let a process that has
@@ -70,6 +71,53 @@ func (l *Listener) Close() error {
 		_ = l.lock.Close()
 	})
 	return l.closeErr
+}
+
+// Handover returns a descriptor of the listening socket (close-on-exec)
+// for the binary an upgrade in place re-executes, which takes it with
+// Inherited; Close then leaves the socket file where it is. Connections
+// made meanwhile wait in the socket's backlog.
+func (l *Listener) Handover() (*os.File, error) {
+	fl, ok := l.Listener.(interface{ File() (*os.File, error) })
+	if !ok {
+		return nil, fmt.Errorf("control socket %s: cannot hand over a %T", l.path, l.Listener)
+	}
+	f, err := fl.File()
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", l.path, err)
+	}
+	l.kept = true
+	return f, nil
+}
+
+// Inherited takes over the control socket that the previous binary
+// handed over (Handover) at an upgrade in place: the checks of
+// FromListener, then the lock and the socket file are this process's, as
+// after Listen (Close removes the file).
+func Inherited(f *os.File) (*Listener, error) {
+	ln, err := net.FileListener(f)
+	_ = f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("control socket: inherited descriptor: %w", err)
+	}
+	l, err := FromListener(ln)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	lock, err := lockPath(l.path + ".lock")
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	fi, err := os.Lstat(l.path)
+	if err != nil {
+		lock.Close()
+		ln.Close()
+		return nil, fmt.Errorf("control socket %s: %w", l.path, err)
+	}
+	l.lock, l.inode = lock, fi
+	return l, nil
 }
 
 // Listen creates the control socket at path (mode SocketMode) and listens

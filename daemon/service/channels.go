@@ -232,8 +232,30 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 		s.terminals.Add(-1)
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
+	return s.addTerminal(spec, t, time.Time{}, "channel created")
+}
+
+// AdoptTerminal registers a terminal that a previous binary handed over
+// at an upgrade in place (pty.Adopt), under its spec's id, with the time
+// it was created. It counts in maxTerminals but is never refused for it:
+// the terminal exists already.
+func (s *Service) AdoptTerminal(spec TerminalSpec, t flow.Channel, created time.Time) (*registry.Channel, error) {
+	if s.isClosing() {
+		_ = t.Close()
+		return nil, ErrShuttingDown
+	}
+	s.terminals.Add(1)
+	return s.addTerminal(spec, t, created, "channel adopted")
+}
+
+// addTerminal registers a started terminal t (a slot of maxTerminals
+// taken; given back on failure), logs msg and watches for its exit.
+func (s *Service) addTerminal(spec TerminalSpec, t flow.Channel, created time.Time, msg string) (*registry.Channel, error) {
 	ch := registry.NewChannel(spec.Title, t)
 	ch.Spec = spec
+	if !created.IsZero() {
+		ch.Created = created
+	}
 	if err := s.registry.Add(registry.SchemeTerminal, spec.ID, ch); err != nil {
 		s.terminals.Add(-1)
 		_ = t.Close()
@@ -243,7 +265,7 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 	if p, ok := t.(terminalPider); ok {
 		attrs = append(attrs, "pid", p.Pid())
 	}
-	s.log.Info("channel created", attrs...)
+	s.log.Info(msg, attrs...)
 	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	s.mu.Lock()
 	closing := s.closing
@@ -422,6 +444,20 @@ func (s *Service) Close() {
 	}
 	wg.Wait()
 	s.bg.Wait()
+}
+
+// CloseForUpgrade is Close for an upgrade in place: it refuses new
+// channels and closes every channel but the terminals, which the daemon
+// hands over (FreezeTerminals); their exit watchers end with the execve.
+func (s *Service) CloseForUpgrade() {
+	s.BeginShutdown()
+	var wg sync.WaitGroup
+	for _, ch := range s.registry.List() {
+		if ch.Type != "terminal" {
+			wg.Go(func() { _ = s.CloseChannel(ch.URI) })
+		}
+	}
+	wg.Wait()
 }
 
 // formatLimit writes a limit's value as `ahpctl limits set` takes it.

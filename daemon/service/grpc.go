@@ -127,6 +127,16 @@ func (cp *ControlPlane) Path() string {
 	return cp.ln.Path()
 }
 
+// Handover returns a descriptor of the control socket for the binary an
+// upgrade in place re-executes (control.Listener.Handover): Close then
+// leaves the socket file.
+func (cp *ControlPlane) Handover() (*os.File, error) {
+	if cp == nil {
+		return nil, nil
+	}
+	return cp.ln.Handover()
+}
+
 // Close stops the control plane (if ctx has not already) and waits until
 // it has stopped and the socket is removed.
 func (cp *ControlPlane) Close() error {

@@ -484,7 +484,7 @@ func (c *conn) run(ctx context.Context) error {
 		c.idleBufs()
 		select {
 		case <-ctx.Done():
-			return closeWith(websocket.StatusGoingAway, "host shutting down")
+			return closeWith(c.srv.goingAway())
 		case reason := <-c.kick:
 			return c.kicked(reason)
 		case reply := <-c.queries:

@@ -103,6 +103,10 @@ type Server struct {
 	upgraded  sync.WaitGroup // the goroutines serving upgraded connections; Serve waits for them
 	mu        sync.Mutex     // guards conns, nextConn, origins, originSchemes, hosts, closing
 	closing   bool           // set at shutdown; no connection is added after it
+	// upgrading is set before a shutdown that hands over to a new binary
+	// (an upgrade in place): connections close with 1012 "host
+	// upgrading", which clients take as "reconnect soon", not 1001.
+	upgrading atomic.Bool
 	conns     map[*conn]struct{}
 	nextConn  int
 	// tokenBudgets are the tokens' budgets (budgets.go), guarded by mu.
@@ -134,6 +138,19 @@ func New(o Options) *Server {
 		connCtx: ctx, stopConns: cancel, conns: map[*conn]struct{}{}, tokenBudgets: map[string]*tokenBudget{},
 		pendingSocks: newPendingSet(),
 	}
+}
+
+// Upgrading makes the coming shutdown an upgrade in place: connections
+// close with 1012 "host upgrading" instead of 1001 "host shutting down".
+func (s *Server) Upgrading() { s.upgrading.Store(true) }
+
+// goingAway is the close code and reason of a connection the host ends
+// at shutdown.
+func (s *Server) goingAway() (websocket.StatusCode, string) {
+	if s.upgrading.Load() {
+		return websocket.StatusServiceRestart, "host upgrading"
+	}
+	return websocket.StatusGoingAway, "host shutting down"
 }
 
 // Subprotocol is the WebSocket subprotocol of AHP/1.
@@ -344,7 +361,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		_ = ws.Close(websocket.StatusGoingAway, "host shutting down")
+		_ = ws.Close(s.goingAway())
 		return // the deferred call gives the pending slot back
 	}
 	s.upgraded.Add(1)
@@ -405,7 +422,7 @@ func (s *Server) serveConn(t transport, remote string, sock *countingConn, beare
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		_ = t.Close(websocket.StatusGoingAway, "host shutting down")
+		_ = t.Close(s.goingAway())
 		return false
 	}
 	s.nextConn++

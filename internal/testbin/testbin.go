@@ -15,11 +15,16 @@ var Commands = []string{"github.com/ahp-dev/ahpd/cmd/ahpd", "github.com/ahp-dev/
 // Build runs `go build -o dir/` for pkgs, with -race when race is set
 // (pass the test binary's own race setting), within 8 minutes.
 func Build(dir string, race bool, pkgs ...string) error {
+	return BuildFlags(dir, race, nil, pkgs...)
+}
+
+// BuildFlags is Build with more `go build` flags (-ldflags, say).
+func BuildFlags(dir string, race bool, flags []string, pkgs ...string) error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("go build: no go command on PATH: %w", err)
 	}
-	args := []string{"build", "-o", dir + "/"}
+	args := append([]string{"build", "-o", dir + "/"}, flags...)
 	if race {
 		args = append(args, "-race")
 	}

@@ -1,0 +1,275 @@
+package main
+
+// An upgrade in place (SIGUSR2; docs/upgrade.md): ahpd checks the new
+// binary (ahpd --upgrade-check), closes its connections with 1012, hands
+// its listeners and terminals to a sealed state, and re-executes itself
+// with execve: the same PID, its shells still its children.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/internal/handover"
+	"golang.org/x/sys/unix"
+)
+
+// envState names, in a re-executed ahpd's environment, the descriptor of
+// the sealed state it inherits (handover.Inherited).
+const envState = "AHPD_UPGRADE_STATE"
+
+// maxState bounds the state a new ahpd reads: terminals of 1,000,000
+// scrollback lines are ~130 MB each; 4 GiB is the bound of a sane host.
+const maxState = 4 << 30
+
+// sectionDaemon names the daemon's own section of the state.
+const sectionDaemon = "daemon"
+
+// daemonVersion is the version of the daemon section: a change to
+// handedDaemon bumps it. A binary built with -ldflags -X
+// main.stateVersionOverride=N speaks version N instead (the tests'
+// binary of an incompatible state version).
+const daemonVersion = 1
+
+var stateVersionOverride string
+
+// stateVersion is the daemon section's version this binary writes and
+// reads.
+func stateVersion() int {
+	if v, err := strconv.Atoi(stateVersionOverride); err == nil {
+		return v
+	}
+	return daemonVersion
+}
+
+// handedDaemon is the daemon section: what the next binary needs besides
+// the channels.
+type handedDaemon struct {
+	Version int `json:"version"`
+	// Sections' versions the new binary must read (terminals).
+	TerminalsVersion int       `json:"terminalsVersion"`
+	Started          time.Time `json:"started"`  // when the first process of this PID started
+	Upgraded         time.Time `json:"upgraded"` // when this hand-over began
+	Upgrades         int       `json:"upgrades"` // hand-overs before this one
+	// The listeners' descriptors (-1: none): the HTTP listener and the
+	// control socket, kept open across the execve, so that a connect
+	// meanwhile waits in their backlogs instead of being refused.
+	HTTPFD    int    `json:"httpFd"`
+	ControlFD int    `json:"controlFd"`
+	From      string `json:"from"` // the binary that wrote it, for the log
+}
+
+// inherited is what a re-executed ahpd took over.
+type inherited struct {
+	state   *handover.State
+	daemon  handedDaemon
+	http    net.Listener
+	control *os.File
+}
+
+// takeState reads the state an upgrade handed over, if any, and removes
+// its variable from the environment (no shell inherits it).
+func takeState() (*inherited, error) {
+	v, ok := os.LookupEnv(envState)
+	if !ok {
+		return nil, nil
+	}
+	os.Unsetenv(envState)
+	fd, err := strconv.Atoi(v)
+	if err != nil {
+		return nil, fmt.Errorf("upgrade: %s=%q is not a descriptor", envState, v)
+	}
+	f, err := handover.Inherited(fd)
+	if err != nil {
+		return nil, fmt.Errorf("upgrade: %w", err)
+	}
+	defer f.Close()
+	st, err := handover.Read(f, maxState)
+	if err != nil {
+		return nil, fmt.Errorf("upgrade: %w", err)
+	}
+	b, ok := st.Section(sectionDaemon)
+	if !ok {
+		return nil, errors.New("upgrade: the state has no daemon section")
+	}
+	in := &inherited{state: st}
+	if err := json.Unmarshal(b, &in.daemon); err != nil {
+		return nil, fmt.Errorf("upgrade: daemon section: %w", err)
+	}
+	if err := checkVersions(in.daemon); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+func checkVersions(d handedDaemon) error {
+	if d.Version != stateVersion() {
+		return fmt.Errorf("upgrade: daemon state version %d, this ahpd reads version %d", d.Version, stateVersion())
+	}
+	if err := daemon.CheckTerminalsVersion(d.TerminalsVersion); err != nil {
+		return fmt.Errorf("upgrade: %w", err)
+	}
+	return nil
+}
+
+// listeners takes the inherited listeners: the HTTP one as a
+// net.Listener; the control socket's descriptor stays a file for
+// control.Inherited. Each is close-on-exec again.
+func (in *inherited) listeners() error {
+	if fd := in.daemon.HTTPFD; fd >= 3 {
+		unix.CloseOnExec(fd)
+		f := os.NewFile(uintptr(fd), "http-listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("upgrade: HTTP listener (descriptor %d): %w", fd, err)
+		}
+		in.http = ln
+	}
+	if fd := in.daemon.ControlFD; fd >= 3 {
+		unix.CloseOnExec(fd)
+		in.control = os.NewFile(uintptr(fd), "control-socket")
+	}
+	return nil
+}
+
+// upgradeCheck is ahpd --upgrade-check: run by the old daemon on the new
+// binary before it gives anything up. It reads the check state the old
+// daemon passes (the versions it would write) and the config, and exits
+// 0 when this binary can take over, 1 (with the reason) when not.
+func upgradeCheck(stderr io.Writer, configErr error) int {
+	in, err := takeState()
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "ahpd: upgrade check: %v\n", err)
+		return 1
+	case in == nil:
+		fmt.Fprintf(stderr, "ahpd: upgrade check: no state (%s is not set): run by the daemon at an upgrade\n", envState)
+		return 1
+	case configErr != nil:
+		printErr(stderr, "upgrade check: config", configErr)
+		return 1
+	}
+	fmt.Fprintf(stderr, "ahpd: upgrade check: ahpd %s takes state version %d from %s\n", daemon.Version, in.daemon.Version, in.daemon.From)
+	return 0
+}
+
+// upgrader carries out an upgrade in place for run.
+type upgrader struct {
+	self     string   // the binary ahpd was started from (os.Executable at start)
+	args     []string // ahpd's arguments, for the new binary
+	env      []string // systemd's variables that run cleared, restored for the new binary
+	started  time.Time
+	upgrades int
+}
+
+// check runs bin --upgrade-check with a check state: the versions this
+// daemon would write, and its arguments (the config is read as it will
+// be). It returns why bin cannot take over, or nil.
+func (u *upgrader) check(bin string) error {
+	fi, err := os.Stat(bin)
+	switch {
+	case err != nil:
+		return fmt.Errorf("new binary: %w", err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("new binary %s: not a regular file", bin)
+	case fi.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("new binary %s: not executable (mode %v)", bin, fi.Mode().Perm())
+	}
+	w := &handover.Writer{}
+	b, _ := json.Marshal(u.daemonSection(-1, -1))
+	if err := w.Section(sectionDaemon, b); err != nil {
+		return err
+	}
+	f, err := handover.Sealed("ahpd-check", w.Bytes())
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd := exec.Command(bin, append([]string{"--upgrade-check"}, u.args...)...)
+	cmd.ExtraFiles = []*os.File{f} // descriptor 3
+	cmd.Env = append(append(os.Environ(), u.env...), envState+"=3")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("new binary %s: %w", bin, err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("new binary %s: --upgrade-check did not answer within 30 s", bin)
+	}
+	if err != nil {
+		msg := strings.TrimSpace(out.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("new binary %s refused: %s", bin, msg)
+	}
+	return nil
+}
+
+func (u *upgrader) daemonSection(httpFD, controlFD int) handedDaemon {
+	return handedDaemon{
+		Version: stateVersion(), TerminalsVersion: daemon.TerminalsVersion(),
+		Started: u.started, Upgraded: time.Now(), Upgrades: u.upgrades,
+		HTTPFD: httpFD, ControlFD: controlFD, From: "ahpd " + daemon.Version,
+	}
+}
+
+// exec hands over and re-executes bin: the terminals are frozen into the
+// state with the listeners' descriptors, which lose close-on-exec, and
+// execve replaces this process. It returns only if execve failed; then
+// it tries the binary this process runs (/proc/self/exe) with the same
+// state, and returns the error if that fails too.
+func (u *upgrader) exec(srv *daemon.Server, bin string, httpLn, control *os.File) error {
+	w := &handover.Writer{}
+	files, err := srv.FreezeTerminals(w)
+	if err != nil {
+		return fmt.Errorf("freezing the terminals: %w", err)
+	}
+	fd := func(f *os.File) int {
+		if f == nil {
+			return -1
+		}
+		return int(f.Fd())
+	}
+	b, _ := json.Marshal(u.daemonSection(fd(httpLn), fd(control)))
+	if err := w.Section(sectionDaemon, b); err != nil {
+		return err
+	}
+	state, err := handover.Sealed("ahpd-state", w.Bytes())
+	if err != nil {
+		return err
+	}
+	keep := append([]*os.File{state, httpLn, control}, files...)
+	for _, f := range keep {
+		if f != nil {
+			if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+				return fmt.Errorf("keeping descriptor %d open across execve: %w", f.Fd(), err)
+			}
+		}
+	}
+	env := append(append(os.Environ(), u.env...), envState+"="+strconv.Itoa(int(state.Fd())))
+	argv := append([]string{bin}, u.args...)
+	err = syscall.Exec(bin, argv, env)
+	// Still here: the new binary did not start. This one can read the
+	// state it wrote.
+	if err2 := syscall.Exec("/proc/self/exe", argv, env); err2 != nil {
+		return fmt.Errorf("execve %s: %w; execve of this binary again: %w", bin, err, err2)
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package ctl_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/internal/testbin"
+)
+
+// upgrades counts the daemon's "upgraded in place" lines.
+func (d *daemonProc) upgrades() int {
+	return strings.Count(d.logs(), `msg="upgraded in place"`)
+}
+
+// upgrade sends SIGUSR2 and waits for the n-th "upgraded in place".
+func (d *daemonProc) upgrade(n int) {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		d.t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for d.upgrades() < n {
+		select {
+		case err := <-d.exited:
+			d.t.Fatalf("ahpd exited during upgrade %d: %v", n, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("upgrade %d not done within 60 s (a hang)", n)
+		}
+	}
+}
+
+// dialLoop connects to addr over network every 2 ms until stop is closed
+// (at most 3 minutes) and counts the connections refused and made.
+func dialLoop(network, addr string, stop <-chan struct{}) (wait func() (refused, made int)) {
+	var wg sync.WaitGroup
+	var refused, made int
+	wg.Go(func() {
+		end := time.Now().Add(3 * time.Minute)
+		for time.Now().Before(end) {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			c, err := net.DialTimeout(network, addr, 5*time.Second)
+			if err != nil {
+				if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+					refused++
+				}
+				continue
+			}
+			made++
+			c.Close()
+		}
+	})
+	return func() (int, int) { wg.Wait(); return refused, made }
+}
+
+var escapes = regexp.MustCompile(`\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78DEHMc]`)
+
+// screenLines subscribes to uri and returns the lines of its snapshot
+// and what follows up to terminal/exit, escape sequences removed.
+func screenLines(t *testing.T, d *daemonProc, uri string) []string {
+	t.Helper()
+	tok, err := os.ReadFile(filepath.Join(filepath.Dir(d.control), "state", "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: strings.TrimSpace(string(tok))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Subscribe(ctxT(t), uri, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for {
+		m, err := s.Next(ctxT(t))
+		if err != nil {
+			t.Fatalf("reading %s: %v", uri, err)
+		}
+		var p struct {
+			Data string `json:"data"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		switch m.Method {
+		case "terminal/reset":
+			text.Reset()
+			text.WriteString(p.Data)
+		case "terminal/output":
+			text.WriteString(p.Data)
+		}
+		if err := s.Release(ctxT(t), m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Method == "terminal/exit" {
+			break
+		}
+	}
+	var lines []string
+	for _, l := range strings.Split(escapes.ReplaceAllString(text.String(), ""), "\n") {
+		lines = append(lines, strings.TrimSpace(l))
+	}
+	return lines
+}
+
+// TestE2EUpgradeInPlace: 20 upgrades in place (SIGUSR2) while a terminal
+// prints 20,000 numbered lines and clients connect in a loop to the
+// HTTP listener and to the control socket: the PID stays, no connect is
+// refused, the terminal keeps its URI and its process, every line is in
+// its scrollback once and in order, and its exit status arrives.
+func TestE2EUpgradeInPlace(t *testing.T) {
+	d := startDaemon(t)
+	pid := d.cmd.Process.Pid
+	const lines, per = 20000, 50
+	script := "for k in $(seq 0 " + strconv.Itoa(lines/per-1) + "); do seq -f N%g $((k*" + strconv.Itoa(per) + "+1)) $((k*" + strconv.Itoa(per) + "+" + strconv.Itoa(per) + ")); sleep 0.02; done; exit 3"
+	uri := strings.TrimSpace(d.mustCtl("terminal", "create", "--id", "seq", "--scrollback", "30000", "--", "/bin/sh", "-c", script))
+	if uri != "ahp-terminal:/seq" {
+		t.Fatalf("terminal create printed %q", uri)
+	}
+	stop := make(chan struct{})
+	httpDials := dialLoop("tcp", d.addr, stop)
+	controlDials := dialLoop("unix", d.control, stop)
+	start := time.Now()
+	for i := 1; i <= 20; i++ {
+		d.upgrade(i)
+	}
+	took := time.Since(start)
+	close(stop)
+	httpRefused, httpMade := httpDials()
+	controlRefused, controlMade := controlDials()
+	t.Logf("20 upgrades in %v; HTTP connects %d made, %d refused; control %d made, %d refused", took, httpMade, httpRefused, controlMade, controlRefused)
+	if httpRefused != 0 || controlRefused != 0 {
+		t.Errorf("connects refused during the upgrades: HTTP %d, control %d", httpRefused, controlRefused)
+	}
+	if d.cmd.Process.Pid != pid || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("the daemon's process %d is gone", pid)
+	}
+	if strings.Contains(d.logs(), "terminals lost") || strings.Contains(d.logs(), "not handed over") {
+		t.Fatal("a terminal was lost")
+	}
+	got := screenLines(t, d, uri)
+	want := 1
+	for _, l := range got {
+		if !strings.HasPrefix(l, "N") {
+			continue
+		}
+		if l != "N"+strconv.Itoa(want) {
+			t.Fatalf("line %q where N%d was due", l, want)
+		}
+		want++
+	}
+	if want != lines+1 {
+		t.Fatalf("%d numbered lines, want %d", want-1, lines)
+	}
+	var ch struct {
+		State string `json:"state"`
+		Exit  *struct {
+			Code *int `json:"code"`
+		} `json:"exit"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", uri, "-o", "json")), &ch); err != nil {
+		t.Fatal(err)
+	}
+	if ch.State != "exited" || ch.Exit == nil || ch.Exit.Code == nil || *ch.Exit.Code != 3 {
+		t.Fatalf("channel after its exit: %+v, want exited with code 3", ch)
+	}
+}
+
+// TestE2EUpgradeRefused: a binary that fails the check — not
+// executable, a program that is not ahpd, one that writes a state
+// version this ahpd does not read — is refused with the reason in the
+// log, and the daemon goes on serving its terminal as if nothing
+// happened.
+func TestE2EUpgradeRefused(t *testing.T) {
+	ahpd, _ := binaries(t)
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "bin", "ahpd")
+	if err := os.MkdirAll(filepath.Dir(exe), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(ahpd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonExe(t, exe, dir, nil, nil)
+	uri := strings.TrimSpace(d.mustCtl("terminal", "create", "--id", "sh", "--", "/bin/sh", "-c", "echo READY; exec cat"))
+	refused := func(want string) {
+		t.Helper()
+		before := strings.Count(d.logs(), "upgrade refused")
+		if err := d.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for strings.Count(d.logs(), "upgrade refused") == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("no refusal within 60 s (%s)", want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		logs := d.logs()
+		last := logs[strings.LastIndex(logs, "upgrade refused"):]
+		if !strings.Contains(last, want) {
+			t.Fatalf("refusal %q, want it to say %q", strings.SplitN(last, "\n", 2)[0], want)
+		}
+		var ch channelJSON
+		if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", uri, "-o", "json")), &ch); err != nil || ch.State != "running" {
+			t.Fatalf("after the refusal: %+v, %v", ch, err)
+		}
+		if d.upgrades() != 0 {
+			t.Fatal("upgraded anyway")
+		}
+	}
+	// Not executable.
+	if err := os.Chmod(exe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused("not executable")
+	// Not ahpd: a program that fails the check.
+	if err := os.Remove(exe); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho 'not an ahpd' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	refused("not an ahpd")
+	// Missing.
+	if err := os.Remove(exe); err != nil {
+		t.Fatal(err)
+	}
+	refused("no such file")
+	// An ahpd of another state version.
+	if err := testbin.BuildFlags(filepath.Dir(exe), raceEnabled, []string{"-ldflags", "-X main.stateVersionOverride=2"}, testbin.Commands[0]); err != nil {
+		t.Fatal(err)
+	}
+	refused("daemon state version 1, this ahpd reads version 2")
+	// The daemon serves on: the terminal takes input and answers.
+	if out := d.mustCtl("channels", "list"); !strings.Contains(out, uri) {
+		t.Fatalf("channels list after the refusals:\n%s", out)
+	}
+}

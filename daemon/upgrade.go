@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ahp-dev/ahpd/daemon/service"
+	"github.com/ahp-dev/ahpd/internal/handover"
+	"github.com/ahp-dev/ahpd/pty"
+)
+
+// An upgrade in place (issue 38, docs/upgrade.md) hands the daemon's
+// terminals to the binary it re-executes: FreezeTerminals writes them
+// into a handover state (the section "terminals", a JSON list of what the
+// control plane knows of each, and one section "terminal/N" per terminal
+// with pty.Frozen's state) and returns their PTY masters, which the
+// execve keeps open under the same numbers; AdoptTerminals, in the new
+// binary, registers them again under the same URIs.
+
+// SectionTerminals names the list of terminals in a handover state.
+const SectionTerminals = "terminals"
+
+// terminalsVersion is the version of the "terminals" section.
+const terminalsVersion = 1
+
+// handedTerminals is the "terminals" section.
+type handedTerminals struct {
+	Version   int              `json:"version"`
+	Terminals []handedTerminal `json:"terminals"`
+}
+
+// handedTerminal is one terminal of the "terminals" section.
+type handedTerminal struct {
+	ID         string    `json:"id"`
+	Title      string    `json:"title,omitempty"`
+	Created    time.Time `json:"created"`
+	Command    []string  `json:"command,omitempty"`
+	Env        []string  `json:"env,omitempty"`
+	Dir        string    `json:"dir,omitempty"`
+	Rows       int       `json:"rows,omitempty"`
+	Cols       int       `json:"cols,omitempty"`
+	Scrollback int       `json:"scrollback,omitempty"`
+	Pid        int       `json:"pid"`
+	FD         int       `json:"fd"` // the PTY master's descriptor number
+}
+
+// CheckTerminalsVersion reports whether this binary reads a "terminals"
+// section of version v (ahpd --upgrade-check).
+func CheckTerminalsVersion(v int) error {
+	if v != terminalsVersion {
+		return fmt.Errorf("terminals state version %d, this ahpd reads version %d", v, terminalsVersion)
+	}
+	return nil
+}
+
+// TerminalsVersion is the version of the "terminals" section this binary
+// writes.
+func TerminalsVersion() int { return terminalsVersion }
+
+// FreezeTerminals freezes every terminal of the registry (pty.Freeze: the
+// processes keep running, their output waits in the PTYs) and writes them
+// into w; it returns the PTY masters, close-on-exec (the caller clears it
+// for the execve). Other channel kinds are not handed over: close them
+// first. Call it after the viewers are gone (Serve returned). A terminal
+// that fails to freeze is logged and left out (it was closed).
+func (s *Server) FreezeTerminals(w *handover.Writer) ([]*os.File, error) {
+	list := handedTerminals{Version: terminalsVersion}
+	var files []*os.File
+	for _, ch := range s.Registry().List() {
+		t, ok := ch.Impl().(*pty.Terminal)
+		if !ok {
+			continue
+		}
+		spec, _ := ch.Spec.(service.TerminalSpec)
+		fr, err := t.Freeze()
+		if err != nil {
+			s.log.Error("upgrade: terminal not handed over", "channel", ch.URI, "err", err)
+			continue
+		}
+		rows, cols := spec.Rows, spec.Cols
+		list.Terminals = append(list.Terminals, handedTerminal{
+			ID: ch.ID, Title: ch.Label, Created: ch.Created, Command: spec.Command, Env: spec.Env, Dir: spec.Dir,
+			Rows: rows, Cols: cols, Scrollback: spec.Scrollback, Pid: fr.Pid, FD: int(fr.Master.Fd()),
+		})
+		if err := w.Section("terminal/"+strconv.Itoa(len(files)), fr.State); err != nil {
+			return files, err
+		}
+		files = append(files, fr.Master)
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return files, err
+	}
+	return files, w.Section(SectionTerminals, b)
+}
+
+// AdoptTerminals registers the terminals of a handover state again
+// (pty.Adopt on the descriptors the execve kept). A terminal whose state
+// is refused is logged, its process hung up and its master closed; the
+// others are adopted. It returns how many were adopted.
+func (s *Server) AdoptTerminals(st *handover.State) (int, error) {
+	b, ok := st.Section(SectionTerminals)
+	if !ok {
+		return 0, nil
+	}
+	var list handedTerminals
+	if err := json.Unmarshal(b, &list); err != nil {
+		return 0, fmt.Errorf("upgrade: terminals: %w", err)
+	}
+	if err := CheckTerminalsVersion(list.Version); err != nil {
+		return 0, fmt.Errorf("upgrade: %w", err)
+	}
+	n := 0
+	var errs []error
+	for i, ht := range list.Terminals {
+		state, _ := st.Section("terminal/" + strconv.Itoa(i))
+		err := s.adoptTerminal(ht, state)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("terminal %s: %w", ht.ID, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+func (s *Server) adoptTerminal(ht handedTerminal, state []byte) error {
+	if ht.FD < 3 || ht.Pid <= 0 {
+		return fmt.Errorf("descriptor %d, pid %d", ht.FD, ht.Pid)
+	}
+	master := os.NewFile(uintptr(ht.FD), "/dev/ptmx")
+	t, err := s.adopt(ht, master, state)
+	if err != nil {
+		// Not ours to run any more: hang it up as Close would.
+		_ = syscall.Kill(-ht.Pid, syscall.SIGHUP)
+		return err
+	}
+	spec := service.TerminalSpec{ID: ht.ID, Title: ht.Title, Command: ht.Command, Env: ht.Env, Dir: ht.Dir, Rows: ht.Rows, Cols: ht.Cols, Scrollback: ht.Scrollback}
+	_, err = s.AdoptTerminal(spec, t, ht.Created)
+	return err
+}
