@@ -27,6 +27,10 @@ func rootCommand() *command {
 	return &command{sub: []*command{
 		{name: "status", summary: "Show the daemon's version, addresses and health", maxArgs: 0, setup: setupStatus,
 			examples: []string{"ahpctl status", "ahpctl status -o json"}},
+		{name: "daemon", summary: "Manage the daemon itself", sub: []*command{
+			{name: "upgrade", summary: "Re-execute the daemon in place from a new binary, keeping its terminals", maxArgs: 0, setup: setupDaemonUpgrade,
+				help: daemonUpgradeHelp},
+		}},
 		{name: "ls", summary: "List the channels (the same as channels list)", maxArgs: 0, setup: setupChannelsList,
 			examples: []string{"ahpctl ls", "ahpctl ls -o wide", "ahpctl -o yaml ls --type terminal"}},
 		{name: "channels", aliases: []string{"channel", "ch"}, summary: "List, describe and close channels", sub: []*command{
@@ -132,13 +136,20 @@ func setupStatus(fs *flag.FlagSet) action {
 			WebSocketURL: info.WebsocketUrl, Control: info.ControlSocket, StateDir: info.StateDir,
 			Started: info.StartTime.AsTime(), Uptime: time.Since(info.StartTime.AsTime()).Round(time.Second).String(),
 			Compression: info.WebsocketCompression, Channels: info.Channels, Connections: info.Connections,
+			Upgrades: info.Upgrades,
+		}
+		upgraded := "never"
+		if info.UpgradeTime != nil {
+			t := info.UpgradeTime.AsTime()
+			v.Upgraded = &t
+			upgraded = fmt.Sprintf("%s ago (%d upgrades)", time.Since(t).Round(time.Second), info.Upgrades)
 		}
 		if structured(*o) {
 			return a.printAs(*o, v)
 		}
 		tw := a.table()
 		for _, kv := range [][2]any{
-			{"version", v.Version}, {"health", v.Health}, {"pid", v.Pid}, {"uptime", v.Uptime},
+			{"version", v.Version}, {"health", v.Health}, {"pid", v.Pid}, {"uptime", v.Uptime}, {"upgraded", upgraded},
 			{"listen", v.Listen}, {"web page", v.BaseURL + " (needs a ticket: see below)"}, {"websocket", v.WebSocketURL}, {"compression", v.Compression},
 			{"control socket", v.Control}, {"state dir", v.StateDir}, {"channels", v.Channels}, {"connections", v.Connections},
 		} {

@@ -23,10 +23,17 @@ func (d *daemonProc) upgrades() int {
 	return strings.Count(d.logs(), `msg="upgraded in place"`)
 }
 
-// upgrade sends SIGUSR2 and waits for the n-th "upgraded in place".
+// upgrade starts the n-th upgrade in place, with `ahpctl daemon upgrade`
+// for odd n (which waits for the new binary) and SIGUSR2 for even n, and
+// waits for the n-th "upgraded in place".
 func (d *daemonProc) upgrade(n int) {
 	d.t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+	if n%2 == 1 {
+		out := d.mustCtl("daemon", "upgrade")
+		if want := "(pid " + strconv.Itoa(d.cmd.Process.Pid) + ", upgrade " + strconv.Itoa(n) + ","; !strings.Contains(out, want) {
+			d.t.Fatalf("daemon upgrade printed %q, want %q in it", out, want)
+		}
+	} else if err := d.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 		d.t.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -127,6 +134,18 @@ func screenLines(t *testing.T, d *daemonProc, uri string) []string {
 func TestE2EUpgradeInPlace(t *testing.T) {
 	d := startDaemon(t)
 	pid := d.cmd.Process.Pid
+	var before struct {
+		Started  time.Time  `json:"started"`
+		Upgraded *time.Time `json:"upgraded"`
+		Upgrades int        `json:"upgrades"`
+		Pid      int        `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("status", "-o", "json")), &before); err != nil {
+		t.Fatal(err)
+	}
+	if before.Upgrades != 0 || before.Upgraded != nil || before.Pid != pid {
+		t.Fatalf("status before any upgrade: %+v", before)
+	}
 	const lines, per = 20000, 50
 	script := "for k in $(seq 0 " + strconv.Itoa(lines/per-1) + "); do seq -f N%g $((k*" + strconv.Itoa(per) + "+1)) $((k*" + strconv.Itoa(per) + "+" + strconv.Itoa(per) + ")); sleep 0.02; done; exit 3"
 	uri := strings.TrimSpace(d.mustCtl("terminal", "create", "--id", "seq", "--scrollback", "30000", "--", "/bin/sh", "-c", script))
@@ -153,6 +172,13 @@ func TestE2EUpgradeInPlace(t *testing.T) {
 	}
 	if strings.Contains(d.logs(), "terminals lost") || strings.Contains(d.logs(), "not handed over") {
 		t.Fatal("a terminal was lost")
+	}
+	after := before
+	if err := json.Unmarshal([]byte(d.mustCtl("status", "-o", "json")), &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Upgrades != 20 || after.Upgraded == nil || after.Upgraded.Before(before.Started) || !after.Started.Equal(before.Started) || after.Pid != pid {
+		t.Fatalf("status after 20 upgrades: %+v (before: %+v)", after, before)
 	}
 	got := screenLines(t, d, uri)
 	want := 1
@@ -247,6 +273,11 @@ func TestE2EUpgradeRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused("no such file")
+	// Named to ahpctl: refused the same way, exit status 1.
+	_, errOut, code := d.ctl("daemon", "upgrade", "--binary", filepath.Join(dir, "nowhere", "ahpd"))
+	if code != 1 || !strings.Contains(errOut, "no such file") || !strings.Contains(errOut, "the daemon serves on") {
+		t.Fatalf("daemon upgrade --binary of a missing file: exit %d, stderr %q", code, errOut)
+	}
 	// An ahpd of another state version.
 	if err := testbin.BuildFlags(filepath.Dir(exe), raceEnabled, []string{"-ldflags", "-X main.stateVersionOverride=2"}, testbin.Commands[0]); err != nil {
 		t.Fatal(err)

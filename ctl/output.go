@@ -25,9 +25,13 @@ type statusView struct {
 	StateDir     string    `json:"stateDir"`
 	Started      time.Time `json:"started"`
 	Uptime       string    `json:"uptime"`
-	Compression  string    `json:"websocketCompression"`
-	Channels     int64     `json:"channels"`
-	Connections  int64     `json:"connections"`
+	// Upgraded is when the daemon last upgraded in place (absent if it
+	// never did); Upgrades counts its upgrades since Started.
+	Upgraded    *time.Time `json:"upgraded,omitempty"`
+	Upgrades    int64      `json:"upgrades"`
+	Compression string     `json:"websocketCompression"`
+	Channels    int64      `json:"channels"`
+	Connections int64      `json:"connections"`
 	// Open is the command that prints a browser link (the web page needs
 	// a ticket).
 	Open string `json:"open"`

@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -272,7 +273,29 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 			return fatal("listen: %v", err)
 		}
 	}
-	copts := service.ControlOptions{Path: s.Control, HTTPAddr: ln.Addr().String()}
+	// The control plane's Upgrade call runs the runner's upgrade, once the
+	// runner exists (below).
+	var runnerRef atomic.Pointer[runner]
+	copts := service.ControlOptions{Path: s.Control, HTTPAddr: ln.Addr().String(),
+		Started: up.started, Upgrades: int64(up.upgrades),
+		Upgrade: func(bin string) (string, int64, error) {
+			r := runnerRef.Load()
+			if r == nil {
+				return "", 0, fmt.Errorf("%w: the daemon is still starting", service.ErrUpgradeRefused)
+			}
+			if bin == "" {
+				bin = up.self
+			}
+			if err := r.upgrade(bin); err != nil {
+				r.log.Error("upgrade refused; still serving", "err", err, "by", "ahpctl daemon upgrade")
+				return "", 0, fmt.Errorf("%w: %v", service.ErrUpgradeRefused, err)
+			}
+			return bin, int64(up.upgrades + 1), nil
+		},
+	}
+	if in != nil {
+		copts.Upgraded = in.daemon.Upgraded
+	}
 	var cp *service.ControlPlane
 	if in != nil && in.control != nil {
 		cl, err := control.Inherited(in.control)
@@ -350,6 +373,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		// No proxy from the environment, no kept-alive connection.
 		hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
 	}
+	runnerRef.Store(r)
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	var loop sync.WaitGroup
 	loop.Go(func() { r.loop(loopCtx, ctx, hup, usr2) })
@@ -389,8 +413,9 @@ type runner struct {
 	ln         net.Listener
 	cp         *service.ControlPlane
 	endServing context.CancelFunc
-	mu         sync.Mutex   // guards handing
-	handing    *handingOver // an upgrade under way: set once, by upgrade
+	mu         sync.Mutex   // guards upgrading and handing
+	upgrading  bool         // upgrade runs or ran: one at a time
+	handing    *handingOver // an upgrade that passed its check: set once, by upgrade
 }
 
 // handingOver is an upgrade that passed its check: the new binary and
@@ -411,12 +436,26 @@ func (r *runner) pending() *handingOver {
 // check is refused with the reason in the log while this daemon goes on
 // serving. Then serving ends (connections close with 1012) and run
 // hands over and re-executes (upgrader.exec).
-func (r *runner) upgrade(bin string) error {
-	if r.pending() != nil {
+func (r *runner) upgrade(bin string) (err error) {
+	r.mu.Lock()
+	if r.upgrading {
+		r.mu.Unlock()
 		return errors.New("an upgrade is already under way")
 	}
+	r.upgrading = true
+	r.mu.Unlock()
+	defer func() {
+		if err != nil {
+			r.mu.Lock()
+			r.upgrading = false
+			r.mu.Unlock()
+		}
+	}()
 	if bin == "" {
 		return errors.New("the path ahpd was started from is unknown (os.Executable failed)")
+	}
+	if !filepath.IsAbs(bin) {
+		return fmt.Errorf("binary %q: not an absolute path", bin)
 	}
 	r.notify(fmt.Sprintf("RELOADING=1\nSTATUS=upgrading to %s\nMONOTONIC_USEC=%d", bin, systemd.MonotonicUsec()))
 	if err := r.up.check(bin); err != nil {
@@ -429,7 +468,6 @@ func (r *runner) upgrade(bin string) error {
 		r.notify("READY=1\nSTATUS=" + r.status)
 		return fmt.Errorf("the HTTP listener (%T) cannot be handed over", r.ln)
 	}
-	var err error
 	if h.http, err = tl.File(); err != nil {
 		r.notify("READY=1\nSTATUS=" + r.status)
 		return fmt.Errorf("the HTTP listener: %w", err)

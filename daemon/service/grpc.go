@@ -53,8 +53,19 @@ type ControlOptions struct {
 	// MaxWatchers bounds concurrent WatchEvents streams. Default 64.
 	MaxWatchers int
 	// Listener, when set, is an already listening control socket (socket
-	// activation); Path is then ignored.
+	// activation, or an upgrade in place); Path is then ignored.
 	Listener *control.Listener
+	// Started is when the daemon's process started serving (GetInfo's
+	// start_time; an upgrade in place keeps it); zero: now. Upgraded and
+	// Upgrades are its last upgrade in place and how many it went through.
+	Started  time.Time
+	Upgraded time.Time
+	Upgrades int64
+	// Upgrade starts an upgrade in place to binary ("" the default) and
+	// returns the absolute path and the count of upgrades once it is
+	// done, or why it was refused (wrapping ErrUpgradeRefused). Nil: the
+	// Upgrade call is FAILED_PRECONDITION.
+	Upgrade func(binary string) (string, int64, error)
 }
 
 // ControlPlane is the running gRPC control server.
@@ -97,7 +108,11 @@ func (s *Service) StartControl(ctx context.Context, opts ControlOptions) (*Contr
 			ahpv1.TCPService_ServiceDesc.ServiceName, ahpv1.TelemetryService_ServiceDesc.ServiceName,
 		},
 	})
-	g := &grpcServer{s: s, opts: opts, path: ln.Path(), started: time.Now(), stopping: cs.Context()}
+	started := opts.Started
+	if started.IsZero() {
+		started = time.Now()
+	}
+	g := &grpcServer{s: s, opts: opts, path: ln.Path(), started: started, stopping: cs.Context()}
 	g.register(cs.GRPC)
 	cp := &ControlPlane{srv: cs, ln: ln, done: make(chan struct{}), stop: make(chan struct{})}
 	served := make(chan error, 1)
@@ -191,6 +206,17 @@ func reply[T any](v T, err error) (T, error) {
 
 func (g *grpcServer) GetInfo(context.Context, *ahpv1.GetInfoRequest) (*ahpv1.GetInfoResponse, error) {
 	return g.info(), nil
+}
+
+func (g *grpcServer) Upgrade(_ context.Context, req *ahpv1.UpgradeRequest) (*ahpv1.UpgradeResponse, error) {
+	if g.opts.Upgrade == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this daemon cannot upgrade in place (not run as ahpd)")
+	}
+	bin, n, err := g.opts.Upgrade(req.GetBinary())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &ahpv1.UpgradeResponse{Binary: bin, Upgrades: n}, nil
 }
 
 func (g *grpcServer) GetStats(ctx context.Context, _ *ahpv1.GetStatsRequest) (*ahpv1.GetStatsResponse, error) {
@@ -463,7 +489,7 @@ func grpcError(err error) error {
 		code = codes.PermissionDenied
 	case errors.Is(err, ErrTooMany):
 		code = codes.ResourceExhausted
-	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrNotRunning):
+	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrNotRunning), errors.Is(err, ErrUpgradeRefused):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrShuttingDown):
 		code = codes.Unavailable
@@ -506,7 +532,7 @@ func (g *grpcServer) baseURL() string { return "http://" + g.httpHost() + "/" }
 func (g *grpcServer) info() *ahpv1.GetInfoResponse {
 	cfg := g.s.Config()
 	stateDir, _ := filepath.Abs(cfg.StateDir)
-	return &ahpv1.GetInfoResponse{
+	r := &ahpv1.GetInfoResponse{
 		Version:              g.s.version,
 		ListenAddress:        g.opts.HTTPAddr,
 		WebsocketUrl:         "ws://" + g.httpHost() + "/v1/ws",
@@ -519,7 +545,12 @@ func (g *grpcServer) info() *ahpv1.GetInfoResponse {
 		TicketTtl:            durationpb.New(cfg.TicketTTL),
 		Channels:             int64(len(g.s.Registry().List())),
 		Connections:          int64(g.s.ConnectionCount()),
+		Upgrades:             g.opts.Upgrades,
 	}
+	if !g.opts.Upgraded.IsZero() {
+		r.UpgradeTime = timestamppb.New(g.opts.Upgraded)
+	}
+	return r
 }
 
 func toChannel(d ChannelDetail) *ahpv1.Channel {

@@ -52,6 +52,9 @@ var (
 	ErrNotRunning = errors.New("process has exited")
 	// ErrShuttingDown: the daemon is stopping.
 	ErrShuttingDown = errors.New("daemon shutting down")
+	// ErrUpgradeRefused: an upgrade in place was refused (the new binary
+	// failed its check, or one is under way); the daemon serves on.
+	ErrUpgradeRefused = errors.New("upgrade refused")
 )
 
 // Bounds of control-plane requests.

@@ -35,6 +35,109 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// UpgradeRequest names the new binary.
+type UpgradeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// binary is the path of the new ahpd; empty: the path the daemon was
+	// started from, as it is on disk now (where a package manager put the
+	// new version).
+	Binary        string `protobuf:"bytes,1,opt,name=binary,proto3" json:"binary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeRequest) Reset() {
+	*x = UpgradeRequest{}
+	mi := &file_ahp_v1_daemon_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeRequest) ProtoMessage() {}
+
+func (x *UpgradeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ahp_v1_daemon_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeRequest.ProtoReflect.Descriptor instead.
+func (*UpgradeRequest) Descriptor() ([]byte, []int) {
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *UpgradeRequest) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+// UpgradeResponse says what the hand-over starts.
+type UpgradeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// binary is the absolute path that will be executed.
+	Binary string `protobuf:"bytes,1,opt,name=binary,proto3" json:"binary,omitempty"`
+	// upgrades is the number of upgrades once this one is done.
+	Upgrades      int64 `protobuf:"varint,2,opt,name=upgrades,proto3" json:"upgrades,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeResponse) Reset() {
+	*x = UpgradeResponse{}
+	mi := &file_ahp_v1_daemon_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeResponse) ProtoMessage() {}
+
+func (x *UpgradeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ahp_v1_daemon_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeResponse.ProtoReflect.Descriptor instead.
+func (*UpgradeResponse) Descriptor() ([]byte, []int) {
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UpgradeResponse) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+func (x *UpgradeResponse) GetUpgrades() int64 {
+	if x != nil {
+		return x.Upgrades
+	}
+	return 0
+}
+
 // GetInfoRequest has no parameters.
 type GetInfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -44,7 +147,7 @@ type GetInfoRequest struct {
 
 func (x *GetInfoRequest) Reset() {
 	*x = GetInfoRequest{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[0]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -56,7 +159,7 @@ func (x *GetInfoRequest) String() string {
 func (*GetInfoRequest) ProtoMessage() {}
 
 func (x *GetInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[0]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -69,7 +172,7 @@ func (x *GetInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetInfoRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{0}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{2}
 }
 
 // GetInfoResponse describes the running daemon.
@@ -94,7 +197,8 @@ type GetInfoResponse struct {
 	StateDir string `protobuf:"bytes,6,opt,name=state_dir,json=stateDir,proto3" json:"state_dir,omitempty"`
 	// pid is the daemon's process id.
 	Pid int64 `protobuf:"varint,7,opt,name=pid,proto3" json:"pid,omitempty"`
-	// start_time is when the daemon started serving.
+	// start_time is when the daemon's process started serving: an upgrade
+	// in place keeps it (see upgrade_time).
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// websocket_compression is "deflate" or "none" (PROTOCOL.md §1).
 	WebsocketCompression string `protobuf:"bytes,9,opt,name=websocket_compression,json=websocketCompression,proto3" json:"websocket_compression,omitempty"`
@@ -105,14 +209,19 @@ type GetInfoResponse struct {
 	Channels int64 `protobuf:"varint,11,opt,name=channels,proto3" json:"channels,omitempty"`
 	// connections is the number of viewer WebSocket connections open now
 	// (initialized or not).
-	Connections   int64 `protobuf:"varint,12,opt,name=connections,proto3" json:"connections,omitempty"`
+	Connections int64 `protobuf:"varint,12,opt,name=connections,proto3" json:"connections,omitempty"`
+	// upgrade_time is when the daemon last upgraded in place (Upgrade or
+	// SIGUSR2); unset if it never did.
+	UpgradeTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=upgrade_time,json=upgradeTime,proto3" json:"upgrade_time,omitempty"`
+	// upgrades counts the upgrades in place since start_time.
+	Upgrades      int64 `protobuf:"varint,14,opt,name=upgrades,proto3" json:"upgrades,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetInfoResponse) Reset() {
 	*x = GetInfoResponse{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[1]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -124,7 +233,7 @@ func (x *GetInfoResponse) String() string {
 func (*GetInfoResponse) ProtoMessage() {}
 
 func (x *GetInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[1]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -137,7 +246,7 @@ func (x *GetInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetInfoResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{1}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetInfoResponse) GetVersion() string {
@@ -224,6 +333,20 @@ func (x *GetInfoResponse) GetConnections() int64 {
 	return 0
 }
 
+func (x *GetInfoResponse) GetUpgradeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpgradeTime
+	}
+	return nil
+}
+
+func (x *GetInfoResponse) GetUpgrades() int64 {
+	if x != nil {
+		return x.Upgrades
+	}
+	return 0
+}
+
 // GetStatsRequest has no parameters.
 type GetStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -233,7 +356,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[2]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +368,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[2]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,7 +381,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{2}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{4}
 }
 
 // GetStatsResponse holds the counters. The daemon keeps counters per live
@@ -280,7 +403,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[3]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +415,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[3]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +428,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{3}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetStatsResponse) GetTotals() *ConnectionCounters {
@@ -363,7 +486,7 @@ type ConnectionCounters struct {
 
 func (x *ConnectionCounters) Reset() {
 	*x = ConnectionCounters{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[4]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +498,7 @@ func (x *ConnectionCounters) String() string {
 func (*ConnectionCounters) ProtoMessage() {}
 
 func (x *ConnectionCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[4]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +511,7 @@ func (x *ConnectionCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectionCounters.ProtoReflect.Descriptor instead.
 func (*ConnectionCounters) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{4}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ConnectionCounters) GetFramesIn() int64 {
@@ -467,7 +590,7 @@ type ConnectionStats struct {
 
 func (x *ConnectionStats) Reset() {
 	*x = ConnectionStats{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[5]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +602,7 @@ func (x *ConnectionStats) String() string {
 func (*ConnectionStats) ProtoMessage() {}
 
 func (x *ConnectionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[5]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +615,7 @@ func (x *ConnectionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectionStats.ProtoReflect.Descriptor instead.
 func (*ConnectionStats) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{5}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConnectionStats) GetViewer() string {
@@ -536,7 +659,7 @@ type ChannelStats struct {
 
 func (x *ChannelStats) Reset() {
 	*x = ChannelStats{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[6]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +671,7 @@ func (x *ChannelStats) String() string {
 func (*ChannelStats) ProtoMessage() {}
 
 func (x *ChannelStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[6]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +684,7 @@ func (x *ChannelStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelStats.ProtoReflect.Descriptor instead.
 func (*ChannelStats) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{6}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChannelStats) GetChannel() string {
@@ -634,7 +757,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[7]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +769,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[7]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +782,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{7}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchEventsRequest) GetKinds() []string {
@@ -691,7 +814,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[8]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +826,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[8]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +839,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -755,7 +878,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[9]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +890,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[9]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +903,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -822,8 +945,13 @@ var File_ahp_v1_daemon_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_daemon_proto_rawDesc = "" +
 	"\n" +
-	"\x13ahp/v1/daemon.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x10\n" +
-	"\x0eGetInfoRequest\"\xd0\x03\n" +
+	"\x13ahp/v1/daemon.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"(\n" +
+	"\x0eUpgradeRequest\x12\x16\n" +
+	"\x06binary\x18\x01 \x01(\tR\x06binary\"E\n" +
+	"\x0fUpgradeResponse\x12\x16\n" +
+	"\x06binary\x18\x01 \x01(\tR\x06binary\x12\x1a\n" +
+	"\bupgrades\x18\x02 \x01(\x03R\bupgrades\"\x10\n" +
+	"\x0eGetInfoRequest\"\xab\x04\n" +
 	"\x0fGetInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12%\n" +
 	"\x0elisten_address\x18\x02 \x01(\tR\rlistenAddress\x12#\n" +
@@ -839,7 +967,9 @@ const file_ahp_v1_daemon_proto_rawDesc = "" +
 	"ticket_ttl\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\tticketTtl\x12\x1a\n" +
 	"\bchannels\x18\v \x01(\x03R\bchannels\x12 \n" +
-	"\vconnections\x18\f \x01(\x03R\vconnections\"\x11\n" +
+	"\vconnections\x18\f \x01(\x03R\vconnections\x12=\n" +
+	"\fupgrade_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vupgradeTime\x12\x1a\n" +
+	"\bupgrades\x18\x0e \x01(\x03R\bupgrades\"\x11\n" +
 	"\x0fGetStatsRequest\"\xb3\x01\n" +
 	"\x10GetStatsResponse\x122\n" +
 	"\x06totals\x18\x01 \x01(\v2\x1a.ahp.v1.ConnectionCountersR\x06totals\x129\n" +
@@ -879,11 +1009,12 @@ const file_ahp_v1_daemon_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
 	"\achannel\x18\x03 \x01(\tR\achannel\x12\x16\n" +
 	"\x06viewer\x18\x04 \x01(\tR\x06viewer\x12\x16\n" +
-	"\x06detail\x18\x05 \x01(\tR\x06detail2\xd4\x01\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail2\x90\x02\n" +
 	"\rDaemonService\x12:\n" +
 	"\aGetInfo\x12\x16.ahp.v1.GetInfoRequest\x1a\x17.ahp.v1.GetInfoResponse\x12=\n" +
 	"\bGetStats\x12\x17.ahp.v1.GetStatsRequest\x1a\x18.ahp.v1.GetStatsResponse\x12H\n" +
-	"\vWatchEvents\x12\x1a.ahp.v1.WatchEventsRequest\x1a\x1b.ahp.v1.WatchEventsResponse0\x01B,Z*github.com/ahp-dev/ahpd/proto/ahp/v1;ahpv1b\x06proto3"
+	"\vWatchEvents\x12\x1a.ahp.v1.WatchEventsRequest\x1a\x1b.ahp.v1.WatchEventsResponse0\x01\x12:\n" +
+	"\aUpgrade\x12\x16.ahp.v1.UpgradeRequest\x1a\x17.ahp.v1.UpgradeResponseB,Z*github.com/ahp-dev/ahpd/proto/ahp/v1;ahpv1b\x06proto3"
 
 var (
 	file_ahp_v1_daemon_proto_rawDescOnce sync.Once
@@ -897,41 +1028,46 @@ func file_ahp_v1_daemon_proto_rawDescGZIP() []byte {
 	return file_ahp_v1_daemon_proto_rawDescData
 }
 
-var file_ahp_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_ahp_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_ahp_v1_daemon_proto_goTypes = []any{
-	(*GetInfoRequest)(nil),        // 0: ahp.v1.GetInfoRequest
-	(*GetInfoResponse)(nil),       // 1: ahp.v1.GetInfoResponse
-	(*GetStatsRequest)(nil),       // 2: ahp.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),      // 3: ahp.v1.GetStatsResponse
-	(*ConnectionCounters)(nil),    // 4: ahp.v1.ConnectionCounters
-	(*ConnectionStats)(nil),       // 5: ahp.v1.ConnectionStats
-	(*ChannelStats)(nil),          // 6: ahp.v1.ChannelStats
-	(*WatchEventsRequest)(nil),    // 7: ahp.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),   // 8: ahp.v1.WatchEventsResponse
-	(*Event)(nil),                 // 9: ahp.v1.Event
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(*UpgradeRequest)(nil),        // 0: ahp.v1.UpgradeRequest
+	(*UpgradeResponse)(nil),       // 1: ahp.v1.UpgradeResponse
+	(*GetInfoRequest)(nil),        // 2: ahp.v1.GetInfoRequest
+	(*GetInfoResponse)(nil),       // 3: ahp.v1.GetInfoResponse
+	(*GetStatsRequest)(nil),       // 4: ahp.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),      // 5: ahp.v1.GetStatsResponse
+	(*ConnectionCounters)(nil),    // 6: ahp.v1.ConnectionCounters
+	(*ConnectionStats)(nil),       // 7: ahp.v1.ConnectionStats
+	(*ChannelStats)(nil),          // 8: ahp.v1.ChannelStats
+	(*WatchEventsRequest)(nil),    // 9: ahp.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),   // 10: ahp.v1.WatchEventsResponse
+	(*Event)(nil),                 // 11: ahp.v1.Event
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
 }
 var file_ahp_v1_daemon_proto_depIdxs = []int32{
-	10, // 0: ahp.v1.GetInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	11, // 1: ahp.v1.GetInfoResponse.ticket_ttl:type_name -> google.protobuf.Duration
-	4,  // 2: ahp.v1.GetStatsResponse.totals:type_name -> ahp.v1.ConnectionCounters
-	5,  // 3: ahp.v1.GetStatsResponse.connections:type_name -> ahp.v1.ConnectionStats
-	6,  // 4: ahp.v1.GetStatsResponse.channels:type_name -> ahp.v1.ChannelStats
-	4,  // 5: ahp.v1.ConnectionStats.counters:type_name -> ahp.v1.ConnectionCounters
-	9,  // 6: ahp.v1.WatchEventsResponse.events:type_name -> ahp.v1.Event
-	10, // 7: ahp.v1.Event.time:type_name -> google.protobuf.Timestamp
-	0,  // 8: ahp.v1.DaemonService.GetInfo:input_type -> ahp.v1.GetInfoRequest
-	2,  // 9: ahp.v1.DaemonService.GetStats:input_type -> ahp.v1.GetStatsRequest
-	7,  // 10: ahp.v1.DaemonService.WatchEvents:input_type -> ahp.v1.WatchEventsRequest
-	1,  // 11: ahp.v1.DaemonService.GetInfo:output_type -> ahp.v1.GetInfoResponse
-	3,  // 12: ahp.v1.DaemonService.GetStats:output_type -> ahp.v1.GetStatsResponse
-	8,  // 13: ahp.v1.DaemonService.WatchEvents:output_type -> ahp.v1.WatchEventsResponse
-	11, // [11:14] is the sub-list for method output_type
-	8,  // [8:11] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	12, // 0: ahp.v1.GetInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	13, // 1: ahp.v1.GetInfoResponse.ticket_ttl:type_name -> google.protobuf.Duration
+	12, // 2: ahp.v1.GetInfoResponse.upgrade_time:type_name -> google.protobuf.Timestamp
+	6,  // 3: ahp.v1.GetStatsResponse.totals:type_name -> ahp.v1.ConnectionCounters
+	7,  // 4: ahp.v1.GetStatsResponse.connections:type_name -> ahp.v1.ConnectionStats
+	8,  // 5: ahp.v1.GetStatsResponse.channels:type_name -> ahp.v1.ChannelStats
+	6,  // 6: ahp.v1.ConnectionStats.counters:type_name -> ahp.v1.ConnectionCounters
+	11, // 7: ahp.v1.WatchEventsResponse.events:type_name -> ahp.v1.Event
+	12, // 8: ahp.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,  // 9: ahp.v1.DaemonService.GetInfo:input_type -> ahp.v1.GetInfoRequest
+	4,  // 10: ahp.v1.DaemonService.GetStats:input_type -> ahp.v1.GetStatsRequest
+	9,  // 11: ahp.v1.DaemonService.WatchEvents:input_type -> ahp.v1.WatchEventsRequest
+	0,  // 12: ahp.v1.DaemonService.Upgrade:input_type -> ahp.v1.UpgradeRequest
+	3,  // 13: ahp.v1.DaemonService.GetInfo:output_type -> ahp.v1.GetInfoResponse
+	5,  // 14: ahp.v1.DaemonService.GetStats:output_type -> ahp.v1.GetStatsResponse
+	10, // 15: ahp.v1.DaemonService.WatchEvents:output_type -> ahp.v1.WatchEventsResponse
+	1,  // 16: ahp.v1.DaemonService.Upgrade:output_type -> ahp.v1.UpgradeResponse
+	13, // [13:17] is the sub-list for method output_type
+	9,  // [9:13] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_daemon_proto_init() }
@@ -945,7 +1081,7 @@ func file_ahp_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ahp_v1_daemon_proto_rawDesc), len(file_ahp_v1_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

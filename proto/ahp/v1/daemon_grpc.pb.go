@@ -34,6 +34,7 @@ const (
 	DaemonService_GetInfo_FullMethodName     = "/ahp.v1.DaemonService/GetInfo"
 	DaemonService_GetStats_FullMethodName    = "/ahp.v1.DaemonService/GetStats"
 	DaemonService_WatchEvents_FullMethodName = "/ahp.v1.DaemonService/WatchEvents"
+	DaemonService_Upgrade_FullMethodName     = "/ahp.v1.DaemonService/Upgrade"
 )
 
 // DaemonServiceClient is the client API for DaemonService service.
@@ -59,6 +60,15 @@ type DaemonServiceClient interface {
 	// it sees everything. At most 64 watchers at once; more get
 	// RESOURCE_EXHAUSTED.
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
+	// Upgrade re-executes the daemon in place (execve: the same PID) from
+	// binary, keeping its terminals, their processes and its listeners
+	// (docs/upgrade.md). The binary is checked first (it runs once with
+	// --upgrade-check); one that fails is refused with FAILED_PRECONDITION
+	// and the reason, and the daemon serves on as before. Otherwise the call
+	// returns once the hand-over has begun: this connection then ends, and
+	// GetInfo answers again from the new binary with upgrades one higher.
+	// SIGUSR2 does the same with the default binary.
+	Upgrade(ctx context.Context, in *UpgradeRequest, opts ...grpc.CallOption) (*UpgradeResponse, error)
 }
 
 type daemonServiceClient struct {
@@ -108,6 +118,16 @@ func (c *daemonServiceClient) WatchEvents(ctx context.Context, in *WatchEventsRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DaemonService_WatchEventsClient = grpc.ServerStreamingClient[WatchEventsResponse]
 
+func (c *daemonServiceClient) Upgrade(ctx context.Context, in *UpgradeRequest, opts ...grpc.CallOption) (*UpgradeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpgradeResponse)
+	err := c.cc.Invoke(ctx, DaemonService_Upgrade_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DaemonServiceServer is the server API for DaemonService service.
 // All implementations must embed UnimplementedDaemonServiceServer
 // for forward compatibility.
@@ -131,6 +151,15 @@ type DaemonServiceServer interface {
 	// it sees everything. At most 64 watchers at once; more get
 	// RESOURCE_EXHAUSTED.
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
+	// Upgrade re-executes the daemon in place (execve: the same PID) from
+	// binary, keeping its terminals, their processes and its listeners
+	// (docs/upgrade.md). The binary is checked first (it runs once with
+	// --upgrade-check); one that fails is refused with FAILED_PRECONDITION
+	// and the reason, and the daemon serves on as before. Otherwise the call
+	// returns once the hand-over has begun: this connection then ends, and
+	// GetInfo answers again from the new binary with upgrades one higher.
+	// SIGUSR2 does the same with the default binary.
+	Upgrade(context.Context, *UpgradeRequest) (*UpgradeResponse, error)
 	mustEmbedUnimplementedDaemonServiceServer()
 }
 
@@ -149,6 +178,9 @@ func (UnimplementedDaemonServiceServer) GetStats(context.Context, *GetStatsReque
 }
 func (UnimplementedDaemonServiceServer) WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchEvents not implemented")
+}
+func (UnimplementedDaemonServiceServer) Upgrade(context.Context, *UpgradeRequest) (*UpgradeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Upgrade not implemented")
 }
 func (UnimplementedDaemonServiceServer) mustEmbedUnimplementedDaemonServiceServer() {}
 func (UnimplementedDaemonServiceServer) testEmbeddedByValue()                       {}
@@ -218,6 +250,24 @@ func _DaemonService_WatchEvents_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DaemonService_WatchEventsServer = grpc.ServerStreamingServer[WatchEventsResponse]
 
+func _DaemonService_Upgrade_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpgradeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DaemonServiceServer).Upgrade(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DaemonService_Upgrade_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DaemonServiceServer).Upgrade(ctx, req.(*UpgradeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DaemonService_ServiceDesc is the grpc.ServiceDesc for DaemonService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -232,6 +282,10 @@ var DaemonService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStats",
 			Handler:    _DaemonService_GetStats_Handler,
+		},
+		{
+			MethodName: "Upgrade",
+			Handler:    _DaemonService_Upgrade_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
