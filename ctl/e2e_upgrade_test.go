@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/internal/testbin"
 )
@@ -152,12 +154,32 @@ func TestE2EUpgradeInPlace(t *testing.T) {
 	if uri != "ahp-terminal:/seq" {
 		t.Fatalf("terminal create printed %q", uri)
 	}
+	// A viewer connected before the first upgrade is closed with 1012.
+	tok, err := os.ReadFile(filepath.Join(filepath.Dir(d.control), "state", "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer, _, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: strings.TrimSpace(string(tok))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viewer.Close()
 	stop := make(chan struct{})
 	httpDials := dialLoop("tcp", d.addr, stop)
 	controlDials := dialLoop("unix", d.control, stop)
 	start := time.Now()
 	for i := 1; i <= 20; i++ {
 		d.upgrade(i)
+		if i == 1 {
+			select {
+			case <-viewer.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the viewer was not closed by the upgrade")
+			}
+			if code, reason := websocket.CloseStatus(viewer.Err()), closeReason(viewer.Err()); code != websocket.StatusServiceRestart || reason != "host upgrading" {
+				t.Fatalf("viewer closed with %v %q, want 1012 host upgrading", code, reason)
+			}
+		}
 	}
 	took := time.Since(start)
 	close(stop)
@@ -287,4 +309,13 @@ func TestE2EUpgradeRefused(t *testing.T) {
 	if out := d.mustCtl("channels", "list"); !strings.Contains(out, uri) {
 		t.Fatalf("channels list after the refusals:\n%s", out)
 	}
+}
+
+// closeReason is the reason of a WebSocket close error, or "".
+func closeReason(err error) string {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		return ce.Reason
+	}
+	return ""
 }

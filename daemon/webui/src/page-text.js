@@ -10,6 +10,7 @@ const CLOSE_MEANING = {
   1008: 'policy',
   1009: 'message too big',
   1011: 'internal error of the daemon',
+  1012: 'the daemon is upgrading in place; reconnecting',
   4000: 'the daemon stopped answering',
 };
 

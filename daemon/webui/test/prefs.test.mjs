@@ -62,6 +62,8 @@ test('clipped: only when the host size exceeds the viewport in rows or columns',
 test('close text: the code and reason as the daemon sent them', () => {
   assert.equal(closeText(1001, 'host shutting down'), 'closed 1001 “host shutting down”');
   assert.equal(closeText(1001, ''), 'closed 1001 (the daemon shut down)');
+  assert.equal(closeText(1012, ''), 'closed 1012 (the daemon is upgrading in place; reconnecting)');
+  assert.equal(closeText(1012, 'host upgrading'), 'closed 1012 “host upgrading”');
   assert.equal(closeText(1008, 'kicked by operator'), 'closed 1008 “kicked by operator”');
   assert.equal(closeText(1006, ''), 'connection lost (1006, no close frame)');
   assert.equal(closeText(null, ''), 'closed');
