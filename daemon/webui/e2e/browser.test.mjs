@@ -25,7 +25,7 @@ import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, p
 
 
 const ARTIFACTS = ['terminal.png', 'view-only.png', 'terminal-after-reload.png', 'long-snapshot.png', 'after-shutdown.png',
-  'ticket-reused.png', 'exited.png', 'new-terminal.png', 'clipped.png', 'phone.png', 'phone-sidebar.png', 'after-restart.png',
+  'ticket-reused.png', 'exited.png', 'new-terminal.png', 'clipped.png', 'phone.png', 'phone-sidebar.png', 'after-upgrade.png', 'after-restart.png',
   'failure-page5.png', 'failure-page1.png', 'failure-page2.png', 'failure-page3.png', 'failure-page4.png',
   'daemon.log', 'e2e.log'];
 const CHANNEL = 'ahp-terminal:/shell';
@@ -541,6 +541,32 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   assert.ok(applied.frames.slice(shown).every((f) => f.end), `a frame after the preview without the end: ${JSON.stringify(applied.frames)}`);
   note(`long snapshot: ${applied.frames.length} frames, the preview at frame ${shown}, scrollback ${applied.first}..${applied.last}`);
   await page.screenshot({ path: join(ARTIFACTS_DIR, 'long-snapshot.png') });
+
+  // ---- upgrade in place: the tab reconnects to the same shell -------------
+  // SIGUSR2 re-executes the daemon (docs/upgrade.md): the page is closed
+  // with 1012, reconnects with its token, and finds the same terminal —
+  // no restart notice, the screen and a background job kept.
+
+  note('step: upgrade in place (SIGUSR2)');
+  await typeLine(page, 'sleep 1000 & echo job-$!');
+  const job = (await waitScreen(page, 'the background job', (lines) => lines.some((l) => /^job-\d+$/.test(l))))
+    .find((l) => /^job-\d+$/.test(l));
+  // The page is down for a backoff step only: record every close it shows.
+  await page.evaluate(() => {
+    window.e2eCloses = [];
+    window.e2eWatch = setInterval(() => {
+      const c = window.ahpTest.state().closeCode;
+      if (c != null && window.e2eCloses.at(-1) !== c) window.e2eCloses.push(c);
+    }, 5);
+  });
+  daemon.kill('SIGUSR2');
+  await waitFor(page, 'the page to see close 1012', () => window.e2eCloses.includes(1012));
+  await waitAttached(page);
+  assert.deepEqual(await page.evaluate(() => { clearInterval(window.e2eWatch); return window.e2eCloses; }), [1012]);
+  assert.equal(await page.$('[data-testid=restart-notice]'), null, 'an upgrade is not a restart');
+  await typeLine(page, `kill -0 ${job.slice('job-'.length)} && echo same-job-$((6*7))`);
+  await waitScreen(page, 'the job kept across the upgrade', (lines) => lines.includes('same-job-42'));
+  await page.screenshot({ path: join(ARTIFACTS_DIR, 'after-upgrade.png') });
 
   // ---- shutdown -------------------------------------------------------------
 
