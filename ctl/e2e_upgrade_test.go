@@ -319,3 +319,66 @@ func closeReason(err error) string {
 	}
 	return ""
 }
+
+// openFDs counts the descriptors process pid has open.
+func openFDs(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestE2EUpgradeDescriptors: after 50 upgrades the daemon holds as many
+// descriptors as after the first (nothing handed over leaks), and a shell
+// started after them inherits none of the daemon's (close-on-exec holds
+// across the execve).
+func TestE2EUpgradeDescriptors(t *testing.T) {
+	d := startDaemon(t)
+	pid := d.cmd.Process.Pid
+	d.mustCtl("terminal", "create", "--id", "kept", "--", "/bin/sh", "-c", "exec cat")
+	d.upgrade(1)
+	// Let the first binary's goroutines settle (the control socket's
+	// connections of the ahpctl above end) before counting.
+	time.Sleep(200 * time.Millisecond)
+	first := openFDs(t, pid)
+	for i := 2; i <= 50; i++ {
+		if err := d.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for d.upgrades() < i {
+			if time.Now().After(deadline) {
+				t.Fatalf("upgrade %d not done within 60 s", i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if last := openFDs(t, pid); last != first {
+		t.Errorf("the daemon holds %d descriptors after 50 upgrades, %d after the first", last, first)
+	}
+	d.mustCtl("terminal", "create", "--id", "fds", "--", "/bin/sh", "-c", "exec cat")
+	var fds struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", "ahp-terminal:/fds", "-o", "json")), &fds); err != nil || fds.Pid <= 0 {
+		t.Fatalf("channels get: pid %d, %v", fds.Pid, err)
+	}
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(fds.Pid) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, " ") != "0 1 2" {
+		t.Fatalf("a program started after 50 upgrades has descriptors %v, want 0 1 2", got)
+	}
+	var ch channelJSON
+	if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", "ahp-terminal:/kept", "-o", "json")), &ch); err != nil || ch.State != "running" {
+		t.Fatalf("the terminal after 50 upgrades: %+v, %v", ch, err)
+	}
+}
