@@ -338,6 +338,10 @@ func TestE2EUpgradeDescriptors(t *testing.T) {
 	d := startDaemon(t)
 	pid := d.cmd.Process.Pid
 	d.mustCtl("terminal", "create", "--id", "kept", "--", "/bin/sh", "-c", "exec cat")
+	// Limits set at run time, for the daemon and for the terminal, are
+	// kept too.
+	d.mustCtl("limits", "set", "maxSubscriptions=7")
+	d.mustCtl("limits", "set", "--channel", "ahp-terminal:/kept", "clientReceiveDefaults.windowBytes=131072")
 	d.upgrade(1)
 	// Let the first binary's goroutines settle (the control socket's
 	// connections of the ahpctl above end) before counting.
@@ -380,5 +384,14 @@ func TestE2EUpgradeDescriptors(t *testing.T) {
 	var ch channelJSON
 	if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", "ahp-terminal:/kept", "-o", "json")), &ch); err != nil || ch.State != "running" {
 		t.Fatalf("the terminal after 50 upgrades: %+v, %v", ch, err)
+	}
+	var lim struct {
+		Effective map[string]any `json:"effective"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("limits", "get", "-o", "json")), &lim); err != nil || lim.Effective["maxSubscriptions"] != float64(7) {
+		t.Fatalf("daemon limits after 50 upgrades: maxSubscriptions %v, %v; want 7", lim.Effective["maxSubscriptions"], err)
+	}
+	if out := d.mustCtl("limits", "get", "--channel", "ahp-terminal:/kept"); !regexp.MustCompile(`clientReceiveDefaults\.windowBytes\s+128KiB \(channel\)`).MatchString(out) {
+		t.Fatalf("the terminal's own limit after 50 upgrades:\n%s", out)
 	}
 }

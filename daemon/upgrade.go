@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/internal/handover"
 	"github.com/ahp-dev/ahpd/pty"
@@ -32,6 +34,10 @@ const terminalsVersion = 1
 type handedTerminals struct {
 	Version   int              `json:"version"`
 	Terminals []handedTerminal `json:"terminals"`
+	// Limits are the daemon's limits in force (ahpctl limits set), by
+	// name: a name the new binary does not know is dropped, one it adds
+	// keeps its configured value.
+	Limits map[string]int64 `json:"limits,omitempty"`
 }
 
 // handedTerminal is one terminal of the "terminals" section.
@@ -47,6 +53,37 @@ type handedTerminal struct {
 	Scrollback int       `json:"scrollback,omitempty"`
 	Pid        int       `json:"pid"`
 	FD         int       `json:"fd"` // the PTY master's descriptor number
+	// Overrides are the terminal's own limits (ahpctl limits set
+	// --channel), by name.
+	Overrides map[string]int64 `json:"overrides,omitempty"`
+}
+
+// limitValues returns l's values of names (all limits when names is nil).
+func limitValues(l config.Limits, names []string) map[string]int64 {
+	if names == nil {
+		for _, f := range config.LimitFields() {
+			names = append(names, f.Name)
+		}
+	}
+	m := map[string]int64{}
+	for _, n := range names {
+		if v, ok := l.LimitValue(n); ok {
+			m[n] = v
+		}
+	}
+	return m
+}
+
+// applyLimits sets the values of m that l knows, and returns their names.
+func applyLimits(l *config.Limits, m map[string]int64) []string {
+	var names []string
+	for n, v := range m {
+		if _, ok := l.LimitValue(n); ok {
+			l.SetLimitValue(n, v)
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // CheckTerminalsVersion reports whether this binary reads a "terminals"
@@ -69,7 +106,7 @@ func TerminalsVersion() int { return terminalsVersion }
 // first. Call it after the viewers are gone (Serve returned). A terminal
 // that fails to freeze is logged and left out (it was closed).
 func (s *Server) FreezeTerminals(w *handover.Writer) ([]*os.File, error) {
-	list := handedTerminals{Version: terminalsVersion}
+	list := handedTerminals{Version: terminalsVersion, Limits: limitValues(s.Limits(), nil)}
 	var files []*os.File
 	for _, ch := range s.Registry().List() {
 		t, ok := ch.Impl().(*pty.Terminal)
@@ -82,11 +119,14 @@ func (s *Server) FreezeTerminals(w *handover.Writer) ([]*os.File, error) {
 			s.log.Error("upgrade: terminal not handed over", "channel", ch.URI, "err", err)
 			continue
 		}
-		rows, cols := spec.Rows, spec.Cols
-		list.Terminals = append(list.Terminals, handedTerminal{
+		ht := handedTerminal{
 			ID: ch.ID, Title: ch.Label, Created: ch.Created, Command: spec.Command, Env: spec.Env, Dir: spec.Dir,
-			Rows: rows, Cols: cols, Scrollback: spec.Scrollback, Pid: fr.Pid, FD: int(fr.Master.Fd()),
-		})
+			Rows: spec.Rows, Cols: spec.Cols, Scrollback: spec.Scrollback, Pid: fr.Pid, FD: int(fr.Master.Fd()),
+		}
+		if names := s.ChannelOverrides(context.Background(), ch.URI); len(names) > 0 {
+			ht.Overrides = limitValues(s.LimitsFor(ch.URI), names)
+		}
+		list.Terminals = append(list.Terminals, ht)
 		if err := w.Section("terminal/"+strconv.Itoa(len(files)), fr.State); err != nil {
 			return files, err
 		}
@@ -115,8 +155,15 @@ func (s *Server) AdoptTerminals(st *handover.State) (int, error) {
 	if err := CheckTerminalsVersion(list.Version); err != nil {
 		return 0, fmt.Errorf("upgrade: %w", err)
 	}
-	n := 0
 	var errs []error
+	if len(list.Limits) > 0 {
+		l := s.Limits()
+		applyLimits(&l, list.Limits)
+		if _, _, err := s.UpdateLimits(context.Background(), nil, l); err != nil {
+			errs = append(errs, fmt.Errorf("limits: %w", err))
+		}
+	}
+	n := 0
 	for i, ht := range list.Terminals {
 		state, _ := st.Section("terminal/" + strconv.Itoa(i))
 		err := s.adoptTerminal(ht, state)
@@ -141,6 +188,14 @@ func (s *Server) adoptTerminal(ht handedTerminal, state []byte) error {
 		return err
 	}
 	spec := service.TerminalSpec{ID: ht.ID, Title: ht.Title, Command: ht.Command, Env: ht.Env, Dir: ht.Dir, Rows: ht.Rows, Cols: ht.Cols, Scrollback: ht.Scrollback}
-	_, err = s.AdoptTerminal(spec, t, ht.Created)
-	return err
+	ch, err := s.AdoptTerminal(spec, t, ht.Created)
+	if err != nil || len(ht.Overrides) == 0 {
+		return err
+	}
+	var l config.Limits
+	names := applyLimits(&l, ht.Overrides)
+	if _, _, err := s.UpdateChannelLimits(context.Background(), ch.URI, names, l, false); err != nil {
+		return fmt.Errorf("its limits: %w", err)
+	}
+	return nil
 }
