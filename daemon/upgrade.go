@@ -32,8 +32,11 @@ const terminalsVersion = 1
 
 // handedTerminals is the "terminals" section.
 type handedTerminals struct {
-	Version   int              `json:"version"`
-	Terminals []handedTerminal `json:"terminals"`
+	Version int `json:"version"`
+	// PtyVersion is the version of the terminals' own states
+	// (pty.HandoverVersion).
+	PtyVersion int              `json:"ptyVersion"`
+	Terminals  []handedTerminal `json:"terminals"`
 	// Limits are the daemon's limits in force (ahpctl limits set), by
 	// name: a name the new binary does not know is dropped, one it adds
 	// keeps its configured value.
@@ -106,7 +109,7 @@ func TerminalsVersion() int { return terminalsVersion }
 // first. Call it after the viewers are gone (Serve returned). A terminal
 // that fails to freeze is logged and left out (it was closed).
 func (s *Server) FreezeTerminals(w *handover.Writer) ([]*os.File, error) {
-	list := handedTerminals{Version: terminalsVersion, Limits: limitValues(s.Limits(), nil)}
+	list := handedTerminals{Version: terminalsVersion, PtyVersion: pty.HandoverVersion(), Limits: limitValues(s.Limits(), nil)}
 	var files []*os.File
 	for _, ch := range s.Registry().List() {
 		t, ok := ch.Impl().(*pty.Terminal)
@@ -139,21 +142,65 @@ func (s *Server) FreezeTerminals(w *handover.Writer) ([]*os.File, error) {
 	return files, w.Section(SectionTerminals, b)
 }
 
+// CheckState checks a handover state's terminals as AdoptTerminals would
+// read them, without adopting anything (ahpd --upgrade-check): the
+// section's versions, and each terminal's state field by field. An error
+// names the first terminal that is wrong.
+func CheckState(st *handover.State) error {
+	list, err := readTerminals(st)
+	if err != nil {
+		return err
+	}
+	for i, ht := range list.Terminals {
+		state, ok := st.Section("terminal/" + strconv.Itoa(i))
+		if !ok {
+			return fmt.Errorf("upgrade: terminal %s: no state section", ht.ID)
+		}
+		if err := pty.CheckState(state); err != nil {
+			return fmt.Errorf("upgrade: terminal %s: %w", ht.ID, err)
+		}
+	}
+	return nil
+}
+
+// EmptyTerminals writes a "terminals" section without terminals (the
+// check state ahpd runs a new binary on before it freezes anything: the
+// versions it would write).
+func EmptyTerminals(w *handover.Writer) error {
+	b, err := json.Marshal(handedTerminals{Version: terminalsVersion, PtyVersion: pty.HandoverVersion()})
+	if err != nil {
+		return err
+	}
+	return w.Section(SectionTerminals, b)
+}
+
+// readTerminals reads and checks the "terminals" section (absent: none).
+func readTerminals(st *handover.State) (handedTerminals, error) {
+	var list handedTerminals
+	b, ok := st.Section(SectionTerminals)
+	if !ok {
+		return list, nil
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return list, fmt.Errorf("upgrade: terminals: %w", err)
+	}
+	if err := CheckTerminalsVersion(list.Version); err != nil {
+		return list, fmt.Errorf("upgrade: %w", err)
+	}
+	if list.PtyVersion != pty.HandoverVersion() {
+		return list, fmt.Errorf("upgrade: terminal state version %d, this ahpd reads version %d", list.PtyVersion, pty.HandoverVersion())
+	}
+	return list, nil
+}
+
 // AdoptTerminals registers the terminals of a handover state again
 // (pty.Adopt on the descriptors the execve kept). A terminal whose state
 // is refused is logged, its process hung up and its master closed; the
 // others are adopted. It returns how many were adopted.
 func (s *Server) AdoptTerminals(st *handover.State) (int, error) {
-	b, ok := st.Section(SectionTerminals)
-	if !ok {
-		return 0, nil
-	}
-	var list handedTerminals
-	if err := json.Unmarshal(b, &list); err != nil {
-		return 0, fmt.Errorf("upgrade: terminals: %w", err)
-	}
-	if err := CheckTerminalsVersion(list.Version); err != nil {
-		return 0, fmt.Errorf("upgrade: %w", err)
+	list, err := readTerminals(st)
+	if err != nil {
+		return 0, err
 	}
 	var errs []error
 	if len(list.Limits) > 0 {

@@ -169,6 +169,18 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// HandoverVersion is the version of the state Freeze writes and Adopt
+// reads.
+func HandoverVersion() int { return handoverVersion }
+
+// CheckState checks a Freeze state as Adopt would, without a terminal:
+// ahpd --upgrade-check runs it on every terminal before the old binary
+// gives anything up.
+func CheckState(state []byte) error {
+	_, err := decodeHandover(state)
+	return err
+}
+
 // ErrState is wrapped by Adopt's errors about the state it was given.
 var ErrState = errors.New("pty: hand-over state")
 

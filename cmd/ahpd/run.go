@@ -389,7 +389,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		stopLoop()
 		loop.Wait()
 		cp.Close() // the socket file stays: the new binary serves it
-		err := up.exec(srv, h.bin, h.http, h.control)
+		err := up.exec(srv, log, h.bin, h.http, h.control)
 		return fatal("upgrade: %v; the terminals are lost", err)
 	}
 	log.Info("stopped")

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -159,6 +160,10 @@ func upgradeCheck(stderr io.Writer, configErr error) int {
 		printErr(stderr, "upgrade check: config", configErr)
 		return 1
 	}
+	if err := daemon.CheckState(in.state); err != nil {
+		fmt.Fprintf(stderr, "ahpd: upgrade check: %v\n", err)
+		return 1
+	}
 	fmt.Fprintf(stderr, "ahpd: upgrade check: ahpd %s takes state version %d from %s\n", daemon.Version, in.daemon.Version, in.daemon.From)
 	return 0
 }
@@ -190,11 +195,19 @@ func (u *upgrader) check(bin string) error {
 	if err := w.Section(sectionDaemon, b); err != nil {
 		return err
 	}
+	if err := daemon.EmptyTerminals(w); err != nil {
+		return err
+	}
 	f, err := handover.Sealed("ahpd-check", w.Bytes())
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	return u.runCheck(bin, f)
+}
+
+// runCheck runs bin --upgrade-check on the sealed state f.
+func (u *upgrader) runCheck(bin string, f *os.File) error {
 	cmd := exec.Command(bin, append([]string{"--upgrade-check"}, u.args...)...)
 	cmd.ExtraFiles = []*os.File{f} // descriptor 3
 	cmd.Env = append(append(os.Environ(), u.env...), envState+"=3")
@@ -205,6 +218,7 @@ func (u *upgrader) check(bin string) error {
 		return fmt.Errorf("new binary %s: %w", bin, err)
 	}
 	go func() { done <- cmd.Wait() }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second):
@@ -235,7 +249,7 @@ func (u *upgrader) daemonSection(httpFD, controlFD int) handedDaemon {
 // execve replaces this process. It returns only if execve failed; then
 // it tries the binary this process runs (/proc/self/exe) with the same
 // state, and returns the error if that fails too.
-func (u *upgrader) exec(srv *daemon.Server, bin string, httpLn, control *os.File) error {
+func (u *upgrader) exec(srv *daemon.Server, log *slog.Logger, bin string, httpLn, control *os.File) error {
 	w := &handover.Writer{}
 	files, err := srv.FreezeTerminals(w)
 	if err != nil {
@@ -254,6 +268,14 @@ func (u *upgrader) exec(srv *daemon.Server, bin string, httpLn, control *os.File
 	state, err := handover.Sealed("ahpd-state", w.Bytes())
 	if err != nil {
 		return err
+	}
+	// The new binary checks the very state it will read; if it refuses
+	// it, this binary takes its own state back (execve of /proc/self/exe:
+	// the same program, even if its file was replaced), and the terminals
+	// go on under it.
+	if err := u.runCheck(bin, state); err != nil {
+		log.Error("upgrade refused after the hand-over began; this binary takes its terminals back", "err", err)
+		bin = "/proc/self/exe"
 	}
 	keep := append([]*os.File{state, httpLn, control}, files...)
 	for _, f := range keep {
