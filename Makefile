@@ -24,7 +24,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e bench-browser test test-stress lint fuzz bench bench-process bench-tcp bench-telemetry bench-attach bench-memory gen proto-tools proto-check clean install
+.PHONY: all build run web web-test e2e bench-browser test test-stress lint fuzz bench bench-process bench-tcp bench-telemetry bench-attach bench-memory bench-upgrade gen proto-tools proto-check clean install
 
 all: build
 
@@ -166,6 +166,15 @@ bench-attach:
 bench-memory:
 	$(BUILD) -o bin/ ./cmd/ahpd
 	flock /tmp/ahp-bench.lock $(GO) run ./bench/membench -ahpd bin/ahpd $(BENCHFLAGS)
+
+# An upgrade in place of bin/ahpd under load: 100 terminals with a full
+# 10,000-line scrollback and 500 viewers; time from the request until every
+# viewer has its snapshot back, and RSS before and after
+# (docs/upgrade.md). Runs under flock /tmp/ahp-bench.lock. BENCHFLAGS
+# passes flags on, e.g. BENCHFLAGS='-terminals 20 -viewers 100 -rounds 5'.
+bench-upgrade:
+	$(BUILD) -o bin/ ./cmd/ahpd
+	flock /tmp/ahp-bench.lock $(GO) run ./bench/upgradebench -ahpd bin/ahpd $(BENCHFLAGS)
 
 proto-tools:
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

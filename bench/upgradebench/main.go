@@ -1,0 +1,299 @@
+// Command upgradebench measures an upgrade in place of bin/ahpd
+// (docs/upgrade.md) under load: N terminals with a full scrollback and V
+// viewers (WebSocket connections, one subscription each, spread over the
+// terminals). Each round asks the daemon to upgrade (the Upgrade call of
+// `ahpctl daemon upgrade`, to the binary it runs) and times, from the
+// request, until every viewer was closed with 1012, reconnected and had
+// its terminal's snapshot (terminal/reset) again; and the daemon's RSS
+// before and after. Not a test (make test does not run it):
+//
+//	make bench-upgrade                              # = go run ./bench/upgradebench -ahpd bin/ahpd
+//	make bench-upgrade BENCHFLAGS='-terminals 20 -viewers 100 -rounds 5'
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ahp-dev/ahpd/bench/benchproc"
+	"github.com/ahp-dev/ahpd/ctl/client"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+func main() {
+	bin := flag.String("ahpd", "bin/ahpd", "the ahpd binary")
+	terminals := flag.Int("terminals", 100, "terminals, each with a full scrollback")
+	lines := flag.Int("lines", 10000, "scrollback lines of each terminal (each filled with 80-column lines)")
+	viewers := flag.Int("viewers", 500, "viewers (WebSocket connections, one subscription each)")
+	rounds := flag.Int("rounds", 3, "upgrades to time")
+	flag.Parse()
+	if *terminals < 1 || *terminals > 250 || *viewers < 0 || *viewers > 2000 || *lines < 1 || *lines > 100000 || *rounds < 1 || *rounds > 50 {
+		fmt.Fprintln(os.Stderr, "upgradebench: -terminals 1..250, -viewers 0..2000, -lines 1..100000, -rounds 1..50")
+		os.Exit(2)
+	}
+	if err := run(*bin, *terminals, *lines, *viewers, *rounds); err != nil {
+		fmt.Fprintln(os.Stderr, "upgradebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string, terminals, lines, viewers, rounds int) error {
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "upgradebench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	d, err := benchproc.StartDaemon(abs, dir, []string{"--no-default-terminal", "--log-level", "warn"}, nil)
+	if err != nil {
+		return err
+	}
+	defer d.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	daemonc, terms := ahpv1.NewDaemonServiceClient(d.Conn), ahpv1.NewTerminalServiceClient(d.Conn)
+
+	// Terminals: lines of 80 columns (a line number and filler) until the
+	// scrollback is full, then a marker; each waits on cat afterwards.
+	script := fmt.Sprintf(`awk 'BEGIN { for (i = 1; i <= %d; i++) printf "%%06d %%s\n", i, "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789a" }'; echo FILLED; exec cat`, lines+50)
+	uris := make([]string, terminals)
+	for i := range uris {
+		r, err := terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "t" + strconv.Itoa(i), Command: "/bin/sh", Args: []string{"-c", script},
+			Rows: 24, Cols: 80, Scrollback: int32(lines)})
+		if err != nil {
+			return fmt.Errorf("terminal %d: %w", i, err)
+		}
+		uris[i] = r.Channel.Uri
+	}
+	// Viewers: each waits for FILLED in its snapshot or stream first.
+	vs := make([]*viewer, viewers)
+	var wg sync.WaitGroup
+	errs := make(chan error, viewers)
+	for i := range vs {
+		vs[i] = &viewer{url: d.WS(), token: d.Token, uri: uris[i%len(uris)], snaps: make(chan time.Time, 64)}
+		wg.Go(func() {
+			if err := vs[i].run(ctx); err != nil && ctx.Err() == nil {
+				errs <- err
+			}
+		})
+	}
+	defer func() { cancel(); wg.Wait() }()
+	deadline := time.Now().Add(10 * time.Minute)
+	for _, v := range vs {
+		if err := v.waitFilled(deadline); err != nil {
+			return err
+		}
+	}
+	time.Sleep(time.Second) // let the fill's garbage go
+	pid := d.Cmd.Process.Pid
+	fmt.Printf("ahpd %s: %d terminals × %d scrollback lines of 80 columns, %d viewers\n\n", abs, terminals, lines, viewers)
+	fmt.Println("| round | request → every viewer's snapshot back | slowest viewer: closed → snapshot | RSS before | RSS after | after / before |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|")
+	for round := 1; round <= rounds; round++ {
+		before, err := rss(pid)
+		if err != nil {
+			return err
+		}
+		for _, v := range vs {
+			v.drain()
+		}
+		start := time.Now()
+		res, err := daemonc.Upgrade(ctx, &ahpv1.UpgradeRequest{})
+		if err != nil {
+			return fmt.Errorf("upgrade: %w", err)
+		}
+		_ = res
+		var back []time.Duration
+		for _, v := range vs {
+			t, err := v.snapshotAfter(start, time.Now().Add(time.Minute))
+			if err != nil {
+				return err
+			}
+			back = append(back, t.Sub(start))
+		}
+		took := time.Since(start)
+		if len(vs) == 0 {
+			took = waitUpgrades(ctx, daemonc, int64(round), start)
+		}
+		slowest := time.Duration(0)
+		for _, v := range vs {
+			slowest = max(slowest, v.lastGap())
+		}
+		sort.Slice(back, func(i, j int) bool { return back[i] < back[j] })
+		after, err := rss(pid)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| %d | %v | %v | %.1f MiB | %.1f MiB | %.2f |\n", round, took.Round(time.Millisecond), slowest.Round(time.Millisecond),
+			float64(before)/(1<<20), float64(after)/(1<<20), float64(after)/float64(before))
+		select {
+		case err := <-errs:
+			return err
+		default:
+		}
+		time.Sleep(time.Second)
+	}
+	return nil
+}
+
+// waitUpgrades waits until the daemon answers with n upgrades and
+// returns the time since start.
+func waitUpgrades(ctx context.Context, c ahpv1.DaemonServiceClient, n int64, start time.Time) time.Duration {
+	for time.Since(start) < time.Minute {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		info, err := c.GetInfo(cctx, &ahpv1.GetInfoRequest{})
+		cancel()
+		if err == nil && info.Upgrades >= n {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// rss is a process's resident set (VmRSS).
+func rss(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n << 10, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+// viewer is one WebSocket connection with one subscription, which
+// reconnects at once (no backoff: the daemon is measured, not a client's
+// patience) when the host closes it, and notes when each snapshot
+// arrived.
+type viewer struct {
+	url, token, uri string
+	snaps           chan time.Time // a terminal/reset arrived (whole)
+
+	mu       sync.Mutex
+	filled   bool
+	closedAt time.Time     // the last close by the host
+	gap      time.Duration // closedAt → the next snapshot
+}
+
+func (v *viewer) run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		c, _, err := client.Dial(ctx, v.url, client.Options{Token: v.token, ClientName: "upgradebench"})
+		if err != nil {
+			time.Sleep(2 * time.Millisecond) // the listener is kept: this is a refusal of another kind
+			continue
+		}
+		err = v.serve(ctx, c)
+		c.Close()
+		v.mu.Lock()
+		v.closedAt = time.Now()
+		v.mu.Unlock()
+		if code := websocket.CloseStatus(err); code != -1 && code != websocket.StatusServiceRestart {
+			return fmt.Errorf("viewer of %s: closed %v", v.uri, err)
+		}
+	}
+	return nil
+}
+
+func (v *viewer) serve(ctx context.Context, c *client.Conn) error {
+	s, err := c.Subscribe(ctx, v.uri, nil)
+	if err != nil {
+		return err
+	}
+	for {
+		m, err := s.Next(ctx)
+		if err != nil {
+			if cerr := c.Err(); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+		switch m.Method {
+		case "terminal/reset", "terminal/output":
+			if strings.Contains(string(m.Text), "FILLED") {
+				v.mu.Lock()
+				v.filled = true
+				v.mu.Unlock()
+			}
+		}
+		if m.Method == "terminal/reset" {
+			now := time.Now()
+			v.mu.Lock()
+			if !v.closedAt.IsZero() {
+				v.gap = now.Sub(v.closedAt)
+			}
+			v.mu.Unlock()
+			select {
+			case v.snaps <- now:
+			default:
+			}
+		}
+		if err := s.Release(ctx, m); err != nil {
+			return err
+		}
+	}
+}
+
+func (v *viewer) waitFilled(deadline time.Time) error {
+	for {
+		v.mu.Lock()
+		ok := v.filled
+		v.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("viewer of %s: the terminal did not fill its scrollback in time", v.uri)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// drain forgets the snapshots noted so far.
+func (v *viewer) drain() {
+	for {
+		select {
+		case <-v.snaps:
+		default:
+			return
+		}
+	}
+}
+
+// snapshotAfter returns when the first snapshot after start arrived.
+func (v *viewer) snapshotAfter(start, deadline time.Time) (time.Time, error) {
+	for {
+		select {
+		case t := <-v.snaps:
+			if t.After(start) {
+				return t, nil
+			}
+		case <-time.After(time.Until(deadline)):
+			return time.Time{}, fmt.Errorf("viewer of %s: no snapshot within a minute of the upgrade", v.uri)
+		}
+	}
+}
+
+func (v *viewer) lastGap() time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.gap
+}
