@@ -307,6 +307,37 @@ func TestHandOverStateChecked(t *testing.T) {
 	}
 }
 
+// TestHandOverSameScreen: what a viewer's snapshot shows after a
+// hand-over is what it showed before, cell for cell: screens, scrollback,
+// modes, pen, title, cursor (a full-screen program with colours, the
+// alternate screen, a scroll region and a title).
+func TestHandOverSameScreen(t *testing.T) {
+	term, err := Start(Config{Command: []string{"/bin/sh", "-c",
+		`printf ']0;vim-ish'; seq 1 200; printf '[?1049h[2J[H[1;33;44mheader[0m
+[5;20r[10;3H(0lqqk(B[?25l[4h'; printf READY; exec cat`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { term.Close() })
+	deadline := time.Now().Add(30 * time.Second)
+	snap := func(t *Terminal) string {
+		t.emuMu.Lock()
+		defer t.emuMu.Unlock()
+		return t.emu.snapshot()
+	}
+	for !strings.Contains(snap(term), "READY") {
+		if time.Now().After(deadline) {
+			t.Fatal("no READY within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	before := snap(term)
+	next := handOver(t, term)
+	if after := snap(next); after != before {
+		t.Fatalf("snapshot after the hand-over differs:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
 func syscallKill0(pid int) error { return syscall.Kill(pid, 0) }
 
 func mustRawConn(tb testing.TB, f *os.File) syscall.RawConn {

@@ -559,9 +559,12 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
       if (c != null && window.e2eCloses.at(-1) !== c) window.e2eCloses.push(c);
     }, 5);
   });
+  const screenBefore = await screenText(page);
   daemon.kill('SIGUSR2');
   await waitFor(page, 'the page to see close 1012', () => window.e2eCloses.includes(1012));
   await waitAttached(page);
+  // The snapshot after the reconnect shows the screen as it was.
+  await waitScreen(page, 'the same screen after the upgrade', (lines) => lines.join('\n') === screenBefore);
   assert.deepEqual(await page.evaluate(() => { clearInterval(window.e2eWatch); return window.e2eCloses; }), [1012]);
   assert.equal(await page.$('[data-testid=restart-notice]'), null, 'an upgrade is not a restart');
   await typeLine(page, `kill -0 ${job.slice('job-'.length)} && echo same-job-$((6*7))`);
