@@ -554,9 +554,12 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   // The page is down for a backoff step only: record every close it shows.
   await page.evaluate(() => {
     window.e2eCloses = [];
+    window.e2eBanners = [];
     window.e2eWatch = setInterval(() => {
       const c = window.ahpTest.state().closeCode;
       if (c != null && window.e2eCloses.at(-1) !== c) window.e2eCloses.push(c);
+      const b = document.querySelector('[data-testid=disconnected]');
+      if (!b.hidden && window.e2eBanners.at(-1) !== b.textContent) window.e2eBanners.push(b.textContent);
     }, 5);
   });
   const screenBefore = await screenText(page);
@@ -565,7 +568,10 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   await waitAttached(page);
   // The snapshot after the reconnect shows the screen as it was.
   await waitScreen(page, 'the same screen after the upgrade', (lines) => lines.join('\n') === screenBefore);
-  assert.deepEqual(await page.evaluate(() => { clearInterval(window.e2eWatch); return window.e2eCloses; }), [1012]);
+  const seen = await page.evaluate(() => { clearInterval(window.e2eWatch); return { closes: window.e2eCloses, banners: window.e2eBanners }; });
+  assert.deepEqual(seen.closes, [1012]);
+  // While down, the page says it is an upgrade, not an error.
+  assert.ok(seen.banners.length > 0 && seen.banners.every((b) => b.startsWith('Upgrading — ahpd is restarting itself in place')), JSON.stringify(seen.banners));
   assert.equal(await page.$('[data-testid=restart-notice]'), null, 'an upgrade is not a restart');
   await typeLine(page, `kill -0 ${job.slice('job-'.length)} && echo same-job-$((6*7))`);
   await waitScreen(page, 'the job kept across the upgrade', (lines) => lines.includes('same-job-42'));

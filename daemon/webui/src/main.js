@@ -656,6 +656,13 @@ function renderBanner() {
   else if (ui.error === 'ended' || ui.error === 'unauthorized') next = 'Not reconnecting: the credential was refused.';
   else next = 'Not reconnecting.';
   el.banner.dataset.code = ui.closeCode ?? '';
+  if (ui.closeCode === 1012 && ui.connection === 'reconnecting') {
+    // An upgrade in place: the same terminals are back in a moment.
+    el.banner.dataset.kind = 'upgrading';
+    el.banner.replaceChildren(strong('Upgrading'), ' — ahpd is restarting itself in place; your terminals keep running. Reconnecting…');
+    return;
+  }
+  el.banner.dataset.kind = '';
   el.banner.replaceChildren(strong('Disconnected'), ` — ${why}. ${next} The screen below is as it was when the connection ended.`);
 }
 
