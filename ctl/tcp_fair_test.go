@@ -105,7 +105,11 @@ func TestE2ETCPFairness(t *testing.T) {
 	if during < 1<<20 {
 		t.Errorf("the download moved %d bytes during %d round trips: it was not running beside them", during, rounds)
 	}
-	if rtt[rounds-1] > 2*time.Second {
+	// Starvation, not latency (make bench-tcp measures that): a channel
+	// starved behind the bulk one waits as long as the download runs
+	// (here, for ever); a loaded machine under -race stretches a fair
+	// round trip to a second or two.
+	if rtt[rounds-1] > 15*time.Second {
 		t.Errorf("the slowest round trip took %v under the bulk neighbour: starved", rtt[rounds-1])
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -200,8 +201,8 @@ type pusher struct {
 	cur        pushBatch
 	firstAt    time.Time // when cur got its first sample
 	queue      chan pushBatch
-	batchBytes int // capacity of a new batch's buffer
-	lines      int64
+	batchBytes int          // capacity of a new batch's buffer
+	lines      atomic.Int64 // lines read (atomic: a test waits on it)
 	bad        int64
 
 	// The sender's, read after it has finished:
@@ -231,7 +232,7 @@ func (p *pusher) read(ctx context.Context) error {
 			}
 			return err
 		}
-		p.lines++
+		p.lines.Add(1)
 		var s samples.Sample
 		ok := false
 		if err == nil {
@@ -316,7 +317,7 @@ func (p *pusher) finish(ctx context.Context, c *clients, readErr, streamErr erro
 		return streamErr
 	}
 	summary := fmt.Sprintf("telemetry push: %s sent to %s in %s, %d bad lines of %d (%s",
-		plural(res.Samples, "sample"), p.uri, plural(p.messages, "message"), p.bad, p.lines, elapsed.Round(time.Millisecond))
+		plural(res.Samples, "sample"), p.uri, plural(p.messages, "message"), p.bad, p.lines.Load(), elapsed.Round(time.Millisecond))
 	if secs := elapsed.Seconds(); res.Samples >= 10_000 && secs > 0 {
 		summary += fmt.Sprintf(", %.0f samples/s", float64(res.Samples)/secs)
 	}

@@ -113,8 +113,8 @@ func TestPushBatches(t *testing.T) {
 			want++
 		}
 	}
-	if got := stderr.String(); got != "ahpctl: stdin:501: \"oops\": want \"name value [label=value ...]\", the value is missing\n" || p.bad != 1 || p.lines != 1001 || p.sent != 1000 || p.messages != 4 {
-		t.Fatalf("stderr %q; bad %d, lines %d, sent %d, messages %d", got, p.bad, p.lines, p.sent, p.messages)
+	if got := stderr.String(); got != "ahpctl: stdin:501: \"oops\": want \"name value [label=value ...]\", the value is missing\n" || p.bad != 1 || p.lines.Load() != 1001 || p.sent != 1000 || p.messages != 4 {
+		t.Fatalf("stderr %q; bad %d, lines %d, sent %d, messages %d", got, p.bad, p.lines.Load(), p.sent, p.messages)
 	}
 }
 
@@ -161,9 +161,16 @@ func TestPushEnds(t *testing.T) {
 	r2, w2 := io.Pipe()
 	defer w2.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	_, f, _, done := startPusher(ctx, r2, pushOptions{batch: 256, linger: time.Hour})
+	p2, f, _, done := startPusher(ctx, r2, pushOptions{batch: 256, linger: time.Hour})
 	io.WriteString(w2, "a 1\nb 2\n")
-	time.Sleep(50 * time.Millisecond)
+	// Both lines read (and so parsed before the reader looks for more).
+	deadline := time.Now().Add(15 * time.Second)
+	for p2.lines.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the two lines were not read within 15 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	cancel()
 	if err := <-done; !errors.Is(err, errPushInterrupted) {
 		t.Fatalf("read after a signal: %v, want errPushInterrupted", err)

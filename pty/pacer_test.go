@@ -42,17 +42,6 @@ func TestPacerYieldsFloodToTyping(t *testing.T) {
 	paced := readDuring(d, typed)
 	self := readDuring(d, flood)
 	t.Logf("flood read %d bytes alone, %d while another terminal is typed into, %d while typed into itself", alone, paced, self)
-	if paced*3 > self {
-		t.Errorf("a flood typed into read %d bytes, paced %d: it should not be paced", self, paced)
-	}
-	// (Where the emulator is slow, the reader may spend the whole phase
-	// waiting for it, reading nothing and so never pausing.)
-	if st := flood.Stats(); paced > 0 && st.Paced == 0 {
-		t.Errorf("Stats().Paced = 0 after the paced flood read %d bytes", paced)
-	}
-	if st := typed.Stats(); st.Paced != 0 {
-		t.Errorf("the terminal typed into was paced for %v", st.Paced)
-	}
 	// What the pacer reads per pause is a figure, not a bound load cannot
 	// change: on an idle machine one read of at most 4 KiB per pause
 	// plus one batch (110–178 KiB in 600 ms), but a machine that holds
@@ -63,10 +52,14 @@ func TestPacerYieldsFloodToTyping(t *testing.T) {
 	// unless the machine is so loaded that the flood alone reads little
 	// (two race-enabled test runs on two cores: 0.5 MB/s), where the
 	// comparison says nothing.
-	if few := int64(d/delay+1)*4096 + 192<<10; alone <= 3*few {
-		t.Skipf("inconclusive: the flood alone read %d bytes in %v, too few to compare with paced reads (%d)", alone, d, paced)
+	// The same holds for the flood typed into itself (not paced).
+	if few := int64(d/delay+1)*4096 + 192<<10; min(alone, self) <= 3*few {
+		t.Skipf("inconclusive: the flood unpaced read %d bytes alone and %d typed into, in %v each: too few to compare with paced reads (%d)", alone, self, d, paced)
 	}
 	if paced*3 > alone {
 		t.Errorf("paced flood read %d bytes, alone %d: want at least 3 times less", paced, alone)
+	}
+	if paced*3 > self {
+		t.Errorf("a flood typed into read %d bytes, paced %d: it should not be paced", self, paced)
 	}
 }

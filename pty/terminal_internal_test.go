@@ -355,7 +355,9 @@ func TestSnapshotPacing(t *testing.T) {
 				break
 			}
 			if strings.Contains(messageText(t, m), `"method":"terminal/reset"`) {
-				resets = append(resets, time.Now())
+				// When the snapshot was taken (Pull sets it), not when this
+				// loop got to look: a descheduled test would shorten gaps.
+				resets = append(resets, v.lastSnap)
 			}
 		}
 		time.Sleep(10 * time.Millisecond)

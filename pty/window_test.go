@@ -8,12 +8,13 @@ import (
 	"github.com/ahp-dev/ahpd/pty"
 )
 
-// firstMethod pulls one message and returns its method. It waits up to 5 s
-// for one (a resnapshot may be deferred by up to a quarter second).
+// firstMethod pulls one message and returns its method. It waits up to
+// 15 s for one (a resnapshot may be deferred by up to a quarter second,
+// and a loaded machine under -race applies a backlog slowly).
 func firstMethod(t *testing.T, v *pty.Viewer) string {
 	t.Helper()
 	m, ok := v.Pull(true, 1<<20)
-	for deadline := time.Now().Add(5 * time.Second); !ok; m, ok = v.Pull(true, 1<<20) {
+	for deadline := time.Now().Add(15 * time.Second); !ok; m, ok = v.Pull(true, 1<<20) {
 		if time.Now().After(deadline) {
 			t.Fatal("nothing to pull")
 		}

@@ -228,7 +228,9 @@ exit 3`
 		t.Errorf("mem: %+v %v", s, ok)
 	}
 	st := c.Stats()
-	if st.Starts < 2 || st.BadLines < 4 || st.BadLines != 2*st.Starts && st.BadLines != 2*st.Starts-2 {
+	// Each run prints 2 bad lines; a run that the cancel killed (a busy
+	// test may cancel while a third run prints) printed 0, 1 or 2.
+	if st.Starts < 2 || st.BadLines < 4 || st.BadLines > 2*st.Starts || st.BadLines < 2*(st.Starts-1) {
 		t.Errorf("Stats = %+v, want 2 bad lines per completed run", st)
 	}
 }
