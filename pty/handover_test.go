@@ -313,8 +313,9 @@ func TestHandOverStateChecked(t *testing.T) {
 // alternate screen, a scroll region and a title).
 func TestHandOverSameScreen(t *testing.T) {
 	term, err := Start(Config{Command: []string{"/bin/sh", "-c",
-		`printf ']0;vim-ish'; seq 1 200; printf '[?1049h[2J[H[1;33;44mheader[0m
-[5;20r[10;3H(0lqqk(B[?25l[4h'; printf READY; exec cat`}})
+		`printf '\033]0;vim-ish\007'; seq 1 200; ` +
+			`printf '\033[?1049h\033[2J\033[H\033[1;33;44mheader\033[0m\r\n\033[5;20r\033[10;3H\033(0lqqk\033(B\033[?25l\033[4h'; ` +
+			`printf READY; exec cat`}})
 	if err != nil {
 		t.Fatal(err)
 	}
