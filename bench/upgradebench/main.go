@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,18 +36,20 @@ func main() {
 	lines := flag.Int("lines", 10000, "scrollback lines of each terminal (each filled with 80-column lines)")
 	viewers := flag.Int("viewers", 500, "viewers (WebSocket connections, one subscription each)")
 	rounds := flag.Int("rounds", 3, "upgrades to time")
+	compression := flag.String("compression", "deflate", "the daemon's --websocket-compression: deflate or none")
+	settle := flag.Duration("settle", 5*time.Second, "how long after every viewer is back RSS is read again")
 	flag.Parse()
 	if *terminals < 1 || *terminals > 250 || *viewers < 0 || *viewers > 2000 || *lines < 1 || *lines > 100000 || *rounds < 1 || *rounds > 50 {
 		fmt.Fprintln(os.Stderr, "upgradebench: -terminals 1..250, -viewers 0..2000, -lines 1..100000, -rounds 1..50")
 		os.Exit(2)
 	}
-	if err := run(*bin, *terminals, *lines, *viewers, *rounds); err != nil {
+	if err := run(*bin, *terminals, *lines, *viewers, *rounds, *compression, *settle); err != nil {
 		fmt.Fprintln(os.Stderr, "upgradebench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, terminals, lines, viewers, rounds int) error {
+func run(bin string, terminals, lines, viewers, rounds int, compression string, settle time.Duration) error {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return err
@@ -58,7 +59,7 @@ func run(bin string, terminals, lines, viewers, rounds int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	d, err := benchproc.StartDaemon(abs, dir, []string{"--no-default-terminal", "--log-level", "warn"}, nil)
+	d, err := benchproc.StartDaemon(abs, dir, []string{"--no-default-terminal", "--log-level", "error", "--websocket-compression", compression}, nil)
 	if err != nil {
 		return err
 	}
@@ -100,9 +101,9 @@ func run(bin string, terminals, lines, viewers, rounds int) error {
 	}
 	time.Sleep(time.Second) // let the fill's garbage go
 	pid := d.Cmd.Process.Pid
-	fmt.Printf("ahpd %s: %d terminals × %d scrollback lines of 80 columns, %d viewers\n\n", abs, terminals, lines, viewers)
-	fmt.Println("| round | request → every viewer's snapshot back | slowest viewer: closed → snapshot | RSS before | RSS after | after / before |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|")
+	fmt.Printf("ahpd %s: %d terminals × %d scrollback lines of 80 columns, %d viewers, compression %s\n\n", abs, terminals, lines, viewers, compression)
+	fmt.Printf("| round | request → the new binary answers | request → every viewer's snapshot back | slowest viewer: closed → snapshot | RSS before | RSS when all are back | RSS %v later | later / before |\n", settle)
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for round := 1; round <= rounds; round++ {
 		before, err := rss(pid)
 		if err != nil {
@@ -112,40 +113,41 @@ func run(bin string, terminals, lines, viewers, rounds int) error {
 			v.drain()
 		}
 		start := time.Now()
-		res, err := daemonc.Upgrade(ctx, &ahpv1.UpgradeRequest{})
-		if err != nil {
+		if _, err := daemonc.Upgrade(ctx, &ahpv1.UpgradeRequest{}); err != nil {
 			return fmt.Errorf("upgrade: %w", err)
 		}
-		_ = res
-		var back []time.Duration
+		answered := make(chan time.Duration, 1)
+		go func() { answered <- waitUpgrades(ctx, daemonc, int64(round), start) }()
 		for _, v := range vs {
-			t, err := v.snapshotAfter(start, time.Now().Add(time.Minute))
-			if err != nil {
+			if _, err := v.snapshotAfter(start, time.Now().Add(time.Minute)); err != nil {
 				return err
 			}
-			back = append(back, t.Sub(start))
 		}
 		took := time.Since(start)
+		back := <-answered
 		if len(vs) == 0 {
-			took = waitUpgrades(ctx, daemonc, int64(round), start)
+			took = back
 		}
 		slowest := time.Duration(0)
 		for _, v := range vs {
 			slowest = max(slowest, v.lastGap())
 		}
-		sort.Slice(back, func(i, j int) bool { return back[i] < back[j] })
 		after, err := rss(pid)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %d | %v | %v | %.1f MiB | %.1f MiB | %.2f |\n", round, took.Round(time.Millisecond), slowest.Round(time.Millisecond),
-			float64(before)/(1<<20), float64(after)/(1<<20), float64(after)/float64(before))
+		time.Sleep(settle)
+		later, err := rss(pid)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| %d | %v | %v | %v | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n", round, back.Round(time.Millisecond), took.Round(time.Millisecond), slowest.Round(time.Millisecond),
+			float64(before)/(1<<20), float64(after)/(1<<20), float64(later)/(1<<20), float64(later)/float64(before))
 		select {
 		case err := <-errs:
 			return err
 		default:
 		}
-		time.Sleep(time.Second)
 	}
 	return nil
 }
