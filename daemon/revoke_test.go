@@ -72,8 +72,8 @@ func TestRevokeClosesOpenConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 5*time.Second, "input before revoking", func() bool { return ft.inputText() == "before" })
-	vs := h.srv.ListViewers(ctxT(t))
-	if len(vs) != 2 || vs[0].Token != info.ID || vs[1].Token != "" {
+	vs := waitViewers(t, h, 2, closeWithin)
+	if vs[0].Token != info.ID || vs[1].Token != "" {
 		t.Fatalf("viewers = %+v, want the first with token %s, the admin's without", vs, info.ID)
 	}
 	if err := h.srv.RevokeToken(context.Background(), info.ID); err != nil {
@@ -101,11 +101,13 @@ func TestRevokeClosesOpenConnection(t *testing.T) {
 	}
 }
 
-// A token's connection closes "token expired" when the token expires.
+// A token's connection closes "token expired" when the token expires, not
+// before. (The TTL outlasts a dial and a subscribe on a loaded machine; how
+// late the close comes is logged, not checked.)
 func TestExpiryClosesOpenConnection(t *testing.T) {
 	h := start(t, false, nil)
 	ch, _ := h.term("t")
-	secret, info, err := h.srv.CreateToken(context.Background(), service.TokenRequest{Role: auth.RoleControl, TTL: time.Second})
+	secret, info, err := h.srv.CreateToken(context.Background(), service.TokenRequest{Role: auth.RoleControl, TTL: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +116,12 @@ func TestExpiryClosesOpenConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait := time.Until(info.Grant.Expires)
-	closedWith(t, c, wait+time.Second, "token expired")
-	if late := time.Since(info.Grant.Expires); late < 0 || late > time.Second {
-		t.Fatalf("closed %v after the expiry, want within [0, 1s]", late)
+	closedWith(t, c, wait+closeWithin, "token expired")
+	late := time.Since(info.Grant.Expires)
+	if late < 0 {
+		t.Fatalf("closed %v before the expiry", -late)
 	}
+	t.Logf("closed %v after the expiry", late)
 }
 
 // ticket mints a single-use ticket with ttl and connects with it; it
@@ -143,16 +147,18 @@ func ticket(t *testing.T, h *harness, ttl time.Duration) (*client.Conn, string, 
 // closes the connections using it; while connected, the reconnect token
 // outlives its idle period.
 func TestRevokeExpiredTicketClosesReconnects(t *testing.T) {
+	const ttl = 5 * time.Second // outlasts the dial and the listing below
 	h := start(t, false, nil)
-	c1, reconnect, ticketID := ticket(t, h, time.Second)
-	vs := h.srv.ListViewers(ctxT(t))
-	if len(vs) != 1 || vs[0].TokenParent != ticketID || vs[0].Token == "" || vs[0].Token == ticketID {
+	c1, reconnect, ticketID := ticket(t, h, ttl)
+	vs := waitViewers(t, h, 1, closeWithin)
+	if vs[0].TokenParent != ticketID || vs[0].Token == "" || vs[0].Token == ticketID {
 		t.Fatalf("viewers = %+v, want one holding a reconnect token derived from %s", vs, ticketID)
 	}
 	reconnectID := vs[0].Token
 	// Past the ticket's TTL and the reconnect token's idle period (both
-	// 1 s): the open connection keeps the reconnect token alive.
-	time.Sleep(1500 * time.Millisecond)
+	// ttl, counted from before now): the open connection keeps the
+	// reconnect token alive.
+	time.Sleep(ttl + 500*time.Millisecond)
 	// Still served: a request on it is answered.
 	if err := c1.Call(ctxT(t), "channels/list", map[string]any{}, nil); err != nil {
 		t.Fatalf("the connection stopped working at the ticket's expiry: %v", err)
@@ -162,8 +168,8 @@ func TestRevokeExpiredTicketClosesReconnects(t *testing.T) {
 		if ti.ID == ticketID {
 			t.Fatalf("expired ticket still listed: %+v", ti)
 		}
-		if ti.ID == reconnectID && ti.Grant.Expires.After(time.Now().Add(time.Second+100*time.Millisecond)) {
-			t.Fatalf("reconnect token expires %v, want within its 1 s idle period", ti.Grant.Expires)
+		if ti.ID == reconnectID && ti.Grant.Expires.After(time.Now().Add(ttl+100*time.Millisecond)) {
+			t.Fatalf("reconnect token expires %v, want within its %v idle period", ti.Grant.Expires, ttl)
 		}
 	}
 	if err := h.srv.RevokeToken(context.Background(), ticketID); err != nil {
@@ -179,14 +185,16 @@ func TestRevokeExpiredTicketClosesReconnects(t *testing.T) {
 // A reconnect token not in use expires its idle period (the ticket's TTL)
 // after its last connection closed.
 func TestReconnectTokenIdleExpiry(t *testing.T) {
+	// The TTL outlasts the wait for the close below and a new dial.
+	const ttl = 5 * time.Second
 	h := start(t, false, nil)
-	c, reconnect, _ := ticket(t, h, time.Second)
+	c, reconnect, _ := ticket(t, h, ttl)
 	c.Close()
-	waitUntil(t, 5*time.Second, "connection gone", func() bool { return h.srv.ConnectionCount() == 0 })
+	waitUntil(t, closeWithin, "connection gone", func() bool { return h.srv.ConnectionCount() == 0 })
 	// Within the idle period it works (and, connected, is renewed).
 	c2 := h.dial(reconnect)
 	c2.Close()
-	waitUntil(t, 5*time.Second, "connection gone", func() bool { return h.srv.ConnectionCount() == 0 })
+	waitUntil(t, closeWithin, "connection gone", func() bool { return h.srv.ConnectionCount() == 0 })
 	closed := time.Now()
 	// Its expiry is set when the last connection ended: the ticket's TTL
 	// after that, not later (read from the store, not timed: how soon a
@@ -197,8 +205,8 @@ func TestReconnectTokenIdleExpiry(t *testing.T) {
 			continue
 		}
 		found++
-		if ti.Grant.Expires.After(closed.Add(time.Second)) {
-			t.Fatalf("reconnect token expires %v, more than the ticket's 1 s TTL after its last connection ended (%v)", ti.Grant.Expires, closed)
+		if ti.Grant.Expires.After(closed.Add(ttl)) {
+			t.Fatalf("reconnect token expires %v, more than the ticket's %v TTL after its last connection ended (%v)", ti.Grant.Expires, ttl, closed)
 		}
 	}
 	if found == 0 {
@@ -206,7 +214,7 @@ func TestReconnectTokenIdleExpiry(t *testing.T) {
 	}
 	// Authenticate does not attach a connection, so polling renews nothing.
 	var aerr error
-	waitUntil(t, 30*time.Second, "reconnect token expiry", func() bool {
+	waitUntil(t, ttl+30*time.Second, "reconnect token expiry", func() bool {
 		_, aerr = h.srv.Tokens().Authenticate(reconnect)
 		return aerr != nil
 	})
@@ -225,10 +233,7 @@ func TestKickRevokesReconnectToken(t *testing.T) {
 	h := start(t, false, nil)
 	c, reconnect, _ := ticket(t, h, time.Minute)
 	c2 := h.dial(reconnect) // the same tab reloaded, or a copy of it
-	vs := h.srv.ListViewers(ctxT(t))
-	if len(vs) != 2 {
-		t.Fatalf("viewers = %+v", vs)
-	}
+	vs := waitViewers(t, h, 2, closeWithin)
 	if err := h.srv.DisconnectViewer(context.Background(), vs[0].ID, "shift over"); err != nil {
 		t.Fatal(err)
 	}

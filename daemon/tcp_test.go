@@ -423,9 +423,14 @@ func TestTCPRefusals(t *testing.T) {
 // lost or repeated byte (unreleased data is replayed with its ids);
 // after the consumer leaves, a resume within tcpRetain works and one
 // after it fails with -32006, the channel gone.
+//
+// tcpRetain is long enough for a dial, initialize and resume on a loaded
+// machine; after it, the test waits for the channel to leave the registry
+// rather than sleeping for a time the retention timer may not have met.
 func TestTCPResumeSupersedeAndRetention(t *testing.T) {
+	const retain = 5 * time.Second
 	tg := newTarget(t, echo)
-	h := startTCP(t, 500*time.Millisecond, "127.0.0.1:"+strconv.Itoa(tg.port()))
+	h := startTCP(t, retain, "127.0.0.1:"+strconv.Itoa(tg.port()))
 	a := h.tcpClient(adminToken)
 	a.subscribe(createParams(tg.port()))
 	var off int64
@@ -474,15 +479,21 @@ func TestTCPResumeSupersedeAndRetention(t *testing.T) {
 		t.Fatalf("resume within tcpRetain: %s", res)
 	}
 	c.ws.CloseNow()
-	time.Sleep(time.Second)
+	left := time.Now()
+	waitUntil(t, retain+closeWithin, "channel gone after tcpRetain", func() bool {
+		_, ok := h.srv.Registry().Get(c.channel)
+		return !ok
+	})
+	gone := time.Since(left)
+	if gone < retain {
+		t.Fatalf("channel gone %v after its consumer left, before tcpRetain (%v)", gone, retain)
+	}
+	t.Logf("channel gone %v after its consumer left (tcpRetain %v)", gone, retain)
 	d := h.tcpClient(adminToken)
 	res = d.subscribe(fmt.Sprintf(`{"channel":%q,"resume":{"token":%q,"accepted":{"messageId":%d,"position":%d},"released":{"messageId":%d,"position":%d}}}`,
 		c.channel, c.token, b.acc.MessageID, b.acc.Position, b.acc.MessageID, b.acc.Position))
 	if !strings.Contains(res, `"code":-32006`) {
 		t.Fatalf("resume after tcpRetain: %s, want -32006", res)
-	}
-	if _, ok := h.srv.Registry().Get(c.channel); ok {
-		t.Fatal("the channel outlived its retention")
 	}
 }
 
