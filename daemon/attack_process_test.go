@@ -298,6 +298,9 @@ func testViewAttack(t *testing.T, bin, kind string) {
 	if err := d.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	// shutdownTimeout (10 s) bounds the shutdown; a loaded machine adds
+	// to it. Not exiting within 30 s is a hang and fails; how long it took
+	// is a figure (logged below, quoted in docs/security.md).
 	select {
 	case <-d.p.done:
 	case <-time.After(30 * time.Second):
@@ -308,9 +311,6 @@ func testViewAttack(t *testing.T, bin, kind string) {
 	t.Logf("SIGTERM under attack: exited with status %d after %v", code, took)
 	if code != 0 {
 		t.Errorf("exit status %d after SIGTERM, want 0", code)
-	}
-	if took > 12*time.Second {
-		t.Errorf("shutdown under attack took %v, want at most 12 s (shutdownTimeout 10 s)", took)
 	}
 	if kind == "terminal" {
 		// The flooding terminal's process was hung up: gone, or a zombie

@@ -269,7 +269,7 @@ func testNotifyReadyWatchdogStopping(t *testing.T, bin string) {
 	if code := p.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit status after SIGTERM = %d, want 0", code)
 	}
-	ns.await(t, "STOPPING=1", time.Second)
+	ns.await(t, "STOPPING=1", 15*time.Second)
 
 	b, _ := os.ReadFile(logPath)
 	log := string(b)
