@@ -403,6 +403,25 @@ func testSocketActivation(t *testing.T, bin string) {
 				t.Errorf("a terminal inherited a socket:\n%s", fds)
 			}
 
+			if tc.name == "named" {
+				// An upgrade in place keeps the passed listeners, says
+				// RELOADING=1 then READY=1 from the new binary (same
+				// PID), and the socket file stays systemd's.
+				if err := p.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+					t.Fatal(err)
+				}
+				ns.await(t, "RELOADING=1", 30*time.Second)
+				msg, _ := ns.await(t, "READY=1", 30*time.Second)
+				if b, c := readyAddrs(t, msg); b != base || c != sockPath {
+					t.Fatalf("after the upgrade: serving %s, control %s", b, c)
+				}
+				healthz(t, base)
+				info, err := ahpv1.NewDaemonServiceClient(grpcConn(t, sockPath)).GetInfo(ctxT(t), &ahpv1.GetInfoRequest{})
+				if err != nil || info.Upgrades != 1 || info.ControlSocket != sockPath {
+					t.Fatalf("GetInfo after the upgrade: %v, %v", info, err)
+				}
+			}
+
 			if code := p.stop(t, syscall.SIGTERM); code != 0 {
 				t.Fatalf("exit status %d, want 0", code)
 			}

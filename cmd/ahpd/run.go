@@ -298,7 +298,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	}
 	var cp *service.ControlPlane
 	if in != nil && in.control != nil {
-		cl, err := control.Inherited(in.control)
+		cl, err := control.Inherited(in.control, in.daemon.ControlActivated)
 		if err != nil {
 			ln.Close()
 			return fatal("control: %v", err)
@@ -472,7 +472,7 @@ func (r *runner) upgrade(bin string) (err error) {
 		r.notify("READY=1\nSTATUS=" + r.status)
 		return fmt.Errorf("the HTTP listener: %w", err)
 	}
-	if h.control, err = r.cp.Handover(); err != nil {
+	if h.control, r.up.controlActivated, err = r.cp.Handover(); err != nil {
 		h.http.Close()
 		r.notify("READY=1\nSTATUS=" + r.status)
 		return err

@@ -64,9 +64,12 @@ type handedDaemon struct {
 	// The listeners' descriptors (-1: none): the HTTP listener and the
 	// control socket, kept open across the execve, so that a connect
 	// meanwhile waits in their backlogs instead of being refused.
-	HTTPFD    int    `json:"httpFd"`
-	ControlFD int    `json:"controlFd"`
-	From      string `json:"from"` // the binary that wrote it, for the log
+	HTTPFD    int `json:"httpFd"`
+	ControlFD int `json:"controlFd"`
+	// ControlActivated: the control socket came from socket activation;
+	// its file is systemd's (control.Inherited).
+	ControlActivated bool   `json:"controlActivated,omitempty"`
+	From             string `json:"from"` // the binary that wrote it, for the log
 }
 
 // inherited is what a re-executed ahpd took over.
@@ -175,6 +178,9 @@ type upgrader struct {
 	env      []string // systemd's variables that run cleared, restored for the new binary
 	started  time.Time
 	upgrades int
+	// controlActivated: the control socket handed over came from socket
+	// activation (set by runner.upgrade).
+	controlActivated bool
 }
 
 // check runs bin --upgrade-check with a check state: the versions this
@@ -240,7 +246,7 @@ func (u *upgrader) daemonSection(httpFD, controlFD int) handedDaemon {
 	return handedDaemon{
 		Version: stateVersion(), TerminalsVersion: daemon.TerminalsVersion(),
 		Started: u.started, Upgraded: time.Now(), Upgrades: u.upgrades,
-		HTTPFD: httpFD, ControlFD: controlFD, From: "ahpd " + daemon.Version,
+		HTTPFD: httpFD, ControlFD: controlFD, ControlActivated: u.controlActivated, From: "ahpd " + daemon.Version,
 	}
 }
 

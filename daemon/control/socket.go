@@ -90,11 +90,16 @@ func (l *Listener) Handover() (*os.File, error) {
 	return f, nil
 }
 
+// Activated reports whether the socket came from socket activation
+// (FromListener): its file is systemd's, not this process's.
+func (l *Listener) Activated() bool { return l.lock == nil }
+
 // Inherited takes over the control socket that the previous binary
 // handed over (Handover) at an upgrade in place: the checks of
-// FromListener, then the lock and the socket file are this process's, as
-// after Listen (Close removes the file).
-func Inherited(f *os.File) (*Listener, error) {
+// FromListener, then, unless it came from socket activation (activated:
+// the file stays systemd's), the lock and the socket file are this
+// process's, as after Listen (Close removes the file).
+func Inherited(f *os.File, activated bool) (*Listener, error) {
 	ln, err := net.FileListener(f)
 	_ = f.Close()
 	if err != nil {
@@ -104,6 +109,9 @@ func Inherited(f *os.File) (*Listener, error) {
 	if err != nil {
 		ln.Close()
 		return nil, err
+	}
+	if activated {
+		return l, nil
 	}
 	lock, err := lockPath(l.path + ".lock")
 	if err != nil {

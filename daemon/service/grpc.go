@@ -143,13 +143,14 @@ func (cp *ControlPlane) Path() string {
 }
 
 // Handover returns a descriptor of the control socket for the binary an
-// upgrade in place re-executes (control.Listener.Handover): Close then
-// leaves the socket file.
-func (cp *ControlPlane) Handover() (*os.File, error) {
+// upgrade in place re-executes (control.Listener.Handover), and whether
+// it came from socket activation: Close then leaves the socket file.
+func (cp *ControlPlane) Handover() (f *os.File, activated bool, err error) {
 	if cp == nil {
-		return nil, nil
+		return nil, false, nil
 	}
-	return cp.ln.Handover()
+	f, err = cp.ln.Handover()
+	return f, cp.ln.Activated(), err
 }
 
 // Close stops the control plane (if ctx has not already) and waits until
