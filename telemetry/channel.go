@@ -315,6 +315,12 @@ type Stats struct {
 // New makes a channel and starts src (nil for a push channel, which gets
 // its samples from Publish only).
 func New(cfg Config, src Source) (*Channel, error) {
+	return newChannel(cfg, src, nil)
+}
+
+// newChannel is New with init run on the channel before its source
+// starts (NewRestored).
+func newChannel(cfg Config, src Source, init func(*Channel)) (*Channel, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -326,6 +332,9 @@ func New(cfg Config, src Source) (*Channel, error) {
 		next: 1,
 	}
 	c.index.init()
+	if init != nil {
+		init(c)
+	}
 	if src != nil {
 		c.wg.Go(func() {
 			err := src.Run(ctx, c)
