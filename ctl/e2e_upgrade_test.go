@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -393,5 +395,84 @@ func TestE2EUpgradeDescriptors(t *testing.T) {
 	}
 	if out := d.mustCtl("limits", "get", "--channel", "ahp-terminal:/kept"); !regexp.MustCompile(`clientReceiveDefaults\.windowBytes\s+128KiB \(channel\)`).MatchString(out) {
 		t.Fatalf("the terminal's own limit after 50 upgrades:\n%s", out)
+	}
+}
+
+// push sends lines to a push telemetry channel with ahpctl telemetry push.
+func (d *daemonProc) push(uri, lines string) {
+	d.t.Helper()
+	cmd := exec.Command(d.ahpctl, "--control", d.control, "telemetry", "push", uri)
+	cmd.Stdin = strings.NewReader(lines)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		d.t.Fatalf("telemetry push: %v\n%s", err, out)
+	}
+}
+
+// telemetrySeqs subscribes to uri and returns the seqs and values of the
+// replay (the telemetry/samples before channel/ready).
+func telemetrySeqs(t *testing.T, d *daemonProc, uri string) (seqs []uint64, values []float64) {
+	t.Helper()
+	tok, err := os.ReadFile(filepath.Join(filepath.Dir(d.control), "state", "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: strings.TrimSpace(string(tok))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Subscribe(ctxT(t), uri, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := s.Next(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Method == "channel/ready" {
+			return seqs, values
+		}
+		var p struct {
+			Seq     uint64 `json:"seq"`
+			Samples []struct {
+				Value float64 `json:"value"`
+			} `json:"samples"`
+		}
+		if m.Method != "telemetry/samples" || json.Unmarshal(m.Params, &p) != nil {
+			t.Fatalf("replay: %s %s", m.Method, m.Params)
+		}
+		seqs = append(seqs, p.Seq)
+		for _, x := range p.Samples {
+			values = append(values, x.Value)
+		}
+		if err := s.Release(ctxT(t), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestE2EUpgradeTelemetry: a telemetry channel keeps its URI, its history
+// and its seq across upgrades in place: a viewer's replay afterwards has
+// every sample pushed before, and the next batch continues the seq.
+func TestE2EUpgradeTelemetry(t *testing.T) {
+	d := startDaemon(t)
+	uri := strings.TrimSpace(d.mustCtl("telemetry", "create", "--kind", "push", "--id", "m", "--history", "10m"))
+	d.push(uri, "n 1\nn 2\n")
+	d.push(uri, "n 3\n")
+	seqs, values := telemetrySeqs(t, d, uri)
+	if len(values) != 3 {
+		t.Fatalf("before: replay of values %v, seqs %v", values, seqs)
+	}
+	for i := 1; i <= 3; i++ {
+		d.upgrade(i)
+	}
+	d.push(uri, "n 4\n")
+	after, got := telemetrySeqs(t, d, uri)
+	if !slices.Equal(got, []float64{1, 2, 3, 4}) {
+		t.Fatalf("after 3 upgrades: replay of values %v, want 1 2 3 4", got)
+	}
+	if !slices.Equal(after[:len(seqs)], seqs) || after[len(after)-1] != seqs[len(seqs)-1]+1 {
+		t.Fatalf("seqs %v before, %v after: want the same, then the next", seqs, after)
 	}
 }

@@ -19,10 +19,11 @@ which reads the state it would be handed and the config); one that is missing,
 not executable, not ahpd or of an incompatible state version is refused with
 the reason, and the daemon serves on untouched (exit status 1). Then viewers
 are disconnected with 1012 "host upgrading" (the web page and ahpctl attach
-reconnect by themselves), TCP and telemetry channels close, and the daemon
-re-executes itself in place: the same PID, its terminals and their programs
-kept, its listeners open throughout (a connect meanwhile waits). ahpctl waits
-until the new binary answers and prints its version.
+reconnect by themselves), TCP channels close, and the daemon re-executes
+itself in place: the same PID, its terminals and their programs kept,
+telemetry channels with their history, its listeners open throughout (a
+connect meanwhile waits). ahpctl waits until the new binary answers and
+prints its version.
 
 Without --binary it is the path the daemon was started from, as it is on disk
 now: upgrade the package, then run this. SIGUSR2 does the same.`

@@ -85,6 +85,14 @@ func ptyConfig(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer
 // collect gives the daemon's own figures to a "daemon" source; maxSeries
 // is telemetryMaxSeries when the channel is created.
 func newTelemetryChannel(params json.RawMessage, collect func(now time.Time) []telemetry.Sample, maxSeries int, log *slog.Logger) (flow.Channel, error) {
+	return telemetryChannel(params, collect, maxSeries, log, nil)
+}
+
+// telemetryChannel is newTelemetryChannel carrying on the history and seq
+// of state (telemetry.Channel.Freeze) when it is not nil: an upgrade in
+// place. The source starts anew (a command source runs its command
+// again).
+func telemetryChannel(params json.RawMessage, collect func(now time.Time) []telemetry.Sample, maxSeries int, log *slog.Logger, state []byte) (flow.Channel, error) {
 	spec, err := telemetry.ParseSpec(params)
 	if err != nil {
 		return nil, err
@@ -107,7 +115,13 @@ func newTelemetryChannel(params json.RawMessage, collect func(now time.Time) []t
 	case "daemon":
 		src = telemetry.Func{Interval: spec.Interval, Collect: collect}
 	}
-	c, err := telemetry.New(telemetry.Config{Source: spec.Kind, Title: spec.Title, History: spec.History, Policy: spec.Policy, MaxSeries: maxSeries, Logger: log}, src)
+	cfg := telemetry.Config{Source: spec.Kind, Title: spec.Title, History: spec.History, Policy: spec.Policy, MaxSeries: maxSeries, Logger: log}
+	var c *telemetry.Channel
+	if state != nil {
+		c, err = telemetry.NewRestored(cfg, src, state)
+	} else {
+		c, err = telemetry.New(cfg, src)
+	}
 	if err != nil {
 		return nil, err
 	}

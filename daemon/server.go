@@ -60,7 +60,7 @@ type Server struct {
 	tokens *auth.Tokens
 	log    *slog.Logger
 	// adopt carries on a terminal handed over at an upgrade in place with
-	// the settings newPTYTerminal gives a new one (AdoptTerminals).
+	// the settings newPTYTerminal gives a new one (AdoptChannels).
 	adopt func(ht handedTerminal, master *os.File, state []byte) (*pty.Terminal, error)
 	// upgrading: Serve ends for an upgrade in place (PrepareUpgrade).
 	upgrading atomic.Bool
@@ -148,7 +148,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 
 // PrepareUpgrade makes the coming end of Serve (its ctx cancelled) an
 // upgrade in place: connections close with 1012 "host upgrading", and
-// Serve closes every channel but the terminals, which FreezeTerminals
+// Serve closes the TCP channels; the terminals and telemetry channels HandOverChannels
 // then hands over.
 func (s *Server) PrepareUpgrade() {
 	s.upgrading.Store(true)

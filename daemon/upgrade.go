@@ -14,29 +14,33 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/internal/handover"
 	"github.com/ahp-dev/ahpd/pty"
+	"github.com/ahp-dev/ahpd/telemetry"
 )
 
 // An upgrade in place (issue 38, docs/upgrade.md) hands the daemon's
-// terminals to the binary it re-executes: FreezeTerminals writes them
+// terminals to the binary it re-executes: HandOverChannels writes them
 // into a handover state (the section "terminals", a JSON list of what the
 // control plane knows of each, and one section "terminal/N" per terminal
 // with pty.Frozen's state) and returns their PTY masters, which the
-// execve keeps open under the same numbers; AdoptTerminals, in the new
+// execve keeps open under the same numbers; AdoptChannels, in the new
 // binary, registers them again under the same URIs.
 
-// SectionTerminals names the list of terminals in a handover state.
-const SectionTerminals = "terminals"
+// SectionChannels names the list of channels in a handover state.
+const SectionChannels = "channels"
 
-// terminalsVersion is the version of the "terminals" section.
-const terminalsVersion = 1
+// channelsVersion is the version of the "terminals" section.
+const channelsVersion = 1
 
-// handedTerminals is the "terminals" section.
-type handedTerminals struct {
+// handedChannels is the "terminals" section.
+type handedChannels struct {
 	Version int `json:"version"`
-	// PtyVersion is the version of the terminals' own states
-	// (pty.HandoverVersion).
-	PtyVersion int              `json:"ptyVersion"`
-	Terminals  []handedTerminal `json:"terminals"`
+	// PtyVersion and TelemetryVersion are the versions of the terminals'
+	// and the telemetry channels' own states (pty.HandoverVersion,
+	// telemetry.HandoverVersion).
+	PtyVersion       int               `json:"ptyVersion"`
+	TelemetryVersion int               `json:"telemetryVersion"`
+	Telemetry        []handedTelemetry `json:"telemetry,omitempty"`
+	Terminals        []handedTerminal  `json:"terminals"`
 	// Limits are the daemon's limits in force (ahpctl limits set), by
 	// name: a name the new binary does not know is dropped, one it adds
 	// keeps its configured value.
@@ -59,6 +63,14 @@ type handedTerminal struct {
 	// Overrides are the terminal's own limits (ahpctl limits set
 	// --channel), by name.
 	Overrides map[string]int64 `json:"overrides,omitempty"`
+}
+
+// handedTelemetry is one telemetry channel of the "channels" section; its
+// state is the section "telemetry/N".
+type handedTelemetry struct {
+	ID      string          `json:"id"`
+	Created time.Time       `json:"created"`
+	Params  json.RawMessage `json:"params"` // what it was created from (telemetry.ParseSpec)
 }
 
 // limitValues returns l's values of names (all limits when names is nil).
@@ -89,29 +101,40 @@ func applyLimits(l *config.Limits, m map[string]int64) []string {
 	return names
 }
 
-// CheckTerminalsVersion reports whether this binary reads a "terminals"
+// CheckChannelsVersion reports whether this binary reads a "terminals"
 // section of version v (ahpd --upgrade-check).
-func CheckTerminalsVersion(v int) error {
-	if v != terminalsVersion {
-		return fmt.Errorf("terminals state version %d, this ahpd reads version %d", v, terminalsVersion)
+func CheckChannelsVersion(v int) error {
+	if v != channelsVersion {
+		return fmt.Errorf("channels state version %d, this ahpd reads version %d", v, channelsVersion)
 	}
 	return nil
 }
 
 // TerminalsVersion is the version of the "terminals" section this binary
 // writes.
-func TerminalsVersion() int { return terminalsVersion }
+func ChannelsVersion() int { return channelsVersion }
 
-// FreezeTerminals freezes every terminal of the registry (pty.Freeze: the
-// processes keep running, their output waits in the PTYs) and writes them
-// into w; it returns the PTY masters, close-on-exec (the caller clears it
-// for the execve). Other channel kinds are not handed over: close them
-// first. Call it after the viewers are gone (Serve returned). A terminal
-// that fails to freeze is logged and left out (it was closed).
-func (s *Server) FreezeTerminals(w *handover.Writer) ([]*os.File, error) {
-	list := handedTerminals{Version: terminalsVersion, PtyVersion: pty.HandoverVersion(), Limits: limitValues(s.Limits(), nil)}
+// HandOverChannels freezes every terminal of the registry (pty.Freeze:
+// the processes keep running, their output waits in the PTYs) and every
+// telemetry channel (telemetry.Freeze: its source stops, its history and
+// seq are kept) and writes them into w; it returns the PTY masters,
+// close-on-exec (the caller clears it for the execve). TCP channels are
+// not handed over: close them first. Call it after the viewers are gone
+// (Serve returned). A terminal that fails to freeze is logged and left
+// out (it was closed).
+func (s *Server) HandOverChannels(w *handover.Writer) ([]*os.File, error) {
+	list := handedChannels{Version: channelsVersion, PtyVersion: pty.HandoverVersion(), TelemetryVersion: telemetry.HandoverVersion(),
+		Limits: limitValues(s.Limits(), nil)}
 	var files []*os.File
 	for _, ch := range s.Registry().List() {
+		if tc, ok := ch.Impl().(*telemetry.Channel); ok {
+			params, _ := ch.Spec.(json.RawMessage)
+			list.Telemetry = append(list.Telemetry, handedTelemetry{ID: ch.ID, Created: ch.Created, Params: params})
+			if err := w.Section("telemetry/"+strconv.Itoa(len(list.Telemetry)-1), tc.Freeze()); err != nil {
+				return files, err
+			}
+			continue
+		}
 		t, ok := ch.Impl().(*pty.Terminal)
 		if !ok {
 			continue
@@ -139,15 +162,15 @@ func (s *Server) FreezeTerminals(w *handover.Writer) ([]*os.File, error) {
 	if err != nil {
 		return files, err
 	}
-	return files, w.Section(SectionTerminals, b)
+	return files, w.Section(SectionChannels, b)
 }
 
-// CheckState checks a handover state's terminals as AdoptTerminals would
+// CheckState checks a handover state's terminals as AdoptChannels would
 // read them, without adopting anything (ahpd --upgrade-check): the
 // section's versions, and each terminal's state field by field. An error
 // names the first terminal that is wrong.
 func CheckState(st *handover.State) error {
-	list, err := readTerminals(st)
+	list, err := readChannels(st)
 	if err != nil {
 		return err
 	}
@@ -160,45 +183,60 @@ func CheckState(st *handover.State) error {
 			return fmt.Errorf("upgrade: terminal %s: %w", ht.ID, err)
 		}
 	}
+	for i, ht := range list.Telemetry {
+		state, ok := st.Section("telemetry/" + strconv.Itoa(i))
+		if !ok {
+			return fmt.Errorf("upgrade: telemetry %s: no state section", ht.ID)
+		}
+		if err := telemetry.CheckState(state); err != nil {
+			return fmt.Errorf("upgrade: telemetry %s: %w", ht.ID, err)
+		}
+		if _, err := telemetry.ParseSpec(ht.Params); err != nil {
+			return fmt.Errorf("upgrade: telemetry %s: %w", ht.ID, err)
+		}
+	}
 	return nil
 }
 
-// EmptyTerminals writes a "terminals" section without terminals (the
+// EmptyChannels writes a "terminals" section without terminals (the
 // check state ahpd runs a new binary on before it freezes anything: the
 // versions it would write).
-func EmptyTerminals(w *handover.Writer) error {
-	b, err := json.Marshal(handedTerminals{Version: terminalsVersion, PtyVersion: pty.HandoverVersion()})
+func EmptyChannels(w *handover.Writer) error {
+	b, err := json.Marshal(handedChannels{Version: channelsVersion, PtyVersion: pty.HandoverVersion(), TelemetryVersion: telemetry.HandoverVersion()})
 	if err != nil {
 		return err
 	}
-	return w.Section(SectionTerminals, b)
+	return w.Section(SectionChannels, b)
 }
 
-// readTerminals reads and checks the "terminals" section (absent: none).
-func readTerminals(st *handover.State) (handedTerminals, error) {
-	var list handedTerminals
-	b, ok := st.Section(SectionTerminals)
+// readChannels reads and checks the "terminals" section (absent: none).
+func readChannels(st *handover.State) (handedChannels, error) {
+	var list handedChannels
+	b, ok := st.Section(SectionChannels)
 	if !ok {
 		return list, nil
 	}
 	if err := json.Unmarshal(b, &list); err != nil {
-		return list, fmt.Errorf("upgrade: terminals: %w", err)
+		return list, fmt.Errorf("upgrade: channels: %w", err)
 	}
-	if err := CheckTerminalsVersion(list.Version); err != nil {
+	if err := CheckChannelsVersion(list.Version); err != nil {
 		return list, fmt.Errorf("upgrade: %w", err)
 	}
 	if list.PtyVersion != pty.HandoverVersion() {
 		return list, fmt.Errorf("upgrade: terminal state version %d, this ahpd reads version %d", list.PtyVersion, pty.HandoverVersion())
 	}
+	if list.TelemetryVersion != telemetry.HandoverVersion() {
+		return list, fmt.Errorf("upgrade: telemetry state version %d, this ahpd reads version %d", list.TelemetryVersion, telemetry.HandoverVersion())
+	}
 	return list, nil
 }
 
-// AdoptTerminals registers the terminals of a handover state again
+// AdoptChannels registers the terminals of a handover state again
 // (pty.Adopt on the descriptors the execve kept). A terminal whose state
 // is refused is logged, its process hung up and its master closed; the
 // others are adopted. It returns how many were adopted.
-func (s *Server) AdoptTerminals(st *handover.State) (int, error) {
-	list, err := readTerminals(st)
+func (s *Server) AdoptChannels(st *handover.State) (int, error) {
+	list, err := readChannels(st)
 	if err != nil {
 		return 0, err
 	}
@@ -216,6 +254,18 @@ func (s *Server) AdoptTerminals(st *handover.State) (int, error) {
 		err := s.adoptTerminal(ht, state)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("terminal %s: %w", ht.ID, err))
+			continue
+		}
+		n++
+	}
+	for i, ht := range list.Telemetry {
+		state, _ := st.Section("telemetry/" + strconv.Itoa(i))
+		c, err := telemetryChannel(ht.Params, s.daemonFigures, s.Limits().TelemetryMaxSeries, s.log, state)
+		if err == nil {
+			_, err = s.AdoptChannel("telemetry", ht.ID, ht.Params, c, ht.Created)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("telemetry %s: %w", ht.ID, err))
 			continue
 		}
 		n++

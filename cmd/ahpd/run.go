@@ -325,11 +325,11 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	base := "http://" + ln.Addr().String()
 	var link string // the default terminal's line for the operator
 	if in != nil {
-		n, err := srv.AdoptTerminals(in.state)
+		n, err := srv.AdoptChannels(in.state)
 		if err != nil {
 			log.Error("upgrade: terminals lost", "err", err)
 		}
-		log.Info("upgraded in place", "from", in.daemon.From, "to", "ahpd "+daemon.Version, "terminals", n,
+		log.Info("upgraded in place", "from", in.daemon.From, "to", "ahpd "+daemon.Version, "channels", n,
 			"upgrades", up.upgrades, "took", time.Since(in.daemon.Upgraded).Round(time.Millisecond))
 	} else if !cfg.NoDefaultTerminal {
 		ch, err := srv.CreateTerminal(service.TerminalSpec{ID: "shell", Title: "shell"})
@@ -353,7 +353,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 			link = fmt.Sprintf("\n  Open %s in your browser (single-use link, valid %v)\n\n", l.URL, srv.Config().TicketTTL)
 		}
 	}
-	if cfg.DaemonTelemetry {
+	if _, kept := srv.Registry().Get("ahp-telemetry:/ahpd"); cfg.DaemonTelemetry && !kept {
 		if _, err := srv.CreateTelemetry(ctx, service.TelemetryRequest{Kind: "daemon", ID: "ahpd"}); err != nil {
 			ln.Close()
 			return fatal("daemon telemetry: %v", err)

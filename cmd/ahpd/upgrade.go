@@ -56,11 +56,11 @@ func stateVersion() int {
 // the channels.
 type handedDaemon struct {
 	Version int `json:"version"`
-	// Sections' versions the new binary must read (terminals).
-	TerminalsVersion int       `json:"terminalsVersion"`
-	Started          time.Time `json:"started"`  // when the first process of this PID started
-	Upgraded         time.Time `json:"upgraded"` // when this hand-over began
-	Upgrades         int       `json:"upgrades"` // hand-overs before this one
+	// The "channels" section's version the new binary must read.
+	ChannelsVersion int       `json:"channelsVersion"`
+	Started         time.Time `json:"started"`  // when the first process of this PID started
+	Upgraded        time.Time `json:"upgraded"` // when this hand-over began
+	Upgrades        int       `json:"upgrades"` // hand-overs before this one
 	// The listeners' descriptors (-1: none): the HTTP listener and the
 	// control socket, kept open across the execve, so that a connect
 	// meanwhile waits in their backlogs instead of being refused.
@@ -119,7 +119,7 @@ func checkVersions(d handedDaemon) error {
 	if d.Version != stateVersion() {
 		return fmt.Errorf("upgrade: daemon state version %d, this ahpd reads version %d", d.Version, stateVersion())
 	}
-	if err := daemon.CheckTerminalsVersion(d.TerminalsVersion); err != nil {
+	if err := daemon.CheckChannelsVersion(d.ChannelsVersion); err != nil {
 		return fmt.Errorf("upgrade: %w", err)
 	}
 	return nil
@@ -201,7 +201,7 @@ func (u *upgrader) check(bin string) error {
 	if err := w.Section(sectionDaemon, b); err != nil {
 		return err
 	}
-	if err := daemon.EmptyTerminals(w); err != nil {
+	if err := daemon.EmptyChannels(w); err != nil {
 		return err
 	}
 	f, err := handover.Sealed("ahpd-check", w.Bytes())
@@ -244,7 +244,7 @@ func (u *upgrader) runCheck(bin string, f *os.File) error {
 
 func (u *upgrader) daemonSection(httpFD, controlFD int) handedDaemon {
 	return handedDaemon{
-		Version: stateVersion(), TerminalsVersion: daemon.TerminalsVersion(),
+		Version: stateVersion(), ChannelsVersion: daemon.ChannelsVersion(),
 		Started: u.started, Upgraded: time.Now(), Upgrades: u.upgrades,
 		HTTPFD: httpFD, ControlFD: controlFD, ControlActivated: u.controlActivated, From: "ahpd " + daemon.Version,
 	}
@@ -257,9 +257,9 @@ func (u *upgrader) daemonSection(httpFD, controlFD int) handedDaemon {
 // state, and returns the error if that fails too.
 func (u *upgrader) exec(srv *daemon.Server, log *slog.Logger, bin string, httpLn, control *os.File) error {
 	w := &handover.Writer{}
-	files, err := srv.FreezeTerminals(w)
+	files, err := srv.HandOverChannels(w)
 	if err != nil {
-		return fmt.Errorf("freezing the terminals: %w", err)
+		return fmt.Errorf("handing the channels over: %w", err)
 	}
 	fd := func(f *os.File) int {
 		if f == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/internal/handover"
 	"github.com/ahp-dev/ahpd/pty"
+	"github.com/ahp-dev/ahpd/telemetry"
 	"golang.org/x/sys/unix"
 )
 
@@ -76,19 +77,19 @@ func stateOf(t *testing.T, sections ...[2]any) []byte {
 // 0), and refuses, naming why (exit 1), one that is corrupt, truncated,
 // of another version, or whose terminal state is damaged.
 func TestUpgradeCheck(t *testing.T) {
-	d := handedDaemon{Version: daemonVersion, TerminalsVersion: daemon.TerminalsVersion(), Started: time.Now(), From: "ahpd test", HTTPFD: -1, ControlFD: -1}
+	d := handedDaemon{Version: daemonVersion, ChannelsVersion: daemon.ChannelsVersion(), Started: time.Now(), From: "ahpd test", HTTPFD: -1, ControlFD: -1}
 	terms := func(ptyVersion int, ids ...string) map[string]any {
 		var list []map[string]any
 		for _, id := range ids {
 			list = append(list, map[string]any{"id": id, "pid": 1, "fd": 3})
 		}
-		return map[string]any{"version": daemon.TerminalsVersion(), "ptyVersion": ptyVersion, "terminals": list}
+		return map[string]any{"version": daemon.ChannelsVersion(), "ptyVersion": ptyVersion, "telemetryVersion": telemetry.HandoverVersion(), "terminals": list}
 	}
 	good := frozenTerminal(t)
 	bad := good[:len(good)-5] // the emulator's state cut short
 	newer := d
 	newer.Version = daemonVersion + 1
-	valid := stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionTerminals, terms(pty.HandoverVersion(), "a")}, [2]any{"terminal/0", good})
+	valid := stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, terms(pty.HandoverVersion(), "a")}, [2]any{"terminal/0", good})
 	for _, c := range []struct {
 		name  string
 		state []byte
@@ -100,10 +101,10 @@ func TestUpgradeCheck(t *testing.T) {
 		{"truncated", valid[:len(valid)-10], 1, "truncated"},
 		{"corrupt", append(append([]byte(nil), valid[:len(valid)-1]...), valid[len(valid)-1]^1), 1, "checksum"},
 		{"newer daemon state", stateOf(t, [2]any{sectionDaemon, newer}), 1, "daemon state version 2, this ahpd reads version 1"},
-		{"newer terminal state", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionTerminals, terms(pty.HandoverVersion() + 1)}), 1, "terminal state version 2, this ahpd reads version 1"},
-		{"damaged terminal", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionTerminals, terms(pty.HandoverVersion(), "b")}, [2]any{"terminal/0", bad}), 1, "terminal b: pty: hand-over state"},
-		{"missing terminal", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionTerminals, terms(pty.HandoverVersion(), "c")}), 1, "terminal c: no state section"},
-		{"no daemon section", stateOf(t, [2]any{daemon.SectionTerminals, terms(pty.HandoverVersion())}), 1, "no daemon section"},
+		{"newer terminal state", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, terms(pty.HandoverVersion() + 1)}), 1, "terminal state version 2, this ahpd reads version 1"},
+		{"damaged terminal", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, terms(pty.HandoverVersion(), "b")}, [2]any{"terminal/0", bad}), 1, "terminal b: pty: hand-over state"},
+		{"missing terminal", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, terms(pty.HandoverVersion(), "c")}), 1, "terminal c: no state section"},
+		{"no daemon section", stateOf(t, [2]any{daemon.SectionChannels, terms(pty.HandoverVersion())}), 1, "no daemon section"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out := checkState(t, c.state)

@@ -343,7 +343,31 @@ func (s *Service) createChannel(by, typ, id string, params json.RawMessage, owne
 		release()
 		return nil, err
 	}
+	return s.addChannel(by, scheme, id, params, impl, release, time.Time{})
+}
+
+// AdoptChannel registers a channel of type typ that a previous binary
+// handed over at an upgrade in place, under its id, with the params it
+// was created from and the time it was created. A kind's slots count it
+// but never refuse it: the channel exists already.
+func (s *Service) AdoptChannel(typ, id string, params json.RawMessage, impl flow.Channel, created time.Time) (*registry.Channel, error) {
+	scheme := registry.Scheme(typ)
+	if scheme == "" || id == "" {
+		_ = impl.Close()
+		return nil, fmt.Errorf("adopt: a channel of type %q, id %q", typ, id)
+	}
+	return s.addChannel("upgrade", scheme, id, params, impl, func() {}, created)
+}
+
+// addChannel registers impl (made from params) under scheme and id (or a
+// generated id), with release to give its slot back when it closes,
+// watches for its end, and logs who made it (by).
+func (s *Service) addChannel(by, scheme, id string, params json.RawMessage, impl flow.Channel, release func(), created time.Time) (*registry.Channel, error) {
 	ch := registry.NewChannel("", impl)
+	ch.Spec = append(json.RawMessage(nil), params...) // for an upgrade in place
+	if !created.IsZero() {
+		ch.Created = created
+	}
 	if err := s.registry.Add(scheme, id, ch); err != nil {
 		release()
 		_ = impl.Close()
@@ -447,13 +471,14 @@ func (s *Service) Close() {
 }
 
 // CloseForUpgrade is Close for an upgrade in place: it refuses new
-// channels and closes every channel but the terminals, which the daemon
-// hands over (FreezeTerminals); their exit watchers end with the execve.
+// channels and closes the TCP channels; the terminals and telemetry
+// channels the daemon hands over (HandOverChannels); their watchers end
+// with the execve.
 func (s *Service) CloseForUpgrade() {
 	s.BeginShutdown()
 	var wg sync.WaitGroup
 	for _, ch := range s.registry.List() {
-		if ch.Type != "terminal" {
+		if ch.Type == "tcp" {
 			wg.Go(func() { _ = s.CloseChannel(ch.URI) })
 		}
 	}
