@@ -253,12 +253,6 @@ func toTokenView(t *ahpv1.Token) tokenView {
 	return v
 }
 
-type receiveView struct {
-	WindowBytes         int64 `json:"windowBytes"`
-	MaximumFrameBytes   int64 `json:"maximumFrameBytes"`
-	MaximumMessageBytes int64 `json:"maximumMessageBytes"`
-}
-
 // limitsView is ahpv1.Limits as `-o json` shows it: every limit of the
 // table in its order, durations as strings ("1m0s"), the flow-control
 // groups as objects.

@@ -763,7 +763,7 @@ func (r *stateReader) line(dst []cell, nclusters int, what func() string) (wrapp
 		r.cellSlab = r.cellSlab[:k+int(n)]
 		cells = r.cellSlab[k : k+int(n) : k+int(n)]
 	}
-	b := r.b
+	var b []byte
 	for x := 0; x < int(n); {
 		rk := r.uvarint("run length")
 		f := r.uvarint("run fg")

@@ -114,7 +114,7 @@ func (s *Service) BrowserLink(ctx context.Context, base string, r LinkRequest) (
 		if secret, info, err = s.CreateToken(ctx, TokenRequest{Channels: scope, Role: r.Role, TTL: r.TTL}); err != nil {
 			return Link{}, err
 		}
-		kind, ttl = "token", r.TTL
+		kind = "token"
 	} else {
 		if r.TTL != 0 {
 			return Link{}, argErr("ttl", "a single-use link has the daemon's ticketTTL (%v); a ttl needs a reusable link", s.cfg.TicketTTL)
