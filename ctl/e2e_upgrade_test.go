@@ -476,3 +476,15 @@ func TestE2EUpgradeTelemetry(t *testing.T) {
 		t.Fatalf("seqs %v before, %v after: want the same, then the next", seqs, after)
 	}
 }
+
+// TestE2EUpgradeKeepsTCPRules: a TCP rule allowed at run time, which
+// --config none keeps nowhere but in the daemon, is still in force after
+// an upgrade in place.
+func TestE2EUpgradeKeepsTCPRules(t *testing.T) {
+	d := startDaemonWith(t, []string{"--config", "none"}, nil)
+	d.mustCtl("tcp", "allow", "127.0.0.1:1234")
+	d.upgrade(1)
+	if out := d.mustCtl("tcp", "list"); !strings.Contains(out, "127.0.0.1:1234") {
+		t.Fatalf("tcp list after the upgrade:\n%s", out)
+	}
+}

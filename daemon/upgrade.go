@@ -14,6 +14,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/internal/handover"
 	"github.com/ahp-dev/ahpd/pty"
+	"github.com/ahp-dev/ahpd/tcp"
 	"github.com/ahp-dev/ahpd/telemetry"
 )
 
@@ -40,7 +41,10 @@ type handedChannels struct {
 	PtyVersion       int               `json:"ptyVersion"`
 	TelemetryVersion int               `json:"telemetryVersion"`
 	Telemetry        []handedTelemetry `json:"telemetry,omitempty"`
-	Terminals        []handedTerminal  `json:"terminals"`
+	// TCPRules is the TCP allow-list in force (ahpctl tcp allow adds to it
+	// at run time, unsaved with --config none).
+	TCPRules  []string         `json:"tcpRules,omitempty"`
+	Terminals []handedTerminal `json:"terminals"`
 	// Limits are the daemon's limits in force (ahpctl limits set), by
 	// name: a name the new binary does not know is dropped, one it adds
 	// keeps its configured value.
@@ -125,6 +129,10 @@ func ChannelsVersion() int { return channelsVersion }
 func (s *Server) HandOverChannels(w *handover.Writer) ([]*os.File, error) {
 	list := handedChannels{Version: channelsVersion, PtyVersion: pty.HandoverVersion(), TelemetryVersion: telemetry.HandoverVersion(),
 		Limits: limitValues(s.Limits(), nil)}
+	rules, _ := s.TCPRules(context.Background())
+	for _, r := range rules {
+		list.TCPRules = append(list.TCPRules, r.String())
+	}
 	var files []*os.File
 	for _, ch := range s.Registry().List() {
 		if tc, ok := ch.Impl().(*telemetry.Channel); ok {
@@ -247,6 +255,18 @@ func (s *Server) AdoptChannels(st *handover.State) (int, error) {
 		if _, _, err := s.UpdateLimits(context.Background(), nil, l); err != nil {
 			errs = append(errs, fmt.Errorf("limits: %w", err))
 		}
+	}
+	if list.TCPRules != nil {
+		var rules []tcp.Rule
+		for _, r := range list.TCPRules {
+			rule, err := tcp.ParseRule(r)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("tcp rule: %w", err))
+				continue
+			}
+			rules = append(rules, rule)
+		}
+		s.RestoreTCPRules(rules)
 	}
 	n := 0
 	for i, ht := range list.Terminals {

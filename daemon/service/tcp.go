@@ -135,6 +135,16 @@ func (s *Service) ReloadTCPRules(ctx context.Context, configFile string, rules [
 	return !slices.Equal(old, s.tcpAllow.Rules())
 }
 
+// RestoreTCPRules puts in force the rules a previous binary had at an
+// upgrade in place (rules added with --config none, or not yet saved,
+// included); the config file AllowTCP and DenyTCP write stays this
+// daemon's.
+func (s *Service) RestoreTCPRules(rules []tcp.Rule) {
+	s.tcpMu.Lock()
+	defer s.tcpMu.Unlock()
+	s.tcpAllow.Set(rules)
+}
+
 // persistPath is the file persistTCP writes: the one the daemon loaded,
 // else the per-user default; "" for --config none. Call with tcpMu held.
 func (s *Service) persistPath() string {
