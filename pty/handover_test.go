@@ -257,6 +257,14 @@ func TestHandOverStateChecked(t *testing.T) {
 	}
 	t.Cleanup(func() { term.Close() })
 	waitTitle(t, term, "title")
+	// Both printfs read (20 bytes): the second one's byte is in the filter.
+	deadline := time.Now().Add(30 * time.Second)
+	for term.Stats().BytesRead < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d bytes within 30 s, want 20", term.Stats().BytesRead)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	fr, err := term.Freeze()
 	if err != nil {
 		t.Fatal(err)
