@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -296,8 +297,9 @@ func (u *upgrader) exec(srv *daemon.Server, log *slog.Logger, bin string, httpLn
 	err = syscall.Exec(bin, argv, env)
 	// Still here: the new binary did not start. This one can read the
 	// state it wrote.
-	if err2 := syscall.Exec("/proc/self/exe", argv, env); err2 != nil {
-		return fmt.Errorf("execve %s: %w; execve of this binary again: %w", bin, err, err2)
-	}
-	return nil
+	err2 := syscall.Exec("/proc/self/exe", argv, env)
+	// The files' finalizers would close the descriptors the execve must
+	// pass: keep them reachable up to here.
+	runtime.KeepAlive(keep)
+	return fmt.Errorf("execve %s: %w; execve of this binary again: %w", bin, err, err2)
 }
