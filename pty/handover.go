@@ -11,6 +11,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Frozen is a Terminal stopped for a hand-over: the PTY master (a
@@ -151,17 +153,15 @@ func (t *Terminal) freeze() (Frozen, error) {
 
 // dupCloexec returns a new descriptor of rc's file, close-on-exec.
 func dupCloexec(rc syscall.RawConn) (*os.File, error) {
-	var nfd uintptr
-	var errno syscall.Errno
-	if err := rc.Control(func(fd uintptr) {
-		nfd, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_DUPFD_CLOEXEC, 0)
-	}); err != nil {
+	var nfd int
+	var err error
+	if cerr := rc.Control(func(fd uintptr) { nfd, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		return nil, cerr
+	}
+	if err != nil {
 		return nil, err
 	}
-	if errno != 0 {
-		return nil, errno
-	}
-	return os.NewFile(nfd, "/dev/ptmx"), nil
+	return os.NewFile(uintptr(nfd), "/dev/ptmx"), nil
 }
 
 func appendString(b []byte, s string) []byte {

@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/afterfunc"
@@ -617,14 +618,9 @@ func (t *Terminal) writer() {
 				var n int
 				n, err = rawio.WriteAllN(t.rc, in.data) // waits for room
 				if err != nil && t.frozen.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
-					// Freeze interrupted the write: the rest stays first
-					// in the queue, for the adopter to write.
+					// Freeze cut the write short: the rest goes first in
+					// the queue it hands over (and counts afresh).
 					t.mu.Lock()
-					if in.reply {
-						t.replyBytes -= n
-					} else {
-						t.inBytes -= n
-					}
 					in.data = in.data[n:]
 					t.inQ = append([]input{in}, t.inQ...)
 					t.writing = false
@@ -1052,12 +1048,8 @@ func (t *Terminal) reap() (ExitStatus, bool) {
 		return st, ok
 	}
 	t.reapMu.Unlock()
-	var info [128]byte // siginfo_t
-	for {
-		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(t.pid), uintptr(unsafe.Pointer(&info)), wEXITED|wNOWAIT, 0, 0)
-		if e != syscall.EINTR {
-			break
-		}
+	var info unix.Siginfo
+	for unix.Waitid(unix.P_PID, t.pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR { // a signal: wait on
 	}
 	t.reapMu.Lock()
 	defer t.reapMu.Unlock()
@@ -1086,13 +1078,6 @@ func (t *Terminal) reap() (ExitStatus, bool) {
 	t.reaped, t.reapStatus = true, st
 	return st, true
 }
-
-// waitid's idtype and options (linux).
-const (
-	pPID    = 1
-	wEXITED = 4
-	wNOWAIT = 0x01000000
-)
 
 var signalNames = map[syscall.Signal]string{
 	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
