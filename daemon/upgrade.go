@@ -19,25 +19,29 @@ import (
 )
 
 // An upgrade in place (issue 38, docs/upgrade.md) hands the daemon's
-// terminals to the binary it re-executes: HandOverChannels writes them
-// into a handover state (the section "terminals", a JSON list of what the
-// control plane knows of each, and one section "terminal/N" per terminal
-// with pty.Frozen's state) and returns their PTY masters, which the
-// execve keeps open under the same numbers; AdoptChannels, in the new
-// binary, registers them again under the same URIs.
+// terminals and telemetry channels to the binary it re-executes:
+// HandOverChannels writes them into a handover state (the section
+// "channels": a JSON list of what the control plane knows of each, the
+// limits and the TCP allow-list in force; then one section "terminal/N"
+// per terminal with pty.Frozen's state and "telemetry/N" per telemetry
+// channel with its history) and returns the PTY masters, which the execve
+// keeps open under the same numbers; AdoptChannels, in the new binary,
+// registers them again under the same URIs.
 
 // SectionChannels names the list of channels in a handover state.
 const SectionChannels = "channels"
 
-// channelsVersion is the version of the "terminals" section.
+// channelsVersion is the version of the "channels" section.
 const channelsVersion = 1
 
-// handedChannels is the "terminals" section.
+// handedChannels is the "channels" section.
 type handedChannels struct {
 	Version int `json:"version"`
 	// PtyVersion and TelemetryVersion are the versions of the terminals'
 	// and the telemetry channels' own states (pty.HandoverVersion,
-	// telemetry.HandoverVersion).
+	// telemetry.HandoverVersion): each state starts with its version too,
+	// but the check state has no terminal, and a new binary must refuse
+	// an upgrade whose states it could not read before any exists.
 	PtyVersion       int               `json:"ptyVersion"`
 	TelemetryVersion int               `json:"telemetryVersion"`
 	Telemetry        []handedTelemetry `json:"telemetry,omitempty"`
@@ -51,7 +55,8 @@ type handedChannels struct {
 	Limits map[string]int64 `json:"limits,omitempty"`
 }
 
-// handedTerminal is one terminal of the "terminals" section.
+// handedTerminal is one terminal of the "channels" section; its state
+// is the section "terminal/N".
 type handedTerminal struct {
 	ID         string    `json:"id"`
 	Title      string    `json:"title,omitempty"`
@@ -105,16 +110,16 @@ func applyLimits(l *config.Limits, m map[string]int64) []string {
 	return names
 }
 
-// CheckChannelsVersion reports whether this binary reads a "terminals"
-// section of version v (ahpd --upgrade-check).
-func CheckChannelsVersion(v int) error {
+// checkChannelsVersion reports whether this binary reads a "channels"
+// section of version v.
+func checkChannelsVersion(v int) error {
 	if v != channelsVersion {
 		return fmt.Errorf("channels state version %d, this ahpd reads version %d", v, channelsVersion)
 	}
 	return nil
 }
 
-// TerminalsVersion is the version of the "terminals" section this binary
+// ChannelsVersion is the version of the "channels" section this binary
 // writes.
 func ChannelsVersion() int { return channelsVersion }
 
@@ -173,10 +178,11 @@ func (s *Server) HandOverChannels(w *handover.Writer) ([]*os.File, error) {
 	return files, w.Section(SectionChannels, b)
 }
 
-// CheckState checks a handover state's terminals as AdoptChannels would
+// CheckState checks a handover state's channels as AdoptChannels would
 // read them, without adopting anything (ahpd --upgrade-check): the
-// section's versions, and each terminal's state field by field. An error
-// names the first terminal that is wrong.
+// section's versions, each terminal's state field by field and each
+// telemetry channel's history and spec. An error names the first channel
+// that is wrong.
 func CheckState(st *handover.State) error {
 	list, err := readChannels(st)
 	if err != nil {
@@ -206,7 +212,7 @@ func CheckState(st *handover.State) error {
 	return nil
 }
 
-// EmptyChannels writes a "terminals" section without terminals (the
+// EmptyChannels writes a "channels" section without channels (the
 // check state ahpd runs a new binary on before it freezes anything: the
 // versions it would write).
 func EmptyChannels(w *handover.Writer) error {
@@ -217,7 +223,7 @@ func EmptyChannels(w *handover.Writer) error {
 	return w.Section(SectionChannels, b)
 }
 
-// readChannels reads and checks the "terminals" section (absent: none).
+// readChannels reads and checks the "channels" section (absent: none).
 func readChannels(st *handover.State) (handedChannels, error) {
 	var list handedChannels
 	b, ok := st.Section(SectionChannels)
@@ -227,7 +233,7 @@ func readChannels(st *handover.State) (handedChannels, error) {
 	if err := json.Unmarshal(b, &list); err != nil {
 		return list, fmt.Errorf("upgrade: channels: %w", err)
 	}
-	if err := CheckChannelsVersion(list.Version); err != nil {
+	if err := checkChannelsVersion(list.Version); err != nil {
 		return list, fmt.Errorf("upgrade: %w", err)
 	}
 	if list.PtyVersion != pty.HandoverVersion() {
@@ -239,10 +245,12 @@ func readChannels(st *handover.State) (handedChannels, error) {
 	return list, nil
 }
 
-// AdoptChannels registers the terminals of a handover state again
-// (pty.Adopt on the descriptors the execve kept). A terminal whose state
-// is refused is logged, its process hung up and its master closed; the
-// others are adopted. It returns how many were adopted.
+// AdoptChannels puts the limits and the TCP allow-list of a handover state
+// in force and registers its channels again: terminals with pty.Adopt on
+// the descriptors the execve kept, telemetry channels with their history.
+// A terminal whose state is refused has its process hung up and its
+// master closed; the others are adopted. It returns how many channels
+// were adopted, and what went wrong with the others.
 func (s *Server) AdoptChannels(st *handover.State) (int, error) {
 	list, err := readChannels(st)
 	if err != nil {

@@ -286,8 +286,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 			if bin == "" {
 				bin = up.self
 			}
-			if err := r.upgrade(bin); err != nil {
-				r.log.Error("upgrade refused; still serving", "err", err, "by", "ahpctl daemon upgrade")
+			if err := r.upgrade(bin, "ahpctl daemon upgrade"); err != nil {
 				return "", 0, fmt.Errorf("%w: %v", service.ErrUpgradeRefused, err)
 			}
 			return bin, int64(up.upgrades + 1), nil
@@ -327,7 +326,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	if in != nil {
 		n, err := srv.AdoptChannels(in.state)
 		if err != nil {
-			log.Error("upgrade: terminals lost", "err", err)
+			log.Error("upgrade: channels lost", "err", err)
 		}
 		log.Info("upgraded in place", "from", in.daemon.From, "to", "ahpd "+daemon.Version, "channels", n,
 			"upgrades", up.upgrades, "took", time.Since(in.daemon.Upgraded).Round(time.Millisecond))
@@ -431,25 +430,32 @@ func (r *runner) pending() *handingOver {
 	return r.handing
 }
 
-// upgrade starts an upgrade in place to the binary ahpd was started from
-// (SIGUSR2): the new binary is checked first, and one that fails the
-// check is refused with the reason in the log while this daemon goes on
-// serving. Then serving ends (connections close with 1012) and run
-// hands over and re-executes (upgrader.exec).
-func (r *runner) upgrade(bin string) (err error) {
+// upgrade starts an upgrade in place to bin, asked by by (SIGUSR2 or
+// ahpctl daemon upgrade): the new binary is checked first, and one that
+// fails the check is refused with the reason, logged, while this daemon
+// goes on serving. Then serving ends (connections close with 1012) and
+// run hands over and re-executes (upgrader.exec).
+func (r *runner) upgrade(bin, by string) (err error) {
 	r.mu.Lock()
 	if r.upgrading {
 		r.mu.Unlock()
+		r.log.Warn("upgrade refused: one is under way", "by", by)
 		return errors.New("an upgrade is already under way")
 	}
 	r.upgrading = true
 	r.mu.Unlock()
+	reloading := false
 	defer func() {
-		if err != nil {
-			r.mu.Lock()
-			r.upgrading = false
-			r.mu.Unlock()
+		if err == nil {
+			return
 		}
+		r.log.Error("upgrade refused; still serving", "err", err, "by", by)
+		if reloading {
+			r.notify("READY=1\nSTATUS=" + r.status)
+		}
+		r.mu.Lock()
+		r.upgrading = false
+		r.mu.Unlock()
 	}()
 	if bin == "" {
 		return errors.New("the path ahpd was started from is unknown (os.Executable failed)")
@@ -458,29 +464,26 @@ func (r *runner) upgrade(bin string) (err error) {
 		return fmt.Errorf("binary %q: not an absolute path", bin)
 	}
 	r.notify(fmt.Sprintf("RELOADING=1\nSTATUS=upgrading to %s\nMONOTONIC_USEC=%d", bin, systemd.MonotonicUsec()))
+	reloading = true
 	if err := r.up.check(bin); err != nil {
-		r.notify("READY=1\nSTATUS=" + r.status)
 		return err
 	}
 	h := &handingOver{bin: bin}
 	tl, ok := r.ln.(interface{ File() (*os.File, error) })
 	if !ok {
-		r.notify("READY=1\nSTATUS=" + r.status)
 		return fmt.Errorf("the HTTP listener (%T) cannot be handed over", r.ln)
 	}
 	if h.http, err = tl.File(); err != nil {
-		r.notify("READY=1\nSTATUS=" + r.status)
 		return fmt.Errorf("the HTTP listener: %w", err)
 	}
 	if h.control, r.up.controlActivated, err = r.cp.Handover(); err != nil {
 		h.http.Close()
-		r.notify("READY=1\nSTATUS=" + r.status)
 		return err
 	}
 	r.mu.Lock()
 	r.handing = h
 	r.mu.Unlock()
-	r.log.Info("upgrading in place", "binary", bin, "pid", os.Getpid())
+	r.log.Info("upgrading in place", "binary", bin, "pid", os.Getpid(), "by", by)
 	r.srv.PrepareUpgrade()
 	r.endServing()
 	return nil
@@ -525,9 +528,7 @@ func (r *runner) loop(ctx, serving context.Context, hup, usr2 <-chan os.Signal) 
 			if serving.Err() != nil {
 				continue
 			}
-			if err := r.upgrade(r.up.self); err != nil {
-				r.log.Error("upgrade refused; still serving", "err", err)
-			}
+			_ = r.upgrade(r.up.self, "SIGUSR2") // a refusal is logged
 		case <-tick:
 			if serving.Err() == nil {
 				if err := r.check(ctx); err != nil {

@@ -6,6 +6,7 @@ package main
 // with execve: the same PID, its shells still its children.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,12 +57,10 @@ func stateVersion() int {
 // handedDaemon is the daemon section: what the next binary needs besides
 // the channels.
 type handedDaemon struct {
-	Version int `json:"version"`
-	// The "channels" section's version the new binary must read.
-	ChannelsVersion int       `json:"channelsVersion"`
-	Started         time.Time `json:"started"`  // when the first process of this PID started
-	Upgraded        time.Time `json:"upgraded"` // when this hand-over began
-	Upgrades        int       `json:"upgrades"` // hand-overs before this one
+	Version  int       `json:"version"`
+	Started  time.Time `json:"started"`  // when the first process of this PID started
+	Upgraded time.Time `json:"upgraded"` // when this hand-over began
+	Upgrades int       `json:"upgrades"` // hand-overs before this one
 	// The listeners' descriptors (-1: none): the HTTP listener and the
 	// control socket, kept open across the execve, so that a connect
 	// meanwhile waits in their backlogs instead of being refused.
@@ -110,28 +109,19 @@ func takeState() (*inherited, error) {
 	if err := json.Unmarshal(b, &in.daemon); err != nil {
 		return nil, fmt.Errorf("upgrade: daemon section: %w", err)
 	}
-	if err := checkVersions(in.daemon); err != nil {
-		return nil, err
+	// The channels' sections carry their own versions (daemon.CheckState).
+	if in.daemon.Version != stateVersion() {
+		return nil, fmt.Errorf("upgrade: daemon state version %d, this ahpd reads version %d", in.daemon.Version, stateVersion())
 	}
 	return in, nil
 }
 
-func checkVersions(d handedDaemon) error {
-	if d.Version != stateVersion() {
-		return fmt.Errorf("upgrade: daemon state version %d, this ahpd reads version %d", d.Version, stateVersion())
-	}
-	if err := daemon.CheckChannelsVersion(d.ChannelsVersion); err != nil {
-		return fmt.Errorf("upgrade: %w", err)
-	}
-	return nil
-}
-
 // listeners takes the inherited listeners: the HTTP one as a
 // net.Listener; the control socket's descriptor stays a file for
-// control.Inherited. Each is close-on-exec again.
+// control.Inherited. (main made every inherited descriptor close-on-exec
+// already: fds.CloseOnExecInherited.)
 func (in *inherited) listeners() error {
 	if fd := in.daemon.HTTPFD; fd >= 3 {
-		unix.CloseOnExec(fd)
 		f := os.NewFile(uintptr(fd), "http-listener")
 		ln, err := net.FileListener(f)
 		f.Close()
@@ -141,7 +131,6 @@ func (in *inherited) listeners() error {
 		in.http = ln
 	}
 	if fd := in.daemon.ControlFD; fd >= 3 {
-		unix.CloseOnExec(fd)
 		in.control = os.NewFile(uintptr(fd), "control-socket")
 	}
 	return nil
@@ -213,39 +202,30 @@ func (u *upgrader) check(bin string) error {
 	return u.runCheck(bin, f)
 }
 
-// runCheck runs bin --upgrade-check on the sealed state f.
+// runCheck runs bin --upgrade-check on the sealed state f (30 s at most).
 func (u *upgrader) runCheck(bin string, f *os.File) error {
-	cmd := exec.Command(bin, append([]string{"--upgrade-check"}, u.args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--upgrade-check"}, u.args...)...)
 	cmd.ExtraFiles = []*os.File{f} // descriptor 3
 	cmd.Env = append(append(os.Environ(), u.env...), envState+"=3")
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
+	err := cmd.Run()
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("new binary %s: --upgrade-check did not answer within 30 s", bin)
+	case out.Len() == 0:
 		return fmt.Errorf("new binary %s: %w", bin, err)
 	}
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		return fmt.Errorf("new binary %s: --upgrade-check did not answer within 30 s", bin)
-	}
-	if err != nil {
-		msg := strings.TrimSpace(out.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("new binary %s refused: %s", bin, msg)
-	}
-	return nil
+	return fmt.Errorf("new binary %s refused: %s", bin, strings.TrimSpace(out.String()))
 }
 
 func (u *upgrader) daemonSection(httpFD, controlFD int) handedDaemon {
 	return handedDaemon{
-		Version: stateVersion(), ChannelsVersion: daemon.ChannelsVersion(),
+		Version: stateVersion(),
 		Started: u.started, Upgraded: time.Now(), Upgrades: u.upgrades,
 		HTTPFD: httpFD, ControlFD: controlFD, ControlActivated: u.controlActivated, From: "ahpd " + daemon.Version,
 	}

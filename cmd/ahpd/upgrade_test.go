@@ -77,7 +77,7 @@ func stateOf(t *testing.T, sections ...[2]any) []byte {
 // 0), and refuses, naming why (exit 1), one that is corrupt, truncated,
 // of another version, or whose terminal state is damaged.
 func TestUpgradeCheck(t *testing.T) {
-	d := handedDaemon{Version: daemonVersion, ChannelsVersion: daemon.ChannelsVersion(), Started: time.Now(), From: "ahpd test", HTTPFD: -1, ControlFD: -1}
+	d := handedDaemon{Version: daemonVersion, Started: time.Now(), From: "ahpd test", HTTPFD: -1, ControlFD: -1}
 	terms := func(ptyVersion int, ids ...string) map[string]any {
 		var list []map[string]any
 		for _, id := range ids {
