@@ -461,12 +461,7 @@ type exitNotifier interface {
 // at once: each may take its kill timeout) and waits for the per-channel
 // watchers.
 func (s *Service) Close() {
-	s.BeginShutdown()
-	var wg sync.WaitGroup
-	for _, ch := range s.registry.List() {
-		wg.Go(func() { _ = s.CloseChannel(ch.URI) })
-	}
-	wg.Wait()
+	s.closeChannels(func(*registry.Channel) bool { return true })
 	s.bg.Wait()
 }
 
@@ -475,10 +470,15 @@ func (s *Service) Close() {
 // channels the daemon hands over (HandOverChannels); their watchers end
 // with the execve.
 func (s *Service) CloseForUpgrade() {
+	s.closeChannels(func(ch *registry.Channel) bool { return ch.Type == "tcp" })
+}
+
+// closeChannels refuses new channels and closes those which, all at once.
+func (s *Service) closeChannels(which func(*registry.Channel) bool) {
 	s.BeginShutdown()
 	var wg sync.WaitGroup
 	for _, ch := range s.registry.List() {
-		if ch.Type == "tcp" {
+		if which(ch) {
 			wg.Go(func() { _ = s.CloseChannel(ch.URI) })
 		}
 	}
