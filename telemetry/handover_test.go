@@ -121,3 +121,28 @@ func FuzzTelemetryState(f *testing.F) {
 func flowAttach() flow.AttachRequest {
 	return flow.AttachRequest{Window: 1 << 20, Role: flow.RoleView}
 }
+
+// TestHandOverHistoryBound: a restored history beyond the new channel's
+// bounds keeps only the newest batches that fit, and the seq still
+// continues.
+func TestHandOverHistoryBound(t *testing.T) {
+	c := newChannel(t, telemetry.Config{Source: "push"})
+	publishN(t, c, 0, 10)
+	r, err := telemetry.NewRestored(telemetry.Config{Source: "push", HistoryBatches: 3}, nil, c.Freeze())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if st := r.Stats(); st.HistoryLen != 3 || st.Seq != 11 {
+		t.Fatalf("stats %+v, want 3 batches of history and seq 11", st)
+	}
+	var seqs []uint64
+	for _, m := range pullAll(t, attach(t, r, nil)) {
+		if m.Method == "telemetry/samples" {
+			seqs = append(seqs, m.Params.Seq)
+		}
+	}
+	if len(seqs) != 3 || seqs[0] != 8 || seqs[2] != 10 {
+		t.Fatalf("replay of seqs %v, want 8 9 10", seqs)
+	}
+}
