@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
@@ -62,8 +61,6 @@ type Server struct {
 	// adopt carries on a terminal handed over at an upgrade in place with
 	// the settings newPTYTerminal gives a new one (AdoptChannels).
 	adopt func(ht handedTerminal, master *os.File, state []byte) (*pty.Terminal, error)
-	// upgrading: Serve ends for an upgrade in place (PrepareUpgrade).
-	upgrading atomic.Bool
 }
 
 // Compile-time checks of the wiring.
@@ -148,12 +145,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 
 // PrepareUpgrade makes the coming end of Serve (its ctx cancelled) an
 // upgrade in place: connections close with 1012 "host upgrading", and
-// Serve closes the TCP channels; the terminals and telemetry channels HandOverChannels
-// then hands over.
-func (s *Server) PrepareUpgrade() {
-	s.upgrading.Store(true)
-	s.sess.Upgrading()
-}
+// Serve closes the TCP channels; HandOverChannels then hands over the
+// terminals and telemetry channels.
+func (s *Server) PrepareUpgrade() { s.sess.Upgrading() }
 
 // Session is the viewer side: the HTTP handler and the connections.
 func (s *Server) Session() *session.Server { return s.sess }
@@ -169,7 +163,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, s.BeginShutdown)
 	defer stop()
 	err := s.sess.Serve(ctx, ln)
-	if s.upgrading.Load() {
+	if s.sess.IsUpgrading() {
 		s.Service.CloseForUpgrade()
 	} else {
 		s.Service.Close()

@@ -144,6 +144,9 @@ func New(o Options) *Server {
 // close with 1012 "host upgrading" instead of 1001 "host shutting down".
 func (s *Server) Upgrading() { s.upgrading.Store(true) }
 
+// IsUpgrading reports whether Upgrading was called.
+func (s *Server) IsUpgrading() bool { return s.upgrading.Load() }
+
 // goingAway is the close code and reason of a connection the host ends
 // at shutdown.
 func (s *Server) goingAway() (websocket.StatusCode, string) {
