@@ -154,7 +154,7 @@
 // version, 1) of the size, the exit status if the process was already
 // reaped, the input not yet written, the reader's filter state
 // (filter_state.go) and the emulator's. The reader stops at its next read
-// (a read deadline, set until it is gone: it sets deadlines of its own),
+// (a read deadline in the past, which its own deadlines keep),
 // and everything it read is applied to the emulator first; what it did
 // not read waits in the PTY, so no output is lost or repeated. The writer
 // stops at its next write; a write waiting for room is cut short by a

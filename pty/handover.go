@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,19 +66,12 @@ func (t *Terminal) Freeze() (Frozen, error) {
 func (t *Terminal) freeze() (Frozen, error) {
 	t.frozen.Store(true)
 	close(t.closing) // Input and Resize refuse; the reader's waits end
-	// The reader may set a deadline of its own (the lazy wake-up) after
-	// this one: set it again until the reader is gone.
-	past := time.Unix(1, 0)
-	for stopped := false; !stopped; {
-		_ = t.master.SetReadDeadline(past)
-		select {
-		case <-t.readerDone:
-			stopped = true
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	// The reader's next read returns (its own deadlines keep this one:
+	// setReadDeadline), and it stops.
+	_ = t.master.SetReadDeadline(frozenDeadline)
+	<-t.readerDone
 	// Everything read is applied to the emulator (which may queue replies
-	// to queries in it).
+	// to queries in it): it signals emuProg after each batch.
 	for {
 		t.mu.Lock()
 		done := t.emuDoneSeq == t.endSeq
@@ -88,12 +80,9 @@ func (t *Terminal) freeze() (Frozen, error) {
 			break
 		}
 		signal(t.emuWake)
-		select {
-		case <-t.emuProg:
-		case <-time.After(10 * time.Millisecond):
-		}
+		<-t.emuProg
 	}
-	_ = t.master.SetWriteDeadline(past) // a write waiting for room returns
+	_ = t.master.SetWriteDeadline(frozenDeadline) // a write waiting for room returns
 	close(t.done)
 	t.wg.Wait()
 	t.emuTimer.Stop()

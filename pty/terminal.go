@@ -646,6 +646,21 @@ func (t *Terminal) writer() {
 	}
 }
 
+// frozenDeadline is the read deadline Freeze sets: in the past, so that
+// the reader's next read returns at once.
+var frozenDeadline = time.Unix(1, 0)
+
+// setReadDeadline is the reader's SetReadDeadline. Freeze stores frozen
+// before it sets frozenDeadline, and this checks frozen after it set its
+// own: whichever comes last, the deadline in force is Freeze's.
+func (t *Terminal) setReadDeadline(d time.Time) error {
+	err := t.master.SetReadDeadline(d)
+	if t.frozen.Load() {
+		_ = t.master.SetReadDeadline(frozenDeadline)
+	}
+	return err
+}
+
 // wakeBatch is how much output the reader appends, while the PTY has more
 // to read, before it wakes the viewers waiting for it.
 const wakeBatch = 32 << 10
@@ -713,7 +728,7 @@ func (t *Terminal) reader() {
 			return false
 		}
 		wait := int64(wakeLazy) - (monoNow() - lastWake)
-		deferred = wait > 0 && t.master.SetReadDeadline(time.Now().Add(time.Duration(wait))) == nil
+		deferred = wait > 0 && t.setReadDeadline(time.Now().Add(time.Duration(wait))) == nil
 		return deferred
 	}
 	// add filters and appends buf[:n], read since the last call.
@@ -781,7 +796,7 @@ func (t *Terminal) reader() {
 			// again); else wake the viewers now.
 			deferred, err = false, nil
 			if !lazy() {
-				err = t.master.SetReadDeadline(time.Time{})
+				err = t.setReadDeadline(time.Time{})
 				flush()
 			}
 			if err == nil {
