@@ -265,3 +265,68 @@ func (j *Journal) Resume(accepted, released Position) (ResumePoint, error) {
 	j.release(released.Position)
 	return ResumePoint{Accepted: accepted, Released: released}, nil
 }
+
+// JournalRecord is one retained message of a Journal as Records gives it
+// and RestoreJournal takes it: an upgrade in place carries a TCP channel's
+// journal to the binary it re-executes (docs/upgrade.md).
+type JournalRecord struct {
+	ID, Start, End     int64 // the message id and its positions
+	Class              Class
+	Text               string
+	PlainFrom, PlainTo int // Message.PlainFrom and PlainTo
+}
+
+// Records returns the retained messages, oldest first; their texts are
+// copies.
+func (j *Journal) Records() []JournalRecord {
+	recs := make([]JournalRecord, 0, j.entries.Len())
+	for i := 0; i < j.entries.Len(); i++ {
+		e := j.entries.At(i)
+		recs = append(recs, JournalRecord{ID: e.id, Start: e.start, End: e.end, Class: e.msg.Class,
+			Text: string([]byte(e.msg.Text)), PlainFrom: e.msg.PlainFrom, PlainTo: e.msg.PlainTo})
+	}
+	return recs
+}
+
+// RestoreJournal returns a journal whose released position is released
+// and which retains recs, as Records gave them. It checks what a Sender
+// relies on: ids follow each other from released's, each message starts
+// where the one before it ended and is as long as its text in UTF-16
+// bytes, the class is known and the plain span lies in the text and holds
+// only what a JSON string holds as itself. An error wraps ErrResume.
+func RestoreJournal(released Position, recs []JournalRecord) (*Journal, error) {
+	if released.MessageID < 0 || released.Position < 0 || released.MessageID > MaxSafeInteger || released.Position > MaxSafeInteger {
+		return nil, fmt.Errorf("%w: journal: released %v", ErrResume, released)
+	}
+	j := &Journal{released: released, last: released}
+	for i, r := range recs {
+		switch {
+		case r.ID != j.last.MessageID+1:
+			return nil, fmt.Errorf("%w: journal: message %d has id %d after %d", ErrResume, i, r.ID, j.last.MessageID)
+		case r.Start != j.last.Position:
+			return nil, fmt.Errorf("%w: journal: message %d starts at %d, the one before it ended at %d", ErrResume, i, r.Start, j.last.Position)
+		case r.Text == "" || r.End-r.Start != UTF16Len(r.Text) || r.End > MaxSafeInteger:
+			return nil, fmt.Errorf("%w: journal: message %d spans %d–%d for a text of %d UTF-16 bytes", ErrResume, i, r.Start, r.End, UTF16Len(r.Text))
+		case r.Class != Data && r.Class != Lifecycle:
+			return nil, fmt.Errorf("%w: journal: message %d has class %d", ErrResume, i, r.Class)
+		case r.PlainFrom < 0 || r.PlainFrom > r.PlainTo || r.PlainTo > len(r.Text) || !plainSpan(r.Text[r.PlainFrom:r.PlainTo]):
+			return nil, fmt.Errorf("%w: journal: message %d has the plain span %d–%d", ErrResume, i, r.PlainFrom, r.PlainTo)
+		}
+		m := Message{Text: r.Text, Class: r.Class, Size: r.End - r.Start, PlainFrom: r.PlainFrom, PlainTo: r.PlainTo}
+		j.entries.Push(journalEntry{r.ID, r.Start, r.End, m, len(r.Text)})
+		j.entryMem += int64(len(r.Text))
+		j.last = Position{r.ID, r.End}
+	}
+	return j, nil
+}
+
+// plainSpan reports whether s holds only printable ASCII other than '"'
+// and '\\' (Message.PlainFrom).
+func plainSpan(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}

@@ -214,3 +214,20 @@ func (r *Receiver) Resume() {
 	r.DiscardPartial()
 	r.announced = r.released.Position
 }
+
+// RestoreReceiver returns a Receiver granting limits whose consumer has
+// accepted and released the messages up to accepted and released, with
+// no message under way: a TCP channel's client→host positions carried by
+// an upgrade in place (docs/upgrade.md). Its announced credit is
+// released's (a resume announces it). An error wraps ErrResume.
+func RestoreReceiver(limits ReceiveLimits, accepted, released Position) (*Receiver, error) {
+	if err := limits.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: receiver limits: %v", ErrResume, err)
+	}
+	if released.MessageID < 0 || released.Position < 0 || released.MessageID > accepted.MessageID ||
+		released.Position > accepted.Position || accepted.MessageID > MaxSafeInteger || accepted.Position > MaxSafeInteger ||
+		(released.MessageID == accepted.MessageID) != (released.Position == accepted.Position) {
+		return nil, fmt.Errorf("%w: receiver: released %v, accepted %v", ErrResume, released, accepted)
+	}
+	return &Receiver{limits: limits, accepted: accepted, released: released, received: accepted.Position, announced: released.Position}, nil
+}
