@@ -175,16 +175,32 @@ func FormatLine(s Sample) string {
 }
 
 // LineReader reads lines of at most MaxLineBytes, counting them. It never
-// holds more than one line and its buffer.
+// holds more than one line and its buffer. A read error other than EOF
+// (a deadline that stopped it) leaves the line it was reading where it
+// was: the next Next goes on with it, and Held hands it to a reader of
+// the same input in another process (ResumeLineReader).
 type LineReader struct {
-	r    *bufio.Reader
-	n    int
-	line []byte
+	r       *bufio.Reader
+	n       int
+	line    []byte
+	cont    bool // the last Next ended in a read error: line goes on
+	tooLong bool // the line being read is too long and skipped
 }
 
 // NewLineReader reads r.
 func NewLineReader(r io.Reader) *LineReader {
 	return &LineReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// ResumeLineReader reads, as the reader that returned held, skipping and
+// n from Held would have: held first, then r.
+func ResumeLineReader(r io.Reader, held []byte, skipping bool, n int) *LineReader {
+	if len(held) > 0 {
+		r = io.MultiReader(bytes.NewReader(held), r)
+	}
+	l := NewLineReader(r)
+	l.n, l.cont, l.tooLong = n, skipping, skipping
+	return l
 }
 
 // Next returns the next line (without its newline; valid until the next
@@ -193,13 +209,16 @@ func NewLineReader(r io.Reader) *LineReader {
 // At the end of the input it returns io.EOF (a last line without a
 // newline is returned first).
 func (l *LineReader) Next() ([]byte, int, error) {
-	l.line = l.line[:0]
-	tooLong := false
+	if !l.cont {
+		l.line = l.line[:0]
+		l.tooLong = false
+	}
+	l.cont = false
 	for {
 		chunk, err := l.r.ReadSlice('\n')
-		if !tooLong {
+		if !l.tooLong {
 			if len(l.line)+len(chunk) > MaxLineBytes+2 { // room for "\r\n"
-				tooLong = true
+				l.tooLong = true
 				l.line = l.line[:0]
 			} else {
 				l.line = append(l.line, chunk...)
@@ -208,17 +227,32 @@ func (l *LineReader) Next() ([]byte, int, error) {
 		switch {
 		case err == bufio.ErrBufferFull:
 			continue
-		case err == io.EOF && len(l.line) == 0 && !tooLong:
+		case err == io.EOF && len(l.line) == 0 && !l.tooLong:
 			return nil, l.n, io.EOF
 		case err != nil && err != io.EOF:
+			l.cont = true
 			return nil, l.n, err
 		}
 		l.n++
-		if tooLong {
+		if l.tooLong {
 			return nil, l.n, ErrLineTooLong
 		}
 		return bytes.TrimSuffix(l.line, []byte("\n")), l.n, nil
 	}
+}
+
+// Held returns what the reader took from its input and has not returned
+// as a line: the start of the line a read error cut short (empty when
+// that line is too long: skipping is then true), then what it buffered;
+// and the number of the last line returned. ResumeLineReader carries on
+// from them.
+func (l *LineReader) Held() (held []byte, skipping bool, n int) {
+	if l.cont {
+		held = append(held, l.line...)
+		skipping = l.tooLong
+	}
+	b, _ := l.r.Peek(l.r.Buffered())
+	return append(held, b...), skipping, l.n
 }
 
 // Buffered reports whether the next line may already be in memory: a

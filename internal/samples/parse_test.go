@@ -173,3 +173,66 @@ type chunkReader struct {
 }
 
 func (c *chunkReader) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+// stopReader returns the first n bytes of s, then errStop.
+type stopReader struct {
+	s string
+	n int
+}
+
+var errStop = errors.New("stopped")
+
+func (r *stopReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, errStop
+	}
+	k := copy(p, r.s[:min(r.n, len(r.s))])
+	r.s, r.n = r.s[k:], r.n-k
+	return k, nil
+}
+
+// readAll reads lr to EOF or another error, as "n:line" or "n:too long".
+func readAll(t *testing.T, lr *samples.LineReader) ([]string, error) {
+	var got []string
+	for range 100 {
+		line, n, err := lr.Next()
+		switch {
+		case errors.Is(err, samples.ErrLineTooLong):
+			got = append(got, fmt.Sprintf("%d:too long", n))
+		case err != nil:
+			return got, err
+		default:
+			got = append(got, fmt.Sprintf("%d:%s", n, line))
+		}
+	}
+	t.Fatal("no end")
+	return nil, nil
+}
+
+// TestLineReaderResume: a reader stopped by a read error anywhere in its
+// input — within a line, within a line too long, between lines — hands
+// what it holds (Held) to a reader of the rest (ResumeLineReader), and
+// the two return the lines one reader returns, numbered alike: none lost,
+// cut or twice.
+func TestLineReaderResume(t *testing.T) {
+	in := "a 1\n" + strings.Repeat("x", samples.MaxLineBytes+10) + "\nb 2\r\n\nlast 3"
+	want, err := readAll(t, samples.NewLineReader(strings.NewReader(in)))
+	if err != io.EOF {
+		t.Fatal(err)
+	}
+	for _, at := range []int{0, 1, 3, 4, 5, 100, 4 + samples.MaxLineBytes + 9, 4 + samples.MaxLineBytes + 10, 4 + samples.MaxLineBytes + 11, len(in) - 3, len(in)} {
+		first := samples.NewLineReader(&stopReader{in, at})
+		got, err := readAll(t, first)
+		if err != errStop {
+			t.Fatalf("stopped at %d: %v, want errStop", at, err)
+		}
+		held, skipping, n := first.Held()
+		rest, err := readAll(t, samples.ResumeLineReader(strings.NewReader(in[at:]), held, skipping, n))
+		if err != io.EOF {
+			t.Fatalf("resumed at %d: %v", at, err)
+		}
+		if got = append(got, rest...); !reflect.DeepEqual(got, want) {
+			t.Errorf("stopped at %d (held %d bytes, skipping %v): got %q, want %q", at, len(held), skipping, got, want)
+		}
+	}
+}
