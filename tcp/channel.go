@@ -86,6 +86,7 @@ type Channel struct {
 	closing chan struct{} // closed when Close starts
 	done    chan struct{} // closed when Close has finished
 	dialed  chan struct{} // closed when the dial has finished
+	frozen  chan struct{} // closed when Freeze starts: the reader and writer stop, the socket stays open
 	once    sync.Once     // closes closing
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // the dialer, reader and writer
@@ -109,6 +110,7 @@ type Channel struct {
 	retain  *afterfunc.Timer // the retention timer; armed while no consumer holds the channel
 	retainD time.Duration    // its duration when last armed
 	ended   bool             // Close ran, or the channel finished
+	freezed bool             // Freeze ran
 
 	// target→client
 	pend     [][]byte // filled read buffers, oldest first (at most 2)
@@ -180,6 +182,28 @@ func Create(cfg Config) (*Channel, error) {
 	if cfg.Allow == nil {
 		return nil, errors.New("tcp: Config.Allow is required")
 	}
+	cfg.setDefaults()
+	host := cfg.Host
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	if err := cfg.Allow.Check(host, cfg.Port); err != nil {
+		return nil, &flow.Error{Code: flow.ErrCodeForbidden, Message: err.Error()}
+	}
+	cfg.Host = host
+	c := makeChannel(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
+	c.cancel = cancel
+	c.wg.Go(func() { c.dial(ctx) })
+	if cfg.Budget != nil {
+		c.wg.Go(c.budgetLoop)
+	}
+	go c.reap()
+	return c, nil
+}
+
+// setDefaults fills in the defaults of DialTimeout, Retain and Logger.
+func (cfg *Config) setDefaults() {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 10 * time.Second
 	}
@@ -189,20 +213,18 @@ func Create(cfg Config) (*Channel, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	host := cfg.Host
-	if a, err := netip.ParseAddr(host); err == nil {
-		host = a.Unmap().String()
-	}
-	if err := cfg.Allow.Check(host, cfg.Port); err != nil {
-		return nil, &flow.Error{Code: flow.ErrCodeForbidden, Message: err.Error()}
-	}
-	cfg.Host = host
+}
+
+// makeChannel returns a channel of cfg (defaulted, its host checked)
+// that has not dialed: Create dials, Adopt takes a socket handed over.
+func makeChannel(cfg Config) *Channel {
 	c := &Channel{
 		cfg:     cfg,
-		target:  net.JoinHostPort(host, strconv.Itoa(int(cfg.Port))),
+		target:  net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 		dialed:  make(chan struct{}),
+		frozen:  make(chan struct{}),
 		more:    make(chan struct{}, 1),
 		wsig:    make(chan struct{}, 1),
 		starve:  make(chan struct{}, 1),
@@ -213,14 +235,7 @@ func Create(cfg Config) (*Channel, error) {
 	}
 	c.log = cfg.Logger.With("target", c.target)
 	c.retain = afterfunc.New(c.retentionExpired)
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
-	c.cancel = cancel
-	c.wg.Go(func() { c.dial(ctx) })
-	if cfg.Budget != nil {
-		c.wg.Go(c.budgetLoop)
-	}
-	go c.reap()
-	return c, nil
+	return c
 }
 
 // budgetLoop wakes the holder once cfg.Budget has room again after a Pull
@@ -234,10 +249,14 @@ func (c *Channel) budgetLoop() {
 		case <-c.starve:
 		case <-c.closing:
 			return
+		case <-c.frozen:
+			return
 		}
 		select {
 		case <-c.cfg.Budget.Freed():
 		case <-c.closing:
+			return
+		case <-c.frozen:
 			return
 		}
 		c.mu.Lock()
@@ -510,19 +529,21 @@ func newToken() string {
 
 // await waits until ready (checked under c.mu) holds, woken by sig; it
 // returns true with c.mu held, or false, without it, once the channel
-// ends.
+// ends or freezes.
 func (c *Channel) await(ready func() bool, sig <-chan struct{}) bool {
 	c.mu.Lock()
-	for !ready() && !c.ended {
+	for !ready() && !c.ended && !c.freezed {
 		c.mu.Unlock()
 		select {
 		case <-sig:
 		case <-c.closing:
 			return false
+		case <-c.frozen:
+			return false
 		}
 		c.mu.Lock()
 	}
-	if c.ended {
+	if c.ended || c.freezed {
 		c.mu.Unlock()
 		return false
 	}
@@ -549,6 +570,8 @@ func (c *Channel) readLoop() {
 		switch {
 		case err == nil:
 		case c.ended:
+		case c.freezed && errors.Is(err, os.ErrDeadlineExceeded):
+			// Freeze stopped the read; the socket is handed over.
 		case errors.Is(err, io.EOF):
 			c.readEOF = true
 		default:
@@ -557,7 +580,7 @@ func (c *Channel) readLoop() {
 		h := c.holder
 		stop := err != nil
 		c.mu.Unlock()
-		if stop && err != io.EOF {
+		if stop && err != io.EOF && !errors.Is(err, os.ErrDeadlineExceeded) {
 			c.log.Info("tcp read failed", "err", err)
 		}
 		wake(h)
@@ -602,13 +625,21 @@ func (c *Channel) writeLoop() {
 		c.mu.Unlock()
 
 		var err error
+		var wrote int64
 		if eof {
 			err = conn.CloseWrite()
 		} else {
-			_, err = bufs.WriteTo(conn)
+			wrote, err = bufs.WriteTo(conn)
 		}
 		clear(vec[:])
 		c.mu.Lock()
+		if err != nil && c.freezed && errors.Is(err, os.ErrDeadlineExceeded) {
+			// Freeze cut the write short: what was written leaves the
+			// queue, the rest stays for the binary that adopts the socket.
+			c.frozenWrite(n, wrote)
+			c.mu.Unlock()
+			return
+		}
 		last, size := c.wq[n-1], 0
 		for i := range n {
 			size += len(c.wq[i].data)

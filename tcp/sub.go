@@ -47,7 +47,7 @@ func (c *Channel) Attach(req flow.AttachRequest) (flow.Subscriber, error) {
 	switch {
 	case c.dialErr != nil:
 		return nil, c.dialErr
-	case c.ended:
+	case c.ended || c.freezed:
 		if req.Resume != nil {
 			return nil, &flow.Error{Code: flow.ErrCodeResumeFailed, Message: "resume failed: the tcp channel has ended"}
 		}
