@@ -4,20 +4,27 @@
 // terminals). Each round asks the daemon to upgrade (the Upgrade call of
 // `ahpctl daemon upgrade`, to the binary it runs) and times, from the
 // request, until every viewer was closed with 1012, reconnected and had
-// its terminal's snapshot (terminal/reset) again; and the daemon's RSS
-// before and after. Not a test (make test does not run it):
+// its terminal's snapshot again — its terminal/reset (which carries the
+// screen as a preview) and the whole snapshot, scrollback included (the
+// channel/ready after it); the CPU the daemon (with the check process it
+// runs) and this program's own viewers spent meanwhile (they share the
+// machine); and the daemon's RSS before and after. The viewers offer
+// permessage-deflate as a browser does (-client-deflate). Not a test
+// (make test does not run it):
 //
 //	make bench-upgrade                              # = go run ./bench/upgradebench -ahpd bin/ahpd
 //	make bench-upgrade BENCHFLAGS='-terminals 20 -viewers 100 -rounds 5'
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,19 +44,34 @@ func main() {
 	viewers := flag.Int("viewers", 500, "viewers (WebSocket connections, one subscription each)")
 	rounds := flag.Int("rounds", 3, "upgrades to time")
 	compression := flag.String("compression", "deflate", "the daemon's --websocket-compression: deflate or none")
+	clientDeflate := flag.Bool("client-deflate", true, "the viewers offer permessage-deflate (a browser does); the daemon compresses only with -compression deflate")
 	settle := flag.Duration("settle", 5*time.Second, "how long after every viewer is back RSS is read again")
+	logLevel := flag.String("log-level", "error", "the daemon's --log-level (its log goes to stderr)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this program (its viewers) to `file`")
 	flag.Parse()
 	if *terminals < 1 || *terminals > 250 || *viewers < 0 || *viewers > 2000 || *lines < 1 || *lines > 100000 || *rounds < 1 || *rounds > 50 {
 		fmt.Fprintln(os.Stderr, "upgradebench: -terminals 1..250, -viewers 0..2000, -lines 1..100000, -rounds 1..50")
 		os.Exit(2)
 	}
-	if err := run(*bin, *terminals, *lines, *viewers, *rounds, *compression, *settle); err != nil {
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "upgradebench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(*bin, *terminals, *lines, *viewers, *rounds, *compression, *clientDeflate, *settle, *logLevel); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "upgradebench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, terminals, lines, viewers, rounds int, compression string, settle time.Duration) error {
+func run(bin string, terminals, lines, viewers, rounds int, compression string, deflate bool, settle time.Duration, logLevel string) error {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return err
@@ -59,7 +81,7 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	d, err := benchproc.StartDaemon(abs, dir, []string{"--no-default-terminal", "--log-level", "error", "--websocket-compression", compression}, nil)
+	d, err := benchproc.StartDaemon(abs, dir, []string{"--no-default-terminal", "--log-level", logLevel, "--websocket-compression", compression}, nil)
 	if err != nil {
 		return err
 	}
@@ -85,7 +107,7 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 	var wg sync.WaitGroup
 	errs := make(chan error, viewers)
 	for i := range vs {
-		vs[i] = &viewer{url: d.WS(), token: d.Token, uri: uris[i%len(uris)], snaps: make(chan time.Time, 64)}
+		vs[i] = &viewer{url: d.WS(), token: d.Token, uri: uris[i%len(uris)], deflate: deflate, snaps: make(chan time.Time, 64), fulls: make(chan time.Time, 64)}
 		wg.Go(func() {
 			if err := vs[i].run(ctx); err != nil && ctx.Err() == nil {
 				errs <- err
@@ -101,9 +123,9 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 	}
 	time.Sleep(time.Second) // let the fill's garbage go
 	pid := d.Cmd.Process.Pid
-	fmt.Printf("ahpd %s: %d terminals × %d scrollback lines of 80 columns, %d viewers, compression %s\n\n", abs, terminals, lines, viewers, compression)
-	fmt.Printf("| round | request → the new binary answers | request → every viewer's snapshot back | slowest viewer: closed → snapshot | RSS before | RSS when all are back | RSS %v later | later / before |\n", settle)
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Printf("ahpd %s: %d terminals × %d scrollback lines of 80 columns, %d viewers, compression %s, viewers offer deflate: %v\n\n", abs, terminals, lines, viewers, compression, deflate)
+	fmt.Printf("| round | request → the new binary answers | request → every viewer's terminal/reset (screen) | request → every viewer's whole snapshot (scrollback) | slowest viewer: closed → reset | CPU: daemon + check | CPU: the bench's viewers | RSS before | RSS when all are back | RSS %v later | later / before |\n", settle)
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for round := 1; round <= rounds; round++ {
 		before, err := rss(pid)
 		if err != nil {
@@ -112,21 +134,33 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 		for _, v := range vs {
 			v.drain()
 		}
+		dcpu0, bcpu0 := cpuWithChildren(pid), cpuWithChildren(os.Getpid())
 		start := time.Now()
 		if _, err := daemonc.Upgrade(ctx, &ahpv1.UpgradeRequest{}); err != nil {
 			return fmt.Errorf("upgrade: %w", err)
 		}
 		answered := make(chan time.Duration, 1)
 		go func() { answered <- waitUpgrades(ctx, daemonc, int64(round), start) }()
+		var screens, fulls time.Time
 		for _, v := range vs {
-			if _, err := v.snapshotAfter(start, time.Now().Add(time.Minute)); err != nil {
+			t, err := v.after(v.snaps, start, time.Now().Add(time.Minute))
+			if err != nil {
 				return err
 			}
+			screens = later(screens, t)
 		}
-		took := time.Since(start)
+		for _, v := range vs {
+			t, err := v.after(v.fulls, start, time.Now().Add(time.Minute))
+			if err != nil {
+				return err
+			}
+			fulls = later(fulls, t)
+		}
+		dcpu, bcpu := cpuWithChildren(pid)-dcpu0, cpuWithChildren(os.Getpid())-bcpu0
 		back := <-answered
+		tookScreen, tookFull := screens.Sub(start), fulls.Sub(start)
 		if len(vs) == 0 {
-			took = back
+			tookScreen, tookFull = back, back
 		}
 		slowest := time.Duration(0)
 		for _, v := range vs {
@@ -141,7 +175,8 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %d | %v | %v | %v | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n", round, back.Round(time.Millisecond), took.Round(time.Millisecond), slowest.Round(time.Millisecond),
+		fmt.Printf("| %d | %v | %v | %v | %v | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n", round, back.Round(time.Millisecond),
+			tookScreen.Round(time.Millisecond), tookFull.Round(time.Millisecond), slowest.Round(time.Millisecond), dcpu.Seconds(), bcpu.Seconds(),
 			float64(before)/(1<<20), float64(after)/(1<<20), float64(later)/(1<<20), float64(later)/float64(before))
 		select {
 		case err := <-errs:
@@ -150,6 +185,38 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 		}
 	}
 	return nil
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// cpuWithChildren is a process's CPU time (user and system) with that of
+// its children it has waited for (the daemon's --upgrade-check run; the
+// PID is the same across an execve); 0 if unreadable.
+func cpuWithChildren(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 > len(b) {
+		return 0
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 15 {
+		return 0
+	}
+	var ticks int64
+	for _, s := range f[11:15] { // utime, stime, cutime, cstime
+		n, _ := strconv.ParseInt(s, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
 }
 
 // waitUpgrades waits until the daemon answers with n upgrades and
@@ -188,7 +255,9 @@ func rss(pid int) (int64, error) {
 // arrived.
 type viewer struct {
 	url, token, uri string
+	deflate         bool
 	snaps           chan time.Time // a terminal/reset arrived (whole)
+	fulls           chan time.Time // a snapshot's channel/ready arrived
 
 	mu       sync.Mutex
 	filled   bool
@@ -198,7 +267,7 @@ type viewer struct {
 
 func (v *viewer) run(ctx context.Context) error {
 	for ctx.Err() == nil {
-		c, _, err := client.Dial(ctx, v.url, client.Options{Token: v.token, ClientName: "upgradebench"})
+		c, _, err := client.Dial(ctx, v.url, client.Options{Token: v.token, ClientName: "upgradebench", Deflate: v.deflate})
 		if err != nil {
 			time.Sleep(2 * time.Millisecond) // the listener is kept: this is a refusal of another kind
 			continue
@@ -220,6 +289,10 @@ func (v *viewer) serve(ctx context.Context, c *client.Conn) error {
 	if err != nil {
 		return err
 	}
+	inSnap := false // between a terminal/reset and its channel/ready
+	v.mu.Lock()
+	filled := v.filled
+	v.mu.Unlock()
 	for {
 		m, err := s.Next(ctx)
 		if err != nil {
@@ -228,13 +301,13 @@ func (v *viewer) serve(ctx context.Context, c *client.Conn) error {
 			}
 			return err
 		}
-		switch m.Method {
-		case "terminal/reset", "terminal/output":
-			if strings.Contains(string(m.Text), "FILLED") {
-				v.mu.Lock()
-				v.filled = true
-				v.mu.Unlock()
-			}
+		if !filled && (m.Method == "terminal/reset" || m.Method == "terminal/output") && bytes.Contains(m.Text, []byte("FILLED")) {
+			// Looked for until found only: the viewers share the cores
+			// with the daemon, and each snapshot is ~0.8 MB.
+			filled = true
+			v.mu.Lock()
+			v.filled = true
+			v.mu.Unlock()
 		}
 		if m.Method == "terminal/reset" {
 			now := time.Now()
@@ -245,6 +318,14 @@ func (v *viewer) serve(ctx context.Context, c *client.Conn) error {
 			v.mu.Unlock()
 			select {
 			case v.snaps <- now:
+			default:
+			}
+			inSnap = true
+		}
+		if m.Method == "channel/ready" && inSnap {
+			inSnap = false
+			select {
+			case v.fulls <- time.Now():
 			default:
 			}
 		}
@@ -274,17 +355,18 @@ func (v *viewer) drain() {
 	for {
 		select {
 		case <-v.snaps:
+		case <-v.fulls:
 		default:
 			return
 		}
 	}
 }
 
-// snapshotAfter returns when the first snapshot after start arrived.
-func (v *viewer) snapshotAfter(start, deadline time.Time) (time.Time, error) {
+// after returns the first time noted on ch after start.
+func (v *viewer) after(ch chan time.Time, start, deadline time.Time) (time.Time, error) {
 	for {
 		select {
-		case t := <-v.snaps:
+		case t := <-ch:
 			if t.After(start) {
 				return t, nil
 			}
