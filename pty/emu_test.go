@@ -254,3 +254,45 @@ func TestCombiningClusterBound(t *testing.T) {
 		t.Fatalf("cell text %q", got)
 	}
 }
+
+// TestSnapshotPlainScrollback: the snapshot writes a plain scrollback
+// line's bytes as they are; the same lines kept as cells give the same
+// snapshot, whatever comes before and after them (wrapped lines, pens,
+// lines longer than the screen after a resize).
+func TestSnapshotPlainScrollback(t *testing.T) {
+	pieces := []string{
+		"plain text ", "more plain text that wraps at some width ", "x", "\r\n", "\r\n", "\n",
+		"\x1b[31m", "\x1b[0m", "\x1b[1;4;7m", "\x1b[48;5;200m", "漢", "e\u0301", "\t", "\x1b[K", "\x1b[3X",
+		"\x1b[?7l", "\x1b[?7h", "\x1b(0", "\x1b(B",
+	}
+	rng := rand.New(rand.NewSource(4))
+	plain := 0
+	for n := 0; n < 200; n++ {
+		var b strings.Builder
+		for k := 0; k < 120; k++ {
+			b.WriteString(pieces[rng.Intn(len(pieces))])
+		}
+		rows, cols := 2+rng.Intn(5), 3+rng.Intn(30)
+		e := newEmulator(rows, cols, 50)
+		e.write(b.String())
+		if n%4 == 0 {
+			e.resize(rows, max(1, cols-2)) // plain lines longer than the screen
+		}
+		got := e.snapshot()
+		for i := 0; i < e.sb.len(); i++ {
+			l := e.sb.at(i)
+			if l.isPlain {
+				plain++
+				var scratch []cell
+				l.cells = append([]cell(nil), l.line(&scratch)...)
+				l.isPlain, l.plain = false, nil
+			}
+		}
+		if want := e.snapshot(); got != want {
+			t.Fatalf("case %d (%dx%d): the snapshot with plain lines differs from the one with their cells:\n got %q\nwant %q", n, rows, cols, got, want)
+		}
+	}
+	if plain == 0 {
+		t.Fatal("no plain scrollback line was written")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // snapshot serializes the emulator state as terminal output that rebuilds
@@ -39,6 +40,18 @@ func (e *emulator) snapshot() string {
 		var wrapped bool
 		if i < n {
 			l := e.sb.at(i)
+			if l.isPlain && w.fg == 0 && w.bg == 0 {
+				// Printable ASCII in the default pen, the pen the viewer
+				// has here: its bytes are what line would write for its
+				// cells, without decoding them (most of a scrollback).
+				text := l.plain[:min(len(l.plain), e.cols)]
+				if i > 0 && !(l.wrapped && prevFull && len(text) > 0) {
+					w.str("\r\n")
+				}
+				w.b = append(w.b, text...)
+				prevFull = len(text) >= e.cols
+				continue
+			}
 			line, wrapped = l.line(&w.scratch), l.wrapped
 		} else {
 			line, wrapped = normal.line(i-n), normal.wrapped[i-n]
@@ -331,7 +344,14 @@ func appendColor(b []byte, c uint32, base, bright int, ext string) []byte {
 
 func (w *snapWriter) cell(c cell) {
 	w.pen(c.fg, c.bg)
-	w.b = append(w.b, w.e.cellText(c.ch)...)
+	switch {
+	case c.ch > 0 && c.ch < utf8.RuneSelf:
+		w.b = append(w.b, byte(c.ch))
+	case c.ch > 0 && c.ch < clusterBase:
+		w.b = utf8.AppendRune(w.b, c.ch)
+	default:
+		w.b = append(w.b, w.e.cellText(c.ch)...)
+	}
 }
 
 // isPlainErase reports whether an empty cell is exactly what ECH leaves
