@@ -34,17 +34,23 @@ func newTCPChannel(svc *service.Service, params json.RawMessage, budget *flow.Bu
 	if err != nil {
 		return nil, err
 	}
-	c, err := tcp.Create(tcp.Config{
+	c, err := tcp.Create(tcpConfig(svc, host, port, budget, log))
+	if err != nil {
+		return nil, err // not a nil *tcp.Channel in a flow.Channel
+	}
+	return c, nil
+}
+
+// tcpConfig is the tcp.Config of a channel to host:port whose journal
+// counts in budget (newTCPChannel, and tcp.Adopt at an upgrade in place).
+func tcpConfig(svc *service.Service, host string, port uint16, budget *flow.Budget, log *slog.Logger) tcp.Config {
+	return tcp.Config{
 		Host: host, Port: port, Allow: svc.TCPAllowList(), DialTimeout: tcpDialTimeout,
 		Retain:      func() time.Duration { return svc.Limits().TCPRetain },
 		Budget:      budget,
 		MaxRetained: func() int64 { return svc.Limits().TCPMaxRetainedBytes },
 		Logger:      log,
-	})
-	if err != nil {
-		return nil, err // not a nil *tcp.Channel in a flow.Channel
 	}
-	return c, nil
 }
 
 // newPTYTerminal is the default TerminalFactory (with the server's pacer):

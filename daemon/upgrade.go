@@ -26,13 +26,19 @@ import (
 // per terminal with pty.Frozen's state and "telemetry/N" per telemetry
 // channel with its history) and returns the PTY masters, which the execve
 // keeps open under the same numbers; AdoptChannels, in the new binary,
-// registers them again under the same URIs.
+// registers them again under the same URIs. TCP channels: upgrade_tcp.go.
 
 // SectionChannels names the list of channels in a handover state.
 const SectionChannels = "channels"
 
-// channelsVersion is the version of the "channels" section.
-const channelsVersion = 1
+// channelsVersion is the version of the "channels" section: 2 added the
+// TCP channels. A binary reads its own version and the ones before it
+// that it can take whole (version 1 has no TCP channel); an older binary
+// refuses a newer state at the check, before anything is given up.
+const channelsVersion = 2
+
+// minChannelsVersion is the oldest "channels" section this binary reads.
+const minChannelsVersion = 1
 
 // handedChannels is the "channels" section.
 type handedChannels struct {
@@ -47,8 +53,12 @@ type handedChannels struct {
 	Telemetry        []handedTelemetry `json:"telemetry,omitempty"`
 	// TCPRules is the TCP allow-list in force (ahpctl tcp allow adds to it
 	// at run time, unsaved with --config none).
-	TCPRules  []string         `json:"tcpRules,omitempty"`
-	Terminals []handedTerminal `json:"terminals"`
+	TCPRules []string `json:"tcpRules,omitempty"`
+	// TCPVersion is the version of the TCP channels' states
+	// (tcp.HandoverVersion); TCP their list (upgrade_tcp.go).
+	TCPVersion int              `json:"tcpVersion,omitempty"`
+	TCP        []handedTCP      `json:"tcp,omitempty"`
+	Terminals  []handedTerminal `json:"terminals"`
 	// Limits are the daemon's limits in force (ahpctl limits set), by
 	// name: a name the new binary does not know is dropped, one it adds
 	// keeps its configured value.
@@ -113,8 +123,8 @@ func applyLimits(l *config.Limits, m map[string]int64) []string {
 // checkChannelsVersion reports whether this binary reads a "channels"
 // section of version v.
 func checkChannelsVersion(v int) error {
-	if v != channelsVersion {
-		return fmt.Errorf("channels state version %d, this ahpd reads version %d", v, channelsVersion)
+	if v < minChannelsVersion || v > channelsVersion {
+		return fmt.Errorf("channels state version %d, this ahpd reads versions %d–%d", v, minChannelsVersion, channelsVersion)
 	}
 	return nil
 }
@@ -124,13 +134,13 @@ func checkChannelsVersion(v int) error {
 func ChannelsVersion() int { return channelsVersion }
 
 // HandOverChannels freezes every terminal of the registry (pty.Freeze:
-// the processes keep running, their output waits in the PTYs) and every
+// the processes keep running, their output waits in the PTYs), every
 // telemetry channel (telemetry.Freeze: its source stops, its history and
-// seq are kept) and writes them into w; it returns the PTY masters,
-// close-on-exec (the caller clears it for the execve). TCP channels are
-// not handed over: close them first. Call it after the viewers are gone
-// (Serve returned). A terminal that fails to freeze is logged and left
-// out (it was closed).
+// seq are kept) and every TCP channel (tcp.Freeze: its socket, journal
+// and positions) and writes them into w; it returns the PTY masters and
+// the sockets, close-on-exec (the caller clears it for the execve). Call
+// it after the viewers are gone (Serve returned). A channel that fails to
+// freeze is logged and left out (it was closed).
 func (s *Server) HandOverChannels(w *handover.Writer) ([]*os.File, error) {
 	list := handedChannels{Version: channelsVersion, PtyVersion: pty.HandoverVersion(), TelemetryVersion: telemetry.HandoverVersion(),
 		Limits: limitValues(s.Limits(), nil)}
@@ -145,6 +155,12 @@ func (s *Server) HandOverChannels(w *handover.Writer) ([]*os.File, error) {
 			list.Telemetry = append(list.Telemetry, handedTelemetry{ID: ch.ID, Created: ch.Created, Params: params})
 			if err := w.Section("telemetry/"+strconv.Itoa(len(list.Telemetry)-1), tc.Freeze()); err != nil {
 				return files, err
+			}
+			continue
+		}
+		if tc, ok := ch.Impl().(*tcp.Channel); ok {
+			if f := s.handOverTCP(w, ch, tc, &list); f != nil {
+				files = append(files, f)
 			}
 			continue
 		}
@@ -209,14 +225,14 @@ func CheckState(st *handover.State) error {
 			return fmt.Errorf("upgrade: telemetry %s: %w", ht.ID, err)
 		}
 	}
-	return nil
+	return checkTCP(st, list)
 }
 
 // EmptyChannels writes a "channels" section without channels (the
 // check state ahpd runs a new binary on before it freezes anything: the
 // versions it would write).
 func EmptyChannels(w *handover.Writer) error {
-	b, err := json.Marshal(handedChannels{Version: channelsVersion, PtyVersion: pty.HandoverVersion(), TelemetryVersion: telemetry.HandoverVersion()})
+	b, err := json.Marshal(handedChannels{Version: channelsVersion, PtyVersion: pty.HandoverVersion(), TelemetryVersion: telemetry.HandoverVersion(), TCPVersion: tcp.HandoverVersion()})
 	if err != nil {
 		return err
 	}
@@ -241,6 +257,9 @@ func readChannels(st *handover.State) (handedChannels, error) {
 	}
 	if list.TelemetryVersion != telemetry.HandoverVersion() {
 		return list, fmt.Errorf("upgrade: telemetry state version %d, this ahpd reads version %d", list.TelemetryVersion, telemetry.HandoverVersion())
+	}
+	if err := checkTCPVersion(list); err != nil {
+		return list, err
 	}
 	return list, nil
 }
@@ -298,6 +317,9 @@ func (s *Server) AdoptChannels(st *handover.State) (int, error) {
 		}
 		n++
 	}
+	adopted, err := s.adoptTCP(st, list)
+	n += adopted
+	errs = append(errs, err)
 	return n, errors.Join(errs...)
 }
 

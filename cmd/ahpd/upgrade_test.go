@@ -10,6 +10,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon"
 	"github.com/ahp-dev/ahpd/internal/handover"
 	"github.com/ahp-dev/ahpd/pty"
+	"github.com/ahp-dev/ahpd/tcp"
 	"github.com/ahp-dev/ahpd/telemetry"
 	"golang.org/x/sys/unix"
 )
@@ -85,6 +86,9 @@ func TestUpgradeCheck(t *testing.T) {
 		}
 		return map[string]any{"version": daemon.ChannelsVersion(), "ptyVersion": ptyVersion, "telemetryVersion": telemetry.HandoverVersion(), "terminals": list}
 	}
+	with := func(m map[string]any, k string, v any) map[string]any { m[k] = v; return m }
+	tcpChannel := with(with(terms(pty.HandoverVersion()), "tcpVersion", tcp.HandoverVersion()), "tcp",
+		[]map[string]any{{"id": "x", "params": map[string]any{"type": "tcp", "host": "127.0.0.1", "port": 80}, "fd": 3}})
 	good := frozenTerminal(t)
 	bad := good[:len(good)-5] // the emulator's state cut short
 	newer := d
@@ -105,6 +109,11 @@ func TestUpgradeCheck(t *testing.T) {
 		{"damaged terminal", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, terms(pty.HandoverVersion(), "b")}, [2]any{"terminal/0", bad}), 1, "terminal b: pty: hand-over state"},
 		{"missing terminal", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, terms(pty.HandoverVersion(), "c")}), 1, "terminal c: no state section"},
 		{"no daemon section", stateOf(t, [2]any{daemon.SectionChannels, terms(pty.HandoverVersion())}), 1, "no daemon section"},
+		{"channels of version 1 (no TCP)", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, with(terms(pty.HandoverVersion()), "version", 1)}), 0, "takes state version 1"},
+		{"newer channels", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, with(terms(pty.HandoverVersion()), "version", daemon.ChannelsVersion()+1)}), 1, "channels state version 3, this ahpd reads versions 1–2"},
+		{"newer TCP state", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, with(terms(pty.HandoverVersion()), "tcpVersion", tcp.HandoverVersion()+1)}), 1, "TCP channel state version 2, this ahpd reads version 1"},
+		{"damaged TCP channel", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, tcpChannel}, [2]any{"tcp/0", []byte{1, 0}}), 1, "tcp x: tcp: hand-over state"},
+		{"missing TCP channel", stateOf(t, [2]any{sectionDaemon, d}, [2]any{daemon.SectionChannels, tcpChannel}), 1, "tcp x: no state section"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out := checkState(t, c.state)

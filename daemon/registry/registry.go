@@ -49,6 +49,10 @@ type Channel struct {
 	// service keeps a terminal's spec to restart it); the registry does
 	// not look at it.
 	Spec any
+	// Owner is the id of the token whose connection created the channel
+	// ("" for the admin token and the control plane): its TCP channels
+	// count against that token's limits, at an upgrade in place too.
+	Owner string
 
 	impl flow.Channel
 

@@ -343,7 +343,7 @@ func (s *Service) createChannel(by, typ, id string, params json.RawMessage, owne
 		release()
 		return nil, err
 	}
-	return s.addChannel(by, scheme, id, params, impl, release, time.Time{})
+	return s.addChannel(by, scheme, id, owner.Token, params, impl, release, time.Time{})
 }
 
 // AdoptChannel registers a channel of type typ that a previous binary
@@ -356,15 +356,30 @@ func (s *Service) AdoptChannel(typ, id string, params json.RawMessage, impl flow
 		_ = impl.Close()
 		return nil, fmt.Errorf("adopt: a channel of type %q, id %q", typ, id)
 	}
-	return s.addChannel("upgrade", scheme, id, params, impl, func() {}, created)
+	return s.addChannel("upgrade", scheme, id, "", params, impl, func() {}, created)
+}
+
+// AdoptTCP registers a TCP channel that a previous binary handed over at
+// an upgrade in place (tcp.Adopt), under its id, with the params it was
+// created from, the token that created it (owner) and the time it was
+// created. It counts in maxTcpChannels and owner's
+// maxTcpChannelsPerToken as it did before, without a check: the channel
+// exists already.
+func (s *Service) AdoptTCP(id, owner string, params json.RawMessage, impl flow.Channel, created time.Time) (*registry.Channel, error) {
+	if id == "" || impl.Kind() != "tcp" {
+		_ = impl.Close()
+		return nil, fmt.Errorf("adopt: a channel of type %q, id %q", impl.Kind(), id)
+	}
+	return s.addChannel("upgrade", registry.Scheme("tcp"), id, owner, params, impl, s.countTCP(owner), created)
 }
 
 // addChannel registers impl (made from params) under scheme and id (or a
 // generated id), with release to give its slot back when it closes,
 // watches for its end, and logs who made it (by).
-func (s *Service) addChannel(by, scheme, id string, params json.RawMessage, impl flow.Channel, release func(), created time.Time) (*registry.Channel, error) {
+func (s *Service) addChannel(by, scheme, id, owner string, params json.RawMessage, impl flow.Channel, release func(), created time.Time) (*registry.Channel, error) {
 	ch := registry.NewChannel("", impl)
 	ch.Spec = append(json.RawMessage(nil), params...) // for an upgrade in place
+	ch.Owner = owner
 	if !created.IsZero() {
 		ch.Created = created
 	}
@@ -461,29 +476,20 @@ type exitNotifier interface {
 // at once: each may take its kill timeout) and waits for the per-channel
 // watchers.
 func (s *Service) Close() {
-	s.closeChannels(func(*registry.Channel) bool { return true })
+	s.BeginShutdown()
+	var wg sync.WaitGroup
+	for _, ch := range s.registry.List() {
+		wg.Go(func() { _ = s.CloseChannel(ch.URI) })
+	}
+	wg.Wait()
 	s.bg.Wait()
 }
 
 // CloseForUpgrade is Close for an upgrade in place: it refuses new
-// channels and closes the TCP channels; the terminals and telemetry
-// channels the daemon hands over (HandOverChannels); their watchers end
-// with the execve.
-func (s *Service) CloseForUpgrade() {
-	s.closeChannels(func(ch *registry.Channel) bool { return ch.Type == "tcp" })
-}
-
-// closeChannels refuses new channels and closes those which, all at once.
-func (s *Service) closeChannels(which func(*registry.Channel) bool) {
-	s.BeginShutdown()
-	var wg sync.WaitGroup
-	for _, ch := range s.registry.List() {
-		if which(ch) {
-			wg.Go(func() { _ = s.CloseChannel(ch.URI) })
-		}
-	}
-	wg.Wait()
-}
+// channels and closes none; the daemon hands them over
+// (HandOverChannels), which closes those it cannot, and their watchers
+// end with the execve.
+func (s *Service) CloseForUpgrade() { s.BeginShutdown() }
 
 // formatLimit writes a limit's value as `ahpctl limits set` takes it.
 func formatLimit(f limits.Spec, v int64) string {

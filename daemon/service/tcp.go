@@ -316,6 +316,19 @@ func (s *Service) takeSlot(typ, token string) (release func(), err error) {
 	if token != "" && s.tcpByToken[token] >= l.MaxTCPChannelsPerToken {
 		return nil, &flow.Error{Code: flow.ErrCodeLimitExceeded, Message: fmt.Sprintf("limit exceeded: %d TCP channels for this token (maxTcpChannelsPerToken); close one or let a retained one expire (tcpRetain)", l.MaxTCPChannelsPerToken)}
 	}
+	return s.countTCPLocked(token), nil
+}
+
+// countTCP counts a TCP channel of token in maxTcpChannels and
+// maxTcpChannelsPerToken without checking them (an adopted channel), and
+// returns what gives the count back, once.
+func (s *Service) countTCP(token string) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.countTCPLocked(token)
+}
+
+func (s *Service) countTCPLocked(token string) (release func()) {
 	s.tcpCount++
 	if token != "" {
 		s.tcpByToken[token]++
@@ -332,5 +345,5 @@ func (s *Service) takeSlot(typ, token string) (release func(), err error) {
 				}
 			}
 		})
-	}, nil
+	}
 }

@@ -42,14 +42,32 @@ func (s *Server) budgetFor(g auth.Grant) *flow.Budget {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tb := s.tokenBudgets[g.ID]
+	tb := s.tokenBudgetLocked(g.ID)
+	tb.refs++
+	return tb.b
+}
+
+// BudgetOf returns the budget of the token whose id is id ("": the
+// daemon's total), without holding it for a connection: a TCP channel
+// adopted at an upgrade in place counts its journal in its creator's
+// budget again.
+func (s *Server) BudgetOf(id string) *flow.Budget {
+	if id == "" {
+		return s.budget
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tokenBudgetLocked(id).b
+}
+
+func (s *Server) tokenBudgetLocked(id string) *tokenBudget {
+	tb := s.tokenBudgets[id]
 	if tb == nil {
 		s.gcBudgetsLocked()
 		tb = &tokenBudget{b: s.budget.Child(s.cfg.PerTokenBufferedBytes())}
-		s.tokenBudgets[g.ID] = tb
+		s.tokenBudgets[id] = tb
 	}
-	tb.refs++
-	return tb.b
+	return tb
 }
 
 // releaseBudget ends a budgetFor of g.
