@@ -42,15 +42,15 @@ export async function waitFor(page, what, fn, arg, timeout = STEP_MS) {
   }
 }
 
-/** run runs a command with a bounded wait and resolves with its stdout. */
-export function run(bin, args, env) {
+/** run runs a command with a bounded wait (ms) and resolves with its stdout. */
+export function run(bin, args, env, ms = STEP_MS) {
   return new Promise((res, rej) => {
     const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let out = '';
     let err = '';
     p.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
     p.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
-    const timer = setTimeout(() => p.kill('SIGKILL'), STEP_MS);
+    const timer = setTimeout(() => p.kill('SIGKILL'), ms);
     p.on('error', rej);
     p.on('exit', (code, signal) => {
       clearTimeout(timer);
