@@ -343,9 +343,12 @@ func openFDs(t *testing.T, pid int) int {
 // started after them inherits none of the daemon's (close-on-exec holds
 // across the execve).
 func TestE2EUpgradeDescriptors(t *testing.T) {
-	d := startDaemon(t)
+	echo := newTCPServer(t, echoServe)
+	d := startTCPDaemon(t, echo.addr())
 	pid := d.cmd.Process.Pid
 	d.mustCtl("terminal", "create", "--id", "kept", "--", "/bin/sh", "-c", "exec cat")
+	// A TCP channel's socket crosses every upgrade too.
+	d.mustCtl("tcp", "create", "--id", "kept", echo.addr())
 	// Limits set at run time, for the daemon and for the terminal, are
 	// kept too.
 	d.mustCtl("limits", "set", "maxSubscriptions=7")
@@ -389,6 +392,9 @@ func TestE2EUpgradeDescriptors(t *testing.T) {
 	var ch channelJSON
 	if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", "ahp-terminal:/kept", "-o", "json")), &ch); err != nil || ch.State != "running" {
 		t.Fatalf("the terminal after 50 upgrades: %+v, %v", ch, err)
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", "ahp-tcp:/kept", "-o", "json")), &ch); err != nil || ch.State != "running" {
+		t.Fatalf("the TCP channel after 50 upgrades: %+v, %v", ch, err)
 	}
 	var lim struct {
 		Effective map[string]any `json:"effective"`
