@@ -233,14 +233,15 @@ test(`upgrade: ${UPGRADES} upgrades in place under load with a page, ahpctl atta
   const forwardPort = Number(/listening on 127\.0\.0\.1:(\d+)/.exec(forwardErr)[1]);
   const resumes = () => (forwardErr.match(/: resumed \(attempt \d+\)/g) ?? []).length;
 
-  const xfer = transfer(net.connect({ port: forwardPort, host: '127.0.0.1', allowHalfOpen: true }), sockets);
-  const far = transfer(await nextAccepted('the forwarded connection at the target'), sockets);
+  let allSent = false; // both ends wrote their last slice and their end
+  const xfer = transfer(net.connect({ port: forwardPort, host: '127.0.0.1', allowHalfOpen: true }), sockets, () => allSent);
+  const far = transfer(await nextAccepted('the forwarded connection at the target'), sockets, () => allSent);
   const sliceBytes = (i) => (i < SLICES - 1 ? Math.floor(TRANSFER / SLICES) : TRANSFER - (SLICES - 1) * Math.floor(TRANSFER / SLICES));
   const sendSlice = (i) => {
     xfer.send(randomBytes(sliceBytes(i)));
     far.send(randomBytes(sliceBytes(i)));
   };
-  const xferBroken = () => xfer.error ?? far.error ?? (xfer.ended || far.ended ? 'ended before the last slice' : null);
+  const xferBroken = () => xfer.error ?? far.error ?? (xfer.endedEarly || far.endedEarly ? 'ended before the last slice' : null);
   sendSlice(0);
   note('transfer started');
 
@@ -310,6 +311,7 @@ test(`upgrade: ${UPGRADES} upgrades in place under load with a page, ahpctl atta
   sendSlice(SLICES - 1);
   xfer.end();
   far.end();
+  allSent = true;
 
   // Stop the load and wait for its last line everywhere.
   await writeFile(stopFile, '');
@@ -436,8 +438,9 @@ async function waitAttached(page) {
 
 // transfer wraps one end of the forwarded connection: send writes and
 // hashes, what arrives is hashed and counted; finished resolves once both
-// directions ended (the peer's end received, ours flushed).
-function transfer(sock, sockets) {
+// directions ended (the peer's end received, ours flushed); endedEarly
+// says that the peer's end came before allSent() held.
+function transfer(sock, sockets, allSent) {
   sockets.add(sock);
   const up = createHash('sha256');
   const down = createHash('sha256');
@@ -445,6 +448,7 @@ function transfer(sock, sockets) {
     sent: 0,
     received: 0,
     ended: false,
+    endedEarly: false,
     error: null,
     send(b) {
       if (x.error || sock.destroyed) return;
@@ -465,6 +469,7 @@ function transfer(sock, sockets) {
   x.finished = new Promise((res, rej) => {
     sock.on('end', () => {
       x.ended = true;
+      x.endedEarly = !allSent();
     });
     sock.on('close', (hadError) => (x.ended && !hadError && !x.error ? res() : rej(new Error(x.error ?? 'closed before its end'))));
     sock.on('error', (e) => {
