@@ -252,7 +252,7 @@ func (u *upgrader) exec(srv *daemon.Server, log *slog.Logger, bin string, httpLn
 	if err := w.Section(sectionDaemon, b); err != nil {
 		return err
 	}
-	state, err := handover.Sealed("ahpd-state", w.Bytes())
+	state, err := w.Seal("ahpd-state") // the terminals' states go as they are, not copied into one buffer first
 	if err != nil {
 		return err
 	}

@@ -62,14 +62,20 @@ var (
 	ErrMalformed = errors.New("state malformed")
 )
 
-// Writer builds a state: Section for each part, then Bytes.
+// Writer builds a state: Section for each part, then Bytes or Seal.
 type Writer struct {
-	body  []byte
+	// parts are the body's pieces in order: each section's framing, then
+	// its data as the caller gave it (not copied: a terminal's state is
+	// about a megabyte, and a hundred of them were copied twice on their
+	// way to the memfd).
+	parts [][]byte
+	size  int // the body's length
 	names map[string]bool
 }
 
-// Section appends a named section. It fails on an invalid or repeated
-// name.
+// Section appends a named section. It keeps data, without copying it:
+// data must not change until the state is written (Bytes, Seal). It fails
+// on an invalid or repeated name.
 func (w *Writer) Section(name string, data []byte) error {
 	if err := checkName(name); err != nil {
 		return err
@@ -81,23 +87,37 @@ func (w *Writer) Section(name string, data []byte) error {
 		w.names = map[string]bool{}
 	}
 	w.names[name] = true
-	w.body = binary.AppendUvarint(w.body, uint64(len(name)))
-	w.body = append(w.body, name...)
-	w.body = binary.AppendUvarint(w.body, uint64(len(data)))
-	w.body = append(w.body, data...)
+	head := binary.AppendUvarint(make([]byte, 0, 2*binary.MaxVarintLen64+len(name)), uint64(len(name)))
+	head = append(head, name...)
+	head = binary.AppendUvarint(head, uint64(len(data)))
+	w.parts = append(w.parts, head, data)
+	w.size += len(head) + len(data)
 	return nil
+}
+
+// header returns the header for the body w.parts make up.
+func (w *Writer) header() []byte {
+	h := sha256.New()
+	for _, p := range w.parts {
+		h.Write(p)
+	}
+	out := make([]byte, HeaderSize)
+	copy(out, Magic)
+	binary.BigEndian.PutUint32(out[8:], Version)
+	binary.BigEndian.PutUint32(out[12:], 0)
+	binary.BigEndian.PutUint64(out[16:], uint64(w.size))
+	h.Sum(out[24:24])
+	return out
 }
 
 // Bytes returns the header and the body.
 func (w *Writer) Bytes() []byte {
-	out := make([]byte, HeaderSize, HeaderSize+len(w.body))
-	copy(out, Magic)
-	binary.BigEndian.PutUint32(out[8:], Version)
-	binary.BigEndian.PutUint32(out[12:], 0)
-	binary.BigEndian.PutUint64(out[16:], uint64(len(w.body)))
-	sum := sha256.Sum256(w.body)
-	copy(out[24:], sum[:])
-	return append(out, w.body...)
+	out := make([]byte, 0, HeaderSize+w.size)
+	out = append(out, w.header()...)
+	for _, p := range w.parts {
+		out = append(out, p...)
+	}
+	return out
 }
 
 // State is a parsed state: its sections by name.

@@ -245,3 +245,41 @@ func FuzzSplit(f *testing.F) {
 		}
 	})
 }
+
+// TestSeal: Writer.Seal writes the very bytes Bytes returns into a sealed
+// memfd, which Read takes.
+func TestSeal(t *testing.T) {
+	var w Writer
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // more than one write's worth
+	for i, d := range [][]byte{[]byte("tokens"), big, nil, []byte("\x00\x01")} {
+		if err := w.Section("s/"+string(rune('a'+i)), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := w.Seal("ahpd-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, fi.Size())
+	if _, err := f.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, w.Bytes()) {
+		t.Fatalf("Seal wrote %d bytes that differ from Bytes' %d", len(got), len(w.Bytes()))
+	}
+	if seals, _ := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0); seals&unix.F_SEAL_WRITE == 0 {
+		t.Errorf("seals %#x: not sealed against writes", seals)
+	}
+	s, err := Read(f, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.Section("s/b"); !bytes.Equal(d, big) {
+		t.Error("section s/b read back differs")
+	}
+}

@@ -16,24 +16,35 @@ const seals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F
 // state into it once, and the check run and the new binary read the very
 // bytes that were checked.
 func Sealed(name string, b []byte) (*os.File, error) {
+	return seal(name, [][]byte{b})
+}
+
+// seal writes parts, one after the other, into a new memfd and seals it.
+func seal(name string, parts [][]byte) (*os.File, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("handover: memfd_create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), name)
-	for off := 0; off < len(b); {
-		n, err := f.WriteAt(b[off:], int64(off))
-		if err != nil {
+	// os.File.Write writes all of p or fails.
+	for _, p := range parts {
+		if _, err := f.Write(p); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("handover: writing the state: %w", err)
 		}
-		off += n
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("handover: sealing the state: %w", err)
 	}
 	return f, nil
+}
+
+// Seal returns a sealed memfd holding the state w makes up, as
+// Sealed(name, w.Bytes()) does, without building it in memory first: the
+// header, then each piece written straight from where it is.
+func (w *Writer) Seal(name string) (*os.File, error) {
+	return seal(name, append([][]byte{w.header()}, w.parts...))
 }
 
 // Inherited opens the state at descriptor fd, which must be a sealed
