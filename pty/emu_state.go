@@ -178,6 +178,35 @@ func (e *emulator) appendState(b []byte) []byte {
 	return b
 }
 
+// stateSize returns about how many bytes appendState appends (at least
+// that for a state of plain lines), so that the buffer is allocated once
+// instead of growing through a megabyte of copies for a full scrollback.
+func (e *emulator) stateSize() int {
+	n := 1024 + len(e.title) + len(e.osc) + e.cols/8 + len(e.palette)*(maxOSCBytes/8)
+	for _, s := range e.clusters {
+		n += len(s) + 2
+	}
+	for _, s := range e.dynamic {
+		n += len(s) + 2
+	}
+	line := func(plain bool, text int, cells int) int {
+		if plain {
+			return text + 4
+		}
+		return 2*cells + 8 // a character is 1 byte, a run of one pen ~6
+	}
+	for k := range e.scr {
+		for _, r := range e.scr[k].lines {
+			n += line(r.plain, len(r.text), len(r.cells))
+		}
+	}
+	for i := 0; i < e.sb.len(); i++ {
+		l := e.sb.at(i)
+		n += line(l.isPlain, len(l.plain), len(l.cells))
+	}
+	return n
+}
+
 // appendLine appends a line: u header (lineWrapped, linePlain), then a
 // plain line's text as str, or cells as u count followed by runs of cells
 // with one pen: u length, u fg, u bg (without aWide), and per cell u ch+2

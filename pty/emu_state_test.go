@@ -569,3 +569,20 @@ func BenchmarkEmulatorState(b *testing.B) {
 		})
 	}
 }
+
+// TestEmulatorStateSize: stateSize is at least what appendState writes
+// for plain lines (the buffer is allocated once), and not much more.
+func TestEmulatorStateSize(t *testing.T) {
+	e := newEmulator(24, 80, 1000)
+	for i := 0; i < 1100; i++ {
+		e.write(fmt.Sprintf("%06d %s\r\n", i, strings.Repeat("abcdefghij", 1+i%7)))
+	}
+	got, est := len(e.appendState(nil)), e.stateSize()
+	if est < got || est > got+got/4+4096 {
+		t.Fatalf("stateSize() = %d for a state of %d bytes of plain lines, want %d..%d", est, got, got, got+got/4+4096)
+	}
+	e.write("\x1b[31mred\x1b[m\r\n\x1b[1;44mbold on blue\x1b[m 漢字\r\n")
+	if got, est := len(e.appendState(nil)), e.stateSize(); est < got-got/10 || est > 2*got+4096 {
+		t.Fatalf("stateSize() = %d for a state of %d bytes with cells, want about as much", est, got)
+	}
+}

@@ -128,7 +128,7 @@ func (t *Terminal) freeze() (Frozen, error) {
 	}
 	t.emuMu.Lock()
 	hs.emu = t.emu
-	b := hs.append(nil)
+	b := hs.append(make([]byte, 0, len(pending)+256+hs.emu.stateSize()))
 	t.snaps = nil
 	t.emuMu.Unlock()
 	master, err := dupCloexec(t.rc)
