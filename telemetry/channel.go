@@ -245,6 +245,7 @@ type Source interface {
 type Channel struct {
 	cfg     Config
 	log     *slog.Logger
+	src     Source
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // the source
 	once    sync.Once
@@ -327,7 +328,7 @@ func newChannel(cfg Config, src Source, init func(*Channel)) (*Channel, error) {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Channel{
-		cfg: cfg, log: cfg.Logger.With("source", cfg.Source), cancel: cancel,
+		cfg: cfg, log: cfg.Logger.With("source", cfg.Source), src: src, cancel: cancel,
 		closing: make(chan struct{}), done: make(chan struct{}),
 		next: 1,
 	}

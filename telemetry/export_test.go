@@ -31,3 +31,13 @@ func (c *Channel) PinnedBytes() (pinned, bound int64) {
 	defer c.mu.Unlock()
 	return c.index.pinned, maxPinned
 }
+
+// HeldOf returns the bytes of a command's output a state carries, read
+// and not yet parsed (nil: none, or no command's child).
+func HeldOf(state []byte) []byte {
+	r, err := decodeState(state)
+	if err != nil || r.child == nil {
+		return nil
+	}
+	return r.child.held
+}

@@ -1,6 +1,7 @@
 package telemetry_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"strconv"
 	"strings"
@@ -27,11 +28,11 @@ func TestHandOverKeepsHistoryAndSeq(t *testing.T) {
 	c := newChannel(t, cfg)
 	publishN(t, c, 0, 10)
 	before := pullAll(t, attach(t, c, nil))
-	state := c.Freeze()
+	state := c.Freeze().State
 	if _, err := c.Attach(flowAttach()); err == nil {
 		t.Fatal("a frozen channel took a viewer")
 	}
-	r, err := telemetry.NewRestored(cfg, nil, state)
+	r, err := telemetry.NewRestored(cfg, nil, telemetry.Frozen{State: state})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestHandOverKeepsHistoryAndSeq(t *testing.T) {
 func TestHandOverStateChecked(t *testing.T) {
 	c := newChannel(t, telemetry.Config{Source: "push"})
 	publishN(t, c, 0, 3)
-	state := c.Freeze()
+	state := c.Freeze().State
 	if err := telemetry.CheckState(state); err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +75,8 @@ func TestHandOverStateChecked(t *testing.T) {
 	if err := telemetry.CheckState(append(append([]byte(nil), state...), 0)); err == nil || !strings.Contains(err.Error(), "1 bytes after") {
 		t.Errorf("a byte too many: %v", err)
 	}
-	if err := telemetry.CheckState(append([]byte{2}, state[1:]...)); err == nil || !strings.Contains(err.Error(), "version 2") {
-		t.Errorf("version 2: %v", err)
+	if err := telemetry.CheckState(append([]byte{3}, state[1:]...)); err == nil || !strings.Contains(err.Error(), "version 3") {
+		t.Errorf("version 3: %v", err)
 	}
 	seq := []byte(`"seq":1,`)
 	i := strings.Index(string(state), string(seq))
@@ -86,6 +87,29 @@ func TestHandOverStateChecked(t *testing.T) {
 	forged[i+len(`"seq":`)] = '7'
 	if err := telemetry.CheckState(forged); err == nil || !strings.Contains(err.Error(), "not the telemetry/samples message of seq 1") {
 		t.Errorf("a batch text of another seq: %v", err)
+	}
+}
+
+// TestHandOverReadsVersion1: the state of the binary before (version 1,
+// without the source's part) restores the history and seq.
+func TestHandOverReadsVersion1(t *testing.T) {
+	c := newChannel(t, telemetry.Config{Source: "push"})
+	publishN(t, c, 0, 3)
+	v2 := c.Freeze().State
+	if v2[0] != 2 || v2[len(v2)-1] != 0 {
+		t.Fatalf("state %q: want version 2, no source's part", v2)
+	}
+	v1 := append([]byte{1}, v2[1:len(v2)-1]...)
+	r, err := telemetry.NewRestored(telemetry.Config{Source: "push"}, nil, telemetry.Frozen{State: v1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if st := r.Stats(); st.Seq != 4 || st.HistoryLen != 3 {
+		t.Fatalf("stats %+v, want seq 4 and 3 batches", st)
+	}
+	if telemetry.CheckState(v2[:len(v2)-1]) == nil {
+		t.Fatal("a version 2 state without its source's part was taken")
 	}
 }
 
@@ -100,7 +124,13 @@ func FuzzTelemetryState(f *testing.F) {
 		for i := range n {
 			_ = c.Publish([]telemetry.Sample{{T: 1, Name: "m" + strconv.Itoa(i), Value: float64(i)}})
 		}
-		f.Add(c.Freeze())
+		state := c.Freeze().State
+		f.Add(state)
+		// A command's child (pid 1: never a child of the test), with a pipe
+		// and the start of a line, or without.
+		f.Add(withChild(state, 1, 1, 7, "n "))
+		f.Add(withChild(state, 1, 3, 2, ""))
+		f.Add(withChild(state, 1, 0, 0, ""))
 	}
 	f.Fuzz(func(t *testing.T, state []byte) {
 		if err := telemetry.CheckState(state); err != nil {
@@ -109,13 +139,34 @@ func FuzzTelemetryState(f *testing.F) {
 			}
 			return
 		}
-		r, err := telemetry.NewRestored(telemetry.Config{Source: "push"}, nil, state)
+		r, err := telemetry.NewRestored(telemetry.Config{Source: "push"}, nil, telemetry.Frozen{State: state})
 		if err != nil {
-			t.Fatal(err)
+			// What CheckState cannot see: whether the child a state names
+			// is this process's, and which source it is handed to.
+			if !errors.Is(err, telemetry.ErrState) || !strings.Contains(err.Error(), "child") {
+				t.Fatal(err)
+			}
+			return
 		}
 		defer r.Close()
 		publishN(t, r, 0, 1)
 	})
+}
+
+// withChild returns a source-less state (ending in 0) with a command's
+// child instead: pid, flags (bit 0 pipe, bit 1 skipping), the line
+// number and the bytes held, then its counters.
+func withChild(state []byte, pid uint64, flags byte, n uint64, held string) []byte {
+	b := append(append([]byte(nil), state[:len(state)-1]...), 1)
+	b = binary.AppendUvarint(b, pid)
+	b = append(b, flags)
+	b = binary.AppendUvarint(b, n)
+	b = binary.AppendUvarint(b, uint64(len(held)))
+	b = append(b, held...)
+	for _, v := range []uint64{1, n, 0, n} {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
 }
 
 func flowAttach() flow.AttachRequest {

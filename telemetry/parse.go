@@ -39,3 +39,9 @@ type LineReader = samples.LineReader
 
 // NewLineReader reads r.
 func NewLineReader(r io.Reader) *LineReader { return samples.NewLineReader(r) }
+
+// ResumeLineReader reads r as the reader whose Held returned held,
+// skipping and n would have (samples.ResumeLineReader).
+func ResumeLineReader(r io.Reader, held []byte, skipping bool, n int) *LineReader {
+	return samples.ResumeLineReader(r, held, skipping, n)
+}
