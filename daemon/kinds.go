@@ -94,11 +94,17 @@ func newTelemetryChannel(params json.RawMessage, collect func(now time.Time) []t
 	return telemetryChannel(params, collect, maxSeries, log, nil)
 }
 
-// telemetryChannel is newTelemetryChannel carrying on the history and seq
-// of state (telemetry.Channel.Freeze) when it is not nil: an upgrade in
-// place. The source starts anew (a command source runs its command
-// again).
-func telemetryChannel(params json.RawMessage, collect func(now time.Time) []telemetry.Sample, maxSeries int, log *slog.Logger, state []byte) (flow.Channel, error) {
+// telemetryChannel is newTelemetryChannel carrying on a frozen channel
+// (telemetry.Channel.Freeze) when restore is not nil: an upgrade in
+// place. Its history and seq go on; a command source adopts the child
+// that runs on and reads on from its pipe; other sources start anew. If
+// it fails, what restore hands over is discarded (the child killed).
+func telemetryChannel(params json.RawMessage, collect func(now time.Time) []telemetry.Sample, maxSeries int, log *slog.Logger, restore *telemetry.Frozen) (_ flow.Channel, err error) {
+	defer func() {
+		if err != nil && restore != nil {
+			restore.Discard()
+		}
+	}()
 	spec, err := telemetry.ParseSpec(params)
 	if err != nil {
 		return nil, err
@@ -123,8 +129,10 @@ func telemetryChannel(params json.RawMessage, collect func(now time.Time) []tele
 	}
 	cfg := telemetry.Config{Source: spec.Kind, Title: spec.Title, History: spec.History, Policy: spec.Policy, MaxSeries: maxSeries, Logger: log}
 	var c *telemetry.Channel
-	if state != nil {
-		c, err = telemetry.NewRestored(cfg, src, state)
+	if restore != nil {
+		f := *restore
+		restore = nil // NewRestored ends the child itself if it fails
+		c, err = telemetry.NewRestored(cfg, src, f)
 	} else {
 		c, err = telemetry.New(cfg, src)
 	}

@@ -24,8 +24,9 @@ import (
 // "channels": a JSON list of what the control plane knows of each, the
 // limits and the TCP allow-list in force; then one section "terminal/N"
 // per terminal with pty.Frozen's state and "telemetry/N" per telemetry
-// channel with its history) and returns the PTY masters, which the execve
-// keeps open under the same numbers; AdoptChannels, in the new binary,
+// channel with its history) and returns the PTY masters and the pipes of
+// telemetry command sources, which the execve keeps open under the same
+// numbers; AdoptChannels, in the new binary,
 // registers them again under the same URIs. TCP channels: upgrade_tcp.go.
 
 // SectionChannels names the list of channels in a handover state.
@@ -90,6 +91,9 @@ type handedTelemetry struct {
 	ID      string          `json:"id"`
 	Created time.Time       `json:"created"`
 	Params  json.RawMessage `json:"params"` // what it was created from (telemetry.ParseSpec)
+	// FD is the descriptor of a command source's stdout pipe, whose child
+	// runs on (telemetry.Frozen.Pipe); 0: none.
+	FD int `json:"fd,omitempty"`
 }
 
 // limitValues returns l's values of names (all limits when names is nil).
@@ -135,10 +139,11 @@ func ChannelsVersion() int { return channelsVersion }
 
 // HandOverChannels freezes every terminal of the registry (pty.Freeze:
 // the processes keep running, their output waits in the PTYs), every
-// telemetry channel (telemetry.Freeze: its source stops, its history and
-// seq are kept) and every TCP channel (tcp.Freeze: its socket, journal
-// and positions) and writes them into w; it returns the PTY masters and
-// the sockets, close-on-exec (the caller clears it for the execve). Call
+// telemetry channel (telemetry.Freeze: its history and seq are kept; a
+// command source's child runs on, its stdout pipe handed over; other
+// sources stop) and every TCP channel (tcp.Freeze: its socket, journal
+// and positions) and writes them into w; it returns the PTY masters, the
+// pipes and the sockets, close-on-exec (the caller clears it for the execve). Call
 // it after the viewers are gone (Serve returned). A channel that fails to
 // freeze is logged and left out (it was closed).
 func (s *Server) HandOverChannels(w *handover.Writer) ([]*os.File, error) {
@@ -152,8 +157,14 @@ func (s *Server) HandOverChannels(w *handover.Writer) ([]*os.File, error) {
 	for _, ch := range s.Registry().List() {
 		if tc, ok := ch.Impl().(*telemetry.Channel); ok {
 			params, _ := ch.Spec.(json.RawMessage)
-			list.Telemetry = append(list.Telemetry, handedTelemetry{ID: ch.ID, Created: ch.Created, Params: params})
-			if err := w.Section("telemetry/"+strconv.Itoa(len(list.Telemetry)-1), tc.Freeze()); err != nil {
+			fr := tc.Freeze()
+			ht := handedTelemetry{ID: ch.ID, Created: ch.Created, Params: params}
+			if fr.Pipe != nil {
+				ht.FD = int(fr.Pipe.Fd())
+				files = append(files, fr.Pipe)
+			}
+			list.Telemetry = append(list.Telemetry, ht)
+			if err := w.Section("telemetry/"+strconv.Itoa(len(list.Telemetry)-1), fr.State); err != nil {
 				return files, err
 			}
 			continue
@@ -182,7 +193,7 @@ func (s *Server) HandOverChannels(w *handover.Writer) ([]*os.File, error) {
 			ht.Overrides = limitValues(s.LimitsFor(ch.URI), names)
 		}
 		list.Terminals = append(list.Terminals, ht)
-		if err := w.Section("terminal/"+strconv.Itoa(len(files)), fr.State); err != nil {
+		if err := w.Section("terminal/"+strconv.Itoa(len(list.Terminals)-1), fr.State); err != nil {
 			return files, err
 		}
 		files = append(files, fr.Master)
@@ -221,6 +232,9 @@ func CheckState(st *handover.State) error {
 		if err := telemetry.CheckState(state); err != nil {
 			return fmt.Errorf("upgrade: telemetry %s: %w", ht.ID, err)
 		}
+		if ht.FD != 0 && ht.FD < 3 {
+			return fmt.Errorf("upgrade: telemetry %s: descriptor %d", ht.ID, ht.FD)
+		}
 		if _, err := telemetry.ParseSpec(ht.Params); err != nil {
 			return fmt.Errorf("upgrade: telemetry %s: %w", ht.ID, err)
 		}
@@ -255,7 +269,7 @@ func readChannels(st *handover.State) (handedChannels, error) {
 	if list.PtyVersion != pty.HandoverVersion() {
 		return list, fmt.Errorf("upgrade: terminal state version %d, this ahpd reads version %d", list.PtyVersion, pty.HandoverVersion())
 	}
-	if list.TelemetryVersion != telemetry.HandoverVersion() {
+	if !telemetry.ReadsVersion(list.TelemetryVersion) {
 		return list, fmt.Errorf("upgrade: telemetry state version %d, this ahpd reads version %d", list.TelemetryVersion, telemetry.HandoverVersion())
 	}
 	if err := checkTCPVersion(list); err != nil {
@@ -307,9 +321,13 @@ func (s *Server) AdoptChannels(st *handover.State) (int, error) {
 	}
 	for i, ht := range list.Telemetry {
 		state, _ := st.Section("telemetry/" + strconv.Itoa(i))
-		c, err := telemetryChannel(ht.Params, s.daemonFigures, s.Limits().TelemetryMaxSeries, s.log, state)
+		fr := &telemetry.Frozen{State: state}
+		if ht.FD >= 3 {
+			fr.Pipe = os.NewFile(uintptr(ht.FD), "telemetry-pipe")
+		}
+		c, err := telemetryChannel(ht.Params, s.daemonFigures, s.Limits().TelemetryMaxSeries, s.log, fr)
 		if err == nil {
-			_, err = s.AdoptChannel("telemetry", ht.ID, ht.Params, c, ht.Created)
+			_, err = s.AdoptChannel("telemetry", ht.ID, ht.Params, c, ht.Created) // closed if refused
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("telemetry %s: %w", ht.ID, err))
