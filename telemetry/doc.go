@@ -48,7 +48,10 @@
 // load, network and disk rates), Process a process tree, Command a child
 // whose stdout lines are samples (ParseLine), and Func a callback (the
 // daemon's own figures); a push channel has no source and is fed by
-// Publish alone.
+// Publish alone. For an upgrade in place (handover.go) Freeze stops the
+// source, but a Command is held instead: its child runs on, and the pid,
+// the stdout pipe and the line read but not parsed go to the Command of
+// the restored channel, which adopts the child.
 //
 // Concurrency: Channel's methods and Publish are safe for concurrent use;
 // a Sub's Pull is called from one goroutine at a time (the connection's
