@@ -259,6 +259,11 @@ type stateReader struct {
 	// neighbour.
 	cellSlab []cell
 	textSlab []byte
+	// check: the state is only checked (checkEmulatorState): the
+	// scrollback's lines are read and checked as they would be kept, one
+	// after the other into scratch, and nothing of them is kept.
+	check   bool
+	scratch []cell
 }
 
 const slabSize = 16 << 10
@@ -461,6 +466,20 @@ func (r *stateReader) charsets(what string) (cs [4]byte) {
 // refused with an error that names what is wrong.
 func decodeEmulatorState(b []byte, maxScrollback int) (*emulator, []byte, error) {
 	r := &stateReader{b: b}
+	e, err := r.emulator(max(0, maxScrollback))
+	if err != nil {
+		return nil, nil, fmt.Errorf("emulator state: %w", err)
+	}
+	return e, r.b, nil
+}
+
+// checkEmulatorState checks a state as decodeEmulatorState reads it —
+// the same reads, bounds and checks, the same error — without keeping the
+// scrollback's lines (ahpd --upgrade-check reads a hundred full
+// scrollbacks; Adopt decodes them again). The emulator it returns has
+// no scrollback: it is good for its size and modes only.
+func checkEmulatorState(b []byte, maxScrollback int) (*emulator, []byte, error) {
+	r := &stateReader{b: b, check: true}
 	e, err := r.emulator(max(0, maxScrollback))
 	if err != nil {
 		return nil, nil, fmt.Errorf("emulator state: %w", err)
@@ -711,6 +730,15 @@ func (r *stateReader) scrollback(e *emulator, limit int) {
 		r.fail("scrollback: %d lines, %d bytes left", n, len(r.b))
 		return
 	}
+	if r.check {
+		for i := 0; i < n; i++ {
+			r.line(nil, len(e.clusters), func() string { return fmt.Sprintf("scrollback line %d", i) })
+			if r.err != nil {
+				return
+			}
+		}
+		return
+	}
 	e.sb.lines = make([]sbLine, n)
 	for i := range e.sb.lines {
 		l := &e.sb.lines[i]
@@ -783,7 +811,12 @@ func (r *stateReader) line(dst []cell, nclusters int, what func() string) (wrapp
 		return
 	}
 	cells = dst
-	if cells == nil && n > 0 {
+	if cells == nil && n > 0 && r.check {
+		if cap(r.scratch) < int(n) {
+			r.scratch = make([]cell, n)
+		}
+		cells = r.scratch[:n]
+	} else if cells == nil && n > 0 {
 		k := len(r.cellSlab)
 		if cap(r.cellSlab)-k < int(n) {
 			// No more cells are left to decode than bytes.

@@ -316,6 +316,9 @@ func TestEmulatorStateTruncated(t *testing.T) {
 		if err == nil || e != nil {
 			t.Fatalf("truncated at %d of %d bytes: no error", i, len(enc))
 		}
+		if _, _, cerr := checkEmulatorState(enc[:i:i], 8); fmt.Sprint(cerr) != fmt.Sprint(err) {
+			t.Fatalf("truncated at %d: checkEmulatorState: %v; decodeEmulatorState: %v", i, cerr, err)
+		}
 		if !strings.HasPrefix(err.Error(), "emulator state: ") {
 			t.Fatalf("truncated at %d: error %q does not say what it is about", i, err)
 		}
@@ -409,6 +412,9 @@ func TestEmulatorStateBounds(t *testing.T) {
 				tc.set(e)
 			}
 			_, _, err := decodeEmulatorState(e.appendState(nil), cmp.Or(tc.limit, tc.sb))
+			if _, _, cerr := checkEmulatorState(e.appendState(nil), cmp.Or(tc.limit, tc.sb)); fmt.Sprint(cerr) != fmt.Sprint(err) {
+				t.Fatalf("checkEmulatorState: %v; decodeEmulatorState: %v", cerr, err)
+			}
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("error %v, want none", err)
@@ -461,6 +467,12 @@ func TestEmulatorStateMalformed(t *testing.T) {
 func checkDecode(t *testing.T, b []byte) {
 	t.Helper()
 	e, rest, err := decodeEmulatorState(b, 64)
+	// The check the upgrade runs first refuses exactly what the decoder
+	// refuses, with the same error, and stops at the same byte.
+	_, crest, cerr := checkEmulatorState(b, 64)
+	if fmt.Sprint(cerr) != fmt.Sprint(err) || len(crest) != len(rest) {
+		t.Fatalf("checkEmulatorState = %d bytes left, %v; decodeEmulatorState = %d bytes left, %v", len(crest), cerr, len(rest), err)
+	}
 	if err != nil {
 		if e != nil || rest != nil {
 			t.Fatalf("error %v with an emulator or bytes", err)
@@ -566,6 +578,14 @@ func BenchmarkEmulatorState(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(len(state)), "state-bytes")
+		})
+		b.Run(kind+"/check", func(b *testing.B) {
+			b.SetBytes(int64(len(state)))
+			for b.Loop() {
+				if _, _, err := checkEmulatorState(state, 10000); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

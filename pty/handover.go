@@ -166,7 +166,7 @@ func HandoverVersion() int { return handoverVersion }
 // ahpd --upgrade-check runs it on every terminal before the old binary
 // gives anything up.
 func CheckState(state []byte) error {
-	_, err := decodeHandover(state)
+	_, err := readHandover(state, true)
 	return err
 }
 
@@ -259,7 +259,12 @@ func (hs *handoverState) append(b []byte) []byte {
 }
 
 // decodeHandover reads and checks a Freeze state.
-func decodeHandover(state []byte) (*handoverState, error) {
+func decodeHandover(state []byte) (*handoverState, error) { return readHandover(state, false) }
+
+// readHandover is decodeHandover; with check, the state is checked the
+// same way, but the emulator's scrollback is not kept (checkEmulatorState):
+// the result is only good for its error.
+func readHandover(state []byte, check bool) (*handoverState, error) {
 	fail := func(format string, args ...any) (*handoverState, error) {
 		return nil, fmt.Errorf("%w: "+format, append([]any{ErrState}, args...)...)
 	}
@@ -311,7 +316,11 @@ func decodeHandover(state []byte) (*handoverState, error) {
 		return fail("%v", err)
 	}
 	// The scrollback's size is the terminal's own, within Config's bound.
-	emu, rest, err := decodeEmulatorState(rest, 1_000_000)
+	decode := decodeEmulatorState
+	if check {
+		decode = checkEmulatorState
+	}
+	emu, rest, err := decode(rest, 1_000_000)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -385,6 +385,9 @@ func FuzzHandoverState(f *testing.F) {
 	f.Add(handoverSeed("x", hfReaped|hfSignal|hfBroken, ExitStatus{Signal: "SIGKILL"}, ""))
 	f.Fuzz(func(t *testing.T, state []byte) {
 		hs, err := decodeHandover(state)
+		if cerr := CheckState(state); fmt.Sprint(cerr) != fmt.Sprint(err) {
+			t.Fatalf("CheckState = %v, Adopt's decode = %v", cerr, err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrState) {
 				t.Fatalf("error %v is not ErrState", err)
