@@ -313,7 +313,7 @@ func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan o
 		} else if time.Since(failingSince) > giveUp {
 			return fmt.Errorf("attach: could not reconnect for %v: %w", giveUp, err)
 		}
-		at.status("connection lost (%v); reconnecting… (%s detaches)", err, at.detachHint())
+		at.status("%s; reconnecting… (%s detaches)", lostHow(err), at.detachHint())
 		if err := at.wait(ctx, backoff, keys); err != nil {
 			return err
 		}
@@ -640,6 +640,16 @@ func readKeys(in io.Reader, keys chan<- []byte) {
 			return
 		}
 	}
+}
+
+// lostHow says, for a status line, how a connection to the daemon ended:
+// an upgrade in place (close 1012, docs/upgrade.md) by name, as the web
+// page does, since it is routine and brief; anything else with the error.
+func lostHow(err error) string {
+	if websocket.CloseStatus(err) == websocket.StatusServiceRestart {
+		return "ahpd is upgrading in place"
+	}
+	return fmt.Sprintf("connection lost (%v)", err)
 }
 
 // transientClose reports whether a 1008 close reason is one the daemon

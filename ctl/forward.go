@@ -300,7 +300,7 @@ func (f *forwarder) handle(ctx context.Context, n int, lc *net.TCPConn) error {
 		OnEvent: func(e client.TCPEvent) {
 			switch e.Kind {
 			case client.TCPLost:
-				f.statusf("%s: %s: connection lost (%v); resuming", label, e.Channel, e.Err)
+				f.statusf("%s: %s: %s; resuming", label, e.Channel, lostHow(e.Err))
 			case client.TCPResumed:
 				f.statusf("%s: %s: resumed (attempt %d)", label, e.Channel, e.Attempts)
 			}

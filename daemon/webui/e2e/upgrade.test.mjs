@@ -36,7 +36,8 @@
 //
 // Environment: as browser.test.mjs (AHPD_BIN, AHPCTL_BIN, CHROMIUM_BIN,
 // ARTIFACTS_DIR, CI). Everything is on loopback, every wait is bounded;
-// about 60 s on a 2-core machine, budget 180 s. Artifacts: upgrade.png,
+// about 15 s on an idle 2-core machine, up to 140 s on a very busy one
+// (load average 15); budget 300 s. Artifacts: upgrade.png,
 // upgrade-attach.txt (attach's output stream), upgrade-daemon.log,
 // upgrade-e2e.log (with the figures), upgrade-failure.png.
 
@@ -69,7 +70,7 @@ if (missing && CI) throw new Error(`e2e: ${missing}`);
 
 test(`upgrade: ${UPGRADES} upgrades in place under load with a page, ahpctl attach and ahpctl forward attached`, {
   skip: missing ?? false,
-  timeout: 180_000,
+  timeout: 300_000,
 }, async (t) => {
   const { chromium } = await import('playwright-core');
   await mkdir(ARTIFACTS_DIR, { recursive: true });
@@ -286,9 +287,9 @@ test(`upgrade: ${UPGRADES} upgrades in place under load with a page, ahpctl atta
         return window.e2eStates.filter((x) => x.state === 'connected').length >= n &&
           s.connection === 'connected' && s.ready && s.subscriptionId != null;
       }, i, UPGRADE_MS)),
-      after(until(`ahpctl attach to reconnect after upgrade ${i}`, () => {
+      after(until(() => `ahpctl attach to reconnect after upgrade ${i}; its last status line: ${JSON.stringify(lastStatus(attachOut))}`, () => {
         if (attach.exitCode !== null || attach.signalCode !== null) throw new Error(`ahpctl attach ended during upgrade ${i}:\n${attachOut.slice(-2000)}`);
-        return lossesOf(attachOut) >= i && attachOut.lastIndexOf('\x1bc\x1b[3J') > attachOut.lastIndexOf('[ahpctl: connection lost') &&
+        return lossesOf(attachOut) >= i && attachOut.lastIndexOf('\x1bc\x1b[3J') > attachOut.lastIndexOf('[ahpctl: ') &&
           countOf(attachOut, '\x1bc\x1b[3J') > attachSessions;
       }, UPGRADE_MS)),
       // The forward is waited for while its transfer is alive; whether it
@@ -363,7 +364,8 @@ test(`upgrade: ${UPGRADES} upgrades in place under load with a page, ahpctl atta
   await t.test('attach: stayed, reconnected by itself after each upgrade, every line, typing reaches the shell', async () => {
     await until('the end of the loop through attach', () => attachOut.includes(`END-${last}`), STEP_MS);
     assert.equal(attach.exitCode, null, 'ahpctl attach exited');
-    assert.equal(lossesOf(attachOut), UPGRADES, 'reconnects after a 1012 close');
+    assert.equal(lossesOf(attachOut), UPGRADES, 'status lines "ahpd is upgrading in place; reconnecting…"');
+    assert.equal(countOf(attachOut, '[ahpctl: '), UPGRADES, 'status lines of attach');
     const sessions = attachSessionsOf(attachOut);
     assert.ok(sessions.length >= UPGRADES + 1, `${sessions.length} snapshots for ${UPGRADES} reconnects`);
     let prev = 0;
@@ -406,6 +408,7 @@ test(`upgrade: ${UPGRADES} upgrades in place under load with a page, ahpctl atta
     assert.ok(!(done instanceof Error), `the transfer: ${done?.message}; ${xferBroken() ?? ''}`);
     assert.equal(xferBroken(), null, 'the transfer broke');
     assert.equal(resumes(), UPGRADES, 'the forward resumed after each upgrade');
+    assert.equal(countOf(forwardErr, ': ahpd is upgrading in place; resuming\n'), UPGRADES, 'forward\'s status lines for the upgrades');
     assert.deepEqual([far.received, xfer.received], [TRANSFER, TRANSFER], 'bytes received up, down');
     assert.equal(far.receivedHash(), xfer.sentHash(), 'sha256 of the bytes up');
     assert.equal(xfer.receivedHash(), far.sentHash(), 'sha256 of the bytes down');
@@ -418,13 +421,14 @@ test(`upgrade: ${UPGRADES} upgrades in place under load with a page, ahpctl atta
 // ---- helpers ------------------------------------------------------------------
 
 // until polls fn every 20 ms until it returns truthy (which it returns),
-// and throws after ms; fn may throw to give up at once.
+// and throws after ms; fn may throw to give up at once. what may be a
+// function, called for the message.
 async function until(what, fn, ms) {
   const deadline = Date.now() + ms;
   for (;;) {
     const v = await fn();
     if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'function' ? what() : what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -497,9 +501,15 @@ function countOf(s, sub) {
   return n;
 }
 
-// lossesOf counts attach's status lines for a connection lost to an upgrade.
+// lastStatus returns attach's last status line, or null.
+function lastStatus(out) {
+  const i = out.lastIndexOf('[ahpctl: ');
+  return i < 0 ? null : out.slice(i, i + 300).split(/[\r\n]/)[0];
+}
+
+// lossesOf counts attach's status lines for a connection ended by an upgrade.
 function lossesOf(out) {
-  return (out.match(/\[ahpctl: connection lost \([^\r\n]*host upgrading[^\r\n]*reconnecting/g) ?? []).length;
+  return countOf(out, '[ahpctl: ahpd is upgrading in place; reconnecting…');
 }
 
 const ESCAPES = /\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78DEHMc]/g;
