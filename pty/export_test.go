@@ -207,7 +207,7 @@ func SnapshotsHeld(vs []*Viewer) (n, bytes int) {
 	add := func(d *snapData) {
 		if d != nil && !seen[d] {
 			seen[d] = true
-			bytes += len(d.text)
+			bytes += len(d.esc)
 		}
 	}
 	for _, v := range vs {
