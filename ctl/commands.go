@@ -144,15 +144,23 @@ func setupStatus(fs *flag.FlagSet) action {
 			v.Upgraded = &t
 			upgraded = fmt.Sprintf("%s ago (%d upgrades)", time.Since(t).Round(time.Second), info.Upgrades)
 		}
+		rows := [][2]any{{"version", v.Version}, {"health", v.Health}, {"pid", v.Pid}, {"uptime", v.Uptime}, {"upgraded", upgraded}}
+		if r := info.UpgradeRefused; r != nil {
+			v.UpgradeRefused = &refusalView{Time: r.Time.AsTime(), Reason: r.Reason, AfterHandOver: r.AfterHandOver}
+			what := "before the hand-over"
+			if r.AfterHandOver {
+				what = "after the hand-over; channels taken back"
+			}
+			rows = append(rows, [2]any{"upgrade refused", fmt.Sprintf("%s ago (%s): %s", time.Since(v.UpgradeRefused.Time).Round(time.Second), what, strings.ReplaceAll(r.Reason, "\n", " "))})
+		}
 		if structured(*o) {
 			return a.printAs(*o, v)
 		}
 		tw := a.table()
-		for _, kv := range [][2]any{
-			{"version", v.Version}, {"health", v.Health}, {"pid", v.Pid}, {"uptime", v.Uptime}, {"upgraded", upgraded},
+		for _, kv := range append(rows, [][2]any{
 			{"listen", v.Listen}, {"web page", v.BaseURL + " (needs a ticket: see below)"}, {"websocket", v.WebSocketURL}, {"compression", v.Compression},
 			{"control socket", v.Control}, {"state dir", v.StateDir}, {"channels", v.Channels}, {"connections", v.Connections},
-		} {
+		}...) {
 			fmt.Fprintf(tw, "%s:\t%v\n", kv[0], kv[1])
 		}
 		if err := tw.Flush(); err != nil {

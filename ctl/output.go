@@ -27,14 +27,26 @@ type statusView struct {
 	Uptime       string    `json:"uptime"`
 	// Upgraded is when the daemon last upgraded in place (absent if it
 	// never did); Upgrades counts its upgrades since Started.
-	Upgraded    *time.Time `json:"upgraded,omitempty"`
-	Upgrades    int64      `json:"upgrades"`
-	Compression string     `json:"websocketCompression"`
-	Channels    int64      `json:"channels"`
-	Connections int64      `json:"connections"`
+	Upgraded *time.Time `json:"upgraded,omitempty"`
+	Upgrades int64      `json:"upgrades"`
+	// UpgradeRefused is the last upgrade in place refused since Started
+	// (absent if none was).
+	UpgradeRefused *refusalView `json:"upgradeRefused,omitempty"`
+	Compression    string       `json:"websocketCompression"`
+	Channels       int64        `json:"channels"`
+	Connections    int64        `json:"connections"`
 	// Open is the command that prints a browser link (the web page needs
 	// a ticket).
 	Open string `json:"open"`
+}
+
+// refusalView is an upgrade in place that was refused: when, why, and
+// whether the daemon had handed over already (and took its channels
+// back: its viewers reconnected).
+type refusalView struct {
+	Time          time.Time `json:"time"`
+	Reason        string    `json:"reason"`
+	AfterHandOver bool      `json:"afterHandOver"`
 }
 
 type channelView struct {

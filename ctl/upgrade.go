@@ -23,7 +23,10 @@ reconnect by themselves), TCP channels close, and the daemon re-executes
 itself in place: the same PID, its terminals and their programs kept,
 telemetry channels with their history, its listeners open throughout (a
 connect meanwhile waits). ahpctl waits until the new binary answers and
-prints its version.
+prints its version. Should the new binary refuse the state itself (its
+second check, after the hand-over began), the daemon re-executes itself
+with that state and keeps its channels: ahpctl says so, with the reason,
+and exits 1.
 
 Without --binary it is the path the daemon was started from, as it is on disk
 now: upgrade the package, then run this. SIGUSR2 does the same.`
@@ -62,6 +65,10 @@ func setupDaemonUpgrade(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
+		var refusedBefore time.Time
+		if r := before.GetUpgradeRefused(); r != nil {
+			refusedBefore = r.Time.AsTime()
+		}
 		start := time.Now()
 		res, err := c.daemon.Upgrade(rctx, &ahpv1.UpgradeRequest{Binary: path})
 		if err != nil {
@@ -77,6 +84,14 @@ func setupDaemonUpgrade(fs *flag.FlagSet) action {
 			cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 			info, err := c.daemon.GetInfo(cctx, &ahpv1.GetInfoRequest{})
 			ccancel()
+			if r := info.GetUpgradeRefused(); err == nil && r.GetAfterHandOver() && r.Time.AsTime().After(refusedBefore) {
+				// The new binary refused the state itself: the daemon
+				// re-executed itself with it.
+				if info.Pid != before.Pid {
+					return fmt.Errorf("daemon upgrade: the daemon answering is pid %d, not %d", info.Pid, before.Pid)
+				}
+				return fmt.Errorf("daemon upgrade: refused after the hand-over began: %s; the daemon took its channels back and serves on (pid %d, ahpd %s)", r.Reason, info.Pid, info.Version)
+			}
 			if err == nil && info.Upgrades >= res.Upgrades {
 				if info.Pid != before.Pid {
 					return fmt.Errorf("daemon upgrade: the daemon answering is pid %d, not %d", info.Pid, before.Pid)

@@ -218,7 +218,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		if err := in.listeners(); err != nil {
 			return fatal("%v", err)
 		}
-		up.started, up.upgrades = in.daemon.Started, in.daemon.Upgrades+1
+		up.adopt(in)
 	}
 
 	// Read (and clear) systemd's variables before any terminal starts.
@@ -277,7 +277,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	// runner exists (below).
 	var runnerRef atomic.Pointer[runner]
 	copts := service.ControlOptions{Path: s.Control, HTTPAddr: ln.Addr().String(),
-		Started: up.started, Upgrades: int64(up.upgrades),
+		Started: up.started, Upgrades: int64(up.upgrades), Upgraded: up.upgraded, Refused: up.lastRefused,
 		Upgrade: func(bin string) (string, int64, error) {
 			r := runnerRef.Load()
 			if r == nil {
@@ -291,9 +291,6 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 			}
 			return bin, int64(up.upgrades + 1), nil
 		},
-	}
-	if in != nil {
-		copts.Upgraded = in.daemon.Upgraded
 	}
 	var cp *service.ControlPlane
 	if in != nil && in.control != nil {
@@ -328,8 +325,14 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		if err != nil {
 			log.Error("upgrade: channels lost", "err", err)
 		}
-		log.Info("upgraded in place", "from", in.daemon.From, "to", "ahpd "+daemon.Version, "channels", n,
-			"upgrades", up.upgrades, "took", time.Since(in.daemon.Upgraded).Round(time.Millisecond))
+		took := time.Since(in.daemon.Upgraded).Round(time.Millisecond)
+		if in.refused != "" {
+			log.Warn("took its channels back: the upgrade was refused after the hand-over began", "reason", in.refused,
+				"channels", n, "upgrades", up.upgrades, "took", took)
+		} else {
+			log.Info("upgraded in place", "from", in.daemon.From, "to", "ahpd "+daemon.Version, "channels", n,
+				"upgrades", up.upgrades, "took", took)
+		}
 	} else if !cfg.NoDefaultTerminal {
 		ch, err := srv.CreateTerminal(service.TerminalSpec{ID: "shell", Title: "shell"})
 		if err != nil {
@@ -450,6 +453,7 @@ func (r *runner) upgrade(bin, by string) (err error) {
 			return
 		}
 		r.log.Error("upgrade refused; still serving", "err", err, "by", by)
+		r.up.refuse(time.Now(), err.Error(), false)
 		if reloading {
 			r.notify("READY=1\nSTATUS=" + r.status)
 		}

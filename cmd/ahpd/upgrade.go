@@ -18,10 +18,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/internal/handover"
 	"golang.org/x/sys/unix"
 )
@@ -29,6 +31,14 @@ import (
 // envState names, in a re-executed ahpd's environment, the descriptor of
 // the sealed state it inherits (handover.Inherited).
 const envState = "AHPD_UPGRADE_STATE"
+
+// envRefused, in the environment of an ahpd that re-executed itself with
+// its own state because the new binary refused it (or could not be
+// executed), is why: the upgrade did not happen.
+const envRefused = "AHPD_UPGRADE_REFUSED"
+
+// maxRefusedReason bounds the reason passed in envRefused.
+const maxRefusedReason = 2000
 
 // maxState bounds the state a new ahpd reads: terminals of 1,000,000
 // scrollback lines are ~130 MB each; 4 GiB is the bound of a sane host.
@@ -44,6 +54,13 @@ const sectionDaemon = "daemon"
 const daemonVersion = 1
 
 var stateVersionOverride string
+
+// refuseTerminals, set with -ldflags -X main.refuseTerminals=1, makes
+// --upgrade-check refuse a state that holds a terminal: the tests' binary
+// that passes the first check (no terminal in it) and refuses the second,
+// after the freeze, so that the daemon takes its own state back. Empty
+// (inert) in every other build.
+var refuseTerminals string
 
 // stateVersion is the daemon section's version this binary writes and
 // reads.
@@ -61,6 +78,12 @@ type handedDaemon struct {
 	Started  time.Time `json:"started"`  // when the first process of this PID started
 	Upgraded time.Time `json:"upgraded"` // when this hand-over began
 	Upgrades int       `json:"upgrades"` // hand-overs before this one
+	// Previous is when the last upgrade before this one was done (zero:
+	// none), which a binary that takes its own state back goes on
+	// reporting.
+	Previous time.Time `json:"previous,omitzero"`
+	// Refused is the last upgrade refused since Started, if any.
+	Refused *handedRefusal `json:"refused,omitempty"`
 	// The listeners' descriptors (-1: none): the HTTP listener and the
 	// control socket, kept open across the execve, so that a connect
 	// meanwhile waits in their backlogs instead of being refused.
@@ -72,17 +95,29 @@ type handedDaemon struct {
 	From             string `json:"from"` // the binary that wrote it, for the log
 }
 
+// handedRefusal is an upgrade that was refused (service.UpgradeRefusal).
+type handedRefusal struct {
+	Time          time.Time `json:"time"`
+	Reason        string    `json:"reason"`
+	AfterHandOver bool      `json:"afterHandOver,omitempty"`
+}
+
 // inherited is what a re-executed ahpd took over.
 type inherited struct {
 	state   *handover.State
 	daemon  handedDaemon
 	http    net.Listener
 	control *os.File
+	// refused: this ahpd is the one that handed over, taking its state
+	// back because the upgrade was refused (envRefused); why.
+	refused string
 }
 
 // takeState reads the state an upgrade handed over, if any, and removes
 // its variable from the environment (no shell inherits it).
 func takeState() (*inherited, error) {
+	refused, _ := os.LookupEnv(envRefused)
+	os.Unsetenv(envRefused)
 	v, ok := os.LookupEnv(envState)
 	if !ok {
 		return nil, nil
@@ -105,7 +140,7 @@ func takeState() (*inherited, error) {
 	if !ok {
 		return nil, errors.New("upgrade: the state has no daemon section")
 	}
-	in := &inherited{state: st}
+	in := &inherited{state: st, refused: refused}
 	if err := json.Unmarshal(b, &in.daemon); err != nil {
 		return nil, fmt.Errorf("upgrade: daemon section: %w", err)
 	}
@@ -157,6 +192,10 @@ func upgradeCheck(stderr io.Writer, configErr error) int {
 		fmt.Fprintf(stderr, "ahpd: upgrade check: %v\n", err)
 		return 1
 	}
+	if _, ok := in.state.Section("terminal/0"); ok && refuseTerminals != "" {
+		fmt.Fprintln(stderr, "ahpd: upgrade check: this binary refuses a state with terminals (built with -X main.refuseTerminals for tests)")
+		return 1
+	}
 	fmt.Fprintf(stderr, "ahpd: upgrade check: ahpd %s takes state version %d from %s\n", daemon.Version, in.daemon.Version, in.daemon.From)
 	return 0
 }
@@ -168,9 +207,32 @@ type upgrader struct {
 	env      []string // systemd's variables that run cleared, restored for the new binary
 	started  time.Time
 	upgrades int
+	upgraded time.Time // when the last upgrade was done; zero: never
 	// controlActivated: the control socket handed over came from socket
 	// activation (set by runner.upgrade).
 	controlActivated bool
+
+	mu      sync.Mutex // guards refused
+	refused *service.UpgradeRefusal
+}
+
+// refuse records an upgrade refused at t, and why.
+func (u *upgrader) refuse(t time.Time, reason string, afterHandOver bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.refused = &service.UpgradeRefusal{Time: t, Reason: reason, AfterHandOver: afterHandOver}
+}
+
+// lastRefused returns the last upgrade refused since the daemon started,
+// or nil.
+func (u *upgrader) lastRefused() *service.UpgradeRefusal {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.refused == nil {
+		return nil
+	}
+	r := *u.refused
+	return &r
 }
 
 // check runs bin --upgrade-check with a check state: the versions this
@@ -224,11 +286,32 @@ func (u *upgrader) runCheck(bin string, f *os.File) error {
 }
 
 func (u *upgrader) daemonSection(httpFD, controlFD int) handedDaemon {
-	return handedDaemon{
+	d := handedDaemon{
 		Version: stateVersion(),
-		Started: u.started, Upgraded: time.Now(), Upgrades: u.upgrades,
+		Started: u.started, Upgraded: time.Now(), Upgrades: u.upgrades, Previous: u.upgraded,
 		HTTPFD: httpFD, ControlFD: controlFD, ControlActivated: u.controlActivated, From: "ahpd " + daemon.Version,
 	}
+	if r := u.lastRefused(); r != nil {
+		d.Refused = &handedRefusal{Time: r.Time, Reason: r.Reason, AfterHandOver: r.AfterHandOver}
+	}
+	return d
+}
+
+// adopt takes the daemon's figures from an inherited state: the upgrade
+// count and time and the last refusal; for an ahpd that took its own
+// state back (in.refused), the upgrade that was refused is not counted
+// and becomes the last refusal.
+func (u *upgrader) adopt(in *inherited) {
+	u.started = in.daemon.Started
+	if r := in.daemon.Refused; r != nil {
+		u.refuse(r.Time, r.Reason, r.AfterHandOver)
+	}
+	if in.refused != "" {
+		u.upgrades, u.upgraded = in.daemon.Upgrades, in.daemon.Previous
+		u.refuse(in.daemon.Upgraded, in.refused, true)
+		return
+	}
+	u.upgrades, u.upgraded = in.daemon.Upgrades+1, in.daemon.Upgraded
 }
 
 // exec hands over and re-executes bin: the terminals are frozen into the
@@ -258,11 +341,12 @@ func (u *upgrader) exec(srv *daemon.Server, log *slog.Logger, bin string, httpLn
 	}
 	// The new binary checks the very state it will read; if it refuses
 	// it, this binary takes its own state back (execve of /proc/self/exe:
-	// the same program, even if its file was replaced), and the terminals
-	// go on under it.
+	// the same program, even if its file was replaced), and the channels
+	// go on under it; envRefused tells it why.
+	refused := ""
 	if err := u.runCheck(bin, state); err != nil {
-		log.Error("upgrade refused after the hand-over began; this binary takes its terminals back", "err", err)
-		bin = "/proc/self/exe"
+		log.Error("upgrade refused after the hand-over began; this binary takes its channels back", "err", err)
+		bin, refused = "/proc/self/exe", err.Error()
 	}
 	keep := append([]*os.File{state, httpLn, control}, files...)
 	for _, f := range keep {
@@ -273,11 +357,21 @@ func (u *upgrader) exec(srv *daemon.Server, log *slog.Logger, bin string, httpLn
 		}
 	}
 	env := append(append(os.Environ(), u.env...), envState+"="+strconv.Itoa(int(state.Fd())))
+	withRefused := func(reason string) []string {
+		if len(reason) > maxRefusedReason {
+			reason = reason[:maxRefusedReason] + "…"
+		}
+		return append(env[:len(env):len(env)], envRefused+"="+strings.ReplaceAll(reason, "\x00", ""))
+	}
 	argv := append([]string{bin}, u.args...)
-	err = syscall.Exec(bin, argv, env)
+	first := env
+	if refused != "" {
+		first = withRefused(refused)
+	}
+	err = syscall.Exec(bin, argv, first)
 	// Still here: the new binary did not start. This one can read the
 	// state it wrote.
-	err2 := syscall.Exec("/proc/self/exe", argv, env)
+	err2 := syscall.Exec("/proc/self/exe", argv, withRefused(fmt.Sprintf("execve %s: %v", bin, err)))
 	// The files' finalizers would close the descriptors the execve must
 	// pass: keep them reachable up to here.
 	runtime.KeepAlive(keep)

@@ -66,6 +66,18 @@ type ControlOptions struct {
 	// done, or why it was refused (wrapping ErrUpgradeRefused). Nil: the
 	// Upgrade call is FAILED_PRECONDITION.
 	Upgrade func(binary string) (string, int64, error)
+	// Refused returns the last upgrade in place refused since Started, or
+	// nil (GetInfo's upgrade_refused). Nil: none is reported.
+	Refused func() *UpgradeRefusal
+}
+
+// UpgradeRefusal is an upgrade in place that did not happen.
+type UpgradeRefusal struct {
+	Time   time.Time
+	Reason string
+	// AfterHandOver: the new binary refused the state itself, after the
+	// channels were frozen; the daemon re-executed itself with it.
+	AfterHandOver bool
 }
 
 // ControlPlane is the running gRPC control server.
@@ -550,6 +562,11 @@ func (g *grpcServer) info() *ahpv1.GetInfoResponse {
 	}
 	if !g.opts.Upgraded.IsZero() {
 		r.UpgradeTime = timestamppb.New(g.opts.Upgraded)
+	}
+	if g.opts.Refused != nil {
+		if u := g.opts.Refused(); u != nil {
+			r.UpgradeRefused = &ahpv1.UpgradeRefusal{Time: timestamppb.New(u.Time), Reason: u.Reason, AfterHandOver: u.AfterHandOver}
+		}
 	}
 	return r
 }

@@ -214,9 +214,12 @@ type GetInfoResponse struct {
 	// SIGUSR2); unset if it never did.
 	UpgradeTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=upgrade_time,json=upgradeTime,proto3" json:"upgrade_time,omitempty"`
 	// upgrades counts the upgrades in place since start_time.
-	Upgrades      int64 `protobuf:"varint,14,opt,name=upgrades,proto3" json:"upgrades,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Upgrades int64 `protobuf:"varint,14,opt,name=upgrades,proto3" json:"upgrades,omitempty"`
+	// upgrade_refused is the last upgrade in place that was refused since
+	// start_time; unset if none was.
+	UpgradeRefused *UpgradeRefusal `protobuf:"bytes,15,opt,name=upgrade_refused,json=upgradeRefused,proto3" json:"upgrade_refused,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetInfoResponse) Reset() {
@@ -347,6 +350,81 @@ func (x *GetInfoResponse) GetUpgrades() int64 {
 	return 0
 }
 
+func (x *GetInfoResponse) GetUpgradeRefused() *UpgradeRefusal {
+	if x != nil {
+		return x.UpgradeRefused
+	}
+	return nil
+}
+
+// UpgradeRefusal is an upgrade in place that did not happen.
+type UpgradeRefusal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// time is when it was refused.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// reason is why: the new binary's answer to its check, or why it could
+	// not run.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// after_hand_over: the new binary refused the state itself, after the
+	// daemon had closed its viewers and frozen its channels; the daemon then
+	// re-executed itself with that state and kept its channels (viewers
+	// reconnected). False: it was refused before anything was touched.
+	AfterHandOver bool `protobuf:"varint,3,opt,name=after_hand_over,json=afterHandOver,proto3" json:"after_hand_over,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeRefusal) Reset() {
+	*x = UpgradeRefusal{}
+	mi := &file_ahp_v1_daemon_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeRefusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeRefusal) ProtoMessage() {}
+
+func (x *UpgradeRefusal) ProtoReflect() protoreflect.Message {
+	mi := &file_ahp_v1_daemon_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeRefusal.ProtoReflect.Descriptor instead.
+func (*UpgradeRefusal) Descriptor() ([]byte, []int) {
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *UpgradeRefusal) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *UpgradeRefusal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *UpgradeRefusal) GetAfterHandOver() bool {
+	if x != nil {
+		return x.AfterHandOver
+	}
+	return false
+}
+
 // GetStatsRequest has no parameters.
 type GetStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -356,7 +434,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[4]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +446,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[4]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +459,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{4}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{5}
 }
 
 // GetStatsResponse holds the counters. The daemon keeps counters per live
@@ -403,7 +481,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[5]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -415,7 +493,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[5]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -428,7 +506,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{5}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetStatsResponse) GetTotals() *ConnectionCounters {
@@ -486,7 +564,7 @@ type ConnectionCounters struct {
 
 func (x *ConnectionCounters) Reset() {
 	*x = ConnectionCounters{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[6]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +576,7 @@ func (x *ConnectionCounters) String() string {
 func (*ConnectionCounters) ProtoMessage() {}
 
 func (x *ConnectionCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[6]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +589,7 @@ func (x *ConnectionCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectionCounters.ProtoReflect.Descriptor instead.
 func (*ConnectionCounters) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{6}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConnectionCounters) GetFramesIn() int64 {
@@ -590,7 +668,7 @@ type ConnectionStats struct {
 
 func (x *ConnectionStats) Reset() {
 	*x = ConnectionStats{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[7]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -602,7 +680,7 @@ func (x *ConnectionStats) String() string {
 func (*ConnectionStats) ProtoMessage() {}
 
 func (x *ConnectionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[7]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -615,7 +693,7 @@ func (x *ConnectionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectionStats.ProtoReflect.Descriptor instead.
 func (*ConnectionStats) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{7}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConnectionStats) GetViewer() string {
@@ -659,7 +737,7 @@ type ChannelStats struct {
 
 func (x *ChannelStats) Reset() {
 	*x = ChannelStats{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[8]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +749,7 @@ func (x *ChannelStats) String() string {
 func (*ChannelStats) ProtoMessage() {}
 
 func (x *ChannelStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[8]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +762,7 @@ func (x *ChannelStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelStats.ProtoReflect.Descriptor instead.
 func (*ChannelStats) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ChannelStats) GetChannel() string {
@@ -757,7 +835,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[9]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +847,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[9]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +860,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchEventsRequest) GetKinds() []string {
@@ -814,7 +892,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[10]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +904,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[10]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +917,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchEventsResponse) GetEvents() []*Event {
@@ -878,7 +956,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_ahp_v1_daemon_proto_msgTypes[11]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +968,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_daemon_proto_msgTypes[11]
+	mi := &file_ahp_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +981,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_ahp_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -951,7 +1029,7 @@ const file_ahp_v1_daemon_proto_rawDesc = "" +
 	"\x0fUpgradeResponse\x12\x16\n" +
 	"\x06binary\x18\x01 \x01(\tR\x06binary\x12\x1a\n" +
 	"\bupgrades\x18\x02 \x01(\x03R\bupgrades\"\x10\n" +
-	"\x0eGetInfoRequest\"\xab\x04\n" +
+	"\x0eGetInfoRequest\"\xec\x04\n" +
 	"\x0fGetInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12%\n" +
 	"\x0elisten_address\x18\x02 \x01(\tR\rlistenAddress\x12#\n" +
@@ -969,7 +1047,12 @@ const file_ahp_v1_daemon_proto_rawDesc = "" +
 	"\bchannels\x18\v \x01(\x03R\bchannels\x12 \n" +
 	"\vconnections\x18\f \x01(\x03R\vconnections\x12=\n" +
 	"\fupgrade_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vupgradeTime\x12\x1a\n" +
-	"\bupgrades\x18\x0e \x01(\x03R\bupgrades\"\x11\n" +
+	"\bupgrades\x18\x0e \x01(\x03R\bupgrades\x12?\n" +
+	"\x0fupgrade_refused\x18\x0f \x01(\v2\x16.ahp.v1.UpgradeRefusalR\x0eupgradeRefused\"\x80\x01\n" +
+	"\x0eUpgradeRefusal\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12&\n" +
+	"\x0fafter_hand_over\x18\x03 \x01(\bR\rafterHandOver\"\x11\n" +
 	"\x0fGetStatsRequest\"\xb3\x01\n" +
 	"\x10GetStatsResponse\x122\n" +
 	"\x06totals\x18\x01 \x01(\v2\x1a.ahp.v1.ConnectionCountersR\x06totals\x129\n" +
@@ -1028,46 +1111,49 @@ func file_ahp_v1_daemon_proto_rawDescGZIP() []byte {
 	return file_ahp_v1_daemon_proto_rawDescData
 }
 
-var file_ahp_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_ahp_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_ahp_v1_daemon_proto_goTypes = []any{
 	(*UpgradeRequest)(nil),        // 0: ahp.v1.UpgradeRequest
 	(*UpgradeResponse)(nil),       // 1: ahp.v1.UpgradeResponse
 	(*GetInfoRequest)(nil),        // 2: ahp.v1.GetInfoRequest
 	(*GetInfoResponse)(nil),       // 3: ahp.v1.GetInfoResponse
-	(*GetStatsRequest)(nil),       // 4: ahp.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),      // 5: ahp.v1.GetStatsResponse
-	(*ConnectionCounters)(nil),    // 6: ahp.v1.ConnectionCounters
-	(*ConnectionStats)(nil),       // 7: ahp.v1.ConnectionStats
-	(*ChannelStats)(nil),          // 8: ahp.v1.ChannelStats
-	(*WatchEventsRequest)(nil),    // 9: ahp.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),   // 10: ahp.v1.WatchEventsResponse
-	(*Event)(nil),                 // 11: ahp.v1.Event
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(*UpgradeRefusal)(nil),        // 4: ahp.v1.UpgradeRefusal
+	(*GetStatsRequest)(nil),       // 5: ahp.v1.GetStatsRequest
+	(*GetStatsResponse)(nil),      // 6: ahp.v1.GetStatsResponse
+	(*ConnectionCounters)(nil),    // 7: ahp.v1.ConnectionCounters
+	(*ConnectionStats)(nil),       // 8: ahp.v1.ConnectionStats
+	(*ChannelStats)(nil),          // 9: ahp.v1.ChannelStats
+	(*WatchEventsRequest)(nil),    // 10: ahp.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),   // 11: ahp.v1.WatchEventsResponse
+	(*Event)(nil),                 // 12: ahp.v1.Event
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
 }
 var file_ahp_v1_daemon_proto_depIdxs = []int32{
-	12, // 0: ahp.v1.GetInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	13, // 1: ahp.v1.GetInfoResponse.ticket_ttl:type_name -> google.protobuf.Duration
-	12, // 2: ahp.v1.GetInfoResponse.upgrade_time:type_name -> google.protobuf.Timestamp
-	6,  // 3: ahp.v1.GetStatsResponse.totals:type_name -> ahp.v1.ConnectionCounters
-	7,  // 4: ahp.v1.GetStatsResponse.connections:type_name -> ahp.v1.ConnectionStats
-	8,  // 5: ahp.v1.GetStatsResponse.channels:type_name -> ahp.v1.ChannelStats
-	6,  // 6: ahp.v1.ConnectionStats.counters:type_name -> ahp.v1.ConnectionCounters
-	11, // 7: ahp.v1.WatchEventsResponse.events:type_name -> ahp.v1.Event
-	12, // 8: ahp.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,  // 9: ahp.v1.DaemonService.GetInfo:input_type -> ahp.v1.GetInfoRequest
-	4,  // 10: ahp.v1.DaemonService.GetStats:input_type -> ahp.v1.GetStatsRequest
-	9,  // 11: ahp.v1.DaemonService.WatchEvents:input_type -> ahp.v1.WatchEventsRequest
-	0,  // 12: ahp.v1.DaemonService.Upgrade:input_type -> ahp.v1.UpgradeRequest
-	3,  // 13: ahp.v1.DaemonService.GetInfo:output_type -> ahp.v1.GetInfoResponse
-	5,  // 14: ahp.v1.DaemonService.GetStats:output_type -> ahp.v1.GetStatsResponse
-	10, // 15: ahp.v1.DaemonService.WatchEvents:output_type -> ahp.v1.WatchEventsResponse
-	1,  // 16: ahp.v1.DaemonService.Upgrade:output_type -> ahp.v1.UpgradeResponse
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	13, // 0: ahp.v1.GetInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	14, // 1: ahp.v1.GetInfoResponse.ticket_ttl:type_name -> google.protobuf.Duration
+	13, // 2: ahp.v1.GetInfoResponse.upgrade_time:type_name -> google.protobuf.Timestamp
+	4,  // 3: ahp.v1.GetInfoResponse.upgrade_refused:type_name -> ahp.v1.UpgradeRefusal
+	13, // 4: ahp.v1.UpgradeRefusal.time:type_name -> google.protobuf.Timestamp
+	7,  // 5: ahp.v1.GetStatsResponse.totals:type_name -> ahp.v1.ConnectionCounters
+	8,  // 6: ahp.v1.GetStatsResponse.connections:type_name -> ahp.v1.ConnectionStats
+	9,  // 7: ahp.v1.GetStatsResponse.channels:type_name -> ahp.v1.ChannelStats
+	7,  // 8: ahp.v1.ConnectionStats.counters:type_name -> ahp.v1.ConnectionCounters
+	12, // 9: ahp.v1.WatchEventsResponse.events:type_name -> ahp.v1.Event
+	13, // 10: ahp.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,  // 11: ahp.v1.DaemonService.GetInfo:input_type -> ahp.v1.GetInfoRequest
+	5,  // 12: ahp.v1.DaemonService.GetStats:input_type -> ahp.v1.GetStatsRequest
+	10, // 13: ahp.v1.DaemonService.WatchEvents:input_type -> ahp.v1.WatchEventsRequest
+	0,  // 14: ahp.v1.DaemonService.Upgrade:input_type -> ahp.v1.UpgradeRequest
+	3,  // 15: ahp.v1.DaemonService.GetInfo:output_type -> ahp.v1.GetInfoResponse
+	6,  // 16: ahp.v1.DaemonService.GetStats:output_type -> ahp.v1.GetStatsResponse
+	11, // 17: ahp.v1.DaemonService.WatchEvents:output_type -> ahp.v1.WatchEventsResponse
+	1,  // 18: ahp.v1.DaemonService.Upgrade:output_type -> ahp.v1.UpgradeResponse
+	15, // [15:19] is the sub-list for method output_type
+	11, // [11:15] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_daemon_proto_init() }
@@ -1081,7 +1167,7 @@ func file_ahp_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ahp_v1_daemon_proto_rawDesc), len(file_ahp_v1_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
