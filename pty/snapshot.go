@@ -17,7 +17,17 @@ const snapYield = 256
 
 func (e *emulator) snapshot() string {
 	w := snapWriter{e: e}
-	w.b = make([]byte, 0, 64+(e.sb.len()+e.rows)*(e.cols/2+2))
+	// About its length (plain lines exactly), so that a full
+	// scrollback's megabyte is not copied as it grows.
+	size := 256 + e.rows*(e.cols+16)
+	for i := 0; i < e.sb.len(); i++ {
+		if l := e.sb.at(i); l.isPlain {
+			size += len(l.plain) + 2
+		} else {
+			size += len(l.cells) + 16
+		}
+	}
+	w.b = make([]byte, 0, size)
 	// Scrollback and the normal screen, written top to bottom: the lines
 	// beyond the screen height scroll into the viewer's scrollback.
 	n := e.sb.len()
