@@ -101,13 +101,18 @@ func startDaemonIn(t *testing.T, dir string, args, env []string) *daemonProc {
 }
 
 // startDaemonExe is startDaemonIn with the ahpd binary at path ahpd.
+// The daemon never sees the user's home: HOME and XDG_CONFIG_HOME point
+// into dir (env may set them otherwise), so it neither reads the user's
+// config file nor writes there.
 func startDaemonExe(t *testing.T, ahpd, dir string, args, env []string) *daemonProc {
 	t.Helper()
 	_, ahpctl := binaries(t)
 	d := &daemonProc{t: t, control: filepath.Join(dir, "ctl.sock"), ahpctl: ahpctl, exited: make(chan error, 1)}
 	d.cmd = exec.Command(ahpd, append([]string{"--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"),
 		"--control", d.control, "--no-default-terminal", "--log-level", "debug"}, args...)...)
-	d.cmd.Env = append(append(os.Environ(), "SHELL=/bin/sh"), env...)
+	home := filepath.Join(dir, "home")
+	d.cmd.Env = append(append(os.Environ(), "SHELL=/bin/sh", "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_STATE_HOME="+filepath.Join(home, ".local", "state"), "CONFIGURATION_DIRECTORY="), env...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -32,17 +32,17 @@ needs 127.0.0.1:3000 (or [::1]:3000) beside it.`
 
 func tcpCommand() *command {
 	return &command{name: "tcp", summary: "Allow TCP targets and create TCP channels", sub: []*command{
-		{name: "allow", args: "RULE", summary: "Allow a TCP target (and save it in the config file)", minArgs: 1, maxArgs: 1, setup: setupTCPAllow,
+		{name: "allow", args: "RULE", summary: "Allow a TCP target (kept in the daemon's state directory)", minArgs: 1, maxArgs: 1, setup: setupTCPAllow,
 			help: tcpRuleHelp + `
 
-The rule applies at once and is written to the tcpAllow key of the config file
-the daemon loaded (other lines are kept), or to ~/.config/ahpd/config.toml when
-it loaded none. When the daemon cannot write the file (e.g. /etc/ahpd is
-read-only for it), the rule holds until ahpd reloads or restarts, and a warning
-says why.`,
+The rule applies at once and is kept with the daemon's state (tcp-allow.json in
+its state directory), which the daemon reads at start and on a reload (SIGHUP)
+beside the tcpAllow key of its config file; no config file is written. It
+prints the file it saved the rule in. When the daemon cannot write that file,
+the rule holds until ahpd reloads or restarts, and a warning says why.`,
 			examples: []string{"ahpctl tcp allow 127.0.0.1:3000", "ahpctl tcp allow 10.0.0.0/8:80-443", "ahpctl tcp allow localhost:3000 && ahpctl tcp allow 127.0.0.1:3000"}},
-		{name: "deny", aliases: []string{"rm"}, args: "RULE", summary: "Remove a TCP allow rule (and from the config file)", minArgs: 1, maxArgs: 1, complete: "tcprule", setup: setupTCPDeny,
-			help:     "RULE may be written in any form that means the same rule. Channels already\nconnected stay open; close them with ahpctl channels close.",
+		{name: "deny", aliases: []string{"rm"}, args: "RULE", summary: "Remove a TCP allow rule (from the file that holds it)", minArgs: 1, maxArgs: 1, complete: "tcprule", setup: setupTCPDeny,
+			help:     "RULE may be written in any form that means the same rule. The rule is removed\nat once, from the daemon's state directory when ahpctl tcp allow put it there,\nand from the tcpAllow key of the config file the daemon loaded when that key\nholds it (every other line of the file is kept); it prints the files it\nchanged. A rule that is not allowed is an error (exit 1). Channels already\nconnected stay open; close them with ahpctl channels close.",
 			examples: []string{"ahpctl tcp deny 127.0.0.1:3000"}},
 		{name: "list", aliases: []string{"ls"}, summary: "List the TCP allow-list", maxArgs: 0, setup: setupTCPList,
 			examples: []string{"ahpctl tcp list", "ahpctl tcp list -o json"}},
@@ -90,8 +90,21 @@ func connectFailed(err error) (string, bool) {
 // next reload or restart.
 func (a *app) warnNotPersisted(persisted bool, why string) {
 	if !persisted {
-		fmt.Fprintf(a.stderr, "ahpctl: warning: the change applies now but was not saved in the config file (%s); it holds until ahpd reloads or restarts\n", oneLine(why))
+		fmt.Fprintf(a.stderr, "ahpctl: warning: the change applies now but was not saved (%s); it holds until ahpd reloads or restarts\n", oneLine(why))
 	}
+}
+
+// filesChanged says, for tcp deny's output, which files the rule was
+// removed from: "" when none.
+func filesChanged(configFile, stateFile string) string {
+	var parts []string
+	if configFile != "" {
+		parts = append(parts, "the config file "+configFile)
+	}
+	if stateFile != "" {
+		parts = append(parts, stateFile)
+	}
+	return strings.Join(parts, " and ")
 }
 
 func setupTCPAllow(*flag.FlagSet) action {
@@ -105,10 +118,18 @@ func setupTCPAllow(*flag.FlagSet) action {
 		if err != nil {
 			return tcpUsage("allow", err)
 		}
+		where := ""
+		switch {
+		case !res.Persisted:
+		case res.StateFile != "":
+			where = " (saved in " + res.StateFile + ")"
+		case res.ConfigFile != "":
+			where = " (in the config file " + res.ConfigFile + ")"
+		}
 		if res.Added {
-			fmt.Fprintf(a.stdout, "allowed %s\n", res.Rule)
+			fmt.Fprintf(a.stdout, "allowed %s%s\n", res.Rule, where)
 		} else {
-			fmt.Fprintf(a.stdout, "%s was allowed already\n", res.Rule)
+			fmt.Fprintf(a.stdout, "%s was allowed already%s\n", res.Rule, where)
 		}
 		a.warnNotPersisted(res.Persisted, res.PersistError)
 		if res.Hint != "" {
@@ -129,10 +150,16 @@ func setupTCPDeny(*flag.FlagSet) action {
 		if err != nil {
 			return tcpUsage("deny", err)
 		}
+		where := ""
+		if f := filesChanged(res.ConfigFile, res.StateFile); f != "" && res.Persisted {
+			where = " (removed from " + f + ")"
+		}
 		if res.Removed {
-			fmt.Fprintf(a.stdout, "denied %s\n", res.Rule)
+			fmt.Fprintf(a.stdout, "denied %s%s\n", res.Rule, where)
 		} else {
-			fmt.Fprintf(a.stdout, "%s was not allowed\n", res.Rule)
+			// Not in force (an earlier deny could not write a file), but
+			// still in a file.
+			fmt.Fprintf(a.stdout, "%s was not in force%s\n", res.Rule, where)
 		}
 		a.warnNotPersisted(res.Persisted, res.PersistError)
 		return nil
@@ -141,8 +168,12 @@ func setupTCPDeny(*flag.FlagSet) action {
 
 // tcpRulesView is `tcp list -o json`.
 type tcpRulesView struct {
-	Rules      []string `json:"rules"`
-	ConfigFile string   `json:"configFile"` // "" for --config none
+	Rules []string `json:"rules"`
+	// Sources[i] says which files hold Rules[i]: "config", "state",
+	// "config,state" or "" (in force only).
+	Sources    []string `json:"sources"`
+	ConfigFile string   `json:"configFile"` // "" when the daemon loaded none
+	StateFile  string   `json:"stateFile"`  // where tcp allow keeps rules
 }
 
 func setupTCPList(fs *flag.FlagSet) action {
@@ -160,16 +191,19 @@ func setupTCPList(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		v := tcpRulesView{Rules: res.Rules, ConfigFile: res.ConfigFile}
+		v := tcpRulesView{Rules: res.Rules, Sources: res.Sources, ConfigFile: res.ConfigFile, StateFile: res.StateFile}
 		if v.Rules == nil {
 			v.Rules = []string{}
+		}
+		for len(v.Sources) < len(v.Rules) { // an older daemon
+			v.Sources = append(v.Sources, "")
 		}
 		if structured(*o) {
 			return a.printAs(*o, v)
 		}
-		tw := a.table("RULE", "MATCHES")
-		for _, r := range v.Rules {
-			fmt.Fprintf(tw, "%s\t%s\n", r, ruleMatches(r))
+		tw := a.table("RULE", "FROM", "MATCHES")
+		for i, r := range v.Rules {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", r, ruleSource(v.Sources[i]), ruleMatches(r))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -177,13 +211,28 @@ func setupTCPList(fs *flag.FlagSet) action {
 		if len(v.Rules) == 0 {
 			fmt.Fprintln(a.stdout, "\nNo TCP target is allowed (ahpctl tcp allow RULE).")
 		}
-		if v.ConfigFile == "" {
-			fmt.Fprintln(a.stdout, "\nSaved in: nothing (the daemon runs with --config none)")
+		fmt.Fprintln(a.stdout)
+		if v.ConfigFile != "" {
+			fmt.Fprintf(a.stdout, "config: %s (its tcpAllow key; tcp deny edits it)\n", v.ConfigFile)
 		} else {
-			fmt.Fprintf(a.stdout, "\nSaved in: %s\n", v.ConfigFile)
+			fmt.Fprintln(a.stdout, "config: none (the daemon loaded no config file)")
+		}
+		if v.StateFile != "" {
+			fmt.Fprintf(a.stdout, "state:  %s (tcp allow keeps rules here)\n", v.StateFile)
 		}
 		return nil
 	}
+}
+
+// ruleSource is the FROM column: where a rule is kept.
+func ruleSource(s string) string {
+	switch s {
+	case "":
+		return "-" // in force only
+	case "config,state":
+		return "config+state"
+	}
+	return s
 }
 
 // ruleMatches says what a canonical rule admits: a name as requested, or

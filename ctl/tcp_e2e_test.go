@@ -16,17 +16,14 @@ import (
 )
 
 // The tcp verbs against the real binaries: the allow-list, its config
-// file across restarts and reloads, and channels dialed to 127.0.0.1.
-
-// hermeticConfig keeps ahpd away from the user's own config files: the
-// per-user default path is under home.
-func hermeticConfig(home string) []string {
-	return []string{"XDG_CONFIG_HOME=" + home, "CONFIGURATION_DIRECTORY="}
-}
+// and state files across restarts and reloads, and channels dialed to
+// 127.0.0.1.
 
 type tcpListJSON struct {
 	Rules      []string `json:"rules"`
+	Sources    []string `json:"sources"`
 	ConfigFile string   `json:"configFile"`
+	StateFile  string   `json:"stateFile"`
 }
 
 func (d *daemonProc) tcpRules() tcpListJSON {
@@ -50,27 +47,38 @@ func (d *daemonProc) waitLog(s string, n int) {
 	}
 }
 
-func TestE2ETCPRulesPersistAndReload(t *testing.T) {
+// TestE2ETCPRulesKeptAndReload: tcp allow keeps its rules in the state
+// directory and never writes the config file; tcp deny removes a rule from
+// the file that holds it and says which; a restart and a reload put both
+// files' rules in force.
+func TestE2ETCPRulesKeptAndReload(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "config.toml")
-	orig := "# operator's notes\nmaxSubscriptions = 9\n"
+	path := filepath.Join(t.TempDir(), "config.toml")
+	orig := "# operator's notes\nmaxSubscriptions = 9\ntcpAllow = [\"[::1]:22\"]\n"
 	if err := os.WriteFile(path, []byte(orig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := hermeticConfig(t.TempDir())
-	d := startDaemonWith(t, []string{"--config", path}, env)
+	state := filepath.Join(dir, "state", "tcp-allow.json")
+	d := startDaemonIn(t, dir, []string{"--config", path}, nil)
 
-	if out := d.mustCtl("tcp", "allow", "127.0.0.1:3000"); out != "allowed 127.0.0.1:3000\n" {
+	if out := d.mustCtl("tcp", "allow", "127.0.0.1:3000"); out != "allowed 127.0.0.1:3000 (saved in "+state+")\n" {
 		t.Fatalf("tcp allow printed %q", out)
 	}
-	if out, errOut, code := d.ctl("tcp", "allow", "127.0.0.1:3000"); code != 0 || out != "127.0.0.1:3000 was allowed already\n" || errOut != "" {
+	if out, errOut, code := d.ctl("tcp", "allow", "127.0.0.1:3000"); code != 0 || out != "127.0.0.1:3000 was allowed already (saved in "+state+")\n" || errOut != "" {
 		t.Fatalf("tcp allow again: exit %d, %q, %q", code, out, errOut)
 	}
+	if out := d.mustCtl("tcp", "allow", "[::1]:22"); out != "[::1]:22 was allowed already (in the config file "+path+")\n" {
+		t.Fatalf("tcp allow of the config file's rule printed %q", out)
+	}
 	d.mustCtl("tcp", "allow", "10.9.9.9/8:80-443")
-	if l := d.tcpRules(); !slices.Equal(l.Rules, []string{"127.0.0.1:3000", "10.0.0.0/8:80-443"}) || l.ConfigFile != path {
+	if l := d.tcpRules(); !slices.Equal(l.Rules, []string{"[::1]:22", "127.0.0.1:3000", "10.0.0.0/8:80-443"}) ||
+		!slices.Equal(l.Sources, []string{"config", "state", "state"}) || l.ConfigFile != path || l.StateFile != state {
 		t.Fatalf("tcp list = %+v", l)
 	}
-	if table := d.mustCtl("tcp", "list"); !strings.HasPrefix(table, "RULE ") || !strings.Contains(table, "10.0.0.0/8:80-443") || !strings.Contains(table, "Saved in: "+path) {
+	table := d.mustCtl("tcp", "list")
+	if !regexp.MustCompile(`(?m)^RULE +FROM +MATCHES$`).MatchString(table) || !regexp.MustCompile(`(?m)^\[::1\]:22 +config +addresses$`).MatchString(table) ||
+		!regexp.MustCompile(`(?m)^10\.0\.0\.0/8:80-443 +state +addresses$`).MatchString(table) ||
+		!strings.Contains(table, "config: "+path) || !strings.Contains(table, "state:  "+state) {
 		t.Fatalf("tcp list table:\n%s", table)
 	}
 	// A bad rule is bad usage, and the message names it.
@@ -82,28 +90,28 @@ func TestE2ETCPRulesPersistAndReload(t *testing.T) {
 	if _, errOut, code := d.ctl("tcp", "deny", "x:y"); code != 2 || !strings.Contains(errOut, `"x:y"`) {
 		t.Fatalf("tcp deny x:y: exit %d, stderr %q", code, errOut)
 	}
-	if out := d.mustCtl("tcp", "deny", "10.0.0.0/8:80-443"); out != "denied 10.0.0.0/8:80-443\n" {
+	if out := d.mustCtl("tcp", "deny", "10.0.0.0/8:80-443"); out != "denied 10.0.0.0/8:80-443 (removed from "+state+")\n" {
 		t.Fatalf("tcp deny printed %q", out)
 	}
-	if out := d.mustCtl("tcp", "deny", "10.0.0.0/8:80-443"); out != "10.0.0.0/8:80-443 was not allowed\n" {
-		t.Fatalf("tcp deny again printed %q", out)
+	// A rule that is not allowed is an error, as kubectl's "not found".
+	for _, rule := range []string{"10.0.0.0/8:80-443", "192.0.2.7:99"} {
+		if out, errOut, code := d.ctl("tcp", "deny", rule); code != 1 || out != "" || !strings.Contains(errOut, rule+" is not allowed") {
+			t.Fatalf("tcp deny %s (never allowed): exit %d, %q, %q; want exit 1 saying it is not allowed", rule, code, out, errOut)
+		}
 	}
-	b, _ := os.ReadFile(path)
-	if !strings.HasPrefix(string(b), orig) || !strings.Contains(string(b), `tcpAllow = ["127.0.0.1:3000"]`) {
-		t.Fatalf("config file:\n%s", b)
-	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
-		t.Fatalf("config file mode %v, want 0600 kept", fi.Mode().Perm())
+	if b, _ := os.ReadFile(path); string(b) != orig {
+		t.Fatalf("tcp allow|deny wrote the config file:\n%s", b)
 	}
 
-	// A restart loads the rules from the file.
+	// A restart puts both files' rules in force.
 	d.stop()
-	d = startDaemonWith(t, []string{"--config", path}, env)
-	if l := d.tcpRules(); !slices.Equal(l.Rules, []string{"127.0.0.1:3000"}) {
+	d = startDaemonIn(t, dir, []string{"--config", path}, nil)
+	if l := d.tcpRules(); !slices.Equal(l.Rules, []string{"[::1]:22", "127.0.0.1:3000"}) {
 		t.Fatalf("after restart: tcp list = %+v", l)
 	}
-	// SIGHUP replaces them with the file's, edited meanwhile.
-	edited := strings.Replace(string(b), `tcpAllow = ["127.0.0.1:3000"]`, "tcpAllow = [\n  \"[::1]:22\",\n  \"localhost:5432\",\n]", 1)
+	// SIGHUP reads both again: the config file's, edited meanwhile, then
+	// the state file's.
+	edited := strings.Replace(orig, `tcpAllow = ["[::1]:22"]`, "tcpAllow = [\n  \"[::1]:22\",\n  \"localhost:5432\",\n]", 1)
 	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +119,19 @@ func TestE2ETCPRulesPersistAndReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.waitLog("config reloaded", 1)
-	if l := d.tcpRules(); !slices.Equal(l.Rules, []string{"[::1]:22", "localhost:5432"}) {
+	if l := d.tcpRules(); !slices.Equal(l.Rules, []string{"[::1]:22", "localhost:5432", "127.0.0.1:3000"}) {
 		t.Fatalf("after SIGHUP: tcp list = %+v", l)
 	}
 	if !strings.Contains(d.logs(), "tcpAllowChanged=true") {
 		t.Errorf("the reload did not log the change:\n%s", d.logs())
+	}
+	// Denying a rule of the operator's file edits that file, and says so.
+	if out := d.mustCtl("tcp", "deny", "[::1]:22"); out != "denied [::1]:22 (removed from the config file "+path+")\n" {
+		t.Fatalf("tcp deny of a config rule printed %q", out)
+	}
+	b, _ := os.ReadFile(path)
+	if want := "# operator's notes\nmaxSubscriptions = 9\ntcpAllow = [\"localhost:5432\"]\n"; string(b) != want {
+		t.Fatalf("config file after deny:\n%s\nwant:\n%s", b, want)
 	}
 	// A bad entry in the file: the reload changes nothing.
 	os.WriteFile(path, []byte("tcpAllow = [\"127.0.0.1:1\", \"bad\"]\n"), 0o600)
@@ -147,35 +163,38 @@ func TestE2ETCPBadConfigRefused(t *testing.T) {
 	}
 }
 
-// TestE2ETCPNoConfigFile: without a config file the rules go to the
-// per-user file, which the next start loads; when the file cannot be
-// written the rule applies and ahpctl warns.
-func TestE2ETCPNoConfigFile(t *testing.T) {
+// TestE2ENothingWrittenToHome: a daemon that loaded no config file keeps
+// the rules tcp allow adds in its state directory, and nothing it does
+// writes to the user's home (HOME, with the XDG variables unset).
+func TestE2ENothingWrittenToHome(t *testing.T) {
 	home := t.TempDir()
-	env := hermeticConfig(home)
-	d := startDaemonWith(t, nil, env)
-	d.mustCtl("tcp", "allow", "127.0.0.1:4000")
-	user := filepath.Join(home, "ahpd", "config.toml")
-	if l := d.tcpRules(); l.ConfigFile != user {
-		t.Fatalf("tcp list = %+v, want the file %s", l, user)
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=", "XDG_STATE_HOME=", "XDG_CACHE_HOME=", "XDG_RUNTIME_DIR=", "CONFIGURATION_DIRECTORY="}
+	dir := t.TempDir()
+	d := startDaemonIn(t, dir, nil, env)
+	state := filepath.Join(dir, "state", "tcp-allow.json")
+	if out := d.mustCtl("tcp", "allow", "127.0.0.1:4000"); out != "allowed 127.0.0.1:4000 (saved in "+state+")\n" {
+		t.Fatalf("tcp allow printed %q", out)
 	}
+	d.mustCtl("tcp", "allow", "127.0.0.1:4001")
+	d.mustCtl("tcp", "deny", "127.0.0.1:4001")
+	if l := d.tcpRules(); l.ConfigFile != "" || l.StateFile != state {
+		t.Fatalf("tcp list = %+v, want no config file, the state file %s", l, state)
+	}
+	d.mustCtl("terminal", "create", "--id", "t", "--", "/bin/true")
+	d.mustCtl("token", "create")
 	d.stop()
-	d = startDaemonWith(t, nil, env)
+	d = startDaemonIn(t, dir, nil, env)
 	if l := d.tcpRules(); !slices.Equal(l.Rules, []string{"127.0.0.1:4000"}) {
 		t.Fatalf("after restart: tcp list = %+v", l)
 	}
-
-	// The file's directory goes away (as root a chmod would not stop the
-	// write): the rule still applies, with a warning, exit 0.
-	if err := os.Rename(filepath.Dir(user), filepath.Dir(user)+".moved"); err != nil {
-		t.Fatal(err)
+	d.stop()
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		var names []string
+		filepath.WalkDir(home, func(p string, _ os.DirEntry, _ error) error { names = append(names, p); return nil })
+		t.Fatalf("the daemon wrote into HOME: %v", names)
 	}
-	out, errOut, code := d.ctl("tcp", "allow", "127.0.0.1:4001")
-	if code != 0 || out != "allowed 127.0.0.1:4001\n" || !strings.Contains(errOut, "warning: the change applies now but was not saved in the config file") || !strings.Contains(errOut, user) {
-		t.Fatalf("tcp allow, file unwritable: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	if l := d.tcpRules(); !slices.Contains(l.Rules, "127.0.0.1:4001") {
-		t.Fatalf("the unsaved rule is not in force: %+v", l)
+	if fi, err := os.Stat(state); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("state file: %v, %v; want mode 0600", fi, err)
 	}
 }
 
@@ -206,7 +225,7 @@ func TestE2ETCPCreate(t *testing.T) {
 	closedTarget := closed.Addr().String()
 	closed.Close()
 
-	d := startDaemonWith(t, []string{"--config", "none"}, hermeticConfig(t.TempDir()))
+	d := startDaemonWith(t, []string{"--config", "none"}, nil)
 	// tcpRetain is a limit like the others.
 	if out := d.mustCtl("limits", "set", "tcpRetain=30s"); out != "tcpRetain=30s (was 1m0s)\n" {
 		t.Fatalf("limits set tcpRetain=30s printed %q", out)
@@ -221,9 +240,10 @@ func TestE2ETCPCreate(t *testing.T) {
 	if _, errOut, code := d.ctl("tcp", "create", target); code == 0 || !strings.Contains(errOut, "tcp target "+target) {
 		t.Fatalf("tcp create (not allowed): exit %d, stderr %q", code, errOut)
 	}
+	// --config none: no config file, but the rule is kept with the state.
 	out, errOut, code := d.ctl("tcp", "allow", target)
-	if code != 0 || !strings.Contains(errOut, "--config none") {
-		t.Fatalf("tcp allow with --config none: exit %d, %q, %q; want a warning", code, out, errOut)
+	if code != 0 || !strings.HasPrefix(out, "allowed "+target+" (saved in ") || !strings.HasSuffix(out, "/state/tcp-allow.json)\n") || errOut != "" {
+		t.Fatalf("tcp allow with --config none: exit %d, %q, %q", code, out, errOut)
 	}
 	d.mustCtl("tcp", "allow", closedTarget)
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
@@ -39,9 +40,10 @@ type Options struct {
 	// terminals come from the control plane).
 	Creators map[string]service.Creator
 	// ConfigFile is the config file the daemon loaded, whose tcpAllow key
-	// `ahpctl tcp allow|deny` rewrite: "" when none was found (they then
-	// create the per-user file, config.UserPath), "none" for --config none
-	// (nothing is written).
+	// `ahpctl tcp deny` rewrites when it removes one of its rules: "" when
+	// none was found, "none" for --config none. `ahpctl tcp allow` keeps
+	// its rules in the state directory (service.TCPStateFileName), never
+	// in a config file.
 	ConfigFile string
 	// Started is when the daemon started, sent in initialize
 	// (server.started) so that a page reconnecting after a restart knows
@@ -132,6 +134,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	s.Service = service.New(service.Options{
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, NewTerminal: nt, Creators: creators,
 		ChannelClosed: s.memory.soon, Busy: opts.Busy, TCPAllow: tcp.NewAllowList(cfg.TCPAllow), ConfigFile: opts.ConfigFile,
+		TCPStateFile: filepath.Join(cfg.StateDir, service.TCPStateFileName),
 	})
 	s.sess = session.New(session.Options{
 		Config: cfg, Version: Version, Started: started, Log: log, Tokens: tokens, Registry: s.Registry(), Events: s.Events(),

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -86,20 +87,49 @@ func closedPort(t *testing.T) int {
 	return port
 }
 
-func TestControlTCPRulesPersisted(t *testing.T) {
+// stateRules returns the rules of the daemon's TCP rules file in
+// stateDir, and checks that its mode is 0600.
+func stateRules(t *testing.T, stateDir string) []string {
+	t.Helper()
+	path := filepath.Join(stateDir, "tcp-allow.json")
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s: mode %v, want 0600", path, fi.Mode().Perm())
+	}
+	b, _ := os.ReadFile(path)
+	var f struct {
+		Version int      `json:"version"`
+		Rules   []string `json:"rules"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil || f.Version != 1 {
+		t.Fatalf("%s: %v\n%s", path, err, b)
+	}
+	return f.Rules
+}
+
+// TestControlTCPRulesKept: AllowTCP keeps a rule in the state directory
+// and never writes the config file; DenyTCP removes a rule from the file
+// that holds it, the config file's tcpAllow key included, and a rule
+// never allowed is NOT_FOUND.
+func TestControlTCPRulesKept(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.toml")
-	orig := "# my settings\nmaxSubscriptions = 7  # keep\n"
+	orig := "# my settings\nmaxSubscriptions = 7  # keep\ntcpAllow = [\"10.0.0.0/8:22\"]\n"
 	if err := os.WriteFile(path, []byte(orig), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	_, tc, _ := startTCPControl(t, path)
+	h, tc, _ := startTCPControl(t, path, "10.0.0.0/8:22")
+	state := h.srv.Config().StateDir
+	stateFile := filepath.Join(state, "tcp-allow.json")
 	ctx := ctxT(t)
 
 	res, err := tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "127.0.0.1:3000"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Added || !res.Persisted || res.PersistError != "" || res.ConfigFile != path || res.Rule != "127.0.0.1:3000" || res.Hint != "" {
+	if !res.Added || !res.Persisted || res.PersistError != "" || res.StateFile != stateFile || res.ConfigFile != "" || res.Rule != "127.0.0.1:3000" || res.Hint != "" {
 		t.Fatalf("AllowTCP = %v", res)
 	}
 	res, err = tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "10.1.2.3/8:443-80"})
@@ -109,39 +139,87 @@ func TestControlTCPRulesPersisted(t *testing.T) {
 	if res, err = tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "10.1.2.3/8:80-443"}); err != nil || res.Rule != "10.0.0.0/8:80-443" || !res.Added {
 		t.Fatalf("AllowTCP(prefix) = %v, %v; want it masked", res, err)
 	}
-	if res, err = tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "127.0.0.1:3000"}); err != nil || res.Added || !res.Persisted {
+	if res, err = tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "127.0.0.1:3000"}); err != nil || res.Added || !res.Persisted || res.StateFile != stateFile {
 		t.Fatalf("AllowTCP again = %v, %v; want added false, persisted", res, err)
 	}
+	// A rule the config file holds is not written anywhere.
+	if res, err = tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "10.0.0.0/8:22"}); err != nil || res.Added || !res.Persisted || res.ConfigFile != path || res.StateFile != "" {
+		t.Fatalf("AllowTCP(a config rule) = %v, %v", res, err)
+	}
 	list, err := tc.ListTCPRules(ctx, &ahpv1.ListTCPRulesRequest{})
-	if err != nil || !slices.Equal(list.Rules, []string{"127.0.0.1:3000", "10.0.0.0/8:80-443"}) || list.ConfigFile != path {
+	if err != nil || !slices.Equal(list.Rules, []string{"10.0.0.0/8:22", "127.0.0.1:3000", "10.0.0.0/8:80-443"}) ||
+		!slices.Equal(list.Sources, []string{"config", "state", "state"}) || list.ConfigFile != path || list.StateFile != stateFile {
 		t.Fatalf("ListTCPRules = %v, %v", list, err)
 	}
-	// The file holds them, kept its lines and its mode, and loads.
+	if got := stateRules(t, state); !slices.Equal(got, []string{"127.0.0.1:3000", "10.0.0.0/8:80-443"}) {
+		t.Fatalf("state file rules = %v", got)
+	}
+	if b, _ := os.ReadFile(path); string(b) != orig {
+		t.Fatalf("tcp allow wrote the config file:\n%s", b)
+	}
+
+	dres, err := tc.DenyTCP(ctx, &ahpv1.DenyTCPRequest{Rule: "127.0.0.1:3000"})
+	if err != nil || !dres.Removed || !dres.Persisted || dres.StateFile != stateFile || dres.ConfigFile != "" {
+		t.Fatalf("DenyTCP = %v, %v", dres, err)
+	}
+	if got := stateRules(t, state); !slices.Equal(got, []string{"10.0.0.0/8:80-443"}) {
+		t.Fatalf("state file rules after deny = %v", got)
+	}
+	_, err = tc.DenyTCP(ctx, &ahpv1.DenyTCPRequest{Rule: "127.0.0.1:3000"})
+	wantCode(t, err, codes.NotFound, "127.0.0.1:3000 is not allowed")
+	_, err = tc.DenyTCP(ctx, &ahpv1.DenyTCPRequest{Rule: "192.0.2.1:1"})
+	wantCode(t, err, codes.NotFound, "192.0.2.1:1 is not allowed")
+	if _, err := tc.DenyTCP(ctx, &ahpv1.DenyTCPRequest{Rule: "nope"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("DenyTCP(nope) = %v", err)
+	}
+	// A config rule: the operator's file loses that rule and nothing else.
+	dres, err = tc.DenyTCP(ctx, &ahpv1.DenyTCPRequest{Rule: "10.0.0.0/8:22"})
+	if err != nil || !dres.Removed || !dres.Persisted || dres.ConfigFile != path || dres.StateFile != "" {
+		t.Fatalf("DenyTCP(a config rule) = %v, %v", dres, err)
+	}
 	b, _ := os.ReadFile(path)
-	if !strings.HasPrefix(string(b), orig) || !strings.Contains(string(b), `"10.0.0.0/8:80-443"`) {
-		t.Fatalf("config file:\n%s", b)
+	if want := "# my settings\nmaxSubscriptions = 7  # keep\ntcpAllow = []\n"; string(b) != want {
+		t.Fatalf("config file after deny:\n%s\nwant:\n%s", b, want)
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
 		t.Fatalf("config file mode %v, want 0640", fi.Mode().Perm())
 	}
-	s, _, err := config.LoadSettings(path, config.DefaultSettings(), nil)
-	if err != nil || len(s.TCPAllow) != 2 || s.Limits.MaxSubscriptions != 7 {
-		t.Fatalf("reloaded: %v, %v", s.TCPAllow, err)
-	}
 
-	dres, err := tc.DenyTCP(ctx, &ahpv1.DenyTCPRequest{Rule: "127.0.0.1:3000"})
-	if err != nil || !dres.Removed || !dres.Persisted {
-		t.Fatalf("DenyTCP = %v, %v", dres, err)
+	// The next daemon with this state directory has the rule kept there.
+	h2 := startWith(t, false, func(c *config.Config) { c.StateDir = state }, func(o *daemon.Options) { o.ConfigFile = "none" })
+	tc2 := ahpv1.NewTCPServiceClient(h2.control().cc)
+	if list, err := tc2.ListTCPRules(ctx, &ahpv1.ListTCPRulesRequest{}); err != nil || !slices.Equal(list.Rules, []string{"10.0.0.0/8:80-443"}) || !slices.Equal(list.Sources, []string{"state"}) {
+		t.Fatalf("the next daemon's rules = %v, %v", list, err)
 	}
-	if dres, err = tc.DenyTCP(ctx, &ahpv1.DenyTCPRequest{Rule: "127.0.0.1:3000"}); err != nil || dres.Removed {
-		t.Fatalf("DenyTCP again = %v, %v; want removed false", dres, err)
-	}
-	if _, err := tc.DenyTCP(ctx, &ahpv1.DenyTCPRequest{Rule: "nope"}); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("DenyTCP(nope) = %v", err)
-	}
-	s, _, _ = config.LoadSettings(path, config.DefaultSettings(), nil)
-	if len(s.TCPAllow) != 1 || s.TCPAllow[0].String() != "10.0.0.0/8:80-443" {
-		t.Fatalf("file after deny: %v", s.TCPAllow)
+}
+
+// TestControlTCPStateFileUntrusted: a rules file that is not private to
+// the daemon's user, or does not parse, is not used and is set aside.
+func TestControlTCPStateFileUntrusted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data string
+		mode os.FileMode
+	}{
+		{"group-readable", `{"version":1,"rules":["127.0.0.1:1"]}`, 0o640},
+		{"bad rule", `{"version":1,"rules":["127.0.0.1:0"]}`, 0o600},
+		{"unknown version", `{"version":2,"rules":["127.0.0.1:1"]}`, 0o600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			path := filepath.Join(state, "tcp-allow.json")
+			if err := os.WriteFile(path, []byte(tc.data), tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(path, tc.mode)
+			h := startWith(t, false, func(c *config.Config) { c.StateDir = state }, func(o *daemon.Options) { o.ConfigFile = "none" })
+			if rules, _ := h.srv.TCPRules(ctxT(t)); len(rules) != 0 {
+				t.Fatalf("rules in force = %v, want none", rules)
+			}
+			if b, err := os.ReadFile(path + ".bad"); err != nil || string(b) != tc.data {
+				t.Fatalf("not set aside: %v", err)
+			}
+		})
 	}
 }
 
@@ -172,50 +250,39 @@ func TestControlTCPNameRuleHint(t *testing.T) {
 	}
 }
 
-// TestControlTCPNotPersisted: a file that cannot be written, or none
-// (--config none), leaves the change in force and says why.
+// TestControlTCPNotPersisted: a state file that cannot be written leaves
+// the change in force and says why.
 func TestControlTCPNotPersisted(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "gone")
-	_, tc, _ := startTCPControl(t, filepath.Join(dir, "config.toml"))
+	gone := filepath.Join(t.TempDir(), "gone")
+	h := startWith(t, false, func(c *config.Config) { c.StateDir = gone }, func(o *daemon.Options) { o.ConfigFile = "none" })
+	tc := ahpv1.NewTCPServiceClient(h.control().cc)
 	ctx := ctxT(t)
-	// The file's directory is missing (and not created: only the per-user
-	// default is).
 	res, err := tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "127.0.0.1:1"})
-	if err != nil || !res.Added || res.Persisted || !strings.Contains(res.PersistError, dir) {
+	if err != nil || !res.Added || res.Persisted || !strings.Contains(res.PersistError, gone) {
 		t.Fatalf("AllowTCP = %v, %v; want added, not persisted, naming the file", res, err)
 	}
-	if list, _ := tc.ListTCPRules(ctx, &ahpv1.ListTCPRulesRequest{}); !slices.Equal(list.Rules, []string{"127.0.0.1:1"}) {
-		t.Fatalf("rules = %v", list.Rules)
-	}
-
-	_, tc, _ = startTCPControl(t, "none")
-	res, err = tc.AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: "127.0.0.1:1"})
-	if err != nil || !res.Added || res.Persisted || !strings.Contains(res.PersistError, "--config none") || res.ConfigFile != "" {
-		t.Fatalf("AllowTCP(--config none) = %v, %v", res, err)
-	}
-	if list, _ := tc.ListTCPRules(ctx, &ahpv1.ListTCPRulesRequest{}); list.ConfigFile != "" {
-		t.Fatalf("ListTCPRules(--config none).ConfigFile = %q", list.ConfigFile)
+	if list, _ := tc.ListTCPRules(ctx, &ahpv1.ListTCPRulesRequest{}); !slices.Equal(list.Rules, []string{"127.0.0.1:1"}) || !slices.Equal(list.Sources, []string{""}) {
+		t.Fatalf("rules = %v", list)
 	}
 }
 
-// TestControlTCPNoFileCreatesUserFile: a daemon that loaded no file
-// creates the per-user one, which the next start finds.
-func TestControlTCPNoFileCreatesUserFile(t *testing.T) {
+// TestControlTCPNoConfigFileWritten: a daemon that loaded no config file
+// writes none, in the user's config directory or elsewhere.
+func TestControlTCPNoConfigFileWritten(t *testing.T) {
 	home := t.TempDir()
-	t.Setenv("XDG_CONFIG_HOME", home)
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
 	t.Setenv("CONFIGURATION_DIRECTORY", "")
-	_, tc, _ := startTCPControl(t, "")
+	h, tc, _ := startTCPControl(t, "")
 	res, err := tc.AllowTCP(ctxT(t), &ahpv1.AllowTCPRequest{Rule: "127.0.0.1:8080"})
-	want := filepath.Join(home, "ahpd", "config.toml")
-	if err != nil || !res.Persisted || res.ConfigFile != want {
-		t.Fatalf("AllowTCP = %v, %v; want persisted to %s", res, err, want)
+	if want := filepath.Join(h.srv.Config().StateDir, "tcp-allow.json"); err != nil || !res.Persisted || res.StateFile != want || res.ConfigFile != "" {
+		t.Fatalf("AllowTCP = %v, %v; want kept in %s", res, err, want)
 	}
-	if got := config.FindFile(""); got != want {
-		t.Fatalf("FindFile = %q, want %q", got, want)
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		t.Fatalf("the home directory got %v", entries)
 	}
-	s, _, err := config.LoadSettings(want, config.DefaultSettings(), nil)
-	if err != nil || len(s.TCPAllow) != 1 || s.TCPAllow[0].String() != "127.0.0.1:8080" {
-		t.Fatalf("the created file: %v, %v", s.TCPAllow, err)
+	if got := config.FindFile(""); got != "" && strings.HasPrefix(got, home) {
+		t.Fatalf("FindFile = %q", got)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -27,8 +28,13 @@ type Daemon struct {
 // (state and socket under dir) and args after them, with env added to this
 // process's environment, its output on this process's stderr; it waits
 // (10 s at most) until the daemon is up and dials its control socket. The
-// daemon gets SIGTERM if the benchmark dies.
+// daemon gets SIGTERM if the benchmark dies. Without --config in args it
+// gets --config none: a benchmark measures the defaults, never the
+// settings of the user's own config file.
 func StartDaemon(bin, dir string, args, env []string) (*Daemon, error) {
+	if !slices.Contains(args, "--config") {
+		args = append([]string{"--config", "none"}, args...)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,7 +125,7 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 	time.Sleep(time.Second) // let the fill's garbage go
 	pid := d.Cmd.Process.Pid
 	fmt.Printf("ahpd %s: %d terminals × %d scrollback lines of 80 columns, %d viewers, compression %s, viewers offer deflate: %v\n\n", abs, terminals, lines, viewers, compression, deflate)
-	fmt.Printf("| round | request → the new binary answers | request → every viewer's terminal/reset (screen) | request → every viewer's whole snapshot (scrollback) | slowest viewer: closed → reset | CPU: daemon + check | CPU: the bench's viewers | RSS before | RSS when all are back | RSS %v later | later / before |\n", settle)
+	fmt.Printf("| round | request → the new binary answers | request → viewers' terminal/reset (screen): median / last | request → viewers' whole snapshot (scrollback): median / last | slowest viewer: closed → reset | CPU: daemon + check | CPU: the bench's viewers | RSS before | RSS when all are back | RSS %v later | later / before |\n", settle)
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for round := 1; round <= rounds; round++ {
 		before, err := rss(pid)
@@ -141,26 +142,30 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 		}
 		answered := make(chan time.Duration, 1)
 		go func() { answered <- waitUpgrades(ctx, daemonc, int64(round), start) }()
-		var screens, fulls time.Time
-		for _, v := range vs {
+		screens, fulls := make([]time.Duration, len(vs)), make([]time.Duration, len(vs))
+		for i, v := range vs {
 			t, err := v.after(v.snaps, start, time.Now().Add(time.Minute))
 			if err != nil {
 				return err
 			}
-			screens = later(screens, t)
+			screens[i] = t.Sub(start)
 		}
-		for _, v := range vs {
+		for i, v := range vs {
 			t, err := v.after(v.fulls, start, time.Now().Add(time.Minute))
 			if err != nil {
 				return err
 			}
-			fulls = later(fulls, t)
+			fulls[i] = t.Sub(start)
 		}
 		dcpu, bcpu := cpuWithChildren(pid)-dcpu0, cpuWithChildren(os.Getpid())-bcpu0
 		back := <-answered
-		tookScreen, tookFull := screens.Sub(start), fulls.Sub(start)
-		if len(vs) == 0 {
-			tookScreen, tookFull = back, back
+		slices.Sort(screens)
+		slices.Sort(fulls)
+		// The median viewer's and the last one's.
+		screen, full := "–", "–"
+		if n := len(vs); n > 0 {
+			screen = fmt.Sprintf("%v / %v", screens[n/2].Round(time.Millisecond), screens[n-1].Round(time.Millisecond))
+			full = fmt.Sprintf("%v / %v", fulls[n/2].Round(time.Millisecond), fulls[n-1].Round(time.Millisecond))
 		}
 		slowest := time.Duration(0)
 		for _, v := range vs {
@@ -175,8 +180,8 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %d | %v | %v | %v | %v | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n", round, back.Round(time.Millisecond),
-			tookScreen.Round(time.Millisecond), tookFull.Round(time.Millisecond), slowest.Round(time.Millisecond), dcpu.Seconds(), bcpu.Seconds(),
+		fmt.Printf("| %d | %v | %s | %s | %v | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n", round, back.Round(time.Millisecond),
+			screen, full, slowest.Round(time.Millisecond), dcpu.Seconds(), bcpu.Seconds(),
 			float64(before)/(1<<20), float64(after)/(1<<20), float64(later)/(1<<20), float64(later)/float64(before))
 		select {
 		case err := <-errs:
@@ -185,14 +190,6 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 		}
 	}
 	return nil
-}
-
-// later returns the later of a and b.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 // cpuWithChildren is a process's CPU time (user and system) with that of

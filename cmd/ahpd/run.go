@@ -598,9 +598,9 @@ func healthURL(addr net.Addr) string {
 
 // reload re-reads the config file (the one given by --config, or the
 // first default path that exists now) and applies its limits, logLevel
-// and tcpAllow (the file read becomes the one `ahpctl tcp allow|deny`
-// rewrite); a bad file changes nothing. Keys that need a restart are
-// reported if they changed.
+// and tcpAllow, with the rules kept in the state directory (the file read
+// becomes the one `ahpctl tcp deny` rewrites); a bad file changes
+// nothing. Keys that need a restart are reported if they changed.
 func (r *runner) reload() {
 	r.notify(fmt.Sprintf("RELOADING=1\nSTATUS=reloading\nMONOTONIC_USEC=%d", systemd.MonotonicUsec()))
 	defer r.notify("READY=1\nSTATUS=" + r.status)

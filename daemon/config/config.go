@@ -210,8 +210,9 @@ type Config struct {
 	MaxConnectionsPerToken int
 	// TCPAllow are the rules admitting the targets TCP channels may dial
 	// (tcp.AllowList; PROTOCOL.md §8). Default none: nothing may be
-	// dialed. Config file key tcpAllow; SIGHUP replaces the daemon's list
-	// with the file's, and `ahpctl tcp allow|deny` rewrite the key.
+	// dialed. Config file key tcpAllow; the daemon adds the rules kept in
+	// its state directory (`ahpctl tcp allow`), at start and at SIGHUP,
+	// and `ahpctl tcp deny` of one of the file's rules rewrites the key.
 	TCPAllow []tcp.Rule
 	Limits   Limits
 }

@@ -12,7 +12,7 @@ package config
 //	allowedOrigins = ["example.com:443", "localhost:7681"]
 //
 // tcpAllow lists the TCP targets (tcp.ParseRule's rules) the daemon may
-// dial; `ahpctl tcp allow|deny` rewrite it (tcpfile.go).
+// dial; `ahpctl tcp deny` of one of its rules rewrites it (tcpfile.go).
 //
 // Keys are those of the flags (camelCase) and of `ahpctl limits set`
 // (PROTOCOL.md §9), the limit groups as dotted keys. A value is a string,

@@ -1,8 +1,9 @@
 package config
 
-// Rewriting the tcpAllow key of a config file, for `ahpctl tcp allow|deny`
-// (docs/protocol-decisions.md, "TCP targets"): the key's `key = value`
-// text is replaced and every other byte of the file is kept.
+// Rewriting the tcpAllow key of a config file, for `ahpctl tcp deny` of a
+// rule that file holds (docs/protocol-decisions.md, "TCP targets"): the
+// key's `key = value` text is replaced and every other byte of the file is
+// kept. Rules added at run time are never written to a config file.
 
 import (
 	"errors"
@@ -23,20 +24,6 @@ const TCPAllowKey = "tcpAllow"
 // MaxTCPRules bounds the rules of the TCP allow-list, in the file and at
 // run time.
 const MaxTCPRules = 1024
-
-// UserPath is the per-user config file of DefaultPaths:
-// $XDG_CONFIG_HOME/ahpd/config.toml, else ~/.config/ahpd/config.toml; ""
-// when neither can be named. It is where `ahpctl tcp allow` writes when the
-// daemon loaded no file, so that the next start finds it.
-func UserPath() string {
-	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
-		return filepath.Join(d, "ahpd", "config.toml")
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(h, ".config", "ahpd", "config.toml")
-	}
-	return ""
-}
 
 // EditTCPAllow rewrites the tcpAllow key of the config file at path. edit
 // gets the rules the file holds now (none when the file or the key is
@@ -114,7 +101,7 @@ func rewriteTCPAllow(path, text string, edit func([]tcp.Rule) []tcp.Rule) (strin
 		if text != "" {
 			text += "\n"
 		}
-		text += "# TCP targets ahpd may dial; `ahpctl tcp allow|deny` rewrite this key.\n" + value + "\n"
+		text += "# TCP targets ahpd may dial; `ahpctl tcp deny` rewrites this key.\n" + value + "\n"
 	}
 	if len(text) > maxConfigBytes {
 		return "", fmt.Errorf("the file would be larger than %d bytes", maxConfigBytes)

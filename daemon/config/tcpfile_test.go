@@ -69,7 +69,7 @@ func TestEditTCPAllow(t *testing.T) {
 		{"to empty", "tcpAllow = [\"127.0.0.1:1\"]", func([]tcp.Rule) []tcp.Rule { return nil },
 			"tcpAllow = []"},
 		{"absent key", "# only a comment", add(rules(t, "127.0.0.1:1")...),
-			"# only a comment\n\n# TCP targets ahpd may dial; `ahpctl tcp allow|deny` rewrite this key.\ntcpAllow = [\"127.0.0.1:1\"]\n"},
+			"# only a comment\n\n# TCP targets ahpd may dial; `ahpctl tcp deny` rewrites this key.\ntcpAllow = [\"127.0.0.1:1\"]\n"},
 		{"byte order mark", "\ufefflogLevel = info\ntcpAllow = []\n", add(rules(t, "127.0.0.1:1")...),
 			"\ufefflogLevel = info\ntcpAllow = [\"127.0.0.1:1\"]\n"},
 	} {

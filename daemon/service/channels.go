@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -75,9 +76,15 @@ type Options struct {
 	// change and the "tcp" Creator checks. Nil: an empty list.
 	TCPAllow *tcp.AllowList
 	// ConfigFile is the config file the daemon loaded, whose tcpAllow key
-	// AllowTCP and DenyTCP rewrite: "" when none was found (they create
-	// config.UserPath()), "none" for --config none (nothing is written).
+	// (Config.TCPAllow) DenyTCP rewrites when it removes one of its rules:
+	// "" when none was found, "none" for --config none. No config file is
+	// ever created or given a rule.
 	ConfigFile string
+	// TCPStateFile is where the rules added at run time (AllowTCP) are
+	// kept: normally TCPStateFileName in the state directory. New reads it
+	// and puts its rules in force after Config.TCPAllow's. "": they are
+	// kept in memory only.
+	TCPStateFile string
 }
 
 // Service is the daemon's state and the logic of its control plane:
@@ -114,8 +121,13 @@ type Service struct {
 	slots      map[string]func()
 
 	tcpAllow *tcp.AllowList
-	tcpMu    sync.Mutex // serializes AllowTCP, DenyTCP and ReloadTCPRules; guards tcpFile
-	tcpFile  string     // the config file the rules are persisted to (Options.ConfigFile)
+	// tcpMu serializes the changes of the allow-list (AllowTCP, DenyTCP,
+	// ReloadTCPRules, RestoreTCPRules) and guards the four fields below.
+	tcpMu          sync.Mutex
+	tcpFile        string     // the config file loaded (Options.ConfigFile)
+	tcpConfigRules []tcp.Rule // its tcpAllow as loaded, less the rules DenyTCP removed from it
+	tcpStateFile   string     // Options.TCPStateFile
+	tcpStateRules  []tcp.Rule // the rules the state file holds
 	// tcpEnded sums the counters of TCP channels that left the registry,
 	// so that the daemon's totals never decrease (TCPStats); guarded by
 	// tcpStatsMu, which also makes a channel's move from the registry to
@@ -138,8 +150,10 @@ func New(o Options) *Service {
 	s := &Service{
 		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: registry.New(),
 		newTerminal: o.NewTerminal, creators: o.Creators, now: time.Now, channelClosed: o.ChannelClosed, busy: o.Busy,
-		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile, tcpByToken: map[string]int{}, slots: map[string]func(){},
+		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile, tcpConfigRules: slices.Clone(o.Config.TCPAllow), tcpStateFile: o.TCPStateFile,
+		tcpByToken: map[string]int{}, slots: map[string]func(){},
 	}
+	s.loadTCPStateAtStart()
 	l := o.Config.Limits
 	s.limits.Store(&l)
 	return s

@@ -427,17 +427,17 @@ func (g *grpcServer) PublishTelemetry(stream ahpv1.TelemetryService_PublishTelem
 
 func (g *grpcServer) AllowTCP(ctx context.Context, req *ahpv1.AllowTCPRequest) (*ahpv1.AllowTCPResponse, error) {
 	c, err := g.s.AllowTCP(ctx, req.GetRule())
-	return reply(&ahpv1.AllowTCPResponse{Rule: c.Rule.String(), Added: c.Changed, Persisted: c.Persisted, PersistError: c.PersistError, Hint: c.Hint, ConfigFile: c.ConfigFile}, err)
+	return reply(&ahpv1.AllowTCPResponse{Rule: c.Rule.String(), Added: c.Changed, Persisted: c.Persisted, PersistError: c.PersistError, Hint: c.Hint, ConfigFile: c.ConfigFile, StateFile: c.StateFile}, err)
 }
 
 func (g *grpcServer) DenyTCP(ctx context.Context, req *ahpv1.DenyTCPRequest) (*ahpv1.DenyTCPResponse, error) {
 	c, err := g.s.DenyTCP(ctx, req.GetRule())
-	return reply(&ahpv1.DenyTCPResponse{Rule: c.Rule.String(), Removed: c.Changed, Persisted: c.Persisted, PersistError: c.PersistError, ConfigFile: c.ConfigFile}, err)
+	return reply(&ahpv1.DenyTCPResponse{Rule: c.Rule.String(), Removed: c.Changed, Persisted: c.Persisted, PersistError: c.PersistError, ConfigFile: c.ConfigFile, StateFile: c.StateFile}, err)
 }
 
 func (g *grpcServer) ListTCPRules(ctx context.Context, _ *ahpv1.ListTCPRulesRequest) (*ahpv1.ListTCPRulesResponse, error) {
-	rules, file := g.s.TCPRules(ctx)
-	return &ahpv1.ListTCPRulesResponse{Rules: mapSlice(rules, tcp.Rule.String), ConfigFile: file}, nil
+	l := g.s.ListTCPRules(ctx)
+	return &ahpv1.ListTCPRulesResponse{Rules: mapSlice(l.Rules, tcp.Rule.String), ConfigFile: l.ConfigFile, StateFile: l.StateFile, Sources: l.Sources}, nil
 }
 
 func (g *grpcServer) CreateTCP(ctx context.Context, req *ahpv1.CreateTCPRequest) (*ahpv1.CreateTCPResponse, error) {
@@ -494,7 +494,8 @@ func grpcError(err error) error {
 	switch {
 	case errors.Is(err, registry.ErrBadChannelID):
 		code = codes.InvalidArgument
-	case errors.Is(err, registry.ErrChannelNotFound), errors.Is(err, session.ErrViewerNotFound), errors.Is(err, ErrTokenNotFound):
+	case errors.Is(err, registry.ErrChannelNotFound), errors.Is(err, session.ErrViewerNotFound), errors.Is(err, ErrTokenNotFound),
+		errors.Is(err, ErrTCPRuleNotFound):
 		code = codes.NotFound
 	case errors.Is(err, registry.ErrChannelExists):
 		code = codes.AlreadyExists

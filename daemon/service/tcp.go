@@ -1,8 +1,9 @@
 package service
 
 // The TCP control plane (PROTOCOL.md §8, §10): the allow-list in force,
-// its persistence in the config file, and TCP channels created over the
-// control socket. docs/protocol-decisions.md, "TCP targets", records the
+// where its rules are kept (the config file's tcpAllow key, and the rules
+// added at run time in the state directory), and TCP channels created
+// over the control socket. docs/protocol-decisions.md, "TCP targets", records the
 // decisions.
 
 import (
@@ -13,7 +14,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,20 +34,30 @@ const hintLookupTimeout = 2 * time.Second
 // TCPRuleChange is the result of AllowTCP and DenyTCP.
 type TCPRuleChange struct {
 	Rule tcp.Rule
-	// Changed: the rule was added (AllowTCP) or removed (DenyTCP); false
-	// when it was so already.
+	// Changed: the rule was added to (AllowTCP) or removed from (DenyTCP)
+	// the rules in force; false when it was so already.
 	Changed bool
-	// Persisted: the config file now says the same about the rule.
+	// Persisted: the files now say the same about the rule (AllowTCP: the
+	// state file or the config file holds it; DenyTCP: neither does).
 	Persisted bool
-	// PersistError says why the file was not written (Persisted false).
+	// PersistError says why a file was not written (Persisted false).
 	PersistError string
-	// ConfigFile is the file written, or that could not be; "" for
-	// --config none.
+	// ConfigFile is the config file that holds the rule already (AllowTCP)
+	// or that the rule was removed from, or could not be (DenyTCP); ""
+	// when the config file has nothing to do with the rule.
 	ConfigFile string
+	// StateFile is the daemon's rules file in its state directory
+	// (TCPStateFileName) written with the rule (AllowTCP) or without it
+	// (DenyTCP), or that could not be; "" when it was not involved.
+	StateFile string
 	// Hint, for a name rule, names the addresses the name resolves to and
 	// the address rule a dial needs too.
 	Hint string
 }
+
+// ErrTCPRuleNotFound: DenyTCP of a rule that is neither in force nor in
+// a file.
+var ErrTCPRuleNotFound = errors.New("tcp rule not found")
 
 // TCPAllowList is the allow-list in force, which the "tcp" Creator checks.
 func (s *Service) TCPAllowList() *tcp.AllowList { return s.tcpAllow }
@@ -61,8 +71,10 @@ func parseRule(rule string) (tcp.Rule, error) {
 	return r, nil
 }
 
-// AllowTCP adds a rule to the allow-list, at once, and to the tcpAllow key
-// of the config file.
+// AllowTCP adds a rule to the allow-list, at once, and to the daemon's
+// state file (never to a config file: a rule added at run time is this
+// daemon's, docs/protocol-decisions.md "TCP targets"). A rule the config
+// file holds already is not written again.
 func (s *Service) AllowTCP(ctx context.Context, rule string) (TCPRuleChange, error) {
 	r, err := parseRule(rule)
 	if err != nil {
@@ -73,28 +85,36 @@ func (s *Service) AllowTCP(ctx context.Context, rule string) (TCPRuleChange, err
 	if len(s.tcpAllow.Rules()) >= config.MaxTCPRules && !slices.Contains(s.tcpAllow.Rules(), r) {
 		return TCPRuleChange{}, fmt.Errorf("%w: %d TCP rules (the maximum); deny one first", ErrTooMany, config.MaxTCPRules)
 	}
-	c := TCPRuleChange{Rule: r, Changed: s.tcpAllow.Add(r)}
-	// The file gets the rule even when the daemon had it already: it may
-	// be missing there (an earlier write failed, the file was edited).
-	c.ConfigFile, err = s.persistTCP(func(old []tcp.Rule) []tcp.Rule {
-		if slices.Contains(old, r) {
-			return old
+	c := TCPRuleChange{Rule: r, Changed: s.tcpAllow.Add(r), Persisted: true}
+	switch {
+	case slices.Contains(s.tcpConfigRules, r):
+		c.ConfigFile = s.configPath()
+	case s.tcpStateFile == "":
+		c.Persisted, c.PersistError = false, "the daemon keeps no state file"
+	case !slices.Contains(s.tcpStateRules, r):
+		c.StateFile = s.tcpStateFile
+		rules := append(slices.Clone(s.tcpStateRules), r)
+		if err := saveTCPState(s.tcpStateFile, rules); err != nil {
+			c.Persisted, c.PersistError = false, err.Error()
+		} else {
+			s.tcpStateRules = rules
 		}
-		return append(old, r)
-	})
-	c.Persisted = err == nil
-	if err != nil {
-		c.PersistError = err.Error()
+	default:
+		c.StateFile = s.tcpStateFile
 	}
 	if r.Name != "" {
 		c.Hint = s.nameHint(ctx, r)
 	}
-	s.log.Info("tcp rule allowed", "rule", r.String(), "added", c.Changed, "persisted", c.Persisted, "file", c.ConfigFile, "err", c.PersistError)
+	s.log.Info("tcp rule allowed", "rule", r.String(), "added", c.Changed, "persisted", c.Persisted,
+		"config_file", c.ConfigFile, "state_file", c.StateFile, "err", c.PersistError)
 	return c, nil
 }
 
-// DenyTCP removes a rule from the allow-list, at once, and from the
-// tcpAllow key of the config file. Channels already dialed are not closed.
+// DenyTCP removes a rule from the allow-list, at once, and from the file
+// that holds it: the state file, and the config file the daemon loaded
+// when its tcpAllow key holds the rule (that key is rewritten, every other
+// line kept). A rule that is neither in force nor in a file is
+// ErrTCPRuleNotFound. Channels already dialed are not closed.
 func (s *Service) DenyTCP(ctx context.Context, rule string) (TCPRuleChange, error) {
 	r, err := parseRule(rule)
 	if err != nil {
@@ -102,84 +122,147 @@ func (s *Service) DenyTCP(ctx context.Context, rule string) (TCPRuleChange, erro
 	}
 	s.tcpMu.Lock()
 	defer s.tcpMu.Unlock()
+	inState, inConfig := slices.Contains(s.tcpStateRules, r), slices.Contains(s.tcpConfigRules, r)
 	c := TCPRuleChange{Rule: r, Changed: s.tcpAllow.Remove(r)}
-	c.ConfigFile, err = s.persistTCP(func(old []tcp.Rule) []tcp.Rule {
-		return slices.DeleteFunc(old, func(o tcp.Rule) bool { return o == r })
-	})
-	c.Persisted = err == nil
-	if err != nil {
-		c.PersistError = err.Error()
+	if !c.Changed && !inState && !inConfig {
+		return c, fmt.Errorf("%w: %s is not allowed (ahpctl tcp list shows the rules)", ErrTCPRuleNotFound, r)
 	}
-	s.log.Info("tcp rule denied", "rule", r.String(), "removed", c.Changed, "persisted", c.Persisted, "file", c.ConfigFile, "err", c.PersistError)
+	without := func(old []tcp.Rule) []tcp.Rule {
+		return slices.DeleteFunc(slices.Clone(old), func(o tcp.Rule) bool { return o == r })
+	}
+	var errs []string
+	if inState {
+		c.StateFile = s.tcpStateFile
+		rules := without(s.tcpStateRules)
+		if err := saveTCPState(s.tcpStateFile, rules); err != nil {
+			errs = append(errs, err.Error())
+		} else {
+			s.tcpStateRules = rules
+		}
+	}
+	if inConfig {
+		c.ConfigFile = s.configPath()
+		switch {
+		case c.ConfigFile == "":
+			// Rules given without a file (Options.Config alone): nothing
+			// to rewrite.
+			s.tcpConfigRules = without(s.tcpConfigRules)
+		default:
+			if err := config.EditTCPAllow(c.ConfigFile, without); err != nil {
+				errs = append(errs, fmt.Sprintf("writing %s: %v", c.ConfigFile, err))
+			} else {
+				s.tcpConfigRules = without(s.tcpConfigRules)
+			}
+		}
+	}
+	c.Persisted = len(errs) == 0
+	c.PersistError = strings.Join(errs, "; ")
+	s.log.Info("tcp rule denied", "rule", r.String(), "removed", c.Changed, "persisted", c.Persisted,
+		"config_file", c.ConfigFile, "state_file", c.StateFile, "err", c.PersistError)
 	return c, nil
 }
 
 // TCPRules returns the rules in force, in the order they were added, and
-// the config file AllowTCP and DenyTCP rewrite ("" for --config none; for
-// a daemon that loaded no file, the one they would create).
+// the config file the daemon loaded ("" when none).
 func (s *Service) TCPRules(ctx context.Context) ([]tcp.Rule, string) {
 	s.tcpMu.Lock()
 	defer s.tcpMu.Unlock()
-	return s.tcpAllow.Rules(), s.persistPath()
+	return s.tcpAllow.Rules(), s.configPath()
 }
 
-// ReloadTCPRules replaces the rules in force with those of the config
-// file just read (SIGHUP), and makes that file the one AllowTCP and DenyTCP
-// rewrite (as Options.ConfigFile). It reports whether the rules changed.
+// TCPRuleListing is the allow-list with where each rule is kept.
+type TCPRuleListing struct {
+	Rules []tcp.Rule
+	// Sources[i] says which files hold Rules[i]: "config", "state",
+	// "config,state", or "" (in force only: carried over an upgrade in
+	// place, or a write failed).
+	Sources []string
+	// ConfigFile is the config file the daemon loaded ("" when none);
+	// StateFile the rules file in its state directory ("" when none).
+	ConfigFile, StateFile string
+}
+
+// ListTCPRules returns the rules in force and where each is kept.
+func (s *Service) ListTCPRules(ctx context.Context) TCPRuleListing {
+	s.tcpMu.Lock()
+	defer s.tcpMu.Unlock()
+	l := TCPRuleListing{Rules: s.tcpAllow.Rules(), ConfigFile: s.configPath(), StateFile: s.tcpStateFile}
+	for _, r := range l.Rules {
+		var from []string
+		if slices.Contains(s.tcpConfigRules, r) {
+			from = append(from, "config")
+		}
+		if slices.Contains(s.tcpStateRules, r) {
+			from = append(from, "state")
+		}
+		l.Sources = append(l.Sources, strings.Join(from, ","))
+	}
+	return l
+}
+
+// ReloadTCPRules puts in force the rules of the config file just read
+// (SIGHUP) and those of the state file, read again, and makes that config
+// file the one DenyTCP rewrites (as Options.ConfigFile). A state file
+// that cannot be read now keeps the rules it had. It reports whether the
+// rules in force changed.
 func (s *Service) ReloadTCPRules(ctx context.Context, configFile string, rules []tcp.Rule) bool {
 	s.tcpMu.Lock()
 	defer s.tcpMu.Unlock()
+	if s.tcpStateFile != "" {
+		if st, err := loadTCPState(s.tcpStateFile); err != nil {
+			s.log.Error("reload: the TCP rules file is kept as it was", "err", err)
+		} else {
+			s.tcpStateRules = st
+		}
+	}
 	old := s.tcpAllow.Rules()
-	s.tcpAllow.Set(rules)
 	s.tcpFile = configFile
+	s.tcpConfigRules = slices.Clone(rules)
+	s.tcpAllow.Set(mergeRules(rules, s.tcpStateRules))
 	return !slices.Equal(old, s.tcpAllow.Rules())
 }
 
 // RestoreTCPRules puts in force the rules a previous binary had at an
-// upgrade in place (rules added with --config none, or not yet saved,
-// included); the config file AllowTCP and DenyTCP write stays this
-// daemon's.
+// upgrade in place (a rule whose file could not be written, or a config
+// rule denied while the config file was read-only, included); the files
+// the rules are kept in stay this daemon's.
 func (s *Service) RestoreTCPRules(rules []tcp.Rule) {
 	s.tcpMu.Lock()
 	defer s.tcpMu.Unlock()
 	s.tcpAllow.Set(rules)
 }
 
-// persistPath is the file persistTCP writes: the one the daemon loaded,
-// else the per-user default; "" for --config none. Call with tcpMu held.
-func (s *Service) persistPath() string {
-	switch s.tcpFile {
-	case "none":
+// configPath is the config file the daemon loaded, "" when none (or
+// --config none). Call with tcpMu held.
+func (s *Service) configPath() string {
+	if s.tcpFile == "none" {
 		return ""
-	case "":
-		return config.UserPath()
 	}
 	return s.tcpFile
 }
 
-// persistTCP applies edit to the tcpAllow key of the config file (see
-// persistPath) and returns the file's path. Call with tcpMu held.
-func (s *Service) persistTCP(edit func([]tcp.Rule) []tcp.Rule) (string, error) {
-	path := s.persistPath()
-	switch {
-	case s.tcpFile == "none":
-		return "", errors.New("the daemon runs with --config none: no config file to write")
-	case path == "":
-		return "", errors.New("the daemon loaded no config file and has no home directory to create one in")
+// loadTCPStateAtStart reads the state file into tcpStateRules and puts
+// its rules in force after the config file's. A file that cannot be used
+// is set aside as FILE.bad, logged, and its rules are not used (fail
+// closed: fewer targets, never a rule nobody vouches for).
+func (s *Service) loadTCPStateAtStart() {
+	if s.tcpStateFile == "" {
+		return
 	}
-	if s.tcpFile == "" {
-		// The per-user directory (~/.config/ahpd) may not exist yet.
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return path, fmt.Errorf("writing %s: %w", path, err)
+	rules, err := loadTCPState(s.tcpStateFile)
+	if err != nil {
+		bad := s.tcpStateFile + ".bad"
+		if rerr := os.Rename(s.tcpStateFile, bad); rerr != nil {
+			s.log.Error("TCP rules file not used", "err", err, "set_aside_err", rerr)
+		} else {
+			s.log.Error("TCP rules file not used; set aside", "err", err, "moved_to", bad)
 		}
+		return
 	}
-	if err := config.EditTCPAllow(path, edit); err != nil {
-		return path, fmt.Errorf("writing %s: %w", path, err)
+	s.tcpStateRules = rules
+	for _, r := range rules {
+		s.tcpAllow.Add(r)
 	}
-	// A file just created is the one to rewrite from now on, and the one
-	// the next start finds.
-	s.tcpFile = path
-	return path, nil
 }
 
 // nameHint says what a name rule needs beside it: the addresses the name

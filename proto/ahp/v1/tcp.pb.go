@@ -75,16 +75,22 @@ type AllowTCPResponse struct {
 	Rule string `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
 	// added is false when the rule was in force already.
 	Added bool `protobuf:"varint,2,opt,name=added,proto3" json:"added,omitempty"`
-	// persisted is true when the config file now holds the rule.
+	// persisted is true when a file now holds the rule: state_file, or
+	// config_file when the config file held it already.
 	Persisted bool `protobuf:"varint,3,opt,name=persisted,proto3" json:"persisted,omitempty"`
-	// persist_error says why the config file was not written (persisted
+	// persist_error says why the state file was not written (persisted
 	// false); the rule is in force until the next reload or restart.
 	PersistError string `protobuf:"bytes,4,opt,name=persist_error,json=persistError,proto3" json:"persist_error,omitempty"`
 	// hint, for a name rule, names the addresses the name resolves to now
 	// and the address rule a dial needs beside it; empty otherwise.
 	Hint string `protobuf:"bytes,5,opt,name=hint,proto3" json:"hint,omitempty"`
-	// config_file is the config file written (or that could not be).
-	ConfigFile    string `protobuf:"bytes,6,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	// config_file is the config file that holds the rule already (it is not
+	// written); empty otherwise.
+	ConfigFile string `protobuf:"bytes,6,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	// state_file is the daemon's rules file in its state directory, which
+	// now holds the rule (or could not be written); empty when the config
+	// file holds the rule or the daemon keeps no state file.
+	StateFile     string `protobuf:"bytes,7,opt,name=state_file,json=stateFile,proto3" json:"state_file,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +167,13 @@ func (x *AllowTCPResponse) GetConfigFile() string {
 	return ""
 }
 
+func (x *AllowTCPResponse) GetStateFile() string {
+	if x != nil {
+		return x.StateFile
+	}
+	return ""
+}
+
 // DenyTCPRequest names the rule to remove.
 type DenyTCPRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -214,13 +227,18 @@ type DenyTCPResponse struct {
 	Rule string `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
 	// removed is false when the rule was not in force.
 	Removed bool `protobuf:"varint,2,opt,name=removed,proto3" json:"removed,omitempty"`
-	// persisted is true when the config file no longer holds the rule.
+	// persisted is true when no file holds the rule any more.
 	Persisted bool `protobuf:"varint,3,opt,name=persisted,proto3" json:"persisted,omitempty"`
-	// persist_error says why the config file was not written (persisted
-	// false); the rule stays removed until the next reload or restart.
+	// persist_error says why a file was not written (persisted false); the
+	// rule stays removed until the next reload or restart.
 	PersistError string `protobuf:"bytes,4,opt,name=persist_error,json=persistError,proto3" json:"persist_error,omitempty"`
-	// config_file is the config file written (or that could not be).
-	ConfigFile    string `protobuf:"bytes,5,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	// config_file is the config file the rule was removed from (or could
+	// not be): the one the daemon loaded, when its tcpAllow key held the
+	// rule; empty otherwise.
+	ConfigFile string `protobuf:"bytes,5,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	// state_file is the daemon's rules file the rule was removed from (or
+	// could not be); empty when it did not hold the rule.
+	StateFile     string `protobuf:"bytes,6,opt,name=state_file,json=stateFile,proto3" json:"state_file,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +308,13 @@ func (x *DenyTCPResponse) GetConfigFile() string {
 	return ""
 }
 
+func (x *DenyTCPResponse) GetStateFile() string {
+	if x != nil {
+		return x.StateFile
+	}
+	return ""
+}
+
 // ListTCPRulesRequest has no fields.
 type ListTCPRulesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -332,9 +357,17 @@ type ListTCPRulesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// rules are the rules in canonical form, in the order they were added.
 	Rules []string `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
-	// config_file is the config file that AllowTCP and DenyTCP rewrite;
-	// empty when the daemon runs with --config none (nothing is persisted).
-	ConfigFile    string `protobuf:"bytes,2,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	// config_file is the config file the daemon loaded, whose tcpAllow
+	// rules are in force and which DenyTCP rewrites; empty when it loaded
+	// none.
+	ConfigFile string `protobuf:"bytes,2,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	// state_file is the daemon's rules file in its state directory, where
+	// AllowTCP keeps the rules added at run time; empty when it keeps none.
+	StateFile string `protobuf:"bytes,3,opt,name=state_file,json=stateFile,proto3" json:"state_file,omitempty"`
+	// sources[i] says which files hold rules[i]: "config", "state",
+	// "config,state", or empty (in force only: carried over an upgrade in
+	// place, or its file could not be written).
+	Sources       []string `protobuf:"bytes,4,rep,name=sources,proto3" json:"sources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -381,6 +414,20 @@ func (x *ListTCPRulesResponse) GetConfigFile() string {
 		return x.ConfigFile
 	}
 	return ""
+}
+
+func (x *ListTCPRulesResponse) GetStateFile() string {
+	if x != nil {
+		return x.StateFile
+	}
+	return ""
+}
+
+func (x *ListTCPRulesResponse) GetSources() []string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
 }
 
 // CreateTCPRequest names the target to dial.
@@ -500,7 +547,7 @@ const file_ahp_v1_tcp_proto_rawDesc = "" +
 	"\n" +
 	"\x10ahp/v1/tcp.proto\x12\x06ahp.v1\x1a\x15ahp/v1/channels.proto\"%\n" +
 	"\x0fAllowTCPRequest\x12\x12\n" +
-	"\x04rule\x18\x01 \x01(\tR\x04rule\"\xb4\x01\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\"\xd3\x01\n" +
 	"\x10AllowTCPResponse\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x14\n" +
 	"\x05added\x18\x02 \x01(\bR\x05added\x12\x1c\n" +
@@ -508,21 +555,28 @@ const file_ahp_v1_tcp_proto_rawDesc = "" +
 	"\rpersist_error\x18\x04 \x01(\tR\fpersistError\x12\x12\n" +
 	"\x04hint\x18\x05 \x01(\tR\x04hint\x12\x1f\n" +
 	"\vconfig_file\x18\x06 \x01(\tR\n" +
-	"configFile\"$\n" +
+	"configFile\x12\x1d\n" +
+	"\n" +
+	"state_file\x18\a \x01(\tR\tstateFile\"$\n" +
 	"\x0eDenyTCPRequest\x12\x12\n" +
-	"\x04rule\x18\x01 \x01(\tR\x04rule\"\xa3\x01\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\"\xc2\x01\n" +
 	"\x0fDenyTCPResponse\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\bR\aremoved\x12\x1c\n" +
 	"\tpersisted\x18\x03 \x01(\bR\tpersisted\x12#\n" +
 	"\rpersist_error\x18\x04 \x01(\tR\fpersistError\x12\x1f\n" +
 	"\vconfig_file\x18\x05 \x01(\tR\n" +
-	"configFile\"\x15\n" +
-	"\x13ListTCPRulesRequest\"M\n" +
+	"configFile\x12\x1d\n" +
+	"\n" +
+	"state_file\x18\x06 \x01(\tR\tstateFile\"\x15\n" +
+	"\x13ListTCPRulesRequest\"\x86\x01\n" +
 	"\x14ListTCPRulesResponse\x12\x14\n" +
 	"\x05rules\x18\x01 \x03(\tR\x05rules\x12\x1f\n" +
 	"\vconfig_file\x18\x02 \x01(\tR\n" +
-	"configFile\"J\n" +
+	"configFile\x12\x1d\n" +
+	"\n" +
+	"state_file\x18\x03 \x01(\tR\tstateFile\x12\x18\n" +
+	"\asources\x18\x04 \x03(\tR\asources\"J\n" +
 	"\x10CreateTCPRequest\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x0e\n" +

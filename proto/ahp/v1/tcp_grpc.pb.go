@@ -40,16 +40,21 @@ const (
 // resolved when the channel dials, and every address the dial tries must be
 // admitted by an address rule too. Nothing is allowed by default.
 //
-// AllowTCP and DenyTCP apply at once and rewrite the tcpAllow key of the
-// config file the daemon loaded (or create the per-user file when it
-// loaded none, so that the next start reads it). When that write fails the
+// AllowTCP and DenyTCP apply at once. A rule added at run time is the
+// daemon's own: AllowTCP keeps it in the daemon's state directory (the file
+// tcp-allow.json, mode 0600), which the daemon reads at start and at a
+// reload (SIGHUP) beside the tcpAllow key of its config file; it never
+// writes a config file. DenyTCP removes the rule from the state file, and
+// from the tcpAllow key of the config file the daemon loaded when that key
+// holds it (every other line of the file is kept). When a write fails the
 // change holds until the next reload or restart, and the response says so.
 type TCPServiceClient interface {
 	// AllowTCP adds a rule. INVALID_ARGUMENT for a rule that does not parse
 	// (the message quotes it).
 	AllowTCP(ctx context.Context, in *AllowTCPRequest, opts ...grpc.CallOption) (*AllowTCPResponse, error)
 	// DenyTCP removes a rule (given in any form that parses to it).
-	// INVALID_ARGUMENT for a rule that does not parse.
+	// INVALID_ARGUMENT for a rule that does not parse; NOT_FOUND for a rule
+	// that is neither in force nor in a file.
 	DenyTCP(ctx context.Context, in *DenyTCPRequest, opts ...grpc.CallOption) (*DenyTCPResponse, error)
 	// ListTCPRules returns the rules in force, in the order they were added.
 	ListTCPRules(ctx context.Context, in *ListTCPRulesRequest, opts ...grpc.CallOption) (*ListTCPRulesResponse, error)
@@ -126,16 +131,21 @@ func (c *tCPServiceClient) CreateTCP(ctx context.Context, in *CreateTCPRequest, 
 // resolved when the channel dials, and every address the dial tries must be
 // admitted by an address rule too. Nothing is allowed by default.
 //
-// AllowTCP and DenyTCP apply at once and rewrite the tcpAllow key of the
-// config file the daemon loaded (or create the per-user file when it
-// loaded none, so that the next start reads it). When that write fails the
+// AllowTCP and DenyTCP apply at once. A rule added at run time is the
+// daemon's own: AllowTCP keeps it in the daemon's state directory (the file
+// tcp-allow.json, mode 0600), which the daemon reads at start and at a
+// reload (SIGHUP) beside the tcpAllow key of its config file; it never
+// writes a config file. DenyTCP removes the rule from the state file, and
+// from the tcpAllow key of the config file the daemon loaded when that key
+// holds it (every other line of the file is kept). When a write fails the
 // change holds until the next reload or restart, and the response says so.
 type TCPServiceServer interface {
 	// AllowTCP adds a rule. INVALID_ARGUMENT for a rule that does not parse
 	// (the message quotes it).
 	AllowTCP(context.Context, *AllowTCPRequest) (*AllowTCPResponse, error)
 	// DenyTCP removes a rule (given in any form that parses to it).
-	// INVALID_ARGUMENT for a rule that does not parse.
+	// INVALID_ARGUMENT for a rule that does not parse; NOT_FOUND for a rule
+	// that is neither in force nor in a file.
 	DenyTCP(context.Context, *DenyTCPRequest) (*DenyTCPResponse, error)
 	// ListTCPRules returns the rules in force, in the order they were added.
 	ListTCPRules(context.Context, *ListTCPRulesRequest) (*ListTCPRulesResponse, error)
