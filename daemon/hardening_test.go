@@ -190,3 +190,25 @@ func TestDuplicateMembersRefused(t *testing.T) {
 		t.Fatalf("an initialize with a duplicate member succeeded: %s", got)
 	}
 }
+
+// TestUnknownKindMethodNotFound: a method with a "/" whose kind does not
+// exist is -32601 method not found, whatever its params (PROTOCOL.md §7;
+// issue 39), while an unknown subscription of a real kind stays -32005.
+func TestUnknownKindMethodNotFound(t *testing.T) {
+	h := start(t, false, nil)
+	ws := h.rawInit(adminToken)
+	for _, c := range []struct {
+		msg  string
+		code int
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"ahpConformance/noSuchMethod","params":{"x":1}}`, flow.ErrCodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":2,"method":"ahpConformance/noSuchMethod","params":{"subscriptionId":"s1","channel":"ahp-terminal:/x"}}`, flow.ErrCodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":3,"method":"channel/nope","params":{}}`, flow.ErrCodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":4,"method":"/","params":{}}`, flow.ErrCodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":5,"method":"terminal/resize","params":{"subscriptionId":"nope","rows":1,"cols":1}}`, flow.ErrCodeUnknownSubscriber},
+	} {
+		if r := call(t, ws, c.msg); r.Error == nil || r.Error.Code != c.code {
+			t.Errorf("%s: %+v, want %d", c.msg, r.Error, c.code)
+		}
+	}
+}

@@ -528,7 +528,11 @@ func (c *conn) clientReset(req *request) error {
 // subscriber it names (terminal/resize): kind requests are "kind/verb"
 // and carry a subscriptionId.
 func (c *conn) kindRequest(req *request) error {
-	if !strings.Contains(req.Method, "/") {
+	// A kind request is KIND/NAME for a channel kind (terminal/resize):
+	// any other method is not found, whatever its params say (§7), before
+	// they are looked at.
+	kind, _, ok := strings.Cut(req.Method, "/")
+	if !ok || registry.Scheme(kind) == "" {
 		return c.respondOr(req, rpcErr(flow.ErrCodeMethodNotFound, "method not found: "+quoteClient(req.Method)))
 	}
 	s, err := c.subOf(req)
