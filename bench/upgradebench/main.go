@@ -1,14 +1,16 @@
 // Command upgradebench measures an upgrade in place of bin/ahpd
-// (docs/upgrade.md) under load: N terminals with a full scrollback and V
+// (docs/upgrade.md) under load: N terminals with a full scrollback, V
 // viewers (WebSocket connections, one subscription each, spread over the
-// terminals). Each round asks the daemon to upgrade (the Upgrade call of
+// terminals) and T TCP channels to an echo server of its own (a
+// connection each). Each round asks the daemon to upgrade (the Upgrade call of
 // `ahpctl daemon upgrade`, to the binary it runs) and times, from the
 // request, until every viewer was closed with 1012, reconnected and had
 // its terminal's snapshot again — its terminal/reset (which carries the
 // screen as a preview) and the whole snapshot, scrollback included (the
-// channel/ready after it); the CPU the daemon (with the check process it
-// runs) and this program's own viewers spent meanwhile (they share the
-// machine); and the daemon's RSS before and after. The viewers offer
+// channel/ready after it) — and until every TCP channel resumed and
+// echoed a line; the CPU the daemon (with the check process it
+// runs) and this program's own clients spent meanwhile (they share the
+// machine); and the daemon's RSS before and after. The clients offer
 // permessage-deflate as a browser does (-client-deflate). Not a test
 // (make test does not run it):
 //
@@ -22,6 +24,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -43,6 +47,7 @@ func main() {
 	terminals := flag.Int("terminals", 100, "terminals, each with a full scrollback")
 	lines := flag.Int("lines", 10000, "scrollback lines of each terminal (each filled with 80-column lines)")
 	viewers := flag.Int("viewers", 500, "viewers (WebSocket connections, one subscription each)")
+	tcps := flag.Int("tcp", 20, "TCP channels to an echo server of the bench's (one WebSocket connection each), which resume after each upgrade")
 	rounds := flag.Int("rounds", 3, "upgrades to time")
 	compression := flag.String("compression", "deflate", "the daemon's --websocket-compression: deflate or none")
 	clientDeflate := flag.Bool("client-deflate", true, "the viewers offer permessage-deflate (a browser does); the daemon compresses only with -compression deflate")
@@ -50,8 +55,8 @@ func main() {
 	logLevel := flag.String("log-level", "error", "the daemon's --log-level (its log goes to stderr)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this program (its viewers) to `file`")
 	flag.Parse()
-	if *terminals < 1 || *terminals > 250 || *viewers < 0 || *viewers > 2000 || *lines < 1 || *lines > 100000 || *rounds < 1 || *rounds > 50 {
-		fmt.Fprintln(os.Stderr, "upgradebench: -terminals 1..250, -viewers 0..2000, -lines 1..100000, -rounds 1..50")
+	if *terminals < 1 || *terminals > 250 || *viewers < 0 || *viewers > 2000 || *tcps < 0 || *tcps > 200 || *lines < 1 || *lines > 100000 || *rounds < 1 || *rounds > 50 {
+		fmt.Fprintln(os.Stderr, "upgradebench: -terminals 1..250, -viewers 0..2000, -tcp 0..200, -lines 1..100000, -rounds 1..50")
 		os.Exit(2)
 	}
 	if *cpuProfile != "" {
@@ -65,15 +70,29 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*bin, *terminals, *lines, *viewers, *rounds, *compression, *clientDeflate, *settle, *logLevel); err != nil {
+	p := params{bin: *bin, terminals: *terminals, lines: *lines, viewers: *viewers, tcps: *tcps, rounds: *rounds,
+		compression: *compression, deflate: *clientDeflate, settle: *settle, logLevel: *logLevel}
+	if err := run(p); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "upgradebench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, terminals, lines, viewers, rounds int, compression string, deflate bool, settle time.Duration, logLevel string) error {
-	abs, err := filepath.Abs(bin)
+// params are the flags.
+type params struct {
+	bin                             string
+	terminals, lines, viewers, tcps int
+	rounds                          int
+	compression                     string
+	deflate                         bool
+	settle                          time.Duration
+	logLevel                        string
+}
+
+func run(p params) error {
+	terminals, lines, viewers, rounds, compression, deflate, settle := p.terminals, p.lines, p.viewers, p.rounds, p.compression, p.deflate, p.settle
+	abs, err := filepath.Abs(p.bin)
 	if err != nil {
 		return err
 	}
@@ -82,7 +101,7 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	d, err := benchproc.StartDaemon(abs, dir, []string{"--no-default-terminal", "--log-level", logLevel, "--websocket-compression", compression}, nil)
+	d, err := benchproc.StartDaemon(abs, dir, []string{"--no-default-terminal", "--log-level", p.logLevel, "--websocket-compression", compression}, nil)
 	if err != nil {
 		return err
 	}
@@ -122,11 +141,21 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 			return err
 		}
 	}
+	// TCP channels: each echoes once before the first round.
+	streams, err := openStreams(ctx, d, p.tcps, deflate)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, st := range streams {
+			st.close()
+		}
+	}()
 	time.Sleep(time.Second) // let the fill's garbage go
 	pid := d.Cmd.Process.Pid
-	fmt.Printf("ahpd %s: %d terminals × %d scrollback lines of 80 columns, %d viewers, compression %s, viewers offer deflate: %v\n\n", abs, terminals, lines, viewers, compression, deflate)
-	fmt.Printf("| round | request → the new binary answers | request → viewers' terminal/reset (screen): median / last | request → viewers' whole snapshot (scrollback): median / last | slowest viewer: closed → reset | CPU: daemon + check | CPU: the bench's viewers | RSS before | RSS when all are back | RSS %v later | later / before |\n", settle)
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Printf("ahpd %s: %d terminals × %d scrollback lines of 80 columns, %d viewers, %d TCP channels, compression %s, clients offer deflate: %v\n\n", abs, terminals, lines, viewers, len(streams), compression, deflate)
+	fmt.Printf("| round | request → the new binary answers | request → viewers' terminal/reset (screen): median / last | request → viewers' whole snapshot (scrollback): median / last | request → every TCP channel resumed and echoing | slowest viewer: closed → reset | CPU: daemon + check | CPU: the bench's clients | RSS before | RSS when all are back | RSS %v later | later / before |\n", settle)
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for round := 1; round <= rounds; round++ {
 		before, err := rss(pid)
 		if err != nil {
@@ -142,6 +171,15 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 		}
 		answered := make(chan time.Duration, 1)
 		go func() { answered <- waitUpgrades(ctx, daemonc, int64(round), start) }()
+		echoed := make(chan error, len(streams))
+		echoes := make([]time.Duration, len(streams))
+		for i, st := range streams {
+			go func() {
+				t, err := st.backAfter(start, round)
+				echoes[i] = t.Sub(start)
+				echoed <- err
+			}()
+		}
 		screens, fulls := make([]time.Duration, len(vs)), make([]time.Duration, len(vs))
 		for i, v := range vs {
 			t, err := v.after(v.snaps, start, time.Now().Add(time.Minute))
@@ -156,6 +194,11 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 				return err
 			}
 			fulls[i] = t.Sub(start)
+		}
+		for range streams {
+			if err := <-echoed; err != nil {
+				return err
+			}
 		}
 		dcpu, bcpu := cpuWithChildren(pid)-dcpu0, cpuWithChildren(os.Getpid())-bcpu0
 		back := <-answered
@@ -180,8 +223,12 @@ func run(bin string, terminals, lines, viewers, rounds int, compression string, 
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %d | %v | %s | %s | %v | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n", round, back.Round(time.Millisecond),
-			screen, full, slowest.Round(time.Millisecond), dcpu.Seconds(), bcpu.Seconds(),
+		tcpBack := "–"
+		if len(echoes) > 0 {
+			tcpBack = slices.Max(echoes).Round(time.Millisecond).String()
+		}
+		fmt.Printf("| %d | %v | %s | %s | %s | %v | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n", round, back.Round(time.Millisecond),
+			screen, full, tcpBack, slowest.Round(time.Millisecond), dcpu.Seconds(), bcpu.Seconds(),
 			float64(before)/(1<<20), float64(after)/(1<<20), float64(later)/(1<<20), float64(later)/float64(before))
 		select {
 		case err := <-errs:
@@ -377,4 +424,127 @@ func (v *viewer) lastGap() time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.gap
+}
+
+// openStreams starts an echo server, allows it, and opens n TCP channels
+// to it, each on a WebSocket connection of its own; each echoes once.
+func openStreams(ctx context.Context, d *benchproc.Daemon, n int, deflate bool) ([]*stream, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() { // the echo server, until the bench ends
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	if _, err := ahpv1.NewTCPServiceClient(d.Conn).AllowTCP(ctx, &ahpv1.AllowTCPRequest{Rule: l.Addr().String()}); err != nil {
+		return nil, fmt.Errorf("allowing the echo server: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	var streams []*stream
+	for i := 0; i < n; i++ {
+		s := &stream{resumed: make(chan time.Time, 8)}
+		s.st, err = client.OpenTCP(ctx, client.TCPOptions{
+			Dial: func(ctx context.Context) (*client.Conn, error) {
+				c, _, err := client.Dial(ctx, d.WS(), client.Options{Token: d.Token, ClientName: "upgradebench", Deflate: deflate})
+				if err != nil {
+					return nil, err
+				}
+				s.mu.Lock()
+				old := s.conn
+				s.conn = c
+				s.mu.Unlock()
+				if old != nil {
+					old.Close() // closed by the host: an upgrade
+				}
+				return c, nil
+			},
+			Host: "127.0.0.1", Port: port,
+			// At once, as the viewers: the daemon is measured, not a
+			// client's patience.
+			MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond,
+			OnEvent: func(e client.TCPEvent) {
+				if e.Kind == client.TCPResumed {
+					select {
+					case s.resumed <- time.Now():
+					default:
+					}
+				}
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("TCP channel %d: %w", i, err)
+		}
+		streams = append(streams, s)
+		if err := s.echo(0); err != nil {
+			return nil, fmt.Errorf("TCP channel %d: %w", i, err)
+		}
+	}
+	return streams, nil
+}
+
+// stream is a TCP channel to the echo server. Its stream resumes on a new
+// connection when the host closes its own (1012).
+type stream struct {
+	st      *client.TCPStream
+	resumed chan time.Time // the stream resumed
+
+	mu   sync.Mutex
+	conn *client.Conn // the connection in use
+}
+
+// backAfter waits for the stream to resume after start, then for an echo
+// through it, and returns when the echo came back.
+func (s *stream) backAfter(start time.Time, seq int) (time.Time, error) {
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case t := <-s.resumed:
+			if t.Before(start) {
+				continue
+			}
+			if err := s.echo(seq); err != nil {
+				return time.Time{}, fmt.Errorf("TCP channel %s after the upgrade: %w", s.st.Channel(), err)
+			}
+			return time.Now(), nil
+		case <-deadline:
+			return time.Time{}, fmt.Errorf("TCP channel %s: not resumed within a minute of the upgrade", s.st.Channel())
+		}
+	}
+}
+
+// echo writes a numbered line and reads it back.
+func (s *stream) echo(seq int) error {
+	msg := fmt.Sprintf("%08d\n", seq)
+	if _, err := s.st.Write([]byte(msg)); err != nil {
+		return err
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(s.st, got); err != nil {
+		return err
+	}
+	if string(got) != msg {
+		return fmt.Errorf("echo %q, want %q", got, msg)
+	}
+	return nil
+}
+
+func (s *stream) close() {
+	s.st.Abort()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		s.conn.Close()
+	}
 }
