@@ -18,17 +18,21 @@
 // …, 20 every ~20 ms) until a stop file exists. Then 20 upgrades, odd ones
 // with `ahpctl daemon upgrade`, even ones with SIGUSR2; after each, the
 // test waits for the daemon's "upgraded in place", the page to be attached
-// again and attach to have redrawn. Afterwards the loop is stopped and:
-//   - page: 20 closes 1012 seen (its Client's state events), no restart,
-//     no error; the same shell (pid); its xterm buffer holds N1..Nlast (or,
+// again, attach to have redrawn and (while its transfer lives) forward to
+// have resumed. Afterwards the loop is stopped and:
+//   - page: 20 closes 1012 seen (its Client's state events), the "Upgrading"
+//     banner each time and no other, no restart, no error; the same shell
+//     (pid); its xterm buffer holds N1..Nlast (or,
 //     where the scrollback cut, a contiguous tail ending at Nlast) once
 //     each, in order, and END-last; no banner, notice or console error;
-//   - attach: still running, 20 reconnects after a 1012, its output stream
+//   - attach: still running, 20 reconnects after "ahpd is upgrading in
+//     place", its output stream
 //     covers N1..Nlast without a gap (each session's lines consecutive, each
 //     snapshot continuing where the last session's output stopped) and ends
 //     with END-last; a line typed into it afterwards reaches the shell;
-//   - forward: the transfer spanned the upgrades (resumed after each), the
-//     sha256 of what each end sent equals that of what the other received,
+//   - forward: the transfer spanned the upgrades (resumed after each, bytes
+//     on their way at one upgrade at least), the sha256 of what each end
+//     sent equals that of what the other received,
 //     and a new local connection after the last upgrade carries data both
 //     ways.
 // Each of the three is a subtest of its own, so one failing does not hide
