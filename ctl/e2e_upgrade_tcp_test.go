@@ -9,7 +9,6 @@ import (
 	"net"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,7 +17,8 @@ import (
 // TestE2EUpgradeForwardResumes: `ahpctl forward` carries a transferSize
 // stream each way through an echo target while ahpd upgrades in place
 // three times, each started (SIGUSR2) while the stream is under way, with
-// bytes in flight both ways: the TCP channel crosses each upgrade with
+// bytes in flight both ways (the reader waits for each upgrade, and the
+// writer holds the last quarter back until the third): the TCP channel crosses each upgrade with
 // its socket and journal, forward resumes it, and what comes back is the
 // stream sent, sha256 equal — nothing lost or repeated either way. The
 // channel is the same (one opened line, one channel URI) and its resumes
@@ -38,81 +38,67 @@ func TestE2EUpgradeForwardResumes(t *testing.T) {
 	defer c.Close()
 	sent := sha256.New()
 	werr := make(chan error, 1)
+	lastQuarter := make(chan struct{}) // closed after the third upgrade
 	go func() {
+		// The last quarter waits for the third upgrade, so that the
+		// channel is open (not finished) at each one.
 		r := io.TeeReader(io.LimitReader(rand.Reader, int64(size)), sent)
-		_, err := io.CopyBuffer(c, r, make([]byte, 64<<10))
+		_, err := io.CopyBuffer(c, io.LimitReader(r, int64(size)*3/4), make([]byte, 64<<10))
+		if err == nil {
+			select {
+			case <-lastQuarter:
+			case <-time.After(3 * time.Minute):
+			}
+			_, err = io.CopyBuffer(c, r, make([]byte, 64<<10))
+		}
 		if err == nil {
 			err = c.(*net.TCPConn).CloseWrite()
 		}
 		werr <- err
 	}()
-
-	// The reader paces itself (the whole stream in about 6 s) so that the
-	// transfer spans the upgrades, and starts the n-th upgrade once it has
-	// read n quarters, after the one before it finished.
+	// The reader stops at each quarter of the stream until the upgrade it
+	// starts there has finished: the writer goes on until the windows and
+	// buffers on the way are full, so each hand-over happens with bytes in
+	// flight both ways (in the journal, the read buffers, the kernels').
 	got := sha256.New()
-	var read atomic.Int64
-	upgraded := make(chan int, 3)
-	var during []int64 // bytes read when each upgrade finished
-	n := 0
-	pace := time.Duration(float64(6*time.Second) / float64(size) * float64(64<<10))
+	var read int64
+	var during []int64 // bytes read back when each upgrade finished
 	buf := make([]byte, 64<<10)
-	readDone := make(chan error, 1)
-	go func() {
-		for {
-			k, err := c.Read(buf)
-			got.Write(buf[:k])
-			read.Add(int64(k))
-			if err != nil {
-				if err == io.EOF {
-					err = nil
-				}
-				readDone <- err
-				return
-			}
-			time.Sleep(pace)
-		}
-	}()
-	guard := time.After(3 * time.Minute)
-	for done := false; !done; {
-		select {
-		case err := <-readDone:
-			if err != nil {
-				t.Fatalf("reading the echo after %d bytes: %v", read.Load(), err)
-			}
-			done = true
-		case k := <-upgraded:
-			during = append(during, read.Load())
-			_ = k
-		case <-time.After(5 * time.Millisecond):
-		case <-guard:
-			t.Fatalf("the transfer did not end within 3 minutes: %d of %d bytes back, %d upgrades", read.Load(), size, n)
-		}
-		if n < 3 && len(during) == n && read.Load() >= int64(n+1)*int64(size)/4 {
-			n++
+	if err := c.SetReadDeadline(time.Now().Add(3 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if n := len(during); n < 3 && read >= int64(n+1)*int64(size)/4 {
 			if err := d.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 				t.Fatal(err)
 			}
-			go func(k int) {
-				deadline := time.Now().Add(60 * time.Second)
-				for d.upgrades() < k && time.Now().Before(deadline) {
-					time.Sleep(10 * time.Millisecond) // polling another process's log
-				}
-				upgraded <- k
-			}(n)
+			d.awaitUpgrade(n + 1)
+			during = append(during, read)
+			if len(during) == 3 {
+				close(lastQuarter)
+			}
+		}
+		k, err := c.Read(buf)
+		got.Write(buf[:k])
+		read += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("reading the echo after %d of %d bytes (%d upgrades): %v", read, size, len(during), err)
 		}
 	}
 	if err := <-werr; err != nil {
 		t.Fatalf("writing: %v", err)
 	}
-	if read.Load() != int64(size) {
-		t.Fatalf("read %d bytes back, want %d", read.Load(), size)
+	if read != int64(size) {
+		t.Fatalf("read %d bytes back, want %d", read, size)
 	}
 	if !bytes.Equal(sent.Sum(nil), got.Sum(nil)) {
 		t.Fatal("the bytes read back differ from those sent (sha256)")
 	}
-	if n != 3 || d.upgrades() != 3 {
-		t.Fatalf("%d upgrades started, %d done; want 3", n, d.upgrades())
+	if len(during) != 3 || d.upgrades() != 3 {
+		t.Fatalf("%d upgrades during the transfer, %d in all; want 3", len(during), d.upgrades())
 	}
 	t.Logf("%d MiB each way; bytes back when each upgrade finished: %v", size>>20, during)
 	if adopted := strings.Count(d.logs(), `msg="tcp channel adopted"`); adopted != 3 {

@@ -369,7 +369,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 
 	r := &runner{
 		srv: srv, log: log, level: level, sd: sd, watchdog: wd, opts: ro, started: s,
-		up: up, ln: ln, cp: cp, endServing: endServing,
+		up: up, ln: ln, cp: cp, serving: ctx, endServing: endServing,
 		status: fmt.Sprintf("serving %s; control socket %s", base, cp.Path()),
 		probe:  healthURL(ln.Addr()),
 		// No proxy from the environment, no kept-alive connection.
@@ -414,6 +414,7 @@ type runner struct {
 	up         *upgrader
 	ln         net.Listener
 	cp         *service.ControlPlane
+	serving    context.Context // cancelled when serving ends: a shutdown, or an upgrade handed over
 	endServing context.CancelFunc
 	mu         sync.Mutex   // guards upgrading and handing
 	upgrading  bool         // upgrade runs or ran: one at a time
@@ -452,9 +453,15 @@ func (r *runner) upgrade(bin, by string) (err error) {
 		if err == nil {
 			return
 		}
-		r.log.Error("upgrade refused; still serving", "err", err, "by", by)
+		if r.serving.Err() != nil {
+			// SIGTERM came while the new binary was checked: the daemon
+			// is shutting down, not serving on.
+			r.log.Warn("upgrade abandoned: ahpd is shutting down", "err", err, "by", by)
+		} else {
+			r.log.Error("upgrade refused; still serving", "err", err, "by", by)
+		}
 		r.up.refuse(time.Now(), err.Error(), false)
-		if reloading {
+		if reloading && r.serving.Err() == nil {
 			r.notify("READY=1\nSTATUS=" + r.status)
 		}
 		r.mu.Lock()
@@ -471,6 +478,9 @@ func (r *runner) upgrade(bin, by string) (err error) {
 	reloading = true
 	if err := r.up.check(bin); err != nil {
 		return err
+	}
+	if r.serving.Err() != nil {
+		return errors.New("ahpd is shutting down")
 	}
 	h := &handingOver{bin: bin}
 	tl, ok := r.ln.(interface{ File() (*os.File, error) })
