@@ -618,7 +618,7 @@ func testCheckConfig(t *testing.T, bin string) {
 		{"good", "listen = \"127.0.0.1:7000\"\nmaxOutputStall = 2s\n", nil, 0, "is valid"},
 		{"example", "", []string{"--config", "../systemd/config.example.toml"}, 0, "config.example.toml is valid"},
 		{"unknown key", "listen = \"127.0.0.1:7000\"\nmaxoutputstall = 2s\n", nil, 1, "config.toml:2: maxoutputstall: unknown key (did you mean maxOutputStall?)"},
-		{"bad value", "\nmaxBufferedBytes = 10MB\n", nil, 1, "config.toml:2: maxBufferedBytes: want an integer with an optional KiB, MiB or GiB suffix"},
+		{"bad value", "\nmaxBufferedBytes = 10M\n", nil, 1, "config.toml:2: maxBufferedBytes: want an integer with an optional unit: KiB, MiB, GiB"},
 		{"invalid limit", "maxOutputStall = 1ms\n", nil, 1, "config.toml:1: maxOutputStall: must be at least 100ms"},
 		{"group conflict", "hostReceive.maximumFrameBytes = 512KiB\n", nil, 1, "config.toml:1: hostReceive.maximumFrameBytes: conflicts with the default of hostReceive.windowBytes"},
 		{"flag wins", "listen = nohost\n", []string{"--listen", "127.0.0.1:7000"}, 0, "is valid"},

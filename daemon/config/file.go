@@ -7,7 +7,7 @@ package config
 //	# comment
 //	listen = "127.0.0.1:7681"
 //	maxOutputStall = "60s"            # Go durations: 500ms, 2s, 1m30s
-//	maxBufferedBytes = "64MiB"        # integers with optional KiB, MiB, GiB
+//	maxBufferedBytes = "64MiB"        # integers with optional KiB, MiB, GiB or KB, MB, GB
 //	hostReceive.windowBytes = "256KiB"
 //	allowedOrigins = ["example.com:443", "localhost:7681"]
 //

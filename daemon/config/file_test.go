@@ -85,7 +85,7 @@ var configApplyCases = []struct {
 }{
 	{"maxOutputStall = fast\n", "c.toml:1: maxOutputStall: want a duration"},
 	{"maxOutputStall = -1s\n", "c.toml:1: maxOutputStall: must not be negative"},
-	{"maxBufferedBytes = 8MB\n", "c.toml:1: maxBufferedBytes: want an integer with an optional KiB, MiB or GiB suffix"},
+	{"maxBufferedBytes = 8Mo\n", "c.toml:1: maxBufferedBytes: want an integer with an optional unit: KiB, MiB, GiB (1024, 1024², 1024³ bytes) or KB, MB, GB (1000, 1000², 1000³ bytes)"},
 	{"maxBufferedBytes = 99999999999GiB\n", "c.toml:1: maxBufferedBytes: \"99999999999GiB\" is too large"},
 	{"maxSubscriptions = 1.5\n", "c.toml:1: maxSubscriptions: want an integer"},
 	{"metricsPublic = yes\n", "c.toml:1: metricsPublic: want true or false"},

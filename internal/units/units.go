@@ -1,6 +1,6 @@
 // Package units parses and formats the sizes operators write in ahpd's
-// config file and in `ahpctl limits set`: integers with an optional KiB,
-// MiB or GiB suffix.
+// config file and in `ahpctl limits set`: integers with an optional unit,
+// SI (KB, MB, GB: powers of 1000) or IEC (KiB, MiB, GiB: powers of 1024).
 package units
 
 import (
@@ -9,23 +9,37 @@ import (
 	"strings"
 )
 
-// ParseSize parses "65536", "64KiB", "8 MiB", "1GiB" (case-insensitive
-// suffix; '_' separators allowed) into bytes. Negative values and values
-// beyond int64 are errors.
+// sizeUnits are the suffixes ParseSize takes, case-insensitive: the IEC
+// ones (powers of 1024) and the SI ones (powers of 1000), as disks,
+// kubectl (Ki/k) and systemd (K is 1024 there; we take no bare K) do. The
+// longer suffix comes first ("mib" before "b").
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30},
+	{"kb", 1_000}, {"mb", 1_000_000}, {"gb", 1_000_000_000},
+	{"b", 1},
+}
+
+// SizeRule says how sizes are written, for help texts and errors.
+const SizeRule = "an integer with an optional unit: KiB, MiB, GiB (1024, 1024², 1024³ bytes) or KB, MB, GB (1000, 1000², 1000³ bytes)"
+
+// ParseSize parses "65536", "64KiB", "8 MiB", "8MB" (8,000,000), "1GiB"
+// (case-insensitive unit, see SizeRule; '_' separators allowed) into
+// bytes. Fractions, negative values and values beyond int64 are errors.
 func ParseSize(s string) (int64, error) {
 	num, mult := s, int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}} {
-		if strings.HasSuffix(strings.ToLower(s), u.suffix) {
+	lower := strings.ToLower(s)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(lower, u.suffix) {
 			num, mult = strings.TrimSpace(s[:len(s)-len(u.suffix)]), u.mult
 			break
 		}
 	}
 	v, err := strconv.ParseInt(strings.ReplaceAll(num, "_", ""), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("want an integer with an optional KiB, MiB or GiB suffix, got %q", s)
+		return 0, fmt.Errorf("want %s, got %q", SizeRule, s)
 	}
 	if v < 0 {
 		return 0, fmt.Errorf("must not be negative, got %q", s)

@@ -12,7 +12,11 @@ func TestParseSize(t *testing.T) {
 		{"1gib", 1 << 30, true}, {"1_000", 1000, true}, {"-1", 0, false}, {"1.5MiB", 0, false},
 		{"MiB", 0, false}, {"9999999999GiB", 0, false}, {"", 0, false},
 		{"1024", 1024, true}, {"8MiB", 8 << 20, true}, {"8mib", 8 << 20, true}, {"2GiB", 2 << 30, true},
-		{"1 MiB", 1 << 20, true}, {"8MB", 0, false}, {"x", 0, false},
+		{"1 MiB", 1 << 20, true}, {"x", 0, false},
+		// SI units are powers of 1000 (issue 39: 8MB was refused).
+		{"8MB", 8_000_000, true}, {"8mb", 8_000_000, true}, {"8 MB", 8_000_000, true}, {"64KB", 64_000, true},
+		{"2GB", 2_000_000_000, true}, {"512B", 512, true}, {"8MiB", 8_388_608, true},
+		{"1.5MB", 0, false}, {"8M", 0, false}, {"8K", 0, false}, {"MB", 0, false}, {"B", 0, false}, {"9999999999GB", 0, false},
 	} {
 		got, err := ParseSize(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
