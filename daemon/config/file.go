@@ -364,18 +364,53 @@ func findConfigKey(name string) (configKey, bool) {
 	return configKey{}, false
 }
 
-// suggestKey returns a key that name probably meant (case, "_" and "-"
-// aside), or "".
+// suggestKey returns a key that name probably meant, or "": the same key
+// but for case, "_" and "-" (max_output_stall, state-dir), else the
+// closest key within a typo's reach (maxOutputStal, tcpAlow): at most 2
+// edits, and at most a quarter of the name's letters.
 func suggestKey(name string) string {
 	norm := func(s string) string {
 		return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
 	}
+	n := norm(name)
+	best, bestD := "", 3
 	for _, k := range configKeys {
-		if norm(k.name) == norm(name) {
+		kn := norm(k.name)
+		if kn == n {
 			return k.name
 		}
+		if d := editDistance(n, kn); d < bestD && 4*d <= len(n) {
+			best, bestD = k.name, d
+		}
 	}
-	return ""
+	return best
+}
+
+// editDistance is the Damerau–Levenshtein distance of a and b (optimal
+// string alignment: insertions, deletions, substitutions, adjacent swaps).
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range rb {
+		d[0][j+1] = j + 1
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }
 
 // DefaultPaths are where ahpd looks for its config file without

@@ -66,7 +66,13 @@ var configErrorCases = []struct {
 	{"[limits]\n", "c.toml:1: tables are not supported"},
 	{"listen\n", "c.toml:1: want key = value"},
 	{"\n\nmaxoutputstall = 2s\n", "c.toml:3: maxoutputstall: unknown key (did you mean maxOutputStall?)"},
-	{"bogus = 1\n", "c.toml:1: bogus: unknown key"},
+	{"bogus = 1\n", "c.toml:1: bogus: unknown key (config.example.toml lists every key)"},
+	// A typo gets the closest key (issue 39).
+	{"maxOutputStal = 2s\n", "c.toml:1: maxOutputStal: unknown key (did you mean maxOutputStall?)"},
+	{"tcpAlow = []\n", "c.toml:1: tcpAlow: unknown key (did you mean tcpAllow?)"},
+	{"maxBuferedByts = 1MiB\n", "c.toml:1: maxBuferedByts: unknown key (did you mean maxBufferedBytes?)"},
+	{"state-dir = \"/x\"\n", "c.toml:1: state-dir: unknown key (did you mean stateDir?)"},
+	{"listn = \"x:1\"\n", "c.toml:1: listn: unknown key (did you mean listen?)"},
 	{"\"listen\" = \"x\"\n", "c.toml:1: bad key"},
 	{"listen = \n", "c.toml:1: listen: missing value"},
 	{"listen = \"127.0.0.1:1\n", "c.toml:1: listen: basic strings cannot have new lines"}, // go-toml's words
