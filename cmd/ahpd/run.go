@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,7 +82,7 @@ func Main(args []string, stderr io.Writer) int {
 	printLink := fs.Bool("print-link", false, "print the default terminal's browser link (single-use ticket) on stderr even when stderr is not a terminal (never with the journal log format)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
+		printDefaults(fs, stderr)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -116,6 +117,30 @@ func Main(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return run(s, runOptions{configFlag: *configFlag, configPath: path, fromFlags: fl, flagged: flagged, printLink: *printLink, args: args}, stderr)
+}
+
+// printDefaults is flag.PrintDefaults with the flags written as the README
+// and the usage text write them, with two dashes (--check-config); Go's
+// flag package takes both forms.
+func printDefaults(fs *flag.FlagSet, w io.Writer) {
+	fs.VisitAll(func(f *flag.Flag) {
+		var b strings.Builder
+		b.WriteString("  --" + f.Name)
+		name, usage := flag.UnquoteUsage(f)
+		if name != "" {
+			b.WriteString(" " + name)
+		}
+		b.WriteString("\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if def := f.DefValue; def != "" && def != "false" && def != "0" {
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, isString := g.Get().(string); isString {
+					def = strconv.Quote(def)
+				}
+			}
+			b.WriteString(" (default " + def + ")")
+		}
+		fmt.Fprintln(w, b.String())
+	})
 }
 
 // printErr writes err with one "ahpd: " prefix per line (errors.Join

@@ -59,3 +59,23 @@ func TestListenInUse(t *testing.T) {
 		t.Fatalf("output lacks %q and the hint:\n%s", want, out.String())
 	}
 }
+
+// TestHelpDoubleDash: ahpd --help writes its flags with two dashes, as the
+// README and the usage text do (--check-config), and exits 0.
+func TestHelpDoubleDash(t *testing.T) {
+	var out strings.Builder
+	if code := Main([]string{"--help"}, &out); code != 0 {
+		t.Fatalf("ahpd --help: exit %d", code)
+	}
+	help := out.String()
+	for _, want := range []string{"\n  --check-config\n", "\n  --config file\n", "\n  --listen address\n", `(default "127.0.0.1:7681")`} {
+		if !strings.Contains(help, want) {
+			t.Errorf("ahpd --help lacks %q:\n%s", want, help)
+		}
+	}
+	for _, line := range strings.Split(help, "\n") {
+		if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") {
+			t.Errorf("a flag with one dash: %q", line)
+		}
+	}
+}
