@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -149,7 +150,8 @@ Commands:
 Global flags:
   --control PATH   control socket (default $AHP_CONTROL, else the first that exists of
                    $RUNTIME_DIRECTORY/ahpd.sock, $XDG_RUNTIME_DIR/ahpd/control.sock,
-                   $XDG_STATE_HOME/ahpd/control.sock, ~/.local/state/ahpd/control.sock)
+                   $XDG_STATE_HOME/ahpd/control.sock, ~/.local/state/ahpd/control.sock,
+                   /run/ahpd/$USER/ahpd.sock (the ahpd@USER system service))
   --timeout DUR    timeout of each request (default 10s)
   -o FORMAT        output format of a listing: table, wide, json or yaml
                    (the same as the command's own -o)
@@ -243,6 +245,11 @@ func defaultControlPath(getenv func(string) string) string {
 	if h, err := os.UserHomeDir(); err == nil {
 		cands = append(cands, filepath.Join(h, ".local", "state", "ahpd", "control.sock"))
 	}
+	// The system service ahpd@USER (systemd/ahpd@.service:
+	// RuntimeDirectory=ahpd/%i, ahpd@.socket's ListenStream).
+	if name := currentUser(getenv); name != "" {
+		cands = append(cands, filepath.Join(systemRunDir, name, "ahpd.sock"))
+	}
 	for _, c := range cands {
 		if fi, err := os.Stat(c); err == nil && fi.Mode()&os.ModeSocket != 0 {
 			return c
@@ -252,6 +259,19 @@ func defaultControlPath(getenv func(string) string) string {
 		return "control.sock"
 	}
 	return cands[0]
+}
+
+// systemRunDir is where the ahpd@USER units keep each user's control
+// socket (a variable for tests).
+var systemRunDir = "/run/ahpd"
+
+// currentUser is the name of the user ahpctl runs as: the password
+// database's (the effective user, as the unit's User=%i), else $USER.
+func currentUser(getenv func(string) string) string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return getenv("USER")
 }
 
 // conn returns the gRPC connection to the control socket (lazily made).
