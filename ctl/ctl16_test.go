@@ -48,6 +48,21 @@ func TestMatchShortName(t *testing.T) {
 	} else if _, ok := err.(*usageError); ok {
 		t.Fatal("a missing channel is not bad usage")
 	}
+	// A command of one type looks among that type's channels, and names
+	// that type's URI when none has the ID (issue 39: telemetry push
+	// nosuch suggested ahp-terminal:/nosuch).
+	if got, err := matchShortNameOf("web", "tcp", chans); err != nil || got != "ahp-tcp:/web" {
+		t.Fatalf("tcp web = %q, %v", got, err)
+	}
+	if _, err := matchShortNameOf("nosuch", "telemetry", chans); err == nil || !strings.Contains(err.Error(), `no telemetry channel has the ID "nosuch"`) || !strings.Contains(err.Error(), "ahp-telemetry:/nosuch") || strings.Contains(err.Error(), "ahp-terminal:") {
+		t.Fatalf("telemetry nosuch: %v", err)
+	}
+	if _, err := matchShortNameOf("shell", "telemetry", chans); err == nil || !strings.Contains(err.Error(), "ahp-telemetry:/shell") {
+		t.Fatalf("telemetry shell (a terminal's ID): %v", err)
+	}
+	if _, err := matchShortName("nope", chans); err == nil || !strings.Contains(err.Error(), "ahp-terminal:/nope, ahp-telemetry:/nope or ahp-tcp:/nope") {
+		t.Fatalf("nope, any type: %v", err)
+	}
 	if isShortName("ahp-terminal:/x") || !isShortName("x") || isShortName("") {
 		t.Fatal("isShortName")
 	}

@@ -18,6 +18,14 @@ func isShortName(s string) bool { return s != "" && !strings.Contains(s, ":") }
 // channelURI resolves s to a channel URI: a URI as is, a short name through
 // ListChannels.
 func (a *app) channelURI(ctx context.Context, s string) (string, error) {
+	return a.channelURIOf(ctx, s, "")
+}
+
+// channelURIOf is channelURI for a command that takes channels of one
+// type (terminal, telemetry, tcp; "" any): a short name names the channel
+// of that type with the ID, and a missing one is reported with that
+// type's URI.
+func (a *app) channelURIOf(ctx context.Context, s, typ string) (string, error) {
 	if !isShortName(s) {
 		return s, nil
 	}
@@ -30,16 +38,23 @@ func (a *app) channelURI(ctx context.Context, s string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return matchShortName(s, res.Channels)
+	return matchShortNameOf(s, typ, res.Channels)
 }
 
 // matchShortName picks the channel whose ID is name: none is an error (exit
 // 1, like a URI the daemon does not know), several a usage error naming
 // them (exit 2: the user must say which).
 func matchShortName(name string, chans []*ahpv1.Channel) (string, error) {
+	return matchShortNameOf(name, "", chans)
+}
+
+// matchShortNameOf is matchShortName among the channels of type typ (""
+// any type).
+func matchShortNameOf(name, typ string, chans []*ahpv1.Channel) (string, error) {
+	prefix := "ahp-" + typ + ":/"
 	var hits []string
 	for _, ch := range chans {
-		if ch.Id == name {
+		if ch.Id == name && (typ == "" || strings.HasPrefix(ch.Uri, prefix)) {
 			hits = append(hits, ch.Uri)
 		}
 	}
@@ -47,7 +62,10 @@ func matchShortName(name string, chans []*ahpv1.Channel) (string, error) {
 	case 1:
 		return hits[0], nil
 	case 0:
-		return "", fmt.Errorf("no channel has the ID %q (see ahpctl ls; a full URI is ahp-terminal:/%s)", name, name)
+		if typ != "" {
+			return "", fmt.Errorf("no %s channel has the ID %q (see ahpctl ls --type %s; a full URI is %s%s)", typ, name, typ, prefix, name)
+		}
+		return "", fmt.Errorf("no channel has the ID %q (see ahpctl ls; a full URI names the type: ahp-terminal:/%s, ahp-telemetry:/%s or ahp-tcp:/%s)", name, name, name, name)
 	}
 	return "", usagef("%q is ambiguous: %s (give the full URI)", name, strings.Join(hits, ", "))
 }

@@ -62,7 +62,7 @@ func setupTelemetryCreate(fs *flag.FlagSet) action {
 		term := *terminal
 		if term != "" {
 			var err error
-			if term, err = a.channelURI(ctx, term); err != nil {
+			if term, err = a.channelURIOf(ctx, term, "terminal"); err != nil {
 				return err
 			}
 		}

@@ -74,7 +74,7 @@ func setupTelemetryPush(fs *flag.FlagSet) action {
 		if *linger < 0 {
 			return usagef("telemetry push: --linger must not be negative")
 		}
-		uri, err := a.channelURI(ctx, args[0])
+		uri, err := a.channelURIOf(ctx, args[0], "telemetry")
 		if err != nil {
 			return err
 		}
