@@ -62,10 +62,10 @@ func rootCommand() *command {
 				examples: []string{"ahpctl token revoke tok-3"}},
 		}},
 		{name: "limits", aliases: []string{"limit"}, summary: "Show and change the daemon's limits (PROTOCOL.md §9)", sub: []*command{
-			{name: "get", summary: "Show the limits in force and their defaults", maxArgs: 0, setup: setupLimitsGet,
-				examples: []string{"ahpctl limits get", "ahpctl limits get -o json", "ahpctl limits get --channel ahp-terminal:/build"}},
+			{name: "get", args: "[KEY]", summary: "Show the limits in force and their defaults (or one KEY's)", maxArgs: 1, setup: setupLimitsGet,
+				examples: []string{"ahpctl limits get", "ahpctl limits get maxBufferedBytes", "ahpctl limits get -o json", "ahpctl limits get --channel ahp-terminal:/build"}},
 			{name: "set", args: "KEY=VALUE...", summary: "Change limits", minArgs: 1, maxArgs: -1, complete: "limit", setup: setupLimitsSet,
-				help: "Durations use Go syntax (500ms, 2s, 1m30s); sizes are integers with an optional\nKiB, MiB or GiB suffix; VALUE \"default\" (or 0) restores the default. The change\napplies at once to new connections and to the timers of existing ones; the\nresult is validated as a whole and nothing changes if a value is refused (exit\n2). It prints each limit that changed as KEY=VALUE (was OLD), or \"no change\".\nWith --channel, only the flow-control limits (clientReceiveDefaults.*,\nclientReceiveMaximums.*, hostReceive.*) may be set, for new subscriptions of\nthat channel; KEY=default removes the channel's override.\nKeys: " + limitKeyNames() + ".",
+				help: "Durations use Go syntax (500ms, 2s, 1m30s); sizes are integers with an optional\nunit, KiB, MiB, GiB (powers of 1024) or KB, MB, GB (powers of 1000: 8MB is\n8,000,000 bytes, 8MiB 8,388,608); VALUE \"default\" (or 0) restores the default. The change\napplies at once to new connections and to the timers of existing ones; the\nresult is validated as a whole and nothing changes if a value is refused (exit\n2). It prints each limit that changed as KEY=VALUE (was OLD), or \"no change\".\nWith --channel, only the flow-control limits (clientReceiveDefaults.*,\nclientReceiveMaximums.*, hostReceive.*) may be set, for new subscriptions of\nthat channel; KEY=default removes the channel's override.\nKeys: " + limitKeyNames() + ".",
 				examples: []string{"ahpctl limits set maxOutputStall=2s maxBufferedBytes=8MiB", "ahpctl limits set maxSubscriptions=2 heartbeatInterval=5s", "ahpctl limits set clientReceiveDefaults.windowBytes=256KiB",
 					"ahpctl limits set --channel ahp-terminal:/build clientReceiveMaximums.windowBytes=1MiB",
 					"ahpctl limits set --channel ahp-terminal:/build clientReceiveMaximums.windowBytes=default"}},
@@ -197,7 +197,7 @@ func setupChannelsList(fs *flag.FlagSet) action {
 		if structured(*o) {
 			return a.printAs(*o, views)
 		}
-		return a.printChannels(views, *o == "wide")
+		return a.printChannels(views, *o == "wide", *typ)
 	}
 }
 
@@ -299,18 +299,28 @@ func setupTerminalCreate(fs *flag.FlagSet) action {
 }
 
 func setupTerminalResize(fs *flag.FlagSet) action {
-	rows := fs.Int("rows", 0, "height in `cells` (required)")
-	cols := fs.Int("cols", 0, "width in `cells` (required)")
+	rows := fs.Int("rows", 0, "height in `cells` (required, at least 1)")
+	cols := fs.Int("cols", 0, "width in `cells` (required, at least 1)")
 	return func(ctx context.Context, a *app, args []string) error {
-		if *rows == 0 || *cols == 0 {
-			return usagef("terminal resize: --rows and --cols are required")
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"cols", *cols}, {"rows", *rows}} {
+			switch {
+			case !given[f.name]:
+				return usagef("terminal resize: --%s is required (--cols and --rows, each at least 1)", f.name)
+			case f.v < 1:
+				return usagef("terminal resize: --%s must be at least 1, got %d", f.name, f.v)
+			}
 		}
 		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer cancel()
-		uri, err := a.channelURI(ctx, args[0])
+		uri, err := a.channelURIOf(ctx, args[0], "terminal")
 		if err != nil {
 			return err
 		}
@@ -467,9 +477,17 @@ func setupTokenRevoke(*flag.FlagSet) action {
 func setupLimitsGet(fs *flag.FlagSet) action {
 	o := outputFlag(fs)
 	channel := fs.String("channel", "", "show the limits a new subscription of channel `URI` gets (with its overrides)")
-	return func(ctx context.Context, a *app, _ []string) error {
+	return func(ctx context.Context, a *app, args []string) error {
 		if err := checkOutput(*o); err != nil {
 			return err
+		}
+		keys := limitKeys
+		if len(args) == 1 {
+			k, ok := findLimitKey(args[0])
+			if !ok {
+				return usagef("limits get: unknown key %q%s (keys: %s)", args[0], didYouMean(args[0], limitKeyNameList()), limitKeyNames())
+			}
+			keys = []limitKey{k}
 		}
 		c, rctx, cancel, err := a.connect(ctx)
 		if err != nil {
@@ -486,11 +504,16 @@ func setupLimitsGet(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
+		if len(args) == 1 && structured(*o) {
+			k := keys[0]
+			return a.printAs(*o, limitValueView{Key: k.name, Value: formatLimit(k.kind, k.get(res.Effective)),
+				Default: formatLimit(k.kind, k.get(res.Defaults)), Overridden: slices.Contains(res.Overridden, k.name)})
+		}
 		if structured(*o) {
 			return a.printAs(*o, map[string]any{"effective": toLimitsView(res.Effective), "defaults": toLimitsView(res.Defaults), "overridden": res.Overridden})
 		}
 		tw := a.table("KEY", "VALUE", "DEFAULT")
-		for _, k := range limitKeys {
+		for _, k := range keys {
 			v := formatLimit(k.kind, k.get(res.Effective))
 			if slices.Contains(res.Overridden, k.name) {
 				v += " (channel)"
@@ -591,8 +614,24 @@ func setupViewersKick(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		_, err = c.viewers.DisconnectViewer(rctx, &ahpv1.DisconnectViewerRequest{Id: args[0], Reason: *reason})
-		return err
+		// Who it was, for the line below (best effort).
+		who := ""
+		if vres, err := c.viewers.ListViewers(rctx, &ahpv1.ListViewersRequest{}); err == nil {
+			for _, v := range vres.Viewers {
+				if v.Id == args[0] {
+					who = fmt.Sprintf(" (%s from %s)", dash(v.Client), v.RemoteAddress)
+				}
+			}
+		}
+		if _, err = c.viewers.DisconnectViewer(rctx, &ahpv1.DisconnectViewerRequest{Id: args[0], Reason: *reason}); err != nil {
+			return err
+		}
+		why := *reason
+		if why == "" {
+			why = "disconnected by operator"
+		}
+		fmt.Fprintf(a.stdout, "kicked viewer %s%s: closed with 1008 %q\n", args[0], who, why)
+		return nil
 	}
 }
 

@@ -74,7 +74,7 @@ func parseLimitAssignments(args []string) (*ahpv1.SetLimitsRequest, error) {
 		}
 		key, ok := findLimitKey(k)
 		if !ok {
-			return nil, usagef("limits set: unknown key %q (keys: %s)", k, limitKeyNames())
+			return nil, usagef("limits set: unknown key %q%s (keys: %s)", k, didYouMean(k, limitKeyNameList()), limitKeyNames())
 		}
 		if seen[key.name] {
 			return nil, usagef("limits set: %s given twice", key.name)
@@ -109,12 +109,39 @@ func parseLimitAssignments(args []string) (*ahpv1.SetLimitsRequest, error) {
 	return req, nil
 }
 
-func limitKeyNames() string {
+func limitKeyNames() string { return strings.Join(limitKeyNameList(), ", ") }
+
+func limitKeyNameList() []string {
 	names := make([]string, len(limitKeys))
 	for i, k := range limitKeys {
 		names[i] = k.name
 	}
-	return strings.Join(names, ", ")
+	return names
+}
+
+// didYouMean is " (did you mean NAME?)" for the candidate closest to
+// name, when it is close enough to be a typo (ignoring case and '_'),
+// else "".
+func didYouMean(name string, candidates []string) string {
+	best, bestD := "", 4
+	n := normKey(name)
+	for _, c := range candidates {
+		if d := editDistance(n, normKey(c)); d < bestD && 2*d < len(n) {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return " (did you mean " + best + "?)"
+}
+
+// limitValueView is `limits get KEY -o json|yaml`.
+type limitValueView struct {
+	Key        string `json:"key"`
+	Value      string `json:"value"`
+	Default    string `json:"default"`
+	Overridden bool   `json:"overridden"` // by the channel's override (--channel)
 }
 
 // formatLimit renders a value the way `limits set` accepts it.

@@ -447,8 +447,17 @@ func (a *app) table(header ...string) *tabwriter.Writer {
 
 // printChannels prints the channels table; wide adds the ID, AGE, EXIT
 // (code or signal), COMMAND (a terminal's) or DETAIL (a TCP channel's
-// target and phase, a telemetry channel's source and samples).
-func (a *app) printChannels(views []channelView, wide bool) error {
+// target and phase, a telemetry channel's source and samples). The
+// telemetry and TCP channels' figures follow in tables of their own.
+// Listing one type (typ, from --type) prints only that type's table:
+// telemetry and TCP channels have no size or pid.
+func (a *app) printChannels(views []channelView, wide bool, typ string) error {
+	switch typ {
+	case "tcp":
+		return a.printTCPChannels(views, wide)
+	case "telemetry":
+		return a.printTelemetryChannels(views)
+	}
 	header := []string{"CHANNEL", "TYPE", "STATE", "VIEWERS", "SIZE", "PID", "TITLE"}
 	if wide {
 		header = []string{"CHANNEL", "ID", "TYPE", "STATE", "AGE", "VIEWERS", "SIZE", "PID", "EXIT", "COMMAND/DETAIL", "TITLE"}
@@ -483,12 +492,7 @@ func (a *app) printChannels(views []channelView, wide bool) error {
 	}
 	if len(telemetry) > 0 {
 		fmt.Fprintln(a.stdout)
-		tw = a.table("CHANNEL", "SOURCE", "POLICY", "VIEWERS", "SAMPLES", "NEXT SEQ")
-		for _, c := range telemetry {
-			t := c.Telemetry
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", c.Channel, t.Source, t.Policy, c.Viewers, t.Samples, t.Seq)
-		}
-		if err := tw.Flush(); err != nil {
+		if err := a.printTelemetryChannels(telemetry); err != nil {
 			return err
 		}
 	}
@@ -496,15 +500,47 @@ func (a *app) printChannels(views []channelView, wide bool) error {
 		return nil
 	}
 	fmt.Fprintln(a.stdout)
-	tw = a.table("CHANNEL", "TARGET", "REMOTE", "PHASE", "CONSUMER", "BYTES IN", "BYTES OUT", "RESUMES")
-	for _, c := range tcp {
+	return a.printTCPChannels(tcp, false)
+}
+
+// printTelemetryChannels is the table of the telemetry channels of views.
+func (a *app) printTelemetryChannels(views []channelView) error {
+	tw := a.table("CHANNEL", "SOURCE", "POLICY", "VIEWERS", "SAMPLES", "NEXT SEQ")
+	for _, c := range views {
+		if t := c.Telemetry; t != nil {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", c.Channel, t.Source, t.Policy, c.Viewers, t.Samples, t.Seq)
+		}
+	}
+	return tw.Flush()
+}
+
+// printTCPChannels is the table of the TCP channels of views: the target,
+// the bytes each way and the state (phase), with the age when wide.
+func (a *app) printTCPChannels(views []channelView, wide bool) error {
+	header := []string{"CHANNEL", "TARGET", "REMOTE", "STATE", "CONSUMER", "BYTES IN", "BYTES OUT", "RESUMES"}
+	if wide {
+		header = append(header, "AGE")
+	}
+	tw := a.table(header...)
+	n := 0
+	for _, c := range views {
 		t := c.TCP
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d\t%d\n", c.Channel, t.Target, dash(t.Remote), t.Phase, t.Consumer, t.BytesIn, t.BytesOut, t.Resumes)
+		if t == nil {
+			continue
+		}
+		n++
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d\t%d", c.Channel, t.Target, dash(t.Remote), t.Phase, t.Consumer, t.BytesIn, t.BytesOut, t.Resumes)
+		if wide {
+			fmt.Fprintf(tw, "\t%s", c.age())
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stdout, "\nBYTES IN were written to the target, BYTES OUT read from it.")
+	if n > 0 {
+		fmt.Fprintln(a.stdout, "\nBYTES IN were written to the target, BYTES OUT read from it.")
+	}
 	return nil
 }
 
