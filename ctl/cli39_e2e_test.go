@@ -140,7 +140,7 @@ func TestE2EListTCPColumns(t *testing.T) {
 			t.Errorf("ls --type tcp has the terminal column %s:\n%s", col, out)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^ahp-tcp:/web +` + regexp.QuoteMeta(ln.Addr().String()) + ` `).MatchString(out) || strings.Contains(out, "ahp-terminal:/sh") {
+	if !regexp.MustCompile(`(?m)^ahp-tcp:/web +`+regexp.QuoteMeta(ln.Addr().String())+` `).MatchString(out) || strings.Contains(out, "ahp-terminal:/sh") {
 		t.Fatalf("ls --type tcp:\n%s", out)
 	}
 	// The whole list keeps the terminal's columns and adds the TCP table.
