@@ -79,7 +79,8 @@ func rootCommand() *command {
 		{name: "stats", summary: "Show traffic counters per connection and per channel", maxArgs: 0, setup: setupStats,
 			examples: []string{"ahpctl stats", "ahpctl stats -o json"}},
 		{name: "events", summary: "Follow the daemon's events until interrupted", maxArgs: 0, setup: setupEvents,
-			examples: []string{"ahpctl events", "ahpctl events -o json --kind viewer.kicked --kind viewer.stalled", "ahpctl events --count 1 --kind channel.created"}},
+			help:     eventsHelp,
+			examples: []string{"ahpctl events", "ahpctl events -o json --kind viewer.kicked --kind viewer.stalled", "ahpctl events --count 1 --kind channel.created", "ahpctl events --after 120"}},
 		{name: "attach", args: "URI", summary: "Attach this terminal to a terminal channel (Ctrl-] d detaches)", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupAttach,
 			help:     attachHelp,
 			examples: []string{"ahpctl attach ahp-terminal:/shell", "ahpctl attach shell", "ahpctl attach --read-only --detach-keys ctrl-a build"}},
@@ -658,8 +659,21 @@ func setupStats(fs *flag.FlagSet) action {
 	}
 }
 
+const eventsHelp = `Each event has a seq, numbered from 1 by the daemon (-o json prints it); it
+goes on across an upgrade in place, and a restart starts it anew. When the
+daemon upgrades in place, ahpctl events resumes after the last event it
+printed: nothing is printed twice, and what the daemon no longer keeps (it
+keeps its newest 1024 events) is reported lost. --after SEQ starts after a
+seq seen earlier in the same way.`
+
+// eventsResume bounds how long ahpctl events tries to resume its watch
+// once the daemon ended it (an upgrade in place takes about a second; a
+// daemon that stops is not waited for longer).
+const eventsResume = 10 * time.Second
+
 func setupEvents(fs *flag.FlagSet) action {
 	o := outputFlag(fs)
+	after := fs.Uint64("after", 0, "start after the event of this `SEQ` (one printed before): the events after it that the daemon still keeps come first")
 	var kinds stringList
 	fs.Var(&kinds, "kind", "only events of this `kind` (repeatable): "+strings.Join(eventKinds, ", "))
 	channel := fs.String("channel", "", "only events about this channel `URI`")
@@ -688,40 +702,57 @@ func setupEvents(fs *flag.FlagSet) action {
 				return err
 			}
 		}
-		stream, err := c.daemon.WatchEvents(ctx, &ahpv1.WatchEventsRequest{Kinds: kinds, Channel: uri})
-		if err != nil {
-			return err
-		}
-		seen := 0
+		last, seen := *after, 0
+		var ended time.Time // when the daemon ended the watch, if it did
 		for {
-			res, err := stream.Recv()
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil // interrupted
+			stream, err := c.daemon.WatchEvents(ctx, &ahpv1.WatchEventsRequest{Kinds: kinds, Channel: uri, AfterSeq: last})
+			for err == nil {
+				var res *ahpv1.WatchEventsResponse
+				if res, err = stream.Recv(); err != nil {
+					break
 				}
+				ended = time.Time{}
+				last = max(last, res.LastSeq)
+				if res.Lost > 0 {
+					fmt.Fprintf(a.stderr, "ahpctl: %d events lost (this watcher fell behind, or the daemon no longer had them)\n", res.Lost)
+				}
+				for _, e := range res.Events {
+					last = max(last, e.Seq)
+					v := eventView{Seq: e.Seq, Time: e.Time.AsTime(), Kind: e.Kind, Channel: e.Channel, Viewer: e.Viewer, Detail: e.Detail}
+					switch *o {
+					case "json":
+						err = a.printJSONLine(v)
+					case "yaml": // a stream of documents
+						fmt.Fprintln(a.stdout, "---")
+						err = a.printAs("yaml", v)
+					default:
+						fmt.Fprintf(a.stdout, "%s  %-15s %-24s %-6s %s\n", v.Time.Local().Format("15:04:05.000"), v.Kind, dash(v.Channel), dash(v.Viewer), v.Detail)
+					}
+					if err != nil {
+						return err
+					}
+					if seen++; *count > 0 && seen >= *count {
+						return nil
+					}
+				}
+			}
+			if ctx.Err() != nil {
+				return nil // interrupted
+			}
+			// The daemon ended the watch (an upgrade in place, or it is
+			// stopping): resume after the last event, for a while.
+			if status.Code(err) != codes.Unavailable {
 				return err
 			}
-			if res.Lost > 0 {
-				fmt.Fprintf(a.stderr, "ahpctl: %d events lost (this watcher fell behind)\n", res.Lost)
+			if ended.IsZero() {
+				ended = time.Now()
+			} else if time.Since(ended) > eventsResume {
+				return err
 			}
-			for _, e := range res.Events {
-				v := eventView{Time: e.Time.AsTime(), Kind: e.Kind, Channel: e.Channel, Viewer: e.Viewer, Detail: e.Detail}
-				switch *o {
-				case "json":
-					if err := a.printJSONLine(v); err != nil {
-						return err
-					}
-				case "yaml": // a stream of documents
-					fmt.Fprintln(a.stdout, "---")
-					if err := a.printAs("yaml", v); err != nil {
-						return err
-					}
-				default:
-					fmt.Fprintf(a.stdout, "%s  %-15s %-24s %-6s %s\n", v.Time.Local().Format("15:04:05.000"), v.Kind, dash(v.Channel), dash(v.Viewer), v.Detail)
-				}
-				if seen++; *count > 0 && seen >= *count {
-					return nil
-				}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(100 * time.Millisecond):
 			}
 		}
 	}

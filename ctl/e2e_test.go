@@ -476,9 +476,13 @@ func TestE2EAttachKickAndEvents(t *testing.T) {
 				if !ok {
 					t.Fatalf("ahpctl events ended while waiting for %s", kind)
 				}
-				var e map[string]string
-				if err := json.Unmarshal([]byte(line), &e); err != nil {
+				var raw map[string]any
+				if err := json.Unmarshal([]byte(line), &raw); err != nil {
 					t.Fatalf("events -o json line %q: %v", line, err)
+				}
+				e := map[string]string{}
+				for k, v := range raw {
+					e[k] = fmt.Sprint(v)
 				}
 				if e["kind"] == kind && (field == "" || e[field] == value) {
 					return e

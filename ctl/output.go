@@ -415,6 +415,7 @@ func toStatsView(s *ahpv1.GetStatsResponse) statsView {
 }
 
 type eventView struct {
+	Seq     uint64    `json:"seq"`
 	Time    time.Time `json:"time"`
 	Kind    string    `json:"kind"`
 	Channel string    `json:"channel,omitempty"`

@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -154,8 +155,8 @@ func run(p params) error {
 	time.Sleep(time.Second) // let the fill's garbage go
 	pid := d.Cmd.Process.Pid
 	fmt.Printf("ahpd %s: %d terminals × %d scrollback lines of 80 columns, %d viewers, %d TCP channels, compression %s, clients offer deflate: %v\n\n", abs, terminals, lines, viewers, len(streams), compression, deflate)
-	fmt.Printf("| round | request → the new binary answers | request → viewers' terminal/reset (screen): median / last | request → viewers' whole snapshot (scrollback): median / last | request → every TCP channel resumed and echoing | slowest viewer: closed → reset | CPU: daemon + check | CPU: the bench's clients | RSS before | RSS when all are back | RSS %v later | later / before |\n", settle)
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Printf("| round | request → the new binary answers | request → viewers' terminal/reset (screen): median / last | request → viewers' whole snapshot (scrollback): median / last | request → every TCP channel resumed and echoing | viewers' connection attempts | slowest viewer: closed → reset | CPU: daemon + check | CPU: the bench's clients | RSS before | RSS when all are back | RSS %v later | later / before |\n", settle)
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for round := 1; round <= rounds; round++ {
 		before, err := rss(pid)
 		if err != nil {
@@ -164,7 +165,7 @@ func run(p params) error {
 		for _, v := range vs {
 			v.drain()
 		}
-		dcpu0, bcpu0 := cpuWithChildren(pid), cpuWithChildren(os.Getpid())
+		dcpu0, bcpu0, dials0 := cpuWithChildren(pid), cpuWithChildren(os.Getpid()), dials.Load()
 		start := time.Now()
 		if _, err := daemonc.Upgrade(ctx, &ahpv1.UpgradeRequest{}); err != nil {
 			return fmt.Errorf("upgrade: %w", err)
@@ -200,7 +201,7 @@ func run(p params) error {
 				return err
 			}
 		}
-		dcpu, bcpu := cpuWithChildren(pid)-dcpu0, cpuWithChildren(os.Getpid())-bcpu0
+		dcpu, bcpu, ndials := cpuWithChildren(pid)-dcpu0, cpuWithChildren(os.Getpid())-bcpu0, dials.Load()-dials0
 		back := <-answered
 		slices.Sort(screens)
 		slices.Sort(fulls)
@@ -227,8 +228,8 @@ func run(p params) error {
 		if len(echoes) > 0 {
 			tcpBack = slices.Max(echoes).Round(time.Millisecond).String()
 		}
-		fmt.Printf("| %d | %v | %s | %s | %s | %v | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n", round, back.Round(time.Millisecond),
-			screen, full, tcpBack, slowest.Round(time.Millisecond), dcpu.Seconds(), bcpu.Seconds(),
+		fmt.Printf("| %d | %v | %s | %s | %s | %d | %v | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n", round, back.Round(time.Millisecond),
+			screen, full, tcpBack, ndials, slowest.Round(time.Millisecond), dcpu.Seconds(), bcpu.Seconds(),
 			float64(before)/(1<<20), float64(after)/(1<<20), float64(later)/(1<<20), float64(later)/float64(before))
 		select {
 		case err := <-errs:
@@ -293,6 +294,12 @@ func rss(pid int) (int64, error) {
 	return 0, errors.New("no VmRSS")
 }
 
+// dials counts the viewers' connection attempts: one per viewer and
+// round when the daemon closes none of them before its snapshot (it
+// closes the oldest of more than maxPendingConnections waiting for their
+// initialize, and the viewer dials again).
+var dials atomic.Int64
+
 // viewer is one WebSocket connection with one subscription, which
 // reconnects at once (no backoff: the daemon is measured, not a client's
 // patience) when the host closes it, and notes when each snapshot
@@ -311,6 +318,7 @@ type viewer struct {
 
 func (v *viewer) run(ctx context.Context) error {
 	for ctx.Err() == nil {
+		dials.Add(1)
 		c, _, err := client.Dial(ctx, v.url, client.Options{Token: v.token, ClientName: "upgradebench", Deflate: v.deflate})
 		if err != nil {
 			time.Sleep(2 * time.Millisecond) // the listener is kept: this is a refusal of another kind

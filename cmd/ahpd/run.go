@@ -284,6 +284,10 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 		act.Close()
 		return fatal("%v", err)
 	}
+	if in != nil {
+		// The events' numbering goes on (before any channel is adopted).
+		srv.Events().Restore(in.daemon.EventSeq, in.daemon.Events)
+	}
 	// A soft memory limit from the budgets, unless GOMEMLIMIT sets one.
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(daemon.MemoryLimit(srv.Config()))

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/internal/handover"
 	"golang.org/x/sys/unix"
@@ -84,6 +85,11 @@ type handedDaemon struct {
 	Previous time.Time `json:"previous,omitzero"`
 	// Refused is the last upgrade refused since Started, if any.
 	Refused *handedRefusal `json:"refused,omitempty"`
+	// EventSeq and Events are the event bus's last seq and its retained
+	// events (events.Bus.Snapshot): the numbering goes on in the next
+	// binary, and a watcher resumes after the last event it got.
+	EventSeq uint64         `json:"eventSeq,omitempty"`
+	Events   []events.Event `json:"events,omitempty"`
 	// The listeners' descriptors (-1: none): the HTTP listener and the
 	// control socket, kept open across the execve, so that a connect
 	// meanwhile waits in their backlogs instead of being refused.
@@ -331,7 +337,9 @@ func (u *upgrader) exec(srv *daemon.Server, log *slog.Logger, bin string, httpLn
 		}
 		return int(f.Fd())
 	}
-	b, _ := json.Marshal(u.daemonSection(fd(httpLn), fd(control)))
+	d := u.daemonSection(fd(httpLn), fd(control))
+	d.EventSeq, d.Events = srv.Events().Snapshot() // after the channels' last events
+	b, _ := json.Marshal(d)
 	if err := w.Section(sectionDaemon, b); err != nil {
 		return err
 	}

@@ -245,8 +245,13 @@ func (g *grpcServer) WatchEvents(req *ahpv1.WatchEventsRequest, stream grpc.Serv
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	defer context.AfterFunc(g.stopping, cancel)()
-	err := g.s.WatchEvents(ctx, EventFilter{Kinds: req.GetKinds(), Channel: req.GetChannel()}, func(evs []events.Event, lost int) error {
-		return stream.Send(toEvents(evs, lost))
+	first := req.GetAfterSeq() == 0
+	err := g.s.WatchEvents(ctx, EventFilter{Kinds: req.GetKinds(), Channel: req.GetChannel(), After: req.GetAfterSeq()}, func(evs []events.Event, lost int) error {
+		res := toEvents(evs, lost)
+		if first { // the watch is in place: where a resume would start
+			res.LastSeq, first = g.s.Events().Seq(), false
+		}
+		return stream.Send(res)
 	})
 	if g.stopping.Err() != nil && stream.Context().Err() == nil {
 		return grpcError(ErrShuttingDown)
@@ -723,7 +728,7 @@ func toStats(st Stats) *ahpv1.GetStatsResponse {
 func toEvents(evs []events.Event, lost int) *ahpv1.WatchEventsResponse {
 	p := &ahpv1.WatchEventsResponse{Lost: int64(lost)}
 	for _, e := range evs {
-		p.Events = append(p.Events, &ahpv1.Event{Time: timestamppb.New(e.Time), Kind: e.Kind, Channel: e.Channel, Viewer: e.Viewer, Detail: e.Detail})
+		p.Events = append(p.Events, &ahpv1.Event{Seq: e.Seq, Time: timestamppb.New(e.Time), Kind: e.Kind, Channel: e.Channel, Viewer: e.Viewer, Detail: e.Detail})
 	}
 	return p
 }

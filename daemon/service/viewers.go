@@ -131,6 +131,9 @@ func (s *Service) Stats(ctx context.Context) Stats {
 type EventFilter struct {
 	Kinds   []string // empty: all
 	Channel string   // empty: all
+	// After resumes a watch after the event of this seq (events.Bus's
+	// WatchAfter); 0: the events from now on.
+	After uint64
 }
 
 func (f EventFilter) match(e events.Event) bool {
@@ -154,6 +157,9 @@ func (s *Service) WatchEvents(ctx context.Context, f EventFilter, send func(evs 
 		}
 	}
 	next, stop := s.Watch()
+	if f.After > 0 {
+		next, stop = s.events.WatchAfter(f.After)
+	}
 	defer stop()
 	// An empty first batch tells the caller the watch is in place.
 	if err := send(nil, 0); err != nil {

@@ -828,7 +828,14 @@ type WatchEventsRequest struct {
 	// all. At most 32 entries.
 	Kinds []string `protobuf:"bytes,1,rep,name=kinds,proto3" json:"kinds,omitempty"`
 	// channel keeps only events about this channel URI; empty keeps all.
-	Channel       string `protobuf:"bytes,2,opt,name=channel,proto3" json:"channel,omitempty"`
+	Channel string `protobuf:"bytes,2,opt,name=channel,proto3" json:"channel,omitempty"`
+	// after_seq resumes a watch: the stream starts with the events after
+	// this seq (Event.seq) that the daemon still keeps (its newest 1024),
+	// and the first response's lost counts those after it that it no longer
+	// keeps; nothing comes twice. 0: only the events from now on. A seq
+	// beyond the daemon's last (it restarted since, which numbers anew)
+	// starts with every event it keeps.
+	AfterSeq      uint64 `protobuf:"varint,3,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -877,6 +884,13 @@ func (x *WatchEventsRequest) GetChannel() string {
 	return ""
 }
 
+func (x *WatchEventsRequest) GetAfterSeq() uint64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
 // WatchEventsResponse carries the events that happened since the previous
 // response, oldest first.
 type WatchEventsResponse struct {
@@ -885,7 +899,13 @@ type WatchEventsResponse struct {
 	Events []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
 	// lost counts events this watcher lost because it fell behind: the daemon
 	// keeps at most 256 undelivered events per watcher and drops the oldest.
-	Lost          int64 `protobuf:"varint,2,opt,name=lost,proto3" json:"lost,omitempty"`
+	// On a resume (after_seq), the first response's lost also counts the
+	// events after after_seq that the daemon no longer keeps.
+	Lost int64 `protobuf:"varint,2,opt,name=lost,proto3" json:"lost,omitempty"`
+	// last_seq, in the first response of a watch without after_seq (it has
+	// no events), is the seq of the daemon's newest event then: a watcher
+	// whose stream ends before an event reaches it resumes after it.
+	LastSeq       uint64 `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -934,6 +954,13 @@ func (x *WatchEventsResponse) GetLost() int64 {
 	return 0
 }
 
+func (x *WatchEventsResponse) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
 // Event is something that happened in the daemon.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -949,7 +976,10 @@ type Event struct {
 	Viewer string `protobuf:"bytes,4,opt,name=viewer,proto3" json:"viewer,omitempty"`
 	// detail is human-readable context (the channel type, the client name,
 	// the kick reason).
-	Detail        string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	Detail string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	// seq numbers the daemon's events from 1, in the order they happened;
+	// it goes on across an upgrade in place (a restart starts it anew).
+	Seq           uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1019,6 +1049,13 @@ func (x *Event) GetDetail() string {
 	return ""
 }
 
+func (x *Event) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 var File_ahp_v1_daemon_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_daemon_proto_rawDesc = "" +
@@ -1080,19 +1117,22 @@ const file_ahp_v1_daemon_proto_rawDesc = "" +
 	"\x0econsumed_bytes\x18\x05 \x01(\x03R\rconsumedBytes\x12#\n" +
 	"\rdropped_bytes\x18\x06 \x01(\x03R\fdroppedBytes\x12\x1c\n" +
 	"\tsnapshots\x18\a \x01(\x03R\tsnapshots\x12\x18\n" +
-	"\astalled\x18\b \x01(\x03R\astalled\"D\n" +
+	"\astalled\x18\b \x01(\x03R\astalled\"a\n" +
 	"\x12WatchEventsRequest\x12\x14\n" +
 	"\x05kinds\x18\x01 \x03(\tR\x05kinds\x12\x18\n" +
-	"\achannel\x18\x02 \x01(\tR\achannel\"P\n" +
+	"\achannel\x18\x02 \x01(\tR\achannel\x12\x1b\n" +
+	"\tafter_seq\x18\x03 \x01(\x04R\bafterSeq\"k\n" +
 	"\x13WatchEventsResponse\x12%\n" +
 	"\x06events\x18\x01 \x03(\v2\r.ahp.v1.EventR\x06events\x12\x12\n" +
-	"\x04lost\x18\x02 \x01(\x03R\x04lost\"\x95\x01\n" +
+	"\x04lost\x18\x02 \x01(\x03R\x04lost\x12\x19\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\xa7\x01\n" +
 	"\x05Event\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
 	"\achannel\x18\x03 \x01(\tR\achannel\x12\x16\n" +
 	"\x06viewer\x18\x04 \x01(\tR\x06viewer\x12\x16\n" +
-	"\x06detail\x18\x05 \x01(\tR\x06detail2\x90\x02\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq2\x90\x02\n" +
 	"\rDaemonService\x12:\n" +
 	"\aGetInfo\x12\x16.ahp.v1.GetInfoRequest\x1a\x17.ahp.v1.GetInfoResponse\x12=\n" +
 	"\bGetStats\x12\x17.ahp.v1.GetStatsRequest\x1a\x18.ahp.v1.GetStatsResponse\x12H\n" +
