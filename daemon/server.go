@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"net"
@@ -45,6 +46,9 @@ type Options struct {
 	// its rules in the state directory (service.TCPStateFileName), never
 	// in a config file.
 	ConfigFile string
+	// TLS, when set, makes the HTTP listener serve HTTPS and WSS only
+	// (session.Options.TLS).
+	TLS *tls.Config
 	// Started is when the daemon started, sent in initialize
 	// (server.started) so that a page reconnecting after a restart knows
 	// its channels are new ones; zero: the time New runs.
@@ -141,6 +145,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		Budget: total, Host: s.Service,
 		Metrics:   metrics.Handler(s.Service, metrics.Options{Version: Version, Public: cfg.MetricsPublic, MemoryReturns: s.memory.Returns}),
 		ConnEnded: s.memory.soon,
+		TLS:       opts.TLS,
 	})
 	s.SetViewers(s.sess)
 	return s, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -47,11 +48,16 @@ one ahpd at a time may use a state directory.
 
 Settings come from the defaults, then the config file (see --config and
 systemd/config.example.toml), then the flags. SIGHUP re-reads the config file
-and applies its limits, logLevel and tcpAllow without dropping connections;
-SIGINT and SIGTERM shut down gracefully. Under systemd, ahpd takes its
-listeners from socket activation (ahpd.socket), reports
+and applies its limits, logLevel, tcpAllow and TLS certificate without
+dropping connections; SIGINT and SIGTERM shut down gracefully. Under
+systemd, ahpd takes its listeners from socket activation (ahpd.socket), reports
 READY/RELOADING/STOPPING and watchdog pings on $NOTIFY_SOCKET, and logs with
 journald priorities.
+
+A listen address other than loopback needs TLS (--tls-cert, --tls-key) or
+--insecure-listen (a proxy in front terminates TLS). Behind a reverse proxy,
+--public-url names the URL browsers open; its path is the prefix ahpd serves
+under.
 
 It runs its Go code on one core, and on two while a telemetry producer pushes
 fast (where it may use two CPUs); GOMAXPROCS in the environment fixes the
@@ -75,6 +81,10 @@ func Main(args []string, stderr io.Writer) int {
 	fs.StringVar(&fl.Control, "control", "", "gRPC control `socket`, mode 0660 (default $RUNTIME_DIRECTORY/ahpd.sock, else $XDG_RUNTIME_DIR/ahpd/control.sock, else STATE_DIR/control.sock; \"none\" disables it; ignored when socket activation passes it)")
 	fs.StringVar(&fl.LogLevel, "log-level", "info", "log `level`: debug, info, warn, error")
 	fs.StringVar(&fl.LogFormat, "log-format", "auto", "log `format`: text; journal (\"<6>message key=value\", no timestamps); auto: journal when stderr is journald's stream ($JOURNAL_STREAM), else text")
+	fs.StringVar(&fl.PublicURL, "public-url", "", "the `URL` browsers and remote clients reach ahpd at through a reverse proxy (https://example.com/ahpd/): printed links use it, its path is the prefix everything is served under, and its host and origin are allowed")
+	fs.StringVar(&fl.TLSCert, "tls-cert", "", "serve HTTPS and WSS with this PEM certificate (chain) `file` (with --tls-key; re-read on SIGHUP)")
+	fs.StringVar(&fl.TLSKey, "tls-key", "", "the PEM private key `file` of --tls-cert")
+	fs.BoolVar(&fl.InsecureListen, "insecure-listen", false, "allow a listen address other than loopback without TLS (by default refused: use --tls-cert, or a proxy that terminates TLS)")
 	configFlag := fs.String("config", "", "config `file` (default: the first that exists of $CONFIGURATION_DIRECTORY/config.toml, $XDG_CONFIG_HOME/ahpd/config.toml (~/.config/ahpd/config.toml), /etc/ahpd/config.toml; \"none\": no file)")
 	checkConfig := fs.Bool("check-config", false, "validate the config file and flags, print the result and exit: 0 valid, 1 not")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -277,9 +287,28 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	if act.HTTP != nil {
 		cfg.Listen = act.HTTP.Addr().String()
 	}
+	// Shells and tokens over plain HTTP beyond this machine: refused
+	// unless asked for. An upgrade in place keeps the listener it serves
+	// (a refusal here would end every terminal): it only warns.
+	if listen := cfg.WithDefaults().Listen; !cfg.TLS() && !cfg.InsecureListen && !loopbackOnly(listen) {
+		if in == nil {
+			act.Close()
+			return fatal("%s", insecureListenMessage(listen))
+		}
+		log.Warn("serving plain HTTP beyond loopback (an upgrade keeps the listener); set tlsCert and tlsKey, or insecureListen = true", "addr", listen)
+	}
+	certs, err := newCertStore(cfg.WithDefaults())
+	if err != nil {
+		act.Close()
+		return fatal("%v", err)
+	}
+	var tlsConf *tls.Config
+	if certs != nil {
+		tlsConf = certs.tlsConfig()
+	}
 	busy, stopScaling := procs.Start(log)
 	defer stopScaling()
-	srv, err := daemon.New(cfg, daemon.Options{Logger: log, Busy: busy, ConfigFile: ro.configFileOption(), Started: up.started})
+	srv, err := daemon.New(cfg, daemon.Options{Logger: log, Busy: busy, ConfigFile: ro.configFileOption(), Started: up.started, TLS: tlsConf})
 	if err != nil {
 		act.Close()
 		return fatal("%v", err)
@@ -347,7 +376,8 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	}
 	defer cp.Close()
 
-	base := "http://" + ln.Addr().String()
+	// Links name publicUrl, else the listener (https with TLS).
+	base := srv.Config().BaseURL(ln.Addr().String())
 	var link string // the default terminal's line for the operator
 	if in != nil {
 		n, err := srv.AdoptChannels(in.state)
@@ -390,7 +420,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 			return fatal("daemon telemetry: %v", err)
 		}
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "control", cp.Path(), "admin_token", filepath.Join(srv.Config().StateDir, "admin.token"), "version", daemon.Version)
+	log.Info("listening", "addr", ln.Addr().String(), "url", base, "control", cp.Path(), "admin_token", filepath.Join(srv.Config().StateDir, "admin.token"), "version", daemon.Version)
 	if link != "" && link != "log" {
 		// Last, so that it is what the operator sees.
 		fmt.Fprint(stderr, link)
@@ -398,11 +428,13 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 
 	r := &runner{
 		srv: srv, log: log, level: level, sd: sd, watchdog: wd, opts: ro, started: s,
-		up: up, ln: ln, cp: cp, serving: ctx, endServing: endServing,
+		up: up, ln: ln, cp: cp, serving: ctx, endServing: endServing, certs: certs,
 		status: fmt.Sprintf("serving %s; control socket %s", base, cp.Path()),
-		probe:  healthURL(ln.Addr()),
-		// No proxy from the environment, no kept-alive connection.
-		hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+		probe:  probeURL(ln.Addr(), srv.Config()),
+		// No proxy from the environment, no kept-alive connection. The
+		// probe asks our own socket whether it answers, not who it is:
+		// the certificate need not name 127.0.0.1.
+		hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}},
 	}
 	runnerRef.Store(r)
 	loopCtx, stopLoop := context.WithCancel(context.Background())
@@ -439,6 +471,7 @@ type runner struct {
 	status   string          // STATUS= for systemctl status
 	probe    string          // URL of /healthz on our own listener
 	hc       *http.Client
+	certs    *certStore // the listener's certificate; nil without TLS
 
 	up         *upgrader
 	ln         net.Listener
@@ -635,9 +668,23 @@ func healthURL(addr net.Addr) string {
 	return "http://" + net.JoinHostPort(ip.String(), fmt.Sprint(ta.Port)) + "/healthz"
 }
 
+// probeURL is the watchdog's /healthz on our own listener: https with
+// TLS, under publicUrl's path.
+func probeURL(addr net.Addr, cfg config.Config) string {
+	u := healthURL(addr)
+	if u == "" {
+		return ""
+	}
+	u = strings.TrimSuffix(u, "/healthz") + cfg.BasePath() + "healthz"
+	if cfg.TLS() {
+		u = "https" + strings.TrimPrefix(u, "http")
+	}
+	return u
+}
+
 // reload re-reads the config file (the one given by --config, or the
-// first default path that exists now) and applies its limits, logLevel
-// and tcpAllow, with the rules kept in the state directory (the file read
+// first default path that exists now) and applies its limits, logLevel,
+// the files of tlsCert and tlsKey and tcpAllow, with the rules kept in the state directory (the file read
 // becomes the one `ahpctl tcp deny` rewrites); a bad file changes
 // nothing. Keys that need a restart are reported if they changed.
 func (r *runner) reload() {
@@ -653,6 +700,15 @@ func (r *runner) reload() {
 	if err != nil {
 		r.log.Error("reload failed; nothing changed", "err", err)
 		return
+	}
+	if r.certs != nil {
+		// A certificate that does not load leaves the one in use, and the
+		// rest of the reload goes on.
+		if certChanged, err := r.certs.reload(s.Config); err != nil {
+			r.log.Error("reload: TLS certificate not changed", "err", err)
+		} else if certChanged {
+			r.log.Info("reload: TLS certificate loaded", "cert", s.TLSCert)
+		}
 	}
 	_ = r.level.UnmarshalText([]byte(s.LogLevel))
 	ro := r.opts

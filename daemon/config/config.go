@@ -3,8 +3,11 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ahp-dev/ahpd/flow"
@@ -154,15 +157,35 @@ type Config struct {
 	// StateDir holds admin.token (0600). Default $STATE_DIRECTORY, else
 	// $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd.
 	StateDir string
-	// AllowedOrigins lists host:port values a browser's Origin may have.
-	// Default: the listen address, and for a loopback listener also
-	// localhost, 127.0.0.1 and [::1] on the same port.
+	// AllowedOrigins lists host:port values a browser's Origin may have
+	// (http or https) besides the daemon's own, which are always allowed:
+	// the listen address, for a loopback listener also localhost,
+	// 127.0.0.1 and [::1] on the same port (with the listener's scheme),
+	// and PublicURL's origin.
 	AllowedOrigins []string
 	// AllowedHosts lists host names a request's Host header may have
 	// besides those always allowed: IP literals, localhost, *.localhost
 	// and the listen host. "*" allows any. Set it when a proxy or tunnel
 	// serves ahpd under another name; other requests get 421.
 	AllowedHosts []string
+	// PublicURL is the URL browsers and remote clients reach the daemon
+	// at, through a reverse proxy (https://example.com/ahpd/): the links
+	// the daemon prints use it, its path is the prefix the daemon serves
+	// everything under (the page, /v1/ws, /healthz, /metrics), and its
+	// host and origin are allowed (AllowedHosts, AllowedOrigins). Default
+	// "": links name the listen address, served at /. Config file key
+	// publicUrl, flag --public-url.
+	PublicURL string
+	// TLSCert and TLSKey are PEM files of the certificate (chain) and its
+	// key: when set, the listener serves HTTPS and WSS only. Both or
+	// neither. SIGHUP reads them again. Config file keys tlsCert and
+	// tlsKey, flags --tls-cert and --tls-key.
+	TLSCert, TLSKey string
+	// InsecureListen lets the daemon listen on an address other than
+	// loopback without TLS (a proxy in front terminates TLS, or a trusted
+	// network). Default false: such a listener is refused at start.
+	// Config file key insecureListen, flag --insecure-listen.
+	InsecureListen bool
 	// WebsocketCompression is "deflate" (default) or "none".
 	WebsocketCompression string
 	// DefaultTerminal starts one terminal running the login shell when no
@@ -262,6 +285,15 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("listen: %v", err)
 	}
+	if _, err := ParsePublicURL(c.PublicURL); err != nil {
+		return fmt.Errorf("publicUrl: %v", err)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		if c.TLSCert == "" {
+			return fmt.Errorf("tlsKey: needs tlsCert (--tls-cert) too: give both or neither")
+		}
+		return fmt.Errorf("tlsCert: needs tlsKey (--tls-key) too: give both or neither")
+	}
 	if c.WebsocketCompression != "deflate" && c.WebsocketCompression != "none" {
 		return fmt.Errorf("websocketCompression: must be deflate or none, got %q", c.WebsocketCompression)
 	}
@@ -295,3 +327,79 @@ func (c Config) PerTokenBufferedBytes() int64 {
 // ReconnectTokenTTL returns the lifetime of the token given to a viewer
 // that authenticated with a single-use ticket.
 func (c Config) ReconnectTokenTTL() time.Duration { return 24 * time.Hour }
+
+// TLS reports whether the listener serves TLS (TLSCert and TLSKey set).
+func (c Config) TLS() bool { return c.TLSCert != "" && c.TLSKey != "" }
+
+// ParsePublicURL checks a publicUrl value and returns it with its path
+// ending in "/" (nil for ""): an absolute http or https URL with a host,
+// without user, query or fragment.
+func ParsePublicURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("want a URL such as https://example.com/ahpd/, got %q", raw)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("want an http or https URL with a host (https://example.com/ahpd/), got %q", raw)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return nil, fmt.Errorf("want no user, query or fragment, got %q", raw)
+	}
+	if u.Port() == "" && strings.HasSuffix(u.Host, ":") {
+		return nil, fmt.Errorf("empty port in %q", raw)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	u.RawPath = ""
+	if path.Clean(u.Path) != strings.TrimSuffix(u.Path, "/") && u.Path != "/" {
+		return nil, fmt.Errorf("path %q: want a clean path (no //, . or ..)", u.Path)
+	}
+	return u, nil
+}
+
+// BasePath returns the path prefix everything is served under: PublicURL's
+// path ("/ahpd/"), or "/".
+func (c Config) BasePath() string {
+	if u, err := ParsePublicURL(c.PublicURL); err == nil && u != nil {
+		return u.Path
+	}
+	return "/"
+}
+
+// Scheme returns the listener's scheme: "https" with TLS, else "http".
+func (c Config) Scheme() string {
+	if c.TLS() {
+		return "https"
+	}
+	return "http"
+}
+
+// LocalBaseURL returns the page's URL on the listener bound to addr
+// (host:port), with an unspecified host (0.0.0.0, ::) replaced by
+// loopback, which reaches it from this machine: http(s)://HOST:PORT/PREFIX/.
+func (c Config) LocalBaseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return c.Scheme() + "://" + addr + c.BasePath()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return c.Scheme() + "://" + net.JoinHostPort(host, port) + c.BasePath()
+}
+
+// BaseURL returns the page's URL for links: PublicURL when set, else
+// LocalBaseURL(addr).
+func (c Config) BaseURL(addr string) string {
+	if u, err := ParsePublicURL(c.PublicURL); err == nil && u != nil {
+		return u.String()
+	}
+	return c.LocalBaseURL(addr)
+}

@@ -21,8 +21,8 @@ package config
 // before the file was read as TOML, a value that holds no quote may be left
 // unquoted (maxOutputStall = 2s, websocketCompression = none). Tables, quoted
 // keys, multi-line strings and inline tables are refused with the line
-// number. Limits, logLevel and tcpAllow are re-read on SIGHUP; the other
-// keys need a restart.
+// number. Limits, logLevel, tcpAllow and the files of tlsCert and tlsKey
+// are re-read on SIGHUP; the other keys need a restart.
 
 import (
 	"bytes"
@@ -310,6 +310,24 @@ var configKeys = func() []configKey {
 			}
 			s.TCPAllow = rules
 			return nil
+		}},
+		{name: "publicUrl", flag: "public-url", set: func(s *Settings, e configEntry) error {
+			v, err := scalar(e)
+			if err != nil {
+				return err
+			}
+			if _, err := ParsePublicURL(v); err != nil {
+				return err
+			}
+			s.PublicURL = v
+			return nil
+		}},
+		{name: "tlsCert", flag: "tls-cert", reload: true, set: setString(func(s *Settings) *string { return &s.TLSCert })},
+		{name: "tlsKey", flag: "tls-key", reload: true, set: setString(func(s *Settings) *string { return &s.TLSKey })},
+		{name: "insecureListen", flag: "insecure-listen", set: func(s *Settings, e configEntry) error {
+			v, err := parseBool(e)
+			s.InsecureListen = v
+			return err
 		}},
 		{name: "allowedHosts", set: func(s *Settings, e configEntry) error {
 			list := e.List
@@ -820,6 +838,10 @@ var flagSetters = map[string]func(dst, src *Settings){
 	"daemon-telemetry":      func(d, s *Settings) { d.DaemonTelemetry = s.DaemonTelemetry },
 	"log-level":             func(d, s *Settings) { d.LogLevel = s.LogLevel },
 	"log-format":            func(d, s *Settings) { d.LogFormat = s.LogFormat },
+	"public-url":            func(d, s *Settings) { d.PublicURL = s.PublicURL },
+	"tls-cert":              func(d, s *Settings) { d.TLSCert = s.TLSCert },
+	"tls-key":               func(d, s *Settings) { d.TLSKey = s.TLSKey },
+	"insecure-listen":       func(d, s *Settings) { d.InsecureListen = s.InsecureListen },
 }
 
 // RestartOnlyChanges names the keys whose values differ between a and b
@@ -847,5 +869,10 @@ func RestartOnlyChanges(a, b Settings) []string {
 	add("maxConnectionsPerToken", a.MaxConnectionsPerToken != b.MaxConnectionsPerToken)
 	add("allowedOrigins", strings.Join(a.AllowedOrigins, ",") != strings.Join(b.AllowedOrigins, ","))
 	add("allowedHosts", strings.Join(a.AllowedHosts, ",") != strings.Join(b.AllowedHosts, ","))
+	add("publicUrl", a.PublicURL != b.PublicURL)
+	add("insecureListen", a.InsecureListen != b.InsecureListen)
+	// tlsCert and tlsKey are re-read at SIGHUP, but TLS cannot be turned
+	// on or off on a listener that serves: that needs a restart.
+	add("tlsCert", a.TLS() != b.TLS())
 	return out
 }

@@ -11,10 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -530,23 +530,21 @@ func mapSlice[T, U any](in []T, f func(T) U) []U {
 	return out
 }
 
-// httpHost returns the HTTP address with an unspecified host replaced by
-// loopback, so that URLs built from it work on this machine.
-func (g *grpcServer) httpHost() string {
-	host, port, err := net.SplitHostPort(g.opts.HTTPAddr)
-	if err != nil {
-		return g.opts.HTTPAddr
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-		if ip != nil && ip.To4() == nil {
-			host = "::1"
-		}
-	}
-	return net.JoinHostPort(host, port)
-}
+// baseURL is the page's URL for links: publicUrl when set, else the
+// listener's address with an unspecified host replaced by loopback
+// (config.Config.BaseURL).
+func (g *grpcServer) baseURL() string { return g.s.Config().BaseURL(g.opts.HTTPAddr) }
 
-func (g *grpcServer) baseURL() string { return "http://" + g.httpHost() + "/" }
+// websocketURL is /v1/ws on the listener itself, which local clients
+// (ahpctl attach through the control socket) dial: ws:// or wss://, under
+// publicUrl's path prefix.
+func (g *grpcServer) websocketURL() string {
+	u := g.s.Config().LocalBaseURL(g.opts.HTTPAddr) + "v1/ws"
+	if rest, ok := strings.CutPrefix(u, "https://"); ok {
+		return "wss://" + rest
+	}
+	return "ws://" + strings.TrimPrefix(u, "http://")
+}
 
 func (g *grpcServer) info() *ahpv1.GetInfoResponse {
 	cfg := g.s.Config()
@@ -554,7 +552,7 @@ func (g *grpcServer) info() *ahpv1.GetInfoResponse {
 	r := &ahpv1.GetInfoResponse{
 		Version:              g.s.version,
 		ListenAddress:        g.opts.HTTPAddr,
-		WebsocketUrl:         "ws://" + g.httpHost() + "/v1/ws",
+		WebsocketUrl:         g.websocketURL(),
 		BaseUrl:              g.baseURL(),
 		ControlSocket:        g.path,
 		StateDir:             stateDir,

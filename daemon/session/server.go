@@ -3,6 +3,7 @@ package session
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -78,6 +79,10 @@ type Options struct {
 	// ConnEnded is called after each connection ends (the daemon gives
 	// memory back then); it must not block.
 	ConnEnded func()
+	// TLS, when set, makes the listener serve HTTPS and WSS only, with
+	// this configuration (its certificate may change between handshakes:
+	// GetCertificate). Nil: plain HTTP.
+	TLS *tls.Config
 }
 
 // Server is the viewer side of ahpd: the HTTP listener with the WebSocket
@@ -95,13 +100,14 @@ type Server struct {
 	metrics   http.Handler
 	connEnded func()
 	now       func() time.Time
+	tls       *tls.Config // Options.TLS
 
 	connCtx   context.Context // parent of every connection; cancelled at shutdown
 	stopConns context.CancelFunc
 	connWG    sync.WaitGroup
 	closers   sync.WaitGroup // CloseChannel calls of closeSoon; Serve waits for them
 	upgraded  sync.WaitGroup // the goroutines serving upgraded connections; Serve waits for them
-	mu        sync.Mutex     // guards conns, nextConn, origins, originSchemes, hosts, closing
+	mu        sync.Mutex     // guards conns, nextConn, origins, hosts, closing
 	closing   bool           // set at shutdown; no connection is added after it
 	// upgrading is set before a shutdown that hands over to a new binary
 	// (an upgrade in place): connections close with 1012 "host
@@ -112,14 +118,12 @@ type Server struct {
 	// tokenBudgets are the tokens' budgets (budgets.go), guarded by mu.
 	tokenBudgets map[string]*tokenBudget
 	budgetsKept  int
+	// origins are the allowed Origins, scheme://host:port (setOrigins).
 	origins      []string
-	// originSchemes are the schemes an allowed Origin may have: http for
-	// the default list, http or https for allowedOrigins.
-	originSchemes []string
-	hosts         []string    // Host names allowed besides IP literals and localhost; "*" is any
-	pendingSocks  *pendingSet // sockets not yet authenticated (maxPendingConnections)
-	authLog       rateLog     // "authentication failed" lines, at most one a second
-	refuseLog     rateLog     // refused requests and upgrades (host, origin, caps), likewise
+	hosts        []string    // Host names allowed besides IP literals and localhost; "*" is any
+	pendingSocks *pendingSet // sockets not yet authenticated (maxPendingConnections)
+	authLog      rateLog     // "authentication failed" lines, at most one a second
+	refuseLog    rateLog     // refused requests and upgrades (host, origin, caps), likewise
 }
 
 // New builds a Server from o.
@@ -134,7 +138,7 @@ func New(o Options) *Server {
 	}
 	return &Server{
 		cfg: o.Config, version: o.Version, started: started, log: o.Log, tokens: o.Tokens, registry: o.Registry, events: o.Events,
-		budget: o.Budget, host: o.Host, metrics: o.Metrics, connEnded: o.ConnEnded, now: time.Now,
+		budget: o.Budget, host: o.Host, metrics: o.Metrics, connEnded: o.ConnEnded, now: time.Now, tls: o.TLS,
 		connCtx: ctx, stopConns: cancel, conns: map[*conn]struct{}{}, tokenBudgets: map[string]*tokenBudget{},
 		pendingSocks: newPendingSet(),
 	}
@@ -165,18 +169,31 @@ const Subprotocol = "ahp.v1"
 // small updates still go out at once.
 const sharedFloor = 64 << 10
 
-// Handler returns the HTTP handler: /v1/ws, /healthz and the web page.
+// Handler returns the HTTP handler: /v1/ws, /v1/check, /healthz,
+// /metrics and the web page, under the prefix of publicUrl's path
+// (config.Config.BasePath; "/" without one).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/ws", s.serveWS)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	p := s.cfg.BasePath()
+	mux.HandleFunc("GET "+p+"v1/ws", s.serveWS)
+	mux.HandleFunc(p+CheckPath, s.serveCheck)
+	mux.HandleFunc("GET "+p+"healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	if s.metrics != nil {
-		mux.Handle("GET /metrics", s.metrics)
+		mux.Handle("GET "+p+"metrics", s.metrics)
 	}
-	mux.Handle("/", webui.Handler())
+	if p == "/" {
+		mux.Handle("/", webui.Handler())
+	} else {
+		// The page's own URLs are relative: served under the prefix, it
+		// loads its files and dials its WebSocket under it. ServeMux
+		// redirects the prefix without its final slash to it; / too,
+		// for whoever opens the listener's address itself.
+		mux.Handle(p, http.StripPrefix(strings.TrimSuffix(p, "/"), webui.Handler()))
+		mux.Handle("GET /{$}", http.RedirectHandler(p, http.StatusSeeOther))
+	}
 	return s.served(s.checkHost(mux))
 }
 
@@ -206,12 +223,15 @@ func (s *Server) logEvicted(remote string) {
 // DNS name to rebind), localhost and *.localhost (browsers resolve them
 // to loopback themselves), the listen host, and allowedHosts.
 func (s *Server) checkHost(next http.Handler) http.Handler {
+	check := s.cfg.BasePath() + CheckPath
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.hostAllowed(r.Host) {
+		// /v1/check answers for any Host: it says whether this one would
+		// be refused, and holds nothing a foreign page could use.
+		if !s.hostAllowed(r.Host) && r.URL.Path != check {
 			if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
 				s.log.Warn("request refused: host not allowed", "host", Truncate(r.Host, 128), "path", Truncate(r.URL.Path, 128), "remote", r.RemoteAddr, "suppressed", n)
 			}
-			http.Error(w, "host not allowed (see allowedHosts)", http.StatusMisdirectedRequest)
+			http.Error(w, hostRefusal(r.Host), http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -245,27 +265,50 @@ func (s *Server) hostAllowed(h string) bool {
 	return slices.Contains(s.hosts, name) || slices.Contains(s.hosts, "*")
 }
 
-// setOrigins computes the default Origin allow-list for the address the
-// listener got (the port may have been 0).
+// setOrigins computes the Origin allow-list for the address the listener
+// got (the port may have been 0): the daemon's own origins, which are
+// always allowed — the listen address and, for a loopback listener,
+// localhost, 127.0.0.1 and [::1] on its port, with the listener's scheme;
+// publicUrl's origin — and allowedOrigins, with http or https, added to
+// them (docs/protocol-decisions.md, "Reverse proxies and TLS").
 func (s *Server) setOrigins(addr net.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cfgHost, _, _ := net.SplitHostPort(s.cfg.Listen)
 	s.hosts = append([]string{hostName(cfgHost)}, lowerAll(s.cfg.AllowedHosts)...)
-	if len(s.cfg.AllowedOrigins) > 0 {
-		s.origins = lowerAll(s.cfg.AllowedOrigins)
-		s.originSchemes = []string{"http", "https"}
-		return
+	s.origins = nil
+	// A page the daemon served itself has the listener's scheme.
+	scheme := s.cfg.Scheme()
+	if host, port, err := net.SplitHostPort(addr.String()); err == nil {
+		own := []string{net.JoinHostPort(cfgHost, port), net.JoinHostPort(host, port)}
+		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || cfgHost == "localhost" {
+			own = append(own, "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
+		}
+		for _, hp := range own {
+			s.origins = append(s.origins, scheme+"://"+strings.ToLower(hp))
+		}
 	}
-	// The daemon serves plain HTTP: a page it served has an http Origin.
-	s.originSchemes = []string{"http"}
-	host, port, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return
+	if u, err := config.ParsePublicURL(s.cfg.PublicURL); err == nil && u != nil {
+		s.origins = append(s.origins, u.Scheme+"://"+originHostPort(u.Scheme, u.Host))
+		s.hosts = append(s.hosts, hostName(u.Host))
 	}
-	s.origins = []string{strings.ToLower(net.JoinHostPort(cfgHost, port)), strings.ToLower(net.JoinHostPort(host, port))}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || cfgHost == "localhost" {
-		s.origins = append(s.origins, "localhost:"+port, "127.0.0.1:"+port, "[::1]:"+port)
+	for _, hp := range lowerAll(s.cfg.AllowedOrigins) {
+		s.origins = append(s.origins, "http://"+hp, "https://"+hp)
+	}
+}
+
+// originHostPort returns host with the scheme's default port when it has
+// none, lowercased.
+func originHostPort(scheme, host string) string {
+	host = strings.ToLower(host)
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	switch scheme {
+	case "https":
+		return host + ":443"
+	default:
+		return host + ":80"
 	}
 }
 
@@ -279,7 +322,12 @@ func lowerAll(in []string) []string {
 
 // originAllowed implements §2: an Origin, when present, must be allowed.
 func (s *Server) originAllowed(r *http.Request) bool {
-	o := r.Header.Get("Origin")
+	return s.originValueAllowed(r.Header.Get("Origin"))
+}
+
+// originValueAllowed reports whether an Origin header value o is allowed
+// ("" is: clients other than browsers send none).
+func (s *Server) originValueAllowed(o string) bool {
 	if o == "" {
 		return true
 	}
@@ -287,18 +335,10 @@ func (s *Server) originAllowed(r *http.Request) bool {
 	if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
 		return false
 	}
-	host := strings.ToLower(u.Host)
-	if u.Port() == "" {
-		switch u.Scheme {
-		case "http":
-			host += ":80"
-		case "https":
-			host += ":443"
-		}
-	}
+	origin := u.Scheme + "://" + originHostPort(u.Scheme, u.Host)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Contains(s.originSchemes, u.Scheme) && slices.Contains(s.origins, host)
+	return slices.Contains(s.origins, origin)
 }
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
@@ -306,7 +346,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		if n, ok := s.refuseLog.allow(s.now()); ok { // a client retrying in a loop must not flood the log
 			s.log.Warn("upgrade refused: origin not allowed", "origin", Truncate(r.Header.Get("Origin"), 128), "remote", r.RemoteAddr, "suppressed", n)
 		}
-		http.Error(w, "origin not allowed", http.StatusForbidden)
+		http.Error(w, originRefusal(r.Header.Get("Origin")), http.StatusForbidden)
 		return
 	}
 	if s.connCtx.Err() != nil {
@@ -579,6 +619,15 @@ func (c *countingConn) uncork() error {
 
 type connKey struct{}
 
+// underTLS returns the socket under a TLS connection, or c: the pending
+// set and the byte counts know the counting socket.
+func underTLS(c net.Conn) net.Conn {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tc.NetConn()
+	}
+	return c
+}
+
 // socketOf returns the counting socket under an HTTP request, if any.
 func socketOf(r *http.Request) *countingConn {
 	c, _ := r.Context().Value(connKey{}).(*countingConn)
@@ -591,10 +640,19 @@ func socketOf(r *http.Request) *countingConn {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.setOrigins(ln.Addr())
 	ln = sndbufListener{ln}
+	if s.tls != nil {
+		// TLS on top of the counting socket: what is corked and counted
+		// are TLS records. An upgrade in place hands over the raw
+		// listener, which the new binary wraps again.
+		tc := s.tls.Clone()
+		tc.NextProtos = []string{"http/1.1"} // WebSockets over HTTP/2 (RFC 8441) are not served
+		tc.MinVersion = max(tc.MinVersion, tls.VersionTLS12)
+		ln = tls.NewListener(ln, tc)
+	}
 	hs := &http.Server{
 		Handler: s.Handler(),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, connKey{}, c)
+			return context.WithValue(ctx, connKey{}, underTLS(c))
 		},
 		ReadHeaderTimeout: 10 * time.Second,
 		// A socket counts as pending while it sends a request's headers
@@ -602,6 +660,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// counting it (Handler), and serveWS counts an upgrade again
 		// until it initializes.
 		ConnState: func(c net.Conn, st http.ConnState) {
+			c = underTLS(c)
 			switch st {
 			case http.StateNew, http.StateIdle:
 				if s.pendingSocks.add(c, s.host.Limits().MaxPendingConnections) > 0 {
