@@ -10,7 +10,9 @@
 //	version uint32   the container's format version (big endian)
 //	flags   uint32   0; a reader refuses any bit it does not know
 //	length  uint64   the body's length in bytes
-//	sha256  [32]byte the body's SHA-256
+//	sum     [32]byte the body's checksum: in version 2, its CRC-32C
+//	                 (Castagnoli, big endian) and 28 zero bytes; in
+//	                 version 1, its SHA-256
 //
 // and the body is a sequence of sections, each
 //
@@ -28,6 +30,13 @@
 // The rule for Version: a change to the header or to the section framing
 // bumps it. A change inside one section is that section's owner's to
 // version (each section's data starts with a version of its own).
+// Version 2 has CRC-32C for SHA-256: the checksum guards against a state
+// cut or damaged on its way (the memfd is sealed, and only the daemon's
+// own children get it), which either detects, and it is computed three
+// times over an ~85 MB state of 100 full terminals — by the writer, the
+// check run and the new binary — 70 ms each with SHA-256 on this
+// project's 2-core VM against 19 ms. A reader reads both versions, so
+// that a daemon of version 1 can upgrade to this one.
 package handover
 
 import (
@@ -36,6 +45,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"slices"
@@ -44,10 +54,11 @@ import (
 const (
 	// Magic starts every state.
 	Magic = "AHPDSTAT"
-	// Version is the container format this package writes and reads.
-	Version = 1
+	// Version is the container format this package writes; it reads
+	// it and version 1.
+	Version = 2
 	// HeaderSize is the fixed header's length.
-	HeaderSize = 8 + 4 + 4 + 8 + sha256.Size
+	HeaderSize = 8 + 4 + 4 + 8 + 32
 	// MaxNameLength bounds a section's name.
 	MaxNameLength = 64
 )
@@ -97,17 +108,31 @@ func (w *Writer) Section(name string, data []byte) error {
 
 // header returns the header for the body w.parts make up.
 func (w *Writer) header() []byte {
-	h := sha256.New()
+	var crc uint32
 	for _, p := range w.parts {
-		h.Write(p)
+		crc = crc32.Update(crc, castagnoli, p)
 	}
 	out := make([]byte, HeaderSize)
 	copy(out, Magic)
 	binary.BigEndian.PutUint32(out[8:], Version)
 	binary.BigEndian.PutUint32(out[12:], 0)
 	binary.BigEndian.PutUint64(out[16:], uint64(w.size))
-	h.Sum(out[24:24])
+	binary.BigEndian.PutUint32(out[24:], crc)
 	return out
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkSum reports whether sum, a header's checksum field, is that of
+// body in the header's version.
+func checkSum(version uint32, sum, body []byte) bool {
+	if version == 1 {
+		want := sha256.Sum256(body)
+		return bytes.Equal(sum, want[:])
+	}
+	var want [32]byte
+	binary.BigEndian.PutUint32(want[:], crc32.Checksum(body, castagnoli))
+	return bytes.Equal(sum, want[:])
 }
 
 // Bytes returns the header and the body.
@@ -144,7 +169,7 @@ func Parse(b []byte, max int64) (*State, error) {
 		}
 		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrTruncated, len(b), HeaderSize)
 	}
-	length, err := checkHeader(b[:HeaderSize], max)
+	version, length, err := checkHeader(b[:HeaderSize], max)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +180,7 @@ func Parse(b []byte, max int64) (*State, error) {
 	if uint64(len(body)) > length {
 		return nil, fmt.Errorf("%w: %d bytes after the %d-byte body", ErrMalformed, uint64(len(body))-length, length)
 	}
-	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], b[24:HeaderSize]) {
+	if !checkSum(version, b[24:HeaderSize], body) {
 		return nil, ErrChecksum
 	}
 	return split(body)
@@ -173,7 +198,7 @@ func Read(f *os.File, max int64) (*State, error) {
 	if n < HeaderSize {
 		return Parse(h[:n], max)
 	}
-	length, err := checkHeader(h[:], max)
+	_, length, err := checkHeader(h[:], max)
 	if err != nil {
 		return nil, err
 	}
@@ -194,21 +219,21 @@ func Read(f *os.File, max int64) (*State, error) {
 	return Parse(b, max)
 }
 
-func checkHeader(h []byte, max int64) (length uint64, err error) {
+func checkHeader(h []byte, max int64) (version uint32, length uint64, err error) {
 	if string(h[:len(Magic)]) != Magic {
-		return 0, ErrNotState
+		return 0, 0, ErrNotState
 	}
-	if v := binary.BigEndian.Uint32(h[8:]); v != Version {
-		return 0, fmt.Errorf("%w: the state is version %d, this ahpd reads version %d", ErrVersion, v, Version)
+	if version = binary.BigEndian.Uint32(h[8:]); version != Version && version != 1 {
+		return 0, 0, fmt.Errorf("%w: the state is version %d, this ahpd reads versions 1 and %d", ErrVersion, version, Version)
 	}
 	if f := binary.BigEndian.Uint32(h[12:]); f != 0 {
-		return 0, fmt.Errorf("%w: unknown flags %#x", ErrVersion, f)
+		return 0, 0, fmt.Errorf("%w: unknown flags %#x", ErrVersion, f)
 	}
 	length = binary.BigEndian.Uint64(h[16:])
 	if max < HeaderSize || length > uint64(max-HeaderSize) {
-		return 0, fmt.Errorf("%w: %d bytes of body, the bound is %d", ErrTooLarge, length, max-HeaderSize)
+		return 0, 0, fmt.Errorf("%w: %d bytes of body, the bound is %d", ErrTooLarge, length, max-HeaderSize)
 	}
-	return length, nil
+	return version, length, nil
 }
 
 func split(body []byte) (*State, error) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"strings"
 	"testing"
@@ -68,6 +69,12 @@ func TestWriterRefusesBadNames(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	good := sample(t)
 	reseal := func(b []byte) []byte { // a valid checksum over a changed body
+		clear(b[24:HeaderSize])
+		binary.BigEndian.PutUint32(b[24:], crc32.Checksum(b[HeaderSize:], crc32.MakeTable(crc32.Castagnoli)))
+		return b
+	}
+	v1 := func(b []byte) []byte { // the same state as version 1 wrote it
+		binary.BigEndian.PutUint32(b[8:], 1)
 		sum := sha256.Sum256(b[HeaderSize:])
 		copy(b[24:HeaderSize], sum[:])
 		return b
@@ -89,7 +96,10 @@ func TestRefusals(t *testing.T) {
 		{"over the bound", func() []byte { return good }, int64(len(good) - 1), ErrTooLarge},
 		{"huge length", func() []byte { b := bytes.Clone(good); binary.BigEndian.PutUint64(b[16:], 1<<62); return b }, 1 << 40, ErrTooLarge},
 		{"flipped bit", func() []byte { b := bytes.Clone(good); b[len(b)-5] ^= 0x10; return b }, 1 << 20, ErrChecksum},
-		{"flipped checksum", func() []byte { b := bytes.Clone(good); b[30] ^= 1; return b }, 1 << 20, ErrChecksum},
+		{"flipped checksum", func() []byte { b := bytes.Clone(good); b[25] ^= 1; return b }, 1 << 20, ErrChecksum},
+		{"checksum's padding", func() []byte { b := bytes.Clone(good); b[30] ^= 1; return b }, 1 << 20, ErrChecksum},
+		{"version 1, flipped bit", func() []byte { b := v1(bytes.Clone(good)); b[len(b)-5] ^= 0x10; return b }, 1 << 20, ErrChecksum},
+		{"version 1 with a CRC-32C", func() []byte { b := bytes.Clone(good); binary.BigEndian.PutUint32(b[8:], 1); return b }, 1 << 20, ErrChecksum},
 		{"section past the body", func() []byte {
 			var w Writer
 			w.Section("a", []byte("xyz"))
@@ -129,6 +139,13 @@ func TestRefusals(t *testing.T) {
 				t.Fatalf("Read: %v, want %v", err, tc.want)
 			}
 		})
+	}
+	// A state of version 1 (SHA-256), as a daemon before version 2
+	// writes it, is read.
+	if s, err := Parse(v1(bytes.Clone(good)), 1<<20); err != nil {
+		t.Errorf("version 1: %v", err)
+	} else if d, _ := s.Section("access"); string(d) != "tokens" {
+		t.Errorf("version 1: section access = %q", d)
 	}
 	// Every truncation of a good state is refused.
 	for n := range len(good) {
@@ -215,7 +232,9 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("section %q parsed but not writable: %v", name, err)
 			}
 		}
-		if !bytes.Equal(w.Bytes(), b) {
+		// The same bytes; a state of version 1 (its checksum SHA-256)
+		// is written as this version, the same body.
+		if again := w.Bytes(); binary.BigEndian.Uint32(b[8:]) == Version && !bytes.Equal(again, b) || !bytes.Equal(again[HeaderSize:], b[HeaderSize:]) {
 			t.Fatal("a parsed state re-encodes differently")
 		}
 	})
