@@ -16,11 +16,12 @@ import (
 	"github.com/ahp-dev/ahpd/telemetry"
 )
 
-// counterScript prints "n 1", "n 2", … each line in two writes. While
-// the file DIR/hold exists it stops between the two (and says so with
-// the file DIR/waiting), so that a freeze cuts a line. It pauses 10 ms
+// counterScript prints "n 1", "n 2", …, each write the end of a line and
+// the start of the next ("1\nn "), so that a line is always cut. While
+// the file DIR/hold exists it stops (and writes the number of the line
+// it cut to DIR/waiting), so that a freeze cuts a line. It pauses 10 ms
 // every 10 lines.
-const counterScript = `i=0; while :; do i=$((i+1)); printf 'n '; if [ -e DIR/hold ]; then : > DIR/waiting; while [ -e DIR/hold ]; do sleep 0.005; done; rm DIR/waiting; fi; printf '%d\n' $i; case $((i % 10)) in 0) sleep 0.01;; esac; done`
+const counterScript = `i=1; printf 'n '; while :; do if [ -e DIR/hold ]; then echo $i > DIR/waiting; while [ -e DIR/hold ]; do sleep 0.005; done; rm DIR/waiting; fi; printf '%d\nn ' $i; i=$((i+1)); case $((i % 10)) in 0) sleep 0.01;; esac; done`
 
 // waitFor waits (30 s at most) until cond holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -152,13 +153,29 @@ func TestHandOverCommandKeepsChild(t *testing.T) {
 			t.Fatalf("round %d: %d starts, want 1 (never started again)", round, st.Starts)
 		}
 	}
-	// The child stops, and the history (which holds it all) is replayed.
+	// The child stops within line n, and the history (which holds it
+	// all) is replayed once line n-1 is in it.
 	if err := os.WriteFile(filepath.Join(dir, "hold"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "child waiting within a line", exists("waiting"))
-	waitFor(t, "pipe read to its end", func() bool { return unread(t, pid) == 0 })
-	ms := pullAll(t, attach(t, c, nil))
+	var n int
+	waitFor(t, "child waiting within a line", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "waiting"))
+		n, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && n > 0
+	})
+	var ms []msg
+	waitFor(t, "line "+strconv.Itoa(n-1)+" published", func() bool {
+		ms = pullAll(t, attach(t, c, nil))
+		for _, m := range ms {
+			for _, s := range m.Params.Samples {
+				if s.Value == float64(n-1) {
+					return true
+				}
+			}
+		}
+		return false
+	})
 	want, seq := 1.0, uint64(1)
 	for _, m := range ms {
 		if m.Method != "telemetry/samples" {
@@ -175,8 +192,8 @@ func TestHandOverCommandKeepsChild(t *testing.T) {
 			want++
 		}
 	}
-	if want < 60 {
-		t.Fatalf("%v samples, want 20 a round and more", want-1)
+	if int(want) != n {
+		t.Fatalf("%v samples, the child printed %d whole lines", want-1, n-1)
 	}
 	t.Logf("%d samples in %d batches, one child across 3 hand-overs", int(want)-1, seq-1)
 	c.Close()

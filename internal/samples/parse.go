@@ -255,9 +255,13 @@ func (l *LineReader) Held() (held []byte, skipping bool, n int) {
 	return append(held, b...), skipping, l.n
 }
 
-// Buffered reports whether the next line may already be in memory: a
-// reader flushes its batch when it is not.
-func (l *LineReader) Buffered() bool { return l.r.Buffered() > 0 }
+// Buffered reports whether the next line is already in memory, whole (a
+// reader flushes its batch when it is not: the start of a line does not
+// hold back the lines before it).
+func (l *LineReader) Buffered() bool {
+	b, _ := l.r.Peek(l.r.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
 
 // jsonDuplicates returns an error if the JSON object line, which
 // parseJSONLine decoded (so its members are the four known, and its

@@ -236,3 +236,18 @@ func TestLineReaderResume(t *testing.T) {
 		}
 	}
 }
+
+// TestLineReaderBuffered: Buffered says whether the next line is in
+// memory whole; the start of a line is not (a command source would hold
+// the samples before it back until the line ends).
+func TestLineReaderBuffered(t *testing.T) {
+	lr := samples.NewLineReader(&stopReader{"a 1\nb 2\nc", 100})
+	for _, want := range []bool{true, false} {
+		if _, _, err := lr.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if got := lr.Buffered(); got != want {
+			t.Fatalf("Buffered() = %v, want %v", got, want)
+		}
+	}
+}
