@@ -429,7 +429,7 @@ func run(s config.Settings, ro runOptions, stderr io.Writer) int {
 	r := &runner{
 		srv: srv, log: log, level: level, sd: sd, watchdog: wd, opts: ro, started: s,
 		up: up, ln: ln, cp: cp, serving: ctx, endServing: endServing, certs: certs,
-		status: fmt.Sprintf("serving %s; control socket %s", base, cp.Path()),
+		status: fmt.Sprintf("serving %s; control socket %s", strings.TrimSuffix(base, "/"), cp.Path()),
 		probe:  probeURL(ln.Addr(), srv.Config()),
 		// No proxy from the environment, no kept-alive connection. The
 		// probe asks our own socket whether it answers, not who it is:
