@@ -72,7 +72,8 @@ export function printedLink(daemon, out, exited) {
     daemon.stderr.on('data', (s) => {
       out.push(s);
       buf += s;
-      const m = /Open (http:\/\/127\.0\.0\.1:\d+\/#ticket=[^\s&]+&channel=\S+)/.exec(buf);
+      // http://127.0.0.1:PORT/#ticket=…, or under a publicUrl (proxy.test.mjs).
+      const m = /Open (https?:\/\/[^\s#]+\/#ticket=[^\s&]+&channel=\S+)/.exec(buf);
       if (m) res(m[1]);
     });
     exited.then((e) => rej(new Error(`daemon exited (${e.code ?? e.signal}) before printing a URL:\n${buf}`)));

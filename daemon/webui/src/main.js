@@ -12,7 +12,7 @@ import { createView as createTelemetryView, kind as telemetryKind, TELEMETRY_REC
 import { createProcessStatus, findProcessChannel } from './process-status.js';
 import './style.css';
 
-import { Client, ErrorCode, WS_PATH } from './session.js';
+import { checkURL, Client, diagnoseRefusal, ErrorCode, websocketURL } from './session.js';
 import { receiveFromQuery } from './wire.js';
 import { CredentialStore, formatFragment, parseFragment } from './credentials.js';
 import { Prefs } from './prefs.js';
@@ -59,6 +59,7 @@ const ui = {
   restarted: false, // the last reconnect reached a daemon that restarted (after a 1001)
   credential: null, // kind of the credential the host refused
   error: null,
+  refusal: null, // {refused: host|origin, status, setting, fix, host, origin}: why the daemon refuses this page
   role: null,
   channels: [],
   channel: null, // selected channel URI
@@ -288,8 +289,10 @@ const fragment = credentials.takeFromLocation(window.location, window.history);
 ui.channel = fragment.get('channel') || null;
 
 const client = new Client({
-  url: `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${WS_PATH}`,
+  // Relative to the page: behind a proxy at /ahpd/ it is /ahpd/v1/ws.
+  url: websocketURL(location.href),
   credentials,
+  diagnose: () => diagnoseRefusal(checkURL(location.href)),
   clientVersion: VERSION,
 });
 
@@ -412,6 +415,8 @@ client.on('state', (s) => {
   if (s.state !== 'connected') ui.latencyMs = null;
   if (s.error) ui.error = s.error;
   ui.credential = s.credential ?? null;
+  ui.refusal = s.refusal ?? null;
+  if (s.error === 'refused') showRefusal(s.refusal);
   if (s.error === 'no-credential') showAuthHelp('This page needs a link with a ticket.');
   if (s.error === 'unauthorized') {
     showAuthHelp(s.credential === 'reconnect'
@@ -611,6 +616,20 @@ function showAuthHelp(why) {
   el.notice.dataset.testid = 'auth-help';
 }
 
+// showRefusal says why the daemon refuses this page (its Host or Origin)
+// and which setting admits it; the page does not retry.
+function showRefusal(r) {
+  const what = r.refused === 'host' ? `Host ${r.host}` : `Origin ${r.origin}`;
+  showNotice([
+    strong(`ahpd refuses this page: its ${what} is not allowed`),
+    ` (HTTP ${r.status}, setting `, code(r.setting), '). ',
+    r.fix ? `To fix: ${r.fix.replace(/\.?$/, '.')} ` : '',
+    'Then restart ahpd and reload this page. Not retrying: retrying cannot fix this.',
+  ], true);
+  el.notice.dataset.testid = 'refused';
+  el.notice.dataset.reason = r.refused;
+}
+
 function code(text) {
   const c = document.createElement('code');
   c.textContent = text;
@@ -652,7 +671,8 @@ function renderBanner() {
     const s = Math.max(0, Math.ceil((ui.retryAt - Date.now()) / 1000));
     next = ui.retryAt && s > 0 ? `Reconnecting in ${s} s (attempt ${ui.attempt})…` : 'Reconnecting…';
     if (ui.attemptCode === 1006) next += ' The daemon is not reachable yet.';
-  } else if (ui.error === 'restarted') next = 'ahpd restarted; this terminal is gone.';
+  } else if (ui.error === 'refused') next = `Not reconnecting: ahpd refuses this page's ${ui.refusal?.refused === 'host' ? 'Host' : 'Origin'} (see ${ui.refusal?.setting}; the notice says what to set).`;
+  else if (ui.error === 'restarted') next = 'ahpd restarted; this terminal is gone.';
   else if (ui.error === 'ended' || ui.error === 'unauthorized') next = 'Not reconnecting: the credential was refused.';
   else next = 'Not reconnecting.';
   el.banner.dataset.code = ui.closeCode ?? '';

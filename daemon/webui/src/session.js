@@ -66,7 +66,61 @@ import {
 
 export const PROTOCOL_VERSION = 'ahp/1';
 export const SUBPROTOCOL = 'ahp.v1';
-export const WS_PATH = '/v1/ws';
+// WS_PATH and CHECK_PATH are relative to the page's own URL: the daemon
+// serves the page, /v1/ws and /v1/check under one prefix (its publicUrl's
+// path, "/" by default), so a page behind a proxy at /ahpd/ dials
+// /ahpd/v1/ws.
+export const WS_PATH = 'v1/ws';
+export const CHECK_PATH = 'v1/check';
+
+/** websocketURL returns the WebSocket URL of the page at pageHref: WS_PATH beside it, ws: or wss:. */
+export function websocketURL(pageHref) {
+  const u = new URL(WS_PATH, pageHref);
+  u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+  u.search = '';
+  u.hash = '';
+  return u.href;
+}
+
+/** checkURL returns the URL of the daemon's access check for the page at pageHref. */
+export function checkURL(pageHref) {
+  const u = new URL(CHECK_PATH, pageHref);
+  u.search = '';
+  u.hash = '';
+  return u.href;
+}
+
+/**
+ * diagnoseRefusal asks the daemon's access check (POST, so that the
+ * browser sends the page's Origin, as it does on the WebSocket upgrade)
+ * whether this page's Host and Origin are refused. It resolves with the
+ * check's answer when they are ({refused: 'host'|'origin', status,
+ * setting, fix, host, origin}), else null: allowed, or no answer (the
+ * daemon is down, a proxy's error page, an older daemon).
+ */
+export async function diagnoseRefusal(url, fetchFn = globalThis.fetch, timeoutMs = 5000) {
+  if (!fetchFn) return null;
+  const ctl = typeof AbortController === 'function' ? new AbortController() : null;
+  const timer = ctl ? setTimeout(() => ctl.abort(), timeoutMs) : null;
+  try {
+    const res = await fetchFn(url, { method: 'POST', cache: 'no-store', credentials: 'omit', signal: ctl?.signal });
+    if (!res.ok) return null;
+    const body = await res.json();
+    if (!body || body.ok !== false || (body.refused !== 'host' && body.refused !== 'origin')) return null;
+    return {
+      refused: body.refused,
+      status: Number(body.status) || null,
+      setting: String(body.setting ?? ''),
+      fix: String(body.fix ?? ''),
+      host: String(body.host ?? ''),
+      origin: String(body.origin ?? ''),
+    };
+  } catch {
+    return null;
+  } finally {
+    if (timer) clearTimeout(timer);
+  }
+}
 
 /** JSON-RPC error codes of PROTOCOL.md §7. */
 export const ErrorCode = Object.freeze({
@@ -95,11 +149,14 @@ export class RpcError extends Error {
 
 /** ClosedError rejects requests pending when the connection closed. */
 export class ClosedError extends Error {
-  constructor(closeCode, reason) {
+  // opened is false when the WebSocket closed before it opened (the
+  // upgrade failed: nothing listens, or the daemon refused it).
+  constructor(closeCode, reason, opened = true) {
     super(`connection closed (${closeCode}${reason ? ': ' + reason : ''})`);
     this.name = 'ClosedError';
     this.closeCode = closeCode;
     this.reason = reason;
+    this.opened = opened;
   }
 }
 
@@ -369,6 +426,7 @@ export class Session extends Emitter {
     const ws = this.ws;
     return new Promise((resolve, reject) => {
       let settled = false;
+      let opened = false;
       const fail = (err) => {
         if (settled) return;
         settled = true;
@@ -378,9 +436,10 @@ export class Session extends Emitter {
       ws.onerror = () => {}; // a close event always follows
       ws.onclose = (ev) => {
         this._onClose(ev.code, ev.reason);
-        fail(new ClosedError(ev.code, ev.reason));
+        fail(new ClosedError(ev.code, ev.reason, opened));
       };
       ws.onopen = () => {
+        opened = true;
         const params = {
           protocolVersion: PROTOCOL_VERSION,
           client: { name: opts.clientName ?? 'ahpd-web', version: opts.clientVersion ?? '0' },
@@ -610,7 +669,11 @@ export function backoffDelay(n, { initialMs = 250, maxMs = 5000 } = {}, random =
  * Session; the host then sends a fresh snapshot (§8).
  *
  * options: {url, WebSocket?, credentials, clientVersion?, backoff?:{initialMs,maxMs},
- *           setTimeout?, clearTimeout?, random?}
+ *           setTimeout?, clearTimeout?, random?, diagnose?}
+ * diagnose: async () => refusal|null, asked when a WebSocket closes before
+ *           it opened (the browser reports a refused upgrade as 1006, like
+ *           a daemon that is down): a refusal (diagnoseRefusal's answer)
+ *           stops the client, since retrying cannot fix it.
  * credentials: {token(): string|null, accepted(initializeResult), rejected(err)}
  *
  * Events (client.on):
@@ -619,7 +682,9 @@ export function backoffDelay(n, { initialMs = 250, maxMs = 5000 } = {}, random =
  *           lastClose {code, reason}: how the host closed the last session
  *           that was up (closeCode/closeReason are the latest attempt's);
  *           error ∈ 'no-credential' | 'unauthorized' | 'ended' (a 1008
- *           close, then refused) | 'restarted' (a 1001 close, then refused);
+ *           close, then refused) | 'restarted' (a 1001 close, then refused)
+ *           | 'refused' (the daemon refuses this page's Host or Origin:
+ *           refusal is diagnose's answer);
  *           connected states carry restarted: true after a 1001 close.
  *   'session' the new Session after initialize
  */
@@ -706,6 +771,21 @@ export class Client extends Emitter {
           return this._setState({ state: 'closed', attempt, error: 'restarted', credential: kind, refusal: err.message, lastClose: last });
         }
         return this._setState({ state: 'closed', attempt, error: 'unauthorized', credential: kind, closeReason: err.message, lastClose: last });
+      }
+      if (err instanceof ClosedError && !err.opened && this.options.diagnose) {
+        // The upgrade failed: a refusal of this page's Host or Origin is
+        // final (the daemon's settings must change), anything else is
+        // retried.
+        const refusal = await this.options.diagnose().catch(() => null);
+        if (this._stopped) return;
+        if (refusal) {
+          this._stopped = true;
+          return this._setState({
+            state: 'closed', attempt, error: 'refused', refusal,
+            closeCode: refusal.status, closeReason: `${refusal.refused} not allowed (${refusal.setting})`,
+            lastClose: this._lastClose ?? null,
+          });
+        }
       }
       return this._retry(attempt + 1, err);
     }
