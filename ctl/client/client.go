@@ -16,10 +16,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -35,6 +39,43 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
+
+// HandshakeError reports that the host (or a proxy in front of it)
+// answered the WebSocket upgrade with an HTTP status other than 101: the
+// daemon's 403 (Origin not allowed) and 421 (Host not allowed), a proxy's
+// 401, 404 or 502.
+type HandshakeError struct {
+	StatusCode int    // the HTTP status
+	Body       string // the first line of the response body, at most 512 bytes
+	Err        error  // the WebSocket library's error
+}
+
+func (e *HandshakeError) Error() string {
+	s := fmt.Sprintf("HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	if e.Body != "" {
+		s += ": " + e.Body
+	}
+	return s
+}
+
+func (e *HandshakeError) Unwrap() error { return e.Err }
+
+// handshakeError is the HandshakeError of a refused upgrade; the library
+// has kept the body's first KiB.
+func handshakeError(resp *http.Response, err error) error {
+	e := &HandshakeError{StatusCode: resp.StatusCode, Err: err}
+	if resp.Body != nil {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+		if len(line) > 512 {
+			line = strings.ToValidUTF8(line[:512], "")
+		}
+		if utf8.ValidString(line) && !strings.ContainsFunc(line, unicode.IsControl) {
+			e.Body = strings.TrimSpace(line) // text for a person, not a page
+		}
+	}
+	return e
+}
 
 // Options configure Dial.
 type Options struct {
@@ -120,13 +161,16 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 	if hc == nil {
 		hc, corked = corkingClient()
 	}
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		Subprotocols:    []string{"ahp.v1"},
 		HTTPHeader:      opts.Header,
 		CompressionMode: mode,
 		HTTPClient:      hc,
 	})
 	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			return nil, nil, handshakeError(resp, err)
+		}
 		return nil, nil, err
 	}
 	limit := opts.ReadLimit

@@ -232,6 +232,29 @@ type TCPStats struct {
 // decision, so the stream does not resume.
 var ErrSessionEnded = errors.New("the daemon ended the session")
 
+// sessionEndedError is ErrSessionEnded with the close that said so.
+type sessionEndedError struct{ close websocket.CloseError }
+
+func (e *sessionEndedError) Error() string {
+	return fmt.Sprintf("%v (%s)", ErrSessionEnded, e.close.Reason)
+}
+
+func (e *sessionEndedError) Unwrap() []error { return []error{ErrSessionEnded, e.close} }
+
+// ResumeTimeoutError means a stream whose connection was lost could not
+// resume within its TCPOptions.ReconnectBudget.
+type ResumeTimeoutError struct {
+	Budget   time.Duration // TCPOptions.ReconnectBudget
+	Attempts int
+	Err      error // the last attempt's
+}
+
+func (e *ResumeTimeoutError) Error() string {
+	return fmt.Sprintf("could not resume within %v (%d attempts): %v", e.Budget, e.Attempts, e.Err)
+}
+
+func (e *ResumeTimeoutError) Unwrap() error { return e.Err }
+
 // ErrResumeMismatch means the host's resume positions do not fit the
 // stream's journal: the stream cannot go on without losing or repeating
 // bytes.
@@ -751,8 +774,8 @@ func lostFor(why error) error {
 	var ce websocket.CloseError
 	if errors.As(why, &ce) && ce.Code == websocket.StatusPolicyViolation && !wire.Transient(ce.Reason) {
 		// An operator's decision (a kick, a revoked token): coming back
-		// would undo it.
-		return fmt.Errorf("%w (%s)", ErrSessionEnded, ce.Reason)
+		// would undo it. The close stays in the chain for the reason.
+		return &sessionEndedError{ce}
 	}
 	return nil
 }
@@ -776,7 +799,7 @@ func (s *TCPStream) reconnect() (*tcpBinding, int, error) {
 			return nil, attempt, fmt.Errorf("resume: %w", err)
 		}
 		if time.Since(start)+backoff > s.opts.ReconnectBudget {
-			return nil, attempt, fmt.Errorf("could not resume within %v (%d attempts): %w", s.opts.ReconnectBudget, attempt, err)
+			return nil, attempt, &ResumeTimeoutError{Budget: s.opts.ReconnectBudget, Attempts: attempt, Err: err}
 		}
 		t := time.NewTimer(backoff)
 		select {
