@@ -15,7 +15,12 @@ import (
 // snapYield is how many lines the snapshot writes between yields.
 const snapYield = 256
 
-func (e *emulator) snapshot() string {
+func (e *emulator) snapshot() string { return string(e.appendSnapshot(nil)) }
+
+// appendSnapshot writes the snapshot into b's memory (b's length is
+// ignored), or into a new buffer when b has too little room, and returns
+// it.
+func (e *emulator) appendSnapshot(b []byte) []byte {
 	w := snapWriter{e: e}
 	// About its length (plain lines exactly), so that a full
 	// scrollback's megabyte is not copied as it grows.
@@ -27,7 +32,9 @@ func (e *emulator) snapshot() string {
 			size += len(l.cells) + 16
 		}
 	}
-	w.b = make([]byte, 0, size)
+	if w.b = b[:0]; cap(b) < size {
+		w.b = make([]byte, 0, size)
+	}
 	// Scrollback and the normal screen, written top to bottom: the lines
 	// beyond the screen height scroll into the viewer's scrollback.
 	n := e.sb.len()
@@ -167,7 +174,7 @@ func (e *emulator) snapshot() string {
 			w.str("\x1b]" + strconv.Itoa(10+i) + ";" + s + "\x07")
 		}
 	}
-	return string(w.b)
+	return w.b
 }
 
 // previewMin is the length of snapshot text from which a snapshot's

@@ -480,6 +480,11 @@ const maxOutputMessage = 128 << 10
 // cycles.
 var msgBufs = spare.Pool{MaxCap: maxPooledBuf}
 
+// snapBufs holds the buffers snapshots were written into, for the next
+// (takeSnapshot): one of a full scrollback is about a megabyte, and the
+// garbage collector empties the pool within two cycles.
+var snapBufs = spare.Pool{MaxCap: 64 << 20}
+
 // maxPooledBuf bounds the buffers msgBufs keeps: a message of
 // maxOutputMessage UTF-16 bytes takes at most 3/2 of that in UTF-8 bytes
 // (and ASCII escaped twice, as messages of ASCII are, fits too), so a
@@ -734,9 +739,17 @@ func (v *Viewer) startSnapshot() *snapData {
 // takeSnapshot takes a snapshot of the emulator's state now (t.emuMu
 // held) and keeps it, dropping the oldest beyond maxSnapshots.
 func (t *Terminal) takeSnapshot() *snapshot {
-	text := t.emu.snapshot()
-	d := newSnapData(text)
-	if len(text) >= previewMin {
+	// The text is garbage once escaped: its buffer goes back to
+	// snapBufs (100 terminals' snapshots after an upgrade were ~80 MB of
+	// it, and twice that while snapshot copied it into a string).
+	buf := t.emu.appendSnapshot(snapBufs.Get())
+	var text string
+	if len(buf) > 0 {
+		text = unsafe.String(&buf[0], len(buf))
+	}
+	d := newSnapData(text) // copies it
+	snapBufs.Put(buf)
+	if len(buf) >= previewMin {
 		d.preview, d.preview16 = escapePreview(t.emu.preview())
 	}
 	snap := &snapshot{rows: t.emu.rows, cols: t.emu.cols, seq: t.emuApplied, pos: t.emuPos, made: time.Now()}
