@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -22,7 +23,6 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/units"
-	"github.com/ahp-dev/ahpd/internal/wire"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -42,18 +42,24 @@ number when a signal killed it), as ssh and docker do; 0 when you detach.
 URI may be a channel's bare ID (shell for ahp-terminal:/shell) when one
 channel has it; with --url a bare ID means ahp-terminal:/ID.
 
-If the connection drops, attach reconnects (for up to a minute) and the daemon
+If the connection drops, attach reconnects (for up to a minute; one status
+line, rewritten at each attempt, says why and for how long) and the daemon
 sends a fresh snapshot of the screen; keys typed while disconnected are dropped,
-never replayed. It does not come back after the daemon ended the session on
-purpose (viewers kick, token revoke): it exits with the daemon's reason. attach
-ends when the program exits, and when the channel is closed (it says so once and
-exits 1). Credentials: attach mints a single-use ticket over the control socket
-and keeps the reconnect token the daemon returns; nothing is written to disk.
+never replayed. After a minute it gives up and exits 1. It does not come back
+after the daemon ended the session on purpose (viewers kick, token revoke) or
+when the token is refused: it exits 1 at once, saying why and what to do. The
+first connection is not retried: a wrong URL, token or channel, a daemon that
+is not running, or an Origin or Host the daemon refuses (HTTP 403, 421) ends
+attach at once with exit 1. attach ends when the program
+exits, and when the channel is closed (it says so once and exits 1).
+Credentials: attach mints a single-use ticket over the control socket and keeps
+the reconnect token the daemon returns; nothing is written to disk.
 
 Without the control socket (from another machine, through a tunnel or a
 proxy): --url http://HOST:PORT (or $AHP_URL) names the daemon, and the token
 comes from --token-file FILE or $AHP_TOKEN, never from the command line
-(where other users could read it); mint one with 'ahpctl tokens create'.
+(where other users could read it); mint one with 'ahpctl token create'. A
+token file that others may read draws a warning, as ssh does for keys.
 
 --window SIZE is the receive window attach asks for (default 8MiB, or the
 daemon's default if that is larger; the daemon's
@@ -155,7 +161,7 @@ func setupAttach(fs *flag.FlagSet) action {
 				return usagef("attach: --window %q: want a size of at least %d bytes, e.g. 4MiB", *windowFlag, flow.MinFrameBytes)
 			}
 		}
-		wsURL, token, ok, err := remote.resolve(a.getenv)
+		wsURL, token, ok, err := remote.resolve(a.getenv, a.stderr)
 		if err != nil {
 			return err
 		}
@@ -171,7 +177,11 @@ func setupAttach(fs *flag.FlagSet) action {
 			if isShortName(uri) {
 				uri = "ahp-terminal:/" + uri // no ListChannels without the control socket
 			}
-			at := &attacher{a: a, uri: uri, wsURL: wsURL, token: token, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet, window: window}
+			trust, err := remote.tlsConfig(wsURL, a.getenv)
+			if err != nil {
+				return err
+			}
+			at := &attacher{a: a, uri: uri, wsURL: wsURL, tls: trust, token: token, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet, window: window}
 			return at.run(ctx)
 		}
 		c, err := a.clients()
@@ -191,7 +201,7 @@ func setupAttach(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		at := &attacher{a: a, c: c, uri: uri, wsURL: info.WebsocketUrl, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet, window: window}
+		at := &attacher{a: a, c: c, uri: uri, wsURL: info.WebsocketUrl, tls: localTLS(info.WebsocketUrl), readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet, window: window}
 		return at.run(ctx)
 	}
 }
@@ -203,7 +213,8 @@ type attacher struct {
 	c        *clients // nil without the control socket (token is set then)
 	uri      string
 	wsURL    string
-	token    string // the credential given with --url, else "": mint tickets
+	tls      *tls.Config // for a wss:// wsURL; nil: the system's roots
+	token    string      // the credential given with --url, else "": mint tickets
 	readOnly bool
 	key      byte   // the detach prefix key (0: Ctrl-])
 	keyName  string // its name in messages, e.g. "Ctrl-]"
@@ -214,10 +225,10 @@ type attacher struct {
 	buf      []byte // decoded output, reused (owned by the output loop)
 
 	reconnectToken string
-	policyClose    string // the reason of the last session's 1008 close, if it ended so
 	prefix         bool   // Ctrl-] seen, waiting for the next key
 	carry          []byte // an incomplete UTF-8 sequence from the last read
 	attached       bool   // a session was established once
+	line           statusLine
 }
 
 func (at *attacher) prefixKey() byte {
@@ -249,15 +260,23 @@ func (at *attacher) run(ctx context.Context) error {
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
 
+	at.line = statusLine{w: at.out, tty: isTerminal(at.out)}
+	if _, cols, err := terminalSize(at.out); err == nil {
+		at.line.cols = cols
+	}
 	err = at.loop(ctx, keys, winch)
-	// Leave the terminal usable: normal screen, visible cursor, no mouse
-	// or paste modes, default attributes; then cooked mode.
-	_, _ = io.WriteString(at.out, "\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[?2004l\x1b[?1l\x1b>\x1b[0m\r\n")
+	if at.attached {
+		// Leave the terminal usable: normal screen, visible cursor, no
+		// mouse or paste modes, default attributes; then cooked mode.
+		_, _ = io.WriteString(at.out, "\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[?2004l\x1b[?1l\x1b>\x1b[0m\r\n")
+	}
 	restore()
 	var ee *exitedError
 	switch {
 	case errors.Is(err, errDetached), errors.Is(err, errStdinEOF):
-		fmt.Fprintf(at.a.stderr, "[detached from %s]\n", at.uri)
+		if at.attached {
+			fmt.Fprintf(at.a.stderr, "[detached from %s]\n", at.uri)
+		}
 		return nil
 	case errors.As(err, &ee):
 		fmt.Fprintf(at.a.stderr, "[%s: %v]\n", at.uri, ee)
@@ -271,60 +290,121 @@ func (at *attacher) run(ctx context.Context) error {
 	return err
 }
 
+// reconnectBudget is how long attach tries to reconnect after a drop
+// before it gives up (attachHelp and the README say "a minute"): the
+// daemon's tcpRetain, and about what an upgrade in place or a restart by
+// systemd takes, many times over.
+const reconnectBudget = time.Minute
+
 // loop connects, runs sessions and reconnects until detach, exit or a
-// permanent error.
+// final error. The first connection is not retried: a wrong URL, token or
+// channel fails at once, as ssh does. After a drop, attach reconnects
+// within reconnectBudget, on one status line, unless the daemon ended the
+// session on purpose or the credential is refused (explainConn's final
+// errors).
 func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan os.Signal) error {
-	const giveUp = time.Minute
 	backoff := 100 * time.Millisecond
-	var failingSince time.Time
+	var lostAt time.Time // when the last session ended
+	var lost string      // how it ended, in words
 	for {
-		conn, sub, err := at.connect(ctx)
+		timeout := at.a.timeout
+		if !lostAt.IsZero() {
+			timeout = min(timeout, max(time.Until(lostAt.Add(reconnectBudget)), time.Second))
+		}
+		conn, sub, err := at.connect(ctx, timeout)
 		if err == nil {
 			at.attached = true
-			failingSince = time.Time{}
+			at.line.reset()
 			backoff = 100 * time.Millisecond
 			err = at.session(ctx, conn, sub, keys, winch)
 			conn.Close()
-			at.policyClose = ""
-			var ce websocket.CloseError
-			if errors.As(conn.Err(), &ce) && ce.Code == websocket.StatusPolicyViolation && !transientClose(ce.Reason) {
-				at.policyClose = ce.Reason
-			}
 			var ee *exitedError
 			if errors.Is(err, errDetached) || errors.Is(err, errStdinEOF) || errors.As(err, &ee) || ctx.Err() != nil {
 				return err
 			}
 			var re *client.ResetError
-			if errors.As(err, &re) && re.Code == "channel-closed" {
+			if errors.As(err, &re) && re.Code == flow.CodeChannelClosed {
 				return &closedError{at.uri}
 			}
+			if cerr := conn.Err(); websocket.CloseStatus(cerr) != -1 {
+				err = cerr // the daemon's close frame says why, whichever read saw it
+			}
+			lostAt = time.Now()
+			p := explainConn(err, at.c == nil)
+			if p.final {
+				return fmt.Errorf("attach: %s; not reconnecting", p.msg)
+			}
+			lost = p.msg
+			at.line.show(fmt.Sprintf("%s; reconnecting… (%s detaches)", lost, at.detachHint()), "")
+		} else {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			p := explainConn(err, at.c == nil)
+			var ce *client.Error
+			switch {
+			case !at.attached:
+				return fmt.Errorf("attach: %s", p.msg)
+			case errors.As(err, &ce) && ce.Code == flow.ErrCodeChannelNotFound:
+				// Gone while we were away (closed, or the daemon
+				// restarted without it).
+				return &closedError{at.uri}
+			case p.final:
+				return fmt.Errorf("attach: %s; not reconnecting", p.msg)
+			}
+			waited := time.Since(lostAt)
+			if waited >= reconnectBudget {
+				return fmt.Errorf("attach: %s, and could not reconnect within %v: %s", lost, reconnectBudget, p.msg)
+			}
+			at.line.show(fmt.Sprintf("%s; reconnecting… %ds of %v (%s detaches): %s", lost, int(waited.Seconds()), reconnectBudget, at.detachHint(), p.msg), p.msg)
 		}
-		var ce *client.Error
-		if at.attached && errors.As(err, &ce) && ce.Code == -32002 {
-			// Gone while we were away (closed, or the daemon restarted
-			// without it).
-			return &closedError{at.uri}
-		}
-		if permanent(err) {
-			return err
-		}
-		if failingSince.IsZero() {
-			failingSince = time.Now()
-		} else if time.Since(failingSince) > giveUp {
-			return fmt.Errorf("attach: could not reconnect for %v: %w", giveUp, err)
-		}
-		at.status("%s; reconnecting… (%s detaches)", lostHow(err), at.detachHint())
-		if err := at.wait(ctx, backoff, keys); err != nil {
+		d := min(backoff, max(time.Until(lostAt.Add(reconnectBudget)), 0))
+		if err := at.wait(ctx, d, keys); err != nil {
 			return err
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
-// status prints a line between sessions (the terminal is in raw mode).
-func (at *attacher) status(format string, args ...any) {
-	fmt.Fprintf(at.out, "\r\n\x1b[0m[ahpctl: %s]\r\n", fmt.Sprintf(format, args...))
+// statusLine is attach's status between sessions (the terminal is in raw
+// mode). On a terminal it is one line, rewritten in place at each
+// attempt; elsewhere each change of what it says (key) is a line of its
+// own, not each attempt.
+type statusLine struct {
+	w    io.Writer
+	tty  bool
+	cols int    // the terminal's width: a longer line would wrap, and \r would not reach its start
+	open bool   // the line is on screen, the cursor at its end
+	key  string // what the last plain line said
+	said bool   // a plain line was printed since the last reset
 }
+
+// show writes msg as the status line; key names what it says apart from
+// the time (plain lines are printed when it changes).
+func (l *statusLine) show(msg, key string) {
+	line := "[ahpctl: " + msg + "]"
+	if l.tty {
+		if r := []rune(line); l.cols > 2 && len(r) >= l.cols {
+			line = string(r[:l.cols-2]) + "…"
+		}
+		if l.open {
+			fmt.Fprintf(l.w, "\r\x1b[K%s", line)
+		} else {
+			fmt.Fprintf(l.w, "\r\n\x1b[0m%s", line)
+			l.open = true
+		}
+		return
+	}
+	if l.said && key == l.key {
+		return
+	}
+	l.said, l.key = true, key
+	fmt.Fprintf(l.w, "\r\n%s\r\n", line)
+}
+
+// reset forgets the line once a session is up (its snapshot redraws the
+// screen).
+func (l *statusLine) reset() { l.open, l.said, l.key = false, false, "" }
 
 // wait sleeps d while watching the keys for the detach sequence; other keys
 // are dropped.
@@ -348,51 +428,24 @@ func (at *attacher) wait(ctx context.Context, d time.Duration, keys <-chan []byt
 	}
 }
 
-// endedError reports that the daemon closed the session with 1008 and
-// then refused its reconnect token: a kick or a revocation, not a network
-// failure.
-type endedError struct{ reason string }
-
-func (e *endedError) Error() string {
-	return fmt.Sprintf("attach: the daemon ended the session (%s) and refuses its credential; not reconnecting", e.reason)
-}
-
-// permanent reports errors that reconnecting cannot fix.
-func permanent(err error) bool {
-	var ee *endedError
-	if errors.As(err, &ee) {
-		return true
-	}
-	var ce *client.Error
-	if errors.As(err, &ce) {
-		return ce.Code == -32002 || ce.Code == -32003 // channel not found, forbidden
-	}
-	return false
-}
-
 // connect dials the WebSocket with the reconnect token (else a fresh
 // single-use ticket) and subscribes.
-func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, error) {
-	ctx, cancel := context.WithTimeout(ctx, at.a.timeout)
+func (at *attacher) connect(ctx context.Context, timeout time.Duration) (*client.Conn, *client.Sub, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var conn *client.Conn
 	var res *client.InitializeResult
 	var err error
-	if at.c == nil && at.policyClose != "" {
-		// The given token would still work: coming back would undo the
-		// operator's kick.
-		return nil, nil, &endedError{at.policyClose}
-	}
 	if at.reconnectToken != "" {
-		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: at.reconnectToken, ClientName: "ahpctl attach", ClientVersion: Version})
+		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: at.reconnectToken, ClientName: "ahpctl attach", ClientVersion: Version, TLS: at.tls})
 		var ce *client.Error
-		if errors.As(err, &ce) && ce.Code == -32001 {
-			if at.policyClose != "" {
-				// Closed on purpose, and the token revoked with it: a
-				// fresh ticket would undo the operator's kick.
-				return nil, nil, &endedError{at.policyClose}
-			}
-			at.reconnectToken = "" // expired, or the daemon restarted
+		if errors.As(err, &ce) && ce.Code == flow.ErrCodeUnauthorized {
+			// Expired, or the daemon restarted: a fresh ticket. (A kick
+			// or a revocation ended the session with its own close,
+			// which loop does not come back from.)
+			at.reconnectToken = ""
+		} else if err != nil {
+			return nil, nil, err
 		}
 	}
 	if conn == nil {
@@ -400,7 +453,7 @@ func (at *attacher) connect(ctx context.Context) (*client.Conn, *client.Sub, err
 		if terr != nil {
 			return nil, nil, terr
 		}
-		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: ticket, ClientName: "ahpctl attach", ClientVersion: Version})
+		conn, res, err = client.Dial(ctx, at.wsURL, client.Options{Token: ticket, ClientName: "ahpctl attach", ClientVersion: Version, TLS: at.tls})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -642,19 +695,7 @@ func readKeys(in io.Reader, keys chan<- []byte) {
 	}
 }
 
-// lostHow says, for a status line, how a connection to the daemon ended:
-// an upgrade in place (close 1012, docs/upgrade.md) by name, as the web
-// page does, since it is routine and brief; anything else with the error.
-func lostHow(err error) string {
-	if websocket.CloseStatus(err) == websocket.StatusServiceRestart {
-		return "ahpd is upgrading in place"
-	}
-	return fmt.Sprintf("connection lost (%v)", err)
-}
-
-// transientClose reports whether a 1008 close reason is one the daemon
-// gives for a connection's own trouble (a stall, a silent peer, a bound
-// reached, an expired token) rather than for an operator's decision (a
-// kick, a revocation): after those attach comes back with a fresh ticket
-// even when its reconnect token has gone meanwhile (a long outage).
-func transientClose(reason string) bool { return wire.Transient(reason) }
+// lostHow says, for a status line, how a connection to the daemon ended
+// (explainConn): an upgrade in place (close 1012, docs/upgrade.md) as
+// "ahpd is upgrading in place", as the web page says it.
+func lostHow(err error, remote bool) string { return explainConn(err, remote).msg }

@@ -146,21 +146,3 @@ func TestUsageAndExitCodes(t *testing.T) {
 		}
 	}
 }
-
-// An operator's kick or revocation ends attach; the daemon's own closes
-// (a stall, a silent peer, a bound, an expired token) do not.
-func TestTransientClose(t *testing.T) {
-	for reason, want := range map[string]bool{
-		"output stalled for 1m0s (maxOutputStall)":                            true,
-		"no pong or traffic for 45s":                                          true,
-		"too many unread responses: the client is not reading":                true,
-		"daemon memory budget spent (maxTotalBufferedBytes); try again later": true,
-		"token expired":   true,
-		"token revoked":   false,
-		"maintenance now": false,
-	} {
-		if got := transientClose(reason); got != want {
-			t.Errorf("transientClose(%q) = %v, want %v", reason, got, want)
-		}
-	}
-}

@@ -2,12 +2,14 @@ package ctl
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,10 +33,19 @@ create'), that one channel is served to the first local connection; later ones
 are refused, and forward exits when the channel has ended.
 
 LOCAL_ADDR is HOST:PORT, or PORT alone for 127.0.0.1:PORT (":PORT" listens on
-every interface). Half-closes pass both ways; a reset of the target resets the
-local connection. If the WebSocket drops, forward reconnects (backoff up to
-5 s, for at most a minute) and the channel resumes where it was: no byte is
-lost or repeated. A status line per connection goes to stderr (opened,
+every interface); anything else is bad usage (exit 2). Half-closes pass both
+ways; a reset of the target resets the local connection. If the WebSocket
+drops, forward reconnects (backoff up to 5 s, for at most a minute) and the
+channel resumes where it was: no byte is lost or repeated.
+
+Before it listens, forward connects once and checks what the daemon tells it:
+a refused token, URL, Origin or Host, a token that may not create TCP channels
+(role view, or scoped to some channels) or does not reach the channel, and
+(with --url) a channel that does not exist end it with exit 1, saying what to
+do. Whether the allow-list admits HOST:PORT cannot be asked without dialing
+it: a target it refuses ends forward at the first local connection (exit 1,
+naming the 'ahpctl tcp allow' to run), as does a kick; a refused dial ends
+only its connection. A status line per connection goes to stderr (opened,
 resumed, closed with the bytes each way); --quiet hides them. Ctrl-C or
 SIGTERM stops forwarding and exits 0. --compress offers permessage-deflate
 (the daemon's websocketCompression decides): it pays over a slow tunnel with
@@ -45,7 +56,8 @@ Credentials: through the control socket, forward mints single-use tickets
 keeps the reconnect token the daemon returns. Without the control socket,
 --url http://HOST:PORT (or $AHP_URL) names the daemon and the token comes from
 --token-file FILE or $AHP_TOKEN, never from the command line; it needs role
-control (over every channel for HOST:PORT).
+control (over every channel for HOST:PORT). A token file that others may read
+draws a warning, as ssh does for keys.
 
 forward runs on one CPU (GOMAXPROCS=1): each byte passes from the goroutine
 reading the WebSocket to the one writing the local socket, and on one CPU
@@ -71,11 +83,19 @@ func setupForward(fs *flag.FlagSet) action {
 			runtime.GOMAXPROCS(n)
 		}
 		f := &forwarder{a: a, quiet: *quiet, compress: *compress}
+		laddr, err := localAddr(args[0])
+		if err != nil {
+			return err
+		}
+		wsURL, token, remoteOK, err := remote.resolve(a.getenv, a.stderr)
+		if err != nil {
+			return err
+		}
 		target := args[1]
 		if isShortName(target) {
 			// A channel's bare ID (ahp-tcp:/ID); with --url it cannot be
 			// looked up and means ahp-tcp:/ID.
-			if _, _, remoteOK, _ := remote.resolve(a.getenv); remoteOK {
+			if remoteOK {
 				target = "ahp-tcp:/" + target
 			} else if uri, err := a.channelURI(ctx, target); err == nil {
 				target = uri
@@ -86,16 +106,11 @@ func setupForward(fs *flag.FlagSet) action {
 		if err := f.parseTarget(target); err != nil {
 			return err
 		}
-		laddr := args[0]
-		if _, err := strconv.ParseUint(laddr, 10, 16); err == nil {
-			laddr = "127.0.0.1:" + laddr
-		}
-		wsURL, token, ok, err := remote.resolve(a.getenv)
-		if err != nil {
-			return err
-		}
-		if ok {
+		if remoteOK {
 			f.wsURL, f.token = wsURL, token
+			if f.tls, err = remote.tlsConfig(wsURL, a.getenv); err != nil {
+				return err
+			}
 		} else {
 			c, err := a.clients()
 			if err != nil {
@@ -111,27 +126,93 @@ func setupForward(fs *flag.FlagSet) action {
 				return err
 			}
 			f.c, f.wsURL = c, info.WebsocketUrl
+			f.tls = localTLS(info.WebsocketUrl)
+		}
+		f.conns = client.NewRedialer(f.dial)
+		defer f.conns.Close()
+		// What can be known before a local connection comes is checked
+		// now: a wrong URL or token, a credential that may not create
+		// channels, a channel that does not exist.
+		dctx, cancel := context.WithTimeout(ctx, a.timeout)
+		err = f.check(dctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
 		ln, err := net.Listen("tcp", laddr)
 		if err != nil {
 			return fmt.Errorf("forward: %w", err)
 		}
 		defer ln.Close()
-		f.conns = client.NewRedialer(f.dial)
-		defer f.conns.Close()
-		// A wrong URL or token fails now, not at the first connection.
-		dctx, cancel := context.WithTimeout(ctx, a.timeout)
-		_, err = f.conns.Get(dctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("forward: connect to %s: %w", f.wsURL, err)
-		}
 		f.statusf("listening on %s, forwarding to %s", ln.Addr(), args[1])
 		return f.serve(ctx, ln)
 	}
+}
+
+// localAddr returns LOCAL_ADDR as net.Listen takes it: PORT means
+// 127.0.0.1:PORT; HOST:PORT and :PORT are kept. Anything else is bad
+// usage.
+func localAddr(s string) (string, error) {
+	if _, err := strconv.ParseUint(s, 10, 16); err == nil {
+		return "127.0.0.1:" + s, nil
+	}
+	if _, port, err := net.SplitHostPort(s); err == nil {
+		if _, err := strconv.ParseUint(port, 10, 16); err == nil {
+			return s, nil
+		}
+	}
+	return "", usagef("forward: LOCAL_ADDR %q: want PORT, HOST:PORT or :PORT with a port of 0–65535 (e.g. 8080 or 127.0.0.1:8080)", s)
+}
+
+// check connects to the daemon once, as every local connection will, and
+// checks what initialize says of the credential (PROTOCOL.md §2, access)
+// against what forward will ask of it (§8): creating a TCP channel needs
+// role control over every channel, consuming one role control over it.
+// With --url it also looks the channel up (channels/list); through the
+// control socket the control plane did. Whether the allow-list admits
+// HOST:PORT cannot be asked without dialing it (docs/protocol-decisions.md,
+// "forward's checks at start"): the first local connection finds out, and
+// a refusal ends forward.
+func (f *forwarder) check(ctx context.Context) error {
+	conn, err := f.conns.Get(ctx)
+	if err != nil {
+		return fmt.Errorf("forward: %s", explainConn(err, f.c == nil).msg)
+	}
+	f.mu.Lock()
+	access := f.access
+	f.mu.Unlock()
+	const mint = "mint one with 'ahpctl token create --role control'"
+	switch {
+	case f.uri == "" && access.Role != "control":
+		return fmt.Errorf("forward: the token may not create TCP channels: its role is %s, and creating one needs role control over every channel; %s", access.Role, mint)
+	case f.uri == "" && len(access.Channels) > 0:
+		return fmt.Errorf("forward: the token may not create TCP channels: it reaches only %s, and creating one needs role control over every channel; %s (without --channel)", strings.Join(access.Channels, ", "), mint)
+	case f.uri != "" && access.Role != "control":
+		return fmt.Errorf("forward: the token may not carry %s: its role is %s, and a TCP channel's consumer needs role control; %s", f.uri, access.Role, mint+" --channel "+f.uri)
+	case f.uri != "" && len(access.Channels) > 0 && !slices.Contains(access.Channels, f.uri):
+		return fmt.Errorf("forward: the token does not reach %s (it reaches %s); %s", f.uri, strings.Join(access.Channels, ", "), mint+" --channel "+f.uri)
+	}
+	if f.uri != "" && f.c == nil {
+		var res struct {
+			Channels []struct {
+				Channel string `json:"channel"`
+			} `json:"channels"`
+		}
+		if err := conn.Call(ctx, "channels/list", struct{}{}, &res); err != nil {
+			return fmt.Errorf("forward: %s", explainConn(err, true).msg)
+		}
+		found := false
+		for _, c := range res.Channels {
+			found = found || c.Channel == f.uri
+		}
+		if !found {
+			return fmt.Errorf("forward: no channel %s (closed, or never created: 'ahpctl tcp create HOST:PORT' makes one)", f.uri)
+		}
+	}
+	return nil
 }
 
 // forwarder is one `ahpctl forward`.
@@ -145,12 +226,21 @@ type forwarder struct {
 	port int
 
 	wsURL string
-	token string   // the credential given with --url, else "": mint tickets
-	c     *clients // nil without the control socket
+	tls   *tls.Config // for a wss:// wsURL; nil: the system's roots
+	token string      // the credential given with --url, else "": mint tickets
+	c     *clients    // nil without the control socket
 	conns *client.Redialer
 
-	mu             sync.Mutex // guards reconnectToken and status lines
+	mu             sync.Mutex // guards reconnectToken, access and status lines
 	reconnectToken string
+	access         access // what the last initialize said of the credential
+}
+
+// access is initialize's access: the credential's role and the channels
+// it reaches (none: all).
+type access struct {
+	Role     string
+	Channels []string
 }
 
 func (f *forwarder) parseTarget(t string) error {
@@ -190,10 +280,15 @@ func (f *forwarder) statusf(format string, args ...any) {
 func (f *forwarder) dial(ctx context.Context) (*client.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.a.timeout)
 	defer cancel()
-	opts := client.Options{ClientName: "ahpctl forward", ClientVersion: Version, Deflate: f.compress}
+	opts := client.Options{ClientName: "ahpctl forward", ClientVersion: Version, Deflate: f.compress, TLS: f.tls}
 	if f.c == nil {
 		opts.Token = f.token
-		c, _, err := client.Dial(ctx, f.wsURL, opts)
+		c, ini, err := client.Dial(ctx, f.wsURL, opts)
+		if err == nil {
+			f.mu.Lock()
+			f.access = access{ini.Access.Role, ini.Access.Channels}
+			f.mu.Unlock()
+		}
 		return c, err
 	}
 	f.mu.Lock()
@@ -224,6 +319,7 @@ func (f *forwarder) dial(ctx context.Context) (*client.Conn, error) {
 	if ini.ReconnectToken != "" {
 		f.reconnectToken = ini.ReconnectToken
 	}
+	f.access = access{ini.Access.Role, ini.Access.Channels}
 	f.mu.Unlock()
 	return c, nil
 }
@@ -277,17 +373,36 @@ func (f *forwarder) serve(ctx context.Context, ln net.Listener) error {
 	fatalMu.Lock()
 	defer fatalMu.Unlock()
 	if fatal != nil {
-		return fmt.Errorf("forward: %w", fatal)
+		return fmt.Errorf("forward: %s", f.explain(fatal))
 	}
 	return nil
 }
+
+// explain says err, of a local connection's stream, in words
+// (explainConn); a failure of the local connection itself is said as
+// it is.
+func (f *forwarder) explain(err error) string {
+	var le *localError
+	if errors.As(err, &le) {
+		return le.Error()
+	}
+	return explainConn(err, f.c == nil).msg
+}
+
+// localError is a failure of the local connection (pump).
+type localError struct{ err error }
+
+func (e *localError) Error() string { return "local side: " + e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
 
 // fatalForward reports errors every later connection would meet too, and
 // an operator's decision (a kick) that forward must not undo.
 func fatalForward(err error) bool {
 	var ce *client.Error
+	var he *client.HandshakeError
 	return errors.As(err, &ce) && (ce.Code == flow.ErrCodeForbidden || ce.Code == flow.ErrCodeUnauthorized) ||
-		errors.Is(err, client.ErrSessionEnded)
+		errors.Is(err, client.ErrSessionEnded) ||
+		errors.As(err, &he) && explainConn(err, true).final // a refused Origin or Host
 }
 
 // handle serves one local connection over its own TCP stream.
@@ -300,7 +415,7 @@ func (f *forwarder) handle(ctx context.Context, n int, lc *net.TCPConn) error {
 		OnEvent: func(e client.TCPEvent) {
 			switch e.Kind {
 			case client.TCPLost:
-				f.statusf("%s: %s: %s; resuming", label, e.Channel, lostHow(e.Err))
+				f.statusf("%s: %s: %s; resuming", label, e.Channel, lostHow(e.Err, f.c == nil))
 			case client.TCPResumed:
 				f.statusf("%s: %s: resumed (attempt %d)", label, e.Channel, e.Attempts)
 			}
@@ -308,7 +423,7 @@ func (f *forwarder) handle(ctx context.Context, n int, lc *net.TCPConn) error {
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			f.statusf("%s: failed: %v", label, err)
+			f.statusf("%s: failed: %s", label, f.explain(err))
 		}
 		return err
 	}
@@ -318,7 +433,7 @@ func (f *forwarder) handle(ctx context.Context, n int, lc *net.TCPConn) error {
 	s := st.Stats()
 	how := ""
 	if err != nil {
-		how = fmt.Sprintf(" (%v)", err)
+		how = " (" + f.explain(err) + ")"
 	}
 	f.statusf("%s: %s closed: sent %d bytes, received %d bytes%s", label, st.Channel(), s.BytesWritten, s.BytesRead, how)
 	return err
@@ -353,7 +468,7 @@ func pump(ctx context.Context, lc *net.TCPConn, st *client.TCPStream) error {
 			abort(serr, true)
 			return
 		}
-		abort(fmt.Errorf("local side: %w", err), false)
+		abort(&localError{err}, false)
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { // local → channel

@@ -514,7 +514,7 @@ func TestE2EForwardTargetReset(t *testing.T) {
 	if !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("local read after the target's reset: %v, want ECONNRESET", err)
 	}
-	f.waitLine(regexp.MustCompile(`closed: .*tcp-reset`))
+	f.waitLine(regexp.MustCompile(`closed: sent \d+ bytes, received \d+ bytes \(the target reset the connection \(.*connection reset by the target\)\)$`))
 	// forward goes on serving.
 	if f.cmd.ProcessState != nil {
 		t.Fatal("forward exited after one connection's reset")
@@ -524,7 +524,8 @@ func TestE2EForwardTargetReset(t *testing.T) {
 
 // TestE2EForwardRefusals: a refused dial fails that connection (-32008)
 // and forward goes on; a target the allow-list does not admit (-32003)
-// and a view-only token (-32003) end forward with exit 1.
+// ends forward with exit 1, and a view-only token ends it at start; each
+// said in words, without the JSON-RPC code.
 func TestE2EForwardRefusals(t *testing.T) {
 	refused := closedPort(t)
 	echo := newTCPServer(t, echoServe)
@@ -540,7 +541,7 @@ func TestE2EForwardRefusals(t *testing.T) {
 		t.Fatalf("local connection to a refused target: read %q, %v; want it closed", b, err)
 	}
 	c.Close()
-	f.waitLine(regexp.MustCompile(`failed: .*code -32008`))
+	f.waitLine(regexp.MustCompile(`failed: connect failed: ` + regexp.QuoteMeta(refused) + `: connection refused$`))
 	if f.cmd.ProcessState != nil {
 		t.Fatal("forward exited after a refused dial")
 	}
@@ -552,7 +553,7 @@ func TestE2EForwardRefusals(t *testing.T) {
 		_, _ = io.Copy(io.Discard, c)
 		c.Close()
 	}
-	if code := f.wait(); code != 1 || !strings.Contains(f.log(), "code -32003") || !strings.Contains(f.log(), notAllowed) {
+	if code := f.wait(); code != 1 || !strings.Contains(f.log(), "forward: not allowed: tcp target "+notAllowed+" (allow it with: ahpctl tcp allow "+notAllowed+")") || strings.Contains(f.log(), "code -32") {
 		t.Fatalf("forward to a target not allowed: exit %d, want 1 and -32003 naming it:\n%s", code, f.log())
 	}
 
@@ -564,8 +565,9 @@ func TestE2EForwardRefusals(t *testing.T) {
 			c.Close()
 		}
 	}
-	if code := f.wait(); code != 1 || !strings.Contains(f.log(), "code -32003") {
-		t.Fatalf("forward with a view-only token: exit %d, want 1 and -32003:\n%s", code, f.log())
+	// Known at start, before it listens.
+	if code := f.wait(); code != 1 || f.addr != "" || !strings.Contains(f.log(), "forward: the token may not create TCP channels: its role is view, and creating one needs role control over every channel; mint one with 'ahpctl token create --role control'") {
+		t.Fatalf("forward with a view-only token: exit %d (listening on %q), want 1 before listening, saying what the token lacks:\n%s", code, f.addr, f.log())
 	}
 }
 

@@ -1,7 +1,10 @@
 package ctl
 
 import (
+	"bytes"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +47,7 @@ func TestRemoteResolve(t *testing.T) {
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		return r.resolve(env(e))
+		return r.resolve(env(e), io.Discard)
 	}
 	// No URL: the control socket.
 	if _, _, ok, err := resolve(nil, nil); ok || err != nil {
@@ -71,6 +74,35 @@ func TestRemoteResolve(t *testing.T) {
 	} {
 		if _, _, _, err := resolve(tc.args, tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err %v, want one saying %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestTokenFileMode: a token file its group or others may read is read,
+// with a warning that names it, its mode and the fix, as ssh warns of a
+// key; a 0600 file draws none.
+func TestTokenFileMode(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o600, false}, {0o400, false}, {0o644, true}, {0o640, true}, {0o604, true}} {
+		path := filepath.Join(dir, "tok")
+		os.Remove(path)
+		if err := os.WriteFile(path, []byte("ahp_tok\n"), tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, tc.mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		tok, err := readTokenFile(path, &stderr)
+		if err != nil || tok != "ahp_tok" {
+			t.Fatalf("mode %04o: %q, %v", tc.mode, tok, err)
+		}
+		want := fmt.Sprintf("ahpctl: warning: --token-file %s is open to others (mode %04o): whoever can read it can use the token; run chmod 600 %s\n", path, tc.mode, path)
+		if got := stderr.String(); tc.warn && got != want || !tc.warn && got != "" {
+			t.Errorf("mode %04o: stderr %q; want %q", tc.mode, got, map[bool]string{true: want}[tc.warn])
 		}
 	}
 }
