@@ -13,6 +13,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,6 +98,9 @@ type Options struct {
 	// http.DefaultClient whose socket is corked around each message sent
 	// (corkingClient).
 	HTTPClient *http.Client
+	// TLS configures the connection to a wss:// URL (the roots to trust);
+	// nil: the system's roots. Unused with HTTPClient, which has its own.
+	TLS *tls.Config
 	// OnSend, if set, is called just before each text message is
 	// written, with the message (valid during the call only; writes wait
 	// for it). Tests use it to act at a protocol point: drop the
@@ -159,7 +163,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 	}
 	hc, corked := opts.HTTPClient, func() *cork.Conn { return nil }
 	if hc == nil {
-		hc, corked = corkingClient()
+		hc, corked = corkingClient(opts.TLS)
 	}
 	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		Subprotocols:    []string{"ahp.v1"},

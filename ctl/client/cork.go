@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
@@ -19,13 +20,18 @@ var dialSocket = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Se
 // library masks a client's frames (RFC 6455 §5.3) through its 4 KiB write
 // buffer and so writes a frame in 4 KiB pieces: an upload's 24–96 KiB
 // messages cost 6–24 writes each, and as many wake-ups of the daemon.
-// Conn corks the socket around each message it sends.
-func corkingClient() (*http.Client, func() *cork.Conn) {
+// Conn corks the socket around each message it sends. tlsConf, when not
+// nil, is the TLS configuration of a wss:// URL (nil: the system's roots).
+func corkingClient(tlsConf *tls.Config) (*http.Client, func() *cork.Conn) {
 	var (
 		mu   sync.Mutex
 		last *cork.Conn
 	)
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	if tlsConf != nil {
+		// TLS over the cork: what it holds are records.
+		t.TLSClientConfig = tlsConf.Clone()
+	}
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dialSocket(ctx, network, addr)
 		if err != nil {
