@@ -71,7 +71,7 @@ func hostFix(host string) string {
 	if name == "" {
 		return "the request has no Host header"
 	}
-	return fmt.Sprintf("add %q to allowedHosts in ahpd's config file, or set publicUrl (--public-url) to the URL you open, https://%s/… (a proxy may also pass the listen address as Host)",
+	return fmt.Sprintf("add %q to allowedHosts in ahpd's config file, or set publicUrl (--public-url) to the URL you open (https://%s/…); a proxy may also pass the listen address as Host",
 		Truncate(name, 128), Truncate(name, 128))
 }
 
@@ -86,6 +86,6 @@ func originFix(origin string) string {
 		return fmt.Sprintf("Origin %q is not an http or https origin", Truncate(origin, 128))
 	}
 	hp := originHostPort(u.Scheme, u.Host)
-	return fmt.Sprintf("add %q to allowedOrigins in ahpd's config file, or set publicUrl (--public-url) to the URL you open, %s://%s/…",
+	return fmt.Sprintf("add %q to allowedOrigins in ahpd's config file, or set publicUrl (--public-url) to the URL you open (%s://%s/…)",
 		Truncate(hp, 128), u.Scheme, Truncate(u.Host, 128))
 }
