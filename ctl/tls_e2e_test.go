@@ -157,3 +157,27 @@ func TestE2EInsecureListen(t *testing.T) {
 		t.Errorf("ahpctl open printed %q, want a loopback http link", out)
 	}
 }
+
+// TestE2EUpgradeKeepsInsecureListener: an upgrade in place whose new
+// configuration no longer allows plain HTTP beyond loopback keeps the
+// listener it inherits and warns, instead of refusing and ending every
+// terminal (issue 39).
+func TestE2EUpgradeKeepsInsecureListener(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(conf, []byte("insecureListen = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonWith(t, []string{"--config", conf, "--listen", "0.0.0.0:0"}, nil)
+	d.mustCtl("terminal", "create", "--id", "keep", "--", "/bin/sh")
+	if err := os.WriteFile(conf, []byte("insecureListen = false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.upgrade(1)
+	if !strings.Contains(d.logs(), "serving plain HTTP beyond loopback (an upgrade keeps the listener)") {
+		t.Errorf("no warning after the upgrade:\n%s", d.logs())
+	}
+	if out := d.mustCtl("channels", "get", "keep", "-o", "json"); !strings.Contains(out, `"running"`) {
+		t.Errorf("the terminal after the upgrade: %s", out)
+	}
+}
