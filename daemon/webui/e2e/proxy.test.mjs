@@ -198,6 +198,12 @@ test('proxy: the page, ahpctl attach --url and ahpctl forward --url through ngin
     await page.screenshot({ path: join(ARTIFACTS_DIR, `proxy-${name}.png`) });
     await page.close();
 
+    // ahpctl open's link and status name the public URL too.
+    const opened = (await ctl('open', CHANNEL)).trim();
+    assert.ok(opened.startsWith(`${publicUrl}#ticket=`), `ahpctl open printed ${opened}`);
+    const status = await ctl('status');
+    assert.ok(status.includes(publicUrl), `ahpctl status does not name ${publicUrl}:\n${status}`);
+
     // ---- ahpctl attach --url, under a pty --------------------------------------
     const tok = (await ctl('token', 'create', '--role', 'control', '--channel', CHANNEL)).trim();
     const tokFile = join(dir, 'attach.token');
