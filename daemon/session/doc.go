@@ -1,6 +1,7 @@
 // Package session is the viewer side of ahpd (PROTOCOL.md §1–§7): the HTTP
-// listener (the Host and Origin checks, /v1/ws, /healthz, /metrics and the
-// web page), the WebSocket upgrade, and each connection's JSON-RPC
+// listener (the Host and Origin checks, /v1/ws, /v1/check, /healthz,
+// /metrics and the web page, under publicUrl's path; TLS when configured),
+// the WebSocket upgrade, and each connection's JSON-RPC
 // dispatch and run loop over flow's Sender and Receivers.
 //
 // A connection knows no channel kind: it serves every channel through the

@@ -29,7 +29,8 @@ import (
 var dist embed.FS
 
 // Handler returns the handler for the web page, to be mounted at "/" next
-// to the WebSocket endpoint /v1/ws.
+// to the WebSocket endpoint /v1/ws, or under a path prefix with the prefix
+// stripped (publicUrl): the page's URLs are relative, its WebSocket too.
 func Handler() http.Handler {
 	sub, err := fs.Sub(dist, "dist")
 	if err != nil {
