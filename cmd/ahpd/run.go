@@ -113,6 +113,9 @@ func Main(args []string, stderr io.Writer) int {
 	path := config.FindFile(*configFlag)
 	s, _, err := config.LoadSettings(path, fl, flagged)
 	if *checkConfig {
+		if err == nil {
+			err = checkListener(s.Config)
+		}
 		return reportCheck(stderr, *configFlag, path, err)
 	}
 	if *checkUpgrade {

@@ -119,3 +119,19 @@ func insecureListenMessage(addr string) string {
 		"or keep ahpd on loopback (--listen 127.0.0.1:7681) behind a proxy that terminates TLS (--public-url https://…; README, \"Running behind a proxy\"); "+
 		"--insecure-listen (config insecureListen = true) serves plain HTTP there anyway", addr)
 }
+
+// checkListener is what --check-config adds to the file's checks: the
+// TLS files load, and a listener beyond loopback has TLS or
+// insecureListen, as at start (socket activation's listener aside, which
+// only the start sees).
+func checkListener(cfg config.Config) error {
+	cfg = cfg.WithDefaults()
+	if cfg.TLS() {
+		if _, err := loadCert(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return err
+		}
+	} else if !cfg.InsecureListen && !loopbackOnly(cfg.Listen) {
+		return errors.New(insecureListenMessage(cfg.Listen))
+	}
+	return nil
+}

@@ -74,3 +74,31 @@ func TestTLSFilesChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigListener: --check-config reports what the start would
+// refuse: a listener beyond loopback without TLS, TLS files that do not
+// load.
+func TestCheckConfigListener(t *testing.T) {
+	dir := t.TempDir()
+	cert, err := testcert.Write(dir, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--listen", "0.0.0.0:7681"}, 1, "--insecure-listen"},
+		{[]string{"--listen", "0.0.0.0:7681", "--insecure-listen"}, 0, "valid"},
+		{[]string{"--listen", "0.0.0.0:7681", "--tls-cert", cert.CertFile, "--tls-key", cert.KeyFile}, 0, "valid"},
+		{[]string{"--tls-cert", cert.CertFile, "--tls-key", cert.CertFile}, 1, "tlsCert"},
+		{nil, 0, "valid"},
+	} {
+		var out strings.Builder
+		code := Main(append([]string{"--check-config", "--config", "none"}, c.args...), &out)
+		if code != c.code || !strings.Contains(out.String(), c.want) {
+			t.Errorf("--check-config %v: exit %d, want %d with %q:\n%s", c.args, code, c.code, c.want, out.String())
+		}
+	}
+}
