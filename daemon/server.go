@@ -135,8 +135,17 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	for typ, c := range opts.Creators {
 		creators[typ] = c
 	}
+	checkers := map[string]service.Checker{
+		"tcp": func(params json.RawMessage) error {
+			host, port, err := tcp.ParseCreate(params)
+			if err == nil {
+				_, err = tcp.Admit(s.Service.TCPAllowList(), host, port)
+			}
+			return err
+		},
+	}
 	s.Service = service.New(service.Options{
-		Config: cfg, Version: Version, Log: log, Tokens: tokens, NewTerminal: nt, Creators: creators,
+		Config: cfg, Version: Version, Log: log, Tokens: tokens, NewTerminal: nt, Creators: creators, Checkers: checkers,
 		ChannelClosed: s.memory.soon, Busy: opts.Busy, TCPAllow: tcp.NewAllowList(cfg.TCPAllow), ConfigFile: opts.ConfigFile,
 		TCPStateFile: filepath.Join(cfg.StateDir, service.TCPStateFileName),
 	})

@@ -174,6 +174,21 @@ func ParseCreate(params json.RawMessage) (host string, port uint16, err error) {
 	return p.Host, uint16(*p.Port), nil
 }
 
+// Admit checks a requested target against allow as Create does before it
+// dials (an IPv4-mapped address as its IPv4 one): a target no rule admits
+// is a *flow.Error -32003 naming it and the rule to add. It returns the
+// host as Create dials it. The daemon answers channels/check with it
+// (docs/protocol-decisions.md, "forward's checks at start").
+func Admit(allow *AllowList, host string, port uint16) (string, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	if err := allow.Check(host, port); err != nil {
+		return "", &flow.Error{Code: flow.ErrCodeForbidden, Message: err.Error()}
+	}
+	return host, nil
+}
+
 // Create checks the target against the allow-list and starts dialing it;
 // it returns at once. A target the list does not admit is a *flow.Error
 // -32003 naming it. The dial's outcome is reported by WaitDialed and by
@@ -183,12 +198,9 @@ func Create(cfg Config) (*Channel, error) {
 		return nil, errors.New("tcp: Config.Allow is required")
 	}
 	cfg.setDefaults()
-	host := cfg.Host
-	if a, err := netip.ParseAddr(host); err == nil {
-		host = a.Unmap().String()
-	}
-	if err := cfg.Allow.Check(host, cfg.Port); err != nil {
-		return nil, &flow.Error{Code: flow.ErrCodeForbidden, Message: err.Error()}
+	host, err := Admit(cfg.Allow, cfg.Host, cfg.Port)
+	if err != nil {
+		return nil, err
 	}
 	cfg.Host = host
 	c := makeChannel(cfg)

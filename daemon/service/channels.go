@@ -47,6 +47,12 @@ type TerminalFactory func(spec TerminalSpec, backlog int64, log *slog.Logger) (f
 // connections counts it.
 type Creator func(params json.RawMessage, owner session.Owner) (flow.Channel, error)
 
+// Checker makes the checks of its kind's Creator that come before
+// anything is created or dialed (a TCP target against the allow-list),
+// for channels/check; an *flow.Error carries the code the create would
+// get.
+type Checker func(params json.RawMessage) error
+
 // Viewers is what the service needs of the viewer session.
 type Viewers interface {
 	ConnectionCount() int
@@ -64,6 +70,9 @@ type Options struct {
 	NewTerminal TerminalFactory
 	// Creators are the channel kinds a subscribe may create, by type.
 	Creators map[string]Creator
+	// Checkers are the checks of Creators' kinds for channels/check, by
+	// type; a kind without one passes once its type is creatable.
+	Checkers map[string]Checker
 	// ChannelClosed is called after a channel is closed (the daemon gives
 	// memory back then); it must not block.
 	ChannelClosed func()
@@ -100,6 +109,7 @@ type Service struct {
 	limits        atomic.Pointer[config.Limits]
 	newTerminal   TerminalFactory
 	creators      map[string]Creator
+	checkers      map[string]Checker
 	now           func() time.Time
 	channelClosed func()
 	busy          func()
@@ -149,7 +159,7 @@ func New(o Options) *Service {
 	}
 	s := &Service{
 		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: registry.New(),
-		newTerminal: o.NewTerminal, creators: o.Creators, now: time.Now, channelClosed: o.ChannelClosed, busy: o.Busy,
+		newTerminal: o.NewTerminal, creators: o.Creators, checkers: o.Checkers, now: time.Now, channelClosed: o.ChannelClosed, busy: o.Busy,
 		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile, tcpConfigRules: slices.Clone(o.Config.TCPAllow), tcpStateFile: o.TCPStateFile,
 		tcpByToken: map[string]int{}, slots: map[string]func(){},
 	}
@@ -323,21 +333,45 @@ func (s *Service) CreateChannel(typ string, params json.RawMessage, owner sessio
 	return s.createChannel("subscribe", typ, "", params, owner)
 }
 
-// createChannel makes a channel of type typ with its Creator and registers
-// it under id, or a generated id if it is empty; by says who asked, for
-// the log.
-func (s *Service) createChannel(by, typ, id string, params json.RawMessage, owner session.Owner) (*registry.Channel, error) {
-	create, ok := s.creators[typ]
+// CheckCreate answers channels/check: whether CreateChannel(typ, params)
+// would pass the checks that come before the channel exists — the type,
+// the kind's own (a TCP target against the allow-list) — without creating
+// or dialing anything. Limits are not checked: they say whether a channel
+// may be created now, not whether it ever may.
+func (s *Service) CheckCreate(typ string, params json.RawMessage) error {
+	if err := s.creatable(typ, "subscribe"); err != nil {
+		return err
+	}
+	if check := s.checkers[typ]; check != nil {
+		return check(params)
+	}
+	return nil
+}
+
+// creatable refuses a type no Creator makes, or one made elsewhere.
+func (s *Service) creatable(typ, by string) error {
+	_, ok := s.creators[typ]
 	scheme := registry.Scheme(typ)
 	// Terminals are created over the control plane, where they take a
 	// maxTerminals slot (CreateTerminal); telemetry channels too, since a
 	// command source runs a program (CreateTelemetry).
 	if !ok || scheme == "" || typ == "terminal" || typ == "telemetry" && by == "subscribe" {
-		return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: channels of type " + strconv.Quote(session.Truncate(typ, 64)) + " cannot be created by subscribe"}
+		return &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: channels of type " + strconv.Quote(session.Truncate(typ, 64)) + " cannot be created by subscribe"}
 	}
 	if s.isClosing() {
-		return nil, ErrShuttingDown
+		return ErrShuttingDown
 	}
+	return nil
+}
+
+// createChannel makes a channel of type typ with its Creator and registers
+// it under id, or a generated id if it is empty; by says who asked, for
+// the log.
+func (s *Service) createChannel(by, typ, id string, params json.RawMessage, owner session.Owner) (*registry.Channel, error) {
+	if err := s.creatable(typ, by); err != nil {
+		return nil, err
+	}
+	create, scheme := s.creators[typ], registry.Scheme(typ)
 	if id != "" {
 		// Checked before the channel exists (a TCP channel dials at
 		// once); Add checks again.

@@ -30,6 +30,8 @@ func (c *conn) dispatch(req *request) error {
 		return c.watchChannels(req)
 	case "channels/create":
 		return c.channelsCreate(req)
+	case "channels/check":
+		return c.channelsCheck(req)
 	case "channels/restart", "channels/close":
 		return c.channelsManage(req)
 	case "subscribe":
@@ -158,6 +160,38 @@ func (c *conn) channelsCreate(req *request) error {
 	}
 	c.log.Info("channel created by a viewer", "conn", c.id, "channel", ch.URI)
 	return c.respond(req, map[string]any{"channel": ch.URI}, nil)
+}
+
+// channelsCheck answers whether subscribe {create} with the same create
+// member would pass the checks made before the channel exists — the
+// role (control over all channels), the create member, the kind's own (a
+// TCP target against the allow-list) — without creating or dialing
+// anything: {} or the error the subscribe would get (-32003 naming a
+// target the allow-list refuses). ahpctl forward asks it before it
+// listens (docs/protocol-decisions.md, "forward's checks at start").
+func (c *conn) channelsCheck(req *request) error {
+	var p struct {
+		Create json.RawMessage `json:"create"`
+	}
+	if e := decodeParams(req, &p); e != nil {
+		return c.respondOr(req, e)
+	}
+	if len(p.Create) == 0 {
+		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, "create: required (what subscribe {create} would get)"))
+	}
+	if c.grant.Role != auth.RoleControl || len(c.grant.Channels) != 0 {
+		return c.respondOr(req, rpcErr(flow.ErrCodeForbidden, "forbidden: creating a channel needs role control over all channels"))
+	}
+	var k struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(p.Create, &k); err != nil {
+		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, "create: "+err.Error()))
+	}
+	if err := c.srv.host.CheckCreate(k.Type, p.Create); err != nil {
+		return c.respondOr(req, channelErr(err))
+	}
+	return c.respond(req, map[string]any{}, nil)
 }
 
 // channelsManage restarts an exited terminal or closes a channel: the

@@ -101,6 +101,9 @@ func (h testHost) LimitsFor(string) config.Limits { return h.limits }
 func (h testHost) CreateChannel(typ string, _ json.RawMessage, _ Owner) (*registry.Channel, error) {
 	return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: no kinds here"}
 }
+func (h testHost) CheckCreate(string, json.RawMessage) error {
+	return &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "create: no kinds here"}
+}
 func (h testHost) CreateShell(string, string) (*registry.Channel, error) {
 	return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "no terminals here"}
 }

@@ -43,6 +43,10 @@ type Host interface {
 	// §8) on behalf of owner and registers it; an *flow.Error carries its
 	// code.
 	CreateChannel(typ string, params json.RawMessage, owner Owner) (*registry.Channel, error)
+	// CheckCreate makes the checks CreateChannel makes before anything is
+	// created or dialed, for channels/check; an *flow.Error carries the
+	// code the create would get.
+	CheckCreate(typ string, params json.RawMessage) error
 	// CloseChannel closes and removes a channel; it may block (a
 	// terminal's hang-up), so the session calls it off its run loops.
 	CloseChannel(uri string) error
