@@ -40,16 +40,16 @@ channel resumes where it was: no byte is lost or repeated.
 
 Before it listens, forward connects once and checks what the daemon tells it:
 a refused token, URL, Origin or Host, a token that may not create TCP channels
-(role view, or scoped to some channels) or does not reach the channel, and
-(with --url) a channel that does not exist end it with exit 1, saying what to
-do. Whether the allow-list admits HOST:PORT cannot be asked without dialing
-it: a target it refuses ends forward at the first local connection (exit 1,
-naming the 'ahpctl tcp allow' to run), as does a kick; a refused dial ends
-only its connection. A status line per connection goes to stderr (opened,
-resumed, closed with the bytes each way); --quiet hides them. Ctrl-C or
-SIGTERM stops forwarding and exits 0. --compress offers permessage-deflate
-(the daemon's websocketCompression decides): it pays over a slow tunnel with
-compressible data and costs CPU on loopback or with compressed data.
+(role view, or scoped to some channels) or does not reach the channel, a
+HOST:PORT the daemon's allow-list does not admit (asked without dialing it;
+the message names the 'ahpctl tcp allow' to run), and (with --url) a channel
+that does not exist end it with exit 1, saying what to do. Later, a kick ends
+it too; a refused dial ends only its connection. A status line per connection
+goes to stderr (opened, resumed, closed with the bytes each way); --quiet hides
+them. Ctrl-C or SIGTERM stops forwarding and exits 0. --compress offers
+permessage-deflate (the daemon's websocketCompression decides): it pays over a
+slow tunnel with compressible data and costs CPU on loopback or with
+compressed data.
 
 Credentials: through the control socket, forward mints single-use tickets
 (role control; over every channel for HOST:PORT, which a create needs) and
@@ -171,11 +171,10 @@ func localAddr(s string) (string, error) {
 // checks what initialize says of the credential (PROTOCOL.md §2, access)
 // against what forward will ask of it (§8): creating a TCP channel needs
 // role control over every channel, consuming one role control over it.
-// With --url it also looks the channel up (channels/list); through the
-// control socket the control plane did. Whether the allow-list admits
-// HOST:PORT cannot be asked without dialing it (docs/protocol-decisions.md,
-// "forward's checks at start"): the first local connection finds out, and
-// a refusal ends forward.
+// For HOST:PORT it asks channels/check whether a create would pass the
+// allow-list, without dialing (docs/protocol-decisions.md, "forward's
+// checks at start"); with a channel URI and --url it looks the channel up
+// (channels/list), which the control plane did otherwise.
 func (f *forwarder) check(ctx context.Context) error {
 	conn, err := f.conns.Get(ctx)
 	if err != nil {
@@ -194,6 +193,18 @@ func (f *forwarder) check(ctx context.Context) error {
 		return fmt.Errorf("forward: the token may not carry %s: its role is %s, and a TCP channel's consumer needs role control; %s", f.uri, access.Role, mint+" --channel "+f.uri)
 	case f.uri != "" && len(access.Channels) > 0 && !slices.Contains(access.Channels, f.uri):
 		return fmt.Errorf("forward: the token does not reach %s (it reaches %s); %s", f.uri, strings.Join(access.Channels, ", "), mint+" --channel "+f.uri)
+	}
+	if f.uri == "" {
+		// The checks of a create, without the dial: the allow-list.
+		err := conn.Call(ctx, "channels/check", map[string]any{"create": map[string]any{"type": "tcp", "host": f.host, "port": f.port}}, nil)
+		var ce *client.Error
+		switch {
+		case errors.As(err, &ce) && ce.Code == flow.ErrCodeMethodNotFound:
+			// An ahpd older than channels/check: the first local
+			// connection finds out.
+		case err != nil:
+			return fmt.Errorf("forward: %s", explainConn(err, f.c == nil).msg)
+		}
 	}
 	if f.uri != "" && f.c == nil {
 		var res struct {

@@ -9,13 +9,16 @@ import (
 // TestE2EForwardChecksAtStart: what forward can know before the first
 // local connection it checks before it listens, and refuses with exit 1
 // and what to do: a refused token, a token that may not create TCP
-// channels (it reaches one channel only), a channel that does not exist,
-// a Host the daemon does not serve. A bad LOCAL_ADDR is bad usage (exit
-// 2). A token file others may read is warned of, and used.
+// channels (it reaches one channel only), a target the allow-list does
+// not admit (channels/check, through --url and through the control
+// socket), a channel that does not exist, a Host the daemon does not
+// serve. A bad LOCAL_ADDR is bad usage (exit 2). A token file others may
+// read is warned of, and used.
 func TestE2EForwardChecksAtStart(t *testing.T) {
 	echo := newTCPServer(t, echoServe)
 	d := startTCPDaemon(t, echo.addr())
 	base := "http://" + d.addr
+	notAllowed := closedPort(t)
 
 	if _, stderr, code := d.ctl("forward", "abc", "127.0.0.1:80"); code != 2 || !strings.Contains(stderr, `ahpctl: forward: LOCAL_ADDR "abc": want PORT, HOST:PORT or :PORT`) {
 		t.Errorf("forward abc 127.0.0.1:80: exit %d, stderr %q; want 2 (usage) naming LOCAL_ADDR", code, stderr)
@@ -36,6 +39,10 @@ func TestE2EForwardChecksAtStart(t *testing.T) {
 			"ahpctl: forward: the token may not create TCP channels: it reaches only ahp-terminal:/t, and creating one needs role control over every channel; mint one with 'ahpctl token create --role control' (without --channel)"},
 		{"a channel that does not exist", []string{"AHP_TOKEN=" + control}, []string{"--url", base, "127.0.0.1:0", "ahp-tcp:/nosuch"},
 			"ahpctl: forward: no channel ahp-tcp:/nosuch (closed, or never created: 'ahpctl tcp create HOST:PORT' makes one)"},
+		{"a target the allow-list does not admit", []string{"AHP_TOKEN=" + control}, []string{"--url", base, "127.0.0.1:0", notAllowed},
+			"ahpctl: forward: not allowed: tcp target " + notAllowed + " (allow it with: ahpctl tcp allow " + notAllowed + ")"},
+		{"a target not admitted, through the control socket", nil, []string{"127.0.0.1:0", notAllowed},
+			"ahpctl: forward: not allowed: tcp target " + notAllowed + " (allow it with: ahpctl tcp allow " + notAllowed + ")"},
 		{"a Host not allowed", []string{"AHP_TOKEN=" + control}, []string{"--url", proxy(t, d, func(r *http.Request) { r.Host = "ahp.example" }), "127.0.0.1:0", echo.addr()},
 			`ahpctl: forward: the daemon refused the host name in the URL (HTTP 421: host not allowed (see allowedHosts): add "ahp.example" to allowedHosts`},
 	} {
