@@ -1,6 +1,8 @@
 package ctl
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -72,6 +74,8 @@ func TestExplainConn(t *testing.T) {
 		{dialErr, true, "nothing listens at 127.0.0.1:7681 (connection refused): is ahpd running?", false},
 		{&client.ResetError{Code: "forbidden", Message: "token scope"}, true, "no longer lets", true},
 		{errors.New("EOF"), true, "the connection failed (EOF)", false},
+		{fmt.Errorf("failed to WebSocket dial: %w", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), true,
+			"the daemon's TLS certificate is not trusted (x509: certificate signed by unknown authority): for a self-signed one, give it with --ca-file FILE", true},
 	} {
 		got := explainConn(tc.err, tc.remote)
 		if !strings.Contains(got.msg, tc.want) || got.final != tc.final {

@@ -220,7 +220,7 @@ func explainConn(err error, remote bool) *connError {
 	var recordErr tls.RecordHeaderError
 	switch {
 	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr):
-		return final("the daemon's TLS certificate is not trusted (%v)", innermost(err))
+		return final("the daemon's TLS certificate is not trusted (%v): for a self-signed one, give it with --ca-file FILE", innermost(err))
 	case errors.As(err, &recordErr):
 		return final("the daemon does not speak TLS there (use an http:// or ws:// URL)")
 	}
