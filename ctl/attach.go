@@ -261,9 +261,6 @@ func (at *attacher) run(ctx context.Context) error {
 	defer signal.Stop(winch)
 
 	at.line = statusLine{w: at.out, tty: isTerminal(at.out)}
-	if _, cols, err := terminalSize(at.out); err == nil {
-		at.line.cols = cols
-	}
 	err = at.loop(ctx, keys, winch)
 	if at.attached {
 		// Leave the terminal usable: normal screen, visible cursor, no
@@ -335,7 +332,7 @@ func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan o
 				return fmt.Errorf("attach: %s; not reconnecting", p.msg)
 			}
 			lost = p.msg
-			at.line.show(fmt.Sprintf("%s; reconnecting… (%s detaches)", lost, at.detachHint()), "")
+			at.status(fmt.Sprintf("%s; reconnecting… (%s detaches)", lost, at.detachHint()), "")
 		} else {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -356,7 +353,7 @@ func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan o
 			if waited >= reconnectBudget {
 				return fmt.Errorf("attach: %s, and could not reconnect within %v: %s", lost, reconnectBudget, p.msg)
 			}
-			at.line.show(fmt.Sprintf("%s; reconnecting… %ds of %v (%s detaches): %s", lost, int(waited.Seconds()), reconnectBudget, at.detachHint(), p.msg), p.msg)
+			at.status(fmt.Sprintf("%s; reconnecting… %ds of %v (%s detaches): %s", lost, int(waited.Seconds()), reconnectBudget, at.detachHint(), p.msg), p.msg)
 		}
 		d := min(backoff, max(time.Until(lostAt.Add(reconnectBudget)), 0))
 		if err := at.wait(ctx, d, keys); err != nil {
@@ -364,6 +361,15 @@ func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan o
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// status shows msg on the status line, cut to the terminal's width as it
+// is now.
+func (at *attacher) status(msg, key string) {
+	if _, cols, err := terminalSize(at.out); err == nil {
+		at.line.cols = cols
+	}
+	at.line.show(msg, key)
 }
 
 // statusLine is attach's status between sessions (the terminal is in raw
