@@ -54,6 +54,7 @@ func main() {
 	clientDeflate := flag.Bool("client-deflate", true, "the viewers offer permessage-deflate (a browser does); the daemon compresses only with -compression deflate")
 	settle := flag.Duration("settle", 5*time.Second, "how long after every viewer is back RSS is read again")
 	logLevel := flag.String("log-level", "error", "the daemon's --log-level (its log goes to stderr)")
+	config := flag.String("config", "", "lines of the daemon's config file, ';'-separated (default: no file), e.g. 'maxPendingConnections = 1024'")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this program (its viewers) to `file`")
 	flag.Parse()
 	if *terminals < 1 || *terminals > 250 || *viewers < 0 || *viewers > 2000 || *tcps < 0 || *tcps > 200 || *lines < 1 || *lines > 100000 || *rounds < 1 || *rounds > 50 {
@@ -72,7 +73,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	p := params{bin: *bin, terminals: *terminals, lines: *lines, viewers: *viewers, tcps: *tcps, rounds: *rounds,
-		compression: *compression, deflate: *clientDeflate, settle: *settle, logLevel: *logLevel}
+		compression: *compression, deflate: *clientDeflate, settle: *settle, logLevel: *logLevel, config: *config}
 	if err := run(p); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "upgradebench:", err)
@@ -89,6 +90,7 @@ type params struct {
 	deflate                         bool
 	settle                          time.Duration
 	logLevel                        string
+	config                          string // the config file's lines, ';'-separated; "": none
 }
 
 func run(p params) error {
@@ -102,7 +104,14 @@ func run(p params) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	d, err := benchproc.StartDaemon(abs, dir, []string{"--no-default-terminal", "--log-level", p.logLevel, "--websocket-compression", compression}, nil)
+	conf := "none"
+	if p.config != "" {
+		conf = filepath.Join(dir, "config.toml")
+		if err := os.WriteFile(conf, []byte(strings.ReplaceAll(p.config, ";", "\n")+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	d, err := benchproc.StartDaemon(abs, dir, []string{"--config", conf, "--no-default-terminal", "--log-level", p.logLevel, "--websocket-compression", compression}, nil)
 	if err != nil {
 		return err
 	}
