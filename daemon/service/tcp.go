@@ -263,6 +263,9 @@ func (s *Service) loadTCPStateAtStart() {
 	for _, r := range rules {
 		s.tcpAllow.Add(r)
 	}
+	if len(rules) > 0 {
+		s.log.Info("tcp rules kept in the state directory", "file", s.tcpStateFile, "rules", len(rules))
+	}
 }
 
 // nameHint says what a name rule needs beside it: the addresses the name
