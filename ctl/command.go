@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -143,7 +144,7 @@ func (a *app) dispatch(ctx context.Context, c *command, args []string, path stri
 			a.printLeafUsage(a.stdout, c, fs, path)
 			return flag.ErrHelp
 		}
-		return usagef("%s: %v (see %s --help)", path, err, path)
+		return usagef("%s: %s (see %s --help)", path, dashes(err), path)
 	}
 	if a.output != "" {
 		if fs.Lookup("o") == nil {
@@ -163,6 +164,16 @@ func (a *app) dispatch(ctx context.Context, c *command, args []string, path stri
 		return usagef("%s: want %s, got %d argument(s) (see %s --help)", path, want, len(pos), path)
 	}
 	return run(ctx, a, pos)
+}
+
+// flagInMessage is a flag as Go's flag package names it in an error
+// ("flag provided but not defined: -bogus").
+var flagInMessage = regexp.MustCompile(`(^|: |flag |for )-([A-Za-z][A-Za-z0-9_.-]+)`)
+
+// dashes is a flag parse error with the flags written as ahpctl's help
+// writes them: --name, and -o for a one-letter flag.
+func dashes(err error) string {
+	return flagInMessage.ReplaceAllString(err.Error(), "$1--$2")
 }
 
 // parseFlags parses flags anywhere among the arguments (the flag package

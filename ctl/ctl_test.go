@@ -132,6 +132,11 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"--timeout", "0", "status"}, 2, "--timeout"},
 		{[]string{"--control", "/nonexistent/ahpd.sock", "status"}, 1, "no control socket at /nonexistent/ahpd.sock"},
 		{[]string{"version"}, 0, "ahpctl"},
+		// Flags in errors are written as in the help: two dashes (issue 39).
+		{[]string{"channels", "list", "--bogus"}, 2, "ahpctl channels list: flag provided but not defined: --bogus (see"},
+		{[]string{"--bogus", "status"}, 2, "flag provided but not defined: --bogus (see ahpctl --help)"},
+		{[]string{"channels", "list", "--type"}, 2, "flag needs an argument: --type"},
+		{[]string{"ls", "-o"}, 2, "flag needs an argument: -o"},
 	} {
 		out, errOut, code := run(tc.args...)
 		text := errOut

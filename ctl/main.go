@@ -184,7 +184,7 @@ func (a *app) run(ctx context.Context, args []string) error {
 			a.printGlobalUsage(a.stdout)
 			return flag.ErrHelp
 		}
-		return usagef("%v (see ahpctl --help)", err)
+		return usagef("%s (see ahpctl --help)", dashes(err))
 	}
 	if *version {
 		fmt.Fprintln(a.stdout, "ahpctl", Version)

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -69,7 +70,7 @@ Flags:
 // Main runs the daemon with command-line args and returns the exit status.
 func Main(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ahpd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // Main reports a bad flag itself, in one line
 	fl := config.DefaultSettings()
 	fs.StringVar(&fl.Listen, "listen", "127.0.0.1:7681", "HTTP and WebSocket listen `address` (ignored when socket activation passes the listener)")
 	fs.StringVar(&fl.StateDir, "state-dir", "", "state `directory` holding admin.token (default $STATE_DIRECTORY, else $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd)")
@@ -90,14 +91,14 @@ func Main(args []string, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	checkUpgrade := fs.Bool("upgrade-check", false, "run by ahpd itself on a new binary before an upgrade in place (SIGUSR2): check that this binary reads the state it is handed and the config, then exit: 0 it can take over, 1 not")
 	printLink := fs.Bool("print-link", false, "print the default terminal's browser link (single-use ticket) on stderr even when stderr is not a terminal (never with the journal log format)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		printDefaults(fs, stderr)
-	}
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usage)
+			printDefaults(fs, stderr)
 			return 0
 		}
+		fmt.Fprintf(stderr, "ahpd: %s (see ahpd --help)\n", flagInMessage.ReplaceAllString(err.Error(), "$1--$2"))
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -131,6 +132,10 @@ func Main(args []string, stderr io.Writer) int {
 	}
 	return run(s, runOptions{configFlag: *configFlag, configPath: path, fromFlags: fl, flagged: flagged, printLink: *printLink, args: args}, stderr)
 }
+
+// flagInMessage is a flag as Go's flag package names it in an error
+// ("flag provided but not defined: -bogus"), to be written --bogus.
+var flagInMessage = regexp.MustCompile(`(^|: |flag |for )-([A-Za-z][A-Za-z0-9_.-]+)`)
 
 // printDefaults is flag.PrintDefaults with the flags written as the README
 // and the usage text write them, with two dashes (--check-config); Go's

@@ -78,4 +78,13 @@ func TestHelpDoubleDash(t *testing.T) {
 			t.Errorf("a flag with one dash: %q", line)
 		}
 	}
+	// A bad flag: one line naming it as the help does, exit 2.
+	out.Reset()
+	if code := Main([]string{"--check-confg"}, &out); code != 2 || out.String() != "ahpd: flag provided but not defined: --check-confg (see ahpd --help)\n" {
+		t.Fatalf("ahpd --check-confg: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	if code := Main([]string{"--listen"}, &out); code != 2 || !strings.Contains(out.String(), "flag needs an argument: --listen") {
+		t.Fatalf("ahpd --listen: exit %d, %q", code, out.String())
+	}
 }
