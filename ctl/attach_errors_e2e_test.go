@@ -248,3 +248,42 @@ func TestE2EAttachDaemonDown(t *testing.T) {
 		t.Errorf("says detached:\n%q", out)
 	}
 }
+
+// TestE2EAttachGivesUp: with the daemon gone for good, attach gives up a
+// minute after the drop (attach --help: "for up to a minute"), not a
+// connect timeout or a backoff later, and exits 1 saying how the session
+// ended and why the last attempt failed. It takes that minute, mostly
+// waiting.
+func TestE2EAttachGivesUp(t *testing.T) {
+	d := startDaemon(t)
+	d.mustCtl("terminal", "create", "--id", "gone", "--env", "PS1=GONE> ", "--env", "HOME=/tmp", "--", "/bin/sh")
+	tok := tokenFile(t, strings.TrimSpace(d.mustCtl("token", "create", "--role", "control")), 0o600)
+	screen, done, cmd := remoteAttach(t, d, "http://"+d.addr, tok, "ahp-terminal:/gone")
+	pos := screen.waitFor(t, 0, regexp.MustCompile(`GONE> `))
+	d.stop()
+	lost := time.Now()
+	pos = screen.waitFor(t, pos, regexp.MustCompile(regexp.QuoteMeta("[ahpctl: the daemon shut down; reconnecting…")))
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("attach did not give up within 90s of the drop; output:\n%q", screen.String()[pos:])
+	}
+	took := time.Since(lost)
+	<-screen.done
+	out := screen.String()[pos:]
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(out, "ahpctl: attach: the daemon shut down, and could not reconnect within 1m0s: nothing listens at "+d.addr+" (connection refused): is ahpd running?") {
+		t.Errorf("exit %d; output:\n%q", code, out)
+	}
+	// The minute is counted from the drop, which attach saw before the
+	// daemon's exit (its close), up to a few seconds on a busy machine
+	// before the test's clock started; the last attempt is bounded by
+	// what was left of the minute.
+	if took < 50*time.Second || took > 75*time.Second {
+		t.Errorf("gave up %v after the drop, want a minute", took.Round(time.Second))
+	}
+	if strings.Contains(out, "[detached from") {
+		t.Errorf("says detached:\n%q", out)
+	}
+	noLibraryWords(t, "giving up", out)
+}
