@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -225,9 +226,10 @@ type attacher struct {
 	buf      []byte // decoded output, reused (owned by the output loop)
 
 	reconnectToken string
-	prefix         bool   // Ctrl-] seen, waiting for the next key
-	carry          []byte // an incomplete UTF-8 sequence from the last read
-	attached       bool   // a session was established once
+	prefix         bool          // Ctrl-] seen, waiting for the next key
+	carry          []byte        // an incomplete UTF-8 sequence from the last read
+	attached       bool          // a session was established once
+	budget         time.Duration // how long to reconnect after a drop; 0: reconnectBudget
 	line           statusLine
 }
 
@@ -300,13 +302,14 @@ const reconnectBudget = time.Minute
 // session on purpose or the credential is refused (explainConn's final
 // errors).
 func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan os.Signal) error {
+	budget := cmp.Or(at.budget, reconnectBudget)
 	backoff := 100 * time.Millisecond
 	var lostAt time.Time // when the last session ended
 	var lost string      // how it ended, in words
 	for {
 		timeout := at.a.timeout
 		if !lostAt.IsZero() {
-			timeout = min(timeout, max(time.Until(lostAt.Add(reconnectBudget)), time.Second))
+			timeout = min(timeout, max(time.Until(lostAt.Add(budget)), time.Second))
 		}
 		conn, sub, err := at.connect(ctx, timeout)
 		if err == nil {
@@ -350,12 +353,12 @@ func (at *attacher) loop(ctx context.Context, keys <-chan []byte, winch <-chan o
 				return fmt.Errorf("attach: %s; not reconnecting", p.msg)
 			}
 			waited := time.Since(lostAt)
-			if waited >= reconnectBudget {
-				return fmt.Errorf("attach: %s, and could not reconnect within %v: %s", lost, reconnectBudget, p.msg)
+			if waited >= budget {
+				return fmt.Errorf("attach: %s, and could not reconnect within %v: %s", lost, budget, p.msg)
 			}
-			at.status(fmt.Sprintf("%s; reconnecting… %ds of %v (%s detaches): %s", lost, int(waited.Seconds()), reconnectBudget, at.detachHint(), p.msg), p.msg)
+			at.status(fmt.Sprintf("%s; reconnecting… %ds of %v (%s detaches): %s", lost, int(waited.Seconds()), budget, at.detachHint(), p.msg), p.msg)
 		}
-		d := min(backoff, max(time.Until(lostAt.Add(reconnectBudget)), 0))
+		d := min(backoff, max(time.Until(lostAt.Add(budget)), 0))
 		if err := at.wait(ctx, d, keys); err != nil {
 			return err
 		}
