@@ -106,6 +106,7 @@ func (v *Viewer) Deliver(method string, params json.RawMessage, release func()) 
 		}
 		data = []byte(*p.Data)
 	}
+	v.active() // typing makes its size decide (size.go)
 	err := v.t.Input(data, release)
 	switch {
 	case err == nil:
@@ -138,7 +139,11 @@ func inputData(params []byte) (data []byte, ok bool) {
 	return data, err == nil
 }
 
-// Request answers terminal/resize {rows, cols} (role control).
+// Request answers terminal/resize {rows, cols} (role control) with {}:
+// the request tells the viewer's size, and whether the PTY takes it is the
+// size policy's choice (size.go); every viewer learns the size the PTY has
+// from terminal/resize in its stream. A view-only viewer is refused
+// (-32003) and never resizes.
 func (v *Viewer) Request(method string, params json.RawMessage) (any, error) {
 	if method != "terminal/resize" {
 		return nil, &flow.Error{Code: flow.ErrCodeMethodNotFound, Message: "method not found: " + strconv.Quote(method) + " on a terminal"}
@@ -153,7 +158,7 @@ func (v *Viewer) Request(method string, params json.RawMessage) (any, error) {
 	if !v.control {
 		return nil, &flow.Error{Code: flow.ErrCodeForbidden, Message: "forbidden: view role cannot resize"}
 	}
-	if err := v.t.Resize(p.Rows, p.Cols); err != nil {
+	if err := v.requestSize(p.Rows, p.Cols); err != nil {
 		return nil, err
 	}
 	return struct{}{}, nil

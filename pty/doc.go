@@ -108,6 +108,19 @@
 // that Close can interrupt a read even when a background process still
 // holds the PTY open. Exit is reported with a code, or with a signal name
 // such as "SIGKILL" ("SIG<n>" for signals without a name).
+// Terminal.resizeMu orders the size ioctls and guards the size policy;
+// it is taken before Terminal.mu.
+//
+// # Size with several viewers
+//
+// The most recently active control viewer's size decides, as tmux's
+// window-size latest (size.go): a viewer's first terminal/resize reports
+// its size and applies only when no viewer decides yet; typing or a later
+// terminal/resize makes a viewer active and its size apply; when the
+// deciding viewer leaves, the next most recently active one's applies (none:
+// the size stays). View-only viewers never resize. A deciding viewer's
+// keystroke costs one atomic load; a change of decider walks the viewers
+// that told their size or typed.
 //
 // # State codec
 //

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/creack/pty"
+
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -228,3 +230,13 @@ const (
 	MaxSnapshots = maxSnapshots
 	SnapReuse    = snapReuse
 )
+
+// WinSize reads the PTY's size from the kernel (TIOCGWINSZ on the master),
+// which is what the program sees.
+func (t *Terminal) WinSize() (rows, cols int, err error) {
+	ws, err := pty.GetsizeFull(t.master)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int(ws.Rows), int(ws.Cols), nil
+}

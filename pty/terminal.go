@@ -159,7 +159,14 @@ type Terminal struct {
 	emuAsked  int64            // endPos when catchUp last woke the emulator or armed emuTimer; owned by the reader
 	emuProg   chan struct{}    // emulator → reader: progress (cap 1)
 	inWake    chan struct{}    // Input/emulator → writer: queued data (cap 1)
-	resizeMu  sync.Mutex       // orders ioctl and resize items
+	// resizeMu orders ioctls and resize items, and guards the size
+	// policy's state (size.go): sizers, decider, sizeClock and the
+	// viewers' size fields.
+	resizeMu  sync.Mutex
+	sizers    map[*Viewer]struct{}   // control viewers that told their size or typed
+	decider   *Viewer                // whose size the PTY was last given (nil: none)
+	sizeClock uint64                 // the last Viewer.activeAt handed out
+	latest    atomic.Pointer[Viewer] // the most recently active viewer (Input's fast path)
 
 	// mu guards the stream log, viewers, input queue and state below.
 	mu         sync.Mutex
@@ -294,6 +301,7 @@ func newTerminal(cfg Config) *Terminal {
 		emuProg:    make(chan struct{}, 1),
 		inWake:     make(chan struct{}, 1),
 		viewers:    make(map[*Viewer]struct{}),
+		sizers:     make(map[*Viewer]struct{}),
 		rows:       cfg.Rows,
 		cols:       cfg.Cols,
 		emu:        newEmulator(cfg.Rows, cfg.Cols, cfg.Scrollback),
@@ -438,18 +446,33 @@ func (t *Terminal) Stats() Stats {
 }
 
 // Resize sets the PTY size (rows and cols in 1..MaxSize). Viewers receive
-// terminal/resize in stream order.
+// terminal/resize in stream order. It is not a viewer's request (see size.go): the size holds until a
+// viewer's request, or a change of the viewer whose size decides, sets
+// another.
 func (t *Terminal) Resize(rows, cols int) error {
+	if err := checkSize(rows, cols); err != nil {
+		return err
+	}
+	t.resizeMu.Lock()
+	defer t.resizeMu.Unlock()
+	return t.resizeLocked(rows, cols)
+}
+
+// checkSize returns ErrInvalidSize for a size outside 1..MaxSize.
+func checkSize(rows, cols int) error {
 	if rows < 1 || rows > MaxSize || cols < 1 || cols > MaxSize {
 		return fmt.Errorf("%w: %dx%d, want 1..%d", ErrInvalidSize, rows, cols, MaxSize)
 	}
+	return nil
+}
+
+// resizeLocked is Resize with resizeMu held.
+func (t *Terminal) resizeLocked(rows, cols int) error {
 	select {
 	case <-t.closing:
 		return ErrClosed
 	default:
 	}
-	t.resizeMu.Lock()
-	defer t.resizeMu.Unlock()
 	t.mu.Lock()
 	same, exited := t.rows == rows && t.cols == cols, t.exited
 	t.mu.Unlock()

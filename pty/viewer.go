@@ -39,6 +39,12 @@ type Viewer struct {
 	wake    func()
 	control bool // may send input and resize (flow.RoleControl)
 
+	// Guarded by t.resizeMu (size.go).
+	sized              bool   // it asked for a size
+	wantRows, wantCols int    // the size it asked for last
+	activeAt           uint64 // when it last typed or resized (t.sizeClock); 0: never
+	sizeGone           bool   // it left: its requests count no more
+
 	// Guarded by t.mu.
 	live      bool   // false: a snapshot must come before live output
 	seq       uint64 // next item to deliver
@@ -291,6 +297,7 @@ func (v *Viewer) Close() {
 	t.mu.Unlock()
 	t.wakeAll(wake)
 	v.snapTimer.Stop()
+	v.leaveSize()
 	t.log.Debug("viewer detached", "pid", t.pid, "viewers", n)
 }
 
