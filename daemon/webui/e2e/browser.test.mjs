@@ -177,7 +177,7 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   const cellW = fill.screen.width / fill.cols;
   assert.ok(fill.box.height - fill.screen.height < 2 * cellH + 8, `terminal does not fill the height: ${JSON.stringify(fill)}`);
   assert.ok(fill.box.width - fill.screen.width < 2 * cellW + 24, `terminal does not fill the width: ${JSON.stringify(fill)}`);
-  assert.equal(await text(page, 'status-size'), `${fill.rows}×${fill.cols}`);
+  assert.equal(await text(page, 'status-size'), `${fill.cols}x${fill.rows}`, 'columns x rows, as ahpctl writes sizes');
 
   // ---- type a command -------------------------------------------------------
 
@@ -250,38 +250,47 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
   const admin = (await readFile(join(stateDir, 'admin.token'), 'utf8')).trim();
   const page2 = await context.newPage();
   watch(page2, 'page2');
-  // A smaller window than page1's: the latest resize request wins.
+  // A smaller window than page1's. The most recently active control
+  // viewer's size decides (docs/protocol-decisions.md): page2 opening does
+  // not shrink the terminal, it is clipped until it is used.
   await page2.setViewportSize({ width: 760, height: 420 });
-  const requests1 = await page.evaluate(() => window.ahpTest.state().terminal.requests);
+  const before = await page.evaluate(() => window.ahpTest.state());
   await page2.goto(`${base}/?renderer=dom#token=${encodeURIComponent(admin)}&channel=${CHANNEL}`);
   await waitAttached(page2);
   await waitScreen(page2, 'the snapshot with `hello`', (lines) => lines.includes('hello'));
   await waitFor(page2, 'the channel list to count two viewers',
     () => document.querySelector(`[data-testid=channel-item][data-channel="ahp-terminal:/shell"] .meta`)?.textContent === 'terminal · running · 2 viewers');
   const fit2 = await page2.evaluate(() => window.ahpTest.state().terminal.fit);
-  await waitFor(page, 'page1 to follow the size page2 asked for',
-    (f) => { const s = window.ahpTest.state(); return s.rows === f.rows && s.cols === f.cols; }, fit2);
-  // page1 did not change its window, so it does not ask for its size back.
+  await waitFor(page2, 'page2 to report its size', () => window.ahpTest.state().terminal.requests === 1);
+  await waitFor(page2, 'the clipped badge in page2', () => !document.querySelector('[data-testid=clipped]').hidden);
+  assert.match(await text(page2, 'clipped'), new RegExp(`^clipped ${before.cols}x${before.rows} > ${fit2.cols}x${fit2.rows}$`));
   await page.waitForTimeout(600);
   let s1 = await page.evaluate(() => window.ahpTest.state());
-  assert.deepEqual([s1.rows, s1.cols, s1.terminal.requests], [fit2.rows, fit2.cols, requests1], 'page1 snapped the size back');
-  assert.equal(s1.clipped, null);
+  assert.deepEqual([s1.rows, s1.cols], [before.rows, before.cols], 'a second, smaller tab shrank the terminal by opening');
+  // Typing in page2 makes its size apply, before its keys reach the shell.
   await typeLine(page2, 'echo second-viewer; stty size');
   for (const p of [page2, page]) {
     await waitScreen(p, 'output typed in the second tab', (lines, size) => lines.includes('second-viewer') && lines.includes(size),
       `${fit2.rows} ${fit2.cols}`);
   }
-  // page1's window grows: its request wins now, and page2 shows it is clipped.
+  await waitFor(page2, 'page2 to be unclipped', () => document.querySelector('[data-testid=clipped]').hidden);
+  // page1 did not change its window, so it does not ask for its size back.
+  await page.waitForTimeout(600);
+  s1 = await page.evaluate(() => window.ahpTest.state());
+  assert.deepEqual([s1.rows, s1.cols, s1.terminal.requests], [fit2.rows, fit2.cols, before.terminal.requests], 'page1 snapped the size back');
+  assert.equal(s1.clipped, null);
+  // page1's window grows: an explicit resize, so its size applies, and page2 shows it is clipped.
   await page.setViewportSize({ width: 1140, height: 660 });
   await waitFor(page2, 'the clipped badge in page2', () => !document.querySelector('[data-testid=clipped]').hidden);
   s1 = await page.evaluate(() => window.ahpTest.state());
   assert.deepEqual([s1.rows, s1.cols], [s1.terminal.fit.rows, s1.terminal.fit.cols]);
-  assert.match(await text(page2, 'clipped'), new RegExp(`^clipped ${s1.rows}×${s1.cols} > ${fit2.rows}×${fit2.cols}$`));
+  assert.match(await text(page2, 'clipped'), new RegExp(`^clipped ${s1.cols}x${s1.rows} > ${fit2.cols}x${fit2.rows}$`));
   await page2.screenshot({ path: join(ARTIFACTS_DIR, 'clipped.png') });
   // The badge asks for page2's size.
   await page2.getByTestId('clipped').click();
   await waitFor(page2, 'page2 to be unclipped', () => document.querySelector('[data-testid=clipped]').hidden);
   await waitFor(page, 'page1 to follow', (f) => window.ahpTest.state().cols === f.cols, fit2);
+  const fit1 = s1.terminal.fit;
 
   // ---- switching channels keeps the keyboard on the terminal ----------------
 
@@ -296,6 +305,9 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
       () => !!document.querySelector('[data-testid=channel-item][data-channel="ahp-terminal:/second"]'), undefined, 1500);
     await item(page2, second).click();
     await waitAttached(page2);
+    // page2, whose size applied, left the shell: page1's applies again.
+    await waitFor(page, 'the shell to take page1\'s size again once page2 left it',
+      (f) => { const s = window.ahpTest.state(); return s.rows === f.rows && s.cols === f.cols; }, fit1);
     assert.equal(await focused(page2), 'xterm-helper-textarea', 'the focus stayed on the list');
     await typeLine(page2, 'echo in-second');
     await waitScreen(page2, 'output in the second terminal', (lines) => lines.includes('in-second'));

@@ -15,7 +15,7 @@ import './style.css';
 import { checkURL, Client, diagnoseRefusal, ErrorCode, websocketURL } from './session.js';
 import { receiveFromQuery } from './wire.js';
 import { CredentialStore, formatFragment, parseFragment } from './credentials.js';
-import { Prefs } from './prefs.js';
+import { clippedText, Prefs, sizeText } from './prefs.js';
 import { channelLabel, closeText, documentTitle } from './page-text.js';
 
 const VERSION = '0.1.0';
@@ -512,11 +512,10 @@ function render() {
   // disconnected or after the program exited.
   el.clipped.hidden = !ui.clipped || ui.view !== terminalKind || ui.connection !== 'connected' || !!ui.exit;
   if (ui.clipped) {
-    const c = ui.clipped;
-    el.clipped.textContent = `clipped ${c.rows}×${c.cols} > ${c.fitRows}×${c.fitCols}`;
+    const t = clippedText(ui.clipped, ui.role === 'control');
+    el.clipped.textContent = t.text;
     el.clipped.disabled = ui.role !== 'control';
-    el.clipped.title = `The terminal is ${c.rows}×${c.cols}, larger than this window (${c.fitRows}×${c.fitCols}): ` +
-      'another viewer resized it, so part of it is cut off here.' + (ui.role === 'control' ? ' Click to resize it to this window.' : '');
+    el.clipped.title = t.title;
   }
   el.theme.textContent = prefs.theme === 'dark' ? '◐ dark' : '◑ light';
   document.body.classList.toggle('sidebar-open', ui.sidebarOpen);
@@ -549,7 +548,7 @@ function render() {
   // Closing needs role control over the channel (this link's role).
   el.closeChannel.hidden = !(ui.role === 'control' && currentSession && ui.channel && ui.connection === 'connected');
   el.viewOnly.hidden = ui.role !== 'view';
-  el.size.textContent = ui.rows && ui.view === terminalKind ? `${ui.rows}×${ui.cols}` : '';
+  el.size.textContent = ui.rows && ui.view === terminalKind ? sizeText(ui.rows, ui.cols) : '';
   el.latency.textContent = ui.latencyMs != null ? `${ui.latencyMs} ms` : '';
   for (const li of el.channels.children) li.classList.toggle('active', li.dataset.channel === ui.channel);
 }

@@ -82,3 +82,25 @@ export function clippedBy(host, fit) {
   if (host.rows <= fit.rows && host.cols <= fit.cols) return null;
   return { rows: host.rows, cols: host.cols, fitRows: fit.rows, fitCols: fit.cols };
 }
+
+/**
+ * sizeText writes a terminal size as ahpctl does: columns x rows ("133x51").
+ */
+export function sizeText(rows, cols) {
+  return `${cols}x${rows}`;
+}
+
+/**
+ * clippedText is the clipped badge's text and title for clippedBy's c;
+ * canResize says whether this page may resize (control role).
+ */
+export function clippedText(c, canResize) {
+  const host = sizeText(c.rows, c.cols);
+  const fit = sizeText(c.fitRows, c.fitCols);
+  return {
+    text: `clipped ${host} > ${fit}`,
+    title: `The terminal is ${host} (columns x rows), larger than this window (${fit}): ` +
+      'another viewer used it last and its size applies, so part of it is cut off here.' +
+      (canResize ? ' Type here, or click, to resize it to this window.' : ''),
+  };
+}

@@ -6,12 +6,14 @@
 //                 nowhere (view role: the page says so; after the program
 //                 exited; while reconnecting, since input is never retried
 //                 blindly, PROTOCOL.md §8);
-//   ResizePolicy  when the page asks the host for its size: when it
-//                 attaches a channel and when its own viewport changes —
-//                 never because another viewer's request resized the
-//                 terminal (the latest request wins, and a tab that did
-//                 not change does not snap the size back) — and whether
-//                 the host's size is clipped by the viewport.
+//   ResizePolicy  when the page tells the host its size: once each
+//                 subscription is ready (a report: the host applies it only
+//                 if no viewer decides the size yet), when its own viewport
+//                 changes and when the clipped badge is clicked (explicit:
+//                 the host gives this page the size) — never because another
+//                 viewer's size applied (the most recently active control
+//                 viewer's size decides, docs/protocol-decisions.md) — and
+//                 whether the host's size is clipped by the viewport.
 
 import { clippedBy } from './prefs.js';
 
@@ -120,6 +122,11 @@ export class InputGate {
  * measure() returns {rows, cols} that fit the viewport (or null);
  * request(rows, cols) sends terminal/resize on the live subscription;
  * onClipped(clipped) is told when clippedBy(host size, fit) changes.
+ *
+ * The host (pty/size.go) takes a subscription's first request as a report
+ * of the viewer's size and every later one as the user resizing: so the
+ * page reports once per subscription, and asks again only for an explicit
+ * act (its viewport changed, the clipped badge).
  */
 export class ResizePolicy {
   constructor({ measure, request, onClipped }) {
@@ -131,15 +138,13 @@ export class ResizePolicy {
     this.rows = 0; // the host's size
     this.cols = 0;
     this.lastFit = ''; // "RxC" that fitted the viewport when last measured
-    this.wantSize = false; // ask for this page's size at the next channel/ready
+    this.sent = ''; // "RxC" last told the host on this subscription ('': nothing yet)
     this.clipped = null;
     this.requests = 0;
   }
 
-  /** attaching: this page attaches a channel; it asks for its size once the snapshot is in. */
-  attaching() {
-    this.wantSize = true;
-  }
+  /** attaching: this page attaches a channel (it reports its size at channel/ready, as on every subscription). */
+  attaching() {}
 
   /** viewport: this page's viewport (or font) changed; call debounced. */
   viewport() {
@@ -148,8 +153,9 @@ export class ResizePolicy {
     const key = `${d.rows}x${d.cols}`;
     if (key !== this.lastFit) {
       this.lastFit = key;
-      if (this.ready) this.fit(d);
-      else this.wantSize = true;
+      // A window resized by its user: explicit. Before the report, the
+      // report carries it.
+      if (this.ready && this.sent && key !== this.sent) this.send(d);
     }
     this.updateClipped(d);
   }
@@ -165,29 +171,44 @@ export class ResizePolicy {
   readied(canRequest) {
     this.ready = true;
     this.canRequest = canRequest;
-    if (this.wantSize) this.fit();
+    this.report();
     this.updateClipped();
   }
 
-  /** ended: the subscription ended (a reconnect will not ask unless the viewport changed). */
+  /** ended: the subscription ended; the next one reports again. */
   ended() {
     this.ready = false;
     this.canRequest = false;
+    this.sent = '';
   }
 
   setCanRequest(v) {
     this.canRequest = v;
+    if (v && this.ready) this.report();
   }
 
-  /** fit asks for the size that fits the viewport now; it returns whether a request went out. */
+  /** report tells the host this page's size once per subscription, even if the terminal has it already. */
+  report() {
+    if (this.sent || !this.ready || !this.canRequest) return;
+    const d = this.measure();
+    if (!d) return;
+    this.lastFit = `${d.rows}x${d.cols}`;
+    this.send(d);
+  }
+
+  /** fit asks for the size that fits the viewport now (the clipped badge): an explicit resize; it returns whether a request went out. */
   fit(d = this.measure()) {
     if (!d || !this.ready || !this.canRequest) return false;
-    this.wantSize = false;
     this.lastFit = `${d.rows}x${d.cols}`;
-    if (d.rows === this.rows && d.cols === this.cols) return false;
+    this.send(d);
+    return true;
+  }
+
+  send(d) {
+    if (!this.canRequest) return;
+    this.sent = `${d.rows}x${d.cols}`;
     this.requests++;
     this.request(d.rows, d.cols);
-    return true;
   }
 
   updateClipped(d = this.measure()) {

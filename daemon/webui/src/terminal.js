@@ -14,10 +14,12 @@
 //     after picking a channel) are kept (bounded) and sent once the
 //     subscription is live; keys typed while reconnecting are not, and after
 //     the program exited nothing is sent;
-//   - asks the host for the size that fits the container (terminal/resize,
-//     control role) when this page attaches and when its own viewport
-//     changes, never because another viewer resized: the latest request
-//     wins, and a tab that did not change does not snap the size back.
+//   - tells the host the size that fits the container (terminal/resize,
+//     control role) once each subscription is ready, and again when its
+//     own viewport changes or the clipped badge is clicked, never because
+//     another viewer's size applied: the most recently active control
+//     viewer's size decides (the host's policy, pty/size.go), so a tab
+//     that did not change does not snap the size back.
 //     xterm itself is only resized by the host's terminal/reset and
 //     terminal/resize, so it always matches the host's emulator; when that
 //     is larger than the viewport the page is told (clipped);

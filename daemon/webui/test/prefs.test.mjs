@@ -2,7 +2,7 @@
 // words for closes and titles (prefs.js, page-text.js).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { clippedBy, FONT_SIZE_DEFAULT, FONT_SIZE_MAX, FONT_SIZE_MIN, Prefs, PREFS_KEY, shortcut } from '../src/prefs.js';
+import { clippedBy, clippedText, FONT_SIZE_DEFAULT, FONT_SIZE_MAX, FONT_SIZE_MIN, Prefs, PREFS_KEY, shortcut, sizeText } from '../src/prefs.js';
 import { channelLabel, closeText, documentTitle } from '../src/page-text.js';
 
 function memStorage(init = {}) {
@@ -76,4 +76,14 @@ test('titles: the program\'s title, else the channel id', () => {
   assert.equal(channelLabel({ channel: 'ahp-terminal:/shell', title: 'htop' }), 'htop');
   assert.equal(channelLabel({ channel: 'ahp-telemetry:/sys', title: '' }), 'sys');
   assert.equal(channelLabel({ channel: 'odd', title: '' }), 'odd');
+});
+
+test('sizes are written columns x rows, as ahpctl writes them (133x51)', () => {
+  assert.equal(sizeText(51, 133), '133x51');
+  const c = clippedBy({ rows: 40, cols: 120 }, { rows: 28, cols: 87 });
+  const t = clippedText(c, true);
+  assert.equal(t.text, 'clipped 120x40 > 87x28');
+  assert.match(t.title, /^The terminal is 120x40 \(columns x rows\), larger than this window \(87x28\)/);
+  assert.match(t.title, /Type here, or click, to resize it/);
+  assert.doesNotMatch(clippedText(c, false).title, /click/);
 });

@@ -81,39 +81,40 @@ function policy(fit) {
   return { p, requests, clipped };
 }
 
-test('resize: the page asks for its size when it attaches, not when another viewer resized', () => {
+test('resize: the page reports its size once subscribed, and asks again only when its window changes or the badge is clicked', () => {
   const fit = { current: { rows: 40, cols: 120 } };
   const { p, requests, clipped } = policy(fit);
-  p.viewport(); // ResizeObserver's first call
+  p.viewport(); // ResizeObserver's first call: nothing to ask yet
   p.attaching();
-  p.hostSize(24, 80); // the snapshot
+  p.hostSize(40, 120); // the snapshot: the terminal has this page's size already
+  assert.deepEqual(requests, []);
   p.readied(true);
-  assert.deepEqual(requests, ['40x120']);
-  p.hostSize(40, 120); // the host's answer
-  // Another tab joins and asks for a smaller size: shown, not fought.
+  assert.deepEqual(requests, ['40x120'], 'the report goes out even when the size is the same: the host needs it');
+  // Another tab is used and its size applies: shown, not fought.
   p.hostSize(30, 90);
   p.viewport(); // nothing changed here
   assert.deepEqual(requests, ['40x120'], 'a tab that did not change does not snap the size back');
   assert.equal(p.clipped, null);
-  // Another tab asks for a bigger size: this one is clipped, and says so.
+  // Another tab's bigger size applies: this one is clipped, and says so.
   p.hostSize(50, 150);
   assert.deepEqual(p.clipped, { rows: 50, cols: 150, fitRows: 40, fitCols: 120 });
   assert.deepEqual(clipped.at(-1), p.clipped);
   assert.deepEqual(requests, ['40x120']);
-  // This page's window changes: its request is the latest, and wins.
+  // This page's window changes: an explicit resize, which the host applies.
   fit.current = { rows: 42, cols: 130 };
   p.viewport();
   assert.deepEqual(requests, ['40x120', '42x130']);
   p.hostSize(42, 130);
   assert.equal(p.clipped, null);
   assert.equal(clipped.at(-1), null);
-  // The clipped badge's action asks for this viewport's size at once.
+  // The clipped badge's action asks for this viewport's size at once, even
+  // the size this page told last.
   p.hostSize(50, 150);
   assert.equal(p.fit(), true);
-  assert.deepEqual(requests.at(-1), '42x130');
+  assert.deepEqual(requests, ['40x120', '42x130', '42x130']);
 });
 
-test('resize: a reconnect does not ask unless the viewport changed meanwhile; view role never asks', () => {
+test('resize: every subscription reports once, a reconnect included; view role never asks', () => {
   const fit = { current: { rows: 40, cols: 120 } };
   const { p, requests } = policy(fit);
   p.viewport();
@@ -122,15 +123,15 @@ test('resize: a reconnect does not ask unless the viewport changed meanwhile; vi
   p.readied(true);
   p.hostSize(40, 120);
   p.ended(); // connection lost
-  p.hostSize(30, 90); // the reconnect's snapshot: another tab resized meanwhile
+  p.hostSize(30, 90); // the reconnect's snapshot: another viewer's size applies
   p.readied(true);
-  assert.deepEqual(requests, ['40x120']);
+  assert.deepEqual(requests, ['40x120', '40x120'], 'the new subscription reports (the host does not apply it while another decides)');
   p.ended();
   fit.current = { rows: 35, cols: 100 };
-  p.viewport(); // the window changed while down: asked once ready
-  assert.deepEqual(requests, ['40x120']);
+  p.viewport(); // the window changed while down: the next report carries it
+  assert.deepEqual(requests, ['40x120', '40x120']);
   p.readied(true);
-  assert.deepEqual(requests, ['40x120', '35x100']);
+  assert.deepEqual(requests, ['40x120', '40x120', '35x100']);
 
   const v = policy({ current: { rows: 40, cols: 120 } });
   v.p.viewport();
@@ -139,6 +140,8 @@ test('resize: a reconnect does not ask unless the viewport changed meanwhile; vi
   v.p.readied(false); // view role
   assert.deepEqual(v.requests, []);
   assert.equal(v.p.fit(), false);
+  v.p.viewport();
+  assert.deepEqual(v.requests, []);
 });
 
 test('renderer: WebGL on a GPU, the DOM renderer on a software rasterizer unless ?renderer=webgl', () => {
