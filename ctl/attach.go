@@ -29,8 +29,11 @@ import (
 
 const attachHelp = `attach is a native AHP/1 viewer in this terminal: the terminal is put in raw
 mode, every key goes to the channel's program, the program's output is written
-here, and the channel is resized to this terminal's size (again on every window
-size change). Output is credited to the daemon only once written, so a slow
+here, and the daemon is told this terminal's size (again on every window size
+change). With several viewers, the size of the one used last applies: attaching
+does not resize the channel for the others, typing here or resizing this
+window does; when the channel is larger than this terminal, a line says it is
+clipped. Output is credited to the daemon only once written, so a slow
 terminal slows only this viewer.
 
 Detach: Ctrl-] then d. Ctrl-] twice sends one Ctrl-] to the program.
@@ -222,8 +225,12 @@ type attacher struct {
 	quiet    bool   // no "attached to" line
 	window   int64  // --window, 0: AttachWindow
 	hinted   bool   // the "attached to" line was printed (owned by the output loop)
-	in, out  *os.File
-	buf      []byte // decoded output, reused (owned by the output loop)
+	// The channel's size from terminal/reset and terminal/resize, and
+	// whether it exceeds this terminal (owned by the output loop).
+	hostRows, hostCols int
+	clipped            bool
+	in, out            *os.File
+	buf                []byte // decoded output, reused (owned by the output loop)
 
 	reconnectToken string
 	prefix         bool          // Ctrl-] seen, waiting for the next key
@@ -573,6 +580,7 @@ func (at *attacher) session(ctx context.Context, conn *client.Conn, sub *client.
 // output writes the subscription's messages to stdout and releases each
 // once written (PROTOCOL.md §5: credit follows consumption).
 func (at *attacher) output(ctx context.Context, sub *client.Sub) error {
+	ready := false // the snapshot has been drawn
 	for {
 		m, err := sub.Next(ctx)
 		if err != nil {
@@ -588,12 +596,20 @@ func (at *attacher) output(ctx context.Context, sub *client.Sub) error {
 				return err
 			}
 		case "terminal/reset":
+			at.hostSize(m.Params)
 			// A snapshot follows: full reset, scrollback included (§8).
 			if _, err := io.WriteString(at.out, "\x1bc\x1b[3J"); err != nil {
 				return err
 			}
+		case "terminal/resize":
+			at.hostSize(m.Params)
+			if ready {
+				at.noteClipped()
+			}
 		case "channel/ready":
+			ready = true
 			at.hint()
+			at.noteClipped()
 		case "terminal/exit":
 			var e exitedError
 			_ = json.Unmarshal(m.Params, &e)
@@ -624,7 +640,47 @@ func (at *attacher) hint() {
 	fmt.Fprintf(at.a.stderr, "\r\nahpctl: attached to %s; detach: %s\r\n", at.uri, at.detachHint())
 }
 
-// resize asks the daemon to size the PTY like this terminal.
+// hostSize records the channel's size from terminal/reset or
+// terminal/resize params.
+func (at *attacher) hostSize(params json.RawMessage) {
+	var p struct{ Rows, Cols int }
+	if json.Unmarshal(params, &p) == nil && p.Rows > 0 && p.Cols > 0 {
+		at.hostRows, at.hostCols = p.Rows, p.Cols
+	}
+}
+
+// noteClipped says, on a line of its own on stderr (like the "attached
+// to" line), when the channel becomes larger than this terminal: another
+// viewer's size applies, since the most recently active control viewer's
+// size decides (docs/protocol-decisions.md), so part of the screen is cut
+// off or wrapped here. It says so once each time it becomes clipped.
+func (at *attacher) noteClipped() {
+	rows, cols, err := terminalSize(at.out)
+	if err != nil || rows <= 0 || cols <= 0 || at.hostRows == 0 {
+		return
+	}
+	clipped := at.hostRows > rows || at.hostCols > cols
+	if !clipped || at.clipped {
+		at.clipped = clipped
+		return
+	}
+	at.clipped = true
+	fmt.Fprintf(at.a.stderr, "\r\n%s\r\n", clippedNote(at.hostRows, at.hostCols, rows, cols, at.readOnly))
+}
+
+// clippedNote is noteClipped's line; sizes are columns x rows, as
+// everywhere in ahpctl's output.
+func clippedNote(hostRows, hostCols, rows, cols int, readOnly bool) string {
+	how := "another viewer used it last; type here or resize this window to give it this size"
+	if readOnly {
+		how = "the control viewer used last decides its size (--read-only never resizes)"
+	}
+	return fmt.Sprintf("ahpctl: clipped: the terminal is %dx%d, larger than this window (%dx%d): %s", hostCols, hostRows, cols, rows, how)
+}
+
+// resize tells the daemon this terminal's size: on connecting (the daemon
+// applies it when no other viewer decides the size) and after SIGWINCH
+// (the user resized the window: the daemon applies it).
 func (at *attacher) resize(ctx context.Context, conn *client.Conn, sub *client.Sub) {
 	if at.readOnly {
 		return
