@@ -192,7 +192,7 @@ func setupAttach(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		uri, err := a.channelURI(ctx, args[0])
+		uri, err := a.channelURIOf(ctx, args[0], "terminal")
 		if err != nil {
 			return err
 		}

@@ -149,7 +149,7 @@ func TestE2EShortNamesAndOutput(t *testing.T) {
 	if code := attachExit(t, cmd, done, screen); code != 1 {
 		t.Fatalf("attach nope: exit %d, output %q", code, screen.String())
 	}
-	screen.waitFor(t, 0, regexp.MustCompile(`no channel has the ID "nope"`))
+	screen.waitFor(t, 0, regexp.MustCompile(`no terminal channel has the ID "nope" \(see ahpctl ls --type terminal; a full URI is ahp-terminal:/nope\)`))
 	d.mustCtl("terminal", "resize", "sh1", "--rows", "31", "--cols", "91")
 
 	// A viewer shows up in channels get.
