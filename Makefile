@@ -74,7 +74,7 @@ fuzz:
 
 # Every step runs to its end even when an earlier one fails; then
 # scripts/run-steps.sh prints which passed, failed or were skipped and how
-# long each took, and exits non-zero if any failed. About 10 minutes on a
+# long each took, and exits non-zero if any failed. About 14 minutes on a
 # 2-core machine (README.md, Quick start).
 # Sub-makes are called as $(STEP_MAKE), not $(MAKE): make runs a recipe line
 # that names $(MAKE) even under -n, and `make -n test` should print the steps.
