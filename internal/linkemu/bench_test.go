@@ -50,7 +50,8 @@ func BenchmarkOverhead(b *testing.B) {
 			}
 		})
 		l := start(b, srv.addr(), linkemu.Params{}, linkemu.Params{})
-		raw, link := dial(b, srv.addr()), dial(b, l.Addr())
+		rl := newRelay(b, srv.addr())
+		raw, link, relay := dial(b, srv.addr()), dial(b, l.Addr()), dial(b, rl.addr())
 		buf := make([]byte, 256<<10)
 		send := func(c net.Conn) time.Duration {
 			t0 := time.Now()
@@ -66,16 +67,41 @@ func BenchmarkOverhead(b *testing.B) {
 		}
 		send(raw) // warm up
 		send(link)
-		var tRaw, tLink time.Duration
+		send(relay)
+		var tRaw, tLink, tRelay time.Duration
 		n := 0
 		for b.Loop() {
 			tRaw += send(raw)
 			tLink += send(link)
+			tRelay += send(relay)
 			n++
 		}
 		mbps := func(d time.Duration) float64 { return float64(n) * size / d.Seconds() / 1e6 }
 		b.ReportMetric(mbps(tRaw), "raw-MB/s")
 		b.ReportMetric(mbps(tLink), "link-MB/s")
+		b.ReportMetric(mbps(tRelay), "relay-MB/s")
 		b.ReportMetric(tRaw.Seconds()/tLink.Seconds(), "ratio")
+		b.ReportMetric(tRelay.Seconds()/tLink.Seconds(), "ratio-relay")
+	})
+}
+
+// newRelay starts the least a proxy can do, for comparison: a listener
+// whose connections io.Copy to target and back (splice(2) on Linux).
+func newRelay(b *testing.B, target string) *server {
+	return newServer(b, func(c *net.TCPConn) {
+		t, err := net.Dial("tcp", target)
+		if err != nil {
+			return
+		}
+		defer t.Close()
+		done := make(chan struct{})
+		go func() {
+			io.Copy(c, t)
+			c.CloseWrite()
+			close(done)
+		}()
+		io.Copy(t, c)
+		t.Close() // the sink does not close: end the other copy here
+		<-done
 	})
 }

@@ -8,7 +8,7 @@
 // put between a client and the daemon.
 //
 // The model of one direction, per chunk of bytes the proxy reads from the
-// sender (at most 64 KiB; at most 1 ms of the rate when Rate is set):
+// sender (at most 256 KiB; at most 1 ms of the rate when Rate is set):
 //
 //   - The chunk enters the bottleneck queue when it is read. The queue
 //     drains at Rate bytes/s, a chunk after the other, like a router's

@@ -17,7 +17,7 @@ import (
 const DefaultQueue = 1 << 20
 
 // maxChunk is the most the proxy reads from a sender at once.
-const maxChunk = 64 << 10
+const maxChunk = 256 << 10
 
 // minChunk is the least a chunk is cut to on a slow link (one Ethernet
 // segment's payload).
@@ -64,7 +64,7 @@ func (p Params) withDefaults() Params {
 	return p
 }
 
-// chunkSize is the most one read takes: 64 KiB, or 1 ms of the rate.
+// chunkSize is the most one read takes: 256 KiB, or 1 ms of the rate.
 func (p Params) chunkSize() int {
 	n := int64(maxChunk)
 	if p.Rate > 0 {

@@ -207,11 +207,11 @@ func TestDelay(t *testing.T) {
 	}
 }
 
-// TestPipelined checks that a delay does not serialise the chunks: 4 MiB
-// through a 100 ms link at an unlimited rate take about one delay, not
-// one per chunk.
+// TestPipelined checks that a delay does not serialise the chunks: 16
+// MiB through a 100 ms link at an unlimited rate take about one delay,
+// not one per chunk.
 func TestPipelined(t *testing.T) {
-	const n = 4 << 20
+	const n = 16 << 20
 	done := make(chan time.Time, 1)
 	srv := newServer(t, func(c *net.TCPConn) {
 		io.Copy(io.Discard, c)
@@ -227,11 +227,11 @@ func TestPipelined(t *testing.T) {
 	c.CloseWrite()
 	took := (<-done).Sub(t0)
 	if took < p.Delay {
-		t.Errorf("4 MiB through a 100 ms link took %v, want ≥ 100 ms", took)
+		t.Errorf("16 MiB through a 100 ms link took %v, want ≥ 100 ms", took)
 	}
-	// One chunk per delay would be 64 chunks × 100 ms.
+	// One chunk per delay would be at least 64 chunks of 256 KiB × 100 ms.
 	if took > 2*time.Second {
-		t.Errorf("4 MiB through a 100 ms link took %v: chunks are not pipelined (one per delay would take 6.4 s)", took)
+		t.Errorf("16 MiB through a 100 ms link took %v: chunks are not pipelined (one per delay would take ≥ 6.4 s)", took)
 	}
 }
 
@@ -272,7 +272,7 @@ func TestQueueBound(t *testing.T) {
 		name string
 		p    linkemu.Params
 	}{
-		{"unlimited", linkemu.Params{Queue: 256 << 10}},
+		{"unlimited", linkemu.Params{Queue: 1 << 20}},
 		{"rate", linkemu.Params{Rate: 32 << 20, Queue: 128 << 10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -297,7 +297,7 @@ func TestQueueBound(t *testing.T) {
 					}
 				}
 			})
-			chunk := int64(64 << 10) // the most the proxy reads at once
+			chunk := int64(256 << 10) // the most the proxy reads at once
 			if tc.p.Rate > 0 {
 				chunk = min(chunk, max(tc.p.Rate/1000, 1460)) // 1 ms of the rate
 			}
