@@ -100,6 +100,10 @@ test('proxy: the page, ahpctl attach --url and ahpctl forward --url through ngin
   // A TCP echo server, the target of ahpctl forward.
   echo = net.createServer((s) => {
     sockets.add(s);
+    // A forward that ends its channel before tcp/closed resets the
+    // target's connection (PROTOCOL.md §8): an error here is that reset,
+    // not the test's failure (unhandled, it threw ECONNRESET once).
+    s.on('error', () => {});
     s.pipe(s);
   });
   await new Promise((res, rej) => echo.listen(0, '127.0.0.1', res).on('error', rej));
@@ -167,7 +171,9 @@ test('proxy: the page, ahpctl attach --url and ahpctl forward --url through ngin
       '',
     ].join('\n');
     await writeFile(join(dir, 'nginx.conf'), conf);
-    const nginx = spawn(NGINX_BIN, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own process group: a failed test's cleanup kills the group, so
+    // that no worker outlives its master (a SIGKILLed master leaves them).
+    const nginx = spawn(NGINX_BIN, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     procs.add(nginx);
     let nginxErr = '';
     nginx.stderr.setEncoding('utf8').on('data', (s) => { nginxErr += s; });
