@@ -9,11 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ahp-dev/ahpd/internal/atomicfile"
 )
 
 // Minted tokens, tickets and reconnect tokens outlive a restart: the store
@@ -139,7 +140,10 @@ func (t *Tokens) write(data []byte, gen uint64) {
 	if stale {
 		return
 	}
-	err := writeFileAtomic(t.persist.path, data)
+	err := atomicfile.Write(t.persist.path, data)
+	if err != nil {
+		err = fmt.Errorf("tokens file %s: %w", t.persist.path, err)
+	}
 	t.mu.Lock()
 	prev := t.persist.err
 	t.persist.err = err
@@ -329,32 +333,6 @@ func checkPrivateFile(what, path string, fi os.FileInfo) error {
 	}
 	if perm := fi.Mode().Perm(); perm&0o177 != 0 {
 		return fmt.Errorf("%s %s: mode %v is looser than 0600; fix: chmod 600 %s", what, path, perm, path)
-	}
-	return nil
-}
-
-// writeFileAtomic replaces path with data: a temporary file (0600) in the
-// same directory, written, synced, renamed over path.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("tokens file: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("tokens file %s: %w", path, err)
 	}
 	return nil
 }

@@ -15,10 +15,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/internal/atomicfile"
 	"github.com/ahp-dev/ahpd/tcp"
 )
 
@@ -120,31 +120,8 @@ func saveTCPState(path string, rules []tcp.Rule) error {
 		return err
 	}
 	data = append(data, '\n')
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
+	if err := atomicfile.Write(path, data); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data) // CreateTemp makes it 0600
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	// The rename is durable once the directory is synced; a failure here
-	// leaves the new file in place, so it is not reported.
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }
