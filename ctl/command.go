@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/ahp-dev/ahpd/internal/editdist"
 )
 
 // action runs a command with its positional arguments.
@@ -60,39 +62,12 @@ func (c *command) suggest(name string) string {
 			continue
 		}
 		for _, n := range append([]string{s.name}, s.aliases...) {
-			if d := editDistance(name, n); d < bestD && 2*d < len(name) {
+			if d := editdist.Distance(name, n); d < bestD && 2*d < len(name) {
 				best, bestD = s.name, d
 			}
 		}
 	}
 	return best
-}
-
-// editDistance is the Damerau–Levenshtein distance (optimal string
-// alignment: insertions, deletions, substitutions, adjacent swaps).
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range rb {
-		d[0][j+1] = j + 1
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }
 
 // leaves returns c's leaf commands (c itself if it is one).

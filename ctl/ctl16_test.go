@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+
+	"github.com/ahp-dev/ahpd/internal/editdist"
 )
 
 func TestEditDistanceAndSuggest(t *testing.T) {
@@ -14,8 +16,8 @@ func TestEditDistanceAndSuggest(t *testing.T) {
 		a, b string
 		d    int
 	}{{"", "", 0}, {"ls", "ls", 0}, {"lsit", "list", 1}, {"chanels", "channels", 1}, {"status", "stats", 1}, {"abc", "xyz", 3}, {"kitten", "sitting", 3}} {
-		if got := editDistance(tc.a, tc.b); got != tc.d {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
+		if got := editdist.Distance(tc.a, tc.b); got != tc.d {
+			t.Errorf("Distance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
 		}
 	}
 	root := rootCommand()

@@ -10,6 +10,7 @@ import (
 
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 
+	"github.com/ahp-dev/ahpd/internal/editdist"
 	"github.com/ahp-dev/ahpd/internal/limits"
 	"github.com/ahp-dev/ahpd/internal/units"
 )
@@ -126,7 +127,7 @@ func didYouMean(name string, candidates []string) string {
 	best, bestD := "", 4
 	n := normKey(name)
 	for _, c := range candidates {
-		if d := editDistance(n, normKey(c)); d < bestD && 2*d < len(n) {
+		if d := editdist.Distance(n, normKey(c)); d < bestD && 2*d < len(n) {
 			best, bestD = c, d
 		}
 	}

@@ -41,6 +41,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2/unstable"
 
+	"github.com/ahp-dev/ahpd/internal/editdist"
 	"github.com/ahp-dev/ahpd/internal/units"
 	"github.com/ahp-dev/ahpd/tcp"
 )
@@ -397,38 +398,11 @@ func suggestKey(name string) string {
 		if kn == n {
 			return k.name
 		}
-		if d := editDistance(n, kn); d < bestD && 4*d <= len(n) {
+		if d := editdist.Distance(n, kn); d < bestD && 4*d <= len(n) {
 			best, bestD = k.name, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Damerau–Levenshtein distance of a and b (optimal
-// string alignment: insertions, deletions, substitutions, adjacent swaps).
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range rb {
-		d[0][j+1] = j + 1
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }
 
 // DefaultPaths are where ahpd looks for its config file without
