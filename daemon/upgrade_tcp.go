@@ -53,7 +53,8 @@ func (s *Server) handOverTCP(w *handover.Writer, ch *registry.Channel, tc *tcp.C
 
 // checkTCPVersion refuses TCP channel states this binary cannot read.
 func checkTCPVersion(list handedChannels) error {
-	if len(list.TCP) > 0 && list.TCPVersion != tcp.HandoverVersion() || list.TCPVersion != 0 && list.TCPVersion != tcp.HandoverVersion() {
+	// A state without TCP channels (version 1 of the section) has none.
+	if (len(list.TCP) > 0 || list.TCPVersion != 0) && list.TCPVersion != tcp.HandoverVersion() {
 		return fmt.Errorf("upgrade: TCP channel state version %d, this ahpd reads version %d", list.TCPVersion, tcp.HandoverVersion())
 	}
 	return nil
