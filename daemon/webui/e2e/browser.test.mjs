@@ -21,7 +21,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pickRenderer } from '../src/terminal-policy.js';
-import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, waitFor, within } from './common.mjs';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, waitAttached, waitFor, within } from './common.mjs';
 
 
 const ARTIFACTS = ['terminal.png', 'view-only.png', 'terminal-after-reload.png', 'long-snapshot.png', 'after-shutdown.png',
@@ -643,17 +643,6 @@ test('browser: type `echo hello` into the page and see the output', { skip: miss
 });
 
 // ---- helpers ----------------------------------------------------------------
-
-
-
-// waitAttached waits until the page is connected and its subscription has
-// applied channel/ready.
-async function waitAttached(page) {
-  await waitFor(page, 'the page to connect and attach', () => {
-    const s = window.ahpTest?.state();
-    return s && s.connection === 'connected' && s.ready && s.subscriptionId != null;
-  });
-}
 
 // waitScreen waits until pred(lines of the visible screen, arg) holds.
 async function waitScreen(page, what, pred, arg) {

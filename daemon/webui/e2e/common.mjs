@@ -79,3 +79,25 @@ export function printedLink(daemon, out, exited) {
     exited.then((e) => rej(new Error(`daemon exited (${e.code ?? e.signal}) before printing a URL:\n${buf}`)));
   }));
 }
+
+// until polls fn every 20 ms until it returns truthy (which it returns),
+// and throws after ms; fn may throw to give up at once. what may be a
+// function, called for the message.
+export async function until(what, fn, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'function' ? what() : what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+// waitAttached waits until the page is connected and its subscription has
+// applied channel/ready.
+export async function waitAttached(page) {
+  await waitFor(page, 'the page to connect and attach', () => {
+    const s = window.ahpTest?.state();
+    return s && s.connection === 'connected' && s.ready && s.subscriptionId != null;
+  });
+}

@@ -26,7 +26,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, waitFor } from './common.mjs';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, until, waitAttached, waitFor } from './common.mjs';
 
 const NGINX_BIN = process.env.NGINX_BIN || '/usr/sbin/nginx';
 const SCRIPT_BIN = '/usr/bin/script'; // util-linux (bsdutils): attach needs a terminal
@@ -300,19 +300,4 @@ async function freePort() {
   return port;
 }
 
-async function until(what, fn, ms) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'function' ? what() : what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
-async function waitAttached(page) {
-  await waitFor(page, 'the page to connect and attach', () => {
-    const s = window.ahpTest?.state();
-    return s && s.connection === 'connected' && s.ready && s.subscriptionId != null;
-  });
-}

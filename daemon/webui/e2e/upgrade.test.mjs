@@ -54,7 +54,7 @@ import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:f
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, waitFor, within } from './common.mjs';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, until, waitAttached, waitFor, within } from './common.mjs';
 
 const UPGRADES = 20;
 const CHANNEL = 'ahp-terminal:/shell';
@@ -431,25 +431,7 @@ test(`upgrade: ${UPGRADES} upgrades in place under load with a page, ahpctl atta
 
 // ---- helpers ------------------------------------------------------------------
 
-// until polls fn every 20 ms until it returns truthy (which it returns),
-// and throws after ms; fn may throw to give up at once. what may be a
-// function, called for the message.
-async function until(what, fn, ms) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'function' ? what() : what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
-async function waitAttached(page) {
-  await waitFor(page, 'the page to connect and attach', () => {
-    const s = window.ahpTest?.state();
-    return s && s.connection === 'connected' && s.ready && s.subscriptionId != null;
-  });
-}
 
 // transfer wraps one end of the forwarded connection: send writes and
 // hashes, what arrives is hashed and counted; finished resolves once both
