@@ -25,6 +25,19 @@ func AppendCredit(dst []byte, channel, subscriptionID string, consumedBytes int6
 	return append(dst, `}}`...)
 }
 
+// AppendWindow appends channel/window {channel, subscriptionId,
+// windowBytes} (PROTOCOL.md §6, "Changing a window") to dst and returns
+// the extended buffer.
+func AppendWindow(dst []byte, channel, subscriptionID string, windowBytes int64) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","method":"channel/window","params":{"channel":`...)
+	dst = AppendJSONString(dst, channel)
+	dst = append(dst, `,"subscriptionId":`...)
+	dst = AppendJSONString(dst, subscriptionID)
+	dst = append(dst, `,"windowBytes":`...)
+	dst = strconv.AppendInt(dst, windowBytes, 10)
+	return append(dst, `}}`...)
+}
+
 // ParseCredit reads a channel/credit in the shape AppendCredit writes —
 // that byte sequence exactly, both strings ASCII with nothing to escape,
 // consumedBytes a non-negative integer of at most 16 digits without

@@ -40,12 +40,33 @@ type Receiver struct {
 	accepted  Position // last complete message
 	released  Position // last message released by the consumer
 	announced int64    // last consumedBytes sent to the peer
+	// maxWindow is the largest window announced on the subscription
+	// (limits.WindowBytes at first, then SetWindowBytes): the sender may
+	// not have seen a smaller one yet, so the check uses this one.
+	maxWindow int64
 }
 
 // NewReceiver returns a Receiver granting limits, at position 0.
 func NewReceiver(limits ReceiveLimits) *Receiver {
-	return &Receiver{limits: limits}
+	return &Receiver{limits: limits, maxWindow: limits.WindowBytes}
 }
+
+// SetWindowBytes changes the window this receiver grants (it announces
+// it to the sender with channel/window, PROTOCOL.md §6): credit is
+// announced per quarter of the new window from now on. The sender cannot
+// know of a smaller window before it arrives, so Frame keeps accepting
+// messages up to the largest window ever set (MaxWindowBytes), and the
+// receiver's memory bound is that one. n below MaximumFrameBytes is
+// raised to it.
+func (r *Receiver) SetWindowBytes(n int64) {
+	n = max(n, r.limits.MaximumFrameBytes)
+	r.limits.WindowBytes = n
+	r.maxWindow = max(r.maxWindow, n)
+}
+
+// MaxWindowBytes returns the largest window announced on the
+// subscription: what Frame enforces.
+func (r *Receiver) MaxWindowBytes() int64 { return r.maxWindow }
 
 // Limits returns the limits the receiver granted.
 func (r *Receiver) Limits() ReceiveLimits { return r.limits }
@@ -75,9 +96,9 @@ func (r *Receiver) Frame(frameBytes int64, f *Frame) (msg []byte, end Position, 
 		// The sender may start a data message only while sent −
 		// consumed < window, and it knows at most the credit we
 		// announced. Beyond that only lifecycle messages may start.
-		beyond := r.received-r.announced >= r.limits.WindowBytes
+		beyond := r.received-r.announced >= r.maxWindow
 		if beyond && r.beyond >= MaxLifecycleMessages {
-			return nil, Position{}, fmt.Errorf("%w: outstanding %d, window %d", ErrWindowExceeded, r.received-r.announced, r.limits.WindowBytes)
+			return nil, Position{}, fmt.Errorf("%w: outstanding %d, window %d", ErrWindowExceeded, r.received-r.announced, r.maxWindow)
 		}
 		if beyond {
 			r.beyond++
@@ -101,7 +122,7 @@ func (r *Receiver) Frame(frameBytes int64, f *Frame) (msg []byte, end Position, 
 	if r.curBeyond && r.curBytes > MaxLifecycleBytes {
 		r.buf = r.buf[:before]
 		return nil, Position{}, fmt.Errorf("%w: a message started beyond the window (outstanding %d, window %d) and is larger than a lifecycle message",
-			ErrWindowExceeded, r.received-r.curBytes-r.announced, r.limits.WindowBytes)
+			ErrWindowExceeded, r.received-r.curBytes-r.announced, r.maxWindow)
 	}
 	if !f.Final {
 		return nil, Position{}, nil
@@ -229,5 +250,5 @@ func RestoreReceiver(limits ReceiveLimits, accepted, released Position) (*Receiv
 		(released.MessageID == accepted.MessageID) != (released.Position == accepted.Position) {
 		return nil, fmt.Errorf("%w: receiver: released %v, accepted %v", ErrResume, released, accepted)
 	}
-	return &Receiver{limits: limits, accepted: accepted, released: released, received: accepted.Position, announced: released.Position}, nil
+	return &Receiver{limits: limits, accepted: accepted, released: released, received: accepted.Position, announced: released.Position, maxWindow: limits.WindowBytes}, nil
 }

@@ -147,6 +147,7 @@ type Stream struct {
 	inRing       bool
 	deficit      int64
 	creditQueued bool
+	windowQueued bool
 }
 
 // Channel returns the channel URI.
@@ -194,6 +195,7 @@ type Sender struct {
 	control      ring[[]byte]
 	controlBytes int64
 	credits      ring[*Stream]
+	windows      ring[*Stream] // streams whose Receiver's window is to be announced
 
 	head *Stream // ready ring (circular doubly linked); nil when empty
 	n    int     // streams open
@@ -448,6 +450,40 @@ func (s *Sender) Credit(st *Stream, consumed int64) error {
 	return nil
 }
 
+// SetWindow applies the client's channel/window to st (PROTOCOL.md §6,
+// "Changing a window"): new data messages start under window n. A Source
+// that implements WindowObserver is told. The caller checks n against
+// the bounds the host grants.
+func (s *Sender) SetWindow(st *Stream, n int64) {
+	if st.closed {
+		return
+	}
+	st.win.SetWindowBytes(n)
+	if o, ok := st.src.(WindowObserver); ok {
+		o.SetWindow(st.win.Limits().WindowBytes)
+	}
+	s.Wake(st)
+}
+
+// WindowObserver is implemented by a Source that wants to know its
+// subscriber's window when the subscriber changes it (a terminal viewer's
+// allowance before it is resnapshotted follows it).
+type WindowObserver interface {
+	SetWindow(windowBytes int64)
+}
+
+// QueueWindow schedules a channel/window for st's Receiver, announcing
+// its current window (Receiver.SetWindowBytes). At most one is pending
+// per subscription; it carries the newest value when written, ahead of
+// credit.
+func (s *Sender) QueueWindow(st *Stream) {
+	if st.closed || st.recv == nil || st.windowQueued {
+		return
+	}
+	st.windowQueued = true
+	s.windows.Push(st)
+}
+
 // QueueCredit schedules a channel/credit for st's Receiver. At most one is
 // pending per subscription; it carries the newest value when written.
 func (s *Sender) QueueCredit(st *Stream) {
@@ -494,7 +530,7 @@ func (s *Sender) Written(n int) {
 // Pending reports whether anything could be handed out if the transport
 // had room.
 func (s *Sender) Pending() bool {
-	return s.control.Len() > 0 || s.credits.Len() > 0 || s.head != nil
+	return s.control.Len() > 0 || s.credits.Len() > 0 || s.windows.Len() > 0 || s.head != nil
 }
 
 // Next hands out the next item for the transport, appended to dst: a
@@ -520,6 +556,21 @@ func (s *Sender) Next(dst []byte) ([]byte, error) {
 	room := int64(math.MaxInt64)
 	if s.inflightFrames > 0 {
 		room = s.cfg.TransportBytes - s.inflightBytes
+	}
+	for s.windows.Len() > 0 {
+		st := s.windows.Peek()
+		if st.closed {
+			s.windows.Pop()
+			st.windowQueued = false
+			continue
+		}
+		b := AppendWindow(dst, st.channel, st.id, st.recv.Limits().WindowBytes)
+		if int64(len(b)) > room {
+			return nil, nil
+		}
+		s.windows.Pop()
+		st.windowQueued = false
+		return s.handOut(b), nil
 	}
 	for s.credits.Len() > 0 {
 		st := s.credits.Peek()

@@ -56,6 +56,17 @@ func (w *SendWindow) Outstanding() int64 { return w.sent - w.consumed }
 // Active reports whether a message has started and not finished.
 func (w *SendWindow) Active() bool { return w.active }
 
+// SetWindowBytes applies the receiver's channel/window (PROTOCOL.md §6,
+// "Changing a window"): new data messages start only while outstanding
+// < n. A message under way finishes; nothing sent is taken back, and the
+// credit ledger is not touched. The caller checks n against the
+// receiver's bounds (at least maximumFrameBytes, at most the host's
+// maximum); a window below one frame would let no character through, so
+// n is raised to MaximumFrameBytes.
+func (w *SendWindow) SetWindowBytes(n int64) {
+	w.limits.WindowBytes = max(n, w.limits.MaximumFrameBytes)
+}
+
 // MayStart reports whether a new data message may start now.
 func (w *SendWindow) MayStart() bool {
 	return !w.active && w.sent-w.consumed < w.limits.WindowBytes

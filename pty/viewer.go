@@ -260,6 +260,24 @@ func (t *Terminal) attach(wake func(), window int64, limit int) *Viewer {
 	return v
 }
 
+// SetWindow implements flow.WindowObserver: a viewer whose client changed
+// its window (channel/window, PROTOCOL.md §6) may fall behind by the new
+// window plus ViewerBacklog. A lower allowance applies at the next output;
+// a higher one lets the shared log keep more for this viewer.
+func (v *Viewer) SetWindow(window int64) {
+	t := v.t
+	t.mu.Lock()
+	v.allowance = int64(t.cfg.ViewerBacklog) + max(window, 0)
+	if v.heap == &t.behind && !v.closed {
+		// Keys may lag (be too small), never lead: a smaller allowance
+		// must move the key down at once (cursors.go).
+		t.behind.fix(v, v.limit())
+	}
+	t.mu.Unlock()
+}
+
+var _ flow.WindowObserver = (*Viewer)(nil)
+
 // allowed returns how far the viewer may fall behind the newest output
 // (t.mu held): its allowance, plus — until it has caught up with what was
 // output when its snapshot was taken — the output the emulator had not

@@ -135,6 +135,9 @@ type conn struct {
 	initialized   bool
 	clientName    string
 	clientVersion string
+	// windowUpdates: the client said in initialize that it takes
+	// channel/window from the host (PROTOCOL.md §6).
+	windowUpdates bool
 	partial       int64 // bytes of incomplete client→host messages, all subscriptions
 	fatal         error // set where a return value cannot carry it; run closes with it
 	lastWrite     time.Time

@@ -42,6 +42,15 @@ func (c *conn) dispatch(req *request) error {
 		return c.credit(req)
 	case "channel/reset":
 		return c.clientReset(req)
+	case "channel/window":
+		return c.clientWindow(req)
+	case "ping":
+		// The round trip a keystroke's echo sees (PROTOCOL.md §6,
+		// "Measuring the round trip"): answered on the control lane.
+		if req.isNotification() {
+			return nil
+		}
+		return c.respond(req, struct{}{}, nil)
 	}
 	return c.kindRequest(req)
 }
@@ -60,6 +69,9 @@ func decodeParams(req *request, v any) *RPCError {
 type initializeParams struct {
 	ProtocolVersion string  `json:"protocolVersion"`
 	Token           *string `json:"token"`
+	Capabilities    struct {
+		WindowUpdates bool `json:"windowUpdates"`
+	} `json:"capabilities"`
 	Client          struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
@@ -108,6 +120,8 @@ func (c *conn) initialize(req *request) error {
 	r.Capabilities.FlowControl.HostReceiveDefaults = c.limits.HostReceive
 	r.Capabilities.FlowControl.Maximums = c.limits.ClientReceiveMaximums
 	r.Capabilities.FlowControl.ClientDefaults = c.limits.ClientReceiveDefaults
+	r.Capabilities.WindowUpdates = true
+	c.windowUpdates = p.Capabilities.WindowUpdates
 	r.Limits.MaxIDLength = c.limits.MaxIDLength
 	r.Limits.MaxInboundMessageBytes = c.limits.MaxInboundMessageBytes
 	r.Limits.MaxSubscriptions = c.limits.MaxSubscriptions
@@ -541,6 +555,38 @@ func (c *conn) applyCredit(s *subscription, wrongChannel bool, consumed int64) {
 	if err := c.sender.Credit(s.stream, consumed); err != nil {
 		c.resetSub(s, flow.ResetCode(err), err.Error())
 	}
+}
+
+// clientWindow applies a client's channel/window (PROTOCOL.md §6,
+// "Changing a window"): the subscription's host→client window, within the
+// bounds subscribe applies. Out of bounds, or without an integer
+// windowBytes, it resets the subscription with protocol-error; for an
+// unknown subscription it is dropped, as credit is.
+func (c *conn) clientWindow(req *request) error {
+	var p struct {
+		subRef
+		WindowBytes *int64 `json:"windowBytes"`
+	}
+	e := decodeParams(req, &p)
+	if long := c.tooLong(p.subRef); long != nil {
+		return c.respondOr(req, long)
+	}
+	s := c.subs[p.SubscriptionID]
+	if s == nil || s.stream == nil || (p.Channel != "" && p.Channel != s.ch.URI) {
+		c.stats.droppedNotifications.Add(1)
+		return nil
+	}
+	max := c.limits.ClientReceiveMaximums.WindowBytes
+	frame := s.stream.Window().Limits().MaximumFrameBytes
+	switch {
+	case e != nil || p.WindowBytes == nil:
+		c.resetSub(s, flow.CodeProtocolError, "channel/window needs an integer windowBytes")
+	case *p.WindowBytes < frame || *p.WindowBytes > max:
+		c.resetSub(s, flow.CodeProtocolError, fmt.Sprintf("channel/window: windowBytes %d outside [%d, %d] (maximumFrameBytes, maximums.windowBytes)", *p.WindowBytes, frame, max))
+	default:
+		c.sender.SetWindow(s.stream, *p.WindowBytes)
+	}
+	return nil
 }
 
 func (c *conn) clientReset(req *request) error {

@@ -21,6 +21,10 @@ type InitializeResult struct {
 			Maximums            flow.ReceiveLimits `json:"maximums"`
 			ClientDefaults      flow.ReceiveLimits `json:"clientReceiveDefaults"`
 		} `json:"flowControl"`
+		// WindowUpdates: the host takes channel/window and ping, and
+		// sends channel/window to a client that says it takes them
+		// (PROTOCOL.md §6, "Changing a window").
+		WindowUpdates bool `json:"windowUpdates,omitempty"`
 	} `json:"capabilities"`
 	Limits struct {
 		MaxIDLength            int   `json:"maxIdLength"`
