@@ -72,7 +72,7 @@ type initializeParams struct {
 	Capabilities    struct {
 		WindowUpdates bool `json:"windowUpdates"`
 	} `json:"capabilities"`
-	Client          struct {
+	Client struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	} `json:"client"`
