@@ -134,13 +134,22 @@ type Link struct {
 // connection to target through a link with the parameters up (from the
 // connecting client to target) and down (back).
 func Start(target string, up, down Params) (*Link, error) {
+	return StartOn("127.0.0.1:0", target, up, down)
+}
+
+// StartOn is Start listening on addr, which must be a loopback address
+// (the linkemu command's -listen).
+func StartOn(addr, target string, up, down Params) (*Link, error) {
+	if host, _, err := net.SplitHostPort(addr); err != nil || !net.ParseIP(host).IsLoopback() {
+		return nil, fmt.Errorf("linkemu: listen address %q: want a loopback host:port", addr)
+	}
 	if err := up.Validate(); err != nil {
 		return nil, fmt.Errorf("up: %w", err)
 	}
 	if err := down.Validate(); err != nil {
 		return nil, fmt.Errorf("down: %w", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("linkemu: %w", err)
 	}
