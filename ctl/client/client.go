@@ -139,6 +139,8 @@ type Conn struct {
 	noteSig chan struct{}
 	err     error
 
+	pinger pinger // round-trip samples for adaptive windows (autowindow.go)
+
 	// Set by Dial; read-only after.
 	init InitializeResult
 	rtt  time.Duration // the round trip measured at Dial (RTT)
@@ -187,7 +189,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, *InitializeResu
 	params := map[string]any{
 		"protocolVersion": "ahp/1",
 		"client":          map[string]string{"name": opts.ClientName, "version": opts.ClientVersion},
-		"capabilities":    map[string]any{"flowControl": true},
+		"capabilities":    map[string]any{"flowControl": true, "windowUpdates": true},
 	}
 	if opts.Token != "" {
 		params["token"] = opts.Token
@@ -442,6 +444,17 @@ func (c *Conn) readLoop() {
 				s.onCredit(p.ConsumedBytes)
 			}
 			c.mu.Unlock()
+		case m.Method == "channel/window":
+			var p struct {
+				SubscriptionID string `json:"subscriptionId"`
+				WindowBytes    int64  `json:"windowBytes"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			c.mu.Lock()
+			if s := c.subs[p.SubscriptionID]; s != nil {
+				s.onWindow(p.WindowBytes)
+			}
+			c.mu.Unlock()
 		case m.Method != "":
 			if m.Method == "channel/reset" {
 				var p struct {
@@ -519,6 +532,9 @@ type subscription interface {
 	onFrame(size int64, f *flow.Frame)
 	// onCredit takes a channel/credit (reader goroutine, under c.mu).
 	onCredit(consumed int64)
+	// onWindow takes the host's channel/window for client→host data
+	// (reader goroutine, under c.mu).
+	onWindow(windowBytes int64)
 	// end reports why the subscription ended: a channel/reset, or the
 	// connection's end (under c.mu).
 	end(err error)

@@ -42,6 +42,11 @@ type Sub struct {
 	credit chan struct{} // host credit arrived
 	frag   flow.Fragmenter
 	sendMu sync.Mutex // one outbound message at a time
+
+	// Adaptive window (AutoWindow): nil tuner when off.
+	tuner         *flow.WindowTuner
+	unwatch       func()
+	windowChanges int
 }
 
 // Subscribe subscribes to channel; limits nil takes the host's defaults.
@@ -71,7 +76,12 @@ func (s *Sub) init(result json.RawMessage) string {
 func (s *Sub) end(err error) {
 	s.mu.Lock()
 	s.fail(err)
+	unwatch := s.unwatch
+	s.unwatch, s.tuner = nil, nil
 	s.mu.Unlock()
+	if unwatch != nil {
+		unwatch()
+	}
 }
 
 // Err returns why the subscription ended, or nil.
@@ -183,10 +193,23 @@ func (s *Sub) Release(ctx context.Context, m Message) error {
 	if lifecycleMethod(m.Method) {
 		release = s.recv.Release
 	}
+	before := s.recv.Released().Position
 	consumed, send, err := release(m.End)
+	var window []byte
+	if err == nil {
+		window = s.tuneLocked(m.End.Position - before)
+	}
 	s.mu.Unlock()
-	if err != nil || !send {
+	if err != nil {
 		return err
+	}
+	if window != nil {
+		if err := s.c.SendRaw(ctx, window); err != nil {
+			return err
+		}
+	}
+	if !send {
+		return nil
 	}
 	return s.SendCredit(ctx, consumed)
 }

@@ -69,17 +69,18 @@ type TCPStream struct {
 	closed   bool        // Close was called
 
 	// host→client
-	recv         *flow.Receiver // kept across connections
-	in           []tcpChunk     // received messages not yet released, oldest first
-	inPos        int            // bytes of in[0] already read
-	inOff        int64          // decoded bytes received: the next offset expected
-	inEOF        bool           // tcp/eof received
-	remoteClosed bool           // tcp/closed received
-	finished     bool           // tcp/closed released: the channel may end
-	hostEnded    bool           // the host ended the channel after tcp/closed
-	creditWant   int64          // the newest consumedBytes to announce
-	spare        spare.List     // decode buffers of released chunks, for reuse
-	outSpare     spare.List     // memory of credited tcp/input texts, for reuse
+	recv         *flow.Receiver    // kept across connections
+	in           []tcpChunk        // received messages not yet released, oldest first
+	inPos        int               // bytes of in[0] already read
+	inOff        int64             // decoded bytes received: the next offset expected
+	inEOF        bool              // tcp/eof received
+	remoteClosed bool              // tcp/closed received
+	finished     bool              // tcp/closed released: the channel may end
+	hostEnded    bool              // the host ended the channel after tcp/closed
+	creditWant   int64             // the newest consumedBytes to announce
+	tuner        *flow.WindowTuner // sizes recv's window (nil: the host takes no channel/window)
+	spare        spare.List        // decode buffers of released chunks, for reuse
+	outSpare     spare.List        // memory of credited tcp/input texts, for reuse
 
 	// client→host
 	out         []tcpOut           // the journal: started, not yet credited
@@ -108,6 +109,10 @@ type TCPOptions struct {
 	// Receive are the host→client limits asked for; zero: sized from
 	// the connection's round trip (AutoReceive).
 	Receive flow.ReceiveLimits
+	// WindowCeiling bounds the receive window when the stream tunes it
+	// to the path (a host that takes channel/window): default
+	// AutoWindowMax, lowered to the host's maximum.
+	WindowCeiling int64
 	// RequestTimeout bounds one dial and one subscribe; default 15 s. A
 	// subscribe that times out drops its connection.
 	RequestTimeout time.Duration
@@ -142,6 +147,9 @@ func (o TCPOptions) withDefaults() TCPOptions {
 	}
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = 5 * time.Second
+	}
+	if o.WindowCeiling <= 0 {
+		o.WindowCeiling = AutoWindowMax
 	}
 	return o
 }
@@ -224,6 +232,11 @@ type TCPStats struct {
 	Duplicates   int64 // received bytes at offsets already seen, suppressed
 	Resumes      int64 // successful resumes
 	Resent       int64 // client→host messages sent again after a resume
+	// WindowChanges counts the channel/window the stream sent (its
+	// receive window tuned to the path); HostWindowChanges those the
+	// host sent for the other direction.
+	WindowChanges     int64
+	HostWindowChanges int64
 }
 
 // ErrSessionEnded means the daemon closed the connection on purpose (a
@@ -324,6 +337,14 @@ func (s *TCPStream) ReceiveLimits() flow.ReceiveLimits {
 		return flow.ReceiveLimits{}
 	}
 	return s.recv.Limits()
+}
+
+// HostWindow returns the host's receive window in force for the stream's
+// client→host data (its channel/window changes it).
+func (s *TCPStream) HostWindow() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hostLimits.WindowBytes
 }
 
 // Channel returns the channel's URI.
@@ -643,10 +664,21 @@ func (s *TCPStream) popLocked() {
 	if !popped {
 		return
 	}
+	before := s.recv.Released().Position
 	consumed, send, err := s.recv.Release(last)
 	if err != nil {
 		s.failLocked(fmt.Errorf("tcp stream: %w", err)) // a broken internal invariant
 		return
+	}
+	windowChanged := false
+	if s.tuner != nil && s.cur != nil {
+		now := time.Now()
+		s.cur.conn.pinger.busy(now)
+		if w, changed := s.tuner.OnRelease(now, last.Position-before); changed {
+			s.recv.SetWindowBytes(w) // before the host can use it; the writer announces it
+			s.stats.WindowChanges++
+			windowChanged = true
+		}
 	}
 	if send {
 		// Also for tcp/closed: the host ends the channel once the
@@ -656,7 +688,7 @@ func (s *TCPStream) popLocked() {
 	switch {
 	case s.finished != finished:
 		s.broadcastLocked() // wakes the writer too
-	case send:
+	case send || windowChanged:
 		s.wakeLocked()
 	}
 }
@@ -895,6 +927,7 @@ func (s *TCPStream) attempt(ctx context.Context, resume bool) (*tcpBinding, erro
 func (s *TCPStream) leave(b *tcpBinding) {
 	s.mu.Lock()
 	live := b.endErr == nil && b.id != ""
+	b.stopWatchLocked()
 	if s.cur == b {
 		s.cur = nil
 		s.broadcastLocked()
@@ -963,6 +996,19 @@ func (s *TCPStream) attachLocked(b *tcpBinding, res *wire.SubscribeResult) error
 	}
 	b.win, b.base, b.nextSend = win, hr.Position, ha.MessageID+1
 	b.creditSent = s.recv.Announced()
+	b.windowSent = s.recv.Limits().WindowBytes // what the subscribe asked for
+	if b.conn.WindowUpdates() {
+		if s.tuner == nil {
+			lim := s.recv.Limits()
+			s.tuner = flow.NewWindowTuner(b.conn.AutoWindowConfig(lim, AutoWindowMin, s.opts.WindowCeiling), lim.WindowBytes)
+		}
+		tuner := s.tuner
+		b.unwatch = b.conn.watchRTT(&rttWatch{sample: func(now time.Time, rtt time.Duration) {
+			s.mu.Lock()
+			tuner.OnRTT(now, rtt)
+			s.mu.Unlock()
+		}})
+	}
 	s.token = res.Resume.Token
 	s.hostLimits = fc.HostReceive
 	s.chunk = tcpInputBytes(win.PullSize())
@@ -989,6 +1035,8 @@ type tcpBinding struct {
 	base       int64            // the journal position of the window's 0
 	nextSend   int64            // id of the next message to frame
 	creditSent int64            // the newest consumedBytes sent on this connection
+	windowSent int64            // the receive window announced on this connection
+	unwatch    func()           // ends the round-trip samples (autowindow.go)
 	frag       flow.Fragmenter
 	framing    bool // a message is being framed
 }
@@ -1027,6 +1075,30 @@ func (b *tcpBinding) onFrame(size int64, f *flow.Frame) {
 	}
 }
 
+// stopWatchLocked ends b's round-trip samples (s.mu held).
+func (b *tcpBinding) stopWatchLocked() {
+	if b.unwatch != nil {
+		b.unwatch()
+		b.unwatch = nil
+	}
+}
+
+// onWindow takes the host's channel/window for client→host data: new
+// tcp/input messages start under it, and Write journals up to it.
+func (b *tcpBinding) onWindow(n int64) {
+	s := b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != b || b.win == nil || n < b.win.Limits().MaximumFrameBytes {
+		return
+	}
+	b.win.SetWindowBytes(n)
+	s.hostLimits.WindowBytes = n
+	s.chunk = tcpInputBytes(b.win.PullSize())
+	s.stats.HostWindowChanges++
+	s.broadcastLocked()
+}
+
 func (b *tcpBinding) onCredit(consumed int64) {
 	s := b.s
 	s.mu.Lock()
@@ -1060,6 +1132,7 @@ func (b *tcpBinding) end(err error) {
 	}
 	b.endErr = err
 	close(b.done)
+	b.stopWatchLocked()
 	if s.cur == b {
 		s.cur = nil
 	}
@@ -1099,6 +1172,10 @@ func (b *tcpBinding) writeLoop() {
 // message only while the window lets it start (§5).
 func (b *tcpBinding) nextLocked(dst []byte) []byte {
 	s := b.s
+	if w := s.recv.Limits().WindowBytes; w != b.windowSent && s.tuner != nil {
+		b.windowSent = w
+		return flow.AppendWindow(dst, s.channel, b.id, w)
+	}
 	if s.creditWant > b.creditSent {
 		b.creditSent = s.creditWant
 		return flow.AppendCredit(dst, s.channel, b.id, s.creditWant)

@@ -93,6 +93,11 @@ type subscription struct {
 	send    flow.ReceiveLimits
 	receive flow.ReceiveLimits
 	created bool // the subscribe created the channel: the result names it
+
+	// tuner sizes the host's receive window for the client's data
+	// (a TCP channel's tcp/input) from what the host measures
+	// (PROTOCOL.md §6, "Changing a window"); nil: fixed.
+	tuner *flow.WindowTuner
 }
 
 // pending reports whether s waits for its Subscriber to be Ready.
@@ -138,14 +143,23 @@ type conn struct {
 	// windowUpdates: the client said in initialize that it takes
 	// channel/window from the host (PROTOCOL.md §6).
 	windowUpdates bool
-	partial       int64 // bytes of incomplete client→host messages, all subscriptions
-	fatal         error // set where a return value cannot carry it; run closes with it
-	lastWrite     time.Time
-	lastAlive     time.Time
-	check         *time.Timer         // the next checkTimers; see checkBy
-	checkAt       time.Time           // when check fires
-	free          [maxFreeBufs][]byte // frame buffers to reuse, largest first (see getBuf)
-	frame         flow.Frame
+	// Round-trip samples for the tuned subscriptions (autowindow.go):
+	// rttLoop pings while tunedCount > 0 and hands each round trip to
+	// the run loop on rttSample; rttWake starts it; rttBusy is when a
+	// tuned subscription last released bytes (unix nanoseconds).
+	tuned      map[*subscription]struct{}
+	tunedCount atomic.Int32
+	rttSample  chan time.Duration
+	rttWake    chan struct{}
+	rttBusy    atomic.Int64
+	partial    int64 // bytes of incomplete client→host messages, all subscriptions
+	fatal      error // set where a return value cannot carry it; run closes with it
+	lastWrite  time.Time
+	lastAlive  time.Time
+	check      *time.Timer         // the next checkTimers; see checkBy
+	checkAt    time.Time           // when check fires
+	free       [maxFreeBufs][]byte // frame buffers to reuse, largest first (see getBuf)
+	frame      flow.Frame
 	// reassembly is the one client→host reassembly buffer the
 	// connection keeps between messages, lent to the receiver of the
 	// subscription whose frame starts a message (at most maxKeptBuf).
@@ -199,6 +213,7 @@ type connStats struct {
 	framesIn, framesOut, bytesIn, bytesOut atomic.Int64
 	droppedNotifications                   atomic.Int64
 	resets                                 atomic.Int64
+	windowChanges                          atomic.Int64 // channel/window the host sent
 }
 
 func (c *conn) wake(s *subscription) {
@@ -243,6 +258,7 @@ func (c *conn) serve(shutdown context.Context) {
 	wg.Go(func() { c.readLoop(ioCtx) })
 	wg.Go(c.writeLoop)
 	stopPings := c.startPings(ioCtx)
+	wg.Go(func() { c.rttLoop(ioCtx) })
 
 	err := c.run(shutdown)
 	c.stopWatch()
@@ -530,6 +546,9 @@ func (c *conn) run(ctx context.Context) error {
 			c.putBuf(b)
 		case <-c.alive:
 			c.lastAlive = time.Now()
+		case d := <-c.rttSample:
+			c.lastAlive = time.Now()
+			c.onRTT(c.lastAlive, d)
 		case err := <-c.pingFailed:
 			if time.Since(c.lastAlive) < 3*c.srv.host.Limits().HeartbeatInterval {
 				// Traffic arrived meanwhile: the peer is alive but the
@@ -594,11 +613,14 @@ func (c *conn) drainWakes() {
 		if r.sub.ended || r.sub.stream == nil {
 			continue
 		}
-		_, send, err := r.sub.stream.Receiver().Release(r.pos)
+		recv := r.sub.stream.Receiver()
+		before := recv.Released().Position
+		_, send, err := recv.Release(r.pos)
 		if err != nil {
 			c.resetSub(r.sub, flow.CodeProtocolError, err.Error())
 			continue
 		}
+		c.tune(r.sub, r.pos.Position-before)
 		if send {
 			c.sender.QueueCredit(r.sub.stream)
 		}
@@ -1050,6 +1072,7 @@ func (c *conn) endSub(s *subscription) {
 		return
 	}
 	s.ended = true
+	c.untune(s)
 	if s.stream != nil {
 		c.partial -= int64(s.stream.Receiver().Buffered())
 		c.sender.Close(s.stream)

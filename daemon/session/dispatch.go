@@ -424,6 +424,7 @@ func (c *conn) start(s *subscription) error {
 	}
 	s.stream, s.receive = st, receive
 	delete(c.pending, s.id)
+	c.startTuning(s)
 	// The response goes to the control lane, which is written before any
 	// frame: no frame of s can precede it (§3).
 	var result wire.SubscribeResult

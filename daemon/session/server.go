@@ -500,6 +500,8 @@ func (s *Server) serveConn(t transport, remote string, sock *countingConn, beare
 		queries:     make(chan chan ViewerInfo),
 		writeFailed: make(chan struct{}),
 		wakeSig:     make(chan struct{}, 1),
+		rttSample:   make(chan time.Duration, 1),
+		rttWake:     make(chan struct{}, 1),
 	}
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)

@@ -1,0 +1,143 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// The host's receive window for a TCP channel's tcp/input, sized to the
+// path (PROTOCOL.md §6, "Changing a window"; docs/protocol-decisions.md,
+// "Adaptive windows"). The client's upload would otherwise be capped at
+// hostReceive.windowBytes per round trip: 256 KiB of window is 96 KiB of
+// data, under 0.5 MB/s at 200 ms. The host measures the round trip with
+// WebSocket pings (every client answers them by itself; the pong comes
+// back behind whatever the client queued ahead of it, as its data does),
+// and each tuned subscription's flow.WindowTuner turns the samples and the
+// bytes the channel released into a window, announced with channel/window
+// to a client that said it takes them (initialize's
+// capabilities.windowUpdates).
+
+// Ping intervals while a tuned subscription exists: a sample per round
+// trip while one moved data in the last second (at least rttBusyMin
+// apart, at most rttBusyMax), else one per rttIdle.
+const (
+	rttBusyMin = 10 * time.Millisecond
+	rttBusyMax = 200 * time.Millisecond
+	rttIdle    = time.Second
+	rttBusyFor = time.Second
+)
+
+// tuneCeiling is the most a tuned host receive window grows to: twice
+// what a TCP channel retains for a resume in the other direction
+// (tcpMaxRetainedBytes, 4 MiB of data by default, so 8 MiB of window: 3 MB
+// of data, 100 Mbit/s at a 240 ms round trip), and never below the
+// configured hostReceive window. What the host holds for a channel's
+// client→target bytes stays below it.
+func (c *conn) tuneCeiling() int64 {
+	return max(c.limits.HostReceive.WindowBytes, 2*c.limits.TCPMaxRetainedBytes)
+}
+
+// startTuning gives s a tuner when its channel takes the client's bulk
+// data (TCP) and the client takes channel/window.
+func (c *conn) startTuning(s *subscription) {
+	if !c.windowUpdates || s.ch.Type != "tcp" || c.grant.Role != auth.RoleControl || s.stream == nil {
+		return
+	}
+	recv := s.stream.Receiver()
+	floor := min(c.limits.HostReceive.WindowBytes, recv.Limits().WindowBytes)
+	s.tuner = flow.NewWindowTuner(flow.TunerConfig{Floor: floor, Ceiling: c.tuneCeiling()}, recv.Limits().WindowBytes)
+	if c.tuned == nil {
+		c.tuned = map[*subscription]struct{}{}
+	}
+	c.tuned[s] = struct{}{}
+	if c.tunedCount.Add(1) == 1 {
+		select {
+		case c.rttWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// untune forgets s's tuner (it ended).
+func (c *conn) untune(s *subscription) {
+	if s.tuner == nil {
+		return
+	}
+	s.tuner = nil
+	delete(c.tuned, s)
+	c.tunedCount.Add(-1)
+}
+
+// tune feeds n bytes s's channel released to its tuner and announces a
+// changed window.
+func (c *conn) tune(s *subscription, n int64) {
+	if s.tuner == nil || n <= 0 {
+		return
+	}
+	now := time.Now()
+	if prev := c.rttBusy.Swap(now.UnixNano()); now.UnixNano()-prev > int64(rttBusyFor) {
+		select {
+		case c.rttWake <- struct{}{}:
+		default:
+		}
+	}
+	w, changed := s.tuner.OnRelease(now, n)
+	if !changed {
+		return
+	}
+	s.stream.Receiver().SetWindowBytes(w) // before the client can use it
+	c.sender.QueueWindow(s.stream)
+	c.stats.windowChanges.Add(1)
+}
+
+// onRTT hands a round trip to every tuned subscription.
+func (c *conn) onRTT(now time.Time, d time.Duration) {
+	for s := range c.tuned {
+		s.tuner.OnRTT(now, d)
+	}
+}
+
+// rttLoop pings the client while a subscription is tuned and hands the
+// round trips to the run loop. It ends with ctx (serve waits for it). A
+// ping that gets no pong is the heartbeat's business (startPings): this
+// one waits as long, and changes nothing.
+func (c *conn) rttLoop(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var srtt time.Duration
+	for {
+		if c.tunedCount.Load() > 0 {
+			pctx, cancel := context.WithTimeout(ctx, 3*c.srv.host.Limits().HeartbeatInterval)
+			start := time.Now()
+			err := c.ws.Ping(pctx)
+			cancel()
+			if err != nil {
+				return // the connection is ending: the heartbeat says why
+			}
+			d := time.Since(start)
+			if srtt == 0 {
+				srtt = d
+			} else {
+				srtt += (d - srtt) / 4
+			}
+			select {
+			case c.rttSample <- d:
+			default: // the run loop has one to take already
+			}
+		}
+		next := rttIdle
+		if time.Now().UnixNano()-c.rttBusy.Load() < int64(rttBusyFor) {
+			next = min(max(srtt, rttBusyMin), rttBusyMax)
+		}
+		t.Reset(next)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.rttWake:
+		}
+	}
+}
