@@ -48,6 +48,10 @@ func (c TunerConfig) withDefaults() TunerConfig {
 //     worth, never below Floor.
 //   - It never shrinks because the stream went idle: an idle window
 //     costs the receiver nothing.
+//   - Every MinRTTLifetime it halves the window for one round trip (as
+//     BBR's ProbeRTT does), so that a standing queue drains and the
+//     smallest round trip is measured again, not inflated by the
+//     stream's own bytes.
 //
 // Each decision takes one round trip of samples, so the window changes
 // at most once per round trip (and at most once per 2 ms). A WindowTuner
@@ -62,6 +66,12 @@ type WindowTuner struct {
 	prevMin    time.Duration // the minimum of the previous lifetime, kept while the current one fills
 	rtt        time.Duration // smoothed round trip (EWMA 1/4); 0: no sample yet
 	slowStart  bool
+	// A drain every MinRTTLifetime (as BBR's ProbeRTT): the window is
+	// halved for one round trip so that a standing queue empties and the
+	// pings of the new lifetime see the path's own round trip, not one
+	// the stream's own bytes inflate.
+	drainDue   bool
+	restoreTo  int64 // the window to go back to after the drain; 0: none under way
 	epochStart time.Time
 	epochBytes int64
 }
@@ -98,6 +108,7 @@ func (t *WindowTuner) OnRTT(now time.Time, rtt time.Duration) {
 	// and the previous one's, so that an old minimum expires without
 	// leaving the tuner with none.
 	if t.minRTTAt.IsZero() || now.Sub(t.minRTTAt) > t.cfg.MinRTTLifetime {
+		t.drainDue = !t.minRTTAt.IsZero() && t.window > t.cfg.Floor
 		t.prevMin, t.minRTT, t.minRTTAt = t.minRTT, rtt, now
 	} else if rtt < t.minRTT {
 		t.minRTT = rtt
@@ -134,6 +145,23 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 		// The stream paused in between: this epoch says nothing about
 		// the path.
 		return t.window, false
+	}
+	if t.restoreTo > 0 {
+		// The drain's round trip is over.
+		next := max(t.restoreTo, t.cfg.Floor)
+		t.restoreTo = 0
+		if next == t.window {
+			return t.window, false
+		}
+		t.window = next
+		return next, true
+	}
+	if t.drainDue {
+		t.drainDue = false
+		if half := max(t.window/2, t.cfg.Floor); half < t.window {
+			t.restoreTo, t.window = t.window, half
+			return half, true
+		}
 	}
 	minRTT := t.smallest()
 	queue := t.rtt - minRTT

@@ -1,0 +1,263 @@
+package flow
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// pathModel is a link as a window-limited stream sees it: propagation
+// round trip rtt, a bottleneck of rate bytes/s, and a queue in front of it
+// that holds what the window puts in flight beyond rate × rtt.
+type pathModel struct {
+	rate float64 // bytes/s
+	rtt  time.Duration
+}
+
+// step returns the bytes delivered in dt and the round trip a ping sees
+// with window w in flight.
+func (p pathModel) step(w int64, dt time.Duration) (delivered int64, rtt time.Duration) {
+	bdp := p.rate * p.rtt.Seconds()
+	queue := max(float64(w)-bdp, 0)
+	rtt = p.rtt + time.Duration(queue/p.rate*float64(time.Second))
+	thr := min(float64(w)/rtt.Seconds(), p.rate)
+	return int64(thr * dt.Seconds()), rtt
+}
+
+// TestWindowTunerFitsThePath: over paths from loopback-like to 200 ms, a
+// stream whose window starts at the floor (or far above the path's needs)
+// ends within a few seconds with a window that carries at least 90 % of
+// the path's rate and queues less than 2 × QueueTarget behind it (so a
+// keystroke's echo on the same connection waits little), and never leaves
+// [Floor, Ceiling].
+func TestWindowTunerFitsThePath(t *testing.T) {
+	const (
+		floor   = 256 << 10
+		ceiling = 64 << 20
+	)
+	for _, p := range []pathModel{
+		{rate: 12.5e6 * 8 / 3 * 2, rtt: 20 * time.Millisecond}, // 100 Mbit/s of base64 in UTF-16
+		{rate: 33e6, rtt: 80 * time.Millisecond},
+		{rate: 33e6, rtt: 200 * time.Millisecond},
+		{rate: 5e6, rtt: 50 * time.Millisecond},
+		{rate: 200e6, rtt: 2 * time.Millisecond},
+	} {
+		for _, initial := range []int64{floor, 32 << 20} {
+			t.Run(fmt.Sprintf("%.0fMBps_%v_from_%d", p.rate/1e6, p.rtt, initial), func(t *testing.T) {
+				tu := NewWindowTuner(TunerConfig{Floor: floor, Ceiling: ceiling}, initial)
+				now := time.Unix(1000, 0)
+				const dt = time.Millisecond
+				// The first ping goes out before the stream's bytes do
+				// (the clients sample when they subscribe).
+				tu.OnRTT(now, p.rtt)
+				var rttAcc time.Duration
+				lastPing := now
+				var delivered, tail int64
+				total := 45 * time.Second
+				for el := time.Duration(0); el < total; el += dt {
+					now = now.Add(dt)
+					d, rtt := p.step(tu.Window(), dt)
+					if now.Sub(lastPing) >= max(rttAcc, 10*time.Millisecond) {
+						tu.OnRTT(now, rtt)
+						lastPing, rttAcc = now, rtt
+					}
+					w, _ := tu.OnRelease(now, d)
+					if w < floor || w > ceiling {
+						t.Fatalf("window %d outside [%d, %d]", w, floor, ceiling)
+					}
+					delivered += d
+					if el >= total-2*time.Second {
+						tail += d
+					}
+				}
+				_ = delivered
+				thr := float64(tail) / 2
+				_, rtt := p.step(tu.Window(), dt)
+				queue := rtt - p.rtt
+				bdp := int64(p.rate * p.rtt.Seconds())
+				t.Logf("window %d (path's product %d): %.1f%% of the rate, queue %v", tu.Window(), bdp, 100*thr/p.rate, queue)
+				if thr < 0.9*p.rate {
+					t.Errorf("the last 2 s carried %.0f B/s, under 90%% of the path's %.0f", thr, p.rate)
+				}
+				if queue > 16*time.Millisecond+p.rtt/4 {
+					t.Errorf("a queue of %v stands behind the stream", queue)
+				}
+			})
+		}
+	}
+}
+
+// TestWindowTunerRules checks the tuner's rules one by one.
+func TestWindowTunerRules(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	cfg := TunerConfig{Floor: 64 << 10, Ceiling: 8 << 20}
+
+	t.Run("no round trip yet: no change", func(t *testing.T) {
+		tu := NewWindowTuner(cfg, 64<<10)
+		for i := range 100 {
+			if _, ch := tu.OnRelease(at(i*10), 1<<20); ch {
+				t.Fatal("changed without a round-trip sample")
+			}
+		}
+	})
+	t.Run("slow start doubles per round trip while the window is used", func(t *testing.T) {
+		tu := NewWindowTuner(cfg, 64<<10)
+		tu.OnRTT(at(0), 10*time.Millisecond)
+		tu.OnRelease(at(0), 0)
+		w, ch := tu.OnRelease(at(10), 64<<10) // a full window in one round trip
+		if !ch || w != 128<<10 {
+			t.Fatalf("got %d (changed %v), want 131072", w, ch)
+		}
+		w, ch = tu.OnRelease(at(20), 128<<10)
+		if !ch || w != 256<<10 {
+			t.Fatalf("got %d (changed %v), want 262144", w, ch)
+		}
+	})
+	t.Run("a window used by less than half does not grow", func(t *testing.T) {
+		tu := NewWindowTuner(cfg, 1<<20)
+		tu.OnRTT(at(0), 10*time.Millisecond)
+		tu.OnRelease(at(0), 0)
+		if w, ch := tu.OnRelease(at(10), 400<<10); ch {
+			t.Fatalf("grew to %d", w)
+		}
+	})
+	t.Run("a standing queue shrinks to rate × (smallest round trip + target)", func(t *testing.T) {
+		tu := NewWindowTuner(cfg, 8<<20)
+		tu.OnRTT(at(0), 10*time.Millisecond)
+		for i := 1; i <= 20; i++ {
+			tu.OnRTT(at(i), 100*time.Millisecond) // the smoothed round trip climbs
+		}
+		tu.OnRelease(at(100), 0)
+		// 1 MB per 100 ms: 10 MB/s; × 18 ms = 180,000.
+		w, ch := tu.OnRelease(at(200), 1e6)
+		if !ch || w < 170_000 || w > 190_000 {
+			t.Fatalf("got %d (changed %v), want about 180000", w, ch)
+		}
+		// Never below the floor.
+		tu2 := NewWindowTuner(cfg, 8<<20)
+		tu2.OnRTT(at(0), 10*time.Millisecond)
+		for i := 1; i <= 20; i++ {
+			tu2.OnRTT(at(i), 100*time.Millisecond)
+		}
+		tu2.OnRelease(at(100), 0)
+		if w, _ := tu2.OnRelease(at(200), 1000); w != cfg.Floor {
+			t.Fatalf("got %d, want the floor %d", w, cfg.Floor)
+		}
+	})
+	t.Run("a pause says nothing about the path", func(t *testing.T) {
+		tu := NewWindowTuner(cfg, 64<<10)
+		tu.OnRTT(at(0), 10*time.Millisecond)
+		tu.OnRelease(at(0), 0)
+		if w, ch := tu.OnRelease(at(500), 64<<10); ch {
+			t.Fatalf("changed to %d after a pause", w)
+		}
+	})
+	t.Run("small changes are not announced", func(t *testing.T) {
+		tu := NewWindowTuner(TunerConfig{Floor: 64 << 10, Ceiling: 1<<20 + 1<<16}, 1<<20)
+		tu.OnRTT(at(0), 10*time.Millisecond)
+		tu.OnRelease(at(0), 0)
+		// Growth would be capped at the ceiling, 1/16 above: announced
+		// only because it is the ceiling.
+		w, ch := tu.OnRelease(at(10), 1<<20)
+		if !ch || w != 1<<20+1<<16 {
+			t.Fatalf("got %d (changed %v), want the ceiling", w, ch)
+		}
+	})
+	t.Run("the smallest round trip expires", func(t *testing.T) {
+		tu := NewWindowTuner(TunerConfig{Floor: 64 << 10, Ceiling: 8 << 20, MinRTTLifetime: time.Second}, 64<<10)
+		tu.OnRTT(at(0), time.Millisecond)
+		tu.OnRTT(at(1100), 50*time.Millisecond) // a new lifetime: the old minimum is kept as the previous one
+		if _, m := tu.RTT(); m != 50*time.Millisecond {
+			t.Fatalf("current minimum %v, want 50ms", m)
+		}
+		if tu.smallest() != time.Millisecond {
+			t.Fatalf("smallest %v, want the previous lifetime's 1ms", tu.smallest())
+		}
+		tu.OnRTT(at(2200), 60*time.Millisecond)
+		if tu.smallest() != 50*time.Millisecond {
+			t.Fatalf("smallest %v after two lifetimes, want 50ms", tu.smallest())
+		}
+	})
+}
+
+// TestWindowChangesKeepTheBounds: a receiver that lowers its window still
+// accepts what the sender may have started under the larger one, and
+// refuses beyond it; a sender's window follows channel/window.
+func TestWindowChangesKeepTheBounds(t *testing.T) {
+	lim := ReceiveLimits{WindowBytes: 8 << 10, MaximumFrameBytes: 4 << 10, MaximumMessageBytes: 4 << 10}
+	r := NewReceiver(lim)
+	r.SetWindowBytes(32 << 10)
+	r.SetWindowBytes(4 << 10) // smaller: the sender may not have seen it
+	if r.Limits().WindowBytes != 4<<10 || r.MaxWindowBytes() != 32<<10 {
+		t.Fatalf("window %d, max %d", r.Limits().WindowBytes, r.MaxWindowBytes())
+	}
+	data := make([]byte, 0, 1<<10)
+	for range 512 {
+		data = append(data, 'a')
+	}
+	// 32 messages of 1 KiB (512 characters, 1024 UTF-16 bytes): 32
+	// KiB, all started under the largest window announced.
+	frame := func(id int64, data []byte) *Frame {
+		var f Frame
+		text := fmt.Sprintf(`{"jsonrpc":"2.0","method":"channel/frame","params":{"channel":"c","subscriptionId":"s","messageId":%d,"final":true,"data":"%s"}}`, id, data)
+		if err := DecodeFrame([]byte(text), &f); err != nil {
+			t.Fatal(err)
+		}
+		return &f
+	}
+	for id := int64(1); id <= 32; id++ {
+		if _, _, err := r.Frame(1024, frame(id, data)); err != nil {
+			t.Fatalf("message %d: %v", id, err)
+		}
+	}
+	// Beyond it only lifecycle messages (at most MaxLifecycleBytes) may
+	// start: a larger one is refused.
+	big := make([]byte, 0, MaxLifecycleBytes)
+	for range MaxLifecycleBytes/2 + 1 {
+		big = append(big, 'b')
+	}
+	if _, _, err := r.Frame(int64(2*len(big)), frame(33, big)); err == nil {
+		t.Fatal("a data message beyond the largest window was accepted")
+	}
+	r.SetWindowBytes(10) // below one frame: raised to it
+	if r.Limits().WindowBytes != lim.MaximumFrameBytes {
+		t.Fatalf("window %d, want maximumFrameBytes", r.Limits().WindowBytes)
+	}
+
+	w := NewSendWindow(lim)
+	if err := w.Start(8<<10+1, Data); err == nil {
+		t.Fatal("a message above maximumMessageBytes started")
+	}
+	for w.MayStart() {
+		if err := w.Start(1<<10, Data); err != nil {
+			t.Fatal(err)
+		}
+		w.Reserve(1 << 10)
+		w.Finish()
+	}
+	if w.Outstanding() != 8<<10 {
+		t.Fatalf("outstanding %d under an 8 KiB window", w.Outstanding())
+	}
+	w.SetWindowBytes(16 << 10)
+	if !w.MayStart() {
+		t.Fatal("a larger window did not open")
+	}
+	w.SetWindowBytes(2 << 10)
+	if w.MayStart() {
+		t.Fatal("a smaller window did not close")
+	}
+	if _, err := w.Credit(7 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if !w.MayStart() {
+		t.Fatal("outstanding 1 KiB under a 2 KiB window: may start")
+	}
+}
+
+func TestAppendWindow(t *testing.T) {
+	got := string(AppendWindow(nil, "ahp-tcp:/x", "s1", 1<<20))
+	want := `{"jsonrpc":"2.0","method":"channel/window","params":{"channel":"ahp-tcp:/x","subscriptionId":"s1","windowBytes":1048576}}`
+	if got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+}
