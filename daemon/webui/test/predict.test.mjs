@@ -1,0 +1,308 @@
+// Predictive local echo (predict.js): what is predicted, shown, confirmed,
+// repaired and when prediction stops, on a fake screen with a fake clock.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { AUTO_OFF_MS, AUTO_ON_MS, Predictor, tokens } from '../src/predict.js';
+
+// FakeScreen is a tiny terminal: the host side writes to it as a shell would.
+class FakeScreen {
+  constructor(cols = 20, rows = 4) {
+    this.w = cols;
+    this.lines = Array.from({ length: rows }, () => Array(cols).fill(' '));
+    this.cur = { row: 0, col: 0 };
+    this.isAlt = false;
+  }
+  // adapter
+  alt = () => this.isAlt;
+  cursor = () => ({ ...this.cur });
+  cell = (row, col) => this.lines[row]?.[col] ?? ' ';
+  cols = () => this.w;
+  // host side
+  write(s) {
+    for (const k of tokens(s)) {
+      if (k === '\b') this.cur.col = Math.max(0, this.cur.col - 1);
+      else if (k === '\r') this.cur.col = 0;
+      else if (k === '\n') {
+        this.cur.row++;
+        if (this.cur.row >= this.lines.length) this.lines.push(Array(this.w).fill(' '));
+      } else if (k === '\x1b[K') for (let c = this.cur.col; c < this.w; c++) this.lines[this.cur.row][c] = ' ';
+      else if (k === '\x1b[D') this.cur.col = Math.max(0, this.cur.col - 1);
+      else if (k === '\x1b[C') this.cur.col++;
+      else if (k.length === 1 && k >= ' ') {
+        this.lines[this.cur.row][this.cur.col] = k;
+        this.cur.col = Math.min(this.w - 1, this.cur.col + 1);
+      }
+    }
+  }
+  text(row = this.cur.row) {
+    return this.lines[row].join('').trimEnd();
+  }
+}
+
+class FakeClock {
+  t = 0;
+  timers = new Map();
+  n = 0;
+  now = () => this.t;
+  setTimeout = (fn, ms) => {
+    this.timers.set(++this.n, { at: this.t + ms, fn });
+    return this.n;
+  };
+  clearTimeout = (id) => this.timers.delete(id);
+  advance(ms) {
+    const end = this.t + ms;
+    for (let i = 0; i < 1000; i++) {
+      let first = null;
+      for (const [id, tm] of this.timers) if (tm.at <= end && (!first || tm.at < first[1].at)) first = [id, tm];
+      if (!first) break;
+      this.timers.delete(first[0]);
+      this.t = first[1].at;
+      first[1].fn();
+    }
+    this.t = end;
+  }
+}
+
+function setup({ mode = 'always', srtt = 200, prompt = '$ ' } = {}) {
+  const screen = new FakeScreen();
+  const clock = new FakeClock();
+  let changes = 0;
+  const p = new Predictor(screen, {
+    mode, now: clock.now, setTimeout: clock.setTimeout, clearTimeout: clock.clearTimeout,
+    onChange: () => changes++,
+  });
+  p.setRtt(srtt);
+  screen.write(prompt);
+  // host echoes data as a shell with echo on would; the page judges after parsing it
+  const host = (s) => {
+    screen.write(s);
+    p.output();
+  };
+  return { screen, clock, p, host, changes: () => changes };
+}
+
+// drawn returns the row as the user sees it: the screen with the overlay on top.
+function drawn(screen, p, row = screen.cur.row) {
+  const line = [...screen.lines[row]];
+  const o = p.overlay();
+  if (o && o.row === row) for (const c of o.cells) line[c.col] = c.ch;
+  return line.join('').trimEnd();
+}
+
+// warm makes prediction non-tentative: one key predicted and confirmed.
+function warm(t) {
+  t.p.input('a');
+  assert.equal(t.p.overlay(), null, 'the first key is tentative: not shown');
+  t.host('a');
+  assert.equal(t.p.pending, 0);
+  assert.equal(t.p.confirmedEpoch, t.p.epoch, 'confirmed: prediction is shown from now on');
+}
+
+test('tokens: escape sequences and code points are keys', () => {
+  assert.deepEqual(tokens('ab\x1b[D\x1bOC\x7f\r😀'), ['a', 'b', '\x1b[D', '\x1bOC', '\x7f', '\r', '😀']);
+});
+
+test('confirm: a typed key is shown at once, underlined until the echo, then removed', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('b');
+  assert.deepEqual(t.p.overlay(), { row: 0, cells: [{ col: 3, ch: 'b' }], cursor: 4 });
+  assert.equal(drawn(t.screen, t.p), '$ ab');
+  assert.equal(t.screen.text(), '$ a', 'the screen itself is untouched');
+  t.p.input('c');
+  assert.equal(drawn(t.screen, t.p), '$ abc');
+  t.host('b'); // echo of b: c still pending
+  assert.deepEqual(t.p.overlay().cells, [{ col: 4, ch: 'c' }]);
+  t.host('c');
+  assert.equal(t.p.overlay(), null);
+  assert.equal(t.p.pending, 0);
+  assert.equal(t.p.stats.confirmed, 3);
+  assert.equal(t.clock.timers.size, 0, 'no deadline left armed');
+});
+
+test('contradict: a later key confirmed while an earlier cell differs removes all and goes tentative', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('bc');
+  assert.equal(drawn(t.screen, t.p), '$ abc');
+  // The program wrote something else for b (say, it upper-cases), then c.
+  t.host('Bc');
+  assert.equal(t.p.overlay(), null);
+  assert.equal(t.p.stats.contradicted, 1);
+  assert.ok(t.p.epoch > t.p.confirmedEpoch, 'tentative');
+  // Tentative: the next key is made but not shown until confirmed.
+  t.p.input('d');
+  assert.equal(t.p.overlay(), null);
+  t.host('d');
+  t.p.input('e');
+  assert.equal(drawn(t.screen, t.p), '$ aBcde', 'confirmed again: shown');
+});
+
+test('timeout: echo off (read -s): predictions expire unconfirmed, leave nothing, and stay tentative', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('s');
+  assert.equal(drawn(t.screen, t.p), '$ as', 'a shown prediction until its deadline');
+  const deadline = t.p.timeoutMs;
+  assert.equal(deadline, 2 * 200 + 100);
+  t.clock.advance(deadline - 1);
+  assert.ok(t.p.overlay());
+  t.clock.advance(1);
+  assert.equal(t.p.overlay(), null, 'expired: removed without any output');
+  assert.equal(t.p.stats.expired, 1);
+  // The rest of the password is never shown.
+  for (const ch of 'ecret') {
+    t.p.input(ch);
+    assert.equal(t.p.overlay(), null, `"${ch}" after an expiry is tentative`);
+    t.clock.advance(100);
+  }
+  t.clock.advance(1000);
+  assert.equal(t.p.pending, 0);
+  assert.equal(t.clock.timers.size, 0);
+  assert.equal(drawn(t.screen, t.p), '$ a');
+});
+
+test('after Enter the next line is tentative: a password prompt never shows a key', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('\r');
+  t.host('\r\nPassword: ');
+  for (const ch of 'hunter2') {
+    t.p.input(ch);
+    assert.equal(t.p.overlay(), null);
+    t.clock.advance(50);
+  }
+  t.clock.advance(2000);
+  assert.equal(t.p.pending, 0);
+  assert.ok(t.p.stats.expired >= 1);
+});
+
+test('backspace deletes left of the cursor; the rest of the line shifts left', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('bc');
+  t.host('bc');
+  t.p.input('\x7f');
+  assert.deepEqual(t.p.overlay(), { row: 0, cells: [{ col: 4, ch: ' ' }], cursor: 4 });
+  assert.equal(drawn(t.screen, t.p), '$ ab');
+  t.host('\b\x1b[K');
+  assert.equal(t.p.pending, 0);
+  // In the middle: "$ ab|c" → "$ a|c"
+  t.host('c\b');
+  t.p.input('\x7f');
+  assert.equal(drawn(t.screen, t.p), '$ ac');
+  t.host('\bc\x1b[K\b');
+  assert.equal(t.p.overlay(), null);
+  assert.equal(t.p.pending, 0);
+});
+
+test('arrows move the predicted cursor; a key typed there is inserted, the tail shifted right', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('bc');
+  t.host('bc');
+  t.p.input('\x1b[D\x1b[D');
+  assert.deepEqual(t.p.overlay(), { row: 0, cells: [], cursor: 3 });
+  t.p.input('X');
+  assert.equal(drawn(t.screen, t.p), '$ aXbc');
+  // Right over text moves; right at the end of the text is not predicted (readline would not move).
+  t.p.input('\x1b[C');
+  assert.equal(t.p.overlay().cursor, 5);
+  // readline: the arrows move back, X is inserted, the tail is redrawn.
+  t.host('\b\bXbc\b\b');
+  t.host('\x1b[C');
+  assert.equal(t.p.pending, 0, JSON.stringify([...t.p.cells]));
+  assert.equal(t.p.overlay(), null);
+  assert.equal(t.p.stats.contradicted + t.p.stats.expired, 0);
+  t.p.input('\x1b[C');
+  assert.equal(t.p.overlay().cursor, 6);
+  t.p.input('\x1b[C'); // past the end: tentative, nothing more predicted
+  assert.ok(t.p.epoch > t.p.confirmedEpoch);
+});
+
+test('alternate screen (vim): nothing is predicted, and entering it removes what was', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('b');
+  assert.ok(t.p.overlay());
+  t.screen.isAlt = true;
+  t.p.output();
+  assert.equal(t.p.overlay(), null);
+  t.p.input('ihello');
+  assert.equal(t.p.overlay(), null);
+  assert.equal(t.p.pending, 0);
+});
+
+test('reset (a snapshot, a resize) removes every prediction and starts tentative', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('bcd');
+  assert.ok(t.p.overlay());
+  const before = t.changes();
+  t.p.reset();
+  assert.equal(t.p.overlay(), null);
+  assert.ok(t.changes() > before, 'the view is told to redraw');
+  assert.equal(t.clock.timers.size, 0);
+  t.p.input('x');
+  assert.equal(t.p.overlay(), null, 'tentative after a reset');
+});
+
+test('a row change (output, a scroll) removes the predictions', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('b');
+  t.host('\r\nbackground job done\r\n$ ');
+  assert.equal(t.p.overlay(), null);
+  assert.equal(t.p.stats.moved, 1);
+  assert.equal(t.p.pending, 0);
+});
+
+test('modes: auto predicts above 30 ms and stops below 20 ms; never and always', () => {
+  const t = setup({ mode: 'auto', srtt: 10 });
+  assert.equal(t.p.active, false);
+  t.p.input('a');
+  assert.equal(t.p.pending, 0);
+  t.p.setRtt(AUTO_ON_MS + 1);
+  assert.equal(t.p.active, true);
+  t.p.setRtt(25); // between the thresholds: stays on
+  assert.equal(t.p.active, true);
+  t.p.setRtt(AUTO_OFF_MS - 1);
+  assert.equal(t.p.active, false);
+  t.p.setMode('always');
+  assert.equal(t.p.active, true);
+  t.p.input('b');
+  assert.equal(t.p.pending, 2);
+  t.p.setMode('never');
+  assert.equal(t.p.pending, 0, 'turning it off removes what was predicted');
+  assert.equal(t.p.active, false);
+  t.p.setMode('always');
+  t.p.setAllowed(false); // not focused, view role
+  assert.equal(t.p.active, false);
+});
+
+test('what is not predicted: control keys, wide characters, the right margin', () => {
+  const t = setup();
+  warm(t);
+  const e = t.p.epoch;
+  t.p.input('\x03');
+  assert.equal(t.p.epoch, e + 1, 'Ctrl-C: tentative');
+  t.host('^C\r\n$ ');
+  t.p.input('z');
+  t.host('z');
+  t.p.input('界');
+  assert.equal(t.p.pending, 0, 'a wide character is not predicted');
+  const t2 = setup({ prompt: '$ ' + 'x'.repeat(16) }); // warm's key takes the cursor to the last column
+  warm(t2);
+  t2.p.input('y');
+  assert.equal(t2.p.pending, 0);
+});
+
+test('predictions stay bounded under a long burst of keys with no echo', () => {
+  const t = setup();
+  warm(t);
+  for (let i = 0; i < 5000; i++) t.p.input(i % 3 === 0 ? '\x7f' : 'q');
+  assert.ok(t.p.pending <= t.screen.cols() + 1, `pending ${t.p.pending}`);
+  t.clock.advance(10_000);
+  assert.equal(t.p.pending, 0);
+  assert.equal(t.clock.timers.size, 0);
+});
