@@ -61,11 +61,11 @@ type WindowTuner struct {
 	cfg    TunerConfig
 	window int64
 
-	minRTT     time.Duration
-	minRTTAt   time.Time
-	prevMin    time.Duration // the minimum of the previous lifetime, kept while the current one fills
-	rtt        time.Duration // smoothed round trip (EWMA 1/4); 0: no sample yet
-	slowStart  bool
+	minRTT    time.Duration
+	minRTTAt  time.Time
+	prevMin   time.Duration // the minimum of the previous lifetime, kept while the current one fills
+	rtt       time.Duration // smoothed round trip (EWMA 1/4); 0: no sample yet
+	slowStart bool
 	// A drain every MinRTTLifetime (as BBR's ProbeRTT): the window is
 	// halved for one round trip so that a standing queue empties and the
 	// pings of the new lifetime see the path's own round trip, not one
