@@ -1,0 +1,234 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ahp-dev/ahpd/bench/termbench"
+)
+
+// print writes the tables, markdown.
+func (c *config) print(rs []*rttResult, took time.Duration) {
+	fmt.Printf("linkbench, %s, commit %s, %d CPUs (%s), %s %s/%s, load average %s, the whole run %v\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), gitDescribe(), runtime.NumCPU(), cpuModel(),
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, loadAvg(), took.Round(time.Second))
+	fmt.Printf("    %s\n\n", commandLine())
+	fmt.Printf("The link: %s each way (%.1f MB/s), the bottleneck queue one bandwidth-delay product (at least 64 KiB), no jitter; a link per connection (internal/linkemu in this process). ahpd: %s; ahpctl: %s; chisel: %s.\n\n",
+		c.rateText, float64(c.rate)/1e6, c.ahpd, c.ahpctl, orNA(c.chisel))
+
+	// Throughput.
+	fmt.Printf("### Throughput: %s per transfer, median (min–max) of %d rounds, tools alternated\n\n", sizeText(c.size), c.rounds)
+	zHead, zSep := "", ""
+	if c.compress {
+		zHead, zSep = " forward --compress | --compress / raw |", "---:|---:|"
+	}
+	fmt.Printf("| RTT | queue | direction | raw TCP copy | ahpctl forward | forward / raw | target ≥ 0.85 | chisel | chisel / raw | forward / chisel |%s\n", zHead)
+	fmt.Printf("|---:|---:|---|---:|---:|---:|---|---:|---:|---:|%s\n", zSep)
+	anyCut := false
+	for _, r := range rs {
+		for i, dir := range []string{"download", "upload"} {
+			raw := r.throughput["raw TCP"][i]
+			fw := r.throughput["ahpctl forward"][i]
+			ch := r.throughput["chisel"][i]
+			rawM, fwM, chM := medianMBps(raw), medianMBps(fw), medianMBps(ch)
+			anyCut = anyCut || hasCut(raw) || hasCut(fw) || hasCut(ch)
+			chCell, chRatio, fwCh := "chisel: not available", "–", "–"
+			if len(ch) > 0 {
+				chCell, chRatio, fwCh = rateCell(ch), fmt.Sprintf("%.2f", chM/rawM), fmt.Sprintf("%.2f", fwM/chM)
+			}
+			z := ""
+			if c.compress {
+				fz := r.throughput["ahpctl forward --compress"][i]
+				anyCut = anyCut || hasCut(fz)
+				z = fmt.Sprintf(" %s | %.2f |", rateCell(fz), medianMBps(fz)/rawM)
+			}
+			fmt.Printf("| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s |%s\n",
+				rttText(r.rtt), sizeText(r.queue), dir, rateCell(raw), rateCell(fw), fwM/rawM, target(fwM/rawM >= 0.85, fmt.Sprintf("%.2f short", 0.85-fwM/rawM)),
+				chCell, chRatio, fwCh, z)
+		}
+	}
+	fmt.Println()
+	fmt.Println("MB/s of payload (10⁶ bytes/s); the link carries at most the rate above each way. A transfer's time runs from the dial of the local port to its last byte (an upload's: to the target's count of it), so it includes each tool's channel set-up over the link.")
+	if anyCut {
+		fmt.Printf("† a transfer of the cell was cut at -cut %v; its rate is that of the bytes it moved.\n", c.cut)
+	}
+	fmt.Println()
+
+	// Echo.
+	if c.keys > 0 {
+		fmt.Printf("### Keystroke echo: %d keys, one every %v, p50 / p99\n\n", c.keys, c.keyGap)
+		fmt.Println("| RTT | raw TCP echo | terminal, idle | terminal, beside a bulk download on the same WebSocket | target p99 ≤ RTT + 15 ms | the bulk download meanwhile | its window |")
+		fmt.Println("|---:|---:|---:|---:|---|---:|---:|")
+		for _, r := range rs {
+			e := r.echo
+			if e == nil {
+				continue
+			}
+			lim := r.rtt + 15*time.Millisecond
+			p99 := termbench.Percentile(e.busy, 99)
+			fmt.Printf("| %s | %s / %s | %s / %s | %s / %s | %s | %.2f MB/s | %s |\n", rttText(r.rtt),
+				ms(termbench.Percentile(e.raw, 50)), ms(termbench.Percentile(e.raw, 99)),
+				ms(termbench.Percentile(e.idle, 50)), ms(termbench.Percentile(e.idle, 99)),
+				ms(termbench.Percentile(e.busy, 50)), ms(p99),
+				target(p99 <= lim, fmt.Sprintf("%s over %s", ms(p99-lim), ms(lim))), e.bulkMBps, sizeText(e.bulkWindow))
+		}
+		fmt.Println()
+		fmt.Println("The terminal runs `stty raw -echo; cat`, viewed by the Go client (ctl/client, the host's default window) through the link; a key is typed every gap whether or not the last one's echo is back, and each echo is timed from its key's send. The bulk download is client.OpenTCP on the same connection (window sized from the connection's round trip, AutoReceive), reading a target that writes without end. The raw TCP echo is a loopback echo server through the same link: the floor.")
+		fmt.Println()
+	}
+
+	// cat to attach.
+	if c.catSize > 0 {
+		fmt.Printf("### `cat` of %s in a terminal to `ahpctl attach` through the link\n\n", sizeText(c.catSize))
+		linkTime := time.Duration(float64(c.catSize) / float64(c.rate) * float64(time.Second))
+		fmt.Println("| RTT | the link's time for the bytes | the raw TCP copy's (same run, median download) | attach: last line after | / the link's time | target ≤ 1.3× | snapshots | target ≤ 2 | bytes attach wrote |")
+		fmt.Println("|---:|---:|---:|---:|---:|---|---:|---|---:|")
+		for _, r := range rs {
+			cr := r.cat
+			if cr == nil {
+				continue
+			}
+			rawTime := "–"
+			if m := medianMBps(r.throughput["raw TCP"][0]); m > 0 {
+				rawTime = secs(time.Duration(float64(c.catSize) / (m * 1e6) * float64(time.Second)))
+			}
+			ratio := cr.elapsed.Seconds() / linkTime.Seconds()
+			fmt.Printf("| %s | %s | %s | %s | %.2f | %s | %d | %s | %s |\n", rttText(r.rtt), secs(linkTime), rawTime, secs(cr.elapsed), ratio,
+				target(ratio <= 1.3, fmt.Sprintf("%.2f× over", ratio-1.3)), cr.snapshots, target(cr.snapshots <= 2, fmt.Sprintf("%d over", cr.snapshots-2)), sizeText(cr.received))
+		}
+		fmt.Println()
+		fmt.Println("`ahpctl attach --url` (its default window) runs in a pty of the benchmark, which reads it as fast as it writes; the time runs from the key that starts the cat to the arrival of the marker line after it. Snapshots: the subscription's count from ListViewers, before and after.")
+		fmt.Println()
+	}
+
+	// Memory.
+	fmt.Println("### The daemon's memory at the end of each round trip's run")
+	fmt.Println()
+	fmt.Println("| RTT | VmHWM (peak RSS) | VmRSS |")
+	fmt.Println("|---:|---:|---:|")
+	for _, r := range rs {
+		fmt.Printf("| %s | %.1f MiB | %.1f MiB |\n", rttText(r.rtt), float64(r.hwm)/1024, float64(r.rss)/1024)
+	}
+	fmt.Println()
+	fmt.Println("A fresh ahpd per round trip (its defaults, a temp state directory), so each peak is that round trip's: the throughput rounds, the echo and the cat.")
+}
+
+func target(met bool, short string) string {
+	if met {
+		return "met"
+	}
+	return "not met: " + short
+}
+
+func orNA(s string) string {
+	if s == "" {
+		return "not available"
+	}
+	return s
+}
+
+func medianMBps(ss []sample) float64 {
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = s.mbps()
+	}
+	return median(v)
+}
+
+func hasCut(ss []sample) bool {
+	return slices.ContainsFunc(ss, func(s sample) bool { return s.cut })
+}
+
+// rateCell is "median (min–max)" of the samples' MB/s, with † when one
+// was cut.
+func rateCell(ss []sample) string {
+	if len(ss) == 0 {
+		return "–"
+	}
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = s.mbps()
+	}
+	cut := ""
+	if hasCut(ss) {
+		cut = " †"
+	}
+	return fmt.Sprintf("%.2f (%.2f–%.2f)%s", median(v), slices.Min(v), slices.Max(v), cut)
+}
+
+func rttText(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d ms", d.Milliseconds())
+}
+
+func ms(d time.Duration) string {
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
+	}
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func commandLine() string {
+	args := []string{"go run ./bench/linkbench"}
+	for _, a := range os.Args[1:] {
+		if strings.ContainsAny(a, " \t'\"$;&|") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		args = append(args, a)
+	}
+	return strings.Join(args, " ")
+}
+
+func gitDescribe() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return "?"
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
