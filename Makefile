@@ -24,7 +24,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run web web-test e2e bench-browser test test-stress lint fuzz bench bench-process bench-tcp bench-telemetry bench-attach bench-memory bench-upgrade gen proto-tools proto-check clean install
+.PHONY: all build run web web-test e2e bench-browser test test-stress lint fuzz bench bench-process bench-tcp bench-telemetry bench-attach bench-memory bench-upgrade bench-link gen proto-tools proto-check clean install
 
 all: build
 
@@ -178,6 +178,20 @@ bench-memory:
 bench-upgrade:
 	$(BUILD) -o bin/ ./cmd/ahpd
 	flock /tmp/ahp-bench.lock $(GO) run ./bench/upgradebench -ahpd bin/ahpd $(BENCHFLAGS)
+
+# Issue 40's tables on emulated links (internal/linkemu at 100 Mbit/s each
+# way, RTT 0, 20, 80 and 200 ms, the queue one bandwidth-delay product):
+# `ahpctl forward` and chisel against a raw TCP copy through the same link,
+# keystroke echo beside a bulk download on the same WebSocket, a cat to
+# `ahpctl attach`, the daemon's memory (docs/benchmarks.md, "Real links").
+# It builds ahpd and ahpctl of HEAD into a temp directory (BENCHFLAGS='-rev
+# ""': the working tree; -ahpd/-ahpctl: given binaries) and measures under
+# /tmp/ahp-bench.lock. CHISEL=/path/to/chisel adds chisel's columns (built
+# under /tmp from github.com/jpillora/chisel, never committed). BENCHFLAGS
+# passes flags on, e.g. BENCHFLAGS='-rtts 0,200ms -rounds 1'.
+CHISEL ?=
+bench-link:
+	$(GO) run ./bench/linkbench -chisel '$(CHISEL)' $(BENCHFLAGS)
 
 proto-tools:
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

@@ -337,5 +337,3 @@ func snapshots(ctx context.Context, d *benchproc.Daemon, uri string) (int64, err
 	}
 	return found[0], nil
 }
-
-

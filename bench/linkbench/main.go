@@ -64,6 +64,7 @@ import (
 // config is what the flags say.
 type config struct {
 	ahpd, ahpctl, chisel string
+	rev                  string // what the binaries were built from, for the tables
 	rtts                 []time.Duration
 	rate                 int64 // bytes/s each way
 	rateText             string
@@ -81,6 +82,7 @@ func main() {
 	var c config
 	flag.StringVar(&c.ahpd, "ahpd", "", "the ahpd binary to measure (empty: build ./cmd/ahpd into a temp directory)")
 	flag.StringVar(&c.ahpctl, "ahpctl", "", "the ahpctl binary (forward, attach; empty: build ./cmd/ahpctl into a temp directory)")
+	flag.StringVar(&c.rev, "rev", "HEAD", "without -ahpd and -ahpctl: the git revision to build them from (git archive, so that uncommitted edits in the tree are not measured); empty: the working tree as it is")
 	flag.StringVar(&c.chisel, "chisel", os.Getenv("CHISEL"), "the chisel binary (default $CHISEL; empty or missing: chisel's columns say \"not available\")")
 	rtts := flag.String("rtts", "0,20ms,80ms,200ms", "the round trips the link adds, comma-separated")
 	flag.StringVar(&c.rateText, "rate", "100mbit", "the link's bandwidth each way (e.g. 100mbit, 12.5MB)")
@@ -89,7 +91,7 @@ func main() {
 	flag.IntVar(&c.keys, "keys", 100, "keystrokes per echo measurement (0: no echo table)")
 	flag.DurationVar(&c.keyGap, "key-gap", 50*time.Millisecond, "time between two keystrokes (a typist's pace; echoes are not waited for)")
 	catSize := flag.String("cat-size", "64MiB", "bytes of the cat shown by ahpctl attach (0: no attach table)")
-	flag.DurationVar(&c.cut, "cut", 40*time.Second, "the longest one transfer may take; a slower one is cut and its rate is that of the bytes moved")
+	flag.DurationVar(&c.cut, "cut", 15*time.Second, "the longest one transfer may take; a slower one is cut and its rate is that of the bytes moved")
 	flag.BoolVar(&c.compress, "compress", false, "also measure `ahpctl forward --compress` (permessage-deflate; the target's bytes are random)")
 	lock := flag.String("lock", "/tmp/ahp-bench.lock", "hold flock on this file while measuring (empty: none)")
 	flag.BoolVar(&c.verbose, "v", false, "pass the children's output (ahpd, forward, chisel) on to stderr")
@@ -186,6 +188,8 @@ func run(c *config, lockPath string) error {
 		if err := build(dir, c); err != nil {
 			return err
 		}
+	} else {
+		c.rev = "given binaries"
 	}
 	if c.chisel != "" {
 		if st, err := os.Stat(c.chisel); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
@@ -231,11 +235,33 @@ func run(c *config, lockPath string) error {
 	return nil
 }
 
-// build builds ahpd and ahpctl from the module this program runs in
-// (the working directory's) into dir, as the Makefile does (no cgo).
+// build builds ahpd and ahpctl into dir, as the Makefile does (no cgo):
+// from c.rev (git archive of the working directory's repository), or from
+// the working tree when c.rev is empty. It sets c.rev to what it built.
 func build(dir string, c *config) error {
-	fmt.Fprintf(os.Stderr, "linkbench: building ./cmd/ahpd and ./cmd/ahpctl into %s\n", dir)
+	src := "."
+	if c.rev != "" {
+		out, err := exec.Command("git", "rev-parse", "--short", c.rev+"^{commit}").Output()
+		if err != nil {
+			return fmt.Errorf("-rev %s: git rev-parse: %w", c.rev, err)
+		}
+		rev := strings.TrimSpace(string(out))
+		src = filepath.Join(dir, "src")
+		if err := os.Mkdir(src, 0o700); err != nil {
+			return err
+		}
+		archive := exec.Command("sh", "-c", `git archive --format=tar "$1" | tar -x -C "$2"`, "sh", rev, src)
+		archive.Stderr = os.Stderr
+		if err := archive.Run(); err != nil {
+			return fmt.Errorf("git archive %s: %w", rev, err)
+		}
+		c.rev = rev
+	} else {
+		c.rev = gitDescribe() + " (the working tree)"
+	}
+	fmt.Fprintf(os.Stderr, "linkbench: building ahpd and ahpctl of %s into %s\n", c.rev, dir)
 	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/ahpd", "./cmd/ahpctl")
+	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

@@ -14,8 +14,8 @@ import (
 
 // print writes the tables, markdown.
 func (c *config) print(rs []*rttResult, took time.Duration) {
-	fmt.Printf("linkbench, %s, commit %s, %d CPUs (%s), %s %s/%s, load average %s, the whole run %v\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), gitDescribe(), runtime.NumCPU(), cpuModel(),
+	fmt.Printf("linkbench, %s, ahpd and ahpctl of %s, %d CPUs (%s), %s %s/%s, load average %s, the whole run %v\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), c.rev, runtime.NumCPU(), cpuModel(),
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, loadAvg(), took.Round(time.Second))
 	fmt.Printf("    %s\n\n", commandLine())
 	fmt.Printf("The link: %s each way (%.1f MB/s), the bottleneck queue one bandwidth-delay product (at least 64 KiB), no jitter; a link per connection (internal/linkemu in this process). ahpd: %s; ahpctl: %s; chisel: %s.\n\n",
