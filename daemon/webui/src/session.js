@@ -63,6 +63,18 @@ import {
   size,
   validLimits,
 } from './wire.js';
+import { WindowTuner } from './tune.js';
+import { createRttMeter } from './rtt.js';
+
+/**
+ * AUTO_WINDOW_CEILING is how far a subscription's receive window may grow
+ * when the page sizes it to the path (PROTOCOL.md §6, "Changing a
+ * window"): 8 MiB, lowered to the host's maximum. A flood the page cannot
+ * parse as fast is skipped by snapshot instead (tune.js).
+ */
+export const AUTO_WINDOW_CEILING = 8 * 1024 * 1024;
+/** AUTO_WINDOW_IDLE_MS: a subscription that released nothing for this long stops asking for frequent pings. */
+const AUTO_WINDOW_IDLE_MS = 1000;
 
 export const PROTOCOL_VERSION = 'ahp/1';
 export const SUBPROTOCOL = 'ahp.v1';
@@ -227,7 +239,59 @@ export class Subscription {
       framesSent: 0,
       messagesSent: 0,
       inputDroppedBytes: 0,
+      windowChanges: 0,
     };
+
+    // Adaptive window (tune.js): on unless options.autoWindow is false,
+    // when the host takes channel/window and ping (session.rtt).
+    this._tuner = null;
+    this._offRtt = null;
+    this._idleTimer = null;
+    const meter = session.rtt;
+    if (options.autoWindow !== false && meter && !meter.stopped) {
+      const max = session.initializeResult?.capabilities?.flowControl?.maximums?.windowBytes;
+      let ceiling = options.windowCeiling ?? AUTO_WINDOW_CEILING;
+      if (Number.isSafeInteger(max) && max > 0) ceiling = Math.min(ceiling, max);
+      this._tuner = new WindowTuner({ floor: this.receive.windowBytes, ceiling }, this.receive.windowBytes);
+      if (meter.srtt !== null) this._tuner.onRtt(session._now(), meter.latest ?? meter.srtt);
+      this._offRtt = meter.onSample(({ rtt }) => this._tuner?.onRtt(session._now(), rtt));
+    }
+  }
+
+  /** window is the receive window in force (the page may have tuned it). */
+  get window() {
+    return this._rx.limits.windowBytes;
+  }
+
+  /**
+   * _tune feeds bytes released to the tuner and announces a changed window
+   * with channel/window, after the Receiver takes it.
+   */
+  _tune(bytes) {
+    const meter = this.session.rtt;
+    if (!this._tuner || !meter || this.ended) return;
+    meter.busy(true, this.id);
+    if (this._idleTimer === null) {
+      this._idleTimer = setTimeout(() => this._idle(), AUTO_WINDOW_IDLE_MS);
+    }
+    this._lastRelease = this.session._now();
+    const w = this._tuner.onRelease(this._lastRelease, bytes);
+    if (w === null) return;
+    this._rx.setWindow(w);
+    this.receive = { ...this.receive, windowBytes: w };
+    this.stats.windowChanges++;
+    this.session.notify('channel/window', { channel: this.channel, subscriptionId: this.id, windowBytes: w });
+  }
+
+  _idle() {
+    this._idleTimer = null;
+    if (this.ended) return;
+    const since = this.session._now() - this._lastRelease;
+    if (since >= AUTO_WINDOW_IDLE_MS) {
+      this.session.rtt?.busy(false, this.id);
+    } else {
+      this._idleTimer = setTimeout(() => this._idle(), AUTO_WINDOW_IDLE_MS - since);
+    }
   }
 
   /** outstanding is the client→host bytes sent and not yet credited. */
@@ -263,7 +327,10 @@ export class Subscription {
     this.stats.messagesReceived++;
     const entry = this._rx.deliver(r.bytes);
     const release = () => {
-      if (this._rx.release(entry)) this._maybeCredit();
+      if (this._rx.release(entry)) {
+        this._tune(entry.bytes);
+        this._maybeCredit();
+      }
     };
     try {
       this.consumer.onMessage?.(msg, release, this);
@@ -322,6 +389,12 @@ export class Subscription {
     if (error) this.reset(error.code, error.message);
   }
 
+  /** _onWindow handles the host's channel/window for client→host data (§6). */
+  _onWindow(p) {
+    if (this.ended) return;
+    if (this._tx.setWindow(p.windowBytes)) this._pump();
+  }
+
   /** _onCredit handles channel/credit for client→host data (§5). */
   _onCredit(p) {
     if (this.ended) return;
@@ -364,6 +437,12 @@ export class Subscription {
     if (this.ended) return;
     this.ended = true;
     this.endInfo = info;
+    this._offRtt?.();
+    this._offRtt = null;
+    this._tuner = null;
+    if (this._idleTimer !== null) clearTimeout(this._idleTimer);
+    this._idleTimer = null;
+    this.session.rtt?.busy(false, this.id);
     // §7: an incomplete message is discarded; queued input is never retried
     // blindly (§8), so it is dropped too.
     this._rx.abort();
@@ -398,6 +477,13 @@ export class Session extends Emitter {
     this._pending = new Map(); // id → {resolve, reject, onResult}
     this._subs = new Map(); // subscriptionId → Subscription
     this.stats = { droppedNotifications: 0, protocolErrors: 0 };
+    /** rtt is the round-trip meter (rtt.js) once initialized, or null. */
+    this.rtt = null;
+  }
+
+  /** _now is the clock (ms) the tuners and the meter share. */
+  _now() {
+    return globalThis.performance?.now?.() ?? Date.now();
   }
 
   /** role is "view" or "control" (from initialize's access.role). */
@@ -443,7 +529,7 @@ export class Session extends Emitter {
         const params = {
           protocolVersion: PROTOCOL_VERSION,
           client: { name: opts.clientName ?? 'ahpd-web', version: opts.clientVersion ?? '0' },
-          capabilities: { flowControl: true },
+          capabilities: { flowControl: true, windowUpdates: true },
         };
         if (opts.token) params.token = opts.token;
         this.request('initialize', params).then(
@@ -454,6 +540,9 @@ export class Session extends Emitter {
               return this.close(1000, 'unsupported protocol version');
             }
             this.initializeResult = result;
+            // The round trip (ping), for adaptive windows and predictive
+            // echo; null when the host does not take ping.
+            if (opts.rtt !== false) this.rtt = createRttMeter(this);
             settled = true;
             resolve(this);
           },
@@ -607,6 +696,7 @@ export class Session extends Emitter {
     switch (m.method) {
       case 'channel/frame':
       case 'channel/credit':
+      case 'channel/window':
       case 'channel/reset': {
         const sub = this._subs.get(params.subscriptionId);
         // §3: notifications for an unknown or ended subscription are dropped and counted.
@@ -616,6 +706,7 @@ export class Session extends Emitter {
         }
         if (m.method === 'channel/frame') sub._onFrame(params, text.length);
         else if (m.method === 'channel/credit') sub._onCredit(params);
+        else if (m.method === 'channel/window') sub._onWindow(params);
         else sub._onReset(params);
         return;
       }

@@ -182,6 +182,22 @@ export class Receiver {
     this._unreleased = []; // [{bytes, done}] complete messages in order
     this._unreleasedHead = 0;
     this._lifecycleSeen = new Set();
+    // The largest window announced (PROTOCOL.md §6, "Changing a window"):
+    // the host may not have seen a smaller one yet, so the check uses it.
+    this._maxWindow = limits.windowBytes;
+  }
+
+  /**
+   * setWindow changes the window this receiver grants (announce it with
+   * channel/window): credit is batched per quarter of the new window, and
+   * messages are accepted up to the largest window ever set. limits is
+   * copied first: it may be shared.
+   */
+  setWindow(windowBytes) {
+    const w = Math.max(windowBytes, this.limits.maximumFrameBytes);
+    this.limits = { ...this.limits, windowBytes: w };
+    this._maxWindow = Math.max(this._maxWindow, w);
+    return w;
   }
 
   /**
@@ -221,7 +237,7 @@ export class Receiver {
       // can only be more lenient than the host's own. Lifecycle messages
       // may start beyond the window but are then limited to 1024 bytes and
       // checked to be lifecycle messages once decoded.
-      const beyond = this._receivedBytes - this._creditSent >= r.windowBytes;
+      const beyond = this._receivedBytes - this._creditSent >= this._maxWindow;
       this._active = { id: messageId, parts: [], bytes: 0, lifecycle: beyond };
     }
     const a = this._active;
@@ -368,6 +384,13 @@ export class Sender {
   /** outstanding is the client→host bytes sent and not yet credited. */
   get outstanding() {
     return this._sentBytes - this._hostConsumed;
+  }
+
+  /** setWindow applies the host's channel/window for client→host data (§6). */
+  setWindow(windowBytes) {
+    if (!Number.isSafeInteger(windowBytes) || windowBytes < this.limits.maximumFrameBytes) return false;
+    this.limits = { ...this.limits, windowBytes };
+    return true;
   }
 
   /**

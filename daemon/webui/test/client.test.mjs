@@ -80,7 +80,7 @@ test('ticket → initialize token; reconnectToken used after a drop; channel re-
     protocolVersion: 'ahp/1',
     token: 'TICKET-1',
     client: { name: 'ahpd-web', version: '0' },
-    capabilities: { flowControl: true },
+    capabilities: { flowControl: true, windowUpdates: true },
   });
   assert.equal(states.at(-1).state, 'connected');
   assert.equal(storage.getItem(STORAGE_KEY), 'RECONNECT-1');

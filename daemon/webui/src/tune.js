@@ -1,0 +1,122 @@
+// tune.js — sizes a receive window from what the page measures (PROTOCOL.md
+// §6, "Changing a window"; docs/protocol-decisions.md, "Adaptive windows"):
+// the same rules as the Go daemon's and ahpctl's flow.WindowTuner, so the
+// three clients of one path behave alike.
+//
+//   - the window grows while the stream uses it (at least half of it
+//     released in the last round trip) and the round trip stays within
+//     queueTargetMs of the smallest: doubling per round trip until the
+//     first time the queue bound is hit, then by a quarter;
+//   - when the round trip exceeds the smallest by 2 × queueTargetMs, bytes
+//     are queuing on the path, and the window falls to what the path
+//     carried per smallest round trip plus queueTargetMs of it, never
+//     below the floor;
+//   - an idle stream keeps its window; every minRttLifetimeMs the window is
+//     halved for one round trip so that a standing queue drains and the
+//     smallest round trip is measured again (BBR's ProbeRTT);
+//   - a change smaller than an eighth is not announced.
+//
+// A page that cannot keep up (xterm.js parsing a flood) sees its own round
+// trip grow, since its pings wait behind the same main thread, so its
+// window does not grow: the flood is then skipped by snapshot (§8), which
+// costs it less than drawing every byte.
+//
+// DOM-free and clock-free: the caller passes the time (ms).
+
+export const QUEUE_TARGET_MS = 8;
+export const MIN_RTT_LIFETIME_MS = 10000;
+const MIN_EPOCH_MS = 2;
+
+export class WindowTuner {
+  /** cfg: {floor, ceiling, queueTargetMs?, minRttLifetimeMs?}; initial window in UTF-16 bytes. */
+  constructor(cfg, initial) {
+    this.floor = cfg.floor;
+    this.ceiling = Math.max(cfg.ceiling, cfg.floor);
+    this.queueTargetMs = cfg.queueTargetMs ?? QUEUE_TARGET_MS;
+    this.minRttLifetimeMs = cfg.minRttLifetimeMs ?? MIN_RTT_LIFETIME_MS;
+    this.window = Math.min(Math.max(initial, this.floor), this.ceiling);
+    this.rtt = 0; // smoothed; 0: no sample yet
+    this.minRtt = 0;
+    this._minAt = null;
+    this._prevMin = 0;
+    this._slowStart = true;
+    this._drainDue = false;
+    this._restoreTo = 0;
+    this._epochStart = null;
+    this._epochBytes = 0;
+  }
+
+  /** onRtt records a round trip (ms) sampled at now (ms). */
+  onRtt(now, rtt) {
+    rtt = Math.max(rtt, 0.001);
+    this.rtt = this.rtt === 0 ? rtt : this.rtt + (rtt - this.rtt) / 4;
+    if (this._minAt === null || now - this._minAt > this.minRttLifetimeMs) {
+      this._drainDue = this._minAt !== null && this.window > this.floor;
+      this._prevMin = this.minRtt;
+      this.minRtt = rtt;
+      this._minAt = now;
+    } else if (rtt < this.minRtt) {
+      this.minRtt = rtt;
+    }
+  }
+
+  _smallest() {
+    return this._prevMin > 0 && this._prevMin < this.minRtt ? this._prevMin : this.minRtt;
+  }
+
+  /**
+   * onRelease records n bytes released at now; it returns the new window
+   * when it changed (to announce with channel/window), else null.
+   */
+  onRelease(now, n) {
+    if (this._epochStart === null) this._epochStart = now;
+    this._epochBytes += n;
+    if (this.rtt === 0) return null;
+    const elapsed = now - this._epochStart;
+    const epoch = Math.max(this.rtt, MIN_EPOCH_MS);
+    if (elapsed < epoch) return null;
+    const released = this._epochBytes;
+    this._epochStart = now;
+    this._epochBytes = 0;
+    if (elapsed > 4 * epoch) return null; // a pause says nothing about the path
+    if (this._restoreTo > 0) {
+      const next = Math.max(this._restoreTo, this.floor);
+      this._restoreTo = 0;
+      return this._set(next);
+    }
+    if (this._drainDue) {
+      this._drainDue = false;
+      const half = Math.max(Math.floor(this.window / 2), this.floor);
+      if (half < this.window) {
+        this._restoreTo = this.window;
+        return this._set(half);
+      }
+    }
+    const minRtt = this._smallest();
+    const queue = this.rtt - minRtt;
+    const perRtt = released * this.rtt / elapsed;
+    let next = this.window;
+    if (queue > 2 * this.queueTargetMs) {
+      this._slowStart = false;
+      const bdp = Math.floor(released / elapsed * (minRtt + this.queueTargetMs));
+      next = Math.min(this.window, Math.max(bdp, this.floor));
+    } else if (queue > this.queueTargetMs) {
+      this._slowStart = false;
+    } else if (perRtt >= this.window / 2) {
+      next = this._slowStart ? this.window * 2 : this.window + Math.floor(this.window / 4);
+    }
+    next = Math.min(Math.max(next, this.floor), this.ceiling);
+    const d = next - this.window;
+    if (d === 0 || (d > 0 && d < this.window / 8 && next !== this.ceiling) ||
+        (d < 0 && -d < this.window / 8 && next !== this.floor)) {
+      return null;
+    }
+    return this._set(next);
+  }
+
+  _set(next) {
+    if (next === this.window) return null;
+    this.window = next;
+    return next;
+  }
+}
