@@ -15,7 +15,8 @@ import './style.css';
 import { checkURL, Client, diagnoseRefusal, ErrorCode, websocketURL } from './session.js';
 import { receiveFromQuery } from './wire.js';
 import { CredentialStore, formatFragment, parseFragment } from './credentials.js';
-import { clippedText, Prefs, sizeText } from './prefs.js';
+import { clippedText, PREDICT_MODES, Prefs, sizeText } from './prefs.js';
+import { createRttMeter } from './rtt.js';
 import { channelLabel, closeText, documentTitle } from './page-text.js';
 
 const VERSION = '0.1.0';
@@ -137,6 +138,7 @@ const view = createTerminalView(el.terminal, {
   // ?renderer=dom turns WebGL off (a GPU that draws badly), ?renderer=webgl
   // uses it even on a software rasterizer.
   renderer: new URLSearchParams(location.search).get('renderer') ?? 'auto',
+  predict: prefs.predict,
 });
 // The terminal has the keyboard from the start: keys typed while the page
 // connects are sent once it is attached.
@@ -433,9 +435,15 @@ client.on('state', (s) => {
 });
 
 let currentSession = null;
+// rttMeter measures the session's round trip with ping (rtt.js) for
+// predictive echo; null with a host that does not take ping.
+let rttMeter = null;
 
 client.on('session', async (session) => {
   currentSession = session;
+  rttMeter?.stop();
+  rttMeter = createRttMeter(session);
+  view.setRttMeter(rttMeter);
   el.newTerminal.hidden = !session.createsChannels;
   // The list follows the daemon's changes at once; the 5 s poll stays for
   // the viewer counts of other channels and the latency figure.
@@ -715,6 +723,28 @@ el.theme.addEventListener('click', () => {
   render();
 });
 el.theme.addEventListener('mousedown', (ev) => ev.preventDefault());
+// Predictive echo (predict.js): a status-line button cycles auto → always →
+// never, saved with the other preferences. Made here, beside the theme
+// button, with its look.
+const predictToggle = document.createElement('button');
+predictToggle.type = 'button';
+predictToggle.className = 'theme-toggle';
+predictToggle.dataset.testid = 'predict-toggle';
+el.theme.before(predictToggle);
+function renderPredict() {
+  predictToggle.textContent = `echo ${prefs.predict}`;
+  predictToggle.title = 'Predictive echo (saved in this browser): auto shows typed keys at once while the round trip is ' +
+    'over 30 ms, always does on any link, never waits for the host. Click to change.';
+}
+predictToggle.addEventListener('click', () => {
+  const i = PREDICT_MODES.indexOf(prefs.predict);
+  prefs.set({ predict: PREDICT_MODES[(i + 1) % PREDICT_MODES.length] });
+  view.setPredict(prefs.predict);
+  renderPredict();
+  toast(`predictive echo: ${prefs.predict}`, 'predict');
+});
+predictToggle.addEventListener('mousedown', (ev) => ev.preventDefault());
+renderPredict();
 // Escape closes the drawer (narrow screens) and gives the keys back to the view.
 document.addEventListener('keydown', (ev) => {
   if (ev.key !== 'Escape' || !ui.sidebarOpen) return;
@@ -741,6 +771,7 @@ window.ahpTest = {
       title: currentTitle(),
       documentTitle: document.title,
       terminal: view.state(),
+      rtt: rttMeter ? { srtt: rttMeter.srtt, min: rttMeter.min, latest: rttMeter.latest, samples: rttMeter.samples } : null,
       activeElement: document.activeElement?.className || document.activeElement?.tagName,
       receive: sub ? sub.receiveState() : null,
       receiveLimits: sub ? { ...sub.receive } : null, // what the host granted

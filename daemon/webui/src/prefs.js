@@ -1,5 +1,5 @@
-// prefs.js — the page's saved preferences (terminal font size and theme) and
-// the terminal's keyboard shortcuts. DOM-free: storage is passed in (the
+// prefs.js — the page's saved preferences (terminal font size, theme and
+// predictive echo) and the terminal's keyboard shortcuts. DOM-free: storage is passed in (the
 // page gives localStorage), so node tests drive it.
 
 export const PREFS_KEY = 'ahpd.prefs';
@@ -7,6 +7,8 @@ export const FONT_SIZE_DEFAULT = 13;
 export const FONT_SIZE_MIN = 8;
 export const FONT_SIZE_MAX = 32;
 export const THEMES = ['dark', 'light'];
+/** PREDICT_MODES are the settings of predictive echo (predict.js): auto is the default. */
+export const PREDICT_MODES = ['auto', 'always', 'never'];
 
 /** clampFontSize returns n as a whole font size within bounds (the default for junk). */
 export function clampFontSize(n) {
@@ -16,7 +18,7 @@ export function clampFontSize(n) {
 }
 
 /**
- * Prefs loads and saves {fontSize, theme} as one JSON value under
+ * Prefs loads and saves {fontSize, theme, predict} as one JSON value under
  * PREFS_KEY. storage: {getItem, setItem} or null (then nothing is kept).
  * A missing, unreadable or invalid value gives the defaults.
  */
@@ -25,6 +27,7 @@ export class Prefs {
     this.storage = storage;
     this.fontSize = FONT_SIZE_DEFAULT;
     this.theme = 'dark';
+    this.predict = PREDICT_MODES[0];
     let saved = null;
     try {
       saved = JSON.parse(storage?.getItem(PREFS_KEY) ?? 'null');
@@ -34,18 +37,21 @@ export class Prefs {
     if (saved && typeof saved === 'object') {
       if (saved.fontSize != null) this.fontSize = clampFontSize(saved.fontSize);
       if (THEMES.includes(saved.theme)) this.theme = saved.theme;
+      if (PREDICT_MODES.includes(saved.predict)) this.predict = saved.predict;
     }
   }
 
-  /** set changes some of {fontSize, theme} and saves; it returns whether anything changed. */
+  /** set changes some of {fontSize, theme, predict} and saves; it returns whether anything changed. */
   set(change) {
     const fontSize = change.fontSize != null ? clampFontSize(change.fontSize) : this.fontSize;
     const theme = THEMES.includes(change.theme) ? change.theme : this.theme;
-    if (fontSize === this.fontSize && theme === this.theme) return false;
+    const predict = PREDICT_MODES.includes(change.predict) ? change.predict : this.predict;
+    if (fontSize === this.fontSize && theme === this.theme && predict === this.predict) return false;
     this.fontSize = fontSize;
     this.theme = theme;
+    this.predict = predict;
     try {
-      this.storage?.setItem(PREFS_KEY, JSON.stringify({ fontSize, theme }));
+      this.storage?.setItem(PREFS_KEY, JSON.stringify({ fontSize, theme, predict }));
     } catch {
       // storage full or disabled: the change holds for this page only
     }

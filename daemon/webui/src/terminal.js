@@ -23,6 +23,9 @@
 //     xterm itself is only resized by the host's terminal/reset and
 //     terminal/resize, so it always matches the host's emulator; when that
 //     is larger than the viewport the page is told (clipped);
+//   - predicts the echo of keys typed (predict.js) while the round trip is
+//     long, in a layer drawn over the terminal: never in xterm's buffer,
+//     which only the host's output writes;
 //   - reports the program's title (OSC 0/2, xterm's onTitleChange);
 //   - links are clickable (addon-web-links), a selection is copied when the
 //     mouse button is let go and on Ctrl+Shift+C, Ctrl +/-/0 sets the font
@@ -40,6 +43,7 @@ import { ErrorCode } from './session.js';
 import { terminalConsumer } from './terminal-stream.js';
 import { clampFontSize, FONT_SIZE_DEFAULT, shortcut } from './prefs.js';
 import { InputGate, pickRenderer, ResizePolicy } from './terminal-policy.js';
+import { Predictor } from './predict.js';
 
 /** kind is the channels/list type this view shows. */
 export const kind = 'terminal';
@@ -71,7 +75,8 @@ export const THEMES = {
  * onViewOnlyTyping() keys were typed in a view-only page; onNotSent() keys
  * were typed while no subscription is live (reconnecting); onCopy({ok,
  * chars, error}) a selection was copied (or not); onFontSize(n) Ctrl +/-/0.
- * options: {fontSize, theme ('dark'|'light'), renderer ('webgl'|'dom')}.
+ * options: {fontSize, theme ('dark'|'light'), renderer ('webgl'|'dom'),
+ * predict ('auto'|'always'|'never')}.
  * The view also has term (the Terminal) and screenText(), for tests.
  */
 export function createView(container, hooks = {}, options = {}) {
@@ -145,6 +150,7 @@ export function createView(container, hooks = {}, options = {}) {
     const r = gate.input(data);
     if (r === 'view-only') hooks.onViewOnlyTyping?.();
     else if (r === 'dropped' && gate.early === null) hooks.onNotSent?.();
+    if (r === 'sent') predictInput(data);
   }
 
   const inputs = [
@@ -236,6 +242,104 @@ export function createView(container, hooks = {}, options = {}) {
       hooks.onExit?.(e);
     },
   });
+  // ---- predictive echo (predict.js) ----
+
+  // The predictor reads the screen through this adapter; rows are buffer
+  // lines (baseY + cursorY), so a scroll is a change of row.
+  const screenAdapter = {
+    alt: () => term.buffer.active.type === 'alternate',
+    cursor() {
+      const b = term.buffer.active;
+      return { row: b.baseY + b.cursorY, col: b.cursorX };
+    },
+    cell(row, col) {
+      return term.buffer.active.getLine(row)?.getCell(col)?.getChars() || ' ';
+    },
+    cols: () => term.cols,
+  };
+  const predictor = new Predictor(screenAdapter, { mode: options.predict, onChange: drawPredictions });
+  const layer = document.createElement('div');
+  layer.className = 'ahp-predict';
+  layer.dataset.testid = 'predict-overlay';
+  layer.setAttribute('aria-hidden', 'true');
+  layer.style.cssText = 'position:absolute;left:0;top:0;right:0;bottom:0;pointer-events:none;z-index:10;overflow:hidden';
+  (term.element?.querySelector('.xterm-screen') ?? container).append(layer);
+  let focused = false;
+  let meter = null;
+  let offSample = null;
+  let idleTimer = null;
+
+  // predictInput predicts data (already sent) when this page may type here:
+  // control role, a live subscription, focused, no snapshot being applied,
+  // the whole terminal in view.
+  function predictInput(data) {
+    predictor.setAllowed(focused && gate.role === 'control' && !!gate.sub && !gate.exited &&
+      !stream.holding() && !policy.clipped);
+    if (!predictor.active) return;
+    // While typing, the round trip is sampled every srtt (rtt.js), and for
+    // a while after the last key.
+    meter?.busy(true, 'predict');
+    clearTimeout(idleTimer);
+    idleTimer = setTimeout(() => meter?.busy(false, 'predict'), 5000);
+    predictor.input(data);
+  }
+
+  // drawPredictions draws predictor.overlay(): each predicted cell as an
+  // opaque, underlined cell over the terminal's own, and the predicted
+  // cursor as an outline. Cell metrics come from xterm's screen element,
+  // which is cols × rows cells.
+  function drawPredictions() {
+    const o = predictor.overlay();
+    const b = term.buffer.active;
+    const y = o ? o.row - b.viewportY : -1;
+    if (!o || y < 0 || y >= term.rows) {
+      if (layer.firstChild) layer.replaceChildren();
+      return;
+    }
+    const box = layer.parentElement.getBoundingClientRect();
+    const w = box.width / term.cols;
+    const h = box.height / term.rows;
+    const theme = term.options.theme ?? {};
+    const font = `${term.options.fontSize}px ${term.options.fontFamily}`;
+    const nodes = [];
+    for (const c of o.cells) {
+      const span = document.createElement('span');
+      span.className = 'ahp-predict-cell';
+      span.dataset.col = String(c.col);
+      span.textContent = c.ch;
+      span.style.cssText = `position:absolute;left:${c.col * w}px;top:${y * h}px;width:${w}px;height:${h}px;` +
+        `line-height:${h}px;font:${font};white-space:pre;overflow:hidden;text-decoration:underline;` +
+        `color:${theme.foreground ?? '#d7dae0'};background:${theme.background ?? '#0f1115'}`;
+      nodes.push(span);
+    }
+    if (o.cursor !== null) {
+      const cur = document.createElement('span');
+      cur.className = 'ahp-predict-cursor';
+      cur.style.cssText = `position:absolute;left:${o.cursor * w}px;top:${y * h}px;width:${w}px;height:${h}px;` +
+        `box-sizing:border-box;border:1px solid ${theme.cursor ?? '#d7dae0'}`;
+      nodes.push(cur);
+    }
+    layer.replaceChildren(...nodes);
+  }
+
+  const predictions = [
+    // Judged once the host's output is parsed.
+    term.onWriteParsed(() => predictor.output()),
+    term.buffer.onBufferChange(() => predictor.output()),
+    term.onResize(() => predictor.reset()),
+    term.onScroll(() => drawPredictions()),
+  ];
+  const onFocus = () => {
+    focused = true;
+  };
+  const onBlur = () => {
+    focused = false;
+    predictor.setAllowed(false);
+  };
+  term.textarea?.addEventListener('focus', onFocus);
+  term.textarea?.addEventListener('blur', onBlur);
+  focused = document.activeElement === term.textarea;
+
   // While a snapshot's preview is up, xterm shows the alternate screen,
   // where it turns the wheel into arrow keys for the program: ignore it
   // (until the snapshot is applied, a frame or a second away).
@@ -244,6 +348,7 @@ export function createView(container, hooks = {}, options = {}) {
   return {
     kind,
     term,
+    predictor, // for tests
     /**
      * attaching: the page is attaching a channel on the user's behalf (first
      * load, or a channel picked in the list). Keys typed until the
@@ -257,12 +362,21 @@ export function createView(container, hooks = {}, options = {}) {
     onSubscribed(s) {
       policy.ended(); // the new subscription is ready at its channel/ready
       gate.subscribed(s);
+      predictor.reset();
     },
-    onMessage: stream.onMessage,
+    onMessage(msg, release, sub) {
+      // A snapshot: what was predicted is void (the predictor starts over,
+      // tentative, when it arrives). A new size is term.onResize's; a
+      // terminal/resize to the same size (the host confirms the typing
+      // viewer's size) changes nothing.
+      if (msg.method === 'terminal/reset') predictor.reset();
+      stream.onMessage(msg, release, sub);
+    },
     onEnd(_info, s) {
       stream.end(s);
       gate.ended(s);
       policy.ended();
+      predictor.reset();
     },
     /** cancelAttach forgets keys kept for an attach that failed. */
     cancelAttach() {
@@ -287,6 +401,24 @@ export function createView(container, hooks = {}, options = {}) {
     },
     setTheme(name) {
       term.options.theme = THEMES[name] ?? THEMES.dark;
+      drawPredictions();
+    },
+    /** setPredict sets predictive echo: 'auto', 'always' or 'never'. */
+    setPredict(mode) {
+      predictor.setMode(mode);
+    },
+    /**
+     * setRttMeter gives the session's round-trip meter (rtt.js), or null
+     * (no session, or a host without ping: auto then predicts nothing).
+     */
+    setRttMeter(m) {
+      offSample?.();
+      offSample = null;
+      meter = m;
+      if (m) {
+        offSample = m.onSample((x) => predictor.setRtt(x.srtt));
+        if (m.srtt !== null) predictor.setRtt(m.srtt);
+      }
     },
     /** loseWebglContext simulates a lost WebGL context (tests). */
     loseWebglContext() {
@@ -305,6 +437,10 @@ export function createView(container, hooks = {}, options = {}) {
       return {
         renderer, webglName: glInfo?.name ?? null, webglLosses, fontSize: term.options.fontSize, clipped: policy.clipped, fit: measure(),
         requests: policy.requests, exited: gate.exited, stream: { ...stream.counts }, earlyQueued: gate.early?.length ?? null, earlyDropped: gate.dropped,
+        predict: {
+          mode: predictor.mode, active: predictor.active, srtt: predictor.srtt, pending: predictor.pending,
+          shown: layer.childElementCount, tentative: predictor.epoch > predictor.confirmedEpoch, stats: { ...predictor.stats },
+        },
       };
     },
     /** screenText returns the visible lines of the terminal, right-trimmed. */
@@ -316,6 +452,12 @@ export function createView(container, hooks = {}, options = {}) {
     },
     dispose() {
       clearTimeout(resizeTimer);
+      clearTimeout(idleTimer);
+      offSample?.();
+      predictor.dispose();
+      for (const d of predictions) d.dispose();
+      term.textarea?.removeEventListener('focus', onFocus);
+      term.textarea?.removeEventListener('blur', onBlur);
       observer.disconnect();
       container.removeEventListener('keydown', onKeyDown, true);
       container.removeEventListener('mouseup', onMouseUp);

@@ -2,7 +2,8 @@
 // repaired and when prediction stops, on a fake screen with a fake clock.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { AUTO_OFF_MS, AUTO_ON_MS, Predictor, tokens } from '../src/predict.js';
+import { AUTO_OFF_MS, AUTO_ON_MS, MODES, Predictor, tokens } from '../src/predict.js';
+import { PREDICT_MODES, Prefs, PREFS_KEY } from '../src/prefs.js';
 
 // FakeScreen is a tiny terminal: the host side writes to it as a shell would.
 class FakeScreen {
@@ -305,4 +306,18 @@ test('predictions stay bounded under a long burst of keys with no echo', () => {
   t.clock.advance(10_000);
   assert.equal(t.p.pending, 0);
   assert.equal(t.clock.timers.size, 0);
+});
+
+test('the setting is saved with the page\'s other preferences; auto by default, junk ignored', () => {
+  assert.deepEqual(PREDICT_MODES, MODES);
+  const m = new Map();
+  const st = { getItem: (k) => m.get(k) ?? null, setItem: (k, v) => m.set(k, v) };
+  const p = new Prefs(st);
+  assert.equal(p.predict, 'auto');
+  assert.equal(p.set({ predict: 'always' }), true);
+  assert.equal(p.set({ predict: 'sometimes' }), false);
+  assert.equal(new Prefs(st).predict, 'always');
+  assert.equal(JSON.parse(m.get(PREFS_KEY)).predict, 'always');
+  m.set(PREFS_KEY, JSON.stringify({ predict: 42 }));
+  assert.equal(new Prefs(st).predict, 'auto');
 });

@@ -17,7 +17,7 @@ test('prefs: defaults, saved values survive a reload, junk is ignored', () => {
   assert.equal(p.set({ fontSize: 15 }), true);
   assert.equal(p.set({ theme: 'light' }), true);
   assert.equal(p.set({ theme: 'light' }), false, 'no change, no write');
-  assert.deepEqual(JSON.parse(st.m.get(PREFS_KEY)), { fontSize: 15, theme: 'light' });
+  assert.deepEqual(JSON.parse(st.m.get(PREFS_KEY)), { fontSize: 15, theme: 'light', predict: 'auto' });
   const again = new Prefs(st);
   assert.deepEqual([again.fontSize, again.theme], [15, 'light']);
 
