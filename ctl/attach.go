@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -72,7 +73,20 @@ behind the program's output before the daemon skips ahead with a fresh
 screen, when the flood is over or once a second while it lasts. A flood
 faster than this terminal draws is shown in full up to that lag; a larger
 window (--window 32MiB) shows more of it, and after a Ctrl-C more output
-already sent is still drawn.`
+already sent is still drawn.
+
+--predict auto|always|never: predictive local echo, as mosh does it. While
+predicting, a printable key, backspace and the left and right arrows show at
+once at the cursor, underlined until the program's output confirms them; a
+prediction the output contradicts, or that is not confirmed within two round
+trips, is repaired to what the screen really holds, and prediction stays
+hidden (tentative) until a later one is confirmed. Nothing is predicted on the
+alternate screen (vim, less, htop), after Enter or a control key until the
+output settles, when echo is off (a password prompt: predictions expire), in
+the middle of a line's text, or when the channel is larger than this
+terminal. auto (the default) predicts while the round trip measured with
+ping is above 30 ms (and stops below 20 ms); always whatever it is; never
+turns it off.`
 
 // detachKey is the default prefix key, Ctrl-]; the key after it decides
 // (d detaches).
@@ -153,9 +167,14 @@ func setupAttach(fs *flag.FlagSet) action {
 	keys := fs.String("detach-keys", "ctrl-]", "the prefix `key` of the detach sequence (then d), e.g. ctrl-a")
 	quiet := fs.Bool("quiet", false, "do not print the \"attached to\" line with the detach keys")
 	windowFlag := fs.String("window", "", "the receive window `size` to ask for (default 8MiB, or the daemon's default if larger)")
+	predictFlag := fs.String("predict", "auto", "predictive local echo: `mode` auto (while the round trip is above 30ms), always or never")
 	remote := remoteFlags(fs)
 	return func(ctx context.Context, a *app, args []string) error {
 		key, keyName, err := parseDetachKey(*keys)
+		if err != nil {
+			return err
+		}
+		mode, err := parsePredict(*predictFlag)
 		if err != nil {
 			return err
 		}
@@ -185,7 +204,7 @@ func setupAttach(fs *flag.FlagSet) action {
 			if err != nil {
 				return err
 			}
-			at := &attacher{a: a, uri: uri, wsURL: wsURL, tls: trust, token: token, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet, window: window}
+			at := &attacher{a: a, uri: uri, wsURL: wsURL, tls: trust, token: token, readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet, window: window, predict: mode}
 			return at.run(ctx)
 		}
 		c, err := a.clients()
@@ -205,7 +224,7 @@ func setupAttach(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		at := &attacher{a: a, c: c, uri: uri, wsURL: info.WebsocketUrl, tls: localTLS(info.WebsocketUrl), readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet, window: window}
+		at := &attacher{a: a, c: c, uri: uri, wsURL: info.WebsocketUrl, tls: localTLS(info.WebsocketUrl), readOnly: *readOnly, in: in, out: out, key: key, keyName: keyName, quiet: *quiet, window: window, predict: mode}
 		return at.run(ctx)
 	}
 }
@@ -224,7 +243,13 @@ type attacher struct {
 	keyName  string // its name in messages, e.g. "Ctrl-]"
 	quiet    bool   // no "attached to" line
 	window   int64  // --window, 0: AttachWindow
-	hinted   bool   // the "attached to" line was printed (owned by the output loop)
+	predict  predictMode
+	// pmu guards pred and every write to out while a session runs (the
+	// output goroutine and the run loop both write: see predict.go).
+	pmu      sync.Mutex
+	pred     *predictor // nil: no prediction (--predict never, --read-only)
+	pingable bool       // the host takes ping (capabilities.windowUpdates)
+	hinted   bool       // the "attached to" line was printed (owned by the output loop)
 	// The channel's size from terminal/reset and terminal/resize, and
 	// whether it exceeds this terminal (owned by the output loop).
 	hostRows, hostCols int
@@ -270,6 +295,9 @@ func (at *attacher) run(ctx context.Context) error {
 	defer signal.Stop(winch)
 
 	at.line = statusLine{w: at.out, tty: isTerminal(at.out)}
+	if at.predict != predictNever && !at.readOnly {
+		at.pred = newPredictor(at.predict)
+	}
 	err = at.loop(ctx, keys, winch)
 	if at.attached {
 		// Leave the terminal usable: normal screen, visible cursor, no
@@ -477,6 +505,7 @@ func (at *attacher) connect(ctx context.Context, timeout time.Duration) (*client
 	if res.ReconnectToken != "" {
 		at.reconnectToken = res.ReconnectToken
 	}
+	at.pingable = res.Capabilities.WindowUpdates
 	fc := res.Capabilities.FlowControl
 	sub, err := conn.Subscribe(ctx, at.uri, receiveLimits(fc.ClientDefaults, fc.Maximums, at.window))
 	if err != nil {
@@ -544,14 +573,34 @@ func (at *attacher) session(ctx context.Context, conn *client.Conn, sub *client.
 	ctx, cancel := context.WithCancel(ctx)
 	outErr := make(chan error, 1)
 	go func() { outErr <- at.output(ctx, sub) }()
+	var probes sync.WaitGroup
+	kick := make(chan struct{}, 1)
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
 	defer func() {
 		cancel()
 		conn.Close() // ends sub.Next
 		<-outErr
+		probes.Wait()
+		expiry.Stop()
+		if at.pred != nil {
+			// Take back what is drawn before a status line or the exit.
+			at.pmu.Lock()
+			_ = at.pred.flush(at.out)
+			at.pmu.Unlock()
+		}
 	}()
+	if at.pred != nil && at.pingable {
+		probes.Go(func() { at.probe(ctx, conn, kick) })
+	}
 	at.resize(ctx, conn, sub)
 	for {
 		select {
+		case <-expiry.C:
+			at.pmu.Lock()
+			_ = at.pred.tick(time.Now(), at.out)
+			at.armExpiry(expiry)
+			at.pmu.Unlock()
 		case err := <-outErr:
 			outErr <- err // for the deferred wait
 			return err
@@ -568,6 +617,21 @@ func (at *attacher) session(ctx context.Context, conn *client.Conn, sub *client.
 				msg := client.AppendNotification(nil, "terminal/input", map[string]string{"data": string(data)})
 				if err := sub.Send(ctx, string(msg)); err != nil {
 					return err
+				}
+				if at.pred != nil {
+					// Sent first: drawing waits for the output goroutine
+					// to finish writing a chunk.
+					at.pmu.Lock()
+					_ = at.pred.key(data, time.Now(), at.out)
+					busy := at.pred.busy()
+					at.armExpiry(expiry)
+					at.pmu.Unlock()
+					if busy {
+						select {
+						case kick <- struct{}{}:
+						default:
+						}
+					}
 				}
 			}
 			if detach {
@@ -592,17 +656,38 @@ func (at *attacher) output(ctx context.Context, sub *client.Sub) error {
 			if at.buf, err = m.AppendTerminalData(at.buf[:0]); err != nil {
 				return fmt.Errorf("terminal/output: %w", err)
 			}
-			if _, err := at.out.Write(at.buf); err != nil {
+			if at.pred != nil {
+				at.pmu.Lock()
+				err = at.pred.host(at.buf, time.Now(), at.out)
+				at.pmu.Unlock()
+			} else {
+				_, err = at.out.Write(at.buf)
+			}
+			if err != nil {
 				return err
 			}
 		case "terminal/reset":
 			at.hostSize(m.Params)
 			// A snapshot follows: full reset, scrollback included (§8).
-			if _, err := io.WriteString(at.out, "\x1bc\x1b[3J"); err != nil {
+			at.pmu.Lock()
+			if at.pred != nil {
+				at.pred.reset(at.hostRows, at.hostCols)
+			}
+			_, err := io.WriteString(at.out, "\x1bc\x1b[3J")
+			at.pmu.Unlock()
+			if err != nil {
 				return err
 			}
 		case "terminal/resize":
 			at.hostSize(m.Params)
+			if at.pred != nil {
+				at.pmu.Lock()
+				err := at.pred.resize(at.hostRows, at.hostCols, at.out)
+				at.pmu.Unlock()
+				if err != nil {
+					return err
+				}
+			}
 			if ready {
 				at.noteClipped()
 			}
@@ -689,6 +774,11 @@ func (at *attacher) resize(ctx context.Context, conn *client.Conn, sub *client.S
 	if err != nil || rows <= 0 || cols <= 0 {
 		return
 	}
+	if at.pred != nil {
+		at.pmu.Lock()
+		at.pred.setLocalSize(rows, cols)
+		at.pmu.Unlock()
+	}
 	rows, cols = min(rows, 1000), min(cols, 1000)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -764,3 +854,59 @@ func readKeys(in io.Reader, keys chan<- []byte) {
 // (explainConn): an upgrade in place (close 1012, docs/upgrade.md) as
 // "ahpd is upgrading in place", as the web page says it.
 func lostHow(err error, remote bool) string { return explainConn(err, remote).msg }
+
+// armExpiry sets t to fire when the first pending prediction expires
+// (called with pmu held).
+func (at *attacher) armExpiry(t *time.Timer) {
+	if d, ok := at.pred.deadline(); ok {
+		t.Reset(max(time.Until(d), time.Millisecond))
+	}
+}
+
+// Round-trip probing for --predict (PROTOCOL.md §6, "Measuring the round
+// trip"): one ping outstanding at most, every probeIdle, and every
+// probeBusy while predictions wait for the host.
+const (
+	probeIdle    = 2 * time.Second
+	probeBusy    = 100 * time.Millisecond
+	probeTimeout = 10 * time.Second
+)
+
+// probe measures the round trip with ping until ctx ends, and hands each
+// sample to the predictor. A key sent while predictions are pending
+// (kick) brings the next ping forward to probeBusy after the last one.
+func (at *attacher) probe(ctx context.Context, conn *client.Conn, kick <-chan struct{}) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+			if wait := time.Until(last.Add(probeBusy)); wait > 0 {
+				t.Reset(wait)
+				continue
+			}
+		case <-t.C:
+		}
+		last = time.Now()
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err := conn.Call(pctx, "ping", struct{}{}, &struct{}{})
+		cancel()
+		rtt := time.Since(last)
+		if err != nil && ctx.Err() != nil {
+			return
+		}
+		at.pmu.Lock()
+		if err == nil {
+			at.pred.sample(rtt)
+		}
+		next := probeIdle
+		if at.pred.busy() {
+			next = probeBusy
+		}
+		at.pmu.Unlock()
+		t.Reset(max(next-time.Since(last), 0))
+	}
+}

@@ -1,0 +1,331 @@
+package ctl_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ahp-dev/ahpd/ctl/client"
+	"github.com/ahp-dev/ahpd/internal/linkemu"
+	"github.com/ahp-dev/ahpd/pty"
+)
+
+// tmuxPane is one tmux server of its own (its socket in a temporary
+// directory) with one pane of a fixed size running a command.
+type tmuxPane struct {
+	t    *testing.T
+	tmux string
+	sock string
+	env  []string
+}
+
+func startTmux(t *testing.T, cols, rows int, command string) *tmuxPane {
+	t.Helper()
+	bin, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed")
+	}
+	dir := t.TempDir()
+	p := &tmuxPane{t: t, tmux: bin, sock: filepath.Join(dir, "tmux.sock")}
+	p.env = append(os.Environ(), "TMUX=", "TMUX_TMPDIR="+dir, "HOME="+dir, "TERM=xterm-256color")
+	p.run("-f", "/dev/null", "new-session", "-d", "-s", "p", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), command)
+	t.Cleanup(func() {
+		cmd := exec.Command(p.tmux, "-S", p.sock, "kill-server")
+		cmd.Env = p.env
+		_ = cmd.Run()
+	})
+	return p
+}
+
+func (p *tmuxPane) run(args ...string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.tmux, append([]string{"-S", p.sock}, args...)...)
+	cmd.Env = p.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("tmux %q: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// keys types s literally.
+func (p *tmuxPane) keys(s string) { p.run("send-keys", "-t", "p", "-l", s) }
+
+// enter presses Enter.
+func (p *tmuxPane) enter() { p.run("send-keys", "-t", "p", "Enter") }
+
+// rows returns the pane's lines, trailing blank lines removed.
+func (p *tmuxPane) rows() []string {
+	return trimRows(strings.Split(p.run("capture-pane", "-p", "-t", "p"), "\n"))
+}
+
+// styled returns the pane's lines with their SGR sequences.
+func (p *tmuxPane) styled() string { return p.run("capture-pane", "-p", "-e", "-t", "p") }
+
+func (p *tmuxPane) cursor() (x, y int) {
+	f := strings.Split(strings.TrimSpace(p.run("display-message", "-p", "-t", "p", "#{cursor_x} #{cursor_y}")), " ")
+	x, _ = strconv.Atoi(f[0])
+	y, _ = strconv.Atoi(f[len(f)-1])
+	return x, y
+}
+
+// waitRows waits (at most 20s) until a line of the pane matches re.
+func (p *tmuxPane) waitRows(re *regexp.Regexp) []string {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rows := p.rows()
+		if slices.ContainsFunc(rows, re.MatchString) {
+			return rows
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("no line of the pane matches %v within 20s:\n%s", re, strings.Join(rows, "\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func trimRows(rows []string) []string {
+	for i := range rows {
+		rows[i] = strings.TrimRight(rows[i], " ")
+	}
+	for len(rows) > 0 && rows[len(rows)-1] == "" {
+		rows = rows[:len(rows)-1]
+	}
+	return rows
+}
+
+// underlined reports whether styled pane text turns underline on (SGR 4
+// or 4:n with n > 0).
+func underlined(styled string) bool {
+	for _, m := range regexp.MustCompile(`\x1b\[([0-9;:]*)m`).FindAllStringSubmatch(styled, -1) {
+		for _, p := range strings.Split(m[1], ";") {
+			if p == "4" || strings.HasPrefix(p, "4:") && p != "4:0" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hostScreen subscribes to uri straight at the daemon (not through the
+// link) and returns its snapshot, applied to a fresh emulator: the host's
+// real screen.
+func hostScreen(t *testing.T, d *daemonProc, token, uri string) *pty.Screen {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, _, err := client.Dial(ctx, "ws://"+d.addr+"/v1/ws", client.Options{Token: token, ClientName: "predict-check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(ctx, uri, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scr *pty.Screen
+	var buf []byte
+	for {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m.Method {
+		case "terminal/reset":
+			var p struct{ Rows, Cols int }
+			if err := json.Unmarshal(m.Params, &p); err != nil {
+				t.Fatal(err)
+			}
+			scr = pty.NewScreen(p.Rows, p.Cols)
+		case "terminal/output":
+			if buf, err = m.AppendTerminalData(buf[:0]); err != nil {
+				t.Fatal(err)
+			}
+			scr.Write(string(buf))
+		case "channel/ready":
+			return scr
+		}
+	}
+}
+
+func screenRows(s *pty.Screen) []string {
+	rows, cols := s.Size()
+	out := make([]string, rows)
+	for y := range rows {
+		var b strings.Builder
+		for x := range cols {
+			if s.Wide(x, y) && s.Text(x, y) == "" {
+				continue
+			}
+			b.WriteString(cmpOr(s.Text(x, y), " "))
+		}
+		out[y] = b.String()
+	}
+	return trimRows(out)
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// settled waits until the pane shows exactly the host's screen (a fresh
+// snapshot) with no underline and the cursor where the host has it, and
+// still does a moment later; it fails after 20s.
+func settled(t *testing.T, p *tmuxPane, d *daemonProc, token, uri, when string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	matches := 0
+	for {
+		host := hostScreen(t, d, token, uri)
+		want := screenRows(host)
+		got := p.rows()
+		styled := p.styled()
+		hx, hy, _ := host.Cursor()
+		x, y := p.cursor()
+		if slices.Equal(got, want) && !underlined(styled) && x == hx && y == hy {
+			if matches++; matches == 2 {
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+			continue
+		}
+		matches = 0
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the pane does not settle to the host's screen within 20s\npane (cursor %d,%d; underline %v):\n%s\nhost (cursor %d,%d):\n%s\nstyled pane:\n%q",
+				when, x, y, underlined(styled), strings.Join(got, "\n"), hx, hy, strings.Join(want, "\n"), styled)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestE2EAttachPredict: ahpctl attach --predict always in a tmux pane,
+// through an emulated link with a 200 ms round trip to ahpd. A key typed
+// at a shell prompt shows (underlined) long before its echo; at a
+// read -s prompt and in vim's insert mode nothing wrong is left once the
+// output settles: the pane equals a fresh snapshot of the host's screen
+// cell by cell, with no underline.
+func TestE2EAttachPredict(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed")
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("bash is not installed (read -s)")
+	}
+	d := startDaemon(t)
+	d.mustCtl("terminal", "create", "--id", "pr", "--env", "PS1=$ ", "--env", "TERM=xterm-256color", "--", bash, "--norc", "--noprofile")
+	const uri = "ahp-terminal:/pr"
+	dir := t.TempDir()
+	tok := strings.TrimSpace(d.mustCtl("token", "create", "--channel", "pr", "--role", "control"))
+	tokFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const rtt = 200 * time.Millisecond
+	half := linkemu.Params{Delay: rtt / 2}
+	link, err := linkemu.Start(d.addr, half, half)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { link.Close() })
+
+	attach := strings.Join([]string{"env", "AHP_TOKEN=", "AHP_URL=", d.ahpctl, "--control", filepath.Join(dir, "none.sock"),
+		"attach", "--quiet", "--predict", "always", "--url", "http://" + link.Addr(), "--token-file", tokFile, "pr"}, " ")
+	p := startTmux(t, 100, 30, attach+" 2>"+filepath.Join(dir, "attach.err")+"; echo \"[attach exit $?]\"; sleep 600")
+	p.waitRows(regexp.MustCompile(`^\$ ?$`))
+	settled(t, p, d, tok, uri, "after attaching")
+
+	// A key at a shell prompt, once prediction has been confirmed (the
+	// first key after a snapshot is tentative).
+	p.keys("e")
+	p.waitRows(regexp.MustCompile(`^\$ e$`))
+	settled(t, p, d, tok, uri, "after the first key")
+	var glyph, echo []time.Duration
+	typed := "e"
+	for i, k := range "cho" {
+		typed += string(k)
+		want := regexp.MustCompile(`^\$ ` + typed + `$`)
+		start := time.Now()
+		p.keys(string(k))
+		var seen time.Duration
+		for deadline := start.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			rows := p.rows()
+			if !slices.ContainsFunc(rows, want.MatchString) {
+				continue
+			}
+			if seen == 0 {
+				seen = time.Since(start)
+				if !underlined(p.styled()) {
+					break // the echo came first (a slow capture under load)
+				}
+				continue
+			}
+			if !underlined(p.styled()) {
+				break
+			}
+		}
+		e := time.Since(start)
+		if seen == 0 {
+			t.Fatalf("key %d: %q never showed", i, typed)
+		}
+		glyph, echo = append(glyph, seen), append(echo, e)
+		settled(t, p, d, tok, uri, "after key "+string(k))
+	}
+	t.Logf("through a %v round trip: key to glyph %v, key to echo (underline gone) %v", rtt, glyph, echo)
+	if slices.Min(glyph) >= rtt {
+		t.Errorf("no key showed before the echo could come back: key to glyph %v, round trip %v", glyph, rtt)
+	}
+	p.keys("\b\b\b\b")
+	settled(t, p, d, tok, uri, "after backspaces")
+
+	// read -s: nothing is echoed; nothing of the secret shows, and the
+	// screen settles to the host's.
+	p.keys("read -s -p 'Password: ' pw; echo \"[${#pw}]\"")
+	p.enter()
+	p.waitRows(regexp.MustCompile(`^Password:$`))
+	for _, k := range "hunter2" {
+		p.keys(string(k))
+		if rows := p.rows(); slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, "Password: h") }) {
+			t.Fatalf("the secret shows at the password prompt:\n%s", strings.Join(rows, "\n"))
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	settled(t, p, d, tok, uri, "at the password prompt")
+	p.enter()
+	p.waitRows(regexp.MustCompile(`^Password: \[7\]$`))
+	settled(t, p, d, tok, uri, "after the password")
+
+	// vim insert mode (the alternate screen: nothing is predicted).
+	if vim, err := exec.LookPath("vim"); err != nil {
+		t.Log("vim is not installed: its part skipped")
+	} else {
+		p.keys(vim + " -u NONE -N -n -i NONE " + filepath.Join(dir, "x.txt"))
+		p.enter()
+		p.waitRows(regexp.MustCompile(`^~ *$`))
+		p.keys("ihello world")
+		p.keys("\x7f\x7fxx")
+		p.waitRows(regexp.MustCompile(`^hello worxx$`))
+		settled(t, p, d, tok, uri, "in vim's insert mode")
+		p.keys("\x1b:q!")
+		p.enter()
+		p.waitRows(regexp.MustCompile(`^\$$`))
+		settled(t, p, d, tok, uri, "after vim")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "attach.err")); err == nil && len(b) > 0 {
+		t.Logf("attach's stderr: %q", b)
+	}
+}

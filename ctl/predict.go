@@ -1,0 +1,580 @@
+package ctl
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ahp-dev/ahpd/pty"
+)
+
+// Predictive local echo for attach (issue 40), after mosh: while the round
+// trip is long, a printable key, backspace and the left and right arrows
+// are shown at once at the cursor, underlined, before the host echoes
+// them. attach passes the host's output through to this terminal, so the
+// predictor keeps a model of the host's screen (the daemon's own emulator,
+// pty.Screen) fed with the same output: it says where the host's cursor
+// is and what a cell really holds.
+//
+// The terminal is only ever drawn on between host output chunks that end
+// outside any escape sequence (Screen.Ground), and before each chunk
+// everything drawn is taken back: the predicted cells get what the model
+// says they hold, the cursor and the pen go back to the host's. The host's
+// bytes therefore always land on the screen the host thinks this terminal
+// shows (a scroll cannot carry a predicted glyph away), and a resolved
+// prediction is simply not drawn again.
+//
+// A prediction is confirmed when the host's screen shows the predicted
+// text in its cell (and, when that text was there already, when the
+// host's cursor is where the prediction leaves it); confirming one
+// confirms those before it. It is contradicted when the cell shows
+// anything else, and it expires when neither happens within predictTimeout
+// (two round trips and a margin). A contradiction or an expiry drops every
+// pending prediction and makes prediction tentative: predictions of a new
+// epoch are kept but not shown until one of them is confirmed. Enter,
+// control keys and escape sequences other than the arrows start a new
+// epoch too, and nothing is predicted after them until the pending
+// predictions are resolved and the host has written something. Nothing is
+// predicted on the alternate screen (vim, less, htop), outside plain
+// modes (insert mode, origin mode, another charset), when the host's
+// screen does not fit this terminal, nor before the end of a line's text
+// (a shell inserts there and shifts the rest). A snapshot (terminal/reset)
+// drops every prediction.
+//
+// A predictor is not safe for concurrent use: attach guards it, and every
+// write to the terminal, with attacher.pmu.
+
+// predictMode is --predict.
+type predictMode int
+
+const (
+	predictNever  predictMode = iota // no prediction, no model of the screen
+	predictAuto                      // while the round trip is above predictHigh
+	predictAlways                    // whatever the round trip
+)
+
+// parsePredict parses --predict.
+func parsePredict(s string) (predictMode, error) {
+	switch s {
+	case "auto", "":
+		return predictAuto, nil
+	case "always":
+		return predictAlways, nil
+	case "never":
+		return predictNever, nil
+	}
+	return 0, usagef("attach: --predict %q: want auto, always or never", s)
+}
+
+// Thresholds and bounds (mosh's SRTT_TRIGGER_HIGH and _LOW).
+const (
+	predictHigh    = 30 * time.Millisecond  // auto starts predicting above this smoothed round trip
+	predictLow     = 20 * time.Millisecond  // and stops below this one
+	predictMargin  = 150 * time.Millisecond // added to two round trips before a prediction expires
+	predictNoRTT   = time.Second            // the expiry while no round trip was measured (always)
+	maxPredictions = 64                     // pending predictions; keys beyond are not predicted
+)
+
+// cursorPos is a cursor position; pending: a wrap is pending (a character
+// was printed in the last column).
+type cursorPos struct {
+	x, y    int
+	pending bool
+}
+
+// prediction is one predicted key.
+type prediction struct {
+	epoch   int
+	cell    bool      // a cell is predicted; else only the cursor moves
+	x, y    int       // the cell
+	text    string    // what the cell shows, "" for blank
+	orig    string    // what the host's screen held there when predicted
+	after   cursorPos // the cursor after the key
+	expires time.Time
+	drawn   bool // the cell is drawn on the terminal
+}
+
+type predictor struct {
+	mode    predictMode
+	scr     *pty.Screen
+	srtt    time.Duration // smoothed round trip (EWMA 1/4)
+	sampled bool
+	on      bool // auto: srtt went above predictHigh and not yet below predictLow
+
+	pending []prediction
+	epoch   int // the epoch of new predictions
+	shown   int // predictions of epochs up to this one are drawn
+	// hold: a key could not be predicted (or was a control key); none
+	// is until the pending ones are resolved and the host wrote since.
+	hold    bool
+	wrote   bool // host output arrived since hold was set
+	drawn   bool // the terminal shows predictions, or the cursor where they leave it
+	fits    bool // the host's screen fits in this terminal
+	locRows int  // this terminal's size (0: unknown)
+	locCols int
+	buf     []byte
+}
+
+func newPredictor(mode predictMode) *predictor {
+	return &predictor{mode: mode, scr: pty.NewScreen(24, 80), epoch: 1}
+}
+
+// sample takes a measured round trip.
+func (p *predictor) sample(rtt time.Duration) {
+	if !p.sampled {
+		p.srtt, p.sampled = rtt, true
+	} else {
+		p.srtt += (rtt - p.srtt) / 4
+	}
+	switch {
+	case p.srtt > predictHigh:
+		p.on = true
+	case p.srtt < predictLow:
+		p.on = false
+	}
+}
+
+// active reports whether new keys are predicted.
+func (p *predictor) active() bool {
+	return p.mode == predictAlways || p.mode == predictAuto && p.on
+}
+
+// busy reports whether predictions wait for the host (the RTT is then
+// sampled more often).
+func (p *predictor) busy() bool { return len(p.pending) > 0 }
+
+// timeout is how long a prediction waits for its confirmation.
+func (p *predictor) timeout() time.Duration {
+	if !p.sampled {
+		return predictNoRTT
+	}
+	return 2*p.srtt + predictMargin
+}
+
+// deadline returns when the first pending prediction expires.
+func (p *predictor) deadline() (time.Time, bool) {
+	if len(p.pending) == 0 {
+		return time.Time{}, false
+	}
+	d := p.pending[0].expires
+	for _, q := range p.pending[1:] {
+		if q.expires.Before(d) {
+			d = q.expires
+		}
+	}
+	return d, true
+}
+
+// setLocalSize records this terminal's size.
+func (p *predictor) setLocalSize(rows, cols int) {
+	p.locRows, p.locCols = rows, cols
+	p.checkFit()
+}
+
+func (p *predictor) checkFit() {
+	rows, cols := p.scr.Size()
+	p.fits = p.locRows > 0 && rows <= p.locRows && cols <= p.locCols
+}
+
+// reset starts over for a snapshot of rows×cols (terminal/reset): the
+// terminal is reset with it, so nothing drawn needs taking back.
+func (p *predictor) reset(rows, cols int) {
+	p.pending, p.drawn = p.pending[:0], false
+	p.newEpoch()
+	p.scr.Reset(rows, cols)
+	p.checkFit()
+}
+
+// resize applies terminal/resize: predictions are taken back and dropped.
+func (p *predictor) resize(rows, cols int, w io.Writer) error {
+	err := p.flush(w)
+	p.scr.Resize(rows, cols)
+	p.checkFit()
+	return err
+}
+
+// flush takes back what is drawn and drops every prediction (the session
+// ends, or the screen changes size).
+func (p *predictor) flush(w io.Writer) error {
+	p.buf = p.undraw(p.buf[:0])
+	p.pending = p.pending[:0]
+	p.newEpoch()
+	return p.write(w)
+}
+
+func (p *predictor) newEpoch() {
+	p.epoch++
+	p.hold, p.wrote = true, false
+}
+
+// host writes a chunk of the host's output to w: what is drawn is taken
+// back first, the chunk updates the model, the predictions are judged
+// against it, and those still pending and shown are drawn again.
+func (p *predictor) host(data []byte, now time.Time, w io.Writer) error {
+	b := p.undraw(p.buf[:0])
+	if len(b) > 0 && len(data) <= 4096 {
+		b = append(b, data...) // one write: no frame shows the chunk without the undraw
+	} else {
+		p.buf = b
+		if err := p.write(w); err != nil {
+			return err
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+		b = p.buf[:0]
+	}
+	p.scr.Write(string(data))
+	p.wrote = true
+	p.judge(now)
+	p.buf = p.draw(b)
+	return p.write(w)
+}
+
+// key predicts the effect of data (keys as sent to the host) and draws
+// what is shown.
+func (p *predictor) key(data []byte, now time.Time, w io.Writer) error {
+	if !p.active() && len(p.pending) == 0 {
+		return nil
+	}
+	b := p.undraw(p.buf[:0])
+	p.predict(data, now)
+	p.buf = p.draw(b)
+	return p.write(w)
+}
+
+// tick expires what waited too long.
+func (p *predictor) tick(now time.Time, w io.Writer) error {
+	if len(p.pending) == 0 {
+		return nil
+	}
+	b := p.undraw(p.buf[:0])
+	p.judge(now)
+	p.buf = p.draw(b)
+	return p.write(w)
+}
+
+func (p *predictor) write(w io.Writer) error {
+	if len(p.buf) == 0 {
+		return nil
+	}
+	_, err := w.Write(p.buf)
+	p.buf = p.buf[:0]
+	return err
+}
+
+// blank makes a space and an erased cell the same.
+func blank(s string) string {
+	if s == " " {
+		return ""
+	}
+	return s
+}
+
+// cursor is where the next key's effect is predicted: after the last
+// pending prediction, else the host's cursor.
+func (p *predictor) cursor() cursorPos {
+	if n := len(p.pending); n > 0 {
+		return p.pending[n-1].after
+	}
+	x, y, pending := p.scr.Cursor()
+	return cursorPos{x, y, pending}
+}
+
+// predict adds predictions for data.
+func (p *predictor) predict(data []byte, now time.Time) {
+	for i := 0; i < len(data); {
+		if p.hold {
+			if len(p.pending) > 0 || !p.wrote {
+				return
+			}
+			p.hold = false
+		}
+		c := data[i]
+		switch {
+		case c == 0x1b && i+2 < len(data) && (data[i+1] == '[' || data[i+1] == 'O') && (data[i+2] == 'C' || data[i+2] == 'D'):
+			if !p.arrow(data[i+2] == 'C', now) {
+				return
+			}
+			i += 3
+		case c == 0x7f || c == 0x08:
+			if !p.backspace(now) {
+				return
+			}
+			i++
+		case c < 0x20 || c == 0x1b:
+			p.newEpoch() // Enter, a control key, an escape sequence
+			return
+		default:
+			r, n := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && n <= 1 || r < 0xa0 && r >= 0x7f || pty.RuneWidth(r) != 1 {
+				p.newEpoch()
+				return
+			}
+			if !p.char(string(data[i:i+n]), now) {
+				return
+			}
+			i += n
+		}
+	}
+}
+
+// usable reports whether a key may be predicted now; when not, prediction
+// holds until the pending ones are resolved.
+func (p *predictor) usable() bool {
+	if !p.active() || p.scr.Alt() || !p.scr.Plain() || !p.fits || len(p.pending) >= maxPredictions {
+		p.newEpoch()
+		return false
+	}
+	return true
+}
+
+// restBlank reports whether row y is blank from column x on, in the
+// host's screen and in the pending predictions.
+func (p *predictor) restBlank(x, y int) bool {
+	_, cols := p.scr.Size()
+	for ; x < cols; x++ {
+		if blank(p.scr.Text(x, y)) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingText returns what pending predictions put in cell (x, y), and
+// whether any does.
+func (p *predictor) pendingText(x, y int) (string, bool) {
+	for i := len(p.pending) - 1; i >= 0; i-- {
+		if q := p.pending[i]; q.cell && q.x == x && q.y == y {
+			return q.text, true
+		}
+	}
+	return "", false
+}
+
+func (p *predictor) add(q prediction, now time.Time) {
+	q.epoch = p.epoch
+	q.expires = now.Add(p.timeout())
+	p.pending = append(p.pending, q)
+}
+
+func (p *predictor) char(s string, now time.Time) bool {
+	if !p.usable() {
+		return false
+	}
+	c := p.cursor()
+	_, cols := p.scr.Size()
+	if c.pending || p.scr.Wide(c.x, c.y) || !p.restBlank(c.x, c.y) {
+		p.newEpoch()
+		return false
+	}
+	after := cursorPos{x: c.x + 1, y: c.y}
+	if after.x >= cols {
+		after = cursorPos{x: cols - 1, y: c.y, pending: true}
+	}
+	p.add(prediction{cell: true, x: c.x, y: c.y, text: s, orig: blank(p.scr.Text(c.x, c.y)), after: after}, now)
+	return true
+}
+
+func (p *predictor) backspace(now time.Time) bool {
+	if !p.usable() {
+		return false
+	}
+	c := p.cursor()
+	if c.pending || c.x == 0 || p.scr.Wide(c.x-1, c.y) || !p.restBlank(c.x, c.y) {
+		p.newEpoch()
+		return false
+	}
+	p.add(prediction{cell: true, x: c.x - 1, y: c.y, text: "", orig: blank(p.scr.Text(c.x-1, c.y)), after: cursorPos{x: c.x - 1, y: c.y}}, now)
+	return true
+}
+
+// arrow predicts the cursor moving over text: left when it is not in the
+// first column, right when there is text under it.
+func (p *predictor) arrow(right bool, now time.Time) bool {
+	if !p.usable() {
+		return false
+	}
+	c := p.cursor()
+	x := c.x - 1
+	if right {
+		x = c.x + 1
+		t, ok := p.pendingText(c.x, c.y)
+		if !ok {
+			t = blank(p.scr.Text(c.x, c.y))
+		}
+		if t == "" {
+			p.newEpoch()
+			return false
+		}
+	}
+	_, cols := p.scr.Size()
+	if c.pending || x < 0 || x >= cols || p.scr.Wide(x, c.y) || p.scr.Wide(c.x, c.y) {
+		p.newEpoch()
+		return false
+	}
+	p.add(prediction{after: cursorPos{x: x, y: c.y}}, now)
+	return true
+}
+
+// verdicts of judge.
+const (
+	waiting = iota
+	confirmed
+	contradicted
+)
+
+// verdict judges pending prediction i against the host's screen and
+// cursor. A cell that shows what it held before the key, or what an
+// earlier pending prediction put there or found there, is still waiting.
+func (p *predictor) verdict(i int, host cursorPos) int {
+	q := p.pending[i]
+	if !q.cell {
+		if host == q.after {
+			return confirmed
+		}
+		return waiting
+	}
+	t := blank(p.scr.Text(q.x, q.y))
+	switch {
+	case t == q.text && (t != q.orig || host == q.after):
+		return confirmed
+	case t == q.orig || t == q.text:
+		return waiting
+	}
+	for _, r := range p.pending[:i] {
+		if r.cell && r.x == q.x && r.y == q.y && (t == r.text || t == r.orig) {
+			return waiting
+		}
+	}
+	return contradicted
+}
+
+// judge resolves the pending predictions against the model of the host's
+// screen. Nothing may be drawn when it is called.
+func (p *predictor) judge(now time.Time) {
+	if len(p.pending) == 0 {
+		return
+	}
+	if p.scr.Alt() {
+		p.drop()
+		return
+	}
+	x, y, pend := p.scr.Cursor()
+	host := cursorPos{x, y, pend}
+	last := -1
+	for i := range p.pending {
+		switch p.verdict(i, host) {
+		case contradicted:
+			p.drop()
+			return
+		case confirmed:
+			last = i
+		}
+	}
+	for _, q := range p.pending[:last+1] {
+		p.shown = max(p.shown, q.epoch)
+	}
+	p.pending = append(p.pending[:0], p.pending[last+1:]...)
+	for _, q := range p.pending {
+		if !now.Before(q.expires) {
+			p.drop()
+			return
+		}
+	}
+}
+
+// drop forgets every pending prediction and makes prediction tentative.
+func (p *predictor) drop() {
+	p.pending = p.pending[:0]
+	p.newEpoch()
+}
+
+// undraw appends what takes back everything drawn: the true cells, the
+// host's cursor and pen.
+func (p *predictor) undraw(b []byte) []byte {
+	if !p.drawn {
+		return b
+	}
+	p.drawn = false
+	for i := range p.pending {
+		q := &p.pending[i]
+		if q.drawn {
+			b = p.trueCell(b, q.x, q.y)
+			q.drawn = false
+		}
+	}
+	return p.restore(b)
+}
+
+// trueCell appends what redraws cell (x, y) as the host's screen holds it.
+func (p *predictor) trueCell(b []byte, x, y int) []byte {
+	if x > 0 && p.scr.Wide(x, y) && p.scr.Text(x, y) == "" {
+		x-- // the second half of a wide character: redraw the first
+	}
+	b = cup(b, x, y)
+	return p.scr.AppendCell(b, x, y)
+}
+
+// restore appends what puts the terminal's cursor, pen and last printed
+// character back as the host has them.
+func (p *predictor) restore(b []byte) []byte { return p.scr.AppendRestore(b) }
+
+// draw appends the shown pending predictions and puts the cursor after
+// the last of them, when the host's output so far ended outside any
+// sequence.
+func (p *predictor) draw(b []byte) []byte {
+	if !p.scr.Ground() || p.scr.Alt() {
+		return b
+	}
+	var at cursorPos
+	for i := range p.pending {
+		q := &p.pending[i]
+		if q.epoch > p.shown {
+			break
+		}
+		if !p.drawn {
+			b = p.scr.AppendPen(b)
+			b = append(b, "\x1b[4m"...)
+			p.drawn = true
+		}
+		at = q.after
+		if !q.cell {
+			continue
+		}
+		b = cup(b, q.x, q.y)
+		if q.text == "" {
+			b = append(b, ' ')
+		} else {
+			b = append(b, q.text...)
+		}
+		q.drawn = true
+	}
+	if p.drawn {
+		b = cup(b, at.x, at.y)
+	}
+	return b
+}
+
+// cup appends a cursor position sequence for 0-based x, y.
+func cup(b []byte, x, y int) []byte {
+	b = append(b, "\x1b["...)
+	b = strconv.AppendInt(b, int64(y+1), 10)
+	b = append(b, ';')
+	b = strconv.AppendInt(b, int64(x+1), 10)
+	return append(b, 'H')
+}
+
+func (m predictMode) String() string {
+	switch m {
+	case predictAlways:
+		return "always"
+	case predictNever:
+		return "never"
+	case predictAuto:
+		return "auto"
+	}
+	return fmt.Sprintf("predictMode(%d)", int(m))
+}
