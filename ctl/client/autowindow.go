@@ -181,6 +181,17 @@ func (s *Sub) AutoWindow(cfg flow.TunerConfig) {
 	s.unwatch = s.c.watchRTT(w)
 }
 
+// SetWindow sets the subscription's receive window to n and announces it
+// with channel/window (the receiver takes it first, so the host's next
+// bytes are welcome).
+func (s *Sub) SetWindow(ctx context.Context, n int64) error {
+	s.mu.Lock()
+	s.recv.SetWindowBytes(n)
+	n = s.recv.Limits().WindowBytes
+	s.mu.Unlock()
+	return s.c.SendRaw(ctx, flow.AppendWindow(nil, s.Channel, s.ID, n))
+}
+
 // WindowChanges returns how many channel/window the subscription sent.
 func (s *Sub) WindowChanges() int {
 	s.mu.Lock()
