@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ahp-dev/ahpd/internal/cork"
+	"github.com/ahp-dev/ahpd/internal/unsent"
 )
 
 // dialSocket dials the socket under a Conn's cork (tests wrap it).
@@ -37,6 +38,9 @@ func corkingClient(tlsConf *tls.Config) (*http.Client, func() *cork.Conn) {
 		if err != nil {
 			return nil, err
 		}
+		// What the kernel holds unsent waits ahead of the next keystroke
+		// or credit this client writes (internal/unsent).
+		unsent.Limit(c, unsent.Bytes)
 		cc := cork.New(c)
 		mu.Lock()
 		last = cc

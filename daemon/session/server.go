@@ -29,6 +29,7 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/cork"
 	"github.com/ahp-dev/ahpd/internal/rawio"
+	"github.com/ahp-dev/ahpd/internal/unsent"
 )
 
 // Host is what the session needs of the daemon that owns the channels.
@@ -531,14 +532,13 @@ func BearerToken(r *http.Request) string {
 	return ""
 }
 
-// socketSendBuffer caps the kernel's send buffer of each viewer socket.
-// Frames queued in the kernel are beyond the scheduler's reach: with
-// Linux's autotuning a loopback socket buffers megabytes, and a keystroke's
-// echo would wait behind all of a flooding neighbour's bytes in it (§6 bounds
-// what waits ahead of an interactive frame). 256 KiB keeps that wait to a
-// few milliseconds at loopback speeds while a single viewer still reaches
-// full throughput.
-const socketSendBuffer = 256 << 10
+// Each viewer socket bounds what its kernel holds unsent to unsent.Bytes
+// (TCP_NOTSENT_LOWAT): frames queued in the kernel are beyond the
+// scheduler's reach, and a keystroke's echo would wait behind all of a
+// flooding neighbour's bytes there (§7 bounds what waits ahead of an
+// interactive frame). Unlike the 256 KiB SO_SNDBUF it replaced (issue 40),
+// it leaves the bytes in flight to the kernel's autotuning, so a long path
+// is not capped at the buffer per round trip.
 
 // wsWriteBuffer is each viewer socket's bufio write buffer, through which
 // the WebSocket library writes a frame's header and payload. It is small:
@@ -576,7 +576,7 @@ func (h writeBufferHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // wsReadBuffer is each viewer socket's bufio read buffer.
 const wsReadBuffer = 1 << 10
 
-// sndbufListener caps each accepted socket's send buffer and counts its
+// sndbufListener bounds each accepted socket's unsent bytes and counts its
 // bytes (for the compression ratio in stats: the WebSocket library does
 // not report compressed sizes).
 type sndbufListener struct{ net.Listener }
@@ -586,9 +586,7 @@ func (l sndbufListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return c, err
 	}
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(socketSendBuffer)
-	}
+	unsent.Limit(c, unsent.Bytes)
 	return &countingConn{Conn: cork.New(rawio.NewConn(c))}, nil
 }
 

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package unsent
+
+import "net"
+
+func limit(*net.TCPConn, int) bool { return false }
