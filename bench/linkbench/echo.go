@@ -219,6 +219,8 @@ func (c *config) echo(ctx context.Context, d *benchproc.Daemon, daemonAddr, rawA
 type catResult struct {
 	elapsed   time.Duration // from the key that starts the cat to the last line's arrival
 	snapshots int64         // snapshots attach's subscription got meanwhile
+	dropped   int64         // bytes its snapshots replaced (the daemon's count, UTF-16)
+	window    int64         // its window
 	received  int64         // bytes attach wrote to its terminal meanwhile
 }
 
@@ -289,7 +291,7 @@ func (c *config) catAttach(ctx context.Context, d *benchproc.Daemon, daemonAddr,
 		return nil, errors.New("ahpctl attach drew nothing within 30 s")
 	}
 	time.Sleep(500*time.Millisecond + 2*rtt) // the snapshot and the resize settle
-	s0, err := snapshots(ctx, d, "ahp-terminal:/"+id)
+	s0, err := subscription(ctx, d, "ahp-terminal:/"+id)
 	if err != nil {
 		return nil, err
 	}
@@ -308,32 +310,34 @@ func (c *config) catAttach(ctx context.Context, d *benchproc.Daemon, daemonAddr,
 		return nil, fmt.Errorf("no end of the cat within %v", limit)
 	}
 	res := &catResult{elapsed: end.Sub(start), received: received.Load() - r0}
-	s1, err := snapshots(ctx, d, "ahp-terminal:/"+id)
+	s1, err := subscription(ctx, d, "ahp-terminal:/"+id)
 	if err != nil {
 		return nil, err
 	}
-	res.snapshots = s1 - s0
+	res.snapshots, res.dropped = s1.GetSnapshots()-s0.GetSnapshots(), s1.GetDroppedBytes()-s0.GetDroppedBytes()
+	res.window = s1.GetWindowBytes()
 	return res, nil
 }
 
-// snapshots returns the snapshots sent to the one subscription to uri.
-func snapshots(ctx context.Context, d *benchproc.Daemon, uri string) (int64, error) {
+// subscription returns the daemon's account of the one subscription to
+// uri.
+func subscription(ctx context.Context, d *benchproc.Daemon, uri string) (*ahpv1.Subscription, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	r, err := ahpv1.NewViewerServiceClient(d.Conn).ListViewers(ctx, &ahpv1.ListViewersRequest{})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var found []int64
+	var found []*ahpv1.Subscription
 	for _, v := range r.GetViewers() {
 		for _, s := range v.GetSubscriptions() {
 			if s.GetChannel() == uri {
-				found = append(found, s.GetSnapshots())
+				found = append(found, s)
 			}
 		}
 	}
 	if len(found) != 1 {
-		return 0, fmt.Errorf("%d subscriptions to %s, want 1", len(found), uri)
+		return nil, fmt.Errorf("%d subscriptions to %s, want 1", len(found), uri)
 	}
 	return found[0], nil
 }

@@ -82,7 +82,8 @@ func main() {
 	var c config
 	flag.StringVar(&c.ahpd, "ahpd", "", "the ahpd binary to measure (empty: build ./cmd/ahpd into a temp directory)")
 	flag.StringVar(&c.ahpctl, "ahpctl", "", "the ahpctl binary (forward, attach; empty: build ./cmd/ahpctl into a temp directory)")
-	flag.StringVar(&c.rev, "rev", "HEAD", "without -ahpd and -ahpctl: the git revision to build them from (git archive, so that uncommitted edits in the tree are not measured); empty: the working tree as it is")
+	flag.StringVar(&c.rev, "rev", "HEAD", "without -ahpd and -ahpctl: the git revision to build them from (git archive, so that uncommitted edits in the tree are not measured), with this benchmark's own sources copied in and built there too, so that its client side (ctl/client) is of that revision as well; empty: the working tree as it is")
+	builtFrom := flag.String("built-from", "", "set by linkbench when it runs the copy of itself it built for -rev: the revision, for the tables")
 	flag.StringVar(&c.chisel, "chisel", os.Getenv("CHISEL"), "the chisel binary (default $CHISEL; empty or missing: chisel's columns say \"not available\")")
 	rtts := flag.String("rtts", "0,20ms,80ms,200ms", "the round trips the link adds, comma-separated")
 	flag.StringVar(&c.rateText, "rate", "100mbit", "the link's bandwidth each way (e.g. 100mbit, 12.5MB)")
@@ -96,6 +97,9 @@ func main() {
 	lock := flag.String("lock", "/tmp/ahp-bench.lock", "hold flock on this file while measuring (empty: none)")
 	flag.BoolVar(&c.verbose, "v", false, "pass the children's output (ahpd, forward, chisel) on to stderr")
 	flag.Parse()
+	if *builtFrom != "" {
+		c.rev = *builtFrom
+	}
 	if err := parse(&c, *rtts, *size, *catSize); err != nil {
 		fmt.Fprintln(os.Stderr, "linkbench:", err)
 		os.Exit(2)
@@ -184,12 +188,16 @@ func run(c *config, lockPath string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if c.ahpd == "" || c.ahpctl == "" {
+	switch {
+	case c.ahpd == "" || c.ahpctl == "":
 		if err := build(dir, c); err != nil {
 			return err
 		}
-	} else {
-		c.rev = "given binaries"
+		if self := filepath.Join(dir, "linkbench"); fileExists(self) {
+			return reexec(self, c)
+		}
+	case os.Getenv("LINKBENCH_COMMAND") == "":
+		c.rev = "the binaries given"
 	}
 	if c.chisel != "" {
 		if st, err := os.Stat(c.chisel); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
@@ -236,10 +244,12 @@ func run(c *config, lockPath string) error {
 }
 
 // build builds ahpd and ahpctl into dir, as the Makefile does (no cgo):
-// from c.rev (git archive of the working directory's repository), or from
-// the working tree when c.rev is empty. It sets c.rev to what it built.
+// from c.rev (git archive of the working directory's repository) with a
+// copy of this benchmark (bench/linkbench of the working directory) built
+// there too, or from the working tree when c.rev is empty. It sets c.rev
+// to what it built.
 func build(dir string, c *config) error {
-	src := "."
+	src, pkgs := ".", []string{"./cmd/ahpd", "./cmd/ahpctl"}
 	if c.rev != "" {
 		out, err := exec.Command("git", "rev-parse", "--short", c.rev+"^{commit}").Output()
 		if err != nil {
@@ -255,12 +265,31 @@ func build(dir string, c *config) error {
 		if err := archive.Run(); err != nil {
 			return fmt.Errorf("git archive %s: %w", rev, err)
 		}
+		// This benchmark, as it is here, built against that revision.
+		own, err := filepath.Glob("bench/linkbench/*.go")
+		if err != nil || len(own) == 0 {
+			return errors.New("-rev: run from the repository's root (bench/linkbench/*.go is copied into the revision's tree)")
+		}
+		to := filepath.Join(src, "bench", "linkbench")
+		if err := os.MkdirAll(to, 0o700); err != nil {
+			return err
+		}
+		for _, f := range own {
+			b, err := os.ReadFile(f)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(to, filepath.Base(f)), b, 0o600)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		pkgs = append(pkgs, "./bench/linkbench")
 		c.rev = rev
 	} else {
 		c.rev = gitDescribe() + " (the working tree)"
 	}
-	fmt.Fprintf(os.Stderr, "linkbench: building ahpd and ahpctl of %s into %s\n", c.rev, dir)
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/ahpd", "./cmd/ahpctl")
+	fmt.Fprintf(os.Stderr, "linkbench: building %s of %s into %s\n", strings.Join(pkgs, " "), c.rev, dir)
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + "/"}, pkgs...)...)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -274,6 +303,41 @@ func build(dir string, c *config) error {
 		c.ahpctl = filepath.Join(dir, "ahpctl")
 	}
 	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// reexec runs self, the copy of this benchmark built from c.rev, with this
+// run's flags and the binaries built beside it, and exits with its status.
+func reexec(self string, c *config) error {
+	var args []string
+	for i := 1; i < len(os.Args); i++ {
+		a := os.Args[i]
+		name := strings.TrimLeft(a, "-")
+		if name == "rev" || name == "ahpd" || name == "ahpctl" || name == "built-from" {
+			i++ // its value
+			continue
+		}
+		if strings.HasPrefix(name, "rev=") || strings.HasPrefix(name, "ahpd=") || strings.HasPrefix(name, "ahpctl=") || strings.HasPrefix(name, "built-from=") {
+			continue
+		}
+		args = append(args, a)
+	}
+	args = append(args, "-ahpd", c.ahpd, "-ahpctl", c.ahpctl, "-built-from", c.rev)
+	cmd := exec.Command(self, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "LINKBENCH_COMMAND="+commandLine())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		os.RemoveAll(filepath.Dir(self))
+		os.Exit(ee.ExitCode())
+	}
+	return err
 }
 
 // The target's operations (bench/tcpbench's): a client sends one byte and
@@ -376,6 +440,7 @@ type sample struct {
 	bytes   int64
 	elapsed time.Duration
 	cut     bool
+	wire    int64 // bytes the link delivered in the transfer's direction meanwhile (tunnel framing included)
 }
 
 func (s sample) mbps() float64 { return float64(s.bytes) / s.elapsed.Seconds() / 1e6 }
@@ -483,7 +548,8 @@ func transfer(addr string, up bool, n int64, cut time.Duration) (sample, error) 
 // tool is one way through the link for the throughput table.
 type tool struct {
 	name string
-	addr string // where a transfer dials ("": not available)
+	addr string        // where a transfer dials ("": not available)
+	link *linkemu.Link // the link its bytes cross, for their count on the wire
 }
 
 // rttResult is everything measured at one round trip.
@@ -535,14 +601,14 @@ func (c *config) runRTT(dir, target, catFile string, rtt time.Duration) (*rttRes
 	}
 	defer fwd.stop()
 
-	tools := []tool{{name: "raw TCP", addr: rawLink.Addr()}, {name: "ahpctl forward", addr: fwd.addr}, {name: "chisel"}}
+	tools := []tool{{name: "raw TCP", addr: rawLink.Addr(), link: rawLink}, {name: "ahpctl forward", addr: fwd.addr, link: daemonLink}, {name: "chisel"}}
 	if c.compress {
 		fz, err := c.startForward(daemonLink.Addr(), d.Token, target, true)
 		if err != nil {
 			return nil, err
 		}
 		defer fz.stop()
-		tools = append(tools, tool{name: "ahpctl forward --compress", addr: fz.addr})
+		tools = append(tools, tool{name: "ahpctl forward --compress", addr: fz.addr, link: daemonLink})
 	}
 	if c.chisel != "" {
 		ch, err := c.startChisel(rtt, target)
@@ -550,7 +616,7 @@ func (c *config) runRTT(dir, target, catFile string, rtt time.Duration) (*rttRes
 			return nil, fmt.Errorf("chisel: %w", err)
 		}
 		defer ch.stop()
-		tools[2].addr = ch.addr
+		tools[2].addr, tools[2].link = ch.addr, ch.link
 	}
 
 	// Throughput: per round, download then upload, the tools in an order
@@ -562,10 +628,12 @@ func (c *config) runRTT(dir, target, catFile string, rtt time.Duration) (*rttRes
 				if t.addr == "" {
 					continue
 				}
+				w0 := wireBytes(t.link, up)
 				s, err := transfer(t.addr, up, c.size, c.cut)
 				if err != nil {
 					return nil, fmt.Errorf("%s %s: %w", t.name, dirName(up), err)
 				}
+				s.wire = wireBytes(t.link, up) - w0
 				fmt.Fprintf(os.Stderr, "  round %d %-26s %-8s %7.2f MB/s%s\n", r+1, t.name, dirName(up), s.mbps(), cutNote(s))
 				v := res.throughput[t.name]
 				i := 0
@@ -600,6 +668,14 @@ func (c *config) runRTT(dir, target, catFile string, rtt time.Duration) (*rttRes
 		return nil, err
 	}
 	return res, nil
+}
+
+// wireBytes is what l has delivered so far up or down.
+func wireBytes(l *linkemu.Link, up bool) int64 {
+	if up {
+		return l.Stats().Up.Bytes
+	}
+	return l.Stats().Down.Bytes
 }
 
 func dirName(up bool) string {

@@ -27,8 +27,8 @@ func (c *config) print(rs []*rttResult, took time.Duration) {
 	if c.compress {
 		zHead, zSep = " forward --compress | --compress / raw |", "---:|---:|"
 	}
-	fmt.Printf("| RTT | queue | direction | raw TCP copy | ahpctl forward | forward / raw | target ≥ 0.85 | chisel | chisel / raw | forward / chisel |%s\n", zHead)
-	fmt.Printf("|---:|---:|---|---:|---:|---:|---|---:|---:|---:|%s\n", zSep)
+	fmt.Printf("| RTT | queue | direction | raw TCP copy | ahpctl forward | forward / raw | target ≥ 0.85 | chisel | chisel / raw | forward / chisel | link use: raw, forward, chisel | wire bytes per payload byte: forward, chisel |%s\n", zHead)
+	fmt.Printf("|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|%s\n", zSep)
 	anyCut := false
 	for _, r := range rs {
 		for i, dir := range []string{"download", "upload"} {
@@ -47,13 +47,33 @@ func (c *config) print(rs []*rttResult, took time.Duration) {
 				anyCut = anyCut || hasCut(fz)
 				z = fmt.Sprintf(" %s | %.2f |", rateCell(fz), medianMBps(fz)/rawM)
 			}
-			fmt.Printf("| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s |%s\n",
+			use := func(ss []sample) string {
+				if len(ss) == 0 {
+					return "–"
+				}
+				v := make([]float64, len(ss))
+				for i, s := range ss {
+					v[i] = float64(s.wire) / s.elapsed.Seconds() / float64(c.rate)
+				}
+				return fmt.Sprintf("%.2f", median(v))
+			}
+			overhead := func(ss []sample) string {
+				if len(ss) == 0 {
+					return "–"
+				}
+				v := make([]float64, len(ss))
+				for i, s := range ss {
+					v[i] = float64(s.wire) / float64(s.bytes)
+				}
+				return fmt.Sprintf("%.3f", median(v))
+			}
+			fmt.Printf("| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s, %s, %s | %s, %s |%s\n",
 				rttText(r.rtt), sizeText(r.queue), dir, rateCell(raw), rateCell(fw), fwM/rawM, target(fwM/rawM >= 0.85, fmt.Sprintf("%.2f short", 0.85-fwM/rawM)),
-				chCell, chRatio, fwCh, z)
+				chCell, chRatio, fwCh, use(raw), use(fw), use(ch), overhead(fw), overhead(ch), z)
 		}
 	}
 	fmt.Println()
-	fmt.Println("MB/s of payload (10⁶ bytes/s); the link carries at most the rate above each way. A transfer's time runs from the dial of the local port to its last byte (an upload's: to the target's count of it), so it includes each tool's channel set-up over the link.")
+	fmt.Println("MB/s of payload (10⁶ bytes/s); the link carries at most the rate above each way. A transfer's time runs from the dial of the local port to its last byte (an upload's: to the target's count of it), so it includes each tool's channel set-up over the link. Link use: the bytes the link carried in the transfer's direction (the tunnel's framing included) per second, over the link's rate (medians); wire bytes per payload byte: the same bytes over the payload (forward's tcp/data carries base64 in JSON: at least 4/3).")
 	if anyCut {
 		fmt.Printf("† a transfer of the cell was cut at -cut %v; its rate is that of the bytes it moved.\n", c.cut)
 	}
@@ -62,7 +82,7 @@ func (c *config) print(rs []*rttResult, took time.Duration) {
 	// Echo.
 	if c.keys > 0 {
 		fmt.Printf("### Keystroke echo: %d keys, one every %v, p50 / p99\n\n", c.keys, c.keyGap)
-		fmt.Println("| RTT | raw TCP echo | terminal, idle | terminal, beside a bulk download on the same WebSocket | target p99 ≤ RTT + 15 ms | the bulk download meanwhile | its window |")
+		fmt.Println("| RTT | raw TCP echo | terminal, idle | terminal, beside a bulk download on the same WebSocket | target p99 ≤ RTT + 15 ms | the bulk download meanwhile | its window at open |")
 		fmt.Println("|---:|---:|---:|---:|---|---:|---:|")
 		for _, r := range rs {
 			e := r.echo
@@ -78,7 +98,7 @@ func (c *config) print(rs []*rttResult, took time.Duration) {
 				target(p99 <= lim, fmt.Sprintf("%s over %s", ms(p99-lim), ms(lim))), e.bulkMBps, sizeText(e.bulkWindow))
 		}
 		fmt.Println()
-		fmt.Println("The terminal runs `stty raw -echo; cat`, viewed by the Go client (ctl/client, the host's default window) through the link; a key is typed every gap whether or not the last one's echo is back, and each echo is timed from its key's send. The bulk download is client.OpenTCP on the same connection (window sized from the connection's round trip, AutoReceive), reading a target that writes without end. The raw TCP echo is a loopback echo server through the same link: the floor.")
+		fmt.Println("The terminal runs `stty raw -echo; cat`, viewed by the Go client (ctl/client, the host's default window) through the link; a key is typed every gap whether or not the last one's echo is back, and each echo is timed from its key's send. The bulk download is client.OpenTCP on the same connection with its default receive limits (as ctl/client of the measured revision sizes them), reading a target that writes without end. The raw TCP echo is a loopback echo server through the same link: the floor.")
 		fmt.Println()
 	}
 
@@ -86,8 +106,8 @@ func (c *config) print(rs []*rttResult, took time.Duration) {
 	if c.catSize > 0 {
 		fmt.Printf("### `cat` of %s in a terminal to `ahpctl attach` through the link\n\n", sizeText(c.catSize))
 		linkTime := time.Duration(float64(c.catSize) / float64(c.rate) * float64(time.Second))
-		fmt.Println("| RTT | the link's time for the bytes | the raw TCP copy's (same run, median download) | attach: last line after | / the link's time | target ≤ 1.3× | snapshots | target ≤ 2 | bytes attach wrote |")
-		fmt.Println("|---:|---:|---:|---:|---:|---|---:|---|---:|")
+		fmt.Println("| RTT | the link's time for the bytes | the raw TCP copy's (same run, median download) | attach: last line after | / the link's time | target ≤ 1.3× | snapshots | target ≤ 2 | bytes attach wrote | replaced by snapshots (UTF-16) | attach's window |")
+		fmt.Println("|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|")
 		for _, r := range rs {
 			cr := r.cat
 			if cr == nil {
@@ -98,11 +118,12 @@ func (c *config) print(rs []*rttResult, took time.Duration) {
 				rawTime = secs(time.Duration(float64(c.catSize) / (m * 1e6) * float64(time.Second)))
 			}
 			ratio := cr.elapsed.Seconds() / linkTime.Seconds()
-			fmt.Printf("| %s | %s | %s | %s | %.2f | %s | %d | %s | %s |\n", rttText(r.rtt), secs(linkTime), rawTime, secs(cr.elapsed), ratio,
-				target(ratio <= 1.3, fmt.Sprintf("%.2f× over", ratio-1.3)), cr.snapshots, target(cr.snapshots <= 2, fmt.Sprintf("%d over", cr.snapshots-2)), sizeText(cr.received))
+			fmt.Printf("| %s | %s | %s | %s | %.2f | %s | %d | %s | %s | %s | %s |\n", rttText(r.rtt), secs(linkTime), rawTime, secs(cr.elapsed), ratio,
+				target(ratio <= 1.3, fmt.Sprintf("%.2f× over", ratio-1.3)), cr.snapshots, target(cr.snapshots <= 2, fmt.Sprintf("%d over", cr.snapshots-2)),
+				sizeText(cr.received), sizeText(cr.dropped), sizeText(cr.window))
 		}
 		fmt.Println()
-		fmt.Println("`ahpctl attach --url` (its default window) runs in a pty of the benchmark, which reads it as fast as it writes; the time runs from the key that starts the cat to the arrival of the marker line after it. Snapshots: the subscription's count from ListViewers, before and after.")
+		fmt.Println("`ahpctl attach --url` (its default window) runs in a pty of the benchmark, which reads it as fast as it writes; the time runs from the key that starts the cat to the arrival of the marker line after it. Snapshots and the bytes they replaced: the subscription's counts from ListViewers, before and after (the daemon never pauses a terminal for a viewer: one that falls its window and the terminal's backlog behind gets a snapshot instead of the bytes, so a stream faster than the link is shown in part).")
 		fmt.Println()
 	}
 
@@ -190,6 +211,9 @@ func sizeText(n int64) string {
 }
 
 func commandLine() string {
+	if s := os.Getenv("LINKBENCH_COMMAND"); s != "" {
+		return s // the run that built this copy of linkbench for -rev
+	}
 	args := []string{"go run ./bench/linkbench"}
 	for _, a := range os.Args[1:] {
 		if strings.ContainsAny(a, " \t'\"$;&|") {
