@@ -397,6 +397,7 @@ export function createView(container, hooks = {}, options = {}) {
     },
     setFontSize(n) {
       term.options.fontSize = clampFontSize(n);
+      predictor.reset(); // drawn with the old cell size
       viewportChanged(); // a new cell size: a new fit, which this page asks for
     },
     setTheme(name) {
