@@ -256,9 +256,29 @@ test('predictive echo at 200 ms round trip: keys at once, nothing wrong once set
     await settled(page);
   }
 
+  // ---- 4. the setting: the status line's button, saved with the prefs ----
+
+  const toggle = page.getByTestId('predict-toggle');
+  await toggle.click(); // always
+  await toggle.click(); // never
+  assert.equal(await toggle.textContent(), 'echo never');
+  assert.equal(await page.evaluate(() => JSON.parse(localStorage.getItem('ahpd.prefs')).predict), 'never');
+  assert.equal(await page.evaluate(() => document.activeElement?.className), 'xterm-helper-textarea', 'the terminal keeps the keys');
+  await resetKeys();
+  await page.keyboard.type('nn', { delay: 40 });
+  await waitScreen(page, 'the echo with prediction off', (l) => l.some((x) => x === `${PROMPT}nn`));
+  assert.deepEqual(await page.evaluate(() => [...window.__pred.shownEver]), [], 'never: nothing predicted');
+  await toggle.click();
+  assert.equal(await toggle.textContent(), 'echo auto');
+  await page.keyboard.press('Backspace');
+  await page.keyboard.press('Backspace');
+  await settled(page);
+  await sameAsSnapshot(page, 'at the end');
+
   st = (await page.evaluate(() => window.ahpTest.state())).terminal.predict;
   note(`predict stats ${JSON.stringify(st)}`);
   t.diagnostic(`predictor: ${JSON.stringify(st.stats)}`);
+  assert.equal(st.stats.contradicted, 0, 'a shell, read -s and vim contradict no prediction');
   assert.deepEqual(problems, [], 'the pages logged errors');
   passed = true;
 

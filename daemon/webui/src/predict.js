@@ -232,7 +232,9 @@ export class Predictor {
     this.row = row;
     for (const [c, ch] of edits ?? []) {
       if (ch === this.screen.cell(row, c)) this.cells.delete(c); // the screen shows it already
-      else this.cells.set(c, { ch, ...p });
+      // A cell that keeps its predicted character keeps the earlier key's
+      // prediction: that key's echo is what will show it.
+      else if (this.cells.get(c)?.ch !== ch) this.cells.set(c, { ch, ...p });
     }
     this.cursor = next === host.col && this.cells.size === 0 ? null : { col: next, ...p };
     if (this.row !== null && this.cells.size === 0 && this.cursor === null) this.row = null;

@@ -321,3 +321,43 @@ test('the setting is saved with the page\'s other preferences; auto by default, 
   m.set(PREFS_KEY, JSON.stringify({ predict: 42 }));
   assert.equal(new Prefs(st).predict, 'auto');
 });
+
+test('history (Up) replaces the line: keys after it are tentative until one is confirmed', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('\x1b[A');
+  t.host('\b\x1b[Kls -l'); // readline draws the previous command
+  t.p.input('a');
+  assert.equal(t.p.overlay(), null, 'tentative after an unpredictable key');
+  t.host('a');
+  assert.equal(t.p.pending, 0);
+  t.p.input('b');
+  assert.equal(drawn(t.screen, t.p), '$ ls -lab');
+});
+
+test('a prediction typed over a pending one on the same cell replaces it; undone keys leave nothing', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('b\x7f');
+  assert.equal(t.p.overlay()?.cells.length ?? 0, 0, 'b then backspace: nothing to draw');
+  t.host('b');
+  t.host('\b \b');
+  assert.equal(t.p.pending, 0);
+  assert.equal(t.p.stats.contradicted + t.p.stats.expired, 0);
+  assert.equal(drawn(t.screen, t.p), '$ a');
+});
+
+test('two backspaces: the echo of the first confirms what it erased, and nothing is contradicted', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('bc');
+  t.host('bc');
+  t.p.input('\x7f\x7f');
+  assert.equal(drawn(t.screen, t.p), '$ a');
+  t.host('\b \b'); // the first backspace's echo
+  assert.equal(t.p.stats.contradicted, 0);
+  assert.equal(drawn(t.screen, t.p), '$ a');
+  t.host('\b \b');
+  assert.equal(t.p.pending, 0);
+  assert.equal(t.p.stats.contradicted + t.p.stats.expired, 0);
+});
