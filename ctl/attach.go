@@ -591,7 +591,8 @@ func (at *attacher) session(ctx context.Context, conn *client.Conn, sub *client.
 		}
 	}()
 	if at.pred != nil && at.pingable {
-		probes.Go(func() { at.probe(ctx, conn, kick) })
+		ping := func(ctx context.Context) error { return conn.Call(ctx, "ping", struct{}{}, &struct{}{}) }
+		probes.Go(func() { at.probe(ctx, ping, kick) })
 	}
 	at.resize(ctx, conn, sub)
 	for {
@@ -875,7 +876,7 @@ const (
 // probe measures the round trip with ping until ctx ends, and hands each
 // sample to the predictor. A key sent while predictions are pending
 // (kick) brings the next ping forward to probeBusy after the last one.
-func (at *attacher) probe(ctx context.Context, conn *client.Conn, kick <-chan struct{}) {
+func (at *attacher) probe(ctx context.Context, ping func(context.Context) error, kick <-chan struct{}) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var last time.Time
@@ -892,7 +893,7 @@ func (at *attacher) probe(ctx context.Context, conn *client.Conn, kick <-chan st
 		}
 		last = time.Now()
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		err := conn.Call(pctx, "ping", struct{}{}, &struct{}{})
+		err := ping(pctx)
 		cancel()
 		rtt := time.Since(last)
 		if err != nil && ctx.Err() != nil {

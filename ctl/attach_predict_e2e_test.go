@@ -218,7 +218,12 @@ func settled(t *testing.T, p *tmuxPane, d *daemonProc, token, uri, when string) 
 // read -s prompt and in vim's insert mode nothing wrong is left once the
 // output settles: the pane equals a fresh snapshot of the host's screen
 // cell by cell, with no underline.
-func TestE2EAttachPredict(t *testing.T) {
+// predictSetup starts ahpd with a bash terminal "pr", an emulated link
+// with round trip rtt to it, and ahpctl attach --predict mode through
+// the link in a tmux pane of its own; it returns once the pane shows the
+// prompt and the host's screen. dir is a temporary directory.
+func predictSetup(t *testing.T, mode string, rtt time.Duration) (p *tmuxPane, d *daemonProc, tok, dir string) {
+	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed")
 	}
@@ -226,28 +231,81 @@ func TestE2EAttachPredict(t *testing.T) {
 	if err != nil {
 		t.Skip("bash is not installed (read -s)")
 	}
-	d := startDaemon(t)
+	d = startDaemon(t)
 	d.mustCtl("terminal", "create", "--id", "pr", "--env", "PS1=$ ", "--env", "TERM=xterm-256color", "--", bash, "--norc", "--noprofile")
-	const uri = "ahp-terminal:/pr"
-	dir := t.TempDir()
-	tok := strings.TrimSpace(d.mustCtl("token", "create", "--channel", "pr", "--role", "control"))
+	dir = t.TempDir()
+	tok = strings.TrimSpace(d.mustCtl("token", "create", "--channel", "pr", "--role", "control"))
 	tokFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const rtt = 200 * time.Millisecond
 	half := linkemu.Params{Delay: rtt / 2}
 	link, err := linkemu.Start(d.addr, half, half)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { link.Close() })
-
 	attach := strings.Join([]string{"env", "AHP_TOKEN=", "AHP_URL=", d.ahpctl, "--control", filepath.Join(dir, "none.sock"),
-		"attach", "--quiet", "--predict", "always", "--url", "http://" + link.Addr(), "--token-file", tokFile, "pr"}, " ")
-	p := startTmux(t, 100, 30, attach+" 2>"+filepath.Join(dir, "attach.err")+"; echo \"[attach exit $?]\"; sleep 600")
+		"attach", "--quiet", "--predict", mode, "--url", "http://" + link.Addr(), "--token-file", tokFile, "pr"}, " ")
+	p = startTmux(t, 100, 30, attach+" 2>"+filepath.Join(dir, "attach.err")+"; echo \"[attach exit $?]\"; sleep 600")
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(filepath.Join(dir, "attach.err")); err == nil && len(b) > 0 {
+			t.Logf("attach's stderr: %q", b)
+		}
+	})
 	p.waitRows(regexp.MustCompile(`^\$ ?$`))
-	settled(t, p, d, tok, uri, "after attaching")
+	settled(t, p, d, tok, "ahp-terminal:/pr", "after attaching")
+	return p, d, tok, dir
+}
+
+// typeAndTime types k after typed (the line so far) and returns how long
+// the pane took to show it and to show it without underline (the echo).
+// glyph is 0 when the echo came first.
+func typeAndTime(t *testing.T, p *tmuxPane, typed, k string) (glyph, echo time.Duration) {
+	t.Helper()
+	want := regexp.MustCompile(`^\$ ` + regexp.QuoteMeta(typed+k) + `$`)
+	start := time.Now()
+	p.keys(k)
+	for deadline := start.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if !slices.ContainsFunc(p.rows(), want.MatchString) {
+			continue
+		}
+		at := time.Since(start)
+		if !underlined(p.styled()) {
+			return glyph, at
+		}
+		if glyph == 0 {
+			glyph = at
+		}
+	}
+	t.Fatalf("%q never showed without underline", typed+k)
+	return 0, 0
+}
+
+// TestE2EAttachPredictAuto: with the default --predict auto through a
+// 200 ms round trip, attach measures it with ping and predicts.
+func TestE2EAttachPredictAuto(t *testing.T) {
+	const rtt = 200 * time.Millisecond
+	p, _, _, _ := predictSetup(t, "auto", rtt)
+	typed := ""
+	var glyphs []time.Duration
+	for _, k := range "echo" {
+		g, _ := typeAndTime(t, p, typed, string(k))
+		typed += string(k)
+		if g > 0 {
+			glyphs = append(glyphs, g)
+		}
+	}
+	if len(glyphs) == 0 || slices.Min(glyphs) >= rtt {
+		t.Fatalf("auto at a %v round trip: no key showed before its echo (%v)", rtt, glyphs)
+	}
+	t.Logf("auto at a %v round trip: key to glyph %v", rtt, glyphs)
+}
+
+func TestE2EAttachPredict(t *testing.T) {
+	const rtt = 200 * time.Millisecond
+	p, d, tok, dir := predictSetup(t, "always", rtt)
+	const uri = "ahp-terminal:/pr"
 
 	// A key at a shell prompt, once prediction has been confirmed (the
 	// first key after a snapshot is tentative).
@@ -256,33 +314,13 @@ func TestE2EAttachPredict(t *testing.T) {
 	settled(t, p, d, tok, uri, "after the first key")
 	var glyph, echo []time.Duration
 	typed := "e"
-	for i, k := range "cho" {
+	for _, k := range "cho" {
+		g, e := typeAndTime(t, p, typed, string(k))
 		typed += string(k)
-		want := regexp.MustCompile(`^\$ ` + typed + `$`)
-		start := time.Now()
-		p.keys(string(k))
-		var seen time.Duration
-		for deadline := start.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-			rows := p.rows()
-			if !slices.ContainsFunc(rows, want.MatchString) {
-				continue
-			}
-			if seen == 0 {
-				seen = time.Since(start)
-				if !underlined(p.styled()) {
-					break // the echo came first (a slow capture under load)
-				}
-				continue
-			}
-			if !underlined(p.styled()) {
-				break
-			}
+		if g == 0 {
+			g = e // the echo came first (a slow capture under load)
 		}
-		e := time.Since(start)
-		if seen == 0 {
-			t.Fatalf("key %d: %q never showed", i, typed)
-		}
-		glyph, echo = append(glyph, seen), append(echo, e)
+		glyph, echo = append(glyph, g), append(echo, e)
 		settled(t, p, d, tok, uri, "after key "+string(k))
 	}
 	t.Logf("through a %v round trip: key to glyph %v, key to echo (underline gone) %v", rtt, glyph, echo)
@@ -324,8 +362,5 @@ func TestE2EAttachPredict(t *testing.T) {
 		p.enter()
 		p.waitRows(regexp.MustCompile(`^\$$`))
 		settled(t, p, d, tok, uri, "after vim")
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "attach.err")); err == nil && len(b) > 0 {
-		t.Logf("attach's stderr: %q", b)
 	}
 }

@@ -2,9 +2,14 @@ package ctl
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ahp-dev/ahpd/pty"
@@ -429,5 +434,88 @@ func FuzzPredict(f *testing.F) {
 			t.Fatal(fmt.Sprintf("%d pending after a minute", len(r.p.pending)))
 		}
 		r.settled("after everything")
+	})
+}
+
+// BenchmarkPredictHost is what the model of the host's screen costs attach
+// on a flood (every chunk goes through it while --predict is not never),
+// against writing the chunks alone.
+func BenchmarkPredictHost(b *testing.B) {
+	var text bytes.Buffer
+	for i := 0; text.Len() < 64<<10; i++ {
+		fmt.Fprintf(&text, "%6d  \x1b[32mok\x1b[m  the quick brown fox jumps over the lazy dog %d\r\n", i, i*i)
+	}
+	chunk := text.Bytes()
+	b.Run("model", func(b *testing.B) {
+		p := newPredictor(predictAuto)
+		p.setLocalSize(24, 80)
+		p.reset(24, 80)
+		b.SetBytes(int64(len(chunk)))
+		now := time.Unix(0, 0)
+		for b.Loop() {
+			if err := p.host(chunk, now, io.Discard); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("write", func(b *testing.B) {
+		b.SetBytes(int64(len(chunk)))
+		for b.Loop() {
+			_, _ = io.Discard.Write(chunk)
+		}
+	})
+}
+
+// TestPredictProbe: the round trip is sampled with one ping outstanding
+// at most, every 2 s while idle and back to back (at least 100 ms apart)
+// while predictions wait; each sample reaches the predictor.
+func TestPredictProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		at := &attacher{pred: newPredictor(predictAuto)}
+		var starts []time.Duration
+		outstanding := 0
+		begin := time.Now()
+		ping := func(ctx context.Context) error {
+			at.pmu.Lock()
+			outstanding++
+			if outstanding > 1 {
+				t.Errorf("%d pings outstanding", outstanding)
+			}
+			starts = append(starts, time.Since(begin))
+			at.pmu.Unlock()
+			time.Sleep(150 * time.Millisecond)
+			at.pmu.Lock()
+			outstanding--
+			at.pmu.Unlock()
+			return nil
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		kick := make(chan struct{}, 1)
+		var wg sync.WaitGroup
+		wg.Go(func() { at.probe(ctx, ping, kick) })
+
+		time.Sleep(7 * time.Second) // idle: at 0, 2, 4 and 6 s
+		at.pmu.Lock()
+		idle := slices.Clone(starts)
+		if !at.pred.sampled || at.pred.srtt != 150*time.Millisecond || !at.pred.active() {
+			t.Errorf("after idle pings: srtt %v (sampled %v), active %v; want 150ms, active", at.pred.srtt, at.pred.sampled, at.pred.active())
+		}
+		at.pred.pending = append(at.pred.pending, prediction{}) // a key waits for its echo
+		at.pmu.Unlock()
+		if want := []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second}; !slices.Equal(idle, want) {
+			t.Errorf("idle pings at %v, want %v", idle, want)
+		}
+		kick <- struct{}{}
+		time.Sleep(time.Second)
+		at.pmu.Lock()
+		busy := slices.Clone(starts[len(idle):])
+		at.pred.pending = nil
+		at.pmu.Unlock()
+		// At 7 s at once (the kick), then one per 150 ms round trip.
+		if len(busy) != 7 || busy[0] != 7*time.Second || busy[1] != 7150*time.Millisecond {
+			t.Errorf("busy pings at %v, want 7 from 7s, 150ms apart", busy)
+		}
+		cancel()
+		wg.Wait()
 	})
 }
