@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -244,12 +245,23 @@ type attacher struct {
 	quiet    bool   // no "attached to" line
 	window   int64  // --window, 0: AttachWindow
 	predict  predictMode
-	// pmu guards pred and every write to out while a session runs (the
-	// output goroutine and the run loop both write: see predict.go).
+	// pmu guards pred, predSeen and every write to out while a session
+	// runs (the output goroutine and the run loop both write: see
+	// predict.go). The run loop only tries it, never waits for it: a
+	// key's prediction is skipped (predMissed) rather than hold up the
+	// next key behind a chunk the output goroutine is writing.
 	pmu      sync.Mutex
 	pred     *predictor // nil: no prediction (--predict never, --read-only)
-	pingable bool       // the host takes ping (capabilities.windowUpdates)
-	hinted   bool       // the "attached to" line was printed (owned by the output loop)
+	predSeen struct {   // what pred was last told of srtt and localSize
+		srtt int64
+		size uint64
+	}
+	pingable   bool          // the host takes ping (capabilities.windowUpdates)
+	srtt       atomic.Int64  // the smoothed round trip in ns (the probe's), 0: none yet
+	predBusy   atomic.Bool   // predictions wait for the host (set with pmu held)
+	predMissed atomic.Bool   // a key was sent without being predicted
+	localSize  atomic.Uint64 // this terminal's rows<<32 | cols, 0: unknown
+	hinted     bool          // the "attached to" line was printed (owned by the output loop)
 	// The channel's size from terminal/reset and terminal/resize, and
 	// whether it exceeds this terminal (owned by the output loop).
 	hostRows, hostCols int
@@ -585,9 +597,9 @@ func (at *attacher) session(ctx context.Context, conn *client.Conn, sub *client.
 		expiry.Stop()
 		if at.pred != nil {
 			// Take back what is drawn before a status line or the exit.
-			at.pmu.Lock()
+			at.lockPred()
 			_ = at.pred.flush(at.out)
-			at.pmu.Unlock()
+			at.unlockPred()
 		}
 	}()
 	if at.pred != nil && at.pingable {
@@ -598,10 +610,13 @@ func (at *attacher) session(ctx context.Context, conn *client.Conn, sub *client.
 	for {
 		select {
 		case <-expiry.C:
-			at.pmu.Lock()
+			if !at.tryLockPred() {
+				expiry.Reset(5 * time.Millisecond) // a chunk is being written
+				continue
+			}
 			_ = at.pred.tick(time.Now(), at.out)
 			at.armExpiry(expiry)
-			at.pmu.Unlock()
+			at.unlockPred()
 		case err := <-outErr:
 			outErr <- err // for the deferred wait
 			return err
@@ -620,14 +635,17 @@ func (at *attacher) session(ctx context.Context, conn *client.Conn, sub *client.
 					return err
 				}
 				if at.pred != nil {
-					// Sent first: drawing waits for the output goroutine
-					// to finish writing a chunk.
-					at.pmu.Lock()
-					_ = at.pred.key(data, time.Now(), at.out)
-					busy := at.pred.busy()
-					at.armExpiry(expiry)
-					at.pmu.Unlock()
-					if busy {
+					// Sent first; not predicted while the output goroutine
+					// writes a chunk (the key is then unknown to the
+					// predictor, which holds until it has settled).
+					if at.tryLockPred() {
+						_ = at.pred.key(data, time.Now(), at.out)
+						at.armExpiry(expiry)
+						at.unlockPred()
+					} else {
+						at.predMissed.Store(true)
+					}
+					if at.predBusy.Load() {
 						select {
 						case kick <- struct{}{}:
 						default:
@@ -658,9 +676,9 @@ func (at *attacher) output(ctx context.Context, sub *client.Sub) error {
 				return fmt.Errorf("terminal/output: %w", err)
 			}
 			if at.pred != nil {
-				at.pmu.Lock()
+				at.lockPred()
 				err = at.pred.host(at.buf, time.Now(), at.out)
-				at.pmu.Unlock()
+				at.unlockPred()
 			} else {
 				_, err = at.out.Write(at.buf)
 			}
@@ -670,21 +688,24 @@ func (at *attacher) output(ctx context.Context, sub *client.Sub) error {
 		case "terminal/reset":
 			at.hostSize(m.Params)
 			// A snapshot follows: full reset, scrollback included (§8).
-			at.pmu.Lock()
+			var err error
 			if at.pred != nil {
+				at.lockPred()
 				at.pred.reset(at.hostRows, at.hostCols)
+				_, err = io.WriteString(at.out, "\x1bc\x1b[3J")
+				at.unlockPred()
+			} else {
+				_, err = io.WriteString(at.out, "\x1bc\x1b[3J")
 			}
-			_, err := io.WriteString(at.out, "\x1bc\x1b[3J")
-			at.pmu.Unlock()
 			if err != nil {
 				return err
 			}
 		case "terminal/resize":
 			at.hostSize(m.Params)
 			if at.pred != nil {
-				at.pmu.Lock()
+				at.lockPred()
 				err := at.pred.resize(at.hostRows, at.hostCols, at.out)
-				at.pmu.Unlock()
+				at.unlockPred()
 				if err != nil {
 					return err
 				}
@@ -775,11 +796,7 @@ func (at *attacher) resize(ctx context.Context, conn *client.Conn, sub *client.S
 	if err != nil || rows <= 0 || cols <= 0 {
 		return
 	}
-	if at.pred != nil {
-		at.pmu.Lock()
-		at.pred.setLocalSize(rows, cols)
-		at.pmu.Unlock()
-	}
+	at.localSize.Store(uint64(rows)<<32 | uint64(cols))
 	rows, cols = min(rows, 1000), min(cols, 1000)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -873,9 +890,10 @@ const (
 	probeTimeout = 10 * time.Second
 )
 
-// probe measures the round trip with ping until ctx ends, and hands each
-// sample to the predictor. A key sent while predictions are pending
-// (kick) brings the next ping forward to probeBusy after the last one.
+// probe measures the round trip with ping until ctx ends and keeps
+// at.srtt, smoothed (EWMA 1/4), for the predictor. A key sent while
+// predictions are pending (kick) brings the next ping forward to
+// probeBusy after the last one.
 func (at *attacher) probe(ctx context.Context, ping func(context.Context) error, kick <-chan struct{}) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -899,15 +917,57 @@ func (at *attacher) probe(ctx context.Context, ping func(context.Context) error,
 		if err != nil && ctx.Err() != nil {
 			return
 		}
-		at.pmu.Lock()
 		if err == nil {
-			at.pred.sample(rtt)
+			at.srtt.Store(int64(smoothRTT(time.Duration(at.srtt.Load()), rtt)))
 		}
 		next := probeIdle
-		if at.pred.busy() {
+		if at.predBusy.Load() {
 			next = probeBusy
 		}
-		at.pmu.Unlock()
 		t.Reset(max(next-time.Since(last), 0))
+	}
+}
+
+// smoothRTT folds a sample into a smoothed round trip (0: none yet) with
+// gain 1/4.
+func smoothRTT(srtt, rtt time.Duration) time.Duration {
+	if srtt == 0 {
+		return max(rtt, 1)
+	}
+	return srtt + (rtt-srtt)/4
+}
+
+// lockPred takes pmu and tells the predictor what the run loop and the
+// probe noted meanwhile.
+func (at *attacher) lockPred() {
+	at.pmu.Lock()
+	at.syncPred()
+}
+
+// tryLockPred is lockPred when pmu is free; it reports whether it took it.
+func (at *attacher) tryLockPred() bool {
+	if !at.pmu.TryLock() {
+		return false
+	}
+	at.syncPred()
+	return true
+}
+
+func (at *attacher) unlockPred() {
+	at.predBusy.Store(at.pred.busy())
+	at.pmu.Unlock()
+}
+
+func (at *attacher) syncPred() {
+	if at.predMissed.Swap(false) {
+		at.pred.missed()
+	}
+	if v := at.srtt.Load(); v != at.predSeen.srtt {
+		at.predSeen.srtt = v
+		at.pred.setRTT(time.Duration(v))
+	}
+	if v := at.localSize.Load(); v != at.predSeen.size {
+		at.predSeen.size = v
+		at.pred.setLocalSize(int(v>>32), int(uint32(v)))
 	}
 }

@@ -99,7 +99,7 @@ type prediction struct {
 type predictor struct {
 	mode    predictMode
 	scr     *pty.Screen
-	srtt    time.Duration // smoothed round trip (EWMA 1/4)
+	srtt    time.Duration // smoothed round trip
 	sampled bool
 	on      bool // auto: srtt went above predictHigh and not yet below predictLow
 
@@ -121,20 +121,20 @@ func newPredictor(mode predictMode) *predictor {
 	return &predictor{mode: mode, scr: pty.NewScreen(24, 80), epoch: 1}
 }
 
-// sample takes a measured round trip.
-func (p *predictor) sample(rtt time.Duration) {
-	if !p.sampled {
-		p.srtt, p.sampled = rtt, true
-	} else {
-		p.srtt += (rtt - p.srtt) / 4
-	}
+// setRTT takes the smoothed round trip (attacher.probe's).
+func (p *predictor) setRTT(srtt time.Duration) {
+	p.srtt, p.sampled = srtt, true
 	switch {
-	case p.srtt > predictHigh:
+	case srtt > predictHigh:
 		p.on = true
-	case p.srtt < predictLow:
+	case srtt < predictLow:
 		p.on = false
 	}
 }
+
+// missed notes a key sent without being predicted: the cursor of what
+// is pending is no longer known.
+func (p *predictor) missed() { p.newEpoch() }
 
 // active reports whether new keys are predicted.
 func (p *predictor) active() bool {

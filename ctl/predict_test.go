@@ -37,7 +37,7 @@ func newPredictRig(t *testing.T, mode predictMode) *predictRig {
 	r := &predictRig{t: t, p: newPredictor(mode), term: pty.NewScreen(24, 80), now: time.Unix(1000, 0)}
 	r.p.setLocalSize(24, 80)
 	r.p.reset(24, 80)
-	r.p.sample(200 * time.Millisecond)
+	r.p.setRTT(200 * time.Millisecond)
 	return r
 }
 
@@ -367,6 +367,7 @@ func TestPredictAutoThreshold(t *testing.T) {
 	if p.active() {
 		t.Fatal("active before any sample")
 	}
+	var srtt time.Duration
 	for _, tc := range []struct {
 		rtt  time.Duration
 		want bool
@@ -382,7 +383,8 @@ func TestPredictAutoThreshold(t *testing.T) {
 		{25 * time.Millisecond, false}, // 20.1: below the high mark
 		{100 * time.Millisecond, true}, // 40.1
 	} {
-		p.sample(tc.rtt)
+		srtt = smoothRTT(srtt, tc.rtt)
+		p.setRTT(srtt)
 		if p.active() != tc.want {
 			t.Fatalf("sample %v: srtt %v, active %v, want %v", tc.rtt, p.srtt, p.active(), tc.want)
 		}
@@ -497,11 +499,13 @@ func TestPredictProbe(t *testing.T) {
 		time.Sleep(7 * time.Second) // idle: at 0, 2, 4 and 6 s
 		at.pmu.Lock()
 		idle := slices.Clone(starts)
-		if !at.pred.sampled || at.pred.srtt != 150*time.Millisecond || !at.pred.active() {
-			t.Errorf("after idle pings: srtt %v (sampled %v), active %v; want 150ms, active", at.pred.srtt, at.pred.sampled, at.pred.active())
+		at.pmu.Unlock()
+		at.lockPred()
+		if srtt := time.Duration(at.srtt.Load()); srtt != 150*time.Millisecond || !at.pred.active() {
+			t.Errorf("after idle pings: srtt %v, active %v; want 150ms, active", srtt, at.pred.active())
 		}
 		at.pred.pending = append(at.pred.pending, prediction{}) // a key waits for its echo
-		at.pmu.Unlock()
+		at.unlockPred()
 		if want := []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second}; !slices.Equal(idle, want) {
 			t.Errorf("idle pings at %v, want %v", idle, want)
 		}
@@ -509,7 +513,6 @@ func TestPredictProbe(t *testing.T) {
 		time.Sleep(time.Second)
 		at.pmu.Lock()
 		busy := slices.Clone(starts[len(idle):])
-		at.pred.pending = nil
 		at.pmu.Unlock()
 		// At 7 s at once (the kick), then one per 150 ms round trip.
 		if len(busy) != 7 || busy[0] != 7*time.Second || busy[1] != 7150*time.Millisecond {
@@ -518,4 +521,29 @@ func TestPredictProbe(t *testing.T) {
 		cancel()
 		wg.Wait()
 	})
+}
+
+// A key attach sent without predicting it (the output goroutine was
+// writing): the predictor no longer knows where the pending ones leave
+// the cursor, and predicts nothing until they are resolved.
+func TestPredictMissedKey(t *testing.T) {
+	r := newPredictRig(t, predictAlways)
+	r.confirmOne()
+	r.key("a")
+	r.p.missed() // "b" went to the host unpredicted
+	r.key("c")
+	if len(r.p.pending) != 1 || r.predicted(4, 0, "c") {
+		t.Fatalf("predicted after a missed key: %d pending, cell (4,0) %q", len(r.p.pending), r.cell(4, 0))
+	}
+	r.host("abc")
+	r.settled("after the echo of all three")
+	r.key("d") // a new epoch: tentative
+	if r.predicted(6, 0, "d") {
+		t.Fatal("shown right after a missed key")
+	}
+	r.host("d")
+	r.key("e")
+	if !r.predicted(7, 0, "e") {
+		t.Fatalf("e not shown once d was confirmed: %q", r.cell(7, 0))
+	}
 }
