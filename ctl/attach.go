@@ -630,26 +630,33 @@ func (at *attacher) session(ctx context.Context, conn *client.Conn, sub *client.
 			}
 			data, detach := at.feed(b)
 			if len(data) > 0 && !at.readOnly {
-				msg := client.AppendNotification(nil, "terminal/input", map[string]string{"data": string(data)})
-				if err := sub.Send(ctx, string(msg)); err != nil {
-					return err
-				}
+				// Predicted before it is sent (its echo cannot come back
+				// first), drawn after; not predicted while the output
+				// goroutine writes a chunk: the predictor is then told
+				// it missed a key and holds until the pending ones
+				// resolve.
+				predicted := false
 				if at.pred != nil {
-					// Sent first; not predicted while the output goroutine
-					// writes a chunk (the key is then unknown to the
-					// predictor, which holds until it has settled).
-					if at.tryLockPred() {
-						_ = at.pred.key(data, time.Now(), at.out)
+					if predicted = at.tryLockPred(); predicted {
+						at.pred.key(data, time.Now())
 						at.armExpiry(expiry)
 						at.unlockPred()
 					} else {
 						at.predMissed.Store(true)
 					}
-					if at.predBusy.Load() {
-						select {
-						case kick <- struct{}{}:
-						default:
-						}
+				}
+				msg := client.AppendNotification(nil, "terminal/input", map[string]string{"data": string(data)})
+				if err := sub.Send(ctx, string(msg)); err != nil {
+					return err
+				}
+				if predicted && at.tryLockPred() {
+					_ = at.pred.redraw(at.out) // else the output goroutine draws after its chunk
+					at.unlockPred()
+				}
+				if at.pred != nil && at.predBusy.Load() {
+					select {
+					case kick <- struct{}{}:
+					default:
 					}
 				}
 			}

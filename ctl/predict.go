@@ -233,14 +233,20 @@ func (p *predictor) host(data []byte, now time.Time, w io.Writer) error {
 	return p.write(w)
 }
 
-// key predicts the effect of data (keys as sent to the host) and draws
-// what is shown.
-func (p *predictor) key(data []byte, now time.Time, w io.Writer) error {
+// key predicts the effect of data (keys about to be sent to the host:
+// predicted before they are sent, so that no echo can come back before
+// its prediction). What is shown is drawn by redraw, or after the next
+// chunk of output.
+func (p *predictor) key(data []byte, now time.Time) {
 	if !p.active() && len(p.pending) == 0 {
-		return nil
+		return
 	}
-	b := p.undraw(p.buf[:0])
 	p.predict(data, now)
+}
+
+// redraw draws the shown predictions again, new ones included.
+func (p *predictor) redraw(w io.Writer) error {
+	b := p.undraw(p.buf[:0])
 	p.buf = p.draw(b)
 	return p.write(w)
 }

@@ -50,7 +50,8 @@ func (r *predictRig) host(s string) {
 
 func (r *predictRig) key(s string) {
 	r.t.Helper()
-	if err := r.p.key([]byte(s), r.now, r); err != nil {
+	r.p.key([]byte(s), r.now)
+	if err := r.p.redraw(r); err != nil {
 		r.t.Fatal(err)
 	}
 }
