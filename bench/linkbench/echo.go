@@ -219,7 +219,6 @@ func (c *config) echo(ctx context.Context, d *benchproc.Daemon, daemonAddr, rawA
 type catResult struct {
 	elapsed   time.Duration // from the key that starts the cat to the last line's arrival
 	snapshots int64         // snapshots attach's subscription got meanwhile
-	dropped   int64         // bytes its snapshots replaced (the daemon's count, UTF-16)
 	window    int64         // its window
 	received  int64         // bytes attach wrote to its terminal meanwhile
 }
@@ -314,7 +313,7 @@ func (c *config) catAttach(ctx context.Context, d *benchproc.Daemon, daemonAddr,
 	if err != nil {
 		return nil, err
 	}
-	res.snapshots, res.dropped = s1.GetSnapshots()-s0.GetSnapshots(), s1.GetDroppedBytes()-s0.GetDroppedBytes()
+	res.snapshots = s1.GetSnapshots() - s0.GetSnapshots()
 	res.window = s1.GetWindowBytes()
 	return res, nil
 }

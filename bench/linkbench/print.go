@@ -106,8 +106,8 @@ func (c *config) print(rs []*rttResult, took time.Duration) {
 	if c.catSize > 0 {
 		fmt.Printf("### `cat` of %s in a terminal to `ahpctl attach` through the link\n\n", sizeText(c.catSize))
 		linkTime := time.Duration(float64(c.catSize) / float64(c.rate) * float64(time.Second))
-		fmt.Println("| RTT | the link's time for the bytes | the raw TCP copy's (same run, median download) | attach: last line after | / the link's time | target ≤ 1.3× | snapshots | target ≤ 2 | bytes attach wrote | replaced by snapshots (UTF-16) | attach's window |")
-		fmt.Println("|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|")
+		fmt.Println("| RTT | the link's time for the bytes | the raw TCP copy's (same run, median download) | attach: last line after | / the link's time | target ≤ 1.3× | snapshots | target ≤ 2 | bytes attach wrote (of the cat's) | attach's window |")
+		fmt.Println("|---:|---:|---:|---:|---:|---|---:|---|---:|---:|")
 		for _, r := range rs {
 			cr := r.cat
 			if cr == nil {
@@ -118,12 +118,12 @@ func (c *config) print(rs []*rttResult, took time.Duration) {
 				rawTime = secs(time.Duration(float64(c.catSize) / (m * 1e6) * float64(time.Second)))
 			}
 			ratio := cr.elapsed.Seconds() / linkTime.Seconds()
-			fmt.Printf("| %s | %s | %s | %s | %.2f | %s | %d | %s | %s | %s | %s |\n", rttText(r.rtt), secs(linkTime), rawTime, secs(cr.elapsed), ratio,
+			fmt.Printf("| %s | %s | %s | %s | %.2f | %s | %d | %s | %s | %s |\n", rttText(r.rtt), secs(linkTime), rawTime, secs(cr.elapsed), ratio,
 				target(ratio <= 1.3, fmt.Sprintf("%.2f× over", ratio-1.3)), cr.snapshots, target(cr.snapshots <= 2, fmt.Sprintf("%d over", cr.snapshots-2)),
-				sizeText(cr.received), sizeText(cr.dropped), sizeText(cr.window))
+				fmt.Sprintf("%s (%.0f%%)", sizeText(cr.received), 100*float64(cr.received)/float64(c.catSize)), sizeText(cr.window))
 		}
 		fmt.Println()
-		fmt.Println("`ahpctl attach --url` (its default window) runs in a pty of the benchmark, which reads it as fast as it writes; the time runs from the key that starts the cat to the arrival of the marker line after it. Snapshots and the bytes they replaced: the subscription's counts from ListViewers, before and after (the daemon never pauses a terminal for a viewer: one that falls its window and the terminal's backlog behind gets a snapshot instead of the bytes, so a stream faster than the link is shown in part).")
+		fmt.Println("`ahpctl attach --url` (its default window) runs in a pty of the benchmark, which reads it as fast as it writes; the time runs from the key that starts the cat to the arrival of the marker line after it. Snapshots: the subscription's count from ListViewers, before and after. The daemon never pauses a terminal for a viewer: one that falls its window and the terminal's backlog behind gets a snapshot instead of the bytes, so a cat faster than the link is shown in part (the bytes attach wrote, its redraws included, against the cat's), and its last line comes when the cat ends, not when the link could have carried the whole of it.")
 		fmt.Println()
 	}
 
