@@ -16,15 +16,26 @@
 //     readline does), and the cursor moves right;
 //   - backspace (DEL or BS) deletes the cell left of the cursor, the rest
 //     shifted left;
-//   - left and right arrows move the cursor (right only over text: readline
-//     does not move past the end of the line).
+//   - left and right arrows move the cursor (right only with text under or
+//     after the cursor: readline does not move past the end of the line).
 // Anything else (Enter, control keys, other escape sequences, wide
 // characters, a paste) is not predicted and makes the predictions that
 // follow tentative.
 //
-// Judging (each time the host's output has been parsed, and at deadlines):
-//   - a predicted cell the screen now shows is confirmed: removed (the
-//     screen shows it), and its epoch is confirmed;
+// Judging (each time the host's output has been parsed, and at deadlines).
+// AHP/1 has no echo acknowledgements (mosh has them), so which keys the
+// host has handled is inferred from the screen:
+//   - each predicted cell keeps its versions, one per key that changed it,
+//     oldest first (with keys in flight a cell may be set, cleared and set
+//     again); a cell that changes to one of its versions confirms the
+//     oldest such and drops the ones before it, and that key's epoch is
+//     confirmed. A change sooner than 0.8 × the smallest round trip after
+//     the key cannot be its echo (an older key's output that happens to
+//     match) and confirms nothing; a cell that already shows its version
+//     settles, unconfirmed, once the host is past its key;
+//   - the predicted cursor is where the screen's is once its key is old
+//     enough to have been echoed (the cursor passes through columns on its
+//     way through arrow keys);
 //   - predicted cells of keys older than a confirmed one that the screen
 //     does not show were contradicted: the host handled the later key, so
 //     it handled them differently;
@@ -88,6 +99,7 @@ export class Predictor {
     this.onChange = options.onChange ?? (() => {});
     this.mode = MODES.includes(options.mode) ? options.mode : MODE_DEFAULT;
     this.srtt = null;
+    this.minRtt = 0;
     this._auto = false; // auto mode's state, with hysteresis
     this.allowed = true; // the view's say: control role, focused, may type
     // Epochs (mosh): predictions of an epoch above confirmedEpoch are
@@ -96,7 +108,13 @@ export class Predictor {
     this.confirmedEpoch = 0;
     this._seq = 0; // key counter
     this.row = null; // the row predicted on, or null: nothing pending
-    this.cells = new Map(); // col → {ch, seq, epoch, deadline}
+    // col → {seen, vs}: the cell's predicted versions vs, oldest first,
+    // each {ch, seq, epoch, deadline, born}: what the cell shows after key
+    // seq. The last is what it will show; the older ones are what earlier
+    // keys still in flight show on the way (their echoes come first, in
+    // order). seen is what the screen showed at the last look: only a
+    // change of the cell confirms a version.
+    this.cells = new Map();
     this.cursor = null; // {col, seq, epoch, deadline}: where the cursor goes, or null: where the screen has it
     this._timer = null;
     this._due = Infinity;
@@ -110,10 +128,16 @@ export class Predictor {
     if (!this.active) this._clear();
   }
 
-  /** setRtt gives the smoothed round trip (ms), for auto mode and the deadlines. */
-  setRtt(srtt) {
+  /**
+   * setRtt gives the smoothed round trip (ms), for auto mode and the
+   * deadlines, and the smallest recent one (default srtt): no echo comes
+   * back sooner, so a cell that shows the predicted character sooner
+   * than that after the key shows an older key's output, not its echo.
+   */
+  setRtt(srtt, min = srtt) {
     if (!(srtt >= 0)) return;
     this.srtt = srtt;
+    this.minRtt = min >= 0 ? Math.min(min, srtt) : srtt;
     if (srtt > AUTO_ON_MS) this._auto = true;
     else if (srtt < AUTO_OFF_MS) this._auto = false;
     if (!this.active) this._clear();
@@ -172,8 +196,9 @@ export class Predictor {
   overlay() {
     if (this.row === null) return null;
     const cells = [];
-    for (const [col, p] of this.cells) {
-      if (p.epoch <= this.confirmedEpoch) cells.push({ col, ch: p.ch });
+    for (const [col, { vs }] of this.cells) {
+      const p = vs[vs.length - 1];
+      if (p.epoch <= this.confirmedEpoch && this.screen.cell(this.row, col) !== p.ch) cells.push({ col, ch: p.ch });
     }
     const cur = this.cursor && this.cursor.epoch <= this.confirmedEpoch ? this.cursor.col : null;
     if (cells.length === 0 && cur === null) return null;
@@ -201,7 +226,7 @@ export class Predictor {
     const row = this.row ?? host.row;
     const col = this.cursor ? this.cursor.col : host.col;
     const cols = this.screen.cols();
-    const shown = (c) => this.cells.get(c)?.ch ?? this.screen.cell(row, c);
+    const shown = (c) => this.cells.get(c)?.vs.at(-1).ch ?? this.screen.cell(row, c);
     let edits = null; // [col, ch]
     let next = col;
     if (PRINTABLE.test(key)) {
@@ -221,24 +246,37 @@ export class Predictor {
       if (col === 0) return this._tentative();
       next = col - 1;
     } else if (RIGHT.has(key)) {
-      if (col >= cols - 1 || shown(col) === ' ') return this._tentative();
+      // Readline does not move past the end of the line: predicted only
+      // with text under or after the cursor.
+      let text = false;
+      for (let c = col; c < cols && !text; c++) text = shown(c) !== ' ';
+      if (col >= cols - 1 || !text) return this._tentative();
       next = col + 1;
     } else {
       return this._tentative();
     }
     const seq = ++this._seq;
     const deadline = this._now() + this.timeoutMs;
-    const p = { seq, epoch: this.epoch, deadline };
+    const p = { seq, epoch: this.epoch, deadline, born: this._now() };
+    const inflight = this.pending > 0;
     this.row = row;
     for (const [c, ch] of edits ?? []) {
-      if (ch === this.screen.cell(row, c)) this.cells.delete(c); // the screen shows it already
+      const e = this.cells.get(c);
       // A cell that keeps its predicted character keeps the earlier key's
       // prediction: that key's echo is what will show it.
-      else if (this.cells.get(c)?.ch !== ch) this.cells.set(c, { ch, ...p });
+      if (e && e.vs[e.vs.length - 1].ch === ch) continue;
+      const real = this.screen.cell(row, c);
+      if (e) e.vs.push({ ch, ...p });
+      // The screen shows it already. With nothing in flight that is final;
+      // with earlier keys in flight their echoes may still change the cell,
+      // so the prediction is kept (not drawn while the screen agrees).
+      else if (ch !== real || inflight) this.cells.set(c, { seen: real, vs: [{ ch, ...p }] });
     }
-    this.cursor = next === host.col && this.cells.size === 0 ? null : { col: next, ...p };
+    // The screen's cursor is where this key leaves it only if nothing is in
+    // flight (it may be passing through on the way, arrow by arrow).
+    this.cursor = next === host.col && this.cells.size === 0 && !inflight ? null : { col: next, ...p };
     if (this.row !== null && this.cells.size === 0 && this.cursor === null) this.row = null;
-    if (this.pending > MAX_PENDING) return this._fail('expired');
+    if (this._versions() > MAX_PENDING) return this._fail('expired');
     this.stats.predicted++;
     if (this.epoch <= this.confirmedEpoch) this.stats.shown++;
   }
@@ -250,34 +288,67 @@ export class Predictor {
     const host = this.screen.cursor();
     if (this.row !== null && host.row !== this.row) return this._fail('moved');
     const now = this._now();
+    // Keys typed after soonest cannot have been echoed yet (a fifth of the
+    // smallest round trip is left for jitter).
+    const soonest = now - 0.8 * this.minRtt;
+    // A cell that changed to one of its versions confirms the oldest such:
+    // the versions before it were shown on the way, or skipped.
     let confirmedSeq = 0;
-    for (const [col, p] of this.cells) {
-      if (this.screen.cell(this.row, col) === p.ch) {
-        this.cells.delete(col);
-        confirmedSeq = Math.max(confirmedSeq, p.seq);
-        this.stats.confirmed++;
-        if (p.epoch > this.confirmedEpoch) this.confirmedEpoch = p.epoch;
-      }
-    }
-    for (const p of this.cells.values()) {
-      // The host handled a later key: it handled this one otherwise.
-      if (p.seq < confirmedSeq) return this._fail('contradicted');
-      if (p.deadline <= now) return this._fail('expired');
+    for (const [col, e] of this.cells) {
+      const real = this.screen.cell(this.row, col);
+      if (real === e.seen) continue;
+      e.seen = real;
+      const hit = e.vs.findIndex((v) => v.ch === real && v.born <= soonest);
+      if (hit < 0) continue;
+      const v = e.vs[hit];
+      confirmedSeq = Math.max(confirmedSeq, v.seq);
+      this.stats.confirmed++;
+      if (v.epoch > this.confirmedEpoch) this.confirmedEpoch = v.epoch;
+      e.vs.splice(0, hit + 1);
+      if (e.vs.length === 0) this.cells.delete(col);
     }
     const cur = this.cursor;
-    if (cur) {
-      if (host.col === cur.col && (this.cells.size === 0 || cur.seq <= confirmedSeq)) {
-        this.cursor = null; // the screen's cursor is where it was predicted
-        if (cur.epoch > this.confirmedEpoch && cur.seq <= confirmedSeq) this.confirmedEpoch = cur.epoch;
-      } else if (cur.seq <= confirmedSeq && host.col !== cur.col) {
-        return this._fail('contradicted');
-      } else if (cur.deadline <= now) {
-        return this._fail('expired');
-      }
+    // The host has handled every key up to done: a confirmed cell's, or
+    // the last key's when the cursor is where it was predicted and no cell
+    // waits for a change.
+    let done = confirmedSeq;
+    let waiting = false;
+    for (const e of this.cells.values()) if (e.vs.some((v) => v.ch !== e.seen)) waiting = true;
+    // (The cursor passes through many columns while the host works through
+    // arrow keys: where it was predicted counts only once the key is old
+    // enough to have been echoed.)
+    if (cur && host.col === cur.col && (cur.seq <= confirmedSeq || (!waiting && cur.born <= soonest))) {
+      this.cursor = null; // the screen's cursor is where it was predicted
+      done = Math.max(done, cur.seq);
+      if (cur.epoch > this.confirmedEpoch && cur.seq <= confirmedSeq) this.confirmedEpoch = cur.epoch;
+    }
+    for (const [col, e] of this.cells) {
+      const v = e.vs[0];
+      const match = e.seen === v.ch;
+      // The host handled a later key: it handled this one otherwise.
+      if (!match && v.seq < confirmedSeq) return this._fail('contradicted');
+      if (match) {
+        // The screen showed it all along: settled once the host is past
+        // its key (or at its deadline); nothing to draw meanwhile.
+        if (v.seq <= done || this.cursor === null || v.deadline <= now) {
+          e.vs.shift();
+          if (e.vs.length === 0) this.cells.delete(col);
+        }
+      } else if (v.deadline <= now) return this._fail('expired');
+    }
+    if (this.cursor) {
+      if (this.cursor.seq <= confirmedSeq && host.col !== this.cursor.col) return this._fail('contradicted');
+      if (this.cursor.deadline <= now) return this._fail('expired');
     }
     if (this.cells.size === 0 && this.cursor === null) this.row = null;
     this._arm();
     this.onChange();
+  }
+
+  _versions() {
+    let n = this.cursor ? 1 : 0;
+    for (const e of this.cells.values()) n += e.vs.length;
+    return n;
   }
 
   _fail(why) {
@@ -306,7 +377,7 @@ export class Predictor {
   // no output comes (echo off).
   _arm() {
     let due = Infinity;
-    for (const p of this.cells.values()) due = Math.min(due, p.deadline);
+    for (const e of this.cells.values()) due = Math.min(due, e.vs[0].deadline);
     if (this.cursor) due = Math.min(due, this.cursor.deadline);
     if (due === this._due) return;
     if (this._timer !== null) this._clearTimeout(this._timer);

@@ -417,8 +417,8 @@ export function createView(container, hooks = {}, options = {}) {
       offSample = null;
       meter = m;
       if (m) {
-        offSample = m.onSample((x) => predictor.setRtt(x.srtt));
-        if (m.srtt !== null) predictor.setRtt(m.srtt);
+        offSample = m.onSample((x) => predictor.setRtt(x.srtt, x.min));
+        if (m.srtt !== null) predictor.setRtt(m.srtt, m.min);
       }
     },
     /** loseWebglContext simulates a lost WebGL context (tests). */

@@ -64,7 +64,9 @@ class FakeClock {
   }
 }
 
-function setup({ mode = 'always', srtt = 200, prompt = '$ ' } = {}) {
+// min is the smallest round trip: the hand-written cases echo at once
+// (min 0); the random ones echo a round trip later, as a link does.
+function setup({ mode = 'always', srtt = 200, min = 0, prompt = '$ ' } = {}) {
   const screen = new FakeScreen();
   const clock = new FakeClock();
   let changes = 0;
@@ -72,7 +74,7 @@ function setup({ mode = 'always', srtt = 200, prompt = '$ ' } = {}) {
     mode, now: clock.now, setTimeout: clock.setTimeout, clearTimeout: clock.clearTimeout,
     onChange: () => changes++,
   });
-  p.setRtt(srtt);
+  p.setRtt(srtt, min);
   screen.write(prompt);
   // host echoes data as a shell with echo on would; the page judges after parsing it
   const host = (s) => {
@@ -358,6 +360,138 @@ test('two backspaces: the echo of the first confirms what it erased, and nothing
   assert.equal(t.p.stats.contradicted, 0);
   assert.equal(drawn(t.screen, t.p), '$ a');
   t.host('\b \b');
+  assert.equal(t.p.pending, 0);
+  assert.equal(t.p.stats.contradicted + t.p.stats.expired, 0);
+});
+
+// Readline is a model of a line editor in insert mode: what it writes for
+// each key, as bash's readline does (the tail redrawn, the cursor moved back).
+class Readline {
+  constructor(prompt) {
+    this.line = '';
+    this.pos = 0;
+    this.prompt = prompt;
+  }
+  key(k) {
+    const L = this.line;
+    const p = this.pos;
+    if (k === '\x7f') {
+      if (p === 0) return '\x07';
+      this.line = L.slice(0, p - 1) + L.slice(p);
+      this.pos = p - 1;
+      const tail = this.line.slice(this.pos);
+      return '\b' + tail + ' ' + '\b'.repeat(tail.length + 1);
+    }
+    if (k === '\x1b[D') {
+      if (p === 0) return '\x07';
+      this.pos--;
+      return '\b';
+    }
+    if (k === '\x1b[C') {
+      if (p >= L.length) return '\x07';
+      this.pos++;
+      return L[p];
+    }
+    this.line = L.slice(0, p) + k + L.slice(p);
+    this.pos = p + 1;
+    const tail = this.line.slice(this.pos);
+    return k + tail + '\b'.repeat(tail.length);
+  }
+  text() {
+    return (this.prompt + this.line).trimEnd();
+  }
+}
+
+// rng is a small deterministic generator (mulberry32).
+function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let x = Math.imul(a ^ (a >>> 15), 1 | a);
+    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// typeRandom types n random keys (printable, backspace, arrows) into a
+// Readline behind a round trip of 200 ms plus up to jitter ms (in order,
+// echoes of close keys arriving together); valid: only keys readline acts
+// on (no bell) and no right arrow over trailing spaces. It returns what it
+// saw.
+function typeRandom(seed, n, valid, jitter = 0) {
+  const t = setup({ min: 200 });
+  const rl = new Readline('$ ');
+  const r = rng(seed);
+  const cols = t.screen.cols();
+  t.p.input('a');
+  t.clock.advance(200);
+  t.host('a');
+  rl.key('a');
+  let wrongShown = 0;
+  let last = 0; // when the previous echo arrives: the link keeps order
+  for (let i = 0; i < n; i++) {
+    const x = r();
+    let k;
+    if (x < 0.55) k = 'xyz01 .'[Math.floor(r() * 7)];
+    else if (x < 0.75) k = '\x7f';
+    else if (x < 0.88) k = '\x1b[D';
+    else k = '\x1b[C';
+    if (valid) {
+      if (k === '\x7f' || k === '\x1b[D') {
+        if (rl.pos === 0) k = 'q';
+      } else if (k === '\x1b[C' && rl.line.slice(rl.pos).trim() === '') {
+        // Readline moves over trailing spaces; the predictor cannot tell
+        // them from the end of the line and does not predict it.
+        k = 'q';
+      }
+    }
+    if (k.length === 1 && k !== '\x7f' && rl.prompt.length + rl.line.length >= cols - 3) k = '\x1b[D';
+    if (valid && k === '\x1b[D' && rl.pos === 0) continue;
+    const out = rl.key(k);
+    t.p.input(k);
+    // What the user sees now should be the line as it will be, when shown.
+    const o = t.p.overlay();
+    if (o && o.cells.length > 0 && drawn(t.screen, t.p) !== rl.text()) wrongShown++;
+    last = Math.max(last, t.clock.t + 200 + Math.floor(r() * jitter));
+    t.clock.setTimeout(() => t.host(out), last - t.clock.t);
+    t.clock.advance(Math.floor(r() * 60));
+  }
+  t.clock.advance(3000);
+  return { t, rl, wrongShown };
+}
+
+test('random typing into a line editor at 200 ms: nothing predicted is left once the echoes are in', () => {
+  for (let seed = 1; seed <= 40; seed++) {
+    for (const [valid, jitter] of [[true, 0], [true, 60], [false, 0], [false, 60]]) {
+      const { t, rl, wrongShown } = typeRandom(seed, 120, valid, jitter);
+      const where = `seed ${seed} valid ${valid} jitter ${jitter}`;
+      assert.equal(t.p.overlay(), null, `${where}: an overlay is left`);
+      assert.equal(t.p.pending, 0, `${where}: predictions pending`);
+      assert.equal(t.clock.timers.size, 0, `${where}: a timer left`);
+      assert.equal(t.screen.text(0), rl.text(), `${where}: the screen is the host's`);
+      if (valid) {
+        assert.equal(t.p.stats.contradicted + t.p.stats.expired, 0, `${where}: ${JSON.stringify(t.p.stats)}`);
+        assert.equal(wrongShown, 0, `${where}: a shown prediction differed from the line`);
+      }
+    }
+  }
+});
+
+test('a cell that shows the predicted character sooner than an echo could come is not a confirmation', () => {
+  const t = setup({ min: 200 });
+  t.p.input('a');
+  t.clock.advance(200);
+  t.host('a'); // confirmed: a round trip later
+  assert.equal(t.p.stats.confirmed, 1);
+  t.p.input('b');
+  // 10 ms later, output of something typed before (or a program) puts a b
+  // there: not this key's echo, which cannot be back yet.
+  t.clock.advance(10);
+  t.host('b\b');
+  assert.equal(t.p.stats.confirmed, 1, 'not confirmed by output 10 ms after the key');
+  assert.equal(t.p.pending, 2, 'b and the cursor still wait');
+  t.clock.advance(190);
+  t.host('b'); // the echo: the cell does not change, so it settles unconfirmed
   assert.equal(t.p.pending, 0);
   assert.equal(t.p.stats.contradicted + t.p.stats.expired, 0);
 });
