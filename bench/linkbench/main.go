@@ -39,6 +39,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -51,6 +52,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -441,6 +443,18 @@ type sample struct {
 	elapsed time.Duration
 	cut     bool
 	wire    int64 // bytes the link delivered in the transfer's direction meanwhile (tunnel framing included)
+	// The second half: from the first count of at least half the bytes
+	// (halfBytes, at halfAt after the start) to the end; zero if cut.
+	halfBytes int64
+	halfAt    time.Duration
+}
+
+// secondHalf is the MB/s from halfAt to the end (0: not known).
+func (s sample) secondHalf() float64 {
+	if s.cut || s.halfBytes == 0 || s.elapsed <= s.halfAt {
+		return 0
+	}
+	return float64(s.bytes-s.halfBytes) / (s.elapsed - s.halfAt).Seconds() / 1e6
 }
 
 func (s sample) mbps() float64 { return float64(s.bytes) / s.elapsed.Seconds() / 1e6 }
@@ -457,7 +471,8 @@ func transfer(addr string, up bool, n int64, cut time.Duration) (sample, error) 
 	tc := c.(*net.TCPConn)
 	start := time.Now()
 	_ = tc.SetDeadline(start.Add(cut))
-	var moved int64
+	var moved, halfBytes int64
+	var halfAt time.Duration
 	if up {
 		// The target's counts: the last one and when it came.
 		type count struct {
@@ -466,6 +481,7 @@ func transfer(addr string, up bool, n int64, cut time.Duration) (sample, error) 
 		}
 		counts := make(chan count, 1)
 		var last count
+		var half atomic.Pointer[count] // written by the reader before it ends
 		go func() {
 			defer close(counts)
 			var cnt [8]byte
@@ -474,6 +490,9 @@ func transfer(addr string, up bool, n int64, cut time.Duration) (sample, error) 
 					return
 				}
 				got := count{int64(binary.BigEndian.Uint64(cnt[:])), time.Now()}
+				if got.n >= n/2 && half.Load() == nil {
+					half.Store(&got)
+				}
 				select {
 				case <-counts:
 				default:
@@ -515,7 +534,11 @@ func transfer(addr string, up bool, n int64, cut time.Duration) (sample, error) 
 		if err != nil {
 			return sample{}, err
 		}
-		return sample{bytes: n, elapsed: last.at.Sub(start)}, nil
+		done := sample{bytes: n, elapsed: last.at.Sub(start)}
+		if h := half.Load(); h != nil {
+			done.halfBytes, done.halfAt = h.n, h.at.Sub(start)
+		}
+		return done, nil
 	} else {
 		err = func() error {
 			if _, err := tc.Write(header(opDownload, n)); err != nil {
@@ -525,6 +548,9 @@ func transfer(addr string, up bool, n int64, cut time.Duration) (sample, error) 
 			for {
 				k, err := tc.Read(buf)
 				moved += int64(k)
+				if halfBytes == 0 && moved >= n/2 {
+					halfBytes, halfAt = moved, time.Since(start)
+				}
 				if err == io.EOF {
 					break
 				}
@@ -538,7 +564,7 @@ func transfer(addr string, up bool, n int64, cut time.Duration) (sample, error) 
 			return nil
 		}()
 	}
-	s := sample{bytes: moved, elapsed: time.Since(start)}
+	s := sample{bytes: moved, elapsed: time.Since(start), halfBytes: halfBytes, halfAt: halfAt}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		s.cut, err = true, nil
 	}
@@ -559,6 +585,8 @@ type rttResult struct {
 	echo       *echoResult
 	cat        *catResult
 	hwm, rss   int64 // the daemon's VmHWM and VmRSS at the end, KiB
+	idle       int64 // its VmRSS once started, KiB
+	maxBuf     int64 // its maxBufferedBytes (a connection's budget)
 	queue      int64
 }
 
@@ -589,6 +617,12 @@ func (c *config) runRTT(dir, target, catFile string, rtt time.Duration) (*rttRes
 		if err != nil {
 			return nil, err
 		}
+	}
+	if res.idle, err = termbench.StatusKiB(d.Cmd.Process.Pid, "VmRSS"); err != nil {
+		return nil, err
+	}
+	if res.maxBuf, err = c.limit(d, "maxBufferedBytes"); err != nil {
+		return nil, err
 	}
 	daemonLink, err := c.startLink(d.Addr, rtt)
 	if err != nil {
@@ -668,6 +702,21 @@ func (c *config) runRTT(dir, target, catFile string, rtt time.Duration) (*rttRes
 		return nil, err
 	}
 	return res, nil
+}
+
+// limit reads one of the daemon's limits (`ahpctl limits get`), a size.
+func (c *config) limit(d *benchproc.Daemon, key string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.ahpctl, "--control", d.Sock, "-o", "json", "limits", "get", key).Output()
+	if err != nil {
+		return 0, fmt.Errorf("ahpctl limits get %s: %w", key, err)
+	}
+	var v struct{ Value string }
+	if err := json.Unmarshal(out, &v); err != nil {
+		return 0, fmt.Errorf("ahpctl limits get %s: %w", key, err)
+	}
+	return units.ParseSize(v.Value)
 }
 
 // wireBytes is what l has delivered so far up or down.

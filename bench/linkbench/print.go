@@ -79,6 +79,45 @@ func (c *config) print(rs []*rttResult, took time.Duration) {
 	}
 	fmt.Println()
 
+	// The second halves.
+	fmt.Printf("### Throughput in the second half of each transfer (past set-up, slow start and window growth), median of %d rounds\n\n", c.rounds)
+	fmt.Println("| RTT | direction | raw TCP copy | ahpctl forward | forward / raw | chisel | chisel / raw |")
+	fmt.Println("|---:|---|---:|---:|---:|---:|---:|")
+	for _, r := range rs {
+		for i, dir := range []string{"download", "upload"} {
+			half := func(name string) float64 {
+				var v []float64
+				for _, s := range r.throughput[name][i] {
+					if h := s.secondHalf(); h > 0 {
+						v = append(v, h)
+					}
+				}
+				return median(v)
+			}
+			cell := func(x float64) string {
+				if x == 0 {
+					return "–"
+				}
+				return fmt.Sprintf("%.2f", x)
+			}
+			ratio := func(a, b float64) string {
+				if a == 0 || b == 0 {
+					return "–"
+				}
+				return fmt.Sprintf("%.2f", a/b)
+			}
+			raw, fw, ch := half("raw TCP"), half("ahpctl forward"), half("chisel")
+			chCell := cell(ch)
+			if len(r.throughput["chisel"][i]) == 0 {
+				chCell = "chisel: not available"
+			}
+			fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", rttText(r.rtt), dir, cell(raw), cell(fw), ratio(fw, raw), chCell, ratio(ch, raw))
+		}
+	}
+	fmt.Println()
+	fmt.Println("MB/s from the moment half the bytes had arrived (a download's reads; an upload's counts from the target, every MiB) to the end; \"–\": every transfer of the cell was cut.")
+	fmt.Println()
+
 	// Echo.
 	if c.keys > 0 {
 		fmt.Printf("### Keystroke echo: %d keys, one every %v, p50 / p99\n\n", c.keys, c.keyGap)
@@ -130,13 +169,16 @@ func (c *config) print(rs []*rttResult, took time.Duration) {
 	// Memory.
 	fmt.Println("### The daemon's memory at the end of each round trip's run")
 	fmt.Println()
-	fmt.Println("| RTT | VmHWM (peak RSS) | VmRSS |")
-	fmt.Println("|---:|---:|---:|")
+	fmt.Println("| RTT | VmRSS once started | VmHWM (peak RSS) | VmRSS at the end | peak over the start | budget: maxBufferedBytes × 2 connections | target: within it |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range rs {
-		fmt.Printf("| %s | %.1f MiB | %.1f MiB |\n", rttText(r.rtt), float64(r.hwm)/1024, float64(r.rss)/1024)
+		over := float64(r.hwm-r.idle) / 1024
+		budget := float64(2*r.maxBuf) / (1 << 20)
+		fmt.Printf("| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.0f MiB | %s |\n", rttText(r.rtt), float64(r.idle)/1024, float64(r.hwm)/1024, float64(r.rss)/1024,
+			over, budget, target(over <= budget, fmt.Sprintf("%.1f MiB over", over-budget)))
 	}
 	fmt.Println()
-	fmt.Println("A fresh ahpd per round trip (its defaults, a temp state directory), so each peak is that round trip's: the throughput rounds, the echo and the cat.")
+	fmt.Println("A fresh ahpd per round trip (its defaults, a temp state directory), so each peak is that round trip's: the throughput rounds, the echo and the cat. At most 2 WebSocket connections are open at once (forward's, and the echo's or attach's); maxBufferedBytes bounds what one connection's traffic makes the daemon hold (the fixed per-connection buffers and the kernel's aside, docs/protocol-decisions.md).")
 }
 
 func target(met bool, short string) string {
