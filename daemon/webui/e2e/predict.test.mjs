@@ -205,8 +205,32 @@ test('predictive echo at 200 ms round trip: keys at once, nothing wrong once set
   // 2 × srtt + 100 ms) only says the machine was slow: noted, not failed.
   assert.equal(st.stats.contradicted, 0, `a shell that echoes: nothing contradicted: ${JSON.stringify(st)}`);
   if (st.stats.expired > 0) t.diagnostic(`at the prompt ${st.stats.expired} prediction(s) expired before their echo (a loaded machine)`);
+
+  // Edits in the middle of the line (readline inserts and redraws the
+  // tail): after each key, what the page shows (its screen with the
+  // overlay on top) is the line as it will be once echoed.
+  const edits = [
+    ['ArrowLeft', `${PROMPT}echo qwkj`],
+    ['ArrowLeft', `${PROMPT}echo qwkj`],
+    ['Z', `${PROMPT}echo qwZkj`],
+    ['Y', `${PROMPT}echo qwZYkj`],
+    ['Backspace', `${PROMPT}echo qwZkj`],
+    ['ArrowRight', `${PROMPT}echo qwZkj`],
+    ['M', `${PROMPT}echo qwZkMj`],
+  ];
+  const drawnLines = [];
+  for (const [key, want] of edits) {
+    await page.keyboard.press(key);
+    drawnLines.push([key, await drawnLine(page), want]);
+  }
+  note(`edits ${JSON.stringify(drawnLines)}`);
+  for (const [key, got, want] of drawnLines) assert.equal(got, want, `after ${key} the page shows the line as it will be`);
+  await waitScreen(page, 'the echo of the edits', (l) => l.some((x) => x === `${PROMPT}echo qwZkMj`));
+  await settled(page);
+  st = (await page.evaluate(() => window.ahpTest.state())).terminal.predict;
+  assert.equal(st.stats.contradicted, 0, `edits in the line: nothing contradicted: ${JSON.stringify(st)}`);
   await page.keyboard.press('Enter');
-  await waitScreen(page, 'the command to run and the next prompt', (l) => l.includes(measured) && l.includes(PROMPT));
+  await waitScreen(page, 'the command to run and the next prompt', (l) => l.includes('qwZkMj') && l.includes(PROMPT));
   await settled(page);
   await sameAsSnapshot(page, 'after the shell prompt');
 
@@ -357,6 +381,17 @@ function compare(a, b) {
   }
   if (a.cursor.join() !== b.cursor.join()) return `cursor: page ${a.cursor}, snapshot ${b.cursor}`;
   return null;
+}
+
+// drawnLine returns the cursor's line as the page shows it: the buffer's
+// characters with the overlay's predicted cells on top, right-trimmed.
+function drawnLine(page) {
+  return page.evaluate(() => {
+    const b = window.ahpTest.term.buffer.active;
+    const chars = [...(b.getLine(b.baseY + b.cursorY)?.translateToString(false) ?? '')];
+    for (const c of document.querySelectorAll('[data-testid=predict-overlay] .ahp-predict-cell')) chars[Number(c.dataset.col)] = c.textContent;
+    return chars.join('').trimEnd();
+  });
 }
 
 // cells returns the visible screen: per row, each cell as [chars, width,

@@ -24,21 +24,21 @@
 //
 // Judging (each time the host's output has been parsed, and at deadlines).
 // AHP/1 has no echo acknowledgements (mosh has them), so which keys the
-// host has handled is inferred from the screen:
-//   - each predicted cell keeps its versions, one per key that changed it,
-//     oldest first (with keys in flight a cell may be set, cleared and set
-//     again); a cell that changes to one of its versions confirms the
-//     oldest such and drops the ones before it, and that key's epoch is
-//     confirmed. A change sooner than 0.8 × the smallest round trip after
-//     the key cannot be its echo (an older key's output that happens to
-//     match) and confirms nothing; a cell that already shows its version
-//     settles, unconfirmed, once the host is past its key;
-//   - the predicted cursor is where the screen's is once its key is old
-//     enough to have been echoed (the cursor passes through columns on its
-//     way through arrow keys);
-//   - predicted cells of keys older than a confirmed one that the screen
-//     does not show were contradicted: the host handled the later key, so
-//     it handled them differently;
+// host has handled is inferred from the screen. Each key predicted is kept
+// with where it leaves the cursor, and each predicted cell with its
+// versions, one per key that changed it (with keys in flight a cell may be
+// set, cleared and set again):
+//   - the host handles keys in order, so it has handled the keys up to the
+//     one that leaves every predicted cell as the screen shows it and the
+//     cursor where the screen has it. Several keys may fit (x, backspace,
+//     x): the earliest is taken, which hides nothing (the overlay shows
+//     each cell's last version), or the latest once a deadline has passed.
+//     A key typed less than 0.8 × the smallest round trip ago cannot have
+//     been echoed and does not fit. The keys and versions up to it are
+//     done; if a cell changed to one of them, its epoch is confirmed;
+//   - when the screen's cursor is where the last key leaves it, that key's
+//     echo is due (1.5 × srtt) and the cells are not what it leaves, the
+//     prediction was contradicted: the host handled the keys otherwise;
 //   - a prediction not confirmed by its deadline (2 × srtt + a margin) has
 //     expired: echo is off (a password prompt, `read -s`) or the program
 //     does something else;
@@ -108,14 +108,19 @@ export class Predictor {
     this.confirmedEpoch = 0;
     this._seq = 0; // key counter
     this.row = null; // the row predicted on, or null: nothing pending
-    // col → {seen, vs}: the cell's predicted versions vs, oldest first,
-    // each {ch, seq, epoch, deadline, born}: what the cell shows after key
-    // seq. The last is what it will show; the older ones are what earlier
-    // keys still in flight show on the way (their echoes come first, in
-    // order). seen is what the screen showed at the last look: only a
-    // change of the cell confirms a version.
+    // col → {base, seen, vs}: the cell's predicted versions vs, oldest
+    // first, each {ch, seq, epoch, deadline, born}: what the cell shows
+    // once the host has handled key seq. The last is what it will show; the
+    // older ones are what earlier keys still in flight show on the way.
+    // base is what it shows before the first of them, seen what the screen
+    // showed at the last look.
     this.cells = new Map();
-    this.cursor = null; // {col, seq, epoch, deadline}: where the cursor goes, or null: where the screen has it
+    // The keys predicted and not known to be handled, oldest first, each
+    // {col, seq, epoch, deadline, born}: col is where the key leaves the
+    // cursor. cursor is the last of them (where the cursor goes), or null:
+    // where the screen has it.
+    this._keys = [];
+    this.cursor = null;
     this._timer = null;
     this._due = Infinity;
     this.stats = { predicted: 0, shown: 0, confirmed: 0, contradicted: 0, expired: 0, moved: 0, tentative: 0 };
@@ -206,9 +211,9 @@ export class Predictor {
     return { row: this.row, cells, cursor: cur };
   }
 
-  /** pending is the number of predictions waiting for the host (cells and the cursor). */
+  /** pending is the number of predictions waiting for the host (cells and keys). */
   get pending() {
-    return this.cells.size + (this.cursor ? 1 : 0);
+    return this.cells.size + this._keys.length;
   }
 
   dispose() {
@@ -270,11 +275,14 @@ export class Predictor {
       // The screen shows it already. With nothing in flight that is final;
       // with earlier keys in flight their echoes may still change the cell,
       // so the prediction is kept (not drawn while the screen agrees).
-      else if (ch !== real || inflight) this.cells.set(c, { seen: real, vs: [{ ch, ...p }] });
+      else if (ch !== real || inflight) this.cells.set(c, { base: real, seen: real, vs: [{ ch, ...p }] });
     }
     // The screen's cursor is where this key leaves it only if nothing is in
     // flight (it may be passing through on the way, arrow by arrow).
-    this.cursor = next === host.col && this.cells.size === 0 && !inflight ? null : { col: next, ...p };
+    if (next !== host.col || this.cells.size > 0 || inflight) {
+      this.cursor = { col: next, ...p };
+      this._keys.push(this.cursor);
+    }
     if (this.row !== null && this.cells.size === 0 && this.cursor === null) this.row = null;
     if (this._versions() > MAX_PENDING) return this._fail('expired');
     this.stats.predicted++;
@@ -291,62 +299,80 @@ export class Predictor {
     // Keys typed after soonest cannot have been echoed yet (a fifth of the
     // smallest round trip is left for jitter).
     const soonest = now - 0.8 * this.minRtt;
-    // A cell that changed to one of its versions confirms the oldest such:
-    // the versions before it were shown on the way, or skipped.
-    let confirmedSeq = 0;
+    let changed = false;
     for (const [col, e] of this.cells) {
       const real = this.screen.cell(this.row, col);
-      if (real === e.seen) continue;
+      if (real !== e.seen) changed = true;
       e.seen = real;
-      const hit = e.vs.findIndex((v) => v.ch === real && v.born <= soonest);
-      if (hit < 0) continue;
-      const v = e.vs[hit];
-      confirmedSeq = Math.max(confirmedSeq, v.seq);
-      this.stats.confirmed++;
-      if (v.epoch > this.confirmedEpoch) this.confirmedEpoch = v.epoch;
-      e.vs.splice(0, hit + 1);
-      if (e.vs.length === 0) this.cells.delete(col);
     }
-    const cur = this.cursor;
-    // The host has handled every key up to done: a confirmed cell's, or
-    // the last key's when the cursor is where it was predicted and no cell
-    // waits for a change.
-    let done = confirmedSeq;
-    let waiting = false;
-    for (const e of this.cells.values()) if (e.vs.some((v) => v.ch !== e.seen)) waiting = true;
-    // (The cursor passes through many columns while the host works through
-    // arrow keys: where it was predicted counts only once the key is old
-    // enough to have been echoed.)
-    if (cur && host.col === cur.col && (cur.seq <= confirmedSeq || (!waiting && cur.born <= soonest))) {
-      this.cursor = null; // the screen's cursor is where it was predicted
-      done = Math.max(done, cur.seq);
-      if (cur.epoch > this.confirmedEpoch && cur.seq <= confirmedSeq) this.confirmedEpoch = cur.epoch;
+    // The host handles keys in order: it has handled the keys up to some
+    // key, which leaves every cell as the screen shows it and the cursor
+    // where the screen has it. Within one write a cell may change back and
+    // forth, so no single cell tells, and the states after several keys may
+    // look alike (x, backspace, x): the earliest key that fits is taken,
+    // which never hides a prediction (the overlay shows each cell's last
+    // version), or, once a key's deadline has passed, the latest. Only keys
+    // old enough to have been echoed are candidates.
+    const keys = this._keys;
+    const fits = (i) => keys[i].born <= soonest && keys[i].col === host.col && this._consistent(keys[i].seq);
+    const late = keys.some((k) => k.deadline <= now) || [...this.cells.values()].some((e) => e.vs[0].deadline <= now);
+    let hit = -1;
+    if (late) {
+      for (let i = keys.length - 1; i >= 0 && hit < 0; i--) if (fits(i)) hit = i;
+    } else {
+      for (let i = 0; i < keys.length && hit < 0; i++) if (fits(i)) hit = i;
     }
-    for (const [col, e] of this.cells) {
-      const v = e.vs[0];
-      const match = e.seen === v.ch;
-      // The host handled a later key: it handled this one otherwise.
-      if (!match && v.seq < confirmedSeq) return this._fail('contradicted');
-      if (match) {
-        // The screen showed it all along: settled once the host is past
-        // its key (or at its deadline); nothing to draw meanwhile.
-        if (v.seq <= done || this.cursor === null || v.deadline <= now) {
-          e.vs.shift();
-          if (e.vs.length === 0) this.cells.delete(col);
-        }
-      } else if (v.deadline <= now) return this._fail('expired');
+    if (hit >= 0) {
+      const S = keys[hit].seq;
+      let shown = false; // a cell changed to a prediction: the key's epoch is confirmed
+      for (const [col, e] of this.cells) {
+        let k = -1;
+        for (let i = 0; i < e.vs.length && e.vs[i].seq <= S; i++) k = i;
+        if (k < 0) continue;
+        if (changed && e.vs[k].ch !== e.base) shown = true;
+        this.stats.confirmed += k + 1;
+        e.base = e.vs[k].ch;
+        e.vs.splice(0, k + 1);
+        if (e.vs.length === 0) this.cells.delete(col);
+      }
+      if (shown && keys[hit].epoch > this.confirmedEpoch) this.confirmedEpoch = keys[hit].epoch;
+      keys.splice(0, hit + 1);
+      if (keys.length === 0) this.cursor = null;
     }
-    if (this.cursor) {
-      if (this.cursor.seq <= confirmedSeq && host.col !== this.cursor.col) return this._fail('contradicted');
-      if (this.cursor.deadline <= now) return this._fail('expired');
+    // The screen's cursor is where the last key leaves it and that key's
+    // echo is due (1.5 round trips: jitter passes a fifth of one), but the
+    // cells are not what it leaves: the host handled the keys otherwise.
+    const last = keys[keys.length - 1];
+    const due = now - 1.5 * (this.srtt ?? 0);
+    if (last && last.born <= due && last.col === host.col && !this._consistent(last.seq)) return this._fail('contradicted');
+    for (const k of keys) if (k.deadline <= now) return this._fail('expired');
+    for (const e of this.cells.values()) {
+      // A cell whose keys are all handled (or gone) and shows its version: settled.
+      if (keys.length === 0 && e.vs.every((v) => v.ch === e.seen)) continue;
+      for (const v of e.vs) if (v.deadline <= now) return this._fail('expired');
     }
+    if (keys.length === 0) this.cells.clear(); // every key handled: nothing is left to wait for
     if (this.cells.size === 0 && this.cursor === null) this.row = null;
     this._arm();
     this.onChange();
   }
 
+  // _consistent reports whether every predicted cell shows (seen) what it
+  // shows once the host has handled the keys up to seq.
+  _consistent(seq) {
+    for (const e of this.cells.values()) {
+      let want = e.base;
+      for (const v of e.vs) {
+        if (v.seq > seq) break;
+        want = v.ch;
+      }
+      if (want !== e.seen) return false;
+    }
+    return true;
+  }
+
   _versions() {
-    let n = this.cursor ? 1 : 0;
+    let n = this._keys.length;
     for (const e of this.cells.values()) n += e.vs.length;
     return n;
   }
@@ -363,9 +389,10 @@ export class Predictor {
   }
 
   _clear() {
-    const had = this.row !== null || this.cursor !== null;
+    const had = this.row !== null || this._keys.length > 0;
     this.cells.clear();
     this.cursor = null;
+    this._keys = [];
     this.row = null;
     if (this._timer !== null) this._clearTimeout(this._timer);
     this._timer = null;
@@ -378,7 +405,7 @@ export class Predictor {
   _arm() {
     let due = Infinity;
     for (const e of this.cells.values()) due = Math.min(due, e.vs[0].deadline);
-    if (this.cursor) due = Math.min(due, this.cursor.deadline);
+    for (const k of this._keys) due = Math.min(due, k.deadline);
     if (due === this._due) return;
     if (this._timer !== null) this._clearTimeout(this._timer);
     this._timer = null;
