@@ -215,9 +215,10 @@ func settled(t *testing.T, p *tmuxPane, d *daemonProc, token, uri, when string) 
 // TestE2EAttachPredict: ahpctl attach --predict always in a tmux pane,
 // through an emulated link with a 200 ms round trip to ahpd. A key typed
 // at a shell prompt shows (underlined) long before its echo; at a
-// read -s prompt and in vim's insert mode nothing wrong is left once the
-// output settles: the pane equals a fresh snapshot of the host's screen
-// cell by cell, with no underline.
+// read -s prompt, after a key whose echo differs from it (repaired) and
+// in vim's insert mode nothing wrong is left once the output settles: the
+// pane equals a fresh snapshot of the host's screen cell by cell, with no
+// underline, and the cursor is where the host has it.
 // predictSetup starts ahpd with a bash terminal "pr", an emulated link
 // with round trip rtt to it, and ahpctl attach --predict mode through
 // the link in a tmux pane of its own; it returns once the pane shows the
@@ -258,27 +259,34 @@ func predictSetup(t *testing.T, mode string, rtt time.Duration) (p *tmuxPane, d 
 	return p, d, tok, dir
 }
 
-// typeAndTime types k after typed (the line so far) and returns how long
-// the pane took to show it and to show it without underline (the echo).
-// glyph is 0 when the echo came first.
+// typeAndTime types k after typed (the line so far, after the prompt)
+// and returns how long the pane took to show it and to show it without
+// underline (the echo). glyph is 0 when the echo came first.
 func typeAndTime(t *testing.T, p *tmuxPane, typed, k string) (glyph, echo time.Duration) {
 	t.Helper()
-	want := regexp.MustCompile(`^\$ ` + regexp.QuoteMeta(typed+k) + `$`)
+	return typeAndTimeLine(t, p, "$ "+typed, k, "$ "+typed+k)
+}
+
+// typeAndTimeLine types k at the end of line and returns how long the
+// pane took to show line+k underlined (0: not seen) and to show echoed
+// without underline.
+func typeAndTimeLine(t *testing.T, p *tmuxPane, line, k, echoed string) (glyph, echo time.Duration) {
+	t.Helper()
+	predicted := regexp.MustCompile(`^` + regexp.QuoteMeta(line+k) + `$`)
+	done := regexp.MustCompile(`^` + regexp.QuoteMeta(echoed) + `$`)
 	start := time.Now()
 	p.keys(k)
 	for deadline := start.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		if !slices.ContainsFunc(p.rows(), want.MatchString) {
-			continue
-		}
+		rows := p.rows()
 		at := time.Since(start)
-		if !underlined(p.styled()) {
+		if slices.ContainsFunc(rows, done.MatchString) && !underlined(p.styled()) {
 			return glyph, at
 		}
-		if glyph == 0 {
+		if glyph == 0 && slices.ContainsFunc(rows, predicted.MatchString) && underlined(p.styled()) {
 			glyph = at
 		}
 	}
-	t.Fatalf("%q never showed without underline", typed+k)
+	t.Fatalf("%q never showed without underline", echoed)
 	return 0, 0
 }
 
@@ -346,6 +354,26 @@ func TestE2EAttachPredict(t *testing.T) {
 	p.enter()
 	p.waitRows(regexp.MustCompile(`^Password: \[7\]$`))
 	settled(t, p, d, tok, uri, "after the password")
+
+	// A program whose echo differs from the key (digits come back as #):
+	// the shown prediction is contradicted and repaired, and what follows
+	// is tentative.
+	p.keys(`stty -echo; printf '> '; while IFS= read -r -n1 c; do [ "$c" = q ] && break; case $c in [0-9]) printf '#';; *) printf '%s' "$c";; esac; done; stty echo; echo`)
+	p.enter()
+	p.waitRows(regexp.MustCompile(`^>$`))
+	for _, k := range "ab" {
+		p.keys(string(k))
+		p.waitRows(regexp.MustCompile(`^> a` + map[rune]string{'a': "", 'b': "b"}[k] + `$`))
+	}
+	settled(t, p, d, tok, uri, "after confirmed keys")
+	g, e := typeAndTimeLine(t, p, "> ab", "1", "> ab#")
+	t.Logf("a contradicted key: the prediction showed after %v, the echo that repaired it after %v", g, e)
+	settled(t, p, d, tok, uri, "after a contradicted key")
+	p.keys("c")
+	p.waitRows(regexp.MustCompile(`^> ab#c$`))
+	settled(t, p, d, tok, uri, "after a key following a contradiction")
+	p.keys("q")
+	p.waitRows(regexp.MustCompile(`^\$$`))
 
 	// vim insert mode (the alternate screen: nothing is predicted).
 	if vim, err := exec.LookPath("vim"); err != nil {
