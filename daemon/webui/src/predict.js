@@ -15,7 +15,8 @@
 //     is inserted at the cursor, the rest of the row shifted right (as
 //     readline does), and the cursor moves right;
 //   - backspace (DEL or BS) deletes the cell left of the cursor, the rest
-//     shifted left;
+//     shifted left; Delete (CSI 3 ~) the cell under it, with text there
+//     or after it;
 //   - left and right arrows move the cursor (right only with text under or
 //     after the cursor: readline does not move past the end of the line).
 // Anything else (Enter, control keys, other escape sequences, wide
@@ -72,6 +73,7 @@ const PRINTABLE = /^[\x20-\x7e\u00a0-\u024f]$/;
 const LEFT = new Set(['\x1b[D', '\x1bOD']);
 const RIGHT = new Set(['\x1b[C', '\x1bOC']);
 const BACKSPACE = new Set(['\x7f', '\b']);
+const DELETE = '\x1b[3~';
 
 /** tokens splits input data into keys: one escape sequence (CSI/SS3) or one code point each. */
 export function tokens(data) {
@@ -247,6 +249,14 @@ export class Predictor {
       for (let c = col - 1; c < cols - 1; c++) edits.push([c, shown(c + 1)]);
       edits.push([cols - 1, ' ']);
       next = col - 1;
+    } else if (key === DELETE) {
+      // Readline deletes under the cursor, and nothing at the end of the line.
+      let text = false;
+      for (let c = col; c < cols && !text; c++) text = shown(c) !== ' ';
+      if (!text) return this._tentative();
+      edits = [];
+      for (let c = col; c < cols - 1; c++) edits.push([c, shown(c + 1)]);
+      edits.push([cols - 1, ' ']);
     } else if (LEFT.has(key)) {
       if (col === 0) return this._tentative();
       next = col - 1;

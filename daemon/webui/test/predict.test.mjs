@@ -384,6 +384,12 @@ class Readline {
       const tail = this.line.slice(this.pos);
       return '\b' + tail + ' ' + '\b'.repeat(tail.length + 1);
     }
+    if (k === '\x1b[3~') {
+      if (p >= L.length) return '\x07';
+      this.line = L.slice(0, p) + L.slice(p + 1);
+      const tail = this.line.slice(p);
+      return tail + ' ' + '\b'.repeat(tail.length + 1);
+    }
     if (k === '\x1b[D') {
       if (p === 0) return '\x07';
       this.pos--;
@@ -415,12 +421,12 @@ function rng(seed) {
   };
 }
 
-// typeRandom types n random keys (printable, backspace, arrows) into a
+// typeRandom types n random keys (printable, backspace, arrows, Delete) into a
 // Readline behind a round trip of 200 ms plus up to jitter ms (in order;
 // coalesce: the echoes of successive keys often arrive in one write, as
 // when the PTY is read once for several keys); valid: only keys readline acts
-// on (no bell) and no right arrow over trailing spaces. It returns what it
-// saw.
+// on (no bell) and no right arrow or Delete over trailing spaces. It
+// returns what it saw.
 function typeRandom(seed, n, valid, jitter = 0, coalesce = false) {
   const t = setup({ min: 200 });
   const rl = new Readline('$ ');
@@ -438,12 +444,13 @@ function typeRandom(seed, n, valid, jitter = 0, coalesce = false) {
     let k;
     if (x < 0.55) k = 'xyz01 .'[Math.floor(r() * 7)];
     else if (x < 0.75) k = '\x7f';
-    else if (x < 0.88) k = '\x1b[D';
-    else k = '\x1b[C';
+    else if (x < 0.85) k = '\x1b[D';
+    else if (x < 0.93) k = '\x1b[C';
+    else k = '\x1b[3~';
     if (valid) {
       if (k === '\x7f' || k === '\x1b[D') {
         if (rl.pos === 0) k = 'q';
-      } else if (k === '\x1b[C' && rl.line.slice(rl.pos).trim() === '') {
+      } else if ((k === '\x1b[C' || k === '\x1b[3~') && rl.line.slice(rl.pos).trim() === '') {
         // Readline moves over trailing spaces; the predictor cannot tell
         // them from the end of the line and does not predict it.
         k = 'q';
@@ -508,4 +515,18 @@ test('a cell that shows the predicted character sooner than an echo could come i
   t.host('b'); // the echo: the cell does not change, so it settles unconfirmed
   assert.equal(t.p.pending, 0);
   assert.equal(t.p.stats.contradicted + t.p.stats.expired, 0);
+});
+
+test('Delete removes the character under the cursor; at the end of the line it is not predicted', () => {
+  const t = setup();
+  warm(t);
+  t.p.input('bc');
+  t.host('bc');
+  t.p.input('\x1b[D\x1b[D\x1b[3~');
+  assert.equal(drawn(t.screen, t.p), '$ ac');
+  t.host('\b\bc \b\b');
+  assert.equal(t.p.pending, 0);
+  assert.equal(t.screen.text(), '$ ac');
+  t.p.input('\x1b[C\x1b[3~'); // past the c: nothing to delete
+  assert.ok(t.p.epoch > t.p.confirmedEpoch, 'tentative');
 });
