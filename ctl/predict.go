@@ -24,14 +24,17 @@ import (
 // says they hold, the cursor and the pen go back to the host's. The host's
 // bytes therefore always land on the screen the host thinks this terminal
 // shows (a scroll cannot carry a predicted glyph away), and a resolved
-// prediction is simply not drawn again.
+// prediction is simply not drawn again. The cursor is put back by
+// position (Screen.AppendRestore, which also makes a pending wrap and the
+// character REP repeats again), not with DECSC/DECRC: those would
+// overwrite the one cursor the program itself may have saved.
 //
 // A prediction is confirmed when the host's screen shows the predicted
 // text in its cell (and, when that text was there already, when the
 // host's cursor is where the prediction leaves it); confirming one
 // confirms those before it. It is contradicted when the cell shows
-// anything else, and it expires when neither happens within predictTimeout
-// (two round trips and a margin). A contradiction or an expiry drops every
+// anything else, and it expires when neither happens within two round
+// trips and predictMargin. A contradiction or an expiry drops every
 // pending prediction and makes prediction tentative: predictions of a new
 // epoch are kept but not shown until one of them is confirmed. Enter,
 // control keys and escape sequences other than the arrows start a new
