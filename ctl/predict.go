@@ -1,9 +1,7 @@
 package ctl
 
 import (
-	"fmt"
 	"io"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -523,7 +521,7 @@ func (p *predictor) trueCell(b []byte, x, y int) []byte {
 	if x > 0 && p.scr.Wide(x, y) && p.scr.Text(x, y) == "" {
 		x-- // the second half of a wide character: redraw the first
 	}
-	b = cup(b, x, y)
+	b = pty.AppendCUP(b, x, y)
 	return p.scr.AppendCell(b, x, y)
 }
 
@@ -553,7 +551,7 @@ func (p *predictor) draw(b []byte) []byte {
 		if !q.cell {
 			continue
 		}
-		b = cup(b, q.x, q.y)
+		b = pty.AppendCUP(b, q.x, q.y)
 		if q.text == "" {
 			b = append(b, ' ')
 		} else {
@@ -562,28 +560,7 @@ func (p *predictor) draw(b []byte) []byte {
 		q.drawn = true
 	}
 	if p.drawn {
-		b = cup(b, at.x, at.y)
+		b = pty.AppendCUP(b, at.x, at.y)
 	}
 	return b
-}
-
-// cup appends a cursor position sequence for 0-based x, y.
-func cup(b []byte, x, y int) []byte {
-	b = append(b, "\x1b["...)
-	b = strconv.AppendInt(b, int64(y+1), 10)
-	b = append(b, ';')
-	b = strconv.AppendInt(b, int64(x+1), 10)
-	return append(b, 'H')
-}
-
-func (m predictMode) String() string {
-	switch m {
-	case predictAlways:
-		return "always"
-	case predictNever:
-		return "never"
-	case predictAuto:
-		return "auto"
-	}
-	return fmt.Sprintf("predictMode(%d)", int(m))
 }

@@ -127,7 +127,7 @@ func (s *Screen) AppendRestore(b []byte) []byte {
 		if text == "" {
 			text = " "
 		}
-		b = appendCUP(b, at, e.y)
+		b = AppendCUP(b, at, e.y)
 		if c.fg == fg && c.bg&^aWide == bg && (e.pending || c.ch == e.lastChar) {
 			b = appendSGR(b, fg, bg)
 			return append(b, text...)
@@ -138,12 +138,12 @@ func (s *Screen) AppendRestore(b []byte) []byte {
 			return appendSGR(b, fg, bg)
 		}
 	}
-	b = appendCUP(b, e.x, e.y)
+	b = AppendCUP(b, e.x, e.y)
 	return appendSGR(b, fg, bg)
 }
 
-// appendCUP appends a cursor position sequence for 0-based x, y.
-func appendCUP(b []byte, x, y int) []byte {
+// AppendCUP appends a cursor position sequence (CUP) for 0-based x, y.
+func AppendCUP(b []byte, x, y int) []byte {
 	b = append(b, "\x1b["...)
 	b = strconv.AppendInt(b, int64(y+1), 10)
 	b = append(b, ';')
