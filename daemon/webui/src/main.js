@@ -435,14 +435,15 @@ client.on('state', (s) => {
 });
 
 let currentSession = null;
-// rttMeter measures the session's round trip with ping (rtt.js) for
-// predictive echo; null with a host that does not take ping.
+// rttMeter is the session's round-trip meter (rtt.js, ping), which sizes
+// its windows and decides predictive echo; null with a host that does not
+// take ping. The session makes it (session.rtt); one is made here only for
+// a session that did not.
 let rttMeter = null;
 
 client.on('session', async (session) => {
   currentSession = session;
-  rttMeter?.stop();
-  rttMeter = createRttMeter(session);
+  rttMeter = session.rtt ?? createRttMeter(session);
   view.setRttMeter(rttMeter);
   el.newTerminal.hidden = !session.createsChannels;
   // The list follows the daemon's changes at once; the 5 s poll stays for
