@@ -281,7 +281,9 @@ function syncProcessStatus() {
   }
   if (!c) return;
   proc.start(c.channel);
-  procAttachment = client.attach(c.channel, proc.consumer, { receive: TELEMETRY_RECEIVE });
+  // Telemetry's small window suffices for any rate (telemetry-stream.js):
+  // it is not tuned to the path.
+  procAttachment = client.attach(c.channel, proc.consumer, { receive: TELEMETRY_RECEIVE, autoWindow: false });
 }
 
 // ---- connection -----------------------------------------------------------
@@ -370,7 +372,9 @@ function attach(channel) {
   if (v === view) view.attaching();
   focusView();
   setFragmentChannel(channel);
-  attachment = client.attach(channel, consumerFor(v), { receive: v.kind === telemetryKind ? TELEMETRY_RECEIVE : TERMINAL_RECEIVE });
+  attachment = client.attach(channel, consumerFor(v), v.kind === telemetryKind
+    ? { receive: TELEMETRY_RECEIVE, autoWindow: false }
+    : { receive: TERMINAL_RECEIVE });
   syncProcessStatus();
   render();
 }
