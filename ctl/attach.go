@@ -84,10 +84,10 @@ trips, is repaired to what the screen really holds, and prediction stays
 hidden (tentative) until a later one is confirmed. Nothing is predicted on the
 alternate screen (vim, less, htop), after Enter or a control key until the
 output settles, when echo is off (a password prompt: predictions expire), in
-the middle of a line's text, or when the channel is larger than this
-terminal. auto (the default) predicts while the round trip measured with
-ping is above 30 ms (and stops below 20 ms); always whatever it is; never
-turns it off.`
+the middle of a line's text, or while the channel's size is not this
+terminal's (another viewer's applies). auto (the default) predicts while
+the round trip measured with ping is above 30 ms (and stops below 20 ms);
+always whatever it is; never turns it off.`
 
 // detachKey is the default prefix key, Ctrl-]; the key after it decides
 // (d detaches).

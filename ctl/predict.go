@@ -40,7 +40,7 @@ import (
 // predictions are resolved and the host has written something. Nothing is
 // predicted on the alternate screen (vim, less, htop), outside plain
 // modes (insert mode, origin mode, another charset), when the host's
-// screen does not fit this terminal, nor before the end of a line's text
+// screen is not this terminal's size (its lines wrap elsewhere), nor before the end of a line's text
 // (a shell inserts there and shifts the rest). A snapshot (terminal/reset)
 // drops every prediction.
 //
@@ -112,7 +112,7 @@ type predictor struct {
 	hold    bool
 	wrote   bool // host output arrived since hold was set
 	drawn   bool // the terminal shows predictions, or the cursor where they leave it
-	fits    bool // the host's screen fits in this terminal
+	fits    bool // the host's screen has this terminal's size
 	locRows int  // this terminal's size (0: unknown)
 	locCols int
 	buf     []byte
@@ -176,7 +176,7 @@ func (p *predictor) setLocalSize(rows, cols int) {
 
 func (p *predictor) checkFit() {
 	rows, cols := p.scr.Size()
-	p.fits = p.locRows > 0 && rows <= p.locRows && cols <= p.locCols
+	p.fits = p.locRows > 0 && rows == p.locRows && cols == p.locCols
 }
 
 // reset starts over for a snapshot of rows×cols (terminal/reset): the

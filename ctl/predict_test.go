@@ -548,3 +548,24 @@ func TestPredictMissedKey(t *testing.T) {
 		t.Fatalf("e not shown once d was confirmed: %q", r.cell(7, 0))
 	}
 }
+
+// While the channel has another viewer's size, its lines wrap elsewhere
+// than this terminal's: no prediction until the sizes agree again.
+func TestPredictOtherSize(t *testing.T) {
+	r := newPredictRig(t, predictAlways)
+	r.confirmOne()
+	r.p.setLocalSize(30, 100)
+	r.take()
+	r.key("x")
+	if got := r.take(); got != "" || len(r.p.pending) != 0 {
+		t.Fatalf("predicted with a 24x80 channel in a 30x100 terminal: wrote %q", got)
+	}
+	r.p.setLocalSize(24, 80)
+	r.host("x")
+	r.key("y") // a new epoch: tentative
+	r.host("y")
+	r.key("z")
+	if !r.predicted(5, 0, "z") {
+		t.Fatalf("z not shown once the sizes agree: %q", r.cell(5, 0))
+	}
+}
