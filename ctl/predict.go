@@ -128,8 +128,9 @@ func (p *predictor) setRTT(srtt time.Duration) {
 	switch {
 	case srtt > predictHigh:
 		p.on = true
-	case srtt < predictLow:
+	case srtt < predictLow && p.on:
 		p.on = false
+		p.newEpoch() // keys go unpredicted now: start tentative when on again
 	}
 }
 

@@ -369,6 +369,7 @@ func TestPredictAutoThreshold(t *testing.T) {
 		t.Fatal("active before any sample")
 	}
 	var srtt time.Duration
+	p.shown = p.epoch // as if a prediction had been confirmed
 	for _, tc := range []struct {
 		rtt  time.Duration
 		want bool
@@ -389,6 +390,9 @@ func TestPredictAutoThreshold(t *testing.T) {
 		if p.active() != tc.want {
 			t.Fatalf("sample %v: srtt %v, active %v, want %v", tc.rtt, p.srtt, p.active(), tc.want)
 		}
+	}
+	if p.shown >= p.epoch {
+		t.Errorf("after auto turned off and on: epoch %d shown (want tentative, epoch %d)", p.shown, p.epoch)
 	}
 	if n := newPredictor(predictNever); n.active() {
 		t.Fatal("never is active")
