@@ -90,7 +90,7 @@ type prediction struct {
 	epoch   int
 	cell    bool      // a cell is predicted; else only the cursor moves
 	x, y    int       // the cell
-	text    string    // what the cell shows, "" for blank
+	text    string    // what the cell shows, "" for blank (a space too)
 	orig    string    // what the host's screen held there when predicted
 	after   cursorPos // the cursor after the key
 	expires time.Time
@@ -382,7 +382,7 @@ func (p *predictor) char(s string, now time.Time) bool {
 	if after.x >= cols {
 		after = cursorPos{x: cols - 1, y: c.y, pending: true}
 	}
-	p.add(prediction{cell: true, x: c.x, y: c.y, text: s, orig: blank(p.scr.Text(c.x, c.y)), after: after}, now)
+	p.add(prediction{cell: true, x: c.x, y: c.y, text: blank(s), orig: blank(p.scr.Text(c.x, c.y)), after: after}, now)
 	return true
 }
 
@@ -446,8 +446,12 @@ func (p *predictor) verdict(i int, host cursorPos) int {
 		return waiting
 	}
 	t := blank(p.scr.Text(q.x, q.y))
+	// A key that moves the cursor right (a character) is also confirmed
+	// by the host's cursor beyond it on its row: a space typed over a
+	// blank shows no change, and its echo may come with the next key's.
+	passed := q.after.x > q.x && host.y == q.y && host.x >= q.after.x
 	switch {
-	case t == q.text && (t != q.orig || host == q.after):
+	case t == q.text && (t != q.orig || host == q.after || passed):
 		return confirmed
 	case t == q.orig || t == q.text:
 		return waiting

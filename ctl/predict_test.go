@@ -573,3 +573,26 @@ func TestPredictOtherSize(t *testing.T) {
 		t.Fatalf("z not shown once the sizes agree: %q", r.cell(5, 0))
 	}
 }
+
+// A space typed over a blank changes no cell: its echo confirms it by
+// the cursor, also when it comes with the next key's echo.
+func TestPredictSpace(t *testing.T) {
+	r := newPredictRig(t, predictAlways)
+	r.confirmOne()
+	r.key(" ")
+	r.host(" ")
+	if len(r.p.pending) != 0 {
+		t.Fatalf("a space's echo left %d pending", len(r.p.pending))
+	}
+	r.key(" ")
+	r.key("x")
+	r.host(" ") // the space alone: confirmed
+	r.host("x")
+	r.key(" ")
+	r.p.missed() // y went to the host unpredicted
+	r.host(" y")
+	if len(r.p.pending) != 0 {
+		t.Fatalf("the echo of a space and the next key left %d pending", len(r.p.pending))
+	}
+	r.settled("after spaces")
+}
