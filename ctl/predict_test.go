@@ -596,3 +596,21 @@ func TestPredictSpace(t *testing.T) {
 	}
 	r.settled("after spaces")
 }
+
+// At most maxPredictions keys wait for their echo; beyond that keys are
+// not predicted (and none is until those are resolved).
+func TestPredictBound(t *testing.T) {
+	r := newPredictRig(t, predictAlways)
+	r.confirmOne()
+	for range 2 * maxPredictions {
+		r.key("z")
+	}
+	if n := len(r.p.pending); n != maxPredictions {
+		t.Fatalf("%d pending after %d keys with no echo, want %d", n, 2*maxPredictions, maxPredictions)
+	}
+	r.host(strings.Repeat("z", 2*maxPredictions))
+	r.settled("after the echo")
+	if len(r.p.pending) != 0 {
+		t.Fatalf("%d pending after the echo", len(r.p.pending))
+	}
+}
