@@ -335,6 +335,22 @@ func TestE2EAttachPredict(t *testing.T) {
 	if slices.Min(glyph) >= rtt {
 		t.Errorf("no key showed before the echo could come back: key to glyph %v, round trip %v", glyph, rtt)
 	}
+	// The arrows move the cursor over the text (bash echoes a backspace
+	// and the character passed over); backspaces at the end delete.
+	x0, _ := p.cursor()
+	start := time.Now()
+	p.run("send-keys", "-t", "p", "Left")
+	for deadline := start.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if x, _ := p.cursor(); x == x0-1 {
+			t.Logf("left arrow: the cursor moved after %v", time.Since(start))
+			break
+		}
+	}
+	for _, k := range []string{"Left", "Right"} {
+		p.run("send-keys", "-t", "p", k)
+	}
+	settled(t, p, d, tok, uri, "after left, left, right")
+	p.run("send-keys", "-t", "p", "Right")
 	p.keys("\b\b\b\b")
 	settled(t, p, d, tok, uri, "after backspaces")
 
