@@ -408,3 +408,66 @@ func TestE2EAttachPredict(t *testing.T) {
 		settled(t, p, d, tok, uri, "after vim")
 	}
 }
+
+// TestE2EAttachPredictFlows: everyday bash through a 200 ms round trip
+// with --predict always (tab completion, reverse search, less, edits in
+// the middle of a line, a background job printing while a line is typed,
+// a line wrapping at the margin): after each, the pane settles to the
+// host's screen, with no underline left.
+func TestE2EAttachPredictFlows(t *testing.T) {
+	p, d, tok, _ := predictSetup(t, "always", 200*time.Millisecond)
+	const uri = "ahp-terminal:/pr"
+	p.keys("echo hello world")
+	p.enter()
+	p.waitRows(regexp.MustCompile(`^hello world$`))
+	settled(t, p, d, tok, uri, "echo")
+	// fast typing with a tab completion
+	p.keys("ech")
+	p.run("send-keys", "-t", "p", "Tab")
+	p.keys("done")
+	p.enter()
+	p.waitRows(regexp.MustCompile(`^done$`))
+	settled(t, p, d, tok, uri, "tab")
+	// reverse search
+	p.run("send-keys", "-t", "p", "C-r")
+	p.keys("hel")
+	time.Sleep(300 * time.Millisecond)
+	settled(t, p, d, tok, uri, "C-r")
+	p.run("send-keys", "-t", "p", "C-g")
+	settled(t, p, d, tok, uri, "C-g")
+	// less
+	p.keys("seq 1 200 | less")
+	p.enter()
+	p.waitRows(regexp.MustCompile(`^:$`))
+	p.keys("jjjj/15")
+	p.enter()
+	time.Sleep(500 * time.Millisecond)
+	settled(t, p, d, tok, uri, "less")
+	p.keys("q")
+	settled(t, p, d, tok, uri, "after less")
+	// mid-line edits
+	p.keys("echo abcdef")
+	for range 3 {
+		p.run("send-keys", "-t", "p", "Left")
+	}
+	p.keys("XY")
+	p.run("send-keys", "-t", "p", "BSpace")
+	p.run("send-keys", "-t", "p", "End")
+	p.keys(" tail")
+	p.enter()
+	p.waitRows(regexp.MustCompile(`^abcXdef tail$`))
+	settled(t, p, d, tok, uri, "mid-line")
+	// a command that prints while typing
+	p.keys("(sleep 0.3; echo BG) &")
+	p.enter()
+	p.keys("echo typed while bg")
+	time.Sleep(time.Second)
+	settled(t, p, d, tok, uri, "bg output while typing")
+	p.enter()
+	settled(t, p, d, tok, uri, "end")
+	// long line wrapping at the margin
+	p.keys("echo " + "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789")
+	settled(t, p, d, tok, uri, "wrap")
+	p.enter()
+	settled(t, p, d, tok, uri, "wrap enter")
+}
