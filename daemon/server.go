@@ -129,7 +129,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 			return newTCPChannel(s.Service, params, owner.Budget, log)
 		},
 		"telemetry": func(params json.RawMessage, _ session.Owner) (flow.Channel, error) {
-			return newTelemetryChannel(params, s.daemonFigures, s.Service.Limits().TelemetryMaxSeries, log)
+			return newTelemetryChannel(params, s.daemonFigures, s.Service.Limits().TelemetryMaxSeries, s.Service.TCPAllowList(), log)
 		},
 	}
 	for typ, c := range opts.Creators {

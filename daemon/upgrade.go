@@ -325,7 +325,7 @@ func (s *Server) AdoptChannels(st *handover.State) (int, error) {
 		if ht.FD >= 3 {
 			fr.Pipe = os.NewFile(uintptr(ht.FD), "telemetry-pipe")
 		}
-		c, err := telemetryChannel(ht.Params, s.daemonFigures, s.Limits().TelemetryMaxSeries, s.log, fr)
+		c, err := telemetryChannel(ht.Params, s.daemonFigures, s.Limits().TelemetryMaxSeries, s.TCPAllowList(), s.log, fr)
 		if err == nil {
 			_, err = s.AdoptChannel("telemetry", ht.ID, ht.Params, c, ht.Created) // closed if refused
 		}

@@ -377,9 +377,17 @@ func (c *Channel) Describe() flow.Description {
 	d := flow.Description{Title: c.cfg.Title, Detail: c.cfg.Source + ", " + string(c.cfg.Policy)}
 	if c.exitErr != nil {
 		d.Detail = c.cfg.Source + " ended: " + c.exitErr.Error()
+	} else if st, ok := c.src.(interface{ Status() string }); ok {
+		// A scrape's last failure (its source goes on).
+		if s := st.Status(); s != "" {
+			d.Detail += ", " + s
+		}
 	}
 	return d
 }
+
+// Source is the channel's source (nil for a push channel).
+func (c *Channel) Source() Source { return c.src }
 
 // Stats returns the channel's counters.
 func (c *Channel) Stats() Stats {

@@ -1,5 +1,11 @@
 package telemetry
 
+import (
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
 // QueueLen returns the viewer's queue length in entries and batches.
 func (s *Sub) QueueLen() (entries, batches int) {
 	s.c.mu.Lock()
@@ -41,3 +47,31 @@ func HeldOf(state []byte) []byte {
 	}
 	return r.child.held
 }
+
+// Adapter is a scrape source's converter of metric families to samples
+// (promAdapter), built from cfg's filters, histogram mode, quantiles and
+// MaxSeries.
+type Adapter struct{ a promAdapter }
+
+// NewAdapter checks cfg (its URL may be any valid one) and returns its
+// converter.
+func NewAdapter(cfg ScrapeConfig) (*Adapter, error) {
+	t, err := cfg.build()
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{t.adapter}, nil
+}
+
+// Adapt converts one scrape's families at now; it returns the samples
+// and how many were invalid or beyond MaxSeries.
+func (a *Adapter) Adapt(fams []*dto.MetricFamily, now time.Time) (out []Sample, invalid, beyond int) {
+	out, st := a.a.adapt(fams, now)
+	return out, st.Invalid, st.Beyond
+}
+
+// Remembered is the number of cumulative values kept for rates.
+func (a *Adapter) Remembered() int { return len(a.a.prev) }
+
+// BucketQuantile is bucketQuantile.
+func BucketQuantile(q float64, bounds, cum []float64) float64 { return bucketQuantile(q, bounds, cum) }

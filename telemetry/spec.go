@@ -3,6 +3,7 @@ package telemetry
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -14,18 +15,33 @@ import (
 // the JSON create member {type:"telemetry", ...}.
 type Spec struct {
 	Type     string        `json:"type"`               // "telemetry"
-	Kind     string        `json:"kind"`               // system, process, command, push, daemon
-	Interval time.Duration `json:"interval,omitempty"` // system, process, daemon
+	Kind     string        `json:"kind"`               // system, process, command, push, daemon, scrape
+	Interval time.Duration `json:"interval,omitempty"` // system, process, daemon, scrape
 	Pid      int           `json:"pid,omitempty"`      // process: the root
 	Command  []string      `json:"command,omitempty"`  // command
 	Policy   Policy        `json:"policy,omitempty"`
 	// History: 0 the default, negative none.
 	History time.Duration `json:"history,omitempty"`
 	Title   string        `json:"title,omitempty"`
+	// scrape (ScrapeConfig's fields of the same names).
+	URL        string        `json:"url,omitempty"`
+	Timeout    time.Duration `json:"timeout,omitempty"`
+	MaxBytes   int64         `json:"maxBytes,omitempty"`
+	Match      []string      `json:"match,omitempty"`
+	Labels     []string      `json:"labels,omitempty"`
+	Histograms HistogramMode `json:"histograms,omitempty"`
+	Quantiles  []float64     `json:"quantiles,omitempty"`
+}
+
+// ScrapeConfig is the config of the spec's scrape source, with allow,
+// maxSeries and log.
+func (s Spec) ScrapeConfig(allow Allower, maxSeries int, log *slog.Logger) ScrapeConfig {
+	return ScrapeConfig{URL: s.URL, Interval: s.Interval, Timeout: s.Timeout, MaxBytes: s.MaxBytes, Match: s.Match, Labels: s.Labels,
+		Histograms: s.Histograms, Quantiles: s.Quantiles, MaxSeries: maxSeries, Allow: allow, Logger: log}
 }
 
 // The source kinds.
-var Kinds = []string{"system", "process", "command", "push", "daemon"}
+var Kinds = []string{"system", "process", "command", "push", "daemon", "scrape"}
 
 // ParseSpec parses and checks a create member; errors are *flow.Error
 // -32602 naming the field.
@@ -47,8 +63,12 @@ func ParseSpec(params json.RawMessage) (Spec, error) {
 		if len(s.Command) == 0 || s.Command[0] == "" {
 			return bad("command: a command source needs a command")
 		}
+	case "scrape":
+		if err := s.ScrapeConfig(nil, 0, nil).Validate(); err != nil {
+			return bad("%v", err)
+		}
 	default:
-		return bad("kind: %s: want system, process, command, push or daemon", strconv.Quote(s.Kind))
+		return bad("kind: %s: want system, process, command, push, daemon or scrape", strconv.Quote(s.Kind))
 	}
 	if s.Interval != 0 {
 		if _, err := CheckInterval(s.Interval); err != nil {

@@ -28,12 +28,17 @@ type CreateTelemetryRequest struct {
 	// kind is the source: system (this host's CPU, memory, load, network and
 	// disk), process (the process tree of terminal), command (a child whose
 	// stdout lines are samples, restarted when it exits), push (fed by
-	// PublishTelemetry) or daemon (ahpd's own figures).
+	// PublishTelemetry), daemon (ahpd's own figures) or scrape (a
+	// Prometheus/OpenMetrics endpoint, url: gauges as they are, counters as
+	// per-second rates named NAME_per_second without _total, histograms and
+	// summaries by histograms; plus scrape_up and scrape_duration_seconds).
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	// id of the channel; empty: a generated one.
+	// id of the channel; empty: one from the kind and source (system,
+	// process-of-ID, command-PROGRAM, scrape-HOST-PORT, push, daemon),
+	// with -2, -3, … added when that is taken.
 	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	// interval between samples of system, process and daemon sources;
-	// unset: 1 s; at least 10 ms.
+	// interval between samples of system, process, daemon and scrape
+	// sources; unset: 1 s; at least 10 ms.
 	Interval *durationpb.Duration `protobuf:"bytes,3,opt,name=interval,proto3" json:"interval,omitempty"`
 	// terminal is the URI of the terminal a process source samples.
 	Terminal string `protobuf:"bytes,4,opt,name=terminal,proto3" json:"terminal,omitempty"`
@@ -44,7 +49,37 @@ type CreateTelemetryRequest struct {
 	Policy string `protobuf:"bytes,6,opt,name=policy,proto3" json:"policy,omitempty"`
 	// history is how far back a new viewer's initial replay goes; unset:
 	// 60 s; zero or negative: none.
-	History       *durationpb.Duration `protobuf:"bytes,7,opt,name=history,proto3" json:"history,omitempty"`
+	History *durationpb.Duration `protobuf:"bytes,7,opt,name=history,proto3" json:"history,omitempty"`
+	// url is a scrape source's Prometheus/OpenMetrics endpoint,
+	// http(s)://HOST[:PORT]/PATH without credentials. Its host and port,
+	// and every address a name resolves to, must pass the TCP allow-list
+	// (TCPService.AllowTCP): PERMISSION_DENIED otherwise. The first scrape
+	// is waited for: UNAVAILABLE (reason CONNECT_FAILED) when it fails
+	// (refused, timed out, a status other than 200, a body over max_bytes,
+	// a body that does not parse), and no channel is created.
+	Url string `protobuf:"bytes,8,opt,name=url,proto3" json:"url,omitempty"`
+	// timeout of one scrape (connect, request and whole body); unset: the
+	// interval, at most 10 s; never longer than the interval.
+	Timeout *durationpb.Duration `protobuf:"bytes,9,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// max_bytes caps a scrape's response body, decompressed; 0: 4 MiB; at
+	// most 64 MiB. A longer body fails the scrape.
+	MaxBytes int64 `protobuf:"varint,10,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// match keeps the metric families whose name one of these anchored RE2
+	// expressions matches; empty: every family. At most 32.
+	Match []string `protobuf:"bytes,11,rep,name=match,proto3" json:"match,omitempty"`
+	// labels keeps the series every one of these matchers admits:
+	// NAME=VALUE, NAME!=VALUE, NAME=~REGEX or NAME!~REGEX (anchored RE2;
+	// a missing label is ""). At most 32.
+	Labels []string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty"`
+	// histograms is what a scrape makes of histograms and summaries:
+	// quantiles (default; a histogram's over each interval from its
+	// buckets, a summary's as exposed, under the family's name with a
+	// label quantile), rates (NAME_sum_per_second, NAME_count_per_second)
+	// or both.
+	Histograms string `protobuf:"bytes,13,opt,name=histograms,proto3" json:"histograms,omitempty"`
+	// quantiles kept in quantiles mode, each in [0, 1]; empty: 0.5, 0.9,
+	// 0.99. At most 32.
+	Quantiles     []float64 `protobuf:"fixed64,14,rep,packed,name=quantiles,proto3" json:"quantiles,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -124,6 +159,55 @@ func (x *CreateTelemetryRequest) GetPolicy() string {
 func (x *CreateTelemetryRequest) GetHistory() *durationpb.Duration {
 	if x != nil {
 		return x.History
+	}
+	return nil
+}
+
+func (x *CreateTelemetryRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CreateTelemetryRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *CreateTelemetryRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *CreateTelemetryRequest) GetMatch() []string {
+	if x != nil {
+		return x.Match
+	}
+	return nil
+}
+
+func (x *CreateTelemetryRequest) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *CreateTelemetryRequest) GetHistograms() string {
+	if x != nil {
+		return x.Histograms
+	}
+	return ""
+}
+
+func (x *CreateTelemetryRequest) GetQuantiles() []float64 {
+	if x != nil {
+		return x.Quantiles
 	}
 	return nil
 }
@@ -362,7 +446,7 @@ var File_ahp_v1_telemetry_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_telemetry_proto_rawDesc = "" +
 	"\n" +
-	"\x16ahp/v1/telemetry.proto\x12\x06ahp.v1\x1a\x15ahp/v1/channels.proto\x1a\x1egoogle/protobuf/duration.proto\"\xf6\x01\n" +
+	"\x16ahp/v1/telemetry.proto\x12\x06ahp.v1\x1a\x15ahp/v1/channels.proto\x1a\x1egoogle/protobuf/duration.proto\"\xc6\x03\n" +
 	"\x16CreateTelemetryRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x125\n" +
@@ -370,7 +454,17 @@ const file_ahp_v1_telemetry_proto_rawDesc = "" +
 	"\bterminal\x18\x04 \x01(\tR\bterminal\x12\x18\n" +
 	"\acommand\x18\x05 \x03(\tR\acommand\x12\x16\n" +
 	"\x06policy\x18\x06 \x01(\tR\x06policy\x123\n" +
-	"\ahistory\x18\a \x01(\v2\x19.google.protobuf.DurationR\ahistory\"D\n" +
+	"\ahistory\x18\a \x01(\v2\x19.google.protobuf.DurationR\ahistory\x12\x10\n" +
+	"\x03url\x18\b \x01(\tR\x03url\x123\n" +
+	"\atimeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x1b\n" +
+	"\tmax_bytes\x18\n" +
+	" \x01(\x03R\bmaxBytes\x12\x14\n" +
+	"\x05match\x18\v \x03(\tR\x05match\x12\x16\n" +
+	"\x06labels\x18\f \x03(\tR\x06labels\x12\x1e\n" +
+	"\n" +
+	"histograms\x18\r \x01(\tR\n" +
+	"histograms\x12\x1c\n" +
+	"\tquantiles\x18\x0e \x03(\x01R\tquantiles\"D\n" +
 	"\x17CreateTelemetryResponse\x12)\n" +
 	"\achannel\x18\x01 \x01(\v2\x0f.ahp.v1.ChannelR\achannel\"\xaf\x01\n" +
 	"\x06Sample\x12\f\n" +
@@ -417,18 +511,19 @@ var file_ahp_v1_telemetry_proto_goTypes = []any{
 var file_ahp_v1_telemetry_proto_depIdxs = []int32{
 	6, // 0: ahp.v1.CreateTelemetryRequest.interval:type_name -> google.protobuf.Duration
 	6, // 1: ahp.v1.CreateTelemetryRequest.history:type_name -> google.protobuf.Duration
-	7, // 2: ahp.v1.CreateTelemetryResponse.channel:type_name -> ahp.v1.Channel
-	5, // 3: ahp.v1.Sample.labels:type_name -> ahp.v1.Sample.LabelsEntry
-	2, // 4: ahp.v1.PublishTelemetryRequest.samples:type_name -> ahp.v1.Sample
-	0, // 5: ahp.v1.TelemetryService.CreateTelemetry:input_type -> ahp.v1.CreateTelemetryRequest
-	3, // 6: ahp.v1.TelemetryService.PublishTelemetry:input_type -> ahp.v1.PublishTelemetryRequest
-	1, // 7: ahp.v1.TelemetryService.CreateTelemetry:output_type -> ahp.v1.CreateTelemetryResponse
-	4, // 8: ahp.v1.TelemetryService.PublishTelemetry:output_type -> ahp.v1.PublishTelemetryResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 2: ahp.v1.CreateTelemetryRequest.timeout:type_name -> google.protobuf.Duration
+	7, // 3: ahp.v1.CreateTelemetryResponse.channel:type_name -> ahp.v1.Channel
+	5, // 4: ahp.v1.Sample.labels:type_name -> ahp.v1.Sample.LabelsEntry
+	2, // 5: ahp.v1.PublishTelemetryRequest.samples:type_name -> ahp.v1.Sample
+	0, // 6: ahp.v1.TelemetryService.CreateTelemetry:input_type -> ahp.v1.CreateTelemetryRequest
+	3, // 7: ahp.v1.TelemetryService.PublishTelemetry:input_type -> ahp.v1.PublishTelemetryRequest
+	1, // 8: ahp.v1.TelemetryService.CreateTelemetry:output_type -> ahp.v1.CreateTelemetryResponse
+	4, // 9: ahp.v1.TelemetryService.PublishTelemetry:output_type -> ahp.v1.PublishTelemetryResponse
+	8, // [8:10] is the sub-list for method output_type
+	6, // [6:8] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_telemetry_proto_init() }

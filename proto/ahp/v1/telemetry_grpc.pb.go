@@ -35,8 +35,10 @@ const (
 // described and closed through ChannelService (type "telemetry").
 type TelemetryServiceClient interface {
 	// CreateTelemetry creates a channel ahp-telemetry:/ID with a source of
-	// the given kind. INVALID_ARGUMENT for a bad kind, interval, policy, id
-	// or a missing command; NOT_FOUND for a terminal that does not exist;
+	// the given kind. INVALID_ARGUMENT for a bad kind, interval, policy, id,
+	// a missing command or a bad scrape field; NOT_FOUND for a terminal
+	// that does not exist; PERMISSION_DENIED for a scrape URL the TCP
+	// allow-list does not admit; UNAVAILABLE when the first scrape fails;
 	// FAILED_PRECONDITION for a terminal whose process has exited;
 	// ALREADY_EXISTS if the id is taken.
 	CreateTelemetry(ctx context.Context, in *CreateTelemetryRequest, opts ...grpc.CallOption) (*CreateTelemetryResponse, error)
@@ -94,8 +96,10 @@ type TelemetryService_PublishTelemetryClient = grpc.ClientStreamingClient[Publis
 // described and closed through ChannelService (type "telemetry").
 type TelemetryServiceServer interface {
 	// CreateTelemetry creates a channel ahp-telemetry:/ID with a source of
-	// the given kind. INVALID_ARGUMENT for a bad kind, interval, policy, id
-	// or a missing command; NOT_FOUND for a terminal that does not exist;
+	// the given kind. INVALID_ARGUMENT for a bad kind, interval, policy, id,
+	// a missing command or a bad scrape field; NOT_FOUND for a terminal
+	// that does not exist; PERMISSION_DENIED for a scrape URL the TCP
+	// allow-list does not admit; UNAVAILABLE when the first scrape fails;
 	// FAILED_PRECONDITION for a terminal whose process has exited;
 	// ALREADY_EXISTS if the id is taken.
 	CreateTelemetry(context.Context, *CreateTelemetryRequest) (*CreateTelemetryResponse, error)
