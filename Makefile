@@ -32,10 +32,12 @@ build: web
 	$(BUILD) -o bin/ ./cmd/...
 
 # Builds the web page (needs Node.js and npm) and runs the daemon with a
-# terminal on your login shell; open the URL it prints. ARGS passes flags
-# on, e.g. make run ARGS='--listen 127.0.0.1:9000'.
+# terminal on your login shell and its own figures as a telemetry channel
+# (--daemon-telemetry: ahp-telemetry:/ahpd, charts beside the terminal);
+# open the URL it prints. ARGS passes flags on, e.g. make run
+# ARGS='--listen 127.0.0.1:9000'.
 run: build
-	./bin/ahpd $(ARGS)
+	./bin/ahpd --daemon-telemetry $(ARGS)
 
 web: $(WEBUI)/dist/index.html
 

@@ -88,11 +88,11 @@ func ptyConfig(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer
 // newTelemetryChannel is the "telemetry" Creator (the control plane's
 // CreateTelemetry; a subscribe may not create one, since a command source
 // runs a program): a telemetry.Channel with the source its spec names.
-// collect gives the daemon's own figures to a "daemon" source; maxSeries
+// figures gives a "daemon" source its callback, the daemon's own figures; maxSeries
 // is telemetryMaxSeries when the channel is created; a "scrape" source's
 // target must pass allow, the TCP channels' allow-list.
-func newTelemetryChannel(params json.RawMessage, collect func(now time.Time) []telemetry.Sample, maxSeries int, allow telemetry.Allower, log *slog.Logger) (flow.Channel, error) {
-	return telemetryChannel(params, collect, maxSeries, allow, log, nil)
+func newTelemetryChannel(params json.RawMessage, figures func() func(now time.Time) []telemetry.Sample, maxSeries int, allow telemetry.Allower, log *slog.Logger) (flow.Channel, error) {
+	return telemetryChannel(params, figures, maxSeries, allow, log, nil)
 }
 
 // telemetryChannel is newTelemetryChannel carrying on a frozen channel
@@ -100,7 +100,7 @@ func newTelemetryChannel(params json.RawMessage, collect func(now time.Time) []t
 // place. Its history and seq go on; a command source adopts the child
 // that runs on and reads on from its pipe; other sources start anew. If
 // it fails, what restore hands over is discarded (the child killed).
-func telemetryChannel(params json.RawMessage, collect func(now time.Time) []telemetry.Sample, maxSeries int, allow telemetry.Allower, log *slog.Logger, restore *telemetry.Frozen) (_ flow.Channel, err error) {
+func telemetryChannel(params json.RawMessage, figures func() func(now time.Time) []telemetry.Sample, maxSeries int, allow telemetry.Allower, log *slog.Logger, restore *telemetry.Frozen) (_ flow.Channel, err error) {
 	defer func() {
 		if err != nil && restore != nil {
 			restore.Discard()
@@ -126,7 +126,7 @@ func telemetryChannel(params json.RawMessage, collect func(now time.Time) []tele
 			return nil, err
 		}
 	case "daemon":
-		src = telemetry.Func{Interval: spec.Interval, Collect: collect}
+		src = telemetry.Func{Interval: spec.Interval, Collect: figures()}
 	case "scrape":
 		if src, err = telemetry.NewScrape(spec.ScrapeConfig(allow, maxSeries, log)); err != nil {
 			return nil, err

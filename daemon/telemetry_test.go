@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ahp-dev/ahpd/daemon"
+	"github.com/ahp-dev/ahpd/daemon/config"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
 
@@ -287,21 +288,30 @@ func TestDaemonFiguresChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"ahpd_connections": true, "ahpd_subscriptions": true, "ahpd_channels": true, "ahpd_sent_bytes": true,
-		"ahpd_received_bytes": true, "ahpd_dropped_bytes": true, "ahpd_snapshots": true, "ahpd_resets": true}
+	want := map[string]bool{"ahpd_connections": true, "ahpd_subscriptions": true, "ahpd_channels": true, "ahpd_queued_bytes": true,
+		"ahpd_sent_bytes_per_second": true, "ahpd_received_bytes_per_second": true, "ahpd_wire_sent_bytes_per_second": true,
+		"ahpd_dropped_bytes_per_second": true, "ahpd_snapshots_per_second": true, "ahpd_resets_per_second": true}
 	watch(t, h, res.GetChannel().GetUri(), 200, "counts the viewer", func(p telemetryMsg) bool {
 		got := map[string]float64{}
 		for _, s := range p.Samples {
 			got[s.Name] = s.Value
+		}
+		if _, ok := got["ahpd_sent_bytes_per_second"]; !ok {
+			return false // the first collection has no rates
 		}
 		for name := range want {
 			if _, ok := got[name]; !ok {
 				t.Fatalf("samples %+v lack %s", p.Samples, name)
 			}
 		}
+		for name, v := range got {
+			if v < 0 {
+				t.Fatalf("%s = %v < 0", name, v)
+			}
+		}
 		// The first samples may predate the subscription; later ones
-		// count it.
-		return got["ahpd_connections"] >= 1 && got["ahpd_subscriptions"] >= 1 && got["ahpd_sent_bytes"] > 0 && got["ahpd_channels"] >= 1
+		// count it: the viewer is sent this very channel's batches.
+		return got["ahpd_connections"] >= 1 && got["ahpd_subscriptions"] >= 1 && got["ahpd_sent_bytes_per_second"] > 0 && got["ahpd_channels"] >= 1
 	})
 }
 
@@ -400,4 +410,96 @@ func watch(t *testing.T, h *harness, uri string, limit int, what string, done fu
 		}
 	}
 	t.Fatalf("no sample %s in %d messages", what, limit)
+}
+
+// TestTelemetryNames: a channel created without an id is named from its
+// kind and source, numbered when the name is taken, and has a title.
+func TestTelemetryNames(t *testing.T) {
+	h := startWith(t, true, nil, nil)
+	c := h.control()
+	if _, err := c.terminals.CreateTerminal(ctxT(t), &ahpv1.CreateTerminalRequest{Id: "shell", Command: "/bin/sh", Args: []string{"-c", "sleep 30"}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := ahpv1.NewTelemetryServiceClient(c.cc)
+	for _, tt := range []struct {
+		req        *ahpv1.CreateTelemetryRequest
+		uri, title string
+	}{
+		{&ahpv1.CreateTelemetryRequest{Kind: "system"}, "ahp-telemetry:/system", "system of "},
+		{&ahpv1.CreateTelemetryRequest{Kind: "system"}, "ahp-telemetry:/system-2", "system of "},
+		{&ahpv1.CreateTelemetryRequest{Kind: "process", Terminal: "ahp-terminal:/shell"}, "ahp-telemetry:/process-of-shell", "processes of ahp-terminal:/shell"},
+		{&ahpv1.CreateTelemetryRequest{Kind: "command", Command: []string{"/usr/bin/env", "sh", "-c", "sleep 30"}}, "ahp-telemetry:/command-env", "command: /usr/bin/env sh -c sleep 30"},
+		{&ahpv1.CreateTelemetryRequest{Kind: "push"}, "ahp-telemetry:/push", "pushed samples"},
+		{&ahpv1.CreateTelemetryRequest{Kind: "daemon"}, "ahp-telemetry:/daemon", "ahpd's own figures"},
+		{&ahpv1.CreateTelemetryRequest{Kind: "push", Id: "mine"}, "ahp-telemetry:/mine", "pushed samples"},
+	} {
+		res, err := tc.CreateTelemetry(ctxT(t), tt.req)
+		if err != nil {
+			t.Fatalf("CreateTelemetry(%v): %v", tt.req, err)
+		}
+		if ch := res.GetChannel(); ch.GetUri() != tt.uri || !strings.HasPrefix(ch.GetTitle(), tt.title) || ch.GetTitle() == "system of " {
+			t.Errorf("CreateTelemetry(%v): %s titled %q, want %s titled %q…", tt.req, ch.GetUri(), ch.GetTitle(), tt.uri, tt.title)
+		}
+	}
+}
+
+// TestScrapeOwnMetrics: a scrape channel of the daemon's own /metrics
+// (served without a token here), once its address is allowed; refusals
+// name what is wrong, and a refused create leaves no channel behind.
+func TestScrapeOwnMetrics(t *testing.T) {
+	h := startWith(t, false, func(c *config.Config) { c.MetricsPublic = true }, nil)
+	c := h.control()
+	tc := ahpv1.NewTelemetryServiceClient(c.cc)
+	url := "http://" + h.addr + "/metrics"
+	for _, tt := range []struct {
+		req  *ahpv1.CreateTelemetryRequest
+		want codes.Code
+		msg  string
+	}{
+		{&ahpv1.CreateTelemetryRequest{Kind: "scrape"}, codes.InvalidArgument, "url"},
+		{&ahpv1.CreateTelemetryRequest{Kind: "scrape", Url: "file:///etc/passwd"}, codes.InvalidArgument, "http"},
+		{&ahpv1.CreateTelemetryRequest{Kind: "scrape", Url: url, Labels: []string{"mode"}}, codes.InvalidArgument, "label[0]"},
+		{&ahpv1.CreateTelemetryRequest{Kind: "scrape", Url: url, Histograms: "median"}, codes.InvalidArgument, "histograms"},
+		{&ahpv1.CreateTelemetryRequest{Kind: "system", Url: url}, codes.InvalidArgument, "only a scrape source"},
+		{&ahpv1.CreateTelemetryRequest{Kind: "scrape", Url: url}, codes.PermissionDenied, "ahpctl tcp allow " + h.addr},
+	} {
+		_, err := tc.CreateTelemetry(ctxT(t), tt.req)
+		if status.Code(err) != tt.want || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("CreateTelemetry(%v) = %v, want %v naming %q", tt.req, err, tt.want, tt.msg)
+		}
+	}
+	if _, err := ahpv1.NewTCPServiceClient(c.cc).AllowTCP(ctxT(t), &ahpv1.AllowTCPRequest{Rule: h.addr}); err != nil {
+		t.Fatal(err)
+	}
+	// Allowed, but nothing answers there: refused, and no channel is left.
+	if _, err := tc.CreateTelemetry(ctxT(t), &ahpv1.CreateTelemetryRequest{Kind: "scrape", Url: "http://" + h.addr + "/nope", MaxBytes: 64}); status.Code(err) != codes.Unavailable {
+		t.Errorf("a scrape whose first scrape fails: %v, want Unavailable", err)
+	}
+	res, err := tc.CreateTelemetry(ctxT(t), &ahpv1.CreateTelemetryRequest{Kind: "scrape", Url: url, Interval: durationpb.New(50 * time.Millisecond),
+		Match: []string{"ahpd_channels|go_goroutines|ahpd_telemetry_samples_total"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := res.GetChannel()
+	port := h.addr[strings.LastIndexByte(h.addr, ':')+1:]
+	if want := "ahp-telemetry:/scrape-127.0.0.1-" + port; ch.GetUri() != want || ch.GetTitle() != "scrape of "+url {
+		t.Errorf("channel %s titled %q, want %s titled %q (the failed create left no name behind)", ch.GetUri(), ch.GetTitle(), want, "scrape of "+url)
+	}
+	watch(t, h, ch.GetUri(), 500, "of the daemon's own figures", func(p telemetryMsg) bool {
+		var up, goroutines, rate bool
+		for _, s := range p.Samples {
+			switch {
+			case s.Name == "scrape_up":
+				up = s.Value == 1
+			case s.Name == "go_goroutines":
+				goroutines = s.Value > 0
+			case s.Name == "ahpd_telemetry_samples_per_second" && s.Labels["channel"] == ch.GetUri():
+				// Its own samples, counted by /metrics, as a rate.
+				rate = s.Value > 0
+			case strings.HasSuffix(s.Name, "_total"):
+				t.Fatalf("a counter not turned into a rate: %+v", s)
+			}
+		}
+		return up && goroutines && rate
+	})
 }
