@@ -577,10 +577,21 @@ function renderChannels() {
     b.type = 'button';
     b.disabled = !shown(c.type);
     b.title = shown(c.type) ? c.channel : `${c.channel} (${c.type} channels cannot be shown here yet)`;
+    // The name whole: a long one loses its middle (…), not its end, and
+    // shows in full on hover.
+    const name = channelLabel(c.channel === ui.channel && ui.liveTitle ? { ...c, title: ui.liveTitle } : c);
     const title = document.createElement('span');
     title.className = 'title';
-    title.textContent = channelLabel(c.channel === ui.channel && ui.liveTitle ? { ...c, title: ui.liveTitle } : c);
-    title.title = c.title || c.channel;
+    title.dataset.testid = 'channel-name';
+    const cut = name.length - Math.min(12, Math.floor(name.length / 2));
+    const head = document.createElement('span');
+    head.className = 'head';
+    head.textContent = name.slice(0, cut);
+    const tail = document.createElement('span');
+    tail.className = 'tail';
+    tail.textContent = name.slice(cut);
+    title.append(head, tail);
+    title.title = name === c.channel ? name : `${name} (${c.channel})`;
     const meta = document.createElement('span');
     meta.className = 'meta';
     meta.textContent = `${c.type} · ${c.state} · ${c.viewers} viewer${c.viewers === 1 ? '' : 's'}`;

@@ -4,13 +4,19 @@
 // setRole and dispose), beside terminal.js.
 //
 //   - one chart per metric name (at most DEFAULT_MAX_CHARTS), one line per
-//     series (name + labels; at most DEFAULT_MAX_SERIES per chart, the rest
-//     counted in the chart's title);
+//     series (name + labels): the top DEFAULT_TOP_N by recent value, and a
+//     "+K more" that expands to EXPANDED_LINES; a legend under the chart
+//     with each series' last value, or the value under the pointer;
 //   - each chart keeps a fixed ring of rows (telemetry-store.js), so memory
 //     is flat however long the page runs and however fast the source;
+//   - axes sized to their labels (measured in the axes' font), one unit per
+//     y axis with the decimals its ticks need (format.js), time ticks
+//     spaced by the width of their label so they never overlap;
 //   - telemetry/dropped is a gap: a null row (uPlot breaks the lines) and a
 //     shaded band over the lost time span, and the header counts the
-//     samples lost;
+//     samples lost; a pause of the source breaks the lines too (no band);
+//     a point with no line on either side (a single sample) is a dot;
+//   - the header's rate counts live samples, not the history replay;
 //   - messages are applied once per animation frame and released after the
 //     frame that drew them (telemetry-stream.js): credit follows drawing.
 //
@@ -19,35 +25,85 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 
-import { TelemetryModel } from './telemetry-store.js';
+import { DEFAULT_TOP_N, TelemetryModel } from './telemetry-store.js';
 import { TELEMETRY_RECEIVE, telemetryConsumer } from './telemetry-stream.js';
 
 export { TELEMETRY_RECEIVE };
-import { formatterFor, number } from './format.js';
+import { axisIncrements, axisLabels, number, TIME_INCRS, timeLabels, timeStep, unitFor, valueFormatter } from './format.js';
 
 /** kind is the channels/list type this view shows. */
 export const kind = 'telemetry';
 
-const PALETTE = ['#5fb3f9', '#4ec27a', '#e0b04a', '#c792ea', '#ef6b6b', '#56d4dd', '#f78c6c', '#a9b665'];
+/** Lines a chart draws when its "+K more" is expanded (the legend lists them). */
+export const EXPANDED_LINES = 64;
+/** How often the shown series are re-ranked (ms): lines do not flicker in and out. */
+const RERANK_MS = 2000;
+
+const PALETTE = ['#5fb3f9', '#4ec27a', '#e0b04a', '#c792ea', '#ef6b6b', '#56d4dd', '#f78c6c', '#a9b665',
+  '#7aa2f7', '#e06c9f', '#9ece6a', '#d19a66'];
 const CHART_HEIGHT = 210;
+const FONT_PX = 11;
+const AXIS_FONT = `${FONT_PX}px ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace`;
+const TICK = 4; // tick length (px)
+const AXIS_GAP = 5; // between a tick and its label (px)
 // The axes take the page theme's colours (style.css --muted, --line) at
 // every draw, so a theme switch recolours the charts at their next frame.
 const cssVar = (name, fallback) =>
   (typeof getComputedStyle === 'function' && getComputedStyle(document.documentElement).getPropertyValue(name).trim()) || fallback;
 const AXIS = {
   stroke: () => cssVar('--muted', '#7d8590'),
-  font: '11px ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace',
+  font: AXIS_FONT,
+  gap: AXIS_GAP,
   grid: { stroke: () => cssVar('--grid', '#20252d'), width: 1 },
-  ticks: { stroke: () => cssVar('--line', '#262b33'), width: 1, size: 4 },
+  ticks: { stroke: () => cssVar('--line', '#262b33'), width: 1, size: TICK },
 };
 const GAP_FILL = 'rgba(239, 107, 107, 0.13)';
 const GAP_EDGE = 'rgba(239, 107, 107, 0.7)';
 const gapText = () => cssVar('--gap-text', '#f4a3a3');
 
+/** colorOf is a series' colour: by its order of first appearance, so it keeps it when ranks change. */
+export const colorOf = (s) => PALETTE[s.index % PALETTE.length];
+
+// textWidth measures text in the axes' font (CSS px), with one canvas kept
+// for it; the widths of a few distinct labels are cached.
+let measureCtx = null;
+const widths = new Map();
+function textWidth(text) {
+  let w = widths.get(text);
+  if (w !== undefined) return w;
+  measureCtx ??= document.createElement('canvas').getContext('2d');
+  measureCtx.font = AXIS_FONT;
+  w = measureCtx.measureText(text).width;
+  if (widths.size > 4096) widths.clear();
+  widths.set(text, w);
+  return w;
+}
+
+/**
+ * yAxisSize is the width of a y axis whose labels are values: the widest
+ * label, the tick and the gap, so no label is clipped at the canvas edge.
+ */
+function yAxisSize(_u, values) {
+  let w = 0;
+  for (const v of values ?? []) if (v != null) w = Math.max(w, textWidth(String(v)));
+  return Math.ceil(w) + TICK + AXIS_GAP + 4;
+}
+
+// The x axis: ticks at least a label and a margin apart (timeStep), so
+// labels never overlap at any width; the plot leaves half the widest label
+// free on the right for the last one.
+const X_LABEL_MARGIN = 16;
+const xLabelWidth = (u) => {
+  let w = 0;
+  for (const v of u.axes?.[0]?._values ?? []) if (v != null) w = Math.max(w, textWidth(String(v)));
+  return w || textWidth('00:00:00');
+};
+
 /**
  * createView builds the telemetry view in container. hooks (all optional):
  * onReady() channel/ready applied; onChange() the header counters changed.
- * The view also has state(), model and stream (pause/resume), for tests.
+ * The view also has state(), layout(), model and stream (pause/resume), for
+ * tests.
  */
 export function createView(container, hooks = {}) {
   const root = div('telemetry');
@@ -70,7 +126,8 @@ export function createView(container, hooks = {}) {
   let sub = null;
   let model = null;
   let stream = null;
-  const plots = new Map(); // metric name → {card, el, u, seriesDrawn, version}
+  const plots = new Map(); // metric name → plot (makePlot)
+  // The header's rate: live samples (after channel/ready) over a second or more.
   let rateAt = 0;
   let rateSamples = 0;
   let samplesPerSecond = null;
@@ -96,21 +153,22 @@ export function createView(container, hooks = {}) {
   }
 
   function draw() {
+    const now = performance.now();
     for (const chart of model.charts.values()) {
-      let p = plots.get(chart.name);
-      if (!p) p = makePlot(chart);
+      const p = plots.get(chart.name) ?? makePlot(chart);
       if (p.version === chart.version) continue;
-      while (p.seriesDrawn < chart.series.length) {
-        const i = p.seriesDrawn++;
-        p.u.addSeries(seriesOpts(chart, chart.series[i], i), i + 1);
-      }
       p.version = chart.version;
-      const data = chart.data();
-      p.u.batch((u) => u.setData(data)); // drawn now, not in a microtask: credit follows this
+      choose(p, now);
+      const data = chart.data(p.shown);
+      p.u.batch((u) => {
+        while (u.series.length - 1 < p.shown.length) u.addSeries(seriesOpts(p), u.series.length);
+        while (u.series.length - 1 > p.shown.length) u.delSeries(u.series.length - 1);
+        u.setData(data); // drawn now, not in a microtask: credit follows this
+      });
       p.card.dataset.points = String(chart.points);
       p.card.dataset.gaps = String(chart.visibleGaps().length);
-      const more = chart.hiddenSeries.size;
-      p.more.textContent = more ? `+${more} series not shown` : '';
+      renderMore(p);
+      renderLegend(p);
     }
     const hc = model.hiddenCharts.size;
     hidden.textContent = hc ? `${hc} more metric${hc === 1 ? '' : 's'} not shown (at most ${model.maxCharts} charts)` : '';
@@ -118,19 +176,90 @@ export function createView(container, hooks = {}) {
     renderHead();
   }
 
+  // choose picks the series a chart draws: the top N by recent value (all,
+  // up to EXPANDED_LINES, when expanded), re-ranked every RERANK_MS or
+  // when series come, so lines do not flicker in and out.
+  function choose(p, now) {
+    const c = p.chart;
+    if (c.series.length === p.seen && now - p.rankedAt < RERANK_MS && !p.dirty) return;
+    p.seen = c.series.length;
+    p.rankedAt = now;
+    p.dirty = false;
+    p.ranked = c.series.length > p.topN ? c.ranked() : c.series;
+    p.shown = p.ranked.slice(0, p.expanded ? EXPANDED_LINES : p.topN);
+  }
+
+  function renderMore(p) {
+    const n = p.chart.series.length;
+    const extra = n - Math.min(n, p.topN);
+    p.more.hidden = extra === 0;
+    const t = p.expanded ? `show top ${p.topN}` : `+${extra} more`;
+    if (p.more.textContent !== t) p.more.textContent = t;
+    p.more.setAttribute('aria-expanded', String(p.expanded));
+    const note = [];
+    if (p.expanded && n > p.shown.length) note.push(`lines for the top ${p.shown.length} of ${n}`);
+    if (p.chart.hiddenSeries.size) note.push(`${p.chart.hiddenSeries.size} series not kept`);
+    const nt = note.join(' · ');
+    if (p.note.textContent !== nt) p.note.textContent = nt;
+  }
+
+  // renderLegend shows each drawn series' value: its last, or the one
+  // under the pointer while it hovers the plot.
+  function renderLegend(p) {
+    const c = p.chart;
+    const idx = p.u.cursor.idx;
+    const rows = p.legendRows;
+    while (rows.length < p.shown.length) {
+      const row = document.createElement('div');
+      row.className = 'tele-legend-row';
+      row.dataset.testid = 'legend-row';
+      const mark = span('mark');
+      const label = span('label');
+      const value = span('value');
+      row.append(mark, label, value);
+      p.legend.append(row);
+      rows.push({ row, mark, label, value, key: null, text: null });
+    }
+    while (rows.length > p.shown.length) rows.pop().row.remove();
+    for (let k = 0; k < p.shown.length; k++) {
+      const s = p.shown[k];
+      const r = rows[k];
+      if (r.key !== s.key || r.index !== s.index) {
+        r.key = s.key;
+        r.index = s.index;
+        r.mark.style.background = colorOf(s);
+        r.label.textContent = s.label;
+        r.label.title = `${c.name}{${s.key}}`;
+        r.row.dataset.series = s.key;
+      }
+      const v = idx == null ? s.last : c.valueAt(s, idx);
+      const text = v == null ? '—' : p.fmt(v);
+      if (r.text !== text) {
+        r.text = text;
+        r.value.textContent = text;
+        r.row.dataset.value = v == null ? '' : String(v);
+      }
+    }
+    p.legend.dataset.hover = idx == null ? '' : String(idx);
+  }
+
   function renderHead() {
     if (!model) return;
     const st = model.stats;
     const now = performance.now();
-    if (!rateAt || now - rateAt > 3000) {
-      // First draw, or none for a while (a hidden tab, a stall): start over
-      // rather than average the pause in.
+    if (model.replaying) {
+      // The history replay is not a rate: wait for live samples.
+      rateAt = 0;
+      samplesPerSecond = null;
+    } else if (!rateAt || now - rateAt > 3000) {
+      // First live draw, or none for a while (a hidden tab, a stall): start
+      // over rather than average the pause in.
       rateAt = now;
-      rateSamples = st.samples;
+      rateSamples = st.liveSamples;
     } else if (now - rateAt >= 1000) {
-      samplesPerSecond = ((st.samples - rateSamples) * 1000) / (now - rateAt);
+      samplesPerSecond = ((st.liveSamples - rateSamples) * 1000) / (now - rateAt);
       rateAt = now;
-      rateSamples = st.samples;
+      rateSamples = st.liveSamples;
     }
     rate.textContent = samplesPerSecond == null ? '' : `${number(Math.round(samplesPerSecond))} samples/s`;
     let n = 0;
@@ -150,32 +279,129 @@ export function createView(container, hooks = {}) {
     card.dataset.testid = 'telemetry-chart';
     card.dataset.name = chart.name;
     const h = document.createElement('h3');
-    const name = document.createElement('span');
+    const name = span('name');
     name.textContent = chart.name;
-    const more = span('more');
-    h.append(name, more);
+    name.title = chart.name;
+    const more = document.createElement('button');
+    more.type = 'button';
+    more.className = 'more';
+    more.dataset.testid = 'legend-more';
+    more.hidden = true;
+    const note = span('note');
+    h.append(name, more, note);
     const el = div('tele-plot');
-    card.append(h, el);
+    const legend = div('tele-legend');
+    legend.dataset.testid = 'legend';
+    card.append(h, el, legend);
     grid.append(card);
-    const fmt = formatterFor(chart.name);
-    const u = new uPlot({
+    const unit = unitFor(chart.name);
+    const p = {
+      chart, card, el, legend, more, note, u: null, version: -1,
+      fmt: valueFormatter(unit),
+      topN: DEFAULT_TOP_N, expanded: false, shown: [], ranked: [], seen: -1, rankedAt: 0, dirty: false,
+      legendRows: [],
+      recording: null, // layout(): the texts drawn, while it redraws
+    };
+    more.addEventListener('click', () => {
+      p.expanded = !p.expanded;
+      p.dirty = true;
+      p.version = -1;
+      draw();
+    });
+    p.u = new uPlot({
       width: plotWidth(el),
       height: CHART_HEIGHT,
       ms: 1, // sample times are Unix milliseconds
       pxAlign: false,
       cursor: { drag: { x: false, y: false }, points: { size: 6 } },
-      legend: { show: true, live: true },
-      scales: { x: { time: true } },
+      legend: { show: false }, // the page's own legend (renderLegend)
+      // Top: half a label over the highest y tick; right: half a time
+      // label past the last x tick.
+      padding: [FONT_PX, (u) => Math.ceil(xLabelWidth(u) / 2) + 4, 0, 0],
+      scales: {
+        x: {
+          time: true,
+          // One time only: centre it in a minute rather than pin it to
+          // the left edge of uPlot's day.
+          range: (u, min, max) => {
+            const xs = u.data[0];
+            return xs.length > 0 && xs[0] === xs[xs.length - 1] ? [xs[0] - 30_000, xs[0] + 30_000] : [min, max];
+          },
+        },
+      },
       axes: [
-        { ...AXIS },
-        { ...AXIS, size: 64, values: (_u, splits) => splits.map(fmt) },
+        {
+          ...AXIS,
+          incrs: TIME_INCRS,
+          space: (_u, _ai, min, max, dim) => timeStep(max - min, dim, textWidth, X_LABEL_MARGIN).space,
+          values: (_u, splits, _ai, _space, incr) => timeLabels(splits, incr),
+          size: FONT_PX + TICK + AXIS_GAP + 6,
+        },
+        {
+          ...AXIS,
+          space: FONT_PX * 2.5,
+          incrs: axisIncrements(unit),
+          values: (_u, splits) => axisLabels(unit, splits),
+          size: yAxisSize,
+        },
       ],
       series: [{ label: 'time' }],
-      hooks: { drawClear: [(u) => drawGaps(u, chart)] },
+      hooks: {
+        drawClear: [(u) => drawGaps(u, chart, p)],
+        setCursor: [() => renderLegend(p)],
+      },
     }, [[]], el);
-    const p = { card, el, u, more, seriesDrawn: 0, version: -1 };
     plots.set(chart.name, p);
     return p;
+  }
+
+  // layout redraws every chart with its text recorded: each axis label as
+  // drawn on the canvas (text, box in canvas pixels), for the browser test.
+  function layout() {
+    const out = [];
+    for (const p of plots.values()) {
+      const u = p.u;
+      const ctx = u.ctx;
+      const texts = [];
+      p.recording = texts;
+      ctx.fillText = function fillText(text, x, y) {
+        const m = this.measureText(text);
+        const tr = this.getTransform();
+        texts.push({
+          text: String(text),
+          kind: p.recording === texts ? 'axis' : 'other',
+          left: tr.a * (x - m.actualBoundingBoxLeft) + tr.e,
+          right: tr.a * (x + m.actualBoundingBoxRight) + tr.e,
+          top: tr.d * (y - m.actualBoundingBoxAscent) + tr.f,
+          bottom: tr.d * (y + m.actualBoundingBoxDescent) + tr.f,
+        });
+        return CanvasRenderingContext2D.prototype.fillText.call(this, text, x, y);
+      };
+      try {
+        u.batch(() => u.redraw(false, true));
+      } finally {
+        delete ctx.fillText;
+        p.recording = null;
+      }
+      const rect = u.root.getBoundingClientRect();
+      const host = p.el.getBoundingClientRect();
+      out.push({
+        name: p.chart.name,
+        canvas: { width: ctx.canvas.width, height: ctx.canvas.height, cssWidth: ctx.canvas.getBoundingClientRect().width },
+        root: { left: rect.left, right: rect.right },
+        host: { left: host.left, right: host.right },
+        pxRatio: uPlot.pxRatio ?? devicePixelRatio,
+        bbox: { ...u.bbox },
+        axes: u.axes.map((a, i) => ({ side: a.side, values: (a._values ?? []).map((v) => (v == null ? null : String(v))), splits: [...(a._splits ?? [])], size: a._size, i })),
+        texts,
+        legend: p.legendRows.map((r) => ({
+          label: r.label.textContent, value: r.value.textContent, raw: r.row.dataset.value === '' ? null : Number(r.row.dataset.value),
+        })),
+        hover: u.cursor.idx ?? null,
+        dots: dotsOf(p),
+      });
+    }
+    return out;
   }
 
   // Resize every chart to its card's width.
@@ -191,6 +417,7 @@ export function createView(container, hooks = {}) {
     kind,
     onSubscribed(s) {
       if (s.channel !== channel) start(s.channel);
+      else if (sub !== s) model.resubscribed(); // a reconnect: its replay is not live
       sub = s;
     },
     onMessage(msg, release, s) {
@@ -221,6 +448,7 @@ export function createView(container, hooks = {}) {
     get stream() {
       return stream;
     },
+    layout,
     /** state returns what the view shows, for tests. */
     state() {
       if (!model) return null;
@@ -230,16 +458,23 @@ export function createView(container, hooks = {}) {
         lastSeq: model.lastSeq,
         pending: stream.pending,
         samplesPerSecond,
-        charts: [...model.charts.values()].map((c) => ({
-          name: c.name,
-          points: c.points,
-          capacity: c.capacity,
-          drawnPoints: plots.get(c.name)?.u.data[0]?.length ?? 0,
-          series: c.series.map((s) => s.label),
-          hiddenSeries: c.hiddenSeries.size,
-          gaps: c.visibleGaps().length,
-          nullRows: countNullRows(c),
-        })),
+        charts: [...model.charts.values()].map((c) => {
+          const p = plots.get(c.name);
+          return {
+            name: c.name,
+            points: c.points,
+            capacity: c.capacity,
+            drawnPoints: p?.u.data[0]?.length ?? 0,
+            series: c.series.map((s) => s.label),
+            shown: p ? p.shown.map((s) => s.label) : [],
+            expanded: p?.expanded ?? false,
+            hiddenSeries: c.hiddenSeries.size,
+            gaps: c.visibleGaps().length,
+            pauses: c.pauses,
+            first: c.x(0) ?? null,
+            nullRows: countNullRows(c),
+          };
+        }),
       };
     },
     dispose() {
@@ -252,22 +487,29 @@ export function createView(container, hooks = {}) {
   };
 }
 
-function seriesOpts(chart, s, i) {
-  const fmt = formatterFor(chart.name);
+// seriesOpts is a uPlot series slot: it draws whichever series the plot
+// shows at its place (p.shown), in that series' colour.
+function seriesOpts(p) {
+  const color = (_u, si) => {
+    const s = p.shown[si - 1];
+    return s ? colorOf(s) : 'transparent';
+  };
   return {
-    label: s.label,
-    stroke: PALETTE[i % PALETTE.length],
+    stroke: color,
     width: 1.5,
-    spanGaps: false, // null (a dropped range) breaks the line; undefined is spanned
-    points: { show: false },
-    value: (_u, v) => (v == null ? '—' : fmt(v)),
+    spanGaps: false, // null (a gap) breaks the line; undefined is spanned
+    // Points with no line to either side (one sample, the first after a
+    // gap) are drawn as dots; no other points.
+    points: { show: false, size: 5, stroke: color, fill: color, filter: (_u, si) => p.chart.isolated(si - 1) },
   };
 }
 
 // drawGaps shades the time span of every dropped range, under the lines.
-function drawGaps(u, chart) {
+function drawGaps(u, chart, p) {
   const gaps = chart.visibleGaps();
   if (gaps.length === 0) return;
+  const rec = p.recording;
+  p.recording = null; // its texts are not axis labels
   const { ctx, bbox } = u;
   ctx.save();
   ctx.beginPath();
@@ -295,18 +537,35 @@ function drawGaps(u, chart) {
     }
   }
   ctx.restore();
+  p.recording = rec;
+}
+
+// dotsOf returns where each dot (a point with no line to either side) is
+// on the canvas, and the colour drawn there, for the browser test.
+function dotsOf(p) {
+  const out = [];
+  const { u, chart } = p;
+  const d = u.data;
+  for (let k = 0; k < p.shown.length; k++) {
+    for (const i of chart.isolated(k) ?? []) {
+      const x = Math.round(u.valToPos(d[0][i], 'x', true));
+      const y = Math.round(u.valToPos(d[k + 1][i], 'y', true));
+      const [r, g, b, a] = u.ctx.getImageData(x, y, 1, 1).data;
+      const want = colorOf(p.shown[k]).match(/[0-9a-f]{2}/gi).map((h) => parseInt(h, 16));
+      out.push({ series: p.shown[k].label, x, y, alpha: a, rgb: [r, g, b], colorDistance: Math.hypot(r - want[0], g - want[1], b - want[2]) });
+    }
+  }
+  return out;
 }
 
 function countNullRows(chart) {
-  const s = chart.series[0];
-  if (!s) return 0;
   let n = 0;
-  for (let i = 0; i < s.values.length; i++) if (s.values.get(i) === null) n++;
+  for (let i = 0; i < chart.points; i++) if (chart.isGap(i)) n++;
   return n;
 }
 
 function plotWidth(el) {
-  return Math.max(240, Math.floor(el.clientWidth || el.parentElement?.clientWidth || 480));
+  return Math.max(200, Math.floor(el.clientWidth || el.parentElement?.clientWidth || 480));
 }
 
 function div(cls) {
