@@ -404,7 +404,7 @@ func decodeFamilies(body []byte, format expfmt.Format) ([]*dto.MetricFamily, err
 func (s *Scrape) reason(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("timed out after %v (--timeout)", s.t.timeout)
+		return fmt.Errorf("timed out after %v (--scrape-timeout)", s.t.timeout)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return errors.New("connection refused")
 	}
