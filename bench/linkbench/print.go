@@ -258,7 +258,7 @@ func commandLine() string {
 	}
 	args := []string{"go run ./bench/linkbench"}
 	for _, a := range os.Args[1:] {
-		if strings.ContainsAny(a, " \t'\"$;&|") {
+		if a == "" || strings.ContainsAny(a, " \t'\"$;&|") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
 		args = append(args, a)
