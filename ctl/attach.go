@@ -78,16 +78,17 @@ already sent is still drawn.
 
 --predict auto|always|never: predictive local echo, as mosh does it. While
 predicting, a printable key, backspace and the left and right arrows show at
-once at the cursor, underlined until the program's output confirms them; a
-prediction the output contradicts, or that is not confirmed within two round
-trips, is repaired to what the screen really holds, and prediction stays
-hidden (tentative) until a later one is confirmed. Nothing is predicted on the
-alternate screen (vim, less, htop), after Enter or a control key until the
-output settles, when echo is off (a password prompt: predictions expire), in
-the middle of a line's text, or while the channel's size is not this
-terminal's (another viewer's applies). auto (the default) predicts while
-the round trip measured with ping is above 30 ms (and stops below 20 ms);
-always whatever it is; never turns it off.`
+once at the cursor (in the middle of a line a character is inserted and a
+backspace deletes, as line editors do), underlined until the program's output
+confirms them; a prediction the output contradicts, or that is not confirmed
+within two round trips, is repaired to what the screen really holds, and
+prediction stays hidden (tentative) until a later one is confirmed. Nothing is
+predicted on the alternate screen (vim, less, htop), after Enter or a control
+key until the output settles, when echo is off (a password prompt: predictions
+expire), or while the channel's size is not this terminal's (another viewer's
+applies). auto (the default) predicts while the round trip measured with ping
+is above 30 ms (and stops below 20 ms); always whatever it is; never turns it
+off.`
 
 // detachKey is the default prefix key, Ctrl-]; the key after it decides
 // (d detaches).

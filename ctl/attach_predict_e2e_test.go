@@ -447,10 +447,22 @@ func TestE2EAttachPredictFlows(t *testing.T) {
 	settled(t, p, d, tok, uri, "after less")
 	// mid-line edits
 	p.keys("echo abcdef")
+	p.waitRows(regexp.MustCompile(`^\$ echo abcdef$`))
 	for range 3 {
 		p.run("send-keys", "-t", "p", "Left")
 	}
-	p.keys("XY")
+	settled(t, p, d, tok, uri, "after three lefts")
+	// An insertion in the middle shows at once, the rest moved right.
+	want := regexp.MustCompile(`^\$ echo abcXdef$`)
+	start := time.Now()
+	p.keys("X")
+	for deadline := start.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if slices.ContainsFunc(p.rows(), want.MatchString) {
+			t.Logf("an insertion mid-line showed after %v (underlined: %v)", time.Since(start), underlined(p.styled()))
+			break
+		}
+	}
+	p.keys("Y")
 	p.run("send-keys", "-t", "p", "BSpace")
 	p.run("send-keys", "-t", "p", "End")
 	p.keys(" tail")

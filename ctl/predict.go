@@ -39,10 +39,12 @@ import (
 // epoch too, and nothing is predicted after them until the pending
 // predictions are resolved and the host has written something. Nothing is
 // predicted on the alternate screen (vim, less, htop), outside plain
-// modes (insert mode, origin mode, another charset), when the host's
-// screen is not this terminal's size (its lines wrap elsewhere), nor before the end of a line's text
-// (a shell inserts there and shifts the rest). A snapshot (terminal/reset)
-// drops every prediction.
+// modes (insert mode, origin mode, another charset), nor when the host's
+// screen is not this terminal's size (its lines wrap elsewhere). In the
+// middle of a line's text a key is predicted as line editors handle it: a
+// character is inserted and a backspace deletes, moving the rest of the
+// text (not when it would reach the last column). A snapshot
+// (terminal/reset) drops every prediction.
 //
 // A predictor is not safe for concurrent use: attach guards it, and every
 // write to the terminal, with attacher.pmu.
@@ -85,16 +87,22 @@ type cursorPos struct {
 	pending bool
 }
 
-// prediction is one predicted key.
+// prediction is one predicted key: the cells it changes, all on row y
+// (none for an arrow), and where it leaves the cursor.
 type prediction struct {
 	epoch   int
-	cell    bool      // a cell is predicted; else only the cursor moves
-	x, y    int       // the cell
-	text    string    // what the cell shows, "" for blank (a space too)
-	orig    string    // what the host's screen held there when predicted
+	y       int
+	cells   []predCell
 	after   cursorPos // the cursor after the key
 	expires time.Time
-	drawn   bool // the cell is drawn on the terminal
+}
+
+// predCell is one cell a prediction changes.
+type predCell struct {
+	x     int
+	text  string // what the cell shows, "" for blank (a space too)
+	orig  string // what the host's screen held there when predicted
+	drawn bool   // drawn on the terminal
 }
 
 type predictor struct {
@@ -339,27 +347,47 @@ func (p *predictor) usable() bool {
 	return true
 }
 
-// restBlank reports whether row y is blank from column x on, in the
-// host's screen and in the pending predictions.
-func (p *predictor) restBlank(x, y int) bool {
-	_, cols := p.scr.Size()
-	for ; x < cols; x++ {
-		if blank(p.scr.Text(x, y)) != "" {
-			return false
+// text returns what cell (x, y) shows once the pending predictions are
+// applied.
+func (p *predictor) text(x, y int) string {
+	for i := len(p.pending) - 1; i >= 0; i-- {
+		if q := &p.pending[i]; q.y == y {
+			for _, c := range q.cells {
+				if c.x == x {
+					return c.text
+				}
+			}
 		}
 	}
-	return true
+	return blank(p.scr.Text(x, y))
 }
 
-// pendingText returns what pending predictions put in cell (x, y), and
-// whether any does.
-func (p *predictor) pendingText(x, y int) (string, bool) {
-	for i := len(p.pending) - 1; i >= 0; i-- {
-		if q := p.pending[i]; q.cell && q.x == x && q.y == y {
-			return q.text, true
+// lineEnd returns the column after the last predicted text on row y
+// (0 for a blank row).
+func (p *predictor) lineEnd(y int) int {
+	_, cols := p.scr.Size()
+	for x := cols - 1; x >= 0; x-- {
+		if p.text(x, y) != "" {
+			return x + 1
 		}
 	}
-	return "", false
+	return 0
+}
+
+// anyWide reports whether a cell of row y in [from, to) is part of a wide
+// character.
+func (p *predictor) anyWide(from, to, y int) bool {
+	for x := from; x < to; x++ {
+		if p.scr.Wide(x, y) {
+			return true
+		}
+	}
+	return false
+}
+
+// cell returns a predCell for (x, y) that will show text.
+func (p *predictor) cell(x, y int, text string) predCell {
+	return predCell{x: x, text: text, orig: blank(p.scr.Text(x, y))}
 }
 
 func (p *predictor) add(q prediction, now time.Time) {
@@ -368,34 +396,51 @@ func (p *predictor) add(q prediction, now time.Time) {
 	p.pending = append(p.pending, q)
 }
 
+// char predicts a printable character at the cursor: written there at
+// the end of a line's text; inserted before the rest of it, as line
+// editors do, in the middle (not when that would push text into the last
+// column, where line editors wrap in their own ways).
 func (p *predictor) char(s string, now time.Time) bool {
 	if !p.usable() {
 		return false
 	}
 	c := p.cursor()
 	_, cols := p.scr.Size()
-	if c.pending || p.scr.Wide(c.x, c.y) || !p.restBlank(c.x, c.y) {
+	end := p.lineEnd(c.y)
+	if c.pending || end > c.x && (end >= cols-1 || p.anyWide(c.x, end, c.y)) || p.scr.Wide(c.x, c.y) {
 		p.newEpoch()
 		return false
+	}
+	cells := []predCell{p.cell(c.x, c.y, blank(s))}
+	for x := c.x; x < end; x++ {
+		cells = append(cells, p.cell(x+1, c.y, p.text(x, c.y)))
 	}
 	after := cursorPos{x: c.x + 1, y: c.y}
 	if after.x >= cols {
 		after = cursorPos{x: cols - 1, y: c.y, pending: true}
 	}
-	p.add(prediction{cell: true, x: c.x, y: c.y, text: blank(s), orig: blank(p.scr.Text(c.x, c.y)), after: after}, now)
+	p.add(prediction{y: c.y, cells: cells, after: after}, now)
 	return true
 }
 
+// backspace predicts the character before the cursor deleted, and the
+// rest of the line's text moved left over it.
 func (p *predictor) backspace(now time.Time) bool {
 	if !p.usable() {
 		return false
 	}
 	c := p.cursor()
-	if c.pending || c.x == 0 || p.scr.Wide(c.x-1, c.y) || !p.restBlank(c.x, c.y) {
+	end := max(p.lineEnd(c.y), c.x)
+	if c.pending || c.x == 0 || p.anyWide(c.x-1, end, c.y) {
 		p.newEpoch()
 		return false
 	}
-	p.add(prediction{cell: true, x: c.x - 1, y: c.y, text: "", orig: blank(p.scr.Text(c.x-1, c.y)), after: cursorPos{x: c.x - 1, y: c.y}}, now)
+	var cells []predCell
+	for x := c.x - 1; x < end-1; x++ {
+		cells = append(cells, p.cell(x, c.y, p.text(x+1, c.y)))
+	}
+	cells = append(cells, p.cell(end-1, c.y, ""))
+	p.add(prediction{y: c.y, cells: cells, after: cursorPos{x: c.x - 1, y: c.y}}, now)
 	return true
 }
 
@@ -409,11 +454,7 @@ func (p *predictor) arrow(right bool, now time.Time) bool {
 	x := c.x - 1
 	if right {
 		x = c.x + 1
-		t, ok := p.pendingText(c.x, c.y)
-		if !ok {
-			t = blank(p.scr.Text(c.x, c.y))
-		}
-		if t == "" {
+		if p.text(c.x, c.y) == "" {
 			p.newEpoch()
 			return false
 		}
@@ -435,33 +476,50 @@ const (
 )
 
 // verdict judges pending prediction i against the host's screen and
-// cursor. A cell that shows what it held before the key, or what an
-// earlier pending prediction put there or found there, is still waiting.
+// cursor. It is confirmed when every cell shows its text and the host
+// shows a change (or its cursor is where the key leaves it). A cell that
+// shows what it held before the key, or what an earlier pending
+// prediction put there or found there, is still waiting; anything else
+// contradicts it.
 func (p *predictor) verdict(i int, host cursorPos) int {
-	q := p.pending[i]
-	if !q.cell {
-		if host == q.after {
-			return confirmed
+	q := &p.pending[i]
+	all, changed := true, false
+	for _, c := range q.cells {
+		t := blank(p.scr.Text(c.x, q.y))
+		if t == c.text {
+			changed = changed || t != c.orig
+			continue
 		}
-		return waiting
+		all = false
+		if t != c.orig && !p.earlier(i, c.x, t) {
+			return contradicted
+		}
 	}
-	t := blank(p.scr.Text(q.x, q.y))
-	// A key that moves the cursor right (a character) is also confirmed
-	// by the host's cursor beyond it on its row: a space typed over a
-	// blank shows no change, and its echo may come with the next key's.
-	passed := q.after.x > q.x && host.y == q.y && host.x >= q.after.x
-	switch {
-	case t == q.text && (t != q.orig || host == q.after || passed):
+	// A character typed at the end of a line is also confirmed by the
+	// host's cursor past it: a space typed over a blank shows no change,
+	// and its echo may come with the next key's.
+	passed := len(q.cells) == 1 && q.after.x > q.cells[0].x && host.y == q.y && host.x >= q.after.x
+	if all && (changed || host == q.after || passed) {
 		return confirmed
-	case t == q.orig || t == q.text:
-		return waiting
 	}
+	return waiting
+}
+
+// earlier reports whether a pending prediction before i put t in cell
+// (x, its row) or found it there.
+func (p *predictor) earlier(i, x int, t string) bool {
+	y := p.pending[i].y
 	for _, r := range p.pending[:i] {
-		if r.cell && r.x == q.x && r.y == q.y && (t == r.text || t == r.orig) {
-			return waiting
+		if r.y != y {
+			continue
+		}
+		for _, c := range r.cells {
+			if c.x == x && (t == c.text || t == c.orig) {
+				return true
+			}
 		}
 	}
-	return contradicted
+	return false
 }
 
 // judge resolves the pending predictions against the model of the host's
@@ -513,9 +571,11 @@ func (p *predictor) undraw(b []byte) []byte {
 	p.drawn = false
 	for i := range p.pending {
 		q := &p.pending[i]
-		if q.drawn {
-			b = p.trueCell(b, q.x, q.y)
-			q.drawn = false
+		for k := range q.cells {
+			if c := &q.cells[k]; c.drawn {
+				b = p.trueCell(b, c.x, q.y)
+				c.drawn = false
+			}
 		}
 	}
 	return p.restore(b)
@@ -542,6 +602,7 @@ func (p *predictor) draw(b []byte) []byte {
 		return b
 	}
 	var at cursorPos
+	nx, ny := -1, -1 // where the terminal's cursor is after the last cell written
 	for i := range p.pending {
 		q := &p.pending[i]
 		if q.epoch > p.shown {
@@ -553,16 +614,19 @@ func (p *predictor) draw(b []byte) []byte {
 			p.drawn = true
 		}
 		at = q.after
-		if !q.cell {
-			continue
+		for k := range q.cells {
+			c := &q.cells[k]
+			if c.x != nx || q.y != ny {
+				b = pty.AppendCUP(b, c.x, q.y)
+			}
+			nx, ny = c.x+1, q.y
+			if c.text == "" {
+				b = append(b, ' ')
+			} else {
+				b = append(b, c.text...)
+			}
+			c.drawn = true
 		}
-		b = pty.AppendCUP(b, q.x, q.y)
-		if q.text == "" {
-			b = append(b, ' ')
-		} else {
-			b = append(b, q.text...)
-		}
-		q.drawn = true
 	}
 	if p.drawn {
 		b = pty.AppendCUP(b, at.x, at.y)

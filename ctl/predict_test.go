@@ -258,16 +258,39 @@ func TestPredictBackspaceAndArrows(t *testing.T) {
 	r.settled("after q and its deletion")
 }
 
-// In the middle of a line's text a shell inserts: no prediction.
+// In the middle of a line's text a line editor inserts and deletes,
+// moving the rest of the text: so does the prediction; not when the
+// text would reach the right margin.
 func TestPredictMidLine(t *testing.T) {
 	r := newPredictRig(t, predictAlways)
 	r.confirmOne()
-	r.key("ab")
-	r.host("ab\b")
-	r.take()
+	r.key("abc")
+	r.host("abc")
+	r.key("\x1b[D\x1b[D")
+	r.host("\b\b")
 	r.key("x")
-	if got := r.take(); got != "" {
-		t.Fatalf("a key before text was predicted: %q", got)
+	if !r.predicted(4, 0, "x") || !r.predicted(5, 0, "b") || !r.predicted(6, 0, "c") {
+		t.Fatalf("insertion: cells %q %q %q", r.cell(4, 0), r.cell(5, 0), r.cell(6, 0))
+	}
+	if x, _, _ := r.term.Cursor(); x != 5 {
+		t.Fatalf("insertion: cursor at %d, want 5", x)
+	}
+	r.key("\x7f") // deleted at once: the line is as it was
+	if !r.predicted(4, 0, "b") || !r.predicted(5, 0, "c") || !r.predicted(6, 0, " ") {
+		t.Fatalf("deletion: cells %q %q %q", r.cell(4, 0), r.cell(5, 0), r.cell(6, 0))
+	}
+	r.host("xbc\b\b")
+	r.host("\bbc \b\b\b")
+	r.settled("after the echoes")
+	if len(r.p.pending) != 0 {
+		t.Fatalf("%d pending after the echoes", len(r.p.pending))
+	}
+	// The line's text reaches the margin: no prediction.
+	r.host("\x1b[2;1H" + strings.Repeat("-", 79) + "\x1b[2;5H")
+	r.take()
+	r.key("y")
+	if got := r.take(); got != "" || len(r.p.pending) != 0 {
+		t.Fatalf("predicted an insertion that reaches the margin: %q", got)
 	}
 }
 
