@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -330,9 +330,12 @@ func cmpErr(old, err error) error {
 // cap.
 var ErrScrapeTooLarge = errors.New("response body larger than the cap")
 
-// scrapeAccept asks for the Prometheus text format (which also reads
-// OpenMetrics 1.0) or the protobuf one.
-const scrapeAccept = `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.6,text/plain;version=0.0.4;q=0.5,*/*;q=0.1`
+// scrapeAccept asks for the Prometheus text format, which every exporter
+// serves and whose parser is the one fuzzed with our conversion; a target
+// that answers with the delimited protobuf format anyway is decoded too.
+// (Text 0.0.4 also makes newer exporters escape UTF-8 names into the
+// legacy ones that PROTOCOL.md §8 allows.)
+const scrapeAccept = `text/plain;version=0.0.4;q=1,*/*;q=0.1`
 
 // fetch does one scrape: the families the target exposes.
 func (s *Scrape) fetch(ctx context.Context) ([]*dto.MetricFamily, error) {
@@ -375,7 +378,7 @@ func (s *Scrape) fetch(ctx context.Context) ([]*dto.MetricFamily, error) {
 func decodeFamilies(body []byte, format expfmt.Format) ([]*dto.MetricFamily, error) {
 	if format.FormatType() != expfmt.TypeProtoDelim {
 		p := expfmt.NewTextParser(model.LegacyValidation)
-		m, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
+		m, err := p.TextToMetricFamilies(bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
@@ -385,7 +388,7 @@ func decodeFamilies(body []byte, format expfmt.Format) ([]*dto.MetricFamily, err
 		}
 		return fams, nil
 	}
-	dec := expfmt.NewDecoder(strings.NewReader(string(body)), format)
+	dec := expfmt.NewDecoder(bytes.NewReader(body), format)
 	var fams []*dto.MetricFamily
 	for {
 		f := new(dto.MetricFamily)

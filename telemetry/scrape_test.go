@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/telemetry"
 )
@@ -441,4 +443,33 @@ func memTotalBytes(t *testing.T) float64 {
 	}
 	t.Fatal("no MemTotal in /proc/meminfo")
 	return 0
+}
+
+// TestScrapeProtobuf: a target that answers in the delimited protobuf
+// format (though asked for text) is decoded too.
+func TestScrapeProtobuf(t *testing.T) {
+	fams := parseFamilies(t, "# TYPE temp gauge\ntemp{room=\"lab\"} 21.5\n# TYPE c_total counter\nc_total 7\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("Accept"); !strings.HasPrefix(a, "text/plain;version=0.0.4") {
+			t.Errorf("Accept %q, want the text format first", a)
+		}
+		format := expfmt.NewFormat(expfmt.TypeProtoDelim)
+		w.Header().Set("Content-Type", string(format))
+		enc := expfmt.NewEncoder(w, format)
+		for _, f := range fams {
+			if err := enc.Encode(f); err != nil {
+				t.Error(err)
+			}
+		}
+	}))
+	defer srv.Close()
+	src := newScrape(t, telemetry.ScrapeConfig{URL: srv.URL, Interval: 20 * time.Millisecond})
+	c := newCollector()
+	runScrape(t, src, c)
+	c.waitFor(t, 30*time.Second, "the gauge and the counter's rate", func(b [][]telemetry.Sample) bool {
+		last := b[len(b)-1]
+		temp, ok1 := findSample(last, "temp", "room", "lab")
+		rate, ok2 := findSample(last, "c_per_second")
+		return ok1 && temp.Value == 21.5 && ok2 && rate.Value == 0
+	})
 }
