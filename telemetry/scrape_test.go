@@ -467,6 +467,9 @@ func TestScrapeProtobuf(t *testing.T) {
 	c := newCollector()
 	runScrape(t, src, c)
 	c.waitFor(t, 30*time.Second, "the gauge and the counter's rate", func(b [][]telemetry.Sample) bool {
+		if len(b) == 0 {
+			return false
+		}
 		last := b[len(b)-1]
 		temp, ok1 := findSample(last, "temp", "room", "lab")
 		rate, ok2 := findSample(last, "c_per_second")
