@@ -39,11 +39,10 @@ TCP allow-list (ahpctl tcp allow HOST:PORT); create waits for the first scrape
 and fails if it does (refused, --scrape-timeout, a body over --max-bytes).
 Without --id a channel is named from its kind and source: system,
 process-of-shell, command-vmstat, scrape-127.0.0.1-9100 (-2, -3, ... if taken).
-A viewer
-that falls behind gets telemetry/dropped in place of the batches its queue could
-not hold; --policy chooses which: drop-oldest (default), drop-newest or
-coalesce-latest-per-series. A new viewer first gets the last --history of
-samples (default 60s; 0 for none).`,
+A viewer that falls behind gets telemetry/dropped in place of the batches its
+queue could not hold; --policy chooses which: drop-oldest (default),
+drop-newest or coalesce-latest-per-series. A new viewer first gets the last
+--history of samples (default 60s; 0 for none).`,
 			examples: []string{"ahpctl telemetry create --kind system --interval 250ms", "ahpctl telemetry create --kind process --terminal ahp-terminal:/1", "ahpctl telemetry create --kind command --id temp -- sh -c 'while sleep 1; do echo temp $(cat /sys/class/thermal/thermal_zone0/temp); done'", "ahpctl telemetry create --kind push --id build --policy coalesce-latest-per-series",
 				"ahpctl tcp allow 127.0.0.1:9100 && ahpctl telemetry create --kind scrape --url http://127.0.0.1:9100/metrics --match 'node_cpu_.*' --label mode!=idle"}},
 		{name: "push", args: "URI", summary: "Send samples from stdin lines to a push telemetry channel", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupTelemetryPush,
