@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -123,4 +124,41 @@ func TestE2ETelemetryScrape(t *testing.T) {
 	if !rate || !gauge {
 		t.Fatalf("own /metrics: the other scrape channel's samples per second %v, go_goroutines %v", rate, gauge)
 	}
+}
+
+// TestE2EUpgradeScrape: a scrape channel goes through an upgrade in place:
+// same URI and title, and a viewer that reconnects gets fresh scrapes with
+// a counter's rate again (the new binary starts the source anew).
+func TestE2EUpgradeScrape(t *testing.T) {
+	d := startDaemon(t)
+	var mu sync.Mutex
+	n := 0
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n += 100
+		v := n
+		mu.Unlock()
+		fmt.Fprintf(w, "# TYPE hits_total counter\nhits_total %d\n", v)
+	}))
+	defer target.Close()
+	d.mustCtl("tcp", "allow", strings.TrimPrefix(target.URL, "http://"))
+	uri := strings.TrimSpace(d.mustCtl("telemetry", "create", "--kind", "scrape", "--url", target.URL, "--interval", "50ms"))
+	rateSeen := func() {
+		t.Helper()
+		v := d.telemetryViewer(uri)
+		for range 100 {
+			for _, s := range v.next(20 * time.Second) {
+				if s.Name == "hits_per_second" && s.Value > 0 {
+					return
+				}
+			}
+		}
+		t.Fatal("no hits_per_second > 0 in 100 batches")
+	}
+	rateSeen()
+	d.upgrade(1)
+	if out := d.mustCtl("channels", "list"); !strings.Contains(out, uri) || !strings.Contains(out, "scrape of "+target.URL) {
+		t.Fatalf("after the upgrade, channels list:\n%s", out)
+	}
+	rateSeen()
 }
