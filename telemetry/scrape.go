@@ -172,7 +172,8 @@ func (c ScrapeConfig) build() (scrapeTarget, error) {
 	if t.maxSeries <= 0 {
 		t.maxSeries = DefaultMaxSeries
 	}
-	a := promAdapter{mode: c.Histograms, quantiles: c.Quantiles, maxSeries: t.maxSeries}
+	// scrape_up and scrape_duration_seconds come first and count too.
+	a := promAdapter{mode: c.Histograms, quantiles: c.Quantiles, maxSeries: max(t.maxSeries-scrapeOwnSeries, 1)}
 	if a.mode == "" {
 		a.mode = HistogramQuantiles
 	}
@@ -422,24 +423,29 @@ func (s *Scrape) reason(ctx context.Context, err error) error {
 	return err
 }
 
+// scrapeOwnSeries is the number of series a scrape adds of its own.
+const scrapeOwnSeries = 2
+
 // scrapeOnce scrapes and converts; it returns the samples, stamped at
-// the end of the scrape, scrape_up and scrape_duration_seconds last.
+// the end of the scrape: scrape_up and scrape_duration_seconds first (so
+// that a target with more series than the channel admits never crowds
+// them out), then the target's, at most MaxSeries less those two.
 func (s *Scrape) scrapeOnce(ctx context.Context) ([]Sample, error) {
 	start := time.Now()
 	fams, err := s.fetch(ctx)
 	end := time.Now()
-	var out []Sample
-	var st adaptStats
-	if err == nil {
-		out, st = s.t.adapter.adapt(fams, end)
-	}
 	up := 0.0
 	if err == nil {
 		up = 1
 	}
 	t := nowMilli(end)
-	out = append(out, Sample{T: t, Name: "scrape_up", Value: up},
-		Sample{T: t, Name: "scrape_duration_seconds", Value: end.Sub(start).Seconds()})
+	out := []Sample{{T: t, Name: "scrape_up", Value: up}, {T: t, Name: "scrape_duration_seconds", Value: end.Sub(start).Seconds()}}
+	var st adaptStats
+	if err == nil {
+		var got []Sample
+		got, st = s.t.adapter.adapt(fams, end)
+		out = append(out, got...)
+	}
 	if st.Beyond > 0 || st.Invalid > 0 {
 		s.log.Debug("scrape: samples left out", "beyond_max_series", st.Beyond, "invalid", st.Invalid)
 	}

@@ -143,8 +143,9 @@ var adaptCases = []adaptCase{
 		want1:  []string{"c{cpu=0,mode=user} 2", "c{cpu=1,mode=system} 3"}, want2: []string{"c{cpu=0,mode=user} 2"},
 	},
 	{
+		// MaxSeries counts scrape_up and scrape_duration_seconds.
 		name:   "series beyond MaxSeries are left out and counted",
-		cfg:    telemetry.ScrapeConfig{MaxSeries: 2},
+		cfg:    telemetry.ScrapeConfig{MaxSeries: 4},
 		first:  "a 1\nb 2\nc 3\n",
 		second: "a 1\nb 2\nc 3\n",
 		want1:  []string{"a 1", "b 2"}, want2: []string{"a 1", "b 2"}, beyond: 1,

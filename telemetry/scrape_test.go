@@ -476,3 +476,46 @@ func TestScrapeProtobuf(t *testing.T) {
 		return ok1 && temp.Value == 21.5 && ok2 && rate.Value == 0
 	})
 }
+
+// TestScrapeMaxSeries: a target with more series than the channel admits
+// gives MaxSeries of them, scrape_up and scrape_duration_seconds among
+// them, and the channel refuses none.
+func TestScrapeMaxSeries(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range 100 {
+			fmt.Fprintf(w, "g{i=\"%d\"} %d\n", i, i)
+		}
+	}))
+	defer srv.Close()
+	const maxSeries = 10
+	src := newScrape(t, telemetry.ScrapeConfig{URL: srv.URL, Interval: 20 * time.Millisecond, MaxSeries: maxSeries})
+	c, err := telemetry.New(telemetry.Config{Source: "scrape", MaxSeries: maxSeries}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := src.WaitFirst(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); c.Stats().Batches < 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("3 batches not published within 30s: %+v", c.Stats())
+		}
+	}
+	if st := c.Stats(); st.Series != maxSeries || st.SeriesRefused != 0 {
+		t.Errorf("series %d, refused %d; want %d and 0", st.Series, st.SeriesRefused, maxSeries)
+	}
+	v := attach(t, c, func() {})
+	defer v.Close()
+	var up bool
+	for _, m := range pullAll(t, v) {
+		for _, s := range m.Params.Samples {
+			up = up || s.Name == "scrape_up" && s.Value == 1
+		}
+	}
+	if !up {
+		t.Error("no scrape_up 1 in the history")
+	}
+}
