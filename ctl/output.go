@@ -92,10 +92,11 @@ func (e *channelExitView) String() string {
 // telemetryChannelView is a telemetry channel's figures
 // (ahpv1.TelemetryChannel).
 type telemetryChannelView struct {
-	Source  string `json:"source"`  // system, process, command, push or daemon
-	Policy  string `json:"policy"`  // the viewers' overflow policy
-	Seq     int64  `json:"nextSeq"` // the seq the next batch gets
-	Samples int64  `json:"samples"` // published since the channel began
+	Source  string `json:"source"`           // system, process, command, push, daemon or scrape
+	Policy  string `json:"policy"`           // the viewers' overflow policy
+	Seq     int64  `json:"nextSeq"`          // the seq the next batch gets
+	Samples int64  `json:"samples"`          // published since the channel began
+	Status  string `json:"status,omitempty"` // what went wrong with a source that goes on (a scrape's last failure)
 }
 
 // tcpChannelView is a TCP channel's figures (ahpv1.TCPChannel).
@@ -122,7 +123,7 @@ func toChannelView(c *ahpv1.Channel) channelView {
 		v.TCP = &tcpChannelView{Target: t.Target, Remote: t.Remote, BytesIn: t.BytesIn, BytesOut: t.BytesOut, Resumes: t.Resumes, Consumer: t.Consumer, Phase: t.Phase}
 	}
 	if t := c.Telemetry; t != nil {
-		v.Telemetry = &telemetryChannelView{Source: t.Source, Policy: t.Policy, Seq: t.Seq, Samples: t.Samples}
+		v.Telemetry = &telemetryChannelView{Source: t.Source, Policy: t.Policy, Seq: t.Seq, Samples: t.Samples, Status: t.Status}
 		if v.Telemetry.Policy == "" {
 			v.Telemetry.Policy = "drop-oldest" // the default (PROTOCOL.md §8)
 		}
@@ -506,10 +507,14 @@ func (a *app) printChannels(views []channelView, wide bool, typ string) error {
 
 // printTelemetryChannels is the table of the telemetry channels of views.
 func (a *app) printTelemetryChannels(views []channelView) error {
-	tw := a.table("CHANNEL", "SOURCE", "POLICY", "VIEWERS", "SAMPLES", "NEXT SEQ")
+	tw := a.table("CHANNEL", "SOURCE", "POLICY", "VIEWERS", "SAMPLES", "NEXT SEQ", "STATUS")
 	for _, c := range views {
 		if t := c.Telemetry; t != nil {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", c.Channel, t.Source, t.Policy, c.Viewers, t.Samples, t.Seq)
+			status := t.Status
+			if status == "" {
+				status = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", c.Channel, t.Source, t.Policy, c.Viewers, t.Samples, t.Seq, status)
 		}
 	}
 	return tw.Flush()

@@ -100,6 +100,19 @@ func TestE2ETelemetryScrape(t *testing.T) {
 		t.Fatalf("samples: room_temperature_celsius{room=lab} 21.5 %v, scrape_up 1 %v", temp, up)
 	}
 
+	// The target goes away: the channel goes on, and says why it has
+	// nothing new.
+	good.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out := d.mustCtl("channels", "list", "--type", "telemetry")
+		if strings.Contains(out, "last scrape failed: connection refused") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("channels list does not say the scrape fails:\n%s", out)
+		}
+	}
+
 	// The daemon's own /metrics: counters as rates.
 	d.mustCtl("tcp", "allow", d.addr)
 	own := strings.TrimSpace(d.mustCtl("telemetry", "create", "--kind", "scrape", "--id", "self", "--url", fmt.Sprintf("http://%s/metrics", d.addr),

@@ -377,17 +377,23 @@ func (c *Channel) Describe() flow.Description {
 	d := flow.Description{Title: c.cfg.Title, Detail: c.cfg.Source + ", " + string(c.cfg.Policy)}
 	if c.exitErr != nil {
 		d.Detail = c.cfg.Source + " ended: " + c.exitErr.Error()
-	} else if st, ok := c.src.(interface{ Status() string }); ok {
-		// A scrape's last failure (its source goes on).
-		if s := st.Status(); s != "" {
-			d.Detail += ", " + s
-		}
+	} else if s := c.SourceStatus(); s != "" {
+		d.Detail += ", " + s // a scrape's last failure (its source goes on)
 	}
 	return d
 }
 
 // Source is the channel's source (nil for a push channel).
 func (c *Channel) Source() Source { return c.src }
+
+// SourceStatus is what went wrong with a source that goes on (a scrape's
+// last failure), "" when nothing did or the source has no such report.
+func (c *Channel) SourceStatus() string {
+	if st, ok := c.src.(interface{ Status() string }); ok {
+		return st.Status()
+	}
+	return ""
+}
 
 // Stats returns the channel's counters.
 func (c *Channel) Stats() Stats {

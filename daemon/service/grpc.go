@@ -592,7 +592,7 @@ func toChannel(d ChannelDetail) *ahpv1.Channel {
 		p.Tcp = &ahpv1.TCPChannel{Target: t.Target, Remote: t.Remote, BytesIn: t.BytesIn, BytesOut: t.BytesOut, Resumes: t.Resumes, Consumer: t.Consumer, Phase: t.Phase}
 	}
 	if t := d.Telemetry; t != nil {
-		p.Telemetry = &ahpv1.TelemetryChannel{Source: t.Source, Policy: t.Policy, Seq: int64(t.Seq), Samples: t.Samples, Viewers: int32(t.Viewers)}
+		p.Telemetry = &ahpv1.TelemetryChannel{Source: t.Source, Policy: t.Policy, Seq: int64(t.Seq), Samples: t.Samples, Viewers: int32(t.Viewers), Status: t.Status}
 	}
 	return p
 }

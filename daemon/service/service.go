@@ -90,6 +90,7 @@ type TelemetryInfo struct {
 	Seq            uint64 // the next batch's
 	Samples        int64  // published
 	Viewers        int
+	Status         string // what went wrong with a source that goes on; "" when nothing did
 }
 
 // Optional capabilities of a channel, for the control plane (a
@@ -127,7 +128,7 @@ func channelDetail(c *registry.Channel) ChannelDetail {
 	}
 	if t, ok := c.Impl().(telemetryChannel); ok {
 		cfg, st := t.Config(), t.Stats()
-		d.Telemetry = &TelemetryInfo{Source: cfg.Source, Policy: string(cfg.Policy), Seq: st.Seq, Samples: st.Samples, Viewers: st.Viewers}
+		d.Telemetry = &TelemetryInfo{Source: cfg.Source, Policy: string(cfg.Policy), Seq: st.Seq, Samples: st.Samples, Viewers: st.Viewers, Status: t.SourceStatus()}
 	}
 	return d
 }

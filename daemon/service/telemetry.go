@@ -50,6 +50,7 @@ type telemetryChannel interface {
 	Publish([]telemetry.Sample) error
 	Config() telemetry.Config
 	Stats() telemetry.Stats
+	SourceStatus() string
 }
 
 // CreateTelemetry creates a telemetry channel with the "telemetry"

@@ -257,7 +257,8 @@ func (x *ChannelExit) GetSignal() string {
 // TelemetryChannel is what a telemetry channel reports (PROTOCOL.md §8).
 type TelemetryChannel struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// source is the source kind: system, process, command, push or daemon.
+	// source is the source kind: system, process, command, push, daemon or
+	// scrape.
 	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
 	// policy is the viewers' overflow policy.
 	Policy string `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
@@ -266,7 +267,11 @@ type TelemetryChannel struct {
 	// samples is the number of samples published since the channel began.
 	Samples int64 `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
 	// viewers is the number of subscriptions now.
-	Viewers       int32 `protobuf:"varint,5,opt,name=viewers,proto3" json:"viewers,omitempty"`
+	Viewers int32 `protobuf:"varint,5,opt,name=viewers,proto3" json:"viewers,omitempty"`
+	// status is what went wrong with a source that goes on, e.g. "last
+	// scrape failed: connection refused (3 of 40 failed)"; empty when
+	// nothing did.
+	Status        string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -334,6 +339,13 @@ func (x *TelemetryChannel) GetViewers() int32 {
 		return x.Viewers
 	}
 	return 0
+}
+
+func (x *TelemetryChannel) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
 }
 
 // TCPChannel is what a TCP channel reports (PROTOCOL.md §8).
@@ -765,13 +777,14 @@ const file_ahp_v1_channels_proto_rawDesc = "" +
 	"\x03cwd\x18\x0f \x01(\tR\x03cwd\"9\n" +
 	"\vChannelExit\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
-	"\x06signal\x18\x02 \x01(\tR\x06signal\"\x88\x01\n" +
+	"\x06signal\x18\x02 \x01(\tR\x06signal\"\xa0\x01\n" +
 	"\x10TelemetryChannel\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12\x18\n" +
 	"\asamples\x18\x04 \x01(\x03R\asamples\x12\x18\n" +
-	"\aviewers\x18\x05 \x01(\x05R\aviewers\"\xc0\x01\n" +
+	"\aviewers\x18\x05 \x01(\x05R\aviewers\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\"\xc0\x01\n" +
 	"\n" +
 	"TCPChannel\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x16\n" +
