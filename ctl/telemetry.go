@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,7 @@ func setupTelemetryCreate(fs *flag.FlagSet) action {
 	interval := fs.Duration("interval", 0, "sampling `INTERVAL` of system, process, daemon and scrape sources (default 1s, at least 10ms)")
 	scrapeURL := fs.String("url", "", "scrape: the metrics endpoint `URL`, e.g. http://127.0.0.1:9100/metrics (its HOST:PORT must be allowed: ahpctl tcp allow)")
 	scrapeTimeout := fs.Duration("scrape-timeout", 0, "scrape: the `TIMEOUT` of one scrape (default the interval, at most 10s; never longer than the interval)")
+	tokenFile := fs.String("bearer-token-file", "", "scrape: a `FILE` whose one line is sent as Authorization: Bearer, read by the daemon at each scrape (over http:// only to a loopback host)")
 	maxBytes := fs.String("max-bytes", "", "scrape: the cap on a response body, e.g. 8MiB (default 4MiB, at most 64MiB)")
 	var match, labels stringList
 	fs.Var(&match, "match", "scrape: keep the metric families whose name this anchored `REGEX` matches (repeatable: any)")
@@ -96,6 +98,14 @@ func setupTelemetryCreate(fs *flag.FlagSet) action {
 		}
 		if *scrapeTimeout != 0 {
 			req.Timeout = durationpb.New(*scrapeTimeout)
+		}
+		if *tokenFile != "" {
+			// The daemon reads it: a path relative to here means nothing there.
+			abs, err := filepath.Abs(*tokenFile)
+			if err != nil {
+				return usagef("telemetry create: --bearer-token-file %q: %v", *tokenFile, err)
+			}
+			req.BearerTokenFile = abs
 		}
 		if *maxBytes != "" {
 			n, err := units.ParseSize(*maxBytes)

@@ -3,6 +3,8 @@ package daemon_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -501,5 +503,36 @@ func TestScrapeOwnMetrics(t *testing.T) {
 			}
 		}
 		return up && goroutines && rate
+	})
+}
+
+// TestScrapeOwnMetricsWithToken: the daemon's own /metrics needs a token;
+// a scrape sends the one its bearer token file holds.
+func TestScrapeOwnMetricsWithToken(t *testing.T) {
+	h := startWith(t, false, nil, nil)
+	c := h.control()
+	if _, err := ahpv1.NewTCPServiceClient(c.cc).AllowTCP(ctxT(t), &ahpv1.AllowTCPRequest{Rule: h.addr}); err != nil {
+		t.Fatal(err)
+	}
+	tc := ahpv1.NewTelemetryServiceClient(c.cc)
+	url := "http://" + h.addr + "/metrics"
+	if _, err := tc.CreateTelemetry(ctxT(t), &ahpv1.CreateTelemetryRequest{Kind: "scrape", Url: url}); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "HTTP status 401") {
+		t.Errorf("without a token: %v, want Unavailable, HTTP status 401", err)
+	}
+	file := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(file, []byte(adminToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := tc.CreateTelemetry(ctxT(t), &ahpv1.CreateTelemetryRequest{Kind: "scrape", Url: url, BearerTokenFile: file, Interval: durationpb.New(50 * time.Millisecond), Match: []string{"go_goroutines"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch(t, h, res.GetChannel().GetUri(), 500, "of the daemon's goroutines", func(p telemetryMsg) bool {
+		for _, s := range p.Samples {
+			if s.Name == "go_goroutines" && s.Value > 0 {
+				return true
+			}
+		}
+		return false
 	})
 }

@@ -12,7 +12,9 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,6 +67,10 @@ type ScrapeConfig struct {
 	// the scrape. Default DefaultScrapeMaxBytes, at most
 	// MaxScrapeMaxBytes.
 	MaxBytes int64
+	// BearerTokenFile, an absolute path, holds a token each request sends
+	// as Authorization: Bearer (read at every scrape, so a rotated token
+	// is taken up; at most 4 KiB, surrounding space trimmed). Empty: none.
+	BearerTokenFile string
 	// Match keeps the families whose name one of them matches (anchored
 	// RE2); none: every family. At most 32.
 	Match []string
@@ -110,6 +116,7 @@ type scrapeTarget struct {
 	interval  time.Duration
 	timeout   time.Duration
 	maxBytes  int64
+	tokenFile string
 	adapter   promAdapter
 	maxSeries int
 }
@@ -167,6 +174,14 @@ func (c ScrapeConfig) build() (scrapeTarget, error) {
 		t.maxBytes = DefaultScrapeMaxBytes
 	case t.maxBytes < 0 || t.maxBytes > MaxScrapeMaxBytes:
 		return bad("max_bytes", "%d: must be 1 to %d", t.maxBytes, MaxScrapeMaxBytes)
+	}
+	if t.tokenFile = c.BearerTokenFile; t.tokenFile != "" {
+		if !filepath.IsAbs(t.tokenFile) || len(t.tokenFile) > 4096 {
+			return bad("bearer_token_file", "%q: want an absolute path", t.tokenFile)
+		}
+		if u.Scheme == "http" && !loopbackHost(t.host) {
+			return bad("bearer_token_file", "a token is sent in clear over http:// only to a loopback host (127.0.0.0/8, ::1, localhost); use https://")
+		}
 	}
 	t.maxSeries = c.MaxSeries
 	if t.maxSeries <= 0 {
@@ -347,6 +362,13 @@ func (s *Scrape) fetch(ctx context.Context) ([]*dto.MetricFamily, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", scrapeAccept)
+	if s.t.tokenFile != "" {
+		tok, err := readToken(s.t.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	req.Header.Set("User-Agent", "ahpd-scrape")
 	req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(s.t.timeout.Seconds(), 'f', -1, 64))
 	resp, err := s.client.Do(req)
@@ -373,6 +395,39 @@ func (s *Scrape) fetch(ctx context.Context) ([]*dto.MetricFamily, error) {
 		return nil, fmt.Errorf("parsing the response: %w", err)
 	}
 	return fams, nil
+}
+
+// maxTokenBytes bounds a bearer token file.
+const maxTokenBytes = 4 << 10
+
+// readToken reads a bearer token file; the error names the file, never
+// its content.
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("bearer token file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("bearer token file %s: %w", path, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	switch {
+	case len(b) > maxTokenBytes:
+		return "", fmt.Errorf("bearer token file %s: more than %d bytes", path, maxTokenBytes)
+	case tok == "" || strings.ContainsAny(tok, "\r\n"):
+		return "", fmt.Errorf("bearer token file %s: want one non-empty line", path)
+	}
+	return tok, nil
+}
+
+// loopbackHost reports whether host is a loopback address or localhost.
+func loopbackHost(host string) bool {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap().IsLoopback()
+	}
+	return strings.EqualFold(strings.TrimSuffix(host, "."), "localhost")
 }
 
 // decodeFamilies parses a scraped body in format (text when unknown).

@@ -255,6 +255,11 @@ func TestScrapeConfigValidate(t *testing.T) {
 		{telemetry.ScrapeConfig{URL: "http://h/x", Labels: []string{"a~b"}}, "label[0]"},
 		{telemetry.ScrapeConfig{URL: "http://h/x", Labels: []string{"a=~("}}, "label[0]"},
 		{telemetry.ScrapeConfig{URL: "http://h/x", Labels: []string{"1a=b"}}, "label[0]"},
+		{telemetry.ScrapeConfig{URL: "http://127.0.0.1/x", BearerTokenFile: "token"}, "bearer_token_file"},
+		{telemetry.ScrapeConfig{URL: "http://example.com/x", BearerTokenFile: "/token"}, "bearer_token_file"},
+		{telemetry.ScrapeConfig{URL: "https://example.com/x", BearerTokenFile: "/token"}, ""},
+		{telemetry.ScrapeConfig{URL: "http://localhost:9100/x", BearerTokenFile: "/token"}, ""},
+		{telemetry.ScrapeConfig{URL: "http://[::1]:9100/x", BearerTokenFile: "/token"}, ""},
 		{telemetry.ScrapeConfig{URL: "https://[::1]:9100/metrics", Labels: []string{"a=", "b!=c", "c=~d.*", "d!~e"}}, ""},
 	} {
 		err := c.cfg.Validate()

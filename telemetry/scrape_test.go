@@ -519,3 +519,57 @@ func TestScrapeMaxSeries(t *testing.T) {
 		t.Error("no scrape_up 1 in the history")
 	}
 }
+
+// TestScrapeBearerToken: the token file's line goes as Authorization:
+// Bearer, read at each scrape (a rotated token is taken up); a file that
+// cannot be read fails the scrape naming the file, not the token.
+func TestScrapeBearerToken(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer s3cret-2" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprintln(w, "up_there 1")
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	err, _ := firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, BearerTokenFile: file})
+	if err == nil || !strings.Contains(err.Error(), "bearer token file: open "+file) {
+		t.Errorf("a missing token file: %v", err)
+	}
+	if err := os.WriteFile(file, []byte("s3cret-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err, _ = firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, BearerTokenFile: file})
+	if err == nil || !strings.Contains(err.Error(), "HTTP status 401") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a wrong token: %v, want HTTP status 401 without the token", err)
+	}
+	src := newScrape(t, telemetry.ScrapeConfig{URL: srv.URL, BearerTokenFile: file, Interval: 20 * time.Millisecond})
+	c := newCollector()
+	runScrape(t, src, c)
+	if err := os.WriteFile(file+".new", []byte("  s3cret-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".new", file); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(t, 30*time.Second, "a scrape with the rotated token", func(b [][]telemetry.Sample) bool {
+		for _, batch := range b {
+			if s, ok := findSample(batch, "up_there"); ok && s.Value == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[0] != "Bearer s3cret-1" {
+		t.Errorf("first Authorization %q", seen[0])
+	}
+}

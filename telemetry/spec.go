@@ -27,6 +27,7 @@ type Spec struct {
 	URL        string        `json:"url,omitempty"`
 	Timeout    time.Duration `json:"timeout,omitempty"`
 	MaxBytes   int64         `json:"maxBytes,omitempty"`
+	TokenFile  string        `json:"bearerTokenFile,omitempty"`
 	Match      []string      `json:"match,omitempty"`
 	Labels     []string      `json:"labels,omitempty"`
 	Histograms HistogramMode `json:"histograms,omitempty"`
@@ -36,7 +37,7 @@ type Spec struct {
 // ScrapeConfig is the config of the spec's scrape source, with allow,
 // maxSeries and log.
 func (s Spec) ScrapeConfig(allow Allower, maxSeries int, log *slog.Logger) ScrapeConfig {
-	return ScrapeConfig{URL: s.URL, Interval: s.Interval, Timeout: s.Timeout, MaxBytes: s.MaxBytes, Match: s.Match, Labels: s.Labels,
+	return ScrapeConfig{URL: s.URL, Interval: s.Interval, Timeout: s.Timeout, MaxBytes: s.MaxBytes, BearerTokenFile: s.TokenFile, Match: s.Match, Labels: s.Labels,
 		Histograms: s.Histograms, Quantiles: s.Quantiles, MaxSeries: maxSeries, Allow: allow, Logger: log}
 }
 

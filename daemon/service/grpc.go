@@ -372,7 +372,7 @@ func (g *grpcServer) DisconnectViewer(ctx context.Context, req *ahpv1.Disconnect
 
 func (g *grpcServer) CreateTelemetry(ctx context.Context, req *ahpv1.CreateTelemetryRequest) (*ahpv1.CreateTelemetryResponse, error) {
 	r := TelemetryRequest{Kind: req.GetKind(), ID: req.GetId(), Interval: req.GetInterval().AsDuration(), Terminal: req.GetTerminal(), Command: req.GetCommand(), Policy: req.GetPolicy(),
-		URL: req.GetUrl(), Timeout: req.GetTimeout().AsDuration(), MaxBytes: req.GetMaxBytes(), Match: req.GetMatch(), Labels: req.GetLabels(),
+		URL: req.GetUrl(), Timeout: req.GetTimeout().AsDuration(), MaxBytes: req.GetMaxBytes(), TokenFile: req.GetBearerTokenFile(), Match: req.GetMatch(), Labels: req.GetLabels(),
 		Histograms: req.GetHistograms(), Quantiles: req.GetQuantiles()}
 	if h := req.GetHistory(); h != nil {
 		d := h.AsDuration()

@@ -35,6 +35,7 @@ type TelemetryRequest struct {
 	URL        string
 	Timeout    time.Duration
 	MaxBytes   int64
+	TokenFile  string // bearer token file
 	Match      []string
 	Labels     []string
 	Histograms string
@@ -114,7 +115,7 @@ func (s *Service) CreateTelemetry(ctx context.Context, r TelemetryRequest) (*reg
 		}
 	}
 	if r.Kind == "scrape" {
-		spec.URL, spec.Timeout, spec.MaxBytes, spec.Match, spec.Labels = r.URL, r.Timeout, r.MaxBytes, r.Match, r.Labels
+		spec.URL, spec.Timeout, spec.MaxBytes, spec.TokenFile, spec.Match, spec.Labels = r.URL, r.Timeout, r.MaxBytes, r.TokenFile, r.Match, r.Labels
 		spec.Histograms, spec.Quantiles = telemetry.HistogramMode(r.Histograms), r.Quantiles
 		if err := spec.ScrapeConfig(nil, 0, nil).Validate(); err != nil {
 			if fe, ok := errors.AsType[*telemetry.FieldError](err); ok {
@@ -124,8 +125,8 @@ func (s *Service) CreateTelemetry(ctx context.Context, r TelemetryRequest) (*reg
 		}
 		u, _ := url.Parse(r.URL) // Validate parsed it
 		spec.Title = "scrape of " + u.Redacted()
-	} else if r.URL != "" || r.Timeout != 0 || r.MaxBytes != 0 || len(r.Match) > 0 || len(r.Labels) > 0 || r.Histograms != "" || len(r.Quantiles) > 0 {
-		return nil, argErr("kind", "only a scrape source takes a URL, timeout, max bytes, matchers, histograms or quantiles")
+	} else if r.URL != "" || r.Timeout != 0 || r.MaxBytes != 0 || r.TokenFile != "" || len(r.Match) > 0 || len(r.Labels) > 0 || r.Histograms != "" || len(r.Quantiles) > 0 {
+		return nil, argErr("kind", "only a scrape source takes a URL, timeout, max bytes, bearer token file, matchers, histograms or quantiles")
 	}
 	switch r.Kind {
 	case "system":

@@ -79,9 +79,13 @@ type CreateTelemetryRequest struct {
 	Histograms string `protobuf:"bytes,13,opt,name=histograms,proto3" json:"histograms,omitempty"`
 	// quantiles kept in quantiles mode, each in [0, 1]; empty: 0.5, 0.9,
 	// 0.99. At most 32.
-	Quantiles     []float64 `protobuf:"fixed64,14,rep,packed,name=quantiles,proto3" json:"quantiles,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Quantiles []float64 `protobuf:"fixed64,14,rep,packed,name=quantiles,proto3" json:"quantiles,omitempty"`
+	// bearer_token_file is the absolute path of a file, read by the daemon
+	// at each scrape, whose one line is sent as Authorization: Bearer (at
+	// most 4 KiB); over http:// only to a loopback host. Empty: none.
+	BearerTokenFile string `protobuf:"bytes,15,opt,name=bearer_token_file,json=bearerTokenFile,proto3" json:"bearer_token_file,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateTelemetryRequest) Reset() {
@@ -210,6 +214,13 @@ func (x *CreateTelemetryRequest) GetQuantiles() []float64 {
 		return x.Quantiles
 	}
 	return nil
+}
+
+func (x *CreateTelemetryRequest) GetBearerTokenFile() string {
+	if x != nil {
+		return x.BearerTokenFile
+	}
+	return ""
 }
 
 // CreateTelemetryResponse describes the new channel.
@@ -446,7 +457,7 @@ var File_ahp_v1_telemetry_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_telemetry_proto_rawDesc = "" +
 	"\n" +
-	"\x16ahp/v1/telemetry.proto\x12\x06ahp.v1\x1a\x15ahp/v1/channels.proto\x1a\x1egoogle/protobuf/duration.proto\"\xc6\x03\n" +
+	"\x16ahp/v1/telemetry.proto\x12\x06ahp.v1\x1a\x15ahp/v1/channels.proto\x1a\x1egoogle/protobuf/duration.proto\"\xf2\x03\n" +
 	"\x16CreateTelemetryRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x125\n" +
@@ -464,7 +475,8 @@ const file_ahp_v1_telemetry_proto_rawDesc = "" +
 	"\n" +
 	"histograms\x18\r \x01(\tR\n" +
 	"histograms\x12\x1c\n" +
-	"\tquantiles\x18\x0e \x03(\x01R\tquantiles\"D\n" +
+	"\tquantiles\x18\x0e \x03(\x01R\tquantiles\x12*\n" +
+	"\x11bearer_token_file\x18\x0f \x01(\tR\x0fbearerTokenFile\"D\n" +
 	"\x17CreateTelemetryResponse\x12)\n" +
 	"\achannel\x18\x01 \x01(\v2\x0f.ahp.v1.ChannelR\achannel\"\xaf\x01\n" +
 	"\x06Sample\x12\f\n" +
