@@ -1,10 +1,15 @@
 package ctl_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"io"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,17 +17,37 @@ import (
 	"github.com/ahp-dev/ahpd/internal/linkemu"
 )
 
-// TestE2ETCPWindowsFitThePath: a TCP stream through an emulated link
-// (80 ms round trip, 100 Mbit/s each way, a bottleneck queue of one
-// bandwidth-delay product) tunes both windows to the path with
-// channel/window (PROTOCOL.md §6): the host's receive window for the
-// upload grows from its 256 KiB default — at which the upload would move
-// 96 KiB of data per round trip — and the stream's own receive window
-// for the echo coming back changes from the one it asked for. Every byte
-// comes back once, in order. How fast is make bench-link's business; this
-// test asserts the mechanism and the bytes.
+// TestE2ETCPWindowsFitThePath: TCP streams through an emulated link (80
+// ms round trip, 100 Mbit/s each way, a bottleneck queue of one
+// bandwidth-delay product) tune their windows to the path with
+// channel/window (PROTOCOL.md §6). A download that asked for 16 MiB (what
+// the round trip at open gives it, three times the path's product) comes
+// down to what the path carries once bytes queue; an upload's host window
+// grows from its 256 KiB default, at which it would move 96 KiB of data per
+// round trip. Every byte arrives once, in order. How fast is make
+// bench-link's business; this test asserts the mechanism and the bytes.
 func TestE2ETCPWindowsFitThePath(t *testing.T) {
-	d, tok, host, port := echoDaemon(t)
+	const size = 16 << 20
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	sum := sha256.Sum256(data)
+	// The source writes data and closes; the sink reads to EOF and
+	// answers with the count and the hash of what it read.
+	source := newTCPServer(t, func(c *net.TCPConn) {
+		_, _ = c.Write(data)
+		_ = c.CloseWrite()
+		_, _ = io.Copy(io.Discard, c)
+	})
+	sink := newTCPServer(t, func(c *net.TCPConn) {
+		h := sha256.New()
+		n, _ := io.Copy(h, c)
+		var out [8]byte
+		binary.BigEndian.PutUint64(out[:], uint64(n))
+		_, _ = c.Write(append(out[:], h.Sum(nil)...))
+		_ = c.CloseWrite()
+	})
+	d := startTCPDaemon(t, source.addr(), sink.addr())
+	tok := strings.TrimSpace(d.mustCtl("token", "create", "--role", "control"))
 	const rate = 100e6 / 8
 	const rtt = 80 * time.Millisecond
 	p := linkemu.Params{Delay: rtt / 2, Rate: rate, Queue: int64(rate * rtt.Seconds())}
@@ -39,43 +64,55 @@ func TestE2ETCPWindowsFitThePath(t *testing.T) {
 	if !res.Capabilities.WindowUpdates {
 		t.Fatal("initialize: capabilities.windowUpdates is not true")
 	}
-	st, err := client.OpenTCP(ctxT(t), client.TCPOptions{Dial: func(context.Context) (*client.Conn, error) { return conn, nil }, Host: host, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Abort() })
-	hostInitial, recvInitial := st.HostWindow(), st.ReceiveLimits().WindowBytes
-
-	const size = 16 << 20
-	data := make([]byte, size)
-	_, _ = rand.Read(data)
-	sent := sha256.Sum256(data)
-	werr := make(chan error, 1)
-	go func() {
-		_, err := st.Write(data)
-		if err == nil {
-			err = st.CloseWrite()
+	open := func(addr string) *client.TCPStream {
+		host, ps, _ := net.SplitHostPort(addr)
+		port, _ := strconv.Atoi(ps)
+		st, err := client.OpenTCP(ctxT(t), client.TCPOptions{Dial: func(context.Context) (*client.Conn, error) { return conn, nil }, Host: host, Port: port})
+		if err != nil {
+			t.Fatal(err)
 		}
-		werr <- err
-	}()
-	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(st, size))
-	if err != nil || n != size {
-		t.Fatalf("echo: %d of %d bytes: %v", n, size, err)
+		t.Cleanup(func() { st.Abort() })
+		return st
 	}
-	if err := <-werr; err != nil {
-		t.Fatal(err)
-	}
-	if got := h.Sum(nil); string(got) != string(sent[:]) {
-		t.Fatal("the echo differs from what was sent")
-	}
-	stats := st.Stats()
-	t.Logf("host window %d → %d (%d changes); receive window %d → %d (%d changes)",
-		hostInitial, st.HostWindow(), stats.HostWindowChanges, recvInitial, st.ReceiveLimits().WindowBytes, stats.WindowChanges)
-	if stats.HostWindowChanges == 0 || st.HostWindow() <= hostInitial {
-		t.Errorf("the host's receive window stayed at %d (%d channel/window): an 80 ms path needs more", st.HostWindow(), stats.HostWindowChanges)
-	}
-	if stats.WindowChanges == 0 {
-		t.Errorf("the stream never changed its receive window from %d", recvInitial)
-	}
+
+	t.Run("download", func(t *testing.T) {
+		st := open(source.addr())
+		initial := st.ReceiveLimits().WindowBytes
+		start := time.Now()
+		h := sha256.New()
+		n, err := io.Copy(h, st)
+		if err != nil || n != size || !bytes.Equal(h.Sum(nil), sum[:]) {
+			t.Fatalf("download: %d of %d bytes (%v), hash equal %v", n, size, err, bytes.Equal(h.Sum(nil), sum[:]))
+		}
+		final, changes := st.ReceiveLimits().WindowBytes, st.Stats().WindowChanges
+		t.Logf("download: %.1f MB/s; receive window %d → %d (%d channel/window)", float64(size)/time.Since(start).Seconds()/1e6, initial, final, changes)
+		// 100 Mbit/s × 80 ms is 1 MB of data, 2.7 MB of window (base64
+		// in UTF-16 units): 16 MiB puts three products in the queue.
+		if changes == 0 || final >= initial {
+			t.Errorf("the receive window stayed at %d (%d channel/window) on a path that needs a sixth of it", final, changes)
+		}
+	})
+	t.Run("upload", func(t *testing.T) {
+		st := open(sink.addr())
+		initial := st.HostWindow()
+		start := time.Now()
+		if _, err := st.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		back, err := io.ReadAll(st)
+		if err != nil || len(back) != 8+sha256.Size {
+			t.Fatalf("the sink's answer: %d bytes, %v", len(back), err)
+		}
+		if n := binary.BigEndian.Uint64(back); n != size || !bytes.Equal(back[8:], sum[:]) {
+			t.Fatalf("the sink read %d of %d bytes, hash equal %v", n, size, bytes.Equal(back[8:], sum[:]))
+		}
+		final, changes := st.HostWindow(), st.Stats().HostWindowChanges
+		t.Logf("upload: %.1f MB/s; the host's window %d → %d (%d channel/window)", float64(size)/time.Since(start).Seconds()/1e6, initial, final, changes)
+		if changes == 0 || final <= initial {
+			t.Errorf("the host's receive window stayed at %d (%d channel/window): an 80 ms path needs 2.7 MB", final, changes)
+		}
+	})
 }

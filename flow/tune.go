@@ -11,8 +11,10 @@ type TunerConfig struct {
 	// QueueTarget is the queueing delay tolerated above the path's
 	// smallest round trip before the window stops growing; twice it
 	// makes the window shrink to the measured bandwidth-delay product.
-	// Default 8 ms: a keystroke's echo on the same connection waits
-	// behind at most about this much of a bulk stream's bytes.
+	// Default 4 ms: a keystroke's echo on the same connection waits
+	// behind about this much of a bulk stream's bytes, at most twice it
+	// (PROTOCOL.md's echo target beside a transfer is the round trip +
+	// 15 ms, and the transport and the socket hold a few ms more).
 	QueueTarget time.Duration
 	// MinRTTLifetime is how long a smallest round trip stays valid
 	// (the path may change). Default 10 s.
@@ -21,7 +23,7 @@ type TunerConfig struct {
 
 func (c TunerConfig) withDefaults() TunerConfig {
 	if c.QueueTarget == 0 {
-		c.QueueTarget = 8 * time.Millisecond
+		c.QueueTarget = 4 * time.Millisecond
 	}
 	if c.MinRTTLifetime == 0 {
 		c.MinRTTLifetime = 10 * time.Second
@@ -40,12 +42,15 @@ func (c TunerConfig) withDefaults() TunerConfig {
 //     window released in the last round trip — and the round trip is
 //     within QueueTarget of the smallest seen: doubling each round trip
 //     until the first time the queue bound is hit (slow start), then by
-//     a quarter per round trip.
+//     steps from QueueTarget's worth of the rate, doubling while no queue
+//     shows (at most an eighth of the window), each step only after a new
+//     round-trip sample.
 //   - When the round trip exceeds the smallest by 2 × QueueTarget, bytes
 //     are queuing on the path (a bottleneck buffer, a kernel buffer), and
 //     the window falls to what the path carries per smallest round trip
 //     (the released rate × the smallest round trip) plus QueueTarget's
-//     worth, never below Floor.
+//     worth, and an eighth more for the credit not yet announced (it is
+//     announced per quarter window), never below Floor.
 //   - It never shrinks because the stream went idle: an idle window
 //     costs the receiver nothing.
 //   - Every MinRTTLifetime it halves the window for one round trip (as
@@ -54,7 +59,8 @@ func (c TunerConfig) withDefaults() TunerConfig {
 //     stream's own bytes.
 //
 // Each decision takes one round trip of samples, so the window changes
-// at most once per round trip (and at most once per 2 ms). A WindowTuner
+// at most once per round trip (and at most once per 2 ms), and by a 32nd
+// at least. A WindowTuner
 // does no I/O and reads no clock: the caller passes the time. It is not
 // safe for concurrent use.
 type WindowTuner struct {
@@ -65,6 +71,9 @@ type WindowTuner struct {
 	minRTTAt  time.Time
 	prevMin   time.Duration // the minimum of the previous lifetime, kept while the current one fills
 	rtt       time.Duration // smoothed round trip (EWMA 1/4); 0: no sample yet
+	last      time.Duration // the newest sample
+	fresh     bool          // a sample arrived since the window last grew
+	step      int64         // the last additive step (0: none yet); doubles while no queue shows
 	slowStart bool
 	// A drain every MinRTTLifetime (as BBR's ProbeRTT): the window is
 	// halved for one round trip so that a standing queue empties and the
@@ -104,6 +113,7 @@ func (t *WindowTuner) OnRTT(now time.Time, rtt time.Duration) {
 	} else {
 		t.rtt += (rtt - t.rtt) / 4
 	}
+	t.last, t.fresh = rtt, true
 	// A windowed minimum over two lifetimes: the current one's minimum
 	// and the previous one's, so that an old minimum expires without
 	// leaving the tuner with none.
@@ -125,8 +135,8 @@ func (t *WindowTuner) smallest() time.Duration {
 }
 
 // OnRelease records that the consumer released n more bytes at now. It
-// returns the new window and true when the tuner changed it by at least an
-// eighth (smaller changes are not worth a channel/window).
+// returns the new window and true when the tuner changed it by at least a
+// 32nd (smaller changes are not worth a channel/window).
 func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed bool) {
 	if t.epochStart.IsZero() {
 		t.epochStart = now
@@ -164,26 +174,57 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 		}
 	}
 	minRTT := t.smallest()
-	queue := t.rtt - minRTT
+	// Queue evidence: both the smoothed round trip and the newest sample
+	// must show one to shrink; either suffices to stop growing.
+	queue := min(t.rtt, t.last) - minRTT
+	growQueue := max(t.rtt, t.last) - minRTT
 	perRTT := int64(float64(released) * float64(t.rtt) / float64(elapsed))
+	rate := float64(released) / elapsed.Seconds()
 	next := t.window
 	switch {
 	case queue > 2*t.cfg.QueueTarget:
-		t.slowStart = false
-		rate := float64(released) / elapsed.Seconds()
-		bdp := int64(rate * (minRTT + t.cfg.QueueTarget).Seconds())
+		t.slowStart, t.step = false, 0
+		// Credit is announced per quarter window (Receiver.Release), so
+		// on average an eighth of the window is released and not yet
+		// credited, and the bytes in flight are 7/8 of it.
+		bdp := int64(rate * (minRTT + t.cfg.QueueTarget).Seconds() * 8 / 7)
 		next = min(t.window, max(bdp, t.cfg.Floor))
-	case queue > t.cfg.QueueTarget:
-		t.slowStart = false
-	case perRTT >= t.window/2:
+	case growQueue > t.cfg.QueueTarget:
+		t.step = 0
+		if growQueue > 2*t.cfg.QueueTarget {
+			t.slowStart = false
+		}
+	case perRTT >= t.window/2 && t.fresh:
+		// Each growth waits for a round trip measured after the last
+		// one: on a short path several epochs pass between pings.
+		t.fresh = false
 		if t.slowStart {
 			next = t.window * 2
 		} else {
-			next = t.window + t.window/4
+			// Additive, from QueueTarget's worth of the rate, so that a
+			// step overshoots the path by about the queue the tuner
+			// tolerates; the step doubles while the round trip shows no
+			// queue (at most half the target) so that a window far below
+			// the path's needs gets there in a few round trips, and
+			// starts over once a queue shows. At most an eighth.
+			base := max(int64(rate*t.cfg.QueueTarget.Seconds()), t.window/64)
+			if t.step == 0 || growQueue > t.cfg.QueueTarget/2 {
+				t.step = base
+			} else {
+				t.step *= 2
+			}
+			t.step = min(max(t.step, base), t.window/8)
+			next = t.window + t.step
+		}
+	default:
+		if growQueue > t.cfg.QueueTarget/2 {
+			t.step = 0
 		}
 	}
 	next = min(max(next, t.cfg.Floor), t.cfg.Ceiling)
-	if d := next - t.window; d == 0 || (d > 0 && d < t.window/8 && next != t.cfg.Ceiling) || (d < 0 && -d < t.window/8 && next != t.cfg.Floor) {
+	// A change under a 32nd is not worth a channel/window (one per
+	// round trip at most: growth waits for a fresh sample).
+	if d := next - t.window; d == 0 || (d > 0 && d < t.window/32 && next != t.cfg.Ceiling) || (d < 0 && -d < t.window/32 && next != t.cfg.Floor) {
 		return t.window, false
 	}
 	t.window = next

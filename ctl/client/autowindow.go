@@ -145,6 +145,16 @@ func (c *Conn) pingLoop() {
 	}
 }
 
+// seedRTT gives a new tuner the round trip measured at Dial, before any
+// stream's bytes could queue: its pings start once data flows, and a
+// first sample taken behind a full queue would pass for the path's own
+// round trip.
+func (c *Conn) seedRTT(t *flow.WindowTuner) {
+	if c.rtt > 0 {
+		t.OnRTT(time.Now(), c.rtt)
+	}
+}
+
 // AutoWindowConfig returns the tuner bounds for a subscription whose
 // receive limits are limits, with the window allowed to grow to ceiling
 // (lowered to the host's maximum from initialize).
@@ -170,6 +180,7 @@ func (s *Sub) AutoWindow(cfg flow.TunerConfig) {
 		return
 	}
 	s.tuner = flow.NewWindowTuner(cfg, s.recv.Limits().WindowBytes)
+	s.c.seedRTT(s.tuner)
 	s.mu.Unlock()
 	w := &rttWatch{sample: func(now time.Time, rtt time.Duration) {
 		s.mu.Lock()

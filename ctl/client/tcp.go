@@ -164,6 +164,12 @@ const (
 	// (1.9–3.3 ms at 256 KiB; 5.4–6.5 ms at 1 MiB), on 2026-12-05.
 	// docs/benchmarks.md, "TCP channels" and "What did not work, and why".
 	AutoWindowMin = 512 << 10
+	// AutoWindowFloor is the least the stream's tuner lowers it to when
+	// bytes queue on the path (flow.WindowTuner): 128 KiB, 48 KiB of data,
+	// 4 ms of a 100 Mbit/s link, so that a keystroke's echo beside the
+	// stream waits behind little. It starts at AutoWindowMin or more
+	// and goes below it only on a path that queues.
+	AutoWindowFloor = 128 << 10
 	// AutoWindowMax is its ceiling: the memory one stream may make the
 	// daemon hold in flight for it.
 	AutoWindowMax = 16 << 20
@@ -1000,7 +1006,8 @@ func (s *TCPStream) attachLocked(b *tcpBinding, res *wire.SubscribeResult) error
 	if b.conn.WindowUpdates() {
 		if s.tuner == nil {
 			lim := s.recv.Limits()
-			s.tuner = flow.NewWindowTuner(b.conn.AutoWindowConfig(lim, AutoWindowMin, s.opts.WindowCeiling), lim.WindowBytes)
+			s.tuner = flow.NewWindowTuner(b.conn.AutoWindowConfig(lim, AutoWindowFloor, s.opts.WindowCeiling), lim.WindowBytes)
+			b.conn.seedRTT(s.tuner)
 		}
 		tuner := s.tuner
 		b.unwatch = b.conn.watchRTT(&rttWatch{sample: func(now time.Time, rtt time.Duration) {

@@ -40,6 +40,9 @@ func (c *conn) tuneCeiling() int64 {
 	return max(c.limits.HostReceive.WindowBytes, 2*c.limits.TCPMaxRetainedBytes)
 }
 
+// hostTuneFloor is the least a tuned host receive window falls to.
+const hostTuneFloor = 128 << 10
+
 // startTuning gives s a tuner when its channel takes the client's bulk
 // data (TCP) and the client takes channel/window.
 func (c *conn) startTuning(s *subscription) {
@@ -47,7 +50,10 @@ func (c *conn) startTuning(s *subscription) {
 		return
 	}
 	recv := s.stream.Receiver()
-	floor := min(c.limits.HostReceive.WindowBytes, recv.Limits().WindowBytes)
+	// The floor: 128 KiB (4 ms of a 100 Mbit/s link), or the configured
+	// window when it is smaller; the tuner starts from the configured one
+	// and goes below it only on a path that queues.
+	floor := max(min(c.limits.HostReceive.WindowBytes, recv.Limits().WindowBytes, hostTuneFloor), recv.Limits().MaximumFrameBytes)
 	s.tuner = flow.NewWindowTuner(flow.TunerConfig{Floor: floor, Ceiling: c.tuneCeiling()}, recv.Limits().WindowBytes)
 	if c.tuned == nil {
 		c.tuned = map[*subscription]struct{}{}

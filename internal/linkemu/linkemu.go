@@ -215,6 +215,12 @@ func (l *Link) serve(c *net.TCPConn, n uint64) {
 		return
 	}
 	p := &pair{client: c, target: tc.(*net.TCPConn), done: make(chan struct{})}
+	// The bottleneck queue is the link's buffer: the proxy's own receive
+	// buffers stay small, so that the sender's bytes wait there or in the
+	// sender's socket, as they would at a full router, and not in a
+	// megabyte of kernel buffer ahead of the emulated queue.
+	_ = c.SetReadBuffer(socketReadBuffer)
+	_ = p.target.SetReadBuffer(socketReadBuffer)
 	p.dirs[0] = newDir(p, l.up, &l.stats[0], n, c, p.target)
 	p.dirs[1] = newDir(p, l.down, &l.stats[1], n, p.target, c)
 	l.mu.Lock()
@@ -240,6 +246,9 @@ func (l *Link) serve(c *net.TCPConn, n uint64) {
 		d.stats.held.Add(-d.held) // what an abort left behind
 	}
 }
+
+// socketReadBuffer is the proxy's receive buffer per socket.
+const socketReadBuffer = 64 << 10
 
 // pair is one forwarded connection: the client's socket and the target's.
 type pair struct {

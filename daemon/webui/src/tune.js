@@ -5,16 +5,18 @@
 //
 //   - the window grows while the stream uses it (at least half of it
 //     released in the last round trip) and the round trip stays within
-//     queueTargetMs of the smallest: doubling per round trip until the
-//     first time the queue bound is hit, then by a quarter;
+//     queueTargetMs (4 ms) of the smallest: doubling per round trip until the
+//     first time the queue bound is hit, then by steps from queueTargetMs
+//     of the rate, doubling while no queue shows (at most an eighth), each
+//     only after a new round-trip sample;
 //   - when the round trip exceeds the smallest by 2 × queueTargetMs, bytes
 //     are queuing on the path, and the window falls to what the path
-//     carried per smallest round trip plus queueTargetMs of it, never
-//     below the floor;
+//     carried per smallest round trip plus queueTargetMs of it, and an
+//     eighth more for credit not yet announced, never below the floor;
 //   - an idle stream keeps its window; every minRttLifetimeMs the window is
 //     halved for one round trip so that a standing queue drains and the
 //     smallest round trip is measured again (BBR's ProbeRTT);
-//   - a change smaller than an eighth is not announced.
+//   - a change smaller than a 32nd is not announced.
 //
 // A page that cannot keep up (xterm.js parsing a flood) sees its own round
 // trip grow, since its pings wait behind the same main thread, so its
@@ -23,7 +25,7 @@
 //
 // DOM-free and clock-free: the caller passes the time (ms).
 
-export const QUEUE_TARGET_MS = 8;
+export const QUEUE_TARGET_MS = 4;
 export const MIN_RTT_LIFETIME_MS = 10000;
 const MIN_EPOCH_MS = 2;
 
@@ -36,6 +38,9 @@ export class WindowTuner {
     this.minRttLifetimeMs = cfg.minRttLifetimeMs ?? MIN_RTT_LIFETIME_MS;
     this.window = Math.min(Math.max(initial, this.floor), this.ceiling);
     this.rtt = 0; // smoothed; 0: no sample yet
+    this.last = 0; // the newest sample
+    this._fresh = false; // a sample arrived since the window last grew
+    this._step = 0; // the last additive step; doubles while no queue shows
     this.minRtt = 0;
     this._minAt = null;
     this._prevMin = 0;
@@ -50,6 +55,8 @@ export class WindowTuner {
   onRtt(now, rtt) {
     rtt = Math.max(rtt, 0.001);
     this.rtt = this.rtt === 0 ? rtt : this.rtt + (rtt - this.rtt) / 4;
+    this.last = rtt;
+    this._fresh = true;
     if (this._minAt === null || now - this._minAt > this.minRttLifetimeMs) {
       this._drainDue = this._minAt !== null && this.window > this.floor;
       this._prevMin = this.minRtt;
@@ -93,22 +100,44 @@ export class WindowTuner {
       }
     }
     const minRtt = this._smallest();
-    const queue = this.rtt - minRtt;
+    // Both the smoothed round trip and the newest sample must show a queue
+    // to shrink; either suffices to stop growing.
+    const queue = Math.min(this.rtt, this.last) - minRtt;
+    const growQueue = Math.max(this.rtt, this.last) - minRtt;
     const perRtt = released * this.rtt / elapsed;
+    const rate = released / elapsed; // bytes per ms
     let next = this.window;
     if (queue > 2 * this.queueTargetMs) {
       this._slowStart = false;
-      const bdp = Math.floor(released / elapsed * (minRtt + this.queueTargetMs));
+      this._step = 0;
+      // An eighth of the window is released and not yet credited on
+      // average (credit goes per quarter window): 7/8 of it is in flight.
+      const bdp = Math.floor(rate * (minRtt + this.queueTargetMs) * 8 / 7);
       next = Math.min(this.window, Math.max(bdp, this.floor));
-    } else if (queue > this.queueTargetMs) {
-      this._slowStart = false;
-    } else if (perRtt >= this.window / 2) {
-      next = this._slowStart ? this.window * 2 : this.window + Math.floor(this.window / 4);
+    } else if (growQueue > this.queueTargetMs) {
+      this._step = 0;
+      if (growQueue > 2 * this.queueTargetMs) this._slowStart = false;
+    } else if (perRtt >= this.window / 2 && this._fresh) {
+      // Each growth waits for a round trip measured after the last one.
+      this._fresh = false;
+      if (this._slowStart) {
+        next = this.window * 2;
+      } else {
+        // Additive from queueTargetMs of the rate, doubling while no queue
+        // shows (at most half the target), at most an eighth.
+        const base = Math.max(Math.floor(rate * this.queueTargetMs), Math.floor(this.window / 64));
+        this._step = this._step === 0 || growQueue > this.queueTargetMs / 2 ? base : this._step * 2;
+        this._step = Math.min(Math.max(this._step, base), Math.floor(this.window / 8));
+        next = this.window + this._step;
+      }
+    } else if (growQueue > this.queueTargetMs / 2) {
+      this._step = 0;
     }
     next = Math.min(Math.max(next, this.floor), this.ceiling);
     const d = next - this.window;
-    if (d === 0 || (d > 0 && d < this.window / 8 && next !== this.ceiling) ||
-        (d < 0 && -d < this.window / 8 && next !== this.floor)) {
+    // A change under a 32nd is not worth a channel/window.
+    if (d === 0 || (d > 0 && d < this.window / 32 && next !== this.ceiling) ||
+        (d < 0 && -d < this.window / 32 && next !== this.floor)) {
       return null;
     }
     return this._set(next);
