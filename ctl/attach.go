@@ -74,7 +74,10 @@ behind the program's output before the daemon skips ahead with a fresh
 screen, when the flood is over or once a second while it lasts. A flood
 faster than this terminal draws is shown in full up to that lag; a larger
 window (--window 32MiB) shows more of it, and after a Ctrl-C more output
-already sent is still drawn.
+already sent is still drawn. On a path whose bandwidth-delay product is
+larger (a fast link far away), the window grows to fit it, up to four times
+SIZE (announced to the daemon with channel/window); it never shrinks below
+SIZE.
 
 --predict auto|always|never: predictive local echo, as mosh does it. While
 predicting, a printable key, backspace and the left and right arrows show at
@@ -520,10 +523,18 @@ func (at *attacher) connect(ctx context.Context, timeout time.Duration) (*client
 	}
 	at.pingable = res.Capabilities.WindowUpdates
 	fc := res.Capabilities.FlowControl
-	sub, err := conn.Subscribe(ctx, at.uri, receiveLimits(fc.ClientDefaults, fc.Maximums, at.window))
+	limits := receiveLimits(fc.ClientDefaults, fc.Maximums, at.window)
+	sub, err := conn.Subscribe(ctx, at.uri, limits)
 	if err != nil {
 		conn.Close()
 		return nil, nil, err
+	}
+	// The window grows on a path whose bandwidth-delay product exceeds
+	// it (PROTOCOL.md §6, "Changing a window"), up to four times what was
+	// asked for; it never goes below that, which is how far this terminal
+	// may lag a flood before it is skipped by snapshot.
+	if limits != nil {
+		sub.AutoWindow(conn.AutoWindowConfig(*limits, limits.WindowBytes, 4*limits.WindowBytes))
 	}
 	return conn, sub, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/ahp-dev/ahpd/ctl/client"
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/internal/linkemu"
 )
 
 // subWindow returns the host's send window for the subscription id of the
@@ -156,4 +157,69 @@ func asReset(err error, re **client.ResetError) bool {
 		*re = r
 	}
 	return ok
+}
+
+// TestSubAutoWindowGrowsOnALongPath: a terminal subscription that tunes its
+// window (client.Sub.AutoWindow, as ahpctl attach does) through an
+// emulated 80 ms, 100 Mbit/s link grows it past what it asked for while
+// output keeps it full, announcing each step with channel/window, and the
+// host's send window follows.
+func TestSubAutoWindowGrowsOnALongPath(t *testing.T) {
+	h := start(t, false, nil)
+	ch, ft := h.term("t")
+	const rate = 100e6 / 8
+	p := linkemu.Params{Delay: 40 * time.Millisecond, Rate: rate, Queue: int64(rate * 0.08)}
+	link, err := linkemu.Start(strings.TrimPrefix(strings.TrimSuffix(h.url, "/v1/ws"), "ws://"), p, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { link.Close() })
+	ctx := ctxT(t)
+	c, _, err := client.Dial(ctx, "ws://"+link.Addr()+"/v1/ws", client.Options{Token: adminToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	lim := flow.ReceiveLimits{WindowBytes: 256 << 10, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 256 << 10}
+	sub, err := c.Subscribe(ctx, ch.URI, &lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.AutoWindow(c.AutoWindowConfig(lim, lim.WindowBytes, 8<<20))
+	line := strings.Repeat("y", 1023) + "\n"
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // output while the test reads: bounded by stop and by count
+		defer close(done)
+		for i := 0; i < 200_000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ft.Emit(line)
+			if i%64 == 63 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	deadline := time.Now().Add(15 * time.Second)
+	for sub.WindowChanges() < 2 && time.Now().Before(deadline) {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.Release(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := sub.Window()
+	t.Logf("window %d → %d after %d channel/window", lim.WindowBytes, w, sub.WindowChanges())
+	if sub.WindowChanges() < 2 || w <= lim.WindowBytes {
+		t.Fatalf("the window is %d after %d channel/window: 256 KiB carries 3 MB/s at 80 ms on a 12.5 MB/s link", w, sub.WindowChanges())
+	}
+	if got := subWindow(t, h, sub.ID, w); got < lim.WindowBytes*2 {
+		t.Fatalf("the host's send window is %d, the client's %d", got, w)
+	}
 }
