@@ -47,9 +47,10 @@ that does not exist end it with exit 1, saying what to do. Later, a kick ends
 it too; a refused dial ends only its connection. A status line per connection
 goes to stderr (opened, resumed, closed with the bytes each way); --quiet hides
 them. Ctrl-C or SIGTERM stops forwarding and exits 0. --compress offers
-permessage-deflate (the daemon's websocketCompression decides): it pays over a
-slow tunnel with compressible data and costs CPU on loopback or with
-compressed data.
+permessage-deflate (the daemon's websocketCompression decides): by default
+(auto) when the daemon is 5 ms or more away, where the link and not the CPU
+caps a tunnel (TCP bytes travel as base64 in JSON, 1.35 bytes on the wire per
+byte); --compress (always) and --compress=never choose for themselves.
 
 Credentials: through the control socket, forward mints single-use tickets
 (role control; over every channel for HOST:PORT, which a create needs) and
@@ -76,13 +77,14 @@ func forwardProcs(getenv func(string) string) int {
 
 func setupForward(fs *flag.FlagSet) action {
 	quiet := fs.Bool("quiet", false, "print no status lines")
-	compress := fs.Bool("compress", false, "offer permessage-deflate on the WebSocket")
+	compress := &compressFlag{mode: "auto"}
+	fs.Var(compress, "compress", "offer permessage-deflate on the WebSocket: auto (when the daemon is 5 ms or more away), always (--compress), never")
 	remote := remoteFlags(fs)
 	return func(ctx context.Context, a *app, args []string) error {
 		if n := forwardProcs(a.getenv); n > 0 {
 			runtime.GOMAXPROCS(n)
 		}
-		f := &forwarder{a: a, quiet: *quiet, compress: *compress}
+		f := &forwarder{a: a, quiet: *quiet, compressMode: compress.mode, compress: compress.mode == "always"}
 		laddr, err := localAddr(args[0])
 		if err != nil {
 			return err
@@ -152,6 +154,48 @@ func setupForward(fs *flag.FlagSet) action {
 	}
 }
 
+// compressAutoRTT is the round trip from which --compress=auto offers
+// permessage-deflate: tcp/data carries base64 in JSON, 1.35 bytes on the
+// wire per byte of data, so a link, not the CPU, caps a tunnel this far
+// away (100 Mbit/s carries 9.3 MB/s of data without compression and 12.2
+// with it, docs/benchmarks.md "Real links"), while on loopback and a LAN
+// deflate costs more than it saves (80 against 330 MB/s on loopback).
+const compressAutoRTT = 5 * time.Millisecond
+
+// decideCompression applies --compress=auto once the first connection's
+// round trip is known: from compressAutoRTT on, that connection is closed
+// and the Redialer's next one offers permessage-deflate.
+func (f *forwarder) decideCompression(conn *client.Conn) {
+	if f.compressMode != "auto" || conn.RTT() < compressAutoRTT {
+		return
+	}
+	f.mu.Lock()
+	f.compress = true
+	f.mu.Unlock()
+	f.statusf("the daemon is %v away: compressing (--compress=never turns it off)", conn.RTT().Round(time.Millisecond))
+	conn.Close() // the next Get dials with deflate
+}
+
+// compressFlag is --compress: auto, always or never; a bare --compress is
+// always.
+type compressFlag struct{ mode string }
+
+func (c *compressFlag) String() string   { return c.mode }
+func (c *compressFlag) IsBoolFlag() bool { return true }
+func (c *compressFlag) Set(v string) error {
+	switch v {
+	case "true", "always":
+		c.mode = "always"
+	case "false", "never":
+		c.mode = "never"
+	case "auto":
+		c.mode = "auto"
+	default:
+		return fmt.Errorf("want auto, always or never, got %q", v)
+	}
+	return nil
+}
+
 // localAddr returns LOCAL_ADDR as net.Listen takes it: PORT means
 // 127.0.0.1:PORT; HOST:PORT and :PORT are kept. Anything else is bad
 // usage.
@@ -180,6 +224,7 @@ func (f *forwarder) check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("forward: %s", explainConn(err, f.c == nil).msg)
 	}
+	defer f.decideCompression(conn)
 	f.mu.Lock()
 	access := f.access
 	f.mu.Unlock()
@@ -230,7 +275,8 @@ func (f *forwarder) check(ctx context.Context) error {
 type forwarder struct {
 	a        *app
 	quiet    bool
-	compress bool // offer permessage-deflate
+	compress     bool   // offer permessage-deflate (guarded by mu once serving)
+	compressMode string // auto, always or never (--compress)
 	// the target: a channel URI, or host and port to create channels to
 	uri  string
 	host string
@@ -291,7 +337,10 @@ func (f *forwarder) statusf(format string, args ...any) {
 func (f *forwarder) dial(ctx context.Context) (*client.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.a.timeout)
 	defer cancel()
-	opts := client.Options{ClientName: "ahpctl forward", ClientVersion: Version, Deflate: f.compress, TLS: f.tls}
+	f.mu.Lock()
+	deflate := f.compress
+	f.mu.Unlock()
+	opts := client.Options{ClientName: "ahpctl forward", ClientVersion: Version, Deflate: deflate, TLS: f.tls}
 	if f.c == nil {
 		opts.Token = f.token
 		c, ini, err := client.Dial(ctx, f.wsURL, opts)

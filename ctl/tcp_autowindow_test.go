@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,4 +116,52 @@ func TestE2ETCPWindowsFitThePath(t *testing.T) {
 			t.Errorf("the host's receive window stayed at %d (%d channel/window): an 80 ms path needs 2.7 MB", final, changes)
 		}
 	})
+}
+
+// TestE2EForwardCompressAuto: forward offers permessage-deflate by itself
+// when the daemon is 5 ms or more away (--compress=auto, the default): a
+// tunnel that far is capped by its link, and base64 in JSON costs 1.35
+// bytes on the wire per byte. On loopback it does not; --compress=never
+// keeps it off; a bad value is bad usage. Bytes go through either way.
+func TestE2EForwardCompressAuto(t *testing.T) {
+	d, tok, host, port := echoDaemon(t)
+	target := net.JoinHostPort(host, strconv.Itoa(port))
+	p := linkemu.Params{Delay: 10 * time.Millisecond}
+	link, err := linkemu.Start(d.addr, p, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { link.Close() })
+	env := []string{"AHP_TOKEN=" + tok}
+	compressing := regexp.MustCompile(`^forward: the daemon is (\S+) away: compressing`)
+	echo := func(f *forwardProc) {
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		msg := bytes.Repeat([]byte("compressible text, "), 50_000)
+		go func() { _, _ = c.Write(msg) }()
+		back := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, back); err != nil || !bytes.Equal(back, msg) {
+			t.Fatalf("echo through forward: %v", err)
+		}
+	}
+	far := startForward(t, d, env, "--url", "http://"+link.Addr(), "127.0.0.1:0", target)
+	if m := compressing.FindStringSubmatch(far.log()); m == nil {
+		t.Fatalf("forward through a 20 ms link did not say it compresses:\n%s", far.log())
+	}
+	echo(far)
+	near := startForward(t, d, env, "--url", "http://"+d.addr, "127.0.0.1:0", target)
+	if strings.Contains(near.log(), "compressing") {
+		t.Fatalf("forward on loopback compresses:\n%s", near.log())
+	}
+	echo(near)
+	never := startForward(t, d, env, "--compress=never", "--url", "http://"+link.Addr(), "127.0.0.1:0", target)
+	if strings.Contains(never.log(), "compressing") {
+		t.Fatalf("--compress=never compresses:\n%s", never.log())
+	}
+	if _, stderr, code := d.ctl("forward", "--compress=sometimes", "127.0.0.1:0", target); code != 2 || !strings.Contains(stderr, "want auto, always or never") {
+		t.Fatalf("--compress=sometimes: exit %d, %s", code, stderr)
+	}
 }
