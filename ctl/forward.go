@@ -273,8 +273,8 @@ func (f *forwarder) check(ctx context.Context) error {
 
 // forwarder is one `ahpctl forward`.
 type forwarder struct {
-	a        *app
-	quiet    bool
+	a            *app
+	quiet        bool
 	compress     bool   // offer permessage-deflate (guarded by mu once serving)
 	compressMode string // auto, always or never (--compress)
 	// the target: a channel URI, or host and port to create channels to
