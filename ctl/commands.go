@@ -83,7 +83,7 @@ func rootCommand() *command {
 			examples: []string{"ahpctl events", "ahpctl events -o json --kind viewer.kicked --kind viewer.stalled", "ahpctl events --count 1 --kind channel.created", "ahpctl events --after 120"}},
 		{name: "attach", args: "URI", summary: "Attach this terminal to a terminal channel (Ctrl-] d detaches)", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupAttach,
 			help:     attachHelp,
-			examples: []string{"ahpctl attach ahp-terminal:/shell", "ahpctl attach shell", "ahpctl attach --read-only --detach-keys ctrl-a build"}},
+			examples: []string{"ahpctl attach ahp-terminal:/shell", "ahpctl attach shell", "ahpctl attach --read-only --detach-keys ctrl-a build", "ahpctl attach --url https://gw.example --token-file ~/.ahp-token --predict always shell"}},
 		{name: "forward", args: "LOCAL_ADDR HOST:PORT|URI", summary: "Forward local TCP connections through the daemon to HOST:PORT or a TCP channel", minArgs: 2, maxArgs: 2, setup: setupForward,
 			help:     forwardHelp,
 			examples: []string{"ahpctl forward 8080 127.0.0.1:80", "ahpctl forward 127.0.0.1:5433 db.internal:5432 --quiet", "ahpctl forward 9000 ahp-tcp:/3", "ahpctl forward --url http://gw:7681 --token-file ~/.ahp-token 8080 10.0.0.5:80"}},
