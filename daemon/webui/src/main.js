@@ -802,6 +802,8 @@ window.ahpTest = {
   },
   /** screenText returns the visible lines of the terminal, right-trimmed. */
   screenText: () => view.screenText(),
+  /** receiveWindow is the terminal subscription's window in force (bytes, as tuned), or null: cheap to poll. */
+  receiveWindow: () => attachment?.subscription?.window ?? null,
   attach,
   client,
   term: view.term,
