@@ -36,6 +36,8 @@ export const kind = 'telemetry';
 
 /** Lines a chart draws when its "+K more" is expanded (the legend lists them). */
 export const EXPANDED_LINES = 64;
+/** A chart redraws at most this often (ms); see draw(). */
+export const REDRAW_MS = 100;
 /** How often the shown series are re-ranked (ms): lines do not flicker in and out. */
 const RERANK_MS = 2000;
 
@@ -131,6 +133,7 @@ export function createView(container, hooks = {}) {
   let rateAt = 0;
   let rateSamples = 0;
   let samplesPerSecond = null;
+  let redrawTimer = null; // a chart waits for REDRAW_MS to pass (draw())
 
   function start(ch) {
     for (const p of plots.values()) p.u.destroy();
@@ -152,28 +155,53 @@ export function createView(container, hooks = {}) {
     renderHead();
   }
 
+  // draw runs in the frame that applied messages (telemetry-stream.js). A
+  // chart redraws at most every REDRAW_MS: a collection of many series
+  // comes in several batches, over several frames, and redrawing a chart
+  // for each (its canvas rasterized again) cost 40 % of a core for 1,000
+  // series at 10 Hz (docs/benchmarks.md). A chart changed since its last
+  // redraw is redrawn when REDRAW_MS has passed (a timer, then a frame).
   function draw() {
     const now = performance.now();
+    let wait = Infinity;
     for (const chart of model.charts.values()) {
       const p = plots.get(chart.name) ?? makePlot(chart);
       if (p.version === chart.version) continue;
-      p.version = chart.version;
-      choose(p, now);
-      const data = chart.data(p.shown);
-      p.u.batch((u) => {
-        while (u.series.length - 1 < p.shown.length) u.addSeries(seriesOpts(p), u.series.length);
-        while (u.series.length - 1 > p.shown.length) u.delSeries(u.series.length - 1);
-        u.setData(data); // drawn now, not in a microtask: credit follows this
-      });
-      p.card.dataset.points = String(chart.points);
-      p.card.dataset.gaps = String(chart.visibleGaps().length);
-      renderMore(p);
-      renderLegend(p);
+      const due = p.drawnAt + REDRAW_MS - now;
+      if (due > 0 && !p.dirty) {
+        wait = Math.min(wait, due);
+        continue;
+      }
+      redraw(p, now);
+    }
+    if (wait !== Infinity && !redrawTimer) {
+      redrawTimer = setTimeout(() => requestAnimationFrame(() => {
+        redrawTimer = null;
+        if (model) draw();
+      }), wait);
     }
     const hc = model.hiddenCharts.size;
     hidden.textContent = hc ? `${hc} more metric${hc === 1 ? '' : 's'} not shown (at most ${model.maxCharts} charts)` : '';
     empty.hidden = model.charts.size > 0;
     renderHead();
+  }
+
+  function redraw(p, now) {
+    const chart = p.chart;
+    p.version = chart.version;
+    p.drawnAt = now;
+    choose(p, now);
+    const data = chart.data(p.shown);
+    p.u.batch((u) => {
+      while (u.series.length - 1 < p.shown.length) u.addSeries(seriesOpts(p), u.series.length);
+      while (u.series.length - 1 > p.shown.length) u.delSeries(u.series.length - 1);
+      u.setData(data); // drawn now, not in a microtask
+    });
+    p.draws++;
+    p.card.dataset.points = String(chart.points);
+    p.card.dataset.gaps = String(chart.visibleGaps().length);
+    renderMore(p);
+    renderLegend(p);
   }
 
   // choose picks the series a chart draws: the top N by recent value (all,
@@ -300,6 +328,8 @@ export function createView(container, hooks = {}) {
       fmt: valueFormatter(unit),
       topN: DEFAULT_TOP_N, expanded: false, shown: [], ranked: [], seen: -1, rankedAt: 0, dirty: false,
       legendRows: [],
+      draws: 0, // redraws of the plot (uPlot setData), for the benchmark
+      drawnAt: -Infinity,
       recording: null, // layout(): the texts drawn, while it redraws
     };
     more.addEventListener('click', () => {
@@ -312,7 +342,10 @@ export function createView(container, hooks = {}) {
       width: plotWidth(el),
       height: CHART_HEIGHT,
       ms: 1, // sample times are Unix milliseconds
-      pxAlign: false,
+      // Lines on whole pixels and 1 px wide: Chromium's software canvas
+      // (no GPU) strokes 64 lines of 1,200 points in 15 ms so, 84 ms at
+      // 1.5 px unaligned (docs/benchmarks.md, Telemetry charts).
+      pxAlign: 1,
       cursor: { drag: { x: false, y: false }, points: { size: 6 } },
       legend: { show: false }, // the page's own legend (renderLegend)
       // Top: half a label over the highest y tick; right: half a time
@@ -468,6 +501,7 @@ export function createView(container, hooks = {}) {
             series: c.series.map((s) => s.label),
             shown: p ? p.shown.map((s) => s.label) : [],
             expanded: p?.expanded ?? false,
+            draws: p?.draws ?? 0,
             hiddenSeries: c.hiddenSeries.size,
             gaps: c.visibleGaps().length,
             pauses: c.pauses,
@@ -478,6 +512,8 @@ export function createView(container, hooks = {}) {
       };
     },
     dispose() {
+      clearTimeout(redrawTimer);
+      redrawTimer = null;
       observer.disconnect();
       stream?.reset();
       for (const p of plots.values()) p.u.destroy();
@@ -496,7 +532,7 @@ function seriesOpts(p) {
   };
   return {
     stroke: color,
-    width: 1.5,
+    width: 1,
     spanGaps: false, // null (a gap) breaks the line; undefined is spanned
     // Points with no line to either side (one sample, the first after a
     // gap) are drawn as dots; no other points.
