@@ -48,9 +48,11 @@ func (c TunerConfig) withDefaults() TunerConfig {
 //   - When the round trip exceeds the smallest by 2 × QueueTarget, bytes
 //     are queuing on the path (a bottleneck buffer, a kernel buffer), and
 //     the window falls to what the path carries per smallest round trip
-//     (the released rate × the smallest round trip) plus QueueTarget's
-//     worth, and an eighth more for the credit not yet announced (it is
-//     announced per quarter window), never below Floor.
+//     (the highest released rate of the last eight epochs × the smallest
+//     round trip) plus QueueTarget's worth, and an eighth more for the
+//     credit not yet announced (it is announced per quarter window), never
+//     below Floor; the next shrink waits two epochs, since this one takes a
+//     round trip to act and starves the pipe meanwhile.
 //   - It never shrinks because the stream went idle: an idle window
 //     costs the receiver nothing.
 //   - Every MinRTTLifetime it halves the window for one round trip (as
@@ -74,6 +76,9 @@ type WindowTuner struct {
 	last      time.Duration // the newest sample
 	fresh     bool          // a sample arrived since the window last grew
 	step      int64         // the last additive step (0: none yet); doubles while no queue shows
+	rates     [8]float64    // the released rate (bytes/s) of the last epochs, newest at rateAt
+	rateAt    int
+	settle    int // epochs to wait after a shrink before another: it takes a round trip to act
 	slowStart bool
 	// A drain every MinRTTLifetime (as BBR's ProbeRTT): the window is
 	// halved for one round trip so that a standing queue empties and the
@@ -173,6 +178,11 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 			return half, true
 		}
 	}
+	t.rateAt = (t.rateAt + 1) % len(t.rates)
+	t.rates[t.rateAt] = float64(released) / elapsed.Seconds()
+	if t.settle > 0 {
+		t.settle--
+	}
 	minRTT := t.smallest()
 	// Queue evidence: both the smoothed round trip and the newest sample
 	// must show one to shrink; either suffices to stop growing.
@@ -184,11 +194,24 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 	switch {
 	case queue > 2*t.cfg.QueueTarget:
 		t.slowStart, t.step = false, 0
-		// Credit is announced per quarter window (Receiver.Release), so
-		// on average an eighth of the window is released and not yet
-		// credited, and the bytes in flight are 7/8 of it.
-		bdp := int64(rate * (minRTT + t.cfg.QueueTarget).Seconds() * 8 / 7)
+		if t.settle > 0 {
+			break // the last shrink has not acted yet
+		}
+		// What the path carries: the highest released rate of the last
+		// epochs (a shrink starves the pipe for a round trip, and the
+		// rate measured meanwhile is not the path's). Credit is announced
+		// per quarter window (Receiver.Release), so on average an eighth
+		// of the window is released and not yet credited, and the bytes
+		// in flight are 7/8 of it.
+		best := 0.0
+		for _, r := range t.rates {
+			best = max(best, r)
+		}
+		bdp := int64(best * (minRTT + t.cfg.QueueTarget).Seconds() * 8 / 7)
 		next = min(t.window, max(bdp, t.cfg.Floor))
+		if next < t.window {
+			t.settle = 2
+		}
 	case growQueue > t.cfg.QueueTarget:
 		t.step = 0
 		if growQueue > 2*t.cfg.QueueTarget {

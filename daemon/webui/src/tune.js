@@ -41,6 +41,9 @@ export class WindowTuner {
     this.last = 0; // the newest sample
     this._fresh = false; // a sample arrived since the window last grew
     this._step = 0; // the last additive step; doubles while no queue shows
+    this._rates = new Array(8).fill(0); // released bytes/ms of the last epochs
+    this._rateAt = 0;
+    this._settle = 0; // epochs to wait after a shrink before another
     this.minRtt = 0;
     this._minAt = null;
     this._prevMin = 0;
@@ -99,6 +102,9 @@ export class WindowTuner {
         return this._set(half);
       }
     }
+    this._rateAt = (this._rateAt + 1) % this._rates.length;
+    this._rates[this._rateAt] = released / elapsed;
+    if (this._settle > 0) this._settle--;
     const minRtt = this._smallest();
     // Both the smoothed round trip and the newest sample must show a queue
     // to shrink; either suffices to stop growing.
@@ -110,10 +116,16 @@ export class WindowTuner {
     if (queue > 2 * this.queueTargetMs) {
       this._slowStart = false;
       this._step = 0;
-      // An eighth of the window is released and not yet credited on
-      // average (credit goes per quarter window): 7/8 of it is in flight.
-      const bdp = Math.floor(rate * (minRtt + this.queueTargetMs) * 8 / 7);
-      next = Math.min(this.window, Math.max(bdp, this.floor));
+      if (this._settle === 0) {
+        // The path's rate: the highest of the last epochs (a shrink starves
+        // the pipe for a round trip). An eighth of the window is released
+        // and not yet credited on average (credit goes per quarter
+        // window): 7/8 of it is in flight.
+        const best = Math.max(...this._rates);
+        const bdp = Math.floor(best * (minRtt + this.queueTargetMs) * 8 / 7);
+        next = Math.min(this.window, Math.max(bdp, this.floor));
+        if (next < this.window) this._settle = 2;
+      }
     } else if (growQueue > this.queueTargetMs) {
       this._step = 0;
       if (growQueue > 2 * this.queueTargetMs) this._slowStart = false;
