@@ -136,7 +136,7 @@ func newScrape(t *testing.T, cfg telemetry.ScrapeConfig) *telemetry.Scrape {
 
 // firstErr creates a channel with the scrape source and returns the
 // error of its first scrape, then closes the channel.
-func firstErr(t *testing.T, cfg telemetry.ScrapeConfig) (error, string) {
+func firstErr(t *testing.T, cfg telemetry.ScrapeConfig) (detail string, err error) {
 	t.Helper()
 	src := newScrape(t, cfg)
 	c, err := telemetry.New(telemetry.Config{Source: "scrape"}, src)
@@ -147,7 +147,7 @@ func firstErr(t *testing.T, cfg telemetry.ScrapeConfig) (error, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = src.WaitFirst(ctx)
-	return err, c.Describe().Detail
+	return c.Describe().Detail, err
 }
 
 func TestScrapeRefusedByAllowList(t *testing.T) {
@@ -163,7 +163,7 @@ func TestScrapeRefusedByAllowList(t *testing.T) {
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	byName := allowFunc(func(host string, p uint16) bool { return host == "localhost" && int(p) == port })
-	err, _ = firstErr(t, telemetry.ScrapeConfig{URL: fmt.Sprintf("http://localhost:%d/metrics", port), Allow: byName})
+	_, err = firstErr(t, telemetry.ScrapeConfig{URL: fmt.Sprintf("http://localhost:%d/metrics", port), Allow: byName})
 	if err == nil || !strings.Contains(err.Error(), "resolved to") {
 		t.Fatalf("a name whose address is not admitted: %v, want the dial refused", err)
 	}
@@ -180,7 +180,7 @@ func TestScrapeTimeout(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	start := time.Now()
-	err, detail := firstErr(t, telemetry.ScrapeConfig{URL: srv.URL + "/metrics", Interval: time.Second, Timeout: 100 * time.Millisecond})
+	detail, err := firstErr(t, telemetry.ScrapeConfig{URL: srv.URL + "/metrics", Interval: time.Second, Timeout: 100 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "timed out after 100ms") {
 		t.Fatalf("first scrape of a target that never answers: %v, want timed out after 100ms", err)
 	}
@@ -206,11 +206,11 @@ func TestScrapeBodyCap(t *testing.T) {
 			w.(http.Flusher).Flush()
 			io.WriteString(w, body[len(body)/2:])
 		}))
-		err, _ := firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, MaxBytes: 1024})
+		_, err := firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, MaxBytes: 1024})
 		if !errors.Is(err, telemetry.ErrScrapeTooLarge) && (err == nil || !strings.Contains(err.Error(), telemetry.ErrScrapeTooLarge.Error())) {
 			t.Errorf("chunked %v: a %d-byte body with a 1 KiB cap: %v, want refused", chunked, len(body), err)
 		}
-		err, _ = firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, MaxBytes: int64(len(body))})
+		_, err = firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, MaxBytes: int64(len(body))})
 		if err != nil {
 			t.Errorf("chunked %v: a body of exactly the cap: %v", chunked, err)
 		}
@@ -224,11 +224,11 @@ func TestScrapeNoRedirectsNoProxy(t *testing.T) {
 	srv := httptest.NewServer(http.RedirectHandler(target.URL, http.StatusFound))
 	defer srv.Close()
 	t.Setenv("HTTP_PROXY", "http://127.0.0.1:1")
-	err, _ := firstErr(t, telemetry.ScrapeConfig{URL: srv.URL})
+	_, err := firstErr(t, telemetry.ScrapeConfig{URL: srv.URL})
 	if err == nil || !strings.Contains(err.Error(), "HTTP status 302") {
 		t.Errorf("a redirect: %v, want HTTP status 302 (not followed)", err)
 	}
-	if err, _ := firstErr(t, telemetry.ScrapeConfig{URL: target.URL}); err != nil {
+	if _, err := firstErr(t, telemetry.ScrapeConfig{URL: target.URL}); err != nil {
 		t.Errorf("with HTTP_PROXY set: %v (the environment's proxy must not be used)", err)
 	}
 }
@@ -539,14 +539,14 @@ func TestScrapeBearerToken(t *testing.T) {
 	defer srv.Close()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "token")
-	err, _ := firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, BearerTokenFile: file})
+	_, err := firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, BearerTokenFile: file})
 	if err == nil || !strings.Contains(err.Error(), "bearer token file: open "+file) {
 		t.Errorf("a missing token file: %v", err)
 	}
 	if err := os.WriteFile(file, []byte("s3cret-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err, _ = firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, BearerTokenFile: file})
+	_, err = firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, BearerTokenFile: file})
 	if err == nil || !strings.Contains(err.Error(), "HTTP status 401") || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("a wrong token: %v, want HTTP status 401 without the token", err)
 	}
