@@ -59,12 +59,14 @@ e2e: build
 # screen, against the raw PTY read in the same run (bin/ahpbench -rawread,
 # the raw reader of bench-process and bench-attach), per receive window
 # (docs/benchmarks-browser.md). BENCHFLAGS passes flags on, e.g.
-# BENCHFLAGS='--windows 256KiB,4MiB --rounds 5'. Runs under
+# BENCHFLAGS='--windows 256KiB,4MiB --rounds 5'; through emulated links
+# (bin/linkemu, issue 40): BENCHFLAGS='--links none,0,20ms,80ms,200ms
+# --windows default' (docs/benchmarks.md, "Real links"). Runs under
 # flock /tmp/ahp-bench.lock so that benchmarks on a shared machine do not overlap.
 bench-browser: build
 	@test -x $(CHROMIUM) || { echo "make bench-browser: no browser at $(CHROMIUM) (apt-get install chromium)" >&2; exit 1; }
-	$(GO) build -o bin/ ./bench/ahpbench
-	cd $(WEBUI) && AHPD_BIN=$(CURDIR)/bin/ahpd AHPBENCH_BIN=$(CURDIR)/bin/ahpbench CHROMIUM_BIN=$(CHROMIUM) flock /tmp/ahp-bench.lock node e2e/bench-cat.mjs $(BENCHFLAGS)
+	$(GO) build -o bin/ ./bench/ahpbench ./bench/linkemu
+	cd $(WEBUI) && AHPD_BIN=$(CURDIR)/bin/ahpd AHPBENCH_BIN=$(CURDIR)/bin/ahpbench LINKEMU_BIN=$(CURDIR)/bin/linkemu CHROMIUM_BIN=$(CHROMIUM) flock /tmp/ahp-bench.lock node e2e/bench-cat.mjs $(BENCHFLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \

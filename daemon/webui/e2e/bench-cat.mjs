@@ -5,16 +5,20 @@
 //
 //   make bench-browser                       # = node e2e/bench-cat.mjs
 //   make bench-browser BENCHFLAGS='--windows 256KiB,4MiB --rounds 5'
+//   make bench-browser BENCHFLAGS='--links none,0,20ms,80ms,200ms --windows default'
 //
-// Each round runs, for every window in --windows (the order rotates from
-// round to round), one raw read and one page run:
+// Each round runs, for every link in --links and every window in
+// --windows (the order rotates from round to round), one raw read and one
+// page run:
 //
 //   raw    `ahpbench -rawread FILE` (bench/termbench/rawread.go, the
 //          raw reader of make bench-process and make bench-attach too):
 //          `cat FILE` on a fresh 24x80 PTY whose other end is read (64 KiB
 //          reads) and discarded as fast as one process can — the ceiling.
-//   page   a new tab opens the page with `?window=W` (and --frame,
-//          --message, --renderer), attaches to the daemon's terminal
+//   page   a new tab opens the page with `?window=W` (none for the window
+//          "default": the page's own, which starts at 256 KiB and grows
+//          to fit the path, tune.js; and --frame, --message,
+//          --renderer), attaches to the daemon's terminal
 //          (a /bin/sh), clears the screen, types `cat FILE`; the clock
 //          starts in the page when xterm hands the Enter key to the page
 //          (term.onData) and stops at the first xterm render (term.onRender)
@@ -37,11 +41,35 @@
 // busy s (CDP Performance.getMetrics TaskDuration), the rest of Chromium
 // (browser + GPU + utility processes, same source), and ahpd's CPU s
 // (utime + stime of /proc/PID/stat; the shell and cat are not in it).
+// The page's receive window: at the key, at its largest during the run
+// and at the end (window.ahpTest.receiveWindow(), polled every 50 ms),
+// and how many times the page changed it (channel/window).
+//
+// Through a link (--links, issue 40): for each link other than "none"
+// (loopback, no emulator) the benchmark starts bench/linkemu
+// (-rtt RTT -rate --rate [-queue --queue]) in front of its own ahpd,
+// which it starts with --public-url http://EMULATOR/ (ahpd checks Origin
+// and Host, as predict.test.mjs does), and the page is loaded through the
+// emulator's address: every byte between the page and ahpd crosses the
+// emulated link. All the daemons and emulators start before the first
+// round and serve every round. Each row then also has the link's time
+// for the file's bytes (--size over --rate: what the link needs to carry
+// the cat's output once, framing aside) and the page's time over it,
+// against issue 40's target (the last line within 1.3 x the link's time,
+// with at most 2 snapshots).
 //
 // Flags (also BENCH_* environment, see below):
 //   --rounds N        rounds (default 3)
 //   --windows LIST    page receive windows, comma-separated, bytes or
-//                     KiB/MiB (default 256KiB,1MiB,4MiB,16MiB,32MiB)
+//                     KiB/MiB, or "default": no ?window=, the page's own
+//                     adaptive window (default 256KiB,1MiB,4MiB,16MiB,32MiB)
+//   --links LIST      round trips of emulated links, comma-separated
+//                     (0, 20ms, 80ms, 200ms; a bare number is ms), or
+//                     "none": loopback without an emulator (default none)
+//   --rate RATE       the links' bandwidth each way (default 100mbit;
+//                     as linkemu -rate: 100mbit, 12.5MB)
+//   --queue SIZE      the links' bottleneck queue (default: linkemu's,
+//                     one bandwidth-delay product, at least 64 KiB)
 //   --frame SIZE      ?frame= for every page run (default: the page's)
 //   --message SIZE    ?message= (default: the page's)
 //   --renderer R      default (the page's own choice: WebGL on a GPU, the
@@ -59,12 +87,14 @@
 //                     (10,040 lines written after term.reset(), as a
 //                     snapshot is, against the same into a full buffer)
 //   --profile PREFIX  write each page run's CPU profile (CDP Profiler, the
-//                     page's main thread) to PREFIX-rR-wW.cpuprofile and
+//                     page's main thread) to PREFIX-rR-LINK-wW.cpuprofile and
 //                     print its top functions by self time
 //
-// Binaries as in common.mjs (AHPD_BIN, CHROMIUM_BIN), and AHPBENCH_BIN, the
+// Binaries as in common.mjs (AHPD_BIN, CHROMIUM_BIN), AHPBENCH_BIN, the
 // raw reader (default: ahpbench beside AHPD_BIN; make bench-browser builds
-// it: go build -o bin/ ./bench/ahpbench). Loopback only; every
+// it: go build -o bin/ ./bench/ahpbench), and LINKEMU_BIN, the link
+// emulator (default: linkemu beside AHPD_BIN, else built with `go build
+// ./bench/linkemu` into the run's temp directory). Loopback only; every
 // wait is bounded. Wrap runs in `flock /tmp/ahp-bench.lock` on a shared
 // machine (the Makefile target does).
 
@@ -76,9 +106,12 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { parseSize } from '../src/wire.js';
-import { AHPD_BIN, CHROMIUM_ARGS, CHROMIUM_BIN, printedLink, STEP_MS, within } from './common.mjs';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { AHPD_BIN, CHROMIUM_ARGS, CHROMIUM_BIN, printedLink, run, STEP_MS, within } from './common.mjs';
 
 const AHPBENCH_BIN = resolve(process.env.AHPBENCH_BIN || join(AHPD_BIN, '../ahpbench'));
+const REPO_ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../..');
 const CHANNEL = 'ahp-terminal:/shell';
 const PROMPT = 'bench$ ';
 const LINE = 'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(2) + '\n'; // 111 bytes, as termbench
@@ -87,6 +120,9 @@ const { values: opt } = parseArgs({
   options: {
     rounds: { type: 'string', default: process.env.BENCH_ROUNDS ?? '3' },
     windows: { type: 'string', default: process.env.BENCH_WINDOWS ?? '256KiB,1MiB,4MiB,16MiB,32MiB' },
+    links: { type: 'string', default: process.env.BENCH_LINKS ?? 'none' },
+    rate: { type: 'string', default: process.env.BENCH_RATE ?? '100mbit' },
+    queue: { type: 'string', default: process.env.BENCH_QUEUE ?? '' },
     frame: { type: 'string', default: process.env.BENCH_FRAME ?? '' },
     message: { type: 'string', default: process.env.BENCH_MESSAGE ?? '' },
     renderer: { type: 'string', default: process.env.BENCH_RENDERER ?? 'default' },
@@ -103,13 +139,37 @@ function bytes(s) {
   if (n === null) throw new Error(`not a size: ${s} (bytes, or a number with KiB or MiB)`);
   return n;
 }
-const human = (n) => (n % (1 << 20) === 0 ? `${n >> 20} MiB` : n % 1024 === 0 ? `${n >> 10} KiB` : `${n} B`);
+const human = (n) => (n === null ? 'default' : n % (1 << 20) === 0 ? `${n >> 20} MiB` : n % 1024 === 0 ? `${n >> 10} KiB` : `${n} B`);
+/** mib prints a window in MiB (the tuned ones are not round). */
+const mib = (n) => (n == null ? '–' : n >= 1 << 20 ? `${(n / 1048576).toFixed(2)} MiB` : `${(n / 1024).toFixed(0)} KiB`);
+
+/** rate reads a bandwidth as linkemu -rate does (100mbit, 12.5MB, 1MiB) into bytes/s. */
+function rate(s) {
+  const m = /^([0-9.]+)\s*(gbit|mbit|kbit|bit|gib|mib|kib|gb|mb|kb|b)?$/i.exec(s.trim());
+  const f = m ? Number(m[1]) : NaN;
+  const mult = { gbit: 1e9 / 8, mbit: 1e6 / 8, kbit: 1e3 / 8, bit: 1 / 8, gib: 2 ** 30, mib: 2 ** 20, kib: 1024, gb: 1e9, mb: 1e6, kb: 1e3, b: 1 }[(m?.[2] ?? 'b').toLowerCase()];
+  if (!(f > 0)) throw new Error(`--rate ${s}: want e.g. 100mbit or 12.5MB (bytes/s)`);
+  return f * mult;
+}
+
+/** link reads one --links entry: null for "none" (loopback), else the round trip in ms. */
+function link(s) {
+  const t = s.trim().toLowerCase();
+  if (t === 'none' || t === 'loopback') return null;
+  const m = /^([0-9.]+)(ms|s)?$/.exec(t);
+  if (!m) throw new Error(`--links: not a round trip: ${s} (0, 20ms, 0.2s, or none)`);
+  return Number(m[1]) * (m[2] === 's' ? 1000 : 1);
+}
+const linkName = (rtt) => (rtt === null ? 'loopback' : `${rtt} ms`);
 
 const ROUNDS = Number(opt.rounds);
-const WINDOWS = opt.windows.split(',').map(bytes);
+const WINDOWS = opt.windows.split(',').map((w) => (w.trim() === 'default' ? null : bytes(w)));
+const LINKS = [...new Set(opt.links.split(',').map(link))];
+const RATE = rate(opt.rate); // bytes/s
 const SIZE = bytes(opt.size);
 const RUN_MS = Number(opt.timeout) * 1000;
-if (!(ROUNDS >= 1 && ROUNDS <= 50) || !(RUN_MS > 0) || WINDOWS.length === 0) throw new Error('bad flags');
+if (!(ROUNDS >= 1 && ROUNDS <= 50) || !(RUN_MS > 0) || WINDOWS.length === 0 || LINKS.length === 0) throw new Error('bad flags');
+if (opt.queue) bytes(opt.queue);
 if (!['default', 'dom', 'webgl'].includes(opt.renderer)) throw new Error(`--renderer ${opt.renderer}: default, dom or webgl`);
 for (const [what, bin, how] of [['browser', CHROMIUM_BIN, 'apt-get install chromium'], ['daemon', AHPD_BIN, 'make build'],
   ['raw reader', AHPBENCH_BIN, 'go build -o bin/ ./bench/ahpbench, or set AHPBENCH_BIN']]) {
@@ -178,6 +238,100 @@ function rawRead(file) {
   });
 }
 
+/** freePort returns a loopback port nobody listens on (for ahpd behind an emulator). */
+function freePort() {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.on('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => res(port));
+    });
+  });
+}
+
+/** linkemuBin returns the link emulator: LINKEMU_BIN, linkemu beside AHPD_BIN, or one built into tmp. */
+async function linkemuBin(tmp) {
+  if (process.env.LINKEMU_BIN) return resolve(process.env.LINKEMU_BIN);
+  const beside = join(AHPD_BIN, '../linkemu');
+  if (existsSync(beside)) return beside;
+  const bin = join(tmp, 'linkemu');
+  log('building bench/linkemu (set LINKEMU_BIN to skip)');
+  await run('go', ['build', '-C', REPO_ROOT, '-o', bin, './bench/linkemu'], { GOFLAGS: '-tags=grpcnotrace' }, 180_000);
+  return bin;
+}
+
+/**
+ * startLink starts the emulator in front of 127.0.0.1:port for a link of
+ * rtt ms at RATE and resolves with its process and address.
+ */
+function startLink(bin, port, rtt) {
+  const args = ['-target', `127.0.0.1:${port}`, '-rtt', `${rtt}ms`, '-rate', `${RATE}B`];
+  if (opt.queue) args.push('-queue', `${bytes(opt.queue)}B`);
+  const emu = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  return within(STEP_MS, 'the link emulator to listen', new Promise((res, rej) => {
+    let buf = '';
+    emu.stdout.setEncoding('utf8').on('data', (d) => {
+      buf += d;
+      const m = /linkemu listening on (\S+)/.exec(buf);
+      if (m) res({ emu, addr: m[1], args });
+    });
+    emu.stderr.setEncoding('utf8').on('data', (d) => log(`linkemu (${rtt} ms): ${d.trim()}`));
+    emu.on('error', rej);
+    emu.on('exit', (c, sig) => rej(new Error(`linkemu exited ${c ?? sig}: ${buf}`)));
+  })).catch((e) => {
+    emu.kill('SIGKILL');
+    throw e;
+  });
+}
+
+/**
+ * startDaemon starts an ahpd for one link (rtt null: loopback) and returns
+ * what a page run needs: {rtt, daemon, emu, base, admin, daemonPid}.
+ */
+async function startDaemon(tmp, home, shrc, rtt, emuBin) {
+  const dir = join(tmp, rtt === null ? 'loopback' : `link-${rtt}ms`);
+  await mkdir(dir, { recursive: true });
+  const env = { rtt, daemon: null, emu: null, out: [] };
+  let listen = '127.0.0.1:0';
+  const extra = [];
+  if (rtt !== null) {
+    // The emulator dials the daemon per connection, so it starts first and
+    // the daemon is told its address as the URL browsers open (publicUrl:
+    // the page's Origin and Host are the emulator's).
+    const port = await freePort();
+    listen = `127.0.0.1:${port}`;
+    const l = await startLink(emuBin, port, rtt);
+    env.emu = l.emu;
+    env.emuArgs = l.args;
+    extra.push('--public-url', `http://${l.addr}/`);
+  }
+  env.daemon = spawn(AHPD_BIN, ['--listen', listen, ...extra, '--state-dir', join(dir, 'state'), '--control', join(dir, 'control.sock'), '--print-link'], {
+    cwd: home,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, SHELL: '/bin/sh', ENV: shrc, PS1: PROMPT, LANG: 'C.UTF-8', TZ: 'UTC' },
+  });
+  const exited = new Promise((res) => env.daemon.on('exit', (code, signal) => res({ code, signal })));
+  env.daemon.stdout.setEncoding('utf8').on('data', (d) => env.out.push(d));
+  const url = await printedLink(env.daemon, env.out, exited);
+  env.base = new URL(url).origin;
+  env.admin = (await readFile(join(dir, 'state', 'admin.token'), 'utf8')).trim();
+  env.daemonPid = env.daemon.pid;
+  log(`${linkName(rtt)}: ahpd ${listen}${env.emu ? `, the page through linkemu ${env.emuArgs.join(' ')} at ${env.base}` : ''}`);
+  return env;
+}
+
+async function stopEnv(env) {
+  if (env.daemon && env.daemon.exitCode === null) {
+    env.daemon.kill('SIGTERM');
+    await within(STEP_MS, 'the daemon to exit', new Promise((r) => env.daemon.once('exit', r))).catch(() => env.daemon.kill('SIGKILL'));
+  }
+  if (env.emu && env.emu.exitCode === null) {
+    env.emu.kill('SIGTERM');
+    await within(STEP_MS, 'linkemu to exit', new Promise((r) => env.emu.once('exit', r))).catch(() => env.emu.kill('SIGKILL'));
+  }
+}
+
 // ---- the page run ------------------------------------------------------------
 
 /** chromeCPU returns the renderer processes' and the other processes' CPU seconds. */
@@ -208,6 +362,11 @@ function armWatch(marker) {
   const term = window.ahpTest.term;
   const b = { t0: null, parsedAt: null, visibleAt: null, normalAt: null, completeAt: null, resetAt: null, between: 0, disposables: [] };
   window.__bench = b;
+  // The receive window (the page tunes it): its largest during the run.
+  const win = () => window.ahpTest.receiveWindow?.() ?? null;
+  b.windowMax = win();
+  const poll = setInterval(() => { const w = win(); if (w !== null && (b.windowMax === null || w > b.windowMax)) b.windowMax = w; }, 50);
+  b.disposables.push({ dispose: () => clearInterval(poll) });
   // resetAt: when the last snapshot began to apply (its term.reset()).
   const reset = term.reset;
   term.reset = function () {
@@ -305,9 +464,10 @@ async function calibrate(ctx) {
   }
 }
 
-async function pageRun(ctx, windowBytes, file, marker) {
-  const { context, browserCdp, base, admin, daemonPid } = ctx;
-  const q = new URLSearchParams({ window: String(windowBytes) });
+async function pageRun(ctx, env, windowBytes, file, marker) {
+  const { context, browserCdp } = ctx;
+  const { base, admin, daemonPid } = env;
+  const q = new URLSearchParams(windowBytes === null ? {} : { window: String(windowBytes) });
   if (opt.frame) q.set('frame', String(bytes(opt.frame)));
   if (opt.message) q.set('message', String(bytes(opt.message)));
   if (opt.renderer !== 'default') q.set('renderer', opt.renderer);
@@ -321,7 +481,7 @@ async function pageRun(ctx, windowBytes, file, marker) {
       return s && s.connection === 'connected' && s.ready && s.subscriptionId != null;
     }, null, { timeout: STEP_MS, polling: 50 });
     const granted = await page.evaluate(() => window.ahpTest.state().receiveLimits);
-    if (granted.windowBytes !== windowBytes) throw new Error(`asked for window ${windowBytes}, granted ${JSON.stringify(granted)}`);
+    if (windowBytes !== null && granted.windowBytes !== windowBytes) throw new Error(`asked for window ${windowBytes}, granted ${JSON.stringify(granted)}`);
     // A clear screen and a prompt: no marker of an earlier run in view.
     await page.keyboard.type('clear', { delay: 5 });
     await page.keyboard.press('Enter');
@@ -359,8 +519,8 @@ async function pageRun(ctx, windowBytes, file, marker) {
       daemon: await procCPU(daemonPid),
     };
     const b = await page.evaluate(() => {
-      const { t0, parsedAt, visibleAt, completeAt, resetAt, between } = window.__bench;
-      return { t0, parsedAt, visibleAt, completeAt, resetAt, between };
+      const { t0, parsedAt, visibleAt, completeAt, resetAt, between, windowMax } = window.__bench;
+      return { t0, parsedAt, visibleAt, completeAt, resetAt, between, windowMax, windowEnd: window.ahpTest.receiveWindow?.() ?? null };
     });
     if (errors.length) throw new Error(`page errors: ${errors.join('; ')}`);
     const s0 = before.state;
@@ -389,6 +549,12 @@ async function pageRun(ctx, windowBytes, file, marker) {
       renderer: s1.terminal.renderer,
       size: `${s1.rows}x${s1.cols}`,
       granted,
+      // the receive window: at the key, largest during the run, at the end; changes (channel/window)
+      windowStart: s0.receiveLimits?.windowBytes ?? null,
+      windowMax: Math.max(b.windowMax ?? 0, b.windowEnd ?? 0, s1.receiveLimits?.windowBytes ?? 0) || null,
+      windowEnd: b.windowEnd ?? s1.receiveLimits?.windowBytes ?? null,
+      windowChanges: s1.subscriptionId === s0.subscriptionId ? (s1.receiveStats?.windowChanges ?? 0) - (s0.receiveStats?.windowChanges ?? 0) : NaN,
+      srttMs: s1.rtt?.srtt ?? null,
     };
   } catch (e) {
     await page.screenshot({ path: join(ctx.tmp, 'failure.png') }).catch(() => {});
@@ -405,7 +571,6 @@ async function main() {
   const { chromium } = await import('playwright-core');
   const tmp = await mkdtemp(join(tmpdir(), 'ahpd-bench-cat-'));
   const home = join(tmp, 'home');
-  const stateDir = join(tmp, 'state');
   await mkdir(home, { recursive: true });
   const shrc = join(home, 'shrc');
   await writeFile(shrc, `PS1='${PROMPT}'\n`);
@@ -413,41 +578,37 @@ async function main() {
   const file = join(tmp, 'cat.txt');
   await writeTestFile(file, SIZE, marker);
 
-  let daemon = null;
+  const envs = new Map(); // link rtt (null: loopback) → its daemon and emulator
   let browser = null;
-  const daemonOut = [];
   try {
-    daemon = spawn(AHPD_BIN, ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--control', join(tmp, 'control.sock'), '--print-link'], {
-      cwd: home,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, SHELL: '/bin/sh', ENV: shrc, PS1: PROMPT, LANG: 'C.UTF-8', TZ: 'UTC' },
-    });
-    const exited = new Promise((res) => daemon.on('exit', (code, signal) => res({ code, signal })));
-    daemon.stdout.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
-    const url = await printedLink(daemon, daemonOut, exited);
-    const base = new URL(url).origin;
-    const admin = (await readFile(join(stateDir, 'admin.token'), 'utf8')).trim();
+    const emuBin = LINKS.some((l) => l !== null) ? await linkemuBin(tmp) : null;
+    for (const rtt of LINKS) envs.set(rtt, await startDaemon(tmp, home, shrc, rtt, emuBin));
     browser = await chromium.launch({ executablePath: CHROMIUM_BIN, args: CHROMIUM_ARGS, timeout: 30_000 });
     const context = await browser.newContext({ viewport: { width: 1100, height: 640 }, deviceScaleFactor: 1 });
     context.setDefaultTimeout(STEP_MS);
     const browserCdp = await browser.newBrowserCDPSession();
-    const ctx = { context, browserCdp, base, admin, daemonPid: daemon.pid, tmp, profile: '' };
+    const ctx = { context, browserCdp, tmp, profile: '' };
 
     const [l1, l5] = loadavg();
+    const linked = LINKS.filter((l) => l !== null);
     console.log(`# bench-cat ${new Date().toISOString()}: ${human(SIZE)} file, ${ROUNDS} round(s), windows ${WINDOWS.map(human).join(', ')}` +
-      `${opt.frame ? `, frame ${opt.frame}` : ''}${opt.message ? `, message ${opt.message}` : ''}, renderer ${opt.renderer}; ` +
+      `${opt.frame ? `, frame ${opt.frame}` : ''}${opt.message ? `, message ${opt.message}` : ''}, renderer ${opt.renderer}` +
+      `, links ${LINKS.map(linkName).join(', ')}${linked.length ? ` (linkemu at ${(RATE * 8 / 1e6).toFixed(1)} Mbit/s each way, queue ${opt.queue || 'one BDP, at least 64 KiB'}; the link's time for the file ${(SIZE / RATE).toFixed(2)} s)` : ''}; ` +
       `${cpus().length} CPUs, load average ${l1.toFixed(2)} / ${l5.toFixed(2)} (1 / 5 min) before`);
-    if (opt.calibrate) await calibrate(ctx);
+    if (opt.calibrate) await calibrate({ ...ctx, ...envs.get(LINKS[0]) });
+    const configs = LINKS.flatMap((rtt) => WINDOWS.map((w) => ({ rtt, w })));
     const rows = [];
     for (let r = 0; r < ROUNDS; r++) {
-      const order = WINDOWS.map((_, i) => WINDOWS[(i + r) % WINDOWS.length]);
-      for (const w of order) {
+      const order = configs.map((_, i) => configs[(i + r) % configs.length]);
+      for (const { rtt, w } of order) {
         const raw = await rawRead(file);
-        log(`round ${r + 1} window ${human(w)}: raw ${raw.toFixed(2)} s`);
-        ctx.profile = opt.profile ? `${opt.profile}-r${r + 1}-w${w}` : '';
-        const p = await within(RUN_MS + 4 * STEP_MS, 'a page run', pageRun(ctx, w, file, marker));
-        const row = { round: r + 1, window: w, raw, ...p, ratio: p.seconds / raw, at: new Date().toISOString(), load1: loadavg()[0] };
-        log(`  page ${p.seconds.toFixed(2)} s (${row.ratio.toFixed(2)}×), ${p.snapshots} snapshot(s), ${p.previews} with a preview (last line ${p.afterSnapshot.toFixed(2)} s after the last one's reset, applied ${p.completeAfterSnapshot.toFixed(2)} s after it, ${p.framesBetween} frame(s) drawn between), ${p.outputMB.toFixed(1)} MB parsed, ` +
+        log(`round ${r + 1} ${linkName(rtt)} window ${human(w)}: raw ${raw.toFixed(2)} s`);
+        ctx.profile = opt.profile ? `${opt.profile}-r${r + 1}-${rtt === null ? 'lo' : `${rtt}ms`}-w${w ?? 'default'}` : '';
+        const p = await within(RUN_MS + 4 * STEP_MS, 'a page run', pageRun(ctx, envs.get(rtt), w, file, marker));
+        const linkSeconds = rtt === null ? NaN : SIZE / RATE;
+        const row = { round: r + 1, rtt, window: w, raw, ...p, ratio: p.seconds / raw, linkSeconds, linkRatio: p.seconds / linkSeconds, at: new Date().toISOString(), load1: loadavg()[0] };
+        log(`  page ${p.seconds.toFixed(2)} s (${row.ratio.toFixed(2)}× raw${rtt === null ? '' : `, ${row.linkRatio.toFixed(2)}× the link's ${linkSeconds.toFixed(2)} s`}), ${p.snapshots} snapshot(s), ${p.previews} with a preview (last line ${p.afterSnapshot.toFixed(2)} s after the last one's reset, applied ${p.completeAfterSnapshot.toFixed(2)} s after it, ${p.framesBetween} frame(s) drawn between), ${p.outputMB.toFixed(1)} MB parsed, ` +
+          `window ${mib(p.windowStart)} → max ${mib(p.windowMax)}, end ${mib(p.windowEnd)} (${p.windowChanges} change(s)), srtt ${p.srttMs?.toFixed(1) ?? '–'} ms, ` +
           `page CPU ${p.pageCPU.toFixed(2)} s, ahpd ${p.daemonCPU.toFixed(2)} s, ${p.renderer}, ${p.size}${p.resubscribed ? ', RESUBSCRIBED (connection lost during the run)' : ''}`);
         rows.push(row);
         if (opt.json) await writeFile(opt.json, JSON.stringify(row) + '\n', { flag: 'a' });
@@ -458,29 +619,38 @@ async function main() {
     console.log(`\nload average after: ${e1.toFixed(2)}; terminal ${rows[0].size} (rows x cols), renderer ${rows[0].renderer}`);
   } finally {
     await browser?.close().catch(() => {});
-    if (daemon && daemon.exitCode === null) {
-      daemon.kill('SIGTERM');
-      await within(STEP_MS, 'the daemon to exit', new Promise((r) => daemon.once('exit', r))).catch(() => daemon.kill('SIGKILL'));
-    }
+    for (const env of envs.values()) await stopEnv(env);
     await rm(tmp, { recursive: true, force: true });
   }
 }
 
+const med = (a) => { const s = [...a].sort((x, y) => x - y); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
+/** mr prints a median and its range: "1.23 (1.10–1.40)". */
+const mr = (a, d = 2, f = (x) => x.toFixed(d)) => (a.length === 1 ? f(a[0]) : `${f(med(a))} (${f(Math.min(...a))}–${f(Math.max(...a))})`);
+
 function printTable(rows) {
-  console.log('\n| round | window | raw read s | page s (last line on screen) | page / raw | snapshot applied s | snapshots (with a preview) | MB parsed | credits | page CPU s | main thread s | rest of Chromium CPU s | ahpd CPU s |');
-  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('\n| round | link | window | raw read s | page s (last line on screen) | page / raw | / the link\'s time | snapshot applied s | snapshots (with a preview) | MB parsed | credits | window: max, end (changes) | srtt ms | page CPU s | main thread s | rest of Chromium CPU s | ahpd CPU s |');
+  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
-    console.log(`| ${r.round} | ${human(r.window)} | ${r.raw.toFixed(2)} | ${r.seconds.toFixed(2)} | ${r.ratio.toFixed(2)} | ${r.completeSeconds.toFixed(2)} | ${r.snapshots} (${r.previews}) | ` +
-      `${r.outputMB.toFixed(1)} | ${r.resubscribed ? 'resubscribed' : r.credits} | ${r.pageCPU.toFixed(2)} | ${r.mainThread.toFixed(2)} | ${r.otherChromeCPU.toFixed(2)} | ${r.daemonCPU.toFixed(2)} |`);
+    console.log(`| ${r.round} | ${linkName(r.rtt)} | ${human(r.window)} | ${r.raw.toFixed(2)} | ${r.seconds.toFixed(2)} | ${r.ratio.toFixed(2)} | ${r.rtt === null ? '–' : r.linkRatio.toFixed(2)} | ${r.completeSeconds.toFixed(2)} | ${r.snapshots} (${r.previews}) | ` +
+      `${r.outputMB.toFixed(1)} | ${r.resubscribed ? 'resubscribed' : r.credits} | ${mib(r.windowMax)}, ${mib(r.windowEnd)} (${r.windowChanges}) | ${r.srttMs?.toFixed(1) ?? '–'} | ${r.pageCPU.toFixed(2)} | ${r.mainThread.toFixed(2)} | ${r.otherChromeCPU.toFixed(2)} | ${r.daemonCPU.toFixed(2)} |`);
   }
-  console.log('\nmedians per window:\n');
-  console.log('| window | page / raw | snapshot applied / raw | snapshots | page CPU s | ahpd CPU s |');
-  console.log('|---:|---:|---:|---:|---:|---:|');
-  const med = (a) => { const s = [...a].sort((x, y) => x - y); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
-  for (const w of WINDOWS) {
-    const rs = rows.filter((r) => r.window === w);
-    console.log(`| ${human(w)} | ${med(rs.map((r) => r.ratio)).toFixed(2)} | ${med(rs.map((r) => r.completeSeconds / r.raw)).toFixed(2)} | ${med(rs.map((r) => r.snapshots))} | ` +
-      `${med(rs.map((r) => r.pageCPU)).toFixed(2)} | ${med(rs.map((r) => r.daemonCPU)).toFixed(2)} |`);
+  console.log('\nmedian (min–max) per link and window:\n');
+  console.log('| link | window | the link\'s time for the bytes s | page: last line s | / the link\'s time | target ≤ 1.3× | snapshots | target ≤ 2 | MB parsed | page / raw | window at the end | page CPU s | ahpd CPU s |');
+  console.log('|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|');
+  for (const rtt of LINKS) {
+    for (const w of WINDOWS) {
+      const rs = rows.filter((r) => r.rtt === rtt && r.window === w);
+      if (!rs.length) continue;
+      const ls = rs[0].linkSeconds;
+      const ratio = med(rs.map((r) => r.linkRatio));
+      const snaps = med(rs.map((r) => r.snapshots));
+      const t1 = rtt === null ? '–' : ratio <= 1.3 ? 'met' : `not met: ${(ratio / 1.3).toFixed(2)}× over`;
+      const t2 = snaps <= 2 ? 'met' : `not met: ${snaps - 2} over`;
+      console.log(`| ${linkName(rtt)} | ${human(w)} | ${rtt === null ? '–' : ls.toFixed(2)} | ${mr(rs.map((r) => r.seconds))} | ${rtt === null ? '–' : mr(rs.map((r) => r.linkRatio))} | ${t1} | ` +
+        `${mr(rs.map((r) => r.snapshots), 0)} | ${t2} | ${mr(rs.map((r) => r.outputMB), 1)} | ${mr(rs.map((r) => r.ratio))} | ${mr(rs.map((r) => r.windowEnd ?? NaN), 0, mib)} | ` +
+        `${mr(rs.map((r) => r.pageCPU))} | ${mr(rs.map((r) => r.daemonCPU))} |`);
+    }
   }
 }
 
