@@ -70,6 +70,11 @@
 //                     as linkemu -rate: 100mbit, 12.5MB)
 //   --queue SIZE      the links' bottleneck queue (default: linkemu's,
 //                     one bandwidth-delay product, at least 64 KiB)
+//   --pace RATE       instead of `cat FILE`, a writer paced to RATE
+//                     (bytes/s as --rate: 5MB; a perl loop, 16 KiB writes
+//                     on a schedule): a producer the page can keep up
+//                     with, to see whether it still gets snapshots; each
+//                     row then also has the writer's own time, SIZE / RATE
 //   --frame SIZE      ?frame= for every page run (default: the page's)
 //   --message SIZE    ?message= (default: the page's)
 //   --renderer R      default (the page's own choice: WebGL on a GPU, the
@@ -123,6 +128,7 @@ const { values: opt } = parseArgs({
     links: { type: 'string', default: process.env.BENCH_LINKS ?? 'none' },
     rate: { type: 'string', default: process.env.BENCH_RATE ?? '100mbit' },
     queue: { type: 'string', default: process.env.BENCH_QUEUE ?? '' },
+    pace: { type: 'string', default: process.env.BENCH_PACE ?? '' },
     frame: { type: 'string', default: process.env.BENCH_FRAME ?? '' },
     message: { type: 'string', default: process.env.BENCH_MESSAGE ?? '' },
     renderer: { type: 'string', default: process.env.BENCH_RENDERER ?? 'default' },
@@ -166,6 +172,17 @@ const ROUNDS = Number(opt.rounds);
 const WINDOWS = opt.windows.split(',').map((w) => (w.trim() === 'default' ? null : bytes(w)));
 const LINKS = [...new Set(opt.links.split(',').map(link))];
 const RATE = rate(opt.rate); // bytes/s
+const PACE = opt.pace ? rate(opt.pace) : null; // bytes/s of the paced writer; null: cat
+// PACER writes its file to stdout at ARGV[0] bytes/s: 16 KiB at a time, each when it is due.
+const PACER = `use strict; use Time::HiRes qw(time sleep);
+my ($rate, $f) = @ARGV; open(my $fh, '<', $f) or die "$f: $!"; binmode $fh; binmode STDOUT;
+my ($t0, $n, $buf) = (time, 0, '');
+while (my $k = read($fh, $buf, 16384)) {
+  my $off = 0;
+  while ($off < $k) { my $w = syswrite(STDOUT, $buf, $k - $off, $off); die "write: $!" unless defined $w; $off += $w; }
+  $n += $k; my $d = $t0 + $n / $rate - time; sleep($d) if $d > 0;
+}
+`;
 const SIZE = bytes(opt.size);
 const RUN_MS = Number(opt.timeout) * 1000;
 if (!(ROUNDS >= 1 && ROUNDS <= 50) || !(RUN_MS > 0) || WINDOWS.length === 0 || LINKS.length === 0) throw new Error('bad flags');
@@ -489,7 +506,7 @@ async function pageRun(ctx, env, windowBytes, file, marker) {
       const t = window.ahpTest.screenText();
       return !t.includes(m) && t.trimEnd().endsWith('$');
     }, marker, { timeout: STEP_MS, polling: 50 });
-    await page.keyboard.type(`cat ${file}`, { delay: 5 });
+    await page.keyboard.type(ctx.command, { delay: 5 });
     await sleep(300); // the echo of the command line is in; quiet before the clock starts
     const cdp = await context.newCDPSession(page);
     await cdp.send('Performance.enable');
@@ -555,6 +572,7 @@ async function pageRun(ctx, env, windowBytes, file, marker) {
       windowEnd: b.windowEnd ?? s1.receiveLimits?.windowBytes ?? null,
       windowChanges: s1.subscriptionId === s0.subscriptionId ? (s1.receiveStats?.windowChanges ?? 0) - (s0.receiveStats?.windowChanges ?? 0) : NaN,
       srttMs: s1.rtt?.srtt ?? null,
+      minRttMs: s1.rtt?.min ?? null,
     };
   } catch (e) {
     await page.screenshot({ path: join(ctx.tmp, 'failure.png') }).catch(() => {});
@@ -577,6 +595,11 @@ async function main() {
   const marker = `AHP-BENCH-END-${randomBytes(6).toString('hex')}`;
   const file = join(tmp, 'cat.txt');
   await writeTestFile(file, SIZE, marker);
+  let command = `cat ${file}`;
+  if (PACE !== null) {
+    await writeFile(join(tmp, 'pace.pl'), PACER);
+    command = `perl ${join(tmp, 'pace.pl')} ${Math.round(PACE)} ${file}`;
+  }
 
   const envs = new Map(); // link rtt (null: loopback) → its daemon and emulator
   let browser = null;
@@ -587,13 +610,13 @@ async function main() {
     const context = await browser.newContext({ viewport: { width: 1100, height: 640 }, deviceScaleFactor: 1 });
     context.setDefaultTimeout(STEP_MS);
     const browserCdp = await browser.newBrowserCDPSession();
-    const ctx = { context, browserCdp, tmp, profile: '' };
+    const ctx = { context, browserCdp, tmp, profile: '', command };
 
     const [l1, l5] = loadavg();
     const linked = LINKS.filter((l) => l !== null);
     console.log(`# bench-cat ${new Date().toISOString()}: ${human(SIZE)} file, ${ROUNDS} round(s), windows ${WINDOWS.map(human).join(', ')}` +
       `${opt.frame ? `, frame ${opt.frame}` : ''}${opt.message ? `, message ${opt.message}` : ''}, renderer ${opt.renderer}` +
-      `, links ${LINKS.map(linkName).join(', ')}${linked.length ? ` (linkemu at ${(RATE * 8 / 1e6).toFixed(1)} Mbit/s each way, queue ${opt.queue || 'one BDP, at least 64 KiB'}; the link's time for the file ${(SIZE / RATE).toFixed(2)} s)` : ''}; ` +
+      `${PACE === null ? '' : `, paced to ${(PACE / 1e6).toFixed(2)} MB/s (${(SIZE / PACE).toFixed(2)} s for the file)`}, links ${LINKS.map(linkName).join(', ')}${linked.length ? ` (linkemu at ${(RATE * 8 / 1e6).toFixed(1)} Mbit/s each way, queue ${opt.queue || 'one BDP, at least 64 KiB'}; the link's time for the file ${(SIZE / RATE).toFixed(2)} s)` : ''}; ` +
       `${cpus().length} CPUs, load average ${l1.toFixed(2)} / ${l5.toFixed(2)} (1 / 5 min) before`);
     if (opt.calibrate) await calibrate({ ...ctx, ...envs.get(LINKS[0]) });
     const configs = LINKS.flatMap((rtt) => WINDOWS.map((w) => ({ rtt, w })));
@@ -608,7 +631,7 @@ async function main() {
         const linkSeconds = rtt === null ? NaN : SIZE / RATE;
         const row = { round: r + 1, rtt, window: w, raw, ...p, ratio: p.seconds / raw, linkSeconds, linkRatio: p.seconds / linkSeconds, at: new Date().toISOString(), load1: loadavg()[0] };
         log(`  page ${p.seconds.toFixed(2)} s (${row.ratio.toFixed(2)}× raw${rtt === null ? '' : `, ${row.linkRatio.toFixed(2)}× the link's ${linkSeconds.toFixed(2)} s`}), ${p.snapshots} snapshot(s), ${p.previews} with a preview (last line ${p.afterSnapshot.toFixed(2)} s after the last one's reset, applied ${p.completeAfterSnapshot.toFixed(2)} s after it, ${p.framesBetween} frame(s) drawn between), ${p.outputMB.toFixed(1)} MB parsed, ` +
-          `window ${mib(p.windowStart)} → max ${mib(p.windowMax)}, end ${mib(p.windowEnd)} (${p.windowChanges} change(s)), srtt ${p.srttMs?.toFixed(1) ?? '–'} ms, ` +
+          `window ${mib(p.windowStart)} → max ${mib(p.windowMax)}, end ${mib(p.windowEnd)} (${p.windowChanges} change(s)), srtt ${p.srttMs?.toFixed(1) ?? '–'} ms (min ${p.minRttMs?.toFixed(1) ?? '–'}), ` +
           `page CPU ${p.pageCPU.toFixed(2)} s, ahpd ${p.daemonCPU.toFixed(2)} s, ${p.renderer}, ${p.size}${p.resubscribed ? ', RESUBSCRIBED (connection lost during the run)' : ''}`);
         rows.push(row);
         if (opt.json) await writeFile(opt.json, JSON.stringify(row) + '\n', { flag: 'a' });
@@ -636,8 +659,9 @@ function printTable(rows) {
       `${r.outputMB.toFixed(1)} | ${r.resubscribed ? 'resubscribed' : r.credits} | ${mib(r.windowMax)}, ${mib(r.windowEnd)} (${r.windowChanges}) | ${r.srttMs?.toFixed(1) ?? '–'} | ${r.pageCPU.toFixed(2)} | ${r.mainThread.toFixed(2)} | ${r.otherChromeCPU.toFixed(2)} | ${r.daemonCPU.toFixed(2)} |`);
   }
   console.log('\nmedian (min–max) per link and window:\n');
-  console.log('| link | window | the link\'s time for the bytes s | page: last line s | / the link\'s time | target ≤ 1.3× | snapshots | target ≤ 2 | MB parsed | page / raw | window at the end | page CPU s | ahpd CPU s |');
-  console.log('|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|');
+  const paced = PACE === null ? '' : ` / the writer's ${(SIZE / PACE).toFixed(2)} s |`;
+  console.log(`| link | window | the link's time for the bytes s | page: last line s | / the link's time | target ≤ 1.3× | snapshots | target ≤ 2 | MB parsed | page / raw | window at the end | page CPU s | ahpd CPU s |${paced}`);
+  console.log(`|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|${paced ? '---:|' : ''}`);
   for (const rtt of LINKS) {
     for (const w of WINDOWS) {
       const rs = rows.filter((r) => r.rtt === rtt && r.window === w);
@@ -649,7 +673,7 @@ function printTable(rows) {
       const t2 = snaps <= 2 ? 'met' : `not met: ${snaps - 2} over`;
       console.log(`| ${linkName(rtt)} | ${human(w)} | ${rtt === null ? '–' : ls.toFixed(2)} | ${mr(rs.map((r) => r.seconds))} | ${rtt === null ? '–' : mr(rs.map((r) => r.linkRatio))} | ${t1} | ` +
         `${mr(rs.map((r) => r.snapshots), 0)} | ${t2} | ${mr(rs.map((r) => r.outputMB), 1)} | ${mr(rs.map((r) => r.ratio))} | ${mr(rs.map((r) => r.windowEnd ?? NaN), 0, mib)} | ` +
-        `${mr(rs.map((r) => r.pageCPU))} | ${mr(rs.map((r) => r.daemonCPU))} |`);
+        `${mr(rs.map((r) => r.pageCPU))} | ${mr(rs.map((r) => r.daemonCPU))} |${paced ? ` ${mr(rs.map((r) => r.seconds * PACE / SIZE))} |` : ''}`);
     }
   }
 }
