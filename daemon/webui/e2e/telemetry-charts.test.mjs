@@ -17,8 +17,11 @@
 // showing a terminal's long title whole (an ellipsis in the middle, its
 // end and the full title on hover).
 //
-// Screenshots: artifacts/telemetry-charts-{320,768,1280}.png,
-// telemetry-charts-expanded.png, telemetry-charts-hover.png.
+// The same checks at 768 px on a 2x screen (canvas pixels twice the CSS
+// pixels). Screenshots: artifacts/telemetry-charts-{320,768,1280}.png,
+// telemetry-charts-320-net.png, telemetry-charts-768-2x.png,
+// telemetry-charts-expanded.png, telemetry-charts-hover.png,
+// telemetry-charts-sidebar.png.
 //
 // Environment: as browser.test.mjs (AHPD_BIN, AHPCTL_BIN, CHROMIUM_BIN,
 // ARTIFACTS_DIR, CI). Every wait is bounded; it takes about 20 s.
@@ -218,6 +221,26 @@ test('browser: telemetry charts read right at 320, 768 and 1280 px', {
     if (width === 320) {
       await page.locator('[data-name=net_receive_bytes_per_second]').screenshot({ path: join(ARTIFACTS_DIR, 'telemetry-charts-320-net.png') });
     }
+  }
+
+  // ---- a HiDPI screen: canvas pixels are twice the CSS pixels ---------------------------------
+
+  {
+    const hi = await browser.newContext({ viewport: { width: 768, height: 900 }, deviceScaleFactor: 2, timezoneId: 'UTC' });
+    const p2 = await hi.newPage();
+    p2.on('pageerror', (e) => problems.push(`uncaught (2x) ${e.message}`));
+    await p2.goto(`${new URL(url).origin}/#token=${encodeURIComponent(admin)}&channel=${CHANNEL}`);
+    await waitFor(p2, 'the charts at 2x', () => {
+      const s = window.ahpTest?.state();
+      return s?.view === 'telemetry' && s.telemetry?.charts.length === 4 && s.telemetry.charts.every((c) => c.drawnPoints > 0);
+    });
+    const lay2 = await p2.evaluate(() => window.ahpTest.telemetry.layout());
+    for (const c of lay2) {
+      assert.equal(c.pxRatio, 2);
+      checkAxes(c, '768 (2x)');
+    }
+    await p2.locator('[data-name=net_receive_bytes_per_second]').screenshot({ path: join(ARTIFACTS_DIR, 'telemetry-charts-768-2x.png') });
+    await hi.close();
   }
 
   // ---- hover: the value under the pointer ---------------------------------------------------
