@@ -3,8 +3,14 @@
 // baseline of 8 series in the same run. Not a test (make test does not run
 // it):
 //
-//   make build && cd daemon/webui && node e2e/telemetry-bench.mjs
+//   make build && cd daemon/webui && node e2e/telemetry-bench.mjs --fill
 //   node e2e/telemetry-bench.mjs --warmup 10 --seconds 20 --json out.jsonl
+//   node e2e/telemetry-bench.mjs --only 3 --fill --profile prof.txt --trace trace.txt
+//
+// --fill waits (at most 150 s) until the chart's ring is full (1,200 rows)
+// where the rate allows it; --only picks rows by index; --profile appends
+// the page's top functions by self time (CDP Profiler) and --trace its
+// top trace events (CDP Tracing: layout, commit, canvas), for each row.
 //
 // Each row is a fresh push channel (`ahpctl telemetry push`, no history)
 // fed one collection of SERIES samples of one metric name (`bench_series
@@ -47,6 +53,7 @@ const { values: opt } = parseArgs({
     only: { type: 'string', default: '' },
     profile: { type: 'string', default: '' },
     fill: { type: 'boolean', default: false },
+    trace: { type: 'string', default: '' },
   },
 });
 const WARMUP_S = Number(opt.warmup);
@@ -181,9 +188,29 @@ async function measure({ browser, browserCdp, url, admin, uri, controlSock, row 
       await cdp.send('Profiler.enable');
       await cdp.send('Profiler.start');
     }
+    let traced = null;
+    if (opt.trace) {
+      // The renderer's own time by trace event (what "(program)" in a profile is).
+      const events = [];
+      cdp.on('Tracing.dataCollected', (d) => events.push(...d.value));
+      traced = new Promise((res) => cdp.once('Tracing.tracingComplete', () => res(events)));
+      await cdp.send('Tracing.start', { categories: 'devtools.timeline,disabled-by-default-devtools.timeline,toplevel,cc,blink,gpu,skia', transferMode: 'ReportEvents' });
+    }
     const a = await snap();
     await sleep(MEASURE_S * 1000);
     const b = await snap();
+    if (traced) {
+      await cdp.send('Tracing.end');
+      const events = await traced;
+      const self = new Map();
+      for (const e of events) {
+        if (e.ph !== 'X' || !e.dur) continue;
+        const key = `${e.name} [${e.tid}]`;
+        self.set(key, (self.get(key) ?? 0) + e.dur);
+      }
+      const top = [...self].sort((x, y) => y[1] - x[1]).slice(0, 30);
+      await appendFile(opt.trace, `${row.name}\n${top.map(([k, v]) => `${(v / 1000).toFixed(0).padStart(7)} ms  ${k}`).join('\n')}\n\n`);
+    }
     if (opt.profile) {
       const { profile } = await cdp.send('Profiler.stop');
       const self = new Map();
