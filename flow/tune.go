@@ -79,6 +79,8 @@ type WindowTuner struct {
 	rates     [8]float64    // the released rate (bytes/s) of the last epochs, newest at rateAt
 	rateAt    int
 	settle    int // epochs to wait after a shrink before another: it takes a round trip to act
+	growRate  float64 // the released rate when the window last grew (bytes/s); 0: never
+	growFrac  float64 // by how much it grew then (a fraction of the window)
 	slowStart bool
 	// A drain every MinRTTLifetime (as BBR's ProbeRTT): the window is
 	// halved for one round trip so that a standing queue empties and the
@@ -128,6 +130,15 @@ func (t *WindowTuner) OnRTT(now time.Time, rtt time.Duration) {
 	} else if rtt < t.minRTT {
 		t.minRTT = rtt
 	}
+}
+
+// rateRose reports whether the released rate rose by at least half of the
+// last growth step since it was taken: the path had room for it.
+func (t *WindowTuner) rateRose(rate float64) bool {
+	if t.growRate == 0 {
+		return true // it never grew: nothing to compare with yet
+	}
+	return t.growFrac > 0 && rate >= t.growRate*(1+t.growFrac/2)
 }
 
 // smallest is the smallest round trip of the current and the previous
@@ -191,36 +202,42 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 	perRTT := int64(float64(released) * float64(t.rtt) / float64(elapsed))
 	rate := float64(released) / elapsed.Seconds()
 	next := t.window
-	switch {
-	case queue > 2*t.cfg.QueueTarget:
-		t.slowStart, t.step = false, 0
-		if t.settle > 0 {
-			break // the last shrink has not acted yet
-		}
-		// What the path carries: the highest released rate of the last
-		// epochs (a shrink starves the pipe for a round trip, and the
-		// rate measured meanwhile is not the path's). Credit is announced
-		// per quarter window (Receiver.Release), so on average an eighth
-		// of the window is released and not yet credited, and the bytes
-		// in flight are 7/8 of it.
-		best := 0.0
-		for _, r := range t.rates {
-			best = max(best, r)
-		}
-		bdp := int64(best * (minRTT + t.cfg.QueueTarget).Seconds() * 8 / 7)
-		next = min(t.window, max(bdp, t.cfg.Floor))
-		if next < t.window {
-			t.settle = 2
-		}
-	case growQueue > t.cfg.QueueTarget:
+	// A standing queue: the window the path needs, from the highest
+	// released rate of the last epochs (a shrink starves the pipe for a
+	// round trip, and the rate measured meanwhile is not the path's).
+	// Credit is announced per quarter window (Receiver.Release), so on
+	// average an eighth of the window is released and not yet credited,
+	// and the bytes in flight are 7/8 of it. When that is not below the
+	// window (the round trip is noisy, not queued), growth is considered.
+	shrink := int64(0)
+	if queue > 2*t.cfg.QueueTarget {
 		t.step = 0
-		if growQueue > 2*t.cfg.QueueTarget {
-			t.slowStart = false
+		if t.settle == 0 {
+			best := 0.0
+			for _, r := range t.rates {
+				best = max(best, r)
+			}
+			if bdp := max(int64(best*(minRTT+t.cfg.QueueTarget).Seconds()*8/7), t.cfg.Floor); bdp < t.window-t.window/32 {
+				shrink = bdp
+			}
 		}
-	case perRTT >= t.window/2 && t.fresh:
+	}
+	switch {
+	case shrink > 0:
+		t.slowStart = false
+		next, t.settle = shrink, 2
+	case queue > 2*t.cfg.QueueTarget && t.settle > 0:
+		// The last shrink has not acted yet.
+	case perRTT >= t.window/2 && t.fresh && (growQueue <= t.cfg.QueueTarget || t.rateRose(rate)):
 		// Each growth waits for a round trip measured after the last
-		// one: on a short path several epochs pass between pings.
+		// one: on a short path several epochs pass between pings. It
+		// needs a round trip within QueueTarget of the smallest, or, when
+		// the round trip is noisier than that (a busy CPU, compression
+		// in bursts), a delivery rate that rose with the last step: a
+		// full path's rate does not.
 		t.fresh = false
+		before := t.window
+		defer func() { t.growRate, t.growFrac = rate, float64(t.window-before)/float64(before) }()
 		if t.slowStart {
 			next = t.window * 2
 		} else {
@@ -238,6 +255,11 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 			}
 			t.step = min(max(t.step, base), t.window/8)
 			next = t.window + t.step
+		}
+	case growQueue > t.cfg.QueueTarget:
+		t.step = 0
+		if growQueue > 2*t.cfg.QueueTarget {
+			t.slowStart = false
 		}
 	default:
 		if growQueue > t.cfg.QueueTarget/2 {

@@ -125,6 +125,51 @@ func TestWindowTunerFollowsARateRise(t *testing.T) {
 	}
 }
 
+// TestWindowTunerThroughNoise: round-trip samples up to 20 ms noisier than
+// the path (a busy CPU, compression in bursts: more than the queue target)
+// do not hold a window below the path's product: the delivery rate that
+// rises with each step lets it grow, and the one that stops rising at the
+// path's rate stops it.
+func TestWindowTunerThroughNoise(t *testing.T) {
+	for _, initial := range []int64{256 << 10, 32 << 20} {
+		p := pathModel{rate: 33e6, rtt: 200 * time.Millisecond}
+		tu := NewWindowTuner(TunerConfig{Floor: 128 << 10, Ceiling: 64 << 20}, initial)
+		now := time.Unix(1000, 0)
+		tu.OnRTT(now, p.rtt)
+		lastPing, lastRTT := now, p.rtt
+		seed := uint64(1)
+		noise := func() time.Duration { // xorshift: deterministic
+			seed ^= seed << 13
+			seed ^= seed >> 7
+			seed ^= seed << 17
+			return time.Duration(seed % uint64(20*time.Millisecond))
+		}
+		var tail int64
+		var worst time.Duration
+		for el := time.Duration(0); el < 30*time.Second; el += time.Millisecond {
+			now = now.Add(time.Millisecond)
+			d, r := p.step(tu.Window(), time.Millisecond)
+			if now.Sub(lastPing) >= max(lastRTT, 10*time.Millisecond) {
+				tu.OnRTT(now, r+noise())
+				lastPing, lastRTT = now, r
+			}
+			tu.OnRelease(now, d)
+			if el >= 20*time.Second {
+				tail += d
+				worst = max(worst, r-p.rtt)
+			}
+		}
+		thr := float64(tail) / 10
+		t.Logf("from %d: %.1f%% of the rate in the last 10 s, window %d (product %d), worst queue %v", initial, 100*thr/p.rate, tu.Window(), int64(p.rate*p.rtt.Seconds()), worst)
+		if thr < 0.85*p.rate {
+			t.Errorf("from %d: %.0f%% of the rate through noise", initial, 100*thr/p.rate)
+		}
+		if worst > 40*time.Millisecond {
+			t.Errorf("from %d: a queue of %v", initial, worst)
+		}
+	}
+}
+
 // TestWindowTunerRules checks the tuner's rules one by one.
 func TestWindowTunerRules(t *testing.T) {
 	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }

@@ -30,14 +30,14 @@ const (
 	rttBusyFor = time.Second
 )
 
-// tuneCeiling is the most a tuned host receive window grows to: twice
-// what a TCP channel retains for a resume in the other direction
-// (tcpMaxRetainedBytes, 4 MiB of data by default, so 8 MiB of window: 3 MB
-// of data, 100 Mbit/s at a 240 ms round trip), and never below the
-// configured hostReceive window. What the host holds for a channel's
-// client→target bytes stays below it.
+// tuneCeiling is the most a tuned host receive window grows to: what a
+// TCP channel retains for a resume in the other direction
+// (tcpMaxRetainedBytes, 16 MiB of window by default: 6 MB of data,
+// 100 Mbit/s at a 480 ms round trip), and never below the configured
+// hostReceive window. What it adds beyond the configured window counts in
+// the connection's budget (tune).
 func (c *conn) tuneCeiling() int64 {
-	return max(c.limits.HostReceive.WindowBytes, 2*c.limits.TCPMaxRetainedBytes)
+	return max(c.limits.HostReceive.WindowBytes, c.limits.TCPMaxRetainedBytes)
 }
 
 // hostTuneFloor is the least a tuned host receive window falls to.
@@ -73,6 +73,8 @@ func (c *conn) untune(s *subscription) {
 		return
 	}
 	s.tuner = nil
+	c.queued.Give(s.tunedExtra)
+	s.tunedExtra = 0
 	delete(c.tuned, s)
 	c.tunedCount.Add(-1)
 }
@@ -94,6 +96,24 @@ func (c *conn) tune(s *subscription, n int64) {
 	if !changed {
 		return
 	}
+	// What a window grown beyond the configured one lets the client make
+	// the host hold (accepted, not yet written to the target) counts in
+	// the connection's budget, so in its token's (maxBufferedBytesPerToken)
+	// and the daemon's: growth takes only what is left.
+	extra := max(w-s.receive.WindowBytes, 0)
+	if d := extra - s.tunedExtra; d > 0 {
+		if left := c.queued.Left(); left < d {
+			extra = s.tunedExtra + left
+			w = s.receive.WindowBytes + extra
+			if w <= s.stream.Receiver().Limits().WindowBytes {
+				return // no room to grow
+			}
+		}
+		c.queued.Take(extra - s.tunedExtra)
+	} else if d < 0 {
+		c.queued.Give(-d)
+	}
+	s.tunedExtra = extra
 	s.stream.Receiver().SetWindowBytes(w) // before the client can use it
 	c.sender.QueueWindow(s.stream)
 	c.stats.windowChanges.Add(1)

@@ -97,7 +97,8 @@ type subscription struct {
 	// tuner sizes the host's receive window for the client's data
 	// (a TCP channel's tcp/input) from what the host measures
 	// (PROTOCOL.md §6, "Changing a window"); nil: fixed.
-	tuner *flow.WindowTuner
+	tuner      *flow.WindowTuner
+	tunedExtra int64 // the tuned window beyond receive's, taken from conn.queued
 }
 
 // pending reports whether s waits for its Subscriber to be Ready.

@@ -79,7 +79,7 @@ var table = func() []Spec {
 		Spec{"maxViewersPerTerminal", Count, 1024, 1, "1"},
 		Spec{"maxTcpChannels", Count, 256, 1, "1"},
 		Spec{"maxTcpChannelsPerToken", Count, 64, 1, "1"},
-		Spec{"tcpMaxRetainedBytes", Bytes, 4 * MiB, 64 * KiB, "64 KiB"},
+		Spec{"tcpMaxRetainedBytes", Bytes, 16 * MiB, 64 * KiB, "64 KiB"},
 		Spec{"telemetryMaxSeries", Count, 10000, 1, "1"},
 	)
 }()

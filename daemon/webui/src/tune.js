@@ -44,6 +44,8 @@ export class WindowTuner {
     this._rates = new Array(8).fill(0); // released bytes/ms of the last epochs
     this._rateAt = 0;
     this._settle = 0; // epochs to wait after a shrink before another
+    this._growRate = 0; // released bytes/ms when the window last grew; 0: never
+    this._growFrac = 0; // by how much it grew then
     this.minRtt = 0;
     this._minAt = null;
     this._prevMin = 0;
@@ -68,6 +70,12 @@ export class WindowTuner {
     } else if (rtt < this.minRtt) {
       this.minRtt = rtt;
     }
+  }
+
+  /** _rateRose: the released rate rose by half the last growth step since it (or it never grew). */
+  _rateRose(rate) {
+    if (this._growRate === 0) return true;
+    return this._growFrac > 0 && rate >= this._growRate * (1 + this._growFrac / 2);
   }
 
   _smallest() {
@@ -113,24 +121,32 @@ export class WindowTuner {
     const perRtt = released * this.rtt / elapsed;
     const rate = released / elapsed; // bytes per ms
     let next = this.window;
+    // A standing queue: the window the path needs, from the highest
+    // released rate of the last epochs (a shrink starves the pipe for a
+    // round trip). An eighth of the window is released and not yet
+    // credited on average (credit goes per quarter window): 7/8 of it is
+    // in flight. When that is not below the window (the round trip is
+    // noisy, not queued), growth is considered.
+    let shrink = 0;
     if (queue > 2 * this.queueTargetMs) {
-      this._slowStart = false;
       this._step = 0;
       if (this._settle === 0) {
-        // The path's rate: the highest of the last epochs (a shrink starves
-        // the pipe for a round trip). An eighth of the window is released
-        // and not yet credited on average (credit goes per quarter
-        // window): 7/8 of it is in flight.
         const best = Math.max(...this._rates);
-        const bdp = Math.floor(best * (minRtt + this.queueTargetMs) * 8 / 7);
-        next = Math.min(this.window, Math.max(bdp, this.floor));
-        if (next < this.window) this._settle = 2;
+        const bdp = Math.max(Math.floor(best * (minRtt + this.queueTargetMs) * 8 / 7), this.floor);
+        if (bdp < this.window - this.window / 32) shrink = bdp;
       }
-    } else if (growQueue > this.queueTargetMs) {
-      this._step = 0;
-      if (growQueue > 2 * this.queueTargetMs) this._slowStart = false;
-    } else if (perRtt >= this.window / 2 && this._fresh) {
-      // Each growth waits for a round trip measured after the last one.
+    }
+    if (shrink > 0) {
+      this._slowStart = false;
+      next = shrink;
+      this._settle = 2;
+    } else if (queue > 2 * this.queueTargetMs && this._settle > 0) {
+      // The last shrink has not acted yet.
+    } else if (perRtt >= this.window / 2 && this._fresh &&
+               (growQueue <= this.queueTargetMs || this._rateRose(rate))) {
+      // Each growth waits for a round trip measured after the last one, and
+      // needs a round trip within the target or, through a noisier round
+      // trip, a delivery rate that rose with the last step.
       this._fresh = false;
       if (this._slowStart) {
         next = this.window * 2;
@@ -142,6 +158,12 @@ export class WindowTuner {
         this._step = Math.min(Math.max(this._step, base), Math.floor(this.window / 8));
         next = this.window + this._step;
       }
+      next = Math.min(next, this.ceiling);
+      this._growRate = rate;
+      this._growFrac = (next - this.window) / this.window;
+    } else if (growQueue > this.queueTargetMs) {
+      this._step = 0;
+      if (growQueue > 2 * this.queueTargetMs) this._slowStart = false;
     } else if (growQueue > this.queueTargetMs / 2) {
       this._step = 0;
     }

@@ -46,6 +46,33 @@ test('tune.js fits the window to the path: ≥ 90 % of the rate, a queue under 8
   }
 });
 
+test('tune.js grows through round trips noisier than its queue target', () => {
+  const path = { rate: 33e3, rtt: 200 };
+  for (const initial of [256 * 1024, 32 << 20]) {
+    const tu = new WindowTuner({ floor: 128 * 1024, ceiling: 64 << 20 }, initial);
+    tu.onRtt(0, path.rtt);
+    let lastPing = 0;
+    let lastRtt = path.rtt;
+    let seed = 1;
+    const noise = () => { // deterministic, up to 20 ms
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return (seed / 2147483648) * 20;
+    };
+    let tail = 0;
+    for (let now = 1; now < 30000; now++) {
+      const { delivered, rtt } = step(path, tu.window, 1);
+      if (now - lastPing >= Math.max(lastRtt, 10)) {
+        tu.onRtt(now, rtt + noise());
+        lastPing = now;
+        lastRtt = rtt;
+      }
+      tu.onRelease(now, delivered);
+      if (now >= 20000) tail += delivered;
+    }
+    assert.ok(tail / 10000 >= 0.85 * path.rate, `from ${initial}: ${tail / 10000} B/ms`);
+  }
+});
+
 test('tune.js: no sample, no change; a pause says nothing; a queue shrinks to the product', () => {
   const tu = new WindowTuner({ floor: 64 * 1024, ceiling: 8 << 20 }, 64 * 1024);
   for (let i = 0; i < 100; i++) assert.equal(tu.onRelease(i * 10, 1 << 20), null);
