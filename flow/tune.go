@@ -78,7 +78,7 @@ type WindowTuner struct {
 	step      int64         // the last additive step (0: none yet); doubles while no queue shows
 	rates     [8]float64    // the released rate (bytes/s) of the last epochs, newest at rateAt
 	rateAt    int
-	settle    int // epochs to wait after a shrink before another: it takes a round trip to act
+	settle    int     // epochs to wait after a shrink before another: it takes a round trip to act
 	growRate  float64 // the released rate when the window last grew (bytes/s); 0: never
 	growFrac  float64 // by how much it grew then (a fraction of the window)
 	slowStart bool
