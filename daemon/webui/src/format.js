@@ -136,14 +136,16 @@ export function valueFormatter(unit) {
 }
 
 /**
- * axisLabels formats one axis' ticks: one prefix for the axis (from its
- * largest tick) and the fewest decimals that write every tick exactly, so
- * neighbouring ticks always differ (0.5, 1.0, 1.5 MiB/s; 2.72 is written
- * 2.72, not 72 clipped nor 2.7).
+ * axisLabels formats one axis' ticks: one prefix for the axis (from the
+ * largest of its ticks and of range {min, max}, the axis' scale, as
+ * axisIncrements takes it) and the fewest decimals that write every tick
+ * exactly, so neighbouring ticks always differ (0.5, 1.0, 1.5 MiB/s; 2.72
+ * is written 2.72, not 72 clipped nor 2.7).
  */
-export function axisLabels(unit, splits) {
+export function axisLabels(unit, splits, range = null) {
   let max = 0;
   for (const v of splits) if (v != null && Number.isFinite(v)) max = Math.max(max, Math.abs(v * unit.scale));
+  for (const v of [range?.min, range?.max]) if (v != null && Number.isFinite(v)) max = Math.max(max, Math.abs(v * unit.scale));
   const [div, prefix] = prefixFor(unit, max);
   const ys = splits.map((v) => (v == null || !Number.isFinite(v) ? null : (v * unit.scale) / div));
   // The smallest step between ticks bounds how exact a label must be.
@@ -170,22 +172,17 @@ export function axisLabels(unit, splits) {
 }
 
 /**
- * axisIncrements returns the tick steps for a unit's y axis: 1, 2, 2.5 and
- * 5 times powers of ten, in binary multiples for bytes (so 512 KiB, 1 MiB,
- * 1.5 MiB rather than 476.8 KiB, 953.7 KiB).
+ * axisIncrements returns the tick steps for a unit's y axis over the
+ * scale min…max: 1, 2, 2.5 and 5 times powers of ten of the prefix the
+ * axis will be written in (axisLabels), so every tick is a short exact
+ * number: 0.5, 1.0, 1.5 MiB rather than 476.8 KiB, 953.7 KiB, and 22.2,
+ * 22.3 GiB rather than 22.1679688, 22.2656250 GiB (steps of 100 MiB).
  */
-export function axisIncrements(unit) {
+export function axisIncrements(unit, min = 0, max = 0) {
+  const a = Math.max(Math.abs(min * unit.scale), Math.abs(max * unit.scale));
+  const [div] = prefixFor(unit, Number.isFinite(a) ? a : 0);
   const out = [];
-  const m = [1, 2, 2.5, 5];
-  if (unit.base === 1024) {
-    for (let e = -3; e < 3; e++) for (const k of m) out.push(k * 10 ** e);
-    for (let p = 1; p <= 6; p++) {
-      const b = 1024 ** p;
-      for (let e = 0; e < 3; e++) for (const k of m) out.push(k * 10 ** e * b);
-    }
-    return [...new Set(out.map((x) => +x.toPrecision(12)))].sort((a, b) => a - b);
-  }
-  for (let e = -12; e <= 18; e++) for (const k of m) out.push(+(k * 10 ** e).toPrecision(12) / unit.scale);
+  for (let e = -12; e <= 18; e++) for (const k of [1, 2, 2.5, 5]) out.push((+(k * 10 ** e).toPrecision(12) * div) / unit.scale);
   return out;
 }
 

@@ -373,8 +373,8 @@ export function createView(container, hooks = {}) {
         {
           ...AXIS,
           space: FONT_PX * 2.5,
-          incrs: axisIncrements(unit),
-          values: (_u, splits) => axisLabels(unit, splits),
+          incrs: (_u, _ai, min, max) => axisIncrements(unit, min, max),
+          values: (u, splits) => axisLabels(unit, splits, u.scales.y),
           size: yAxisSize,
         },
       ],

@@ -30,6 +30,18 @@ test('format: one unit per axis, the decimals its ticks need', () => {
   assert.deepEqual(axisLabels(unitFor('system_load1'), [0.1, 0.2, 0.3]), ['0.1', '0.2', '0.3']);
   assert.deepEqual(axisLabels(unitFor('go_gc_duration_seconds'), [0, 0.0005, 0.001, 0.0015]), ['0 ms', '0.5 ms', '1.0 ms', '1.5 ms']);
   assert.deepEqual(axisLabels(unitFor('x'), [1e6, 1.0001e6]), ['1.0000M', '1.0001M'], 'close ticks get the digits that tell them apart');
+  // The steps are round in the prefix the axis is written in: 22.2 GiB, not
+  // 22.1679688 GiB (a step of 100 MiB under GiB labels).
+  const mem = unitFor('system_memory_available_bytes');
+  const GiB = 1024 * MiB;
+  const lo = 22.15 * GiB;
+  const hi = 22.58 * GiB;
+  const step = axisIncrements(mem, lo, hi).find((i) => (hi - lo) / i <= 6);
+  assert.equal(step, 0.1 * GiB);
+  const ticks = [22.2, 22.3, 22.4, 22.5].map((g) => g * GiB);
+  assert.deepEqual(axisLabels(mem, ticks, { min: lo, max: hi }), ['22.2 GiB', '22.3 GiB', '22.4 GiB', '22.5 GiB']);
+  // A scale just past a prefix writes its ticks in that prefix.
+  assert.deepEqual(axisLabels(mem, [0, 0.5 * GiB, GiB], { min: 0, max: 1.05 * GiB }), ['0 GiB', '0.5 GiB', '1.0 GiB']);
 });
 
 test('format: random axes: neighbouring labels differ, one unit, and each reads back as its tick', () => {
@@ -42,16 +54,18 @@ test('format: random axes: neighbouring labels differ, one unit, and each reads 
     const min = rnd() < 0.3 ? 0 : mag * rnd();
     const max = min + mag * (0.01 + rnd());
     // As uPlot does: the smallest increment giving at most ~8 ticks.
-    const incr = axisIncrements(unit).find((i) => (max - min) / i <= 8);
+    const incr = axisIncrements(unit, min, max).find((i) => (max - min) / i <= 8);
     if (!incr) continue;
     const splits = [];
     for (let v = Math.ceil(min / incr) * incr; v <= max && splits.length < 20; v += incr) splits.push(+v.toPrecision(15));
     if (splits.length < 2) continue;
-    const labels = axisLabels(unit, splits);
+    const labels = axisLabels(unit, splits, { min, max });
     const what = `${names[n % names.length]} ${splits.join(',')} → ${labels.join(' | ')}`;
     for (let i = 1; i < labels.length; i++) assert.notEqual(labels[i], labels[i - 1], what);
     const suffixes = new Set(labels.filter((l, i) => splits[i] !== 0).map((l) => l.replace(/^-?[\d.e+-]+/, '')));
     assert.ok(suffixes.size <= 1, `one unit per axis: ${what}`);
+    // Short: the steps are round in the axis' own prefix (% has none).
+    if (unit.base !== 1) for (const l of labels) assert.ok(l.replace(/[^\d]/g, '').replace(/^0+/, '').length <= 6, `short labels: ${what}`);
   }
 });
 
