@@ -199,7 +199,9 @@ const pad = (n, w = 2) => String(n).padStart(w, '0');
 export function timeLabels(splits, incr) {
   return splits.map((t) => {
     if (t == null || !Number.isFinite(t)) return null;
-    const d = new Date(t);
+    // uPlot's splits over fractional-ms times can land a hair before the
+    // second (…:39.9999): label the nearest millisecond.
+    const d = new Date(Math.round(t));
     const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
     const md = `${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
     if (incr >= 86_400_000) return md;

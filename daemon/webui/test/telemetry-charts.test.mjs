@@ -98,6 +98,7 @@ test('format: time labels by the tick step, never wider than their template', ()
   assert.deepEqual(timeLabels([t], 60_000), ['12:42']);
   assert.deepEqual(timeLabels([Date.UTC(2026, 11, 8)], 3_600_000), ['12-08'], 'midnight shows the day');
   assert.deepEqual(timeLabels([t], 86_400_000), ['12-07']);
+  assert.deepEqual(timeLabels([Date.UTC(2026, 11, 7, 18, 40, 40) - 0.0002], 10_000), ['18:40:40'], 'a hair before the second is that second');
   assert.deepEqual(timeLabels([t], 500), ['42:05.5']);
   assert.deepEqual(timeLabels([t + 25], 25), ['42:05.52']);
   for (const incr of TIME_INCRS) {
