@@ -89,6 +89,8 @@ function prefixFor(unit, a) {
   const up = unit.base === 1024 ? IEC_UP : SI_UP;
   let i = 0;
   let div = 1;
+  // A count up to 9,999 is written whole (400, 1000), not 0.4k, 1.0k.
+  if (unit.base === 1000 && !unit.small && a < 10_000) return [1, ''];
   while (a >= div * unit.base && i < up.length - 1) {
     div *= unit.base;
     i++;

@@ -28,6 +28,7 @@ test('format: one unit per axis, the decimals its ticks need', () => {
   assert.deepEqual(axisLabels(unitFor('system_cpu_usage_ratio'), [0, 0.025, 0.05, 0.075]), ['0%', '2.5%', '5.0%', '7.5%']);
   assert.deepEqual(axisLabels(unitFor('system_load1'), [0, 20000, 40000, 60000]), ['0', '20k', '40k', '60k']);
   assert.deepEqual(axisLabels(unitFor('system_load1'), [0.1, 0.2, 0.3]), ['0.1', '0.2', '0.3']);
+  assert.deepEqual(axisLabels(unitFor('e2e_walk'), [400, 600, 800, 1000]), ['400', '600', '800', '1000'], 'counts below 10,000 whole');
   assert.deepEqual(axisLabels(unitFor('go_gc_duration_seconds'), [0, 0.0005, 0.001, 0.0015]), ['0 ms', '0.5 ms', '1.0 ms', '1.5 ms']);
   assert.deepEqual(axisLabels(unitFor('x'), [1e6, 1.0001e6]), ['1.0000M', '1.0001M'], 'close ticks get the digits that tell them apart');
   // The steps are round in the prefix the axis is written in: 22.2 GiB, not
@@ -89,7 +90,8 @@ test('format: legend values take three significant digits and a prefix of their 
   assert.equal(valueFormatter(unitFor('load1'))(1.5), '1.5');
   assert.equal(valueFormatter(unitFor('load1'))(1234567), '1.23M');
   assert.equal(valueFormatter(unitFor('x_seconds'))(0.0032), '3.20 ms');
-  assert.equal(valueFormatter(unitFor('x'))(-2500), '-2.5k', 'plain numbers lose trailing zeros');
+  assert.equal(valueFormatter(unitFor('x'))(-2500), '-2500', 'counts below 10,000 whole');
+  assert.equal(valueFormatter(unitFor('x'))(-25000), '-25k', 'plain numbers lose trailing zeros');
 });
 
 test('format: time labels by the tick step, never wider than their template', () => {
