@@ -143,6 +143,7 @@ export class Chart {
     this.gaps = new RingBuffer(MAX_GAPS); // [{from, to, count}] time spans of dropped data
     this.pauses = 0; // gaps made by pauses
     this.dt = 0; // usual time between rows (ms)
+    this.integral = true; // every value so far a whole number (a count): the y axis steps by 1 or more
     this.version = 0; // bumps on every change, for redraws
     this._data = [[]]; // uPlot's aligned arrays, reused
     this._isolated = []; // per drawn series: indexes of points with no line to either side
@@ -280,6 +281,7 @@ export class Chart {
       const j = this._pushRow(t, false);
       s.v[j] = value;
     }
+    if (this.integral && !Number.isInteger(value)) this.integral = false;
     s.recent = s.last === undefined ? value : s.recent + 0.2 * (value - s.recent);
     s.last = value;
     this.version++;

@@ -373,7 +373,11 @@ export function createView(container, hooks = {}) {
         {
           ...AXIS,
           space: FONT_PX * 2.5,
-          incrs: (_u, _ai, min, max) => axisIncrements(unit, min, max),
+          // A count (every value whole) steps by 1 or more: 0, 1, 2, not 0.2, 0.4.
+          incrs: (_u, _ai, min, max) => {
+            const all = axisIncrements(unit, min, max);
+            return chart.integral && unit.scale === 1 ? all.filter((i) => i >= 1) : all;
+          },
           values: (u, splits) => axisLabels(unit, splits, u.scales.y),
           size: yAxisSize,
         },

@@ -189,6 +189,15 @@ test('a series that pauses while others go on: its line breaks at its first empt
 
 // ---- legend values and the top N ----------------------------------------------------
 
+test('a chart of whole numbers knows it (its y axis steps by 1 or more)', () => {
+  const c = new Chart('ahpd_connections', { capacity: 10 });
+  c.add(1, 0);
+  c.add(2, 1);
+  assert.equal(c.integral, true);
+  c.add(3, 0.5);
+  assert.equal(c.integral, false);
+});
+
 test('legend: the last value of each series, and the value at a hovered row', () => {
   const c = new Chart('l', { capacity: 50 });
   c.add(1000, 1, { k: 'a' });
