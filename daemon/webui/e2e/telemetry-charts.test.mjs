@@ -48,6 +48,10 @@ const MANY = 20;
 const LONG_TITLE = 'make -j8 of the ahpd daemon on the long-running ci-runner-0042';
 const LONG_URI = 'ahp-terminal:/build';
 const LIVE_MS = 500;
+const ARTIFACTS = ['telemetry-charts-320.png', 'telemetry-charts-768.png', 'telemetry-charts-1280.png',
+  'telemetry-charts-320-net.png', 'telemetry-charts-768-2x.png', 'telemetry-charts-hover.png',
+  'telemetry-charts-expanded.png', 'telemetry-charts-sidebar.png', 'telemetry-charts-failure.png',
+  'telemetry-charts-daemon.log', 'telemetry-charts-e2e.log'];
 
 const missing = !existsSync(CHROMIUM_BIN) ? `no browser at ${CHROMIUM_BIN} (apt-get install chromium)`
   : !existsSync(AHPD_BIN) ? `no daemon at ${AHPD_BIN} (make build)`
@@ -73,6 +77,7 @@ test('browser: telemetry charts read right at 320, 768 and 1280 px', {
 }, async (t) => {
   const { chromium } = await import('playwright-core');
   await mkdir(ARTIFACTS_DIR, { recursive: true });
+  for (const f of ARTIFACTS) await rm(join(ARTIFACTS_DIR, f), { force: true }); // no stale shot passes for this run's
   const tmp = await mkdtemp(join(tmpdir(), 'ahpd-e2e-charts-'));
   const home = join(tmp, 'home');
   const stateDir = join(tmp, 'state');
