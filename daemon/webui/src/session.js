@@ -73,6 +73,8 @@ import { createRttMeter } from './rtt.js';
  * parse as fast is skipped by snapshot instead (tune.js).
  */
 export const AUTO_WINDOW_CEILING = 8 * 1024 * 1024;
+/** PAGE_QUEUE_TARGET_MS is the queue the page's window tuner tolerates (tune.js's default is 4). */
+export const PAGE_QUEUE_TARGET_MS = 30;
 /** AUTO_WINDOW_IDLE_MS: a subscription that released nothing for this long stops asking for frequent pings. */
 const AUTO_WINDOW_IDLE_MS = 1000;
 
@@ -252,7 +254,14 @@ export class Subscription {
       const max = session.initializeResult?.capabilities?.flowControl?.maximums?.windowBytes;
       let ceiling = options.windowCeiling ?? AUTO_WINDOW_CEILING;
       if (Number.isSafeInteger(max) && max > 0) ceiling = Math.min(ceiling, max);
-      this._tuner = new WindowTuner({ floor: this.receive.windowBytes, ceiling }, this.receive.windowBytes);
+      // The page's pings wait behind its own parsing on the main thread
+      // (4–10 ms over the path's round trip while xterm.js draws, on a
+      // busy machine), which a 4 ms target takes for a queue on the path:
+      // the window then stays at 256 KiB on long links and a flood the page
+      // keeps up with is skipped by snapshot (docs/benchmarks.md, "The web
+      // page through the link"). What queues here is this terminal's own
+      // output, ahead of its own echo: 30 ms of it is the page's target.
+      this._tuner = new WindowTuner({ floor: this.receive.windowBytes, ceiling, queueTargetMs: options.queueTargetMs ?? PAGE_QUEUE_TARGET_MS }, this.receive.windowBytes);
       if (meter.srtt !== null) this._tuner.onRtt(session._now(), meter.latest ?? meter.srtt);
       this._offRtt = meter.onSample(({ rtt }) => this._tuner?.onRtt(session._now(), rtt));
     }
