@@ -3,13 +3,15 @@
 // test hook. The protocol is session.js (over wire.js); what is shown of a
 // channel is its view (terminal.js, telemetry.js). A terminal's process
 // telemetry, when a channel for it is listed, is drawn in the status line
-// (process-status.js).
+// (process-status.js); beside a terminal, the charts panel shows a telemetry
+// channel (chart-panel.js: the daemon's own figures first).
 
 // terminal.js brings xterm.css and telemetry.js uPlot's CSS: imported first
 // so style.css comes after them.
 import { createView as createTerminalView, kind as terminalKind } from './terminal.js';
 import { createView as createTelemetryView, kind as telemetryKind, TELEMETRY_RECEIVE } from './telemetry.js';
 import { createProcessStatus, findProcessChannel } from './process-status.js';
+import { PANEL_CHART_HEIGHT, panelChannel, panelPlacement, panelShown } from './chart-panel.js';
 import './style.css';
 
 import { checkURL, Client, diagnoseRefusal, ErrorCode, websocketURL } from './session.js';
@@ -31,6 +33,12 @@ const el = {
   notice: $('notice'),
   terminal: $('terminal'),
   telemetry: $('telemetry'),
+  views: $('views'),
+  panel: $('chart-panel'),
+  panelBody: $('chart-panel-body'),
+  panelOpen: $('chart-panel-open'),
+  panelClose: $('chart-panel-close'),
+  chartsToggle: $('charts-toggle'),
   status: $('status'),
   connection: $('status-connection'),
   channel: $('status-channel'),
@@ -75,6 +83,9 @@ const ui = {
   liveTitle: null, // the attached terminal's title as xterm saw it set (OSC 0/2)
   clipped: null, // {rows, cols, fitRows, fitCols} when the terminal exceeds the viewport
   sidebarOpen: false, // on narrow screens the sidebar is a drawer
+  // The charts panel beside a terminal (chart-panel.js): the channel it
+  // shows (null: none listed), where it goes and whether it is on screen.
+  panel: { channel: null, placement: 'none', size: 0, shown: false },
 };
 
 // Saved preferences: terminal font size and theme (localStorage).
@@ -286,6 +297,128 @@ function syncProcessStatus() {
   procAttachment = client.attach(c.channel, proc.consumer, { receive: TELEMETRY_RECEIVE, autoWindow: false });
 }
 
+// ---- the charts panel beside the terminal ------------------------------------
+
+// A terminal shows, without a click, the charts of a telemetry channel
+// beside it (chart-panel.js picks it: the daemon's own figures first): on
+// the right of a wide stage, under the terminal on a narrow one, not at all
+// on one too small for both. The terminal's container shrinks to make room
+// and the terminal view fits to it as to any viewport change (its resize
+// requests follow). Closing it is saved with the preferences; the status
+// line's "charts" opens it again.
+let panelView = null;
+let panelAttachment = null;
+const panelRefused = new Set(); // listed channels the panel could not subscribe to
+
+// panelConsumer is the consumer of one panel subscription: what arrives
+// after it was replaced or the panel closed is released unread.
+function panelConsumer() {
+  let mine = null;
+  const live = () => panelView && panelAttachment === mine;
+  return {
+    set attachment(a) {
+      mine = a;
+    },
+    onSubscribed(sub, session) {
+      if (live()) panelView.onSubscribed(sub, session);
+    },
+    onMessage(msg, release, sub) {
+      if (live()) panelView.onMessage(msg, release, sub);
+      else release();
+    },
+    onEnd(info, sub) {
+      if (live()) panelView.onEnd(info, sub);
+    },
+    onSubscribeError(err) {
+      if (!live()) return;
+      // Not for this link (FORBIDDEN), or gone: not tried again while it
+      // is listed (refreshChannels forgets a channel no longer listed).
+      panelRefused.add(mine.channel);
+      mine.detach();
+      panelAttachment = null;
+      syncPanel();
+    },
+  };
+}
+
+// measurePanel places the panel for the stage's size.
+function measurePanel() {
+  const r = el.views.getBoundingClientRect();
+  const p = panelPlacement(r.width, r.height);
+  ui.panel.placement = p.placement;
+  ui.panel.size = p.size;
+}
+
+// syncPanel shows, moves or hides the panel and subscribes to its channel
+// or ends that subscription.
+function syncPanel() {
+  const c = panelChannel(ui.channels.filter((x) => !panelRefused.has(x.channel)), ui.panel.channel);
+  ui.panel.channel = c?.channel ?? null;
+  measurePanel();
+  const shown = panelShown({ view: ui.view, channel: ui.panel.channel, open: prefs.charts === 'open', placement: ui.panel.placement });
+  ui.panel.shown = shown;
+  el.views.dataset.panel = shown ? ui.panel.placement : 'none';
+  el.panel.hidden = !shown;
+  el.chartsToggle.hidden = !(ui.view === terminalKind && ui.panel.channel && ui.panel.placement !== 'none');
+  el.chartsToggle.setAttribute('aria-pressed', String(shown));
+  if (!shown) {
+    if (panelAttachment) {
+      panelAttachment.detach();
+      panelAttachment = null;
+    }
+    // Gone, not hidden: its charts cost nothing and its elements do not
+    // stand beside the telemetry view's.
+    panelView?.dispose();
+    panelView = null;
+    return;
+  }
+  el.views.style.setProperty('--panel-size', `${ui.panel.size}px`);
+  const height = PANEL_CHART_HEIGHT[ui.panel.placement];
+  if (!panelView) {
+    panelView = createTelemetryView(el.panelBody, {}, { chartHeight: height });
+  } else panelView.setChartHeight(height);
+  const label = channelLabel(c);
+  el.panelOpen.textContent = label;
+  el.panelOpen.title = `${label === c.channel ? label : `${label} (${c.channel})`}: open these charts in full`;
+  panelView.setTitle(c.title);
+  if (panelAttachment?.channel === c.channel) return;
+  panelAttachment?.detach();
+  panelView.clear();
+  const consumer = panelConsumer();
+  panelAttachment = client.attach(c.channel, consumer, { receive: TELEMETRY_RECEIVE, autoWindow: false });
+  consumer.attachment = panelAttachment;
+}
+
+el.panelOpen.addEventListener('click', () => {
+  if (ui.panel.channel) attach(ui.panel.channel);
+});
+el.panelClose.addEventListener('click', () => {
+  prefs.set({ charts: 'closed' });
+  syncPanel();
+  render();
+  focusView();
+});
+el.chartsToggle.replaceChildren('▤', long(' charts'));
+el.chartsToggle.addEventListener('click', () => {
+  prefs.set({ charts: prefs.charts === 'open' ? 'closed' : 'open' });
+  syncPanel();
+  render();
+  focusView();
+});
+// The panel's buttons and charts never take the keyboard from the terminal.
+for (const b of [el.panelOpen, el.panelClose, el.chartsToggle, el.panel]) {
+  b.addEventListener('mousedown', (ev) => ev.preventDefault());
+}
+// A new stage size may move the panel (side, bottom, none).
+new ResizeObserver(() => {
+  const was = `${ui.panel.placement} ${ui.panel.size}`;
+  measurePanel();
+  if (`${ui.panel.placement} ${ui.panel.size}` !== was) {
+    syncPanel();
+    render();
+  }
+}).observe(el.views);
+
 // ---- connection -----------------------------------------------------------
 
 const credentials = new CredentialStore(safeStorage('sessionStorage'));
@@ -372,6 +505,8 @@ function attach(channel) {
   if (v === view) view.attaching();
   focusView();
   setFragmentChannel(channel);
+  // The panel first: the terminal's first fit is then its final size.
+  syncPanel();
   attachment = client.attach(channel, consumerFor(v), v.kind === telemetryKind
     ? { receive: TELEMETRY_RECEIVE, autoWindow: false }
     : { receive: TERMINAL_RECEIVE });
@@ -488,6 +623,8 @@ async function refreshChannels(session) {
   }
   renderChannels();
   syncProcessStatus();
+  for (const ch of panelRefused) if (!ui.channels.some((c) => c.channel === ch)) panelRefused.delete(ch);
+  syncPanel();
   if (telemetryView && ui.view === telemetryKind) {
     telemetryView.setTitle(ui.channels.find((c) => c.channel === ui.channel)?.title);
   }
@@ -530,7 +667,9 @@ function render() {
     el.clipped.disabled = ui.role !== 'control';
     el.clipped.title = t.title;
   }
-  el.theme.textContent = prefs.theme === 'dark' ? '◐ dark' : '◑ light';
+  // A narrow status line shows the buttons' glyphs only (style.css .long).
+  const [glyph, word] = prefs.theme === 'dark' ? ['◐', ' dark'] : ['◑', ' light'];
+  if (el.theme.textContent !== glyph + word) el.theme.replaceChildren(glyph, long(word));
   document.body.classList.toggle('sidebar-open', ui.sidebarOpen);
   el.sidebarToggle.setAttribute('aria-expanded', String(ui.sidebarOpen));
   let text;
@@ -709,6 +848,14 @@ function renderBanner() {
   el.banner.replaceChildren(strong('Disconnected'), ` — ${why}. ${next} The screen below is as it was when the connection ended.`);
 }
 
+// long is the part of a status-line button's text a narrow window leaves out.
+function long(text) {
+  const s = document.createElement('span');
+  s.className = 'long';
+  s.textContent = text;
+  return s;
+}
+
 function strong(text) {
   const b = document.createElement('strong');
   b.textContent = text;
@@ -748,7 +895,7 @@ predictToggle.className = 'theme-toggle';
 predictToggle.dataset.testid = 'predict-toggle';
 el.theme.before(predictToggle);
 function renderPredict() {
-  predictToggle.textContent = `echo ${prefs.predict}`;
+  predictToggle.replaceChildren(long('echo '), prefs.predict); // textContent: "echo auto"
   predictToggle.title = 'Predictive echo (saved in this browser): auto shows typed keys at once while the round trip is ' +
     'over 30 ms, always does on any link, never waits for the host. Click to change.';
 }
@@ -794,6 +941,7 @@ window.ahpTest = {
       receiveStats: sub ? { ...sub.stats } : null,
       send: sub ? sub.sendState() : null,
       telemetry: ui.view === telemetryKind ? telemetryView?.state() ?? null : null,
+      panel: { ...ui.panel, open: prefs.charts === 'open', telemetry: panelView?.state() ?? null },
       process: proc.channel ? {
         ...proc.state(),
         receive: procAttachment?.subscription?.receiveState() ?? null,
@@ -811,6 +959,10 @@ window.ahpTest = {
   /** the telemetry view (state(), stream.pause()/resume()), once shown. */
   get telemetry() {
     return telemetryView;
+  },
+  /** the charts panel's telemetry view (state(), layout()) while it is shown. */
+  get panel() {
+    return panelView;
   },
 };
 

@@ -1,6 +1,7 @@
-// prefs.js — the page's saved preferences (terminal font size, theme and
-// predictive echo) and the terminal's keyboard shortcuts. DOM-free: storage is passed in (the
-// page gives localStorage), so node tests drive it.
+// prefs.js — the page's saved preferences (terminal font size, theme,
+// predictive echo and the charts panel beside the terminal) and the
+// terminal's keyboard shortcuts. DOM-free: storage is passed in (the page
+// gives localStorage), so node tests drive it.
 
 export const PREFS_KEY = 'ahpd.prefs';
 export const FONT_SIZE_DEFAULT = 13;
@@ -9,6 +10,8 @@ export const FONT_SIZE_MAX = 32;
 export const THEMES = ['dark', 'light'];
 /** PREDICT_MODES are the settings of predictive echo (predict.js): auto is the default. */
 export const PREDICT_MODES = ['auto', 'always', 'never'];
+/** CHARTS_MODES: the charts panel beside a terminal (chart-panel.js) is open (the default) or closed. */
+export const CHARTS_MODES = ['open', 'closed'];
 
 /** clampFontSize returns n as a whole font size within bounds (the default for junk). */
 export function clampFontSize(n) {
@@ -18,7 +21,7 @@ export function clampFontSize(n) {
 }
 
 /**
- * Prefs loads and saves {fontSize, theme, predict} as one JSON value under
+ * Prefs loads and saves {fontSize, theme, predict, charts} as one JSON value under
  * PREFS_KEY. storage: {getItem, setItem} or null (then nothing is kept).
  * A missing, unreadable or invalid value gives the defaults.
  */
@@ -28,6 +31,7 @@ export class Prefs {
     this.fontSize = FONT_SIZE_DEFAULT;
     this.theme = 'dark';
     this.predict = PREDICT_MODES[0];
+    this.charts = CHARTS_MODES[0];
     let saved = null;
     try {
       saved = JSON.parse(storage?.getItem(PREFS_KEY) ?? 'null');
@@ -38,20 +42,23 @@ export class Prefs {
       if (saved.fontSize != null) this.fontSize = clampFontSize(saved.fontSize);
       if (THEMES.includes(saved.theme)) this.theme = saved.theme;
       if (PREDICT_MODES.includes(saved.predict)) this.predict = saved.predict;
+      if (CHARTS_MODES.includes(saved.charts)) this.charts = saved.charts;
     }
   }
 
-  /** set changes some of {fontSize, theme, predict} and saves; it returns whether anything changed. */
+  /** set changes some of {fontSize, theme, predict, charts} and saves; it returns whether anything changed. */
   set(change) {
     const fontSize = change.fontSize != null ? clampFontSize(change.fontSize) : this.fontSize;
     const theme = THEMES.includes(change.theme) ? change.theme : this.theme;
     const predict = PREDICT_MODES.includes(change.predict) ? change.predict : this.predict;
-    if (fontSize === this.fontSize && theme === this.theme && predict === this.predict) return false;
+    const charts = CHARTS_MODES.includes(change.charts) ? change.charts : this.charts;
+    if (fontSize === this.fontSize && theme === this.theme && predict === this.predict && charts === this.charts) return false;
     this.fontSize = fontSize;
     this.theme = theme;
     this.predict = predict;
+    this.charts = charts;
     try {
-      this.storage?.setItem(PREFS_KEY, JSON.stringify({ fontSize, theme, predict }));
+      this.storage?.setItem(PREFS_KEY, JSON.stringify({ fontSize, theme, predict, charts }));
     } catch {
       // storage full or disabled: the change holds for this page only
     }

@@ -104,10 +104,11 @@ const xLabelWidth = (u) => {
 /**
  * createView builds the telemetry view in container. hooks (all optional):
  * onReady() channel/ready applied; onChange() the header counters changed.
- * The view also has state(), layout(), model and stream (pause/resume), for
- * tests.
+ * options: chartHeight (CSS px; smaller in the charts panel beside a
+ * terminal, which changes it with setChartHeight). The view also has
+ * state(), layout(), model and stream (pause/resume), for tests.
  */
-export function createView(container, hooks = {}) {
+export function createView(container, hooks = {}, options = {}) {
   const root = div('telemetry');
   root.dataset.testid = 'telemetry';
   const head = div('tele-head');
@@ -134,6 +135,7 @@ export function createView(container, hooks = {}) {
   let rateSamples = 0;
   let samplesPerSecond = null;
   let redrawTimer = null; // a chart waits for REDRAW_MS to pass (draw())
+  let chartHeight = options.chartHeight ?? CHART_HEIGHT;
 
   function start(ch) {
     for (const p of plots.values()) p.u.destroy();
@@ -340,7 +342,7 @@ export function createView(container, hooks = {}) {
     });
     p.u = new uPlot({
       width: plotWidth(el),
-      height: CHART_HEIGHT,
+      height: chartHeight,
       ms: 1, // sample times are Unix milliseconds
       // Lines on whole pixels and 1 px wide: Chromium's software canvas
       // (no GPU) strokes 64 lines of 1,200 points in 15 ms so, 84 ms at
@@ -445,7 +447,7 @@ export function createView(container, hooks = {}) {
   const observer = new ResizeObserver(() => {
     for (const p of plots.values()) {
       const w = plotWidth(p.el);
-      if (w !== p.u.width) p.u.setSize({ width: w, height: CHART_HEIGHT });
+      if (w !== p.u.width) p.u.setSize({ width: w, height: chartHeight });
     }
   });
   observer.observe(grid);
@@ -474,6 +476,12 @@ export function createView(container, hooks = {}) {
      */
     clear() {
       channel = null;
+    },
+    /** setChartHeight sets every chart's height (CSS px). */
+    setChartHeight(h) {
+      if (h === chartHeight) return;
+      chartHeight = h;
+      for (const p of plots.values()) p.u.setSize({ width: plotWidth(p.el), height: chartHeight });
     },
     /** setTitle shows the channel's channels/list title in the header. */
     setTitle(t) {

@@ -17,7 +17,7 @@ test('prefs: defaults, saved values survive a reload, junk is ignored', () => {
   assert.equal(p.set({ fontSize: 15 }), true);
   assert.equal(p.set({ theme: 'light' }), true);
   assert.equal(p.set({ theme: 'light' }), false, 'no change, no write');
-  assert.deepEqual(JSON.parse(st.m.get(PREFS_KEY)), { fontSize: 15, theme: 'light', predict: 'auto' });
+  assert.deepEqual(JSON.parse(st.m.get(PREFS_KEY)), { fontSize: 15, theme: 'light', predict: 'auto', charts: 'open' });
   const again = new Prefs(st);
   assert.deepEqual([again.fontSize, again.theme], [15, 'light']);
 
@@ -33,6 +33,23 @@ test('prefs: defaults, saved values survive a reload, junk is ignored', () => {
   const broken = new Prefs({ getItem() { throw new Error('denied'); }, setItem() { throw new Error('full'); } });
   assert.equal(broken.set({ theme: 'light' }), true);
   assert.equal(broken.theme, 'light');
+});
+
+test('prefs: the charts panel is open by default; closing it is kept', () => {
+  const st = memStorage();
+  const p = new Prefs(st);
+  assert.equal(p.charts, 'open');
+  assert.equal(p.set({ charts: 'closed' }), true);
+  assert.equal(p.set({ charts: 'closed' }), false);
+  assert.equal(new Prefs(st).charts, 'closed', 'after a reload');
+  assert.equal(p.set({ fontSize: 20 }), true);
+  assert.equal(new Prefs(st).charts, 'closed', 'other changes keep it');
+  assert.equal(p.set({ charts: 'sideways' }), false, 'junk is ignored');
+  p.set({ charts: 'open' });
+  assert.equal(new Prefs(st).charts, 'open');
+  // Saved by an older page (no charts key): open.
+  assert.equal(new Prefs(memStorage({ [PREFS_KEY]: JSON.stringify({ fontSize: 14, theme: 'dark', predict: 'auto' }) })).charts, 'open');
+  assert.equal(new Prefs(memStorage({ [PREFS_KEY]: JSON.stringify({ charts: 7 }) })).charts, 'open');
 });
 
 test('shortcuts: Ctrl+Shift+C copies, Ctrl +/-/0 set the font, everything else goes to the terminal', () => {
