@@ -23,8 +23,20 @@
 // telemetry-charts-expanded.png, telemetry-charts-hover.png,
 // telemetry-charts-sidebar.png.
 //
+// A second test starts ahpd as make run does (--daemon-telemetry) and opens
+// its printed link: without a click the page shows the terminal and,
+// beside it (under it on a narrow window), the charts of ahp-telemetry:/ahpd
+// with data; at 320, 768 and 1280 px nothing is wider than the window (the
+// status line included), the terminal has at least 20 columns at the size
+// that fits what the panel leaves (stty size says so) and the panel's axis
+// labels pass the same checks; closed, the panel stays closed after a
+// reload; the status line's "charts" opens it again and its title opens
+// the channel in full. Screenshots: artifacts/chart-panel-{320,768,1280}.png,
+// chart-panel-closed.png, chart-panel-reopened.png.
+//
 // Environment: as browser.test.mjs (AHPD_BIN, AHPCTL_BIN, CHROMIUM_BIN,
-// ARTIFACTS_DIR, CI). Every wait is bounded; it takes about 20 s.
+// ARTIFACTS_DIR, CI). Every wait is bounded; it takes about 20 s (and 10 s
+// the second test).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -312,14 +324,16 @@ test('browser: telemetry charts read right at 320, 768 and 1280 px', {
   passed = true;
 });
 
-// checkAxes asserts that a chart's axis labels are whole and apart.
-function checkAxes(c, width) {
+// checkAxes asserts that a chart's axis labels are whole and apart;
+// minTime is the fewest time labels it takes (a young channel's few
+// seconds may hold one round step at a narrow width).
+function checkAxes(c, width, { minTime = 2 } = {}) {
   const where = `${c.name} at ${width} px`;
   const labels = c.texts.filter((x) => x.kind === 'axis');
   assert.ok(labels.length > 0, `${where}: no labels drawn`);
   const x = c.axes[0].values.filter((v) => v != null);
   const y = c.axes[1].values.filter((v) => v != null);
-  assert.ok(x.length >= 2, `${where}: ${x.length} time labels`);
+  assert.ok(x.length >= minTime, `${where}: ${x.length} time labels`);
   assert.ok(y.length >= 2, `${where}: ${y.length} value labels`);
   assert.deepEqual(labels.map((l) => l.text).sort(), [...x, ...y].sort(), `${where}: the labels drawn are the axes' values`);
   for (const l of labels) {
@@ -344,3 +358,205 @@ function checkAxes(c, width) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ---- the daemon's own figures beside the terminal (make run) ----------------------------
+
+const PANEL_ARTIFACTS = ['chart-panel-320.png', 'chart-panel-768.png', 'chart-panel-1280.png', 'chart-panel-closed.png',
+  'chart-panel-reopened.png', 'chart-panel-failure.png', 'chart-panel-daemon.log', 'chart-panel-e2e.log'];
+const DAEMON_FIGURES = 'ahp-telemetry:/ahpd';
+const SHELL = 'ahp-terminal:/shell';
+// Each width with its window height and where the panel goes: beside the
+// terminal when the stage (the window less the 220 px sidebar) is wide,
+// under it on a narrow one.
+const PANEL_WIDTHS = [[320, 640, 'bottom'], [768, 800, 'bottom'], [1280, 800, 'side']];
+
+test('browser: ahpd --daemon-telemetry shows its charts beside the terminal without a click', {
+  skip: missing ?? false,
+  timeout: 90_000,
+}, async (t) => {
+  const { chromium } = await import('playwright-core');
+  await mkdir(ARTIFACTS_DIR, { recursive: true });
+  for (const f of PANEL_ARTIFACTS) await rm(join(ARTIFACTS_DIR, f), { force: true });
+  const tmp = await mkdtemp(join(tmpdir(), 'ahpd-e2e-panel-'));
+  const home = join(tmp, 'home');
+  await mkdir(home, { recursive: true });
+  const daemonOut = [];
+  const log = [];
+  const note = (s) => log.push(`${new Date().toISOString()} ${s}`);
+  let daemon = null;
+  let browser = null;
+  let page = null;
+  let passed = false;
+  t.after(async () => {
+    if (!passed && page && !page.isClosed()) {
+      await page.screenshot({ path: join(ARTIFACTS_DIR, 'chart-panel-failure.png'), timeout: 3000 }).catch(() => {});
+    }
+    await browser?.close().catch(() => {});
+    if (daemon && daemon.exitCode === null) daemon.kill('SIGKILL');
+    await writeFile(join(ARTIFACTS_DIR, 'chart-panel-daemon.log'), daemonOut.join('')).catch(() => {});
+    await writeFile(join(ARTIFACTS_DIR, 'chart-panel-e2e.log'), log.join('\n') + '\n').catch(() => {});
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  // As make run starts it: a terminal on the login shell and the daemon's own figures.
+  daemon = spawn(AHPD_BIN, ['--listen', '127.0.0.1:0', '--state-dir', join(tmp, 'state'), '--control', join(tmp, 'control.sock'),
+    '--print-link', '--daemon-telemetry'], {
+    cwd: home,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, SHELL: '/bin/sh', LANG: 'C.UTF-8', TZ: 'UTC' },
+  });
+  daemon.stdout.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
+  const exited = new Promise((res) => daemon.on('exit', (code, signal) => res({ code, signal })));
+  const url = await printedLink(daemon, daemonOut, exited);
+  note(`link ${url}`);
+
+  browser = await chromium.launch({ executablePath: CHROMIUM_BIN, args: CHROMIUM_ARGS, timeout: LAUNCH_MS });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1, timezoneId: 'UTC' });
+  context.setDefaultTimeout(STEP_MS);
+  page = await context.newPage();
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(`uncaught ${e.message}`));
+  page.on('console', (m) => {
+    note(`console.${m.type()}: ${m.text()}`);
+    if (m.type() === 'error') problems.push(`console error: ${m.text()}`);
+  });
+
+  // ---- the printed link, no click: the terminal and the daemon's charts ---------------
+
+  await page.goto(url.replace('/#', '/?renderer=dom#'));
+  await waitFor(page, 'the terminal, and beside it the daemon\'s charts with data', (ch) => {
+    const s = window.ahpTest?.state();
+    const p = s?.panel;
+    return s && s.connection === 'connected' && s.ready && s.view === 'terminal' && s.channel === 'ahp-terminal:/shell' &&
+      p.shown && p.channel === ch && p.telemetry?.charts.length > 0 && p.telemetry.charts.every((c) => c.drawnPoints >= 2);
+  }, DAEMON_FIGURES);
+  // Five seconds of figures (one a second): whole seconds on the time axis.
+  await waitFor(page, 'five seconds of the daemon\'s figures', () =>
+    window.ahpTest.state().panel.telemetry?.charts.every((c) => c.drawnPoints >= 5), undefined, 3 * STEP_MS);
+  let st = await page.evaluate(() => window.ahpTest.state());
+  note(`attached: panel ${JSON.stringify({ ...st.panel, telemetry: st.panel.telemetry.charts.map((c) => [c.name, c.drawnPoints]) })}`);
+  assert.equal(st.panel.placement, 'side');
+  assert.equal(st.activeElement, 'xterm-helper-textarea', 'the terminal keeps the keyboard');
+  assert.equal(await page.getByTestId('chart-panel-open').textContent(), "ahpd's own figures");
+  // A canvas of the panel's charts, on screen, with the daemon's count of
+  // connections (this page's) in its legend.
+  const canvas = await page.evaluate(() => {
+    const card = document.querySelector('[data-testid=chart-panel] [data-testid=telemetry-chart][data-name=ahpd_connections]');
+    const c = card?.querySelector('canvas');
+    const r = c?.getBoundingClientRect();
+    return c && { width: r.width, height: r.height, right: r.right, left: r.left, points: Number(card.dataset.points),
+      legend: card.querySelector('[data-testid=legend-row]')?.dataset.value };
+  });
+  note(`ahpd_connections canvas: ${JSON.stringify(canvas)}`);
+  assert.ok(canvas && canvas.width > 150 && canvas.height > 80 && canvas.right <= 1280, JSON.stringify(canvas));
+  assert.ok(canvas.points >= 2 && Number(canvas.legend) >= 1, `the connections chart has data: ${JSON.stringify(canvas)}`);
+  const lay = await page.evaluate(() => window.ahpTest.panel.layout());
+  // The daemon's figures are seconds old: a narrow chart may have one time label.
+  for (const c of lay) checkAxes(c, 'the panel at 1280', { minTime: 1 });
+
+  // The terminal works beside it: keys reach the shell.
+  await page.keyboard.type('echo beside-$((6*7))', { delay: 5 });
+  await page.keyboard.press('Enter');
+  await waitFor(page, 'the shell to echo', () => window.ahpTest.screenText().split('\n').includes('beside-42'));
+
+  // ---- 320, 768, 1280 px: nothing overflows, the terminal fits what is left ------------
+
+  for (const [width, height, placement] of PANEL_WIDTHS) {
+    await page.setViewportSize({ width, height });
+    await waitFor(page, `the panel ${placement} at ${width} px and the terminal fitted to the rest`, (want) => {
+      const s = window.ahpTest.state();
+      const f = s.terminal.fit;
+      const charts = window.ahpTest.panel?.layout() ?? [];
+      return s.panel.shown && s.panel.placement === want && f && f.cols === s.termCols && f.rows === s.termRows && !s.clipped &&
+        charts.length > 0 && charts.every((c) => c.root.right <= c.host.right + 0.5 && Math.abs(c.canvas.cssWidth - (c.host.right - c.host.left)) < 2);
+    }, placement);
+    const m = await page.evaluate(() => {
+      const box = (e) => {
+        const r = e.getBoundingClientRect();
+        return { left: r.left, right: r.right, top: r.top, bottom: r.bottom };
+      };
+      const s = window.ahpTest.state();
+      const visible = (e) => e.getClientRects().length > 0 && !e.closest('.sidebar');
+      const wide = [...document.querySelectorAll('.status, .status *, #chart-panel, #chart-panel *, #terminal, .xterm-screen')]
+        .filter((e) => visible(e) && e.getBoundingClientRect().right > innerWidth + 0.5)
+        .slice(0, 8).map((e) => `${e.tagName.toLowerCase()}.${e.className}#${e.id} ${Math.round(e.getBoundingClientRect().right)}`);
+      const status = document.querySelector('.status');
+      return {
+        innerWidth, innerHeight, cols: s.termCols, rows: s.termRows, wide,
+        pageWidth: document.documentElement.scrollWidth, statusOverflow: status.scrollWidth - status.clientWidth,
+        theme: box(document.querySelector('[data-testid=theme-toggle]')),
+        terminal: box(document.querySelector('#terminal')), screen: box(document.querySelector('#terminal .xterm-screen')),
+        panel: box(document.querySelector('#chart-panel')),
+      };
+    });
+    note(`${width} px: ${JSON.stringify(m)}`);
+    assert.deepEqual(m.wide, [], `${width} px: wider than the window`);
+    assert.ok(m.pageWidth <= width && m.statusOverflow <= 0, `${width} px: the page or its status line overflows: ${JSON.stringify(m)}`);
+    assert.ok(m.theme.right <= width, `${width} px: the theme button ends at ${m.theme.right}`);
+    assert.ok(m.cols >= 20 && m.rows >= 10, `${width} px: the terminal has ${m.cols}x${m.rows}`);
+    // The terminal's text stays within its part of the stage, clear of the panel.
+    assert.ok(m.screen.right <= m.terminal.right + 0.5 && m.screen.bottom <= m.terminal.bottom + 0.5, `${width} px: ${JSON.stringify(m)}`);
+    if (placement === 'side') assert.ok(m.terminal.right <= m.panel.left + 0.5, `${width} px: the terminal under the panel`);
+    else assert.ok(m.terminal.bottom <= m.panel.top + 0.5 && m.panel.bottom <= m.innerHeight, `${width} px: ${JSON.stringify(m)}`);
+    const panelLay = await page.evaluate(() => window.ahpTest.panel.layout());
+    note(`${width} px panel: ${JSON.stringify(panelLay.map((c) => ({ name: c.name, canvas: c.canvas, axes: c.axes.map((a) => a.values) })))}`);
+    for (const c of panelLay) checkAxes(c, `the panel at ${width}`, { minTime: 1 });
+    if (width === 320) {
+      // The shell has the size the page fitted (the host applied it).
+      await page.keyboard.type('stty size', { delay: 5 });
+      await page.keyboard.press('Enter');
+      await waitFor(page, 'stty size to print the fitted size', (want) =>
+        window.ahpTest.screenText().split('\n').includes(want), `${m.rows} ${m.cols}`);
+    }
+    await page.screenshot({ path: join(ARTIFACTS_DIR, `chart-panel-${width}.png`) });
+  }
+
+  // ---- closed: the terminal takes the stage, and it stays closed after a reload --------------
+
+  const colsWith = st.termCols;
+  await page.getByTestId('chart-panel-close').click();
+  await waitFor(page, 'the panel closed and the terminal wider', (before) => {
+    const s = window.ahpTest.state();
+    return !s.panel.shown && !s.panel.open && s.panel.telemetry === null && s.terminal.fit?.cols === s.termCols && s.termCols > before &&
+      document.querySelector('[data-testid=chart-panel]').hidden && !document.querySelector('[data-testid=charts-toggle]').hidden;
+  }, colsWith);
+  assert.equal(await page.getByTestId('charts-toggle').getAttribute('aria-pressed'), 'false');
+  assert.equal(await page.evaluate(() => document.activeElement?.className), 'xterm-helper-textarea');
+  assert.equal(await page.evaluate(() => JSON.parse(localStorage.getItem('ahpd.prefs')).charts), 'closed');
+  await page.reload();
+  await waitFor(page, 'the terminal again after the reload, the daemon\'s channel listed', (ch) => {
+    const s = window.ahpTest?.state();
+    return s && s.connection === 'connected' && s.ready && s.view === 'terminal' && s.panel.channel === ch &&
+      !document.querySelector('[data-testid=charts-toggle]').hidden;
+  }, DAEMON_FIGURES);
+  await sleep(500); // a few frames: the panel does not come back late
+  st = await page.evaluate(() => window.ahpTest.state());
+  assert.ok(!st.panel.shown && !st.panel.open, `the panel stays closed after a reload: ${JSON.stringify(st.panel)}`);
+  assert.equal(await page.getByTestId('chart-panel').isVisible(), false);
+  assert.equal(await page.locator('[data-testid=telemetry-chart]').count(), 0, 'no charts drawn');
+  await page.screenshot({ path: join(ARTIFACTS_DIR, 'chart-panel-closed.png') });
+
+  // ---- reopened from the status line; its title opens the charts in full --------------------
+
+  await page.getByTestId('charts-toggle').click();
+  await waitFor(page, 'the panel back with data', () => {
+    const p = window.ahpTest.state().panel;
+    return p.shown && p.open && p.telemetry?.charts.length > 0 && p.telemetry.charts.every((c) => c.drawnPoints >= 1);
+  });
+  assert.equal(await page.getByTestId('charts-toggle').getAttribute('aria-pressed'), 'true');
+  await page.screenshot({ path: join(ARTIFACTS_DIR, 'chart-panel-reopened.png') });
+  await page.getByTestId('chart-panel-open').click();
+  await waitFor(page, 'the daemon\'s figures in full, the panel gone', (ch) => {
+    const s = window.ahpTest.state();
+    return s.view === 'telemetry' && s.channel === ch && s.ready && !s.panel.shown &&
+      document.querySelector('[data-testid=chart-panel]').hidden && document.querySelectorAll('[data-testid=telemetry]').length === 1;
+  }, DAEMON_FIGURES);
+  await page.locator(`[data-testid=channel-item][data-channel="${SHELL}"] button`).click();
+  await waitFor(page, 'the terminal with its panel again', () => {
+    const s = window.ahpTest.state();
+    return s.view === 'terminal' && s.ready && s.panel.shown && s.panel.telemetry?.charts.length > 0;
+  });
+
+  assert.deepEqual(problems, [], 'the page logged errors');
+  passed = true;
+});

@@ -58,8 +58,14 @@ export const SIDE_WIDTH = { min: 300, share: 0.34, max: 440 };
 export const BOTTOM_MIN_STAGE = 420;
 /** The bottom panel's height: this share of the stage, within these bounds. */
 export const BOTTOM_HEIGHT = { min: 180, share: 0.38, max: 300 };
-/** The chart heights inside the panel (the main telemetry view's are 210). */
-export const PANEL_CHART_HEIGHT = { side: 140, bottom: 110 };
+/**
+ * The chart heights inside the panel (the main telemetry view's are 210)
+ * and the least distance between y ticks there: the plot (the chart less
+ * its time axis, 26 px, and top margin, 11 px) is at least 4 × PANEL_Y_SPACE
+ * high, so every y axis has two labels (telemetry.js createView).
+ */
+export const PANEL_CHART_HEIGHT = { side: 150, bottom: 130 };
+export const PANEL_Y_SPACE = 18;
 
 /**
  * panelPlacement decides where the panel goes in a stage of width × height

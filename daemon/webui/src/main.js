@@ -11,7 +11,7 @@
 import { createView as createTerminalView, kind as terminalKind } from './terminal.js';
 import { createView as createTelemetryView, kind as telemetryKind, TELEMETRY_RECEIVE } from './telemetry.js';
 import { createProcessStatus, findProcessChannel } from './process-status.js';
-import { PANEL_CHART_HEIGHT, panelChannel, panelPlacement, panelShown } from './chart-panel.js';
+import { PANEL_CHART_HEIGHT, PANEL_Y_SPACE, panelChannel, panelPlacement, panelShown } from './chart-panel.js';
 import './style.css';
 
 import { checkURL, Client, diagnoseRefusal, ErrorCode, websocketURL } from './session.js';
@@ -375,7 +375,7 @@ function syncPanel() {
   el.views.style.setProperty('--panel-size', `${ui.panel.size}px`);
   const height = PANEL_CHART_HEIGHT[ui.panel.placement];
   if (!panelView) {
-    panelView = createTelemetryView(el.panelBody, {}, { chartHeight: height });
+    panelView = createTelemetryView(el.panelBody, {}, { chartHeight: height, ySpace: PANEL_Y_SPACE });
   } else panelView.setChartHeight(height);
   const label = channelLabel(c);
   el.panelOpen.textContent = label;

@@ -45,6 +45,8 @@ const PALETTE = ['#5fb3f9', '#4ec27a', '#e0b04a', '#c792ea', '#ef6b6b', '#56d4dd
   '#7aa2f7', '#e06c9f', '#9ece6a', '#d19a66'];
 const CHART_HEIGHT = 210;
 const FONT_PX = 11;
+/** The least distance between two y ticks (px) in the telemetry view. */
+export const Y_SPACE = FONT_PX * 2.5;
 const AXIS_FONT = `${FONT_PX}px ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace`;
 const TICK = 4; // tick length (px)
 const AXIS_GAP = 5; // between a tick and its label (px)
@@ -100,12 +102,20 @@ const xLabelWidth = (u) => {
   for (const v of u.axes?.[0]?._values ?? []) if (v != null) w = Math.max(w, textWidth(String(v)));
   return w || textWidth('00:00:00');
 };
+// xLeftPadding: a time label centred on a tick at the plot's left edge
+// reaches half its width into the y axis; a narrower axis gets the rest as
+// padding, so the label is not cut at the canvas edge.
+const xLeftPadding = (u) => Math.max(0, Math.ceil(xLabelWidth(u) / 2) + 1 - (u.axes?.[1]?._size ?? 0));
 
 /**
  * createView builds the telemetry view in container. hooks (all optional):
  * onReady() channel/ready applied; onChange() the header counters changed.
  * options: chartHeight (CSS px; smaller in the charts panel beside a
- * terminal, which changes it with setChartHeight). The view also has
+ * terminal, which changes it with setChartHeight) and ySpace, the least
+ * distance between two y ticks (px; Y_SPACE): a plot at least 4 × ySpace
+ * high has two labels on its y axis whatever the data's range (its step,
+ * 1, 2, 2.5 or 5 × 10ⁿ, is less than twice the least that keeps ySpace,
+ * so the range spans two steps). The view also has
  * state(), layout(), model and stream (pause/resume), for tests.
  */
 export function createView(container, hooks = {}, options = {}) {
@@ -136,6 +146,7 @@ export function createView(container, hooks = {}, options = {}) {
   let samplesPerSecond = null;
   let redrawTimer = null; // a chart waits for REDRAW_MS to pass (draw())
   let chartHeight = options.chartHeight ?? CHART_HEIGHT;
+  const ySpace = options.ySpace ?? Y_SPACE;
 
   function start(ch) {
     for (const p of plots.values()) p.u.destroy();
@@ -351,8 +362,9 @@ export function createView(container, hooks = {}, options = {}) {
       cursor: { drag: { x: false, y: false }, points: { size: 6 } },
       legend: { show: false }, // the page's own legend (renderLegend)
       // Top: half a label over the highest y tick; right: half a time
-      // label past the last x tick.
-      padding: [FONT_PX, (u) => Math.ceil(xLabelWidth(u) / 2) + 4, 0, 0],
+      // label past the last x tick; left: what a narrow y axis (a count's
+      // "0", "1") leaves short of half a time label at the first x tick.
+      padding: [FONT_PX, (u) => Math.ceil(xLabelWidth(u) / 2) + 4, 0, xLeftPadding],
       scales: {
         x: {
           time: true,
@@ -374,7 +386,7 @@ export function createView(container, hooks = {}, options = {}) {
         },
         {
           ...AXIS,
-          space: FONT_PX * 2.5,
+          space: ySpace,
           // A count (every value whole) steps by 1 or more: 0, 1, 2, not 0.2, 0.4.
           incrs: (_u, _ai, min, max) => {
             const all = axisIncrements(unit, min, max);

@@ -127,6 +127,13 @@ export class InputGate {
  * of the viewer's size and every later one as the user resizing: so the
  * page reports once per subscription, and asks again only for an explicit
  * act (its viewport changed, the clipped badge).
+ *
+ * A fit measured at one size can be a column off at another: xterm's cell
+ * width is its canvas width, rounded to a pixel, over the columns, so it
+ * moves a little with the column count (900 px fit 114 columns measured
+ * at 66 and 115 measured at 114). When the host applies the size this page
+ * asked for, it measures again and asks once more if the fit moved
+ * (settling: not again after that, so two sizes never alternate).
  */
 export class ResizePolicy {
   constructor({ measure, request, onClipped }) {
@@ -141,6 +148,7 @@ export class ResizePolicy {
     this.sent = ''; // "RxC" last told the host on this subscription ('': nothing yet)
     this.clipped = null;
     this.requests = 0;
+    this.settling = false; // a request is out whose size, once applied, is measured again
   }
 
   /** attaching: this page attaches a channel (it reports its size at channel/ready, as on every subscription). */
@@ -164,6 +172,18 @@ export class ResizePolicy {
   hostSize(rows, cols) {
     this.rows = rows;
     this.cols = cols;
+    // The first size applied after a request: the one asked for, measured
+    // again (another viewer's size that came first ends the settling).
+    const settle = this.settling && `${rows}x${cols}` === this.sent;
+    this.settling = false;
+    if (settle) {
+      const d = this.measure();
+      const key = d && `${d.rows}x${d.cols}`;
+      if (key && key !== this.sent && this.ready) {
+        this.lastFit = key;
+        this.send(d, false);
+      }
+    }
     this.updateClipped();
   }
 
@@ -180,6 +200,7 @@ export class ResizePolicy {
     this.ready = false;
     this.canRequest = false;
     this.sent = '';
+    this.settling = false;
   }
 
   setCanRequest(v) {
@@ -204,9 +225,10 @@ export class ResizePolicy {
     return true;
   }
 
-  send(d) {
+  send(d, settle = true) {
     if (!this.canRequest) return;
     this.sent = `${d.rows}x${d.cols}`;
+    this.settling = settle;
     this.requests++;
     this.request(d.rows, d.cols);
   }

@@ -74,3 +74,10 @@ test('panel shown: beside a terminal, with a channel, open, with room', () => {
   assert.equal(panelShown({ ...on, open: false }), false, 'closed by the user');
   assert.equal(panelShown({ ...on, placement: 'none' }), false);
 });
+
+test('panel charts: every plot is high enough for two y labels', async () => {
+  const { PANEL_CHART_HEIGHT, PANEL_Y_SPACE } = await import('../src/chart-panel.js');
+  // telemetry.js: a time axis of 26 px and a top margin of 11 px.
+  for (const [where, h] of Object.entries(PANEL_CHART_HEIGHT)) assert.ok(h - 26 - 11 >= 4 * PANEL_Y_SPACE, `${where}: ${h}`);
+  assert.ok(PANEL_Y_SPACE >= 11 + 4, 'labels (11 px) never touch');
+});

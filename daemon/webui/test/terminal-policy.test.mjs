@@ -158,3 +158,39 @@ test('renderer: WebGL on a GPU, the DOM renderer on a software rasterizer unless
   assert.equal(pickRenderer('auto', null), 'dom');
   assert.equal(pickRenderer('dom', gpu), 'dom');
 });
+
+test('resize: a fit that moves once its size applies (xterm\'s rounded cell width) is asked for once more, not again', () => {
+  const fit = { current: { rows: 40, cols: 120 } };
+  const { p, requests } = policy(fit);
+  p.viewport();
+  p.attaching();
+  p.hostSize(24, 80);
+  p.readied(true);
+  p.hostSize(40, 120); // applied; measured again: the same
+  assert.deepEqual(requests, ['40x120']);
+  // The window grows: measured at 120 columns it fits 114; at 114, 115.
+  fit.current = { rows: 42, cols: 114 };
+  p.viewport();
+  assert.deepEqual(requests, ['40x120', '42x114']);
+  fit.current = { rows: 42, cols: 115 };
+  p.hostSize(42, 114);
+  assert.deepEqual(requests, ['40x120', '42x114', '42x115'], 'settled: the size that fits at the size it fits');
+  // At 115 it would measure 114 again: not asked (no alternating).
+  fit.current = { rows: 42, cols: 114 };
+  p.hostSize(42, 115);
+  assert.deepEqual(requests, ['40x120', '42x114', '42x115']);
+  // Another viewer's size is never measured against (not this page's request).
+  fit.current = { rows: 42, cols: 130 };
+  p.viewport();
+  assert.deepEqual(requests, ['40x120', '42x114', '42x115', '42x130']);
+  fit.current = { rows: 42, cols: 131 };
+  p.hostSize(30, 90); // another tab's size applied first
+  p.hostSize(42, 130); // then ours again, from that tab's view of it: not this request's
+  assert.deepEqual(requests, ['40x120', '42x114', '42x115', '42x130'], 'the settle ends with the first size the host applies');
+  // A view-only page never settles either.
+  const v = policy({ current: { rows: 40, cols: 120 } });
+  v.p.attaching();
+  v.p.readied(false);
+  v.p.hostSize(24, 80);
+  assert.deepEqual(v.requests, []);
+});
