@@ -532,6 +532,8 @@ test('browser: ahpd --daemon-telemetry shows its charts beside the terminal with
   await sleep(500); // a few frames: the panel does not come back late
   st = await page.evaluate(() => window.ahpTest.state());
   assert.ok(!st.panel.shown && !st.panel.open, `the panel stays closed after a reload: ${JSON.stringify(st.panel)}`);
+  assert.equal(st.activeElement, 'xterm-helper-textarea', 'the terminal has the keyboard after the reload');
+  const colsAlone = st.termCols;
   assert.equal(await page.getByTestId('chart-panel').isVisible(), false);
   assert.equal(await page.locator('[data-testid=telemetry-chart]').count(), 0, 'no charts drawn');
   await page.screenshot({ path: join(ARTIFACTS_DIR, 'chart-panel-closed.png') });
@@ -544,6 +546,11 @@ test('browser: ahpd --daemon-telemetry shows its charts beside the terminal with
     return p.shown && p.open && p.telemetry?.charts.length > 0 && p.telemetry.charts.every((c) => c.drawnPoints >= 1);
   });
   assert.equal(await page.getByTestId('charts-toggle').getAttribute('aria-pressed'), 'true');
+  await waitFor(page, 'the terminal fitted beside the panel again', (alone) => {
+    const s = window.ahpTest.state();
+    return s.terminal.fit?.cols === s.termCols && s.terminal.fit.rows === s.termRows && s.termCols < alone &&
+      s.activeElement === 'xterm-helper-textarea';
+  }, colsAlone);
   await page.screenshot({ path: join(ARTIFACTS_DIR, 'chart-panel-reopened.png') });
   await page.getByTestId('chart-panel-open').click();
   await waitFor(page, 'the daemon\'s figures in full, the panel gone', (ch) => {
