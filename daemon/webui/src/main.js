@@ -883,6 +883,10 @@ el.theme.addEventListener('click', () => {
   prefs.set({ theme: prefs.theme === 'dark' ? 'light' : 'dark' });
   document.documentElement.dataset.theme = prefs.theme;
   view.setTheme(prefs.theme);
+  // The charts take the theme's colours when drawn: a slow channel's
+  // would keep the old grid until its next sample.
+  telemetryView?.recolour();
+  panelView?.recolour();
   render();
 });
 el.theme.addEventListener('mousedown', (ev) => ev.preventDefault());

@@ -489,6 +489,10 @@ export function createView(container, hooks = {}, options = {}) {
     clear() {
       channel = null;
     },
+    /** recolour redraws every chart in the page theme's colours now (not at its next sample). */
+    recolour() {
+      for (const p of plots.values()) p.u.redraw(false, false);
+    },
     /** setChartHeight sets every chart's height (CSS px). */
     setChartHeight(h) {
       if (h === chartHeight) return;
