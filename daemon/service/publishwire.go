@@ -119,6 +119,7 @@ func (r *publishRequest) decode(b []byte) *wireError {
 		rest = rest[l+m:]
 	}
 	r.Samples = make([]telemetry.Sample, 0, n)
+	var dup *wireError // the first label given twice
 	for len(b) > 0 {
 		num, typ, l := consumeTag(b)
 		if l < 0 {
@@ -141,7 +142,15 @@ func (r *publishRequest) decode(b []byte) *wireError {
 			s, err := r.sample(v)
 			if err != nil {
 				err.field = fmt.Sprintf("samples[%d]", len(r.Samples)) + err.field
-				return err
+				if !err.dup {
+					return err
+				}
+				// A label given twice: the message is refused for it,
+				// unless a later sample is malformed, which proto.Unmarshal
+				// would refuse it for (FuzzPublishWire found one).
+				if dup == nil {
+					dup = err
+				}
 			}
 			r.Samples = append(r.Samples, s)
 			b = b[m:]
@@ -154,6 +163,9 @@ func (r *publishRequest) decode(b []byte) *wireError {
 			}
 			b = b[m:]
 		}
+	}
+	if dup != nil {
+		return dup
 	}
 	return nil
 }
