@@ -701,7 +701,11 @@ function render() {
   el.closeChannel.hidden = !(ui.role === 'control' && currentSession && ui.channel && ui.connection === 'connected');
   el.viewOnly.hidden = ui.role !== 'view';
   el.size.textContent = ui.rows && ui.view === terminalKind ? sizeText(ui.rows, ui.cols) : '';
-  el.latency.textContent = ui.latencyMs != null ? `${ui.latencyMs} ms` : '';
+  // The round trip: the ping meter's smoothed figure (what sizes the
+  // windows and decides predictive echo), else the channels/list poll's.
+  const srtt = ui.connection === 'connected' ? rttMeter?.srtt : null;
+  const latency = srtt != null ? Math.round(srtt) : ui.latencyMs;
+  el.latency.textContent = latency != null ? `${latency} ms` : '';
   for (const li of el.channels.children) li.classList.toggle('active', li.dataset.channel === ui.channel);
 }
 
