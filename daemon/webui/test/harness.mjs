@@ -155,3 +155,37 @@ export function rng(seed) {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/**
+ * FakeClock runs timers in time order when advanced; nothing runs by itself.
+ * Its now, setTimeout and clearTimeout are bound, to hand to code under test.
+ */
+export class FakeClock {
+  timers = new Map();
+  next = 1;
+  constructor(start = 0) {
+    this.t = start;
+  }
+  now = () => this.t;
+  setTimeout = (fn, ms) => {
+    const id = this.next++;
+    this.timers.set(id, { at: this.t + ms, fn });
+    return id;
+  };
+  clearTimeout = (id) => {
+    this.timers.delete(id);
+  };
+  /** advance moves time forward by ms, running due timers in order (bounded). */
+  advance(ms) {
+    const end = this.t + ms;
+    for (let i = 0; i < 10000; i++) {
+      let first = null;
+      for (const [id, tm] of this.timers) if (tm.at <= end && (!first || tm.at < first[1].at)) first = [id, tm];
+      if (!first) break;
+      this.timers.delete(first[0]);
+      this.t = first[1].at;
+      first[1].fn();
+    }
+    this.t = end;
+  }
+}

@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AUTO_OFF_MS, AUTO_ON_MS, MAX_PENDING, MODES, Predictor, tokens } from '../src/predict.js';
 import { PREDICT_MODES, Prefs, PREFS_KEY } from '../src/prefs.js';
+import { FakeClock } from './harness.mjs';
 
 // FakeScreen is a tiny terminal: the host side writes to it as a shell would.
 class FakeScreen {
@@ -37,30 +38,6 @@ class FakeScreen {
   }
   text(row = this.cur.row) {
     return this.lines[row].join('').trimEnd();
-  }
-}
-
-class FakeClock {
-  t = 0;
-  timers = new Map();
-  n = 0;
-  now = () => this.t;
-  setTimeout = (fn, ms) => {
-    this.timers.set(++this.n, { at: this.t + ms, fn });
-    return this.n;
-  };
-  clearTimeout = (id) => this.timers.delete(id);
-  advance(ms) {
-    const end = this.t + ms;
-    for (let i = 0; i < 1000; i++) {
-      let first = null;
-      for (const [id, tm] of this.timers) if (tm.at <= end && (!first || tm.at < first[1].at)) first = [id, tm];
-      if (!first) break;
-      this.timers.delete(first[0]);
-      this.t = first[1].at;
-      first[1].fn();
-    }
-    this.t = end;
   }
 }
 

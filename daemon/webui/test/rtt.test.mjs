@@ -2,37 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRttMeter, IDLE_INTERVAL_MS, RttMeter, takesPing } from '../src/rtt.js';
-
-// FakeClock runs timers in time order when advanced; nothing runs by itself.
-class FakeClock {
-  constructor() {
-    this.t = 1000;
-    this.timers = new Map();
-    this.next = 1;
-  }
-  now = () => this.t;
-  setTimeout = (fn, ms) => {
-    const id = this.next++;
-    this.timers.set(id, { at: this.t + ms, fn });
-    return id;
-  };
-  clearTimeout = (id) => {
-    this.timers.delete(id);
-  };
-  /** advance moves time forward by ms, running due timers in order (bounded). */
-  advance(ms) {
-    const end = this.t + ms;
-    for (let i = 0; i < 10000; i++) {
-      let first = null;
-      for (const [id, tm] of this.timers) if (tm.at <= end && (!first || tm.at < first[1].at)) first = [id, tm];
-      if (!first) break;
-      this.timers.delete(first[0]);
-      this.t = first[1].at;
-      first[1].fn();
-    }
-    this.t = end;
-  }
-}
+import { FakeClock } from './harness.mjs';
 
 // FakeSession records pings; the test answers them.
 class FakeSession {
@@ -63,7 +33,7 @@ class FakeSession {
 const flush = () => new Promise((r) => setImmediate(r));
 
 function setup(opts = {}) {
-  const clock = new FakeClock();
+  const clock = new FakeClock(1000);
   const session = new FakeSession(opts.windowUpdates ?? true);
   session.clock = clock;
   const meter = createRttMeter(session, { now: clock.now, setTimeout: clock.setTimeout, clearTimeout: clock.clearTimeout, ...opts.meter });
@@ -198,7 +168,7 @@ test('the meter stops when the session closes, and after an error answer', async
 });
 
 test('stop cancels the timer; a late answer is not a sample', async () => {
-  const clock = new FakeClock();
+  const clock = new FakeClock(1000);
   const session = new FakeSession();
   session.clock = clock;
   const meter = new RttMeter(session, { now: clock.now, setTimeout: clock.setTimeout, clearTimeout: clock.clearTimeout });
