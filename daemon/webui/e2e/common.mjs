@@ -61,6 +61,23 @@ export function run(bin, args, env, ms = STEP_MS) {
 }
 
 /**
+ * startDaemon spawns bin/ahpd with args in home (HOME too, a plain /bin/sh
+ * environment), its stdout and stderr kept in out. It returns the process
+ * at once, for the caller's cleanup to kill, and link, the promise of the
+ * link it prints (pass --print-link).
+ */
+export function startDaemon(home, args, out) {
+  const daemon = spawn(AHPD_BIN, args, {
+    cwd: home,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, SHELL: '/bin/sh', LANG: 'C.UTF-8', TZ: 'UTC' },
+  });
+  daemon.stdout.setEncoding('utf8').on('data', (s) => out.push(s));
+  const exited = new Promise((res) => daemon.on('exit', (code, signal) => res({ code, signal })));
+  return { daemon, link: printedLink(daemon, out, exited) };
+}
+
+/**
  * printedLink resolves with the browser link a daemon started with
  * --print-link writes on stderr (everything it writes goes to out too);
  * it rejects if exited (a promise of {code, signal}) settles first.

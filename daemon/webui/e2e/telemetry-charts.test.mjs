@@ -45,7 +45,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, waitFor } from './common.mjs';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, run, startDaemon, STEP_MS, waitFor } from './common.mjs';
 
 const CHANNEL_ID = 'charts-of-a-long-push-channel-name-0042';
 const CHANNEL = `ahp-telemetry:/${CHANNEL_ID}`;
@@ -123,14 +123,9 @@ test('browser: telemetry charts read right at 320, 768 and 1280 px', {
 
   // ---- the daemon, the channel and its history ------------------------------------
 
-  daemon = spawn(AHPD_BIN, ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--control', controlSock, '--print-link'], {
-    cwd: home,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, SHELL: '/bin/sh', LANG: 'C.UTF-8', TZ: 'UTC' },
-  });
-  daemon.stdout.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
-  const exited = new Promise((res) => daemon.on('exit', (code, signal) => res({ code, signal })));
-  const url = await printedLink(daemon, daemonOut, exited);
+  let link;
+  ({ daemon, link } = startDaemon(home, ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--control', controlSock, '--print-link'], daemonOut));
+  const url = await link;
   const ctl = (...args) => run(AHPCTL_BIN, args, { AHP_CONTROL: controlSock });
   assert.equal((await ctl('telemetry', 'create', '--kind', 'push', '--id', CHANNEL_ID, '--history', '20m')).trim(), CHANNEL);
   await ctl('terminal', 'create', '--id', 'build', '--title', LONG_TITLE, '--', 'sleep', '120');
@@ -399,15 +394,10 @@ test('browser: ahpd --daemon-telemetry shows its charts beside the terminal with
   });
 
   // As make run starts it: a terminal on the login shell and the daemon's own figures.
-  daemon = spawn(AHPD_BIN, ['--listen', '127.0.0.1:0', '--state-dir', join(tmp, 'state'), '--control', join(tmp, 'control.sock'),
-    '--print-link', '--daemon-telemetry'], {
-    cwd: home,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, SHELL: '/bin/sh', LANG: 'C.UTF-8', TZ: 'UTC' },
-  });
-  daemon.stdout.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
-  const exited = new Promise((res) => daemon.on('exit', (code, signal) => res({ code, signal })));
-  const url = await printedLink(daemon, daemonOut, exited);
+  let link;
+  ({ daemon, link } = startDaemon(home, ['--listen', '127.0.0.1:0', '--state-dir', join(tmp, 'state'), '--control', join(tmp, 'control.sock'),
+    '--print-link', '--daemon-telemetry'], daemonOut));
+  const url = await link;
   note(`link ${url}`);
 
   browser = await chromium.launch({ executablePath: CHROMIUM_BIN, args: CHROMIUM_ARGS, timeout: LAUNCH_MS });

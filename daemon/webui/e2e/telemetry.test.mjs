@@ -31,7 +31,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, printedLink, run, STEP_MS, waitFor } from './common.mjs';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, run, startDaemon, STEP_MS, waitFor } from './common.mjs';
 
 const SOAK_S = Number(process.env.TELEMETRY_SOAK_SECONDS || 20);
 const HEAP_BOUND = Number(process.env.TELEMETRY_HEAP_BOUND_MIB || 4) * 1024 * 1024;
@@ -107,14 +107,9 @@ test('browser: telemetry charts, gaps for dropped ranges, flat heap; process spa
 
   // ---- the daemon and its channels --------------------------------------------
 
-  daemon = spawn(AHPD_BIN, ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--control', controlSock, '--print-link'], {
-    cwd: home,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, SHELL: '/bin/sh', LANG: 'C.UTF-8', TZ: 'UTC' },
-  });
-  daemon.stdout.setEncoding('utf8').on('data', (s) => daemonOut.push(s));
-  const exited = new Promise((res) => daemon.on('exit', (code, signal) => res({ code, signal })));
-  const url = await printedLink(daemon, daemonOut, exited);
+  let link;
+  ({ daemon, link } = startDaemon(home, ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--control', controlSock, '--print-link'], daemonOut));
+  const url = await link;
   note(`daemon at ${new URL(url).origin}`);
   const ctl = (...args) => run(AHPCTL_BIN, args, { AHP_CONTROL: controlSock });
   const procUri = (await ctl('telemetry', 'create', '--kind', 'process', '--terminal', TERMINAL,
