@@ -92,6 +92,30 @@ type WindowTuner struct {
 	epochBytes int64
 }
 
+// PingInterval is how long a tuner's owner waits before its next
+// round-trip sample, given the time since one of its streams last released
+// bytes and the smoothed round trip (0 before the first sample): one per
+// round trip (10–200 ms apart) while a stream moved data in the last
+// second, else one a second. The daemon (WebSocket pings) and ahpctl
+// (`ping` requests) both sample so; the page's rtt.js does likewise.
+func PingInterval(sinceActive, srtt time.Duration) time.Duration {
+	if sinceActive >= PingBusyFor {
+		return pingIdle
+	}
+	return min(max(srtt, pingBusyMin), pingBusyMax)
+}
+
+const (
+	pingBusyMin = 10 * time.Millisecond
+	pingBusyMax = 200 * time.Millisecond
+	pingIdle    = time.Second
+)
+
+// PingBusyFor is how long after a stream's last release its owner keeps
+// sampling once per round trip (PingInterval); an owner that wakes from
+// longer samples at once.
+const PingBusyFor = time.Second
+
 // minEpoch bounds how often a tuner decides on loopback, where a round
 // trip is tens of microseconds.
 const minEpoch = 2 * time.Millisecond

@@ -349,3 +349,19 @@ func TestAppendWindow(t *testing.T) {
 		t.Fatalf("got %s\nwant %s", got, want)
 	}
 }
+
+// TestPingInterval: a sample per round trip, within 10–200 ms, while a
+// stream moved data in the last second; one a second after that.
+func TestPingInterval(t *testing.T) {
+	for _, c := range []struct{ since, srtt, want time.Duration }{
+		{0, 0, 10 * time.Millisecond},
+		{0, 80 * time.Millisecond, 80 * time.Millisecond},
+		{500 * time.Millisecond, time.Second, 200 * time.Millisecond},
+		{PingBusyFor, 80 * time.Millisecond, time.Second},
+		{time.Hour, 0, time.Second},
+	} {
+		if got := PingInterval(c.since, c.srtt); got != c.want {
+			t.Errorf("PingInterval(%v, %v) = %v, want %v", c.since, c.srtt, got, c.want)
+		}
+	}
+}

@@ -19,16 +19,8 @@ import (
 // the subscription's flow.Receiver first and then announced with
 // channel/window.
 
-// Ping intervals: while a watched subscription moved data in the last
-// second, a sample per round trip (at least pingBusyMin apart, at most
-// pingBusyMax); otherwise one per pingIdle.
-const (
-	pingBusyMin = 10 * time.Millisecond
-	pingBusyMax = 200 * time.Millisecond
-	pingIdle    = time.Second
-	busyFor     = time.Second
-	pingTimeout = 10 * time.Second
-)
+// pingTimeout bounds one `ping` (flow.PingInterval says when the next goes).
+const pingTimeout = 10 * time.Second
 
 // rttWatch receives the pinger's samples (on the pinger goroutine).
 type rttWatch struct {
@@ -85,8 +77,8 @@ func (c *Conn) watchRTT(w *rttWatch) (stop func()) {
 
 // busy tells the pinger that a watched subscription moved data.
 func (p *pinger) busy(now time.Time) {
-	if prev := p.active.Swap(now.UnixNano()); now.UnixNano()-prev > int64(busyFor) {
-		p.poke() // from idle: sample now rather than after pingIdle
+	if prev := p.active.Swap(now.UnixNano()); time.Duration(now.UnixNano()-prev) >= flow.PingBusyFor {
+		p.poke() // from idle: sample now rather than a second later
 	}
 }
 
@@ -137,11 +129,7 @@ func (c *Conn) pingLoop() {
 				}
 			}
 		}
-		next := pingIdle
-		if time.Now().UnixNano()-p.active.Load() < int64(busyFor) {
-			next = min(max(time.Duration(p.srtt.Load()), pingBusyMin), pingBusyMax)
-		}
-		t.Reset(next)
+		t.Reset(flow.PingInterval(time.Duration(time.Now().UnixNano()-p.active.Load()), time.Duration(p.srtt.Load())))
 	}
 }
 
@@ -238,13 +226,22 @@ func (s *Sub) tuneLocked(n int64) []byte {
 	if s.tuner == nil || n <= 0 {
 		return nil
 	}
-	now := time.Now()
-	s.c.pinger.busy(now)
-	w, changed := s.tuner.OnRelease(now, n)
+	w, changed := s.c.tune(s.tuner, s.recv, n)
 	if !changed {
 		return nil
 	}
-	s.recv.SetWindowBytes(w) // before the host can use it
 	s.windowChanges++
 	return flow.AppendWindow(nil, s.Channel, s.ID, w)
+}
+
+// tune feeds n released bytes to t and applies a changed window to r
+// before anyone announces it, so that the host's next bytes are welcome;
+// it tells the pinger the stream is busy.
+func (c *Conn) tune(t *flow.WindowTuner, r *flow.Receiver, n int64) (window int64, changed bool) {
+	now := time.Now()
+	c.pinger.busy(now)
+	if window, changed = t.OnRelease(now, n); changed {
+		r.SetWindowBytes(window)
+	}
+	return window, changed
 }

@@ -433,25 +433,19 @@ func (c *Conn) readLoop() {
 			return
 		}
 		switch {
-		case m.Method == "channel/credit":
+		case m.Method == "channel/credit" || m.Method == "channel/window":
 			var p struct {
 				SubscriptionID string `json:"subscriptionId"`
 				ConsumedBytes  int64  `json:"consumedBytes"`
-			}
-			_ = json.Unmarshal(m.Params, &p)
-			c.mu.Lock()
-			if s := c.subs[p.SubscriptionID]; s != nil {
-				s.onCredit(p.ConsumedBytes)
-			}
-			c.mu.Unlock()
-		case m.Method == "channel/window":
-			var p struct {
-				SubscriptionID string `json:"subscriptionId"`
 				WindowBytes    int64  `json:"windowBytes"`
 			}
 			_ = json.Unmarshal(m.Params, &p)
 			c.mu.Lock()
-			if s := c.subs[p.SubscriptionID]; s != nil {
+			switch s := c.subs[p.SubscriptionID]; {
+			case s == nil:
+			case m.Method == "channel/credit":
+				s.onCredit(p.ConsumedBytes)
+			default:
 				s.onWindow(p.WindowBytes)
 			}
 			c.mu.Unlock()

@@ -678,12 +678,9 @@ func (s *TCPStream) popLocked() {
 	}
 	windowChanged := false
 	if s.tuner != nil && s.cur != nil {
-		now := time.Now()
-		s.cur.conn.pinger.busy(now)
-		if w, changed := s.tuner.OnRelease(now, last.Position-before); changed {
-			s.recv.SetWindowBytes(w) // before the host can use it; the writer announces it
+		// The writer announces a changed window.
+		if _, windowChanged = s.cur.conn.tune(s.tuner, s.recv, last.Position-before); windowChanged {
 			s.stats.WindowChanges++
-			windowChanged = true
 		}
 	}
 	if send {

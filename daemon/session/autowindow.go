@@ -20,16 +20,6 @@ import (
 // to a client that said it takes them (initialize's
 // capabilities.windowUpdates).
 
-// Ping intervals while a tuned subscription exists: a sample per round
-// trip while one moved data in the last second (at least rttBusyMin
-// apart, at most rttBusyMax), else one per rttIdle.
-const (
-	rttBusyMin = 10 * time.Millisecond
-	rttBusyMax = 200 * time.Millisecond
-	rttIdle    = time.Second
-	rttBusyFor = time.Second
-)
-
 // tuneCeiling is the most a tuned host receive window grows to: what a
 // TCP channel retains for a resume in the other direction
 // (tcpMaxRetainedBytes, 16 MiB of window by default: 6 MB of data,
@@ -86,7 +76,7 @@ func (c *conn) tune(s *subscription, n int64) {
 		return
 	}
 	now := time.Now()
-	if prev := c.rttBusy.Swap(now.UnixNano()); now.UnixNano()-prev > int64(rttBusyFor) {
+	if prev := c.rttBusy.Swap(now.UnixNano()); time.Duration(now.UnixNano()-prev) >= flow.PingBusyFor {
 		select {
 		case c.rttWake <- struct{}{}:
 		default:
@@ -154,11 +144,7 @@ func (c *conn) rttLoop(ctx context.Context) {
 			default: // the run loop has one to take already
 			}
 		}
-		next := rttIdle
-		if time.Now().UnixNano()-c.rttBusy.Load() < int64(rttBusyFor) {
-			next = min(max(srtt, rttBusyMin), rttBusyMax)
-		}
-		t.Reset(next)
+		t.Reset(flow.PingInterval(time.Duration(time.Now().UnixNano()-c.rttBusy.Load()), srtt))
 		select {
 		case <-ctx.Done():
 			return
