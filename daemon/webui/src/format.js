@@ -8,33 +8,6 @@
 // byte axes step in binary multiples so those ticks are round. Values in
 // the legend take three significant digits and their own unit.
 
-const BINARY = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-
-/** bytes formats a byte count with binary units: 1536 → "1.50 KiB". */
-export function bytes(v) {
-  if (v == null || !Number.isFinite(v)) return '';
-  let a = Math.abs(v);
-  let i = 0;
-  while (a >= 1024 && i < BINARY.length - 1) {
-    a /= 1024;
-    i++;
-  }
-  const s = i === 0 ? String(Math.round(a)) : a >= 100 ? a.toFixed(0) : a >= 10 ? a.toFixed(1) : a.toFixed(2);
-  return `${v < 0 ? '-' : ''}${s} ${BINARY[i]}`;
-}
-
-/** number formats a plain value compactly: 12345678 → "12.3M", 0.000123 → "1.23e-4". */
-export function number(v) {
-  if (v == null || !Number.isFinite(v)) return '';
-  const a = Math.abs(v);
-  if (a === 0) return '0';
-  if (a >= 1e15 || a < 1e-3) return v.toExponential(2);
-  for (const [m, u] of [[1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e4, 'k']]) {
-    if (a >= m) return `${trim((v / m).toPrecision(3))}${u}`;
-  }
-  return trim(a >= 100 ? v.toFixed(0) : v.toPrecision(3));
-}
-
 function trim(s) {
   return s.includes('.') && !s.includes('e') ? s.replace(/\.?0+$/, '') : s;
 }
@@ -136,6 +109,12 @@ export function valueFormatter(unit) {
     return join(num, prefix, unit);
   };
 }
+
+/** bytes formats a byte count with binary units: 1536 → "1.50 KiB". */
+export const bytes = valueFormatter(UNITS.bytes);
+
+/** number formats a plain value compactly: 12345678 → "12.3M", 0.000123 → "1.23e-4". */
+export const number = valueFormatter(UNITS.plain);
 
 /**
  * axisLabels formats one axis' ticks: one prefix for the axis (from the
