@@ -236,7 +236,7 @@ func (p *predictor) host(data []byte, now time.Time, w io.Writer) error {
 		}
 		b = p.buf[:0]
 	}
-	p.scr.Write(string(data))
+	p.scr.WriteBytes(data)
 	p.wrote = true
 	p.judge(now)
 	p.buf = p.draw(b)

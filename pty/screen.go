@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Screen is the headless emulator (the model snapshots are taken from)
@@ -25,6 +26,13 @@ func (s *Screen) Write(p string) {
 		p = strings.ToValidUTF8(p, "\uFFFD")
 	}
 	s.e.write(p)
+}
+
+// WriteBytes is Write without copying p (attach feeds it every output
+// chunk): the emulator keeps nothing of its input but copies (cells,
+// clusters, OSC payloads), so p may be reused once WriteBytes returns.
+func (s *Screen) WriteBytes(p []byte) {
+	s.Write(unsafe.String(unsafe.SliceData(p), len(p)))
 }
 
 // Reset makes s a blank rows×cols screen (terminal/reset: a snapshot

@@ -48,3 +48,25 @@ func TestScreenRestore(t *testing.T) {
 		}
 	}
 }
+
+// TestScreenWriteBytes: WriteBytes keeps nothing of its input, so the
+// caller's buffer may be reused (a combining cluster and a wide character
+// still read back after it is overwritten), and it does not allocate for
+// plain output.
+func TestScreenWriteBytes(t *testing.T) {
+	s := pty.NewScreen(2, 10)
+	buf := []byte("e\u0301漢x")
+	s.WriteBytes(buf)
+	for i := range buf {
+		buf[i] = '#'
+	}
+	for x, want := range []string{"e\u0301", "漢", "", "x"} {
+		if got := s.Text(x, 0); got != want {
+			t.Errorf("Text(%d, 0) after the buffer was reused = %q, want %q", x, got, want)
+		}
+	}
+	line := []byte("abc\r\n")
+	if n := testing.AllocsPerRun(100, func() { s.WriteBytes(line) }); n != 0 {
+		t.Errorf("WriteBytes(%q) allocates %v times, want 0", line, n)
+	}
+}
