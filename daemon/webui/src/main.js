@@ -18,7 +18,6 @@ import { checkURL, Client, diagnoseRefusal, ErrorCode, websocketURL } from './se
 import { receiveFromQuery } from './wire.js';
 import { CredentialStore, formatFragment, parseFragment } from './credentials.js';
 import { clippedText, PREDICT_MODES, Prefs, sizeText } from './prefs.js';
-import { createRttMeter } from './rtt.js';
 import { channelLabel, closeText, documentTitle } from './page-text.js';
 
 const VERSION = '0.1.0';
@@ -574,15 +573,14 @@ client.on('state', (s) => {
 });
 
 let currentSession = null;
-// rttMeter is the session's round-trip meter (rtt.js, ping), which sizes
-// its windows and decides predictive echo; null with a host that does not
-// take ping. The session makes it (session.rtt); one is made here only for
-// a session that did not.
+// rttMeter is the session's round-trip meter (session.rtt, rtt.js: ping),
+// which sizes its windows and decides predictive echo; null with a host
+// that does not take ping.
 let rttMeter = null;
 
 client.on('session', async (session) => {
   currentSession = session;
-  rttMeter = session.rtt ?? createRttMeter(session);
+  rttMeter = session.rtt;
   view.setRttMeter(rttMeter);
   el.newTerminal.hidden = !session.createsChannels;
   // The list follows the daemon's changes at once; the 5 s poll stays for
