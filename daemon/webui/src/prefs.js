@@ -3,13 +3,15 @@
 // terminal's keyboard shortcuts. DOM-free: storage is passed in (the page
 // gives localStorage), so node tests drive it.
 
+import { MODES } from './predict.js';
+
 export const PREFS_KEY = 'ahpd.prefs';
 export const FONT_SIZE_DEFAULT = 13;
 export const FONT_SIZE_MIN = 8;
 export const FONT_SIZE_MAX = 32;
 export const THEMES = ['dark', 'light'];
-/** PREDICT_MODES are the settings of predictive echo (predict.js): auto is the default. */
-export const PREDICT_MODES = ['auto', 'always', 'never'];
+/** PREDICT_MODES are the settings of predictive echo (predict.js's MODES): auto is the default. */
+export const PREDICT_MODES = MODES;
 /** CHARTS_MODES: the charts panel beside a terminal (chart-panel.js) is open (the default) or closed. */
 export const CHARTS_MODES = ['open', 'closed'];
 
