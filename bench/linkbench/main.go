@@ -50,7 +50,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -125,7 +124,7 @@ func parse(c *config, rtts, size, catSize string) error {
 		c.rtts = append(c.rtts, d)
 	}
 	var err error
-	if c.rate, err = parseRate(c.rateText); err != nil {
+	if c.rate, err = linkemu.ParseRate(c.rateText); err != nil {
 		return fmt.Errorf("-rate: %w", err)
 	}
 	if c.size, err = units.ParseSize(size); err != nil || c.size < 1<<20 {
@@ -141,30 +140,6 @@ func parse(c *config, rtts, size, catSize string) error {
 		return errors.New("-cut 1s..10m")
 	}
 	return nil
-}
-
-// parseRate reads a bandwidth: N with a unit of bit/s (kbit, mbit, gbit)
-// or a size per second (bytes/s, as units.ParseSize reads it, or with a
-// decimal point and KB/MB/GB).
-func parseRate(s string) (int64, error) {
-	l := strings.ToLower(strings.TrimSpace(s))
-	for _, u := range []struct {
-		suffix string
-		mult   float64
-	}{{"gbit", 1e9 / 8}, {"mbit", 1e6 / 8}, {"kbit", 1e3 / 8}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}} {
-		if num, ok := strings.CutSuffix(l, u.suffix); ok {
-			f, err := strconv.ParseFloat(num, 64)
-			if err != nil || f <= 0 {
-				return 0, fmt.Errorf("%q: want e.g. 100mbit or 12.5MB", s)
-			}
-			return int64(f * u.mult), nil
-		}
-	}
-	n, err := units.ParseSize(s)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q: want e.g. 100mbit or 12.5MB", s)
-	}
-	return n, nil
 }
 
 // linkParams is one direction of the link at rtt: half the round trip,

@@ -9,22 +9,6 @@ import (
 	"github.com/ahp-dev/ahpd/internal/linkemu"
 )
 
-func TestParseRate(t *testing.T) {
-	for in, want := range map[string]int64{
-		"100mbit": 12_500_000, "1gbit": 125_000_000, "800kbit": 100_000,
-		"12.5MB": 12_500_000, "1MiB": 1 << 20, "65536": 65536,
-	} {
-		if got, err := parseRate(in); err != nil || got != want {
-			t.Errorf("parseRate(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "0mbit", "-1MB", "fast", "10 parsecs"} {
-		if got, err := parseRate(in); err == nil {
-			t.Errorf("parseRate(%q) = %d, want an error", in, got)
-		}
-	}
-}
-
 // TestTransfer moves bytes both ways through the target over a link
 // with a rate, and cuts one that cannot end in time.
 func TestTransfer(t *testing.T) {

@@ -18,11 +18,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/ahp-dev/ahpd/internal/linkemu"
+	"github.com/ahp-dev/ahpd/internal/units"
 )
 
 func main() {
@@ -59,18 +58,18 @@ func run(args []string) error {
 		return fmt.Errorf("-target %q: only loopback targets", *target)
 	}
 	down := linkemu.Params{Delay: *rtt / 2, Jitter: *jitter, Seed: *seed}
-	if down.Rate, err = parseRate(*rate); err != nil {
+	if down.Rate, err = linkemu.ParseRate(*rate); err != nil {
 		return err
 	}
 	up := down
 	if *upRate != "" {
-		if up.Rate, err = parseRate(*upRate); err != nil {
+		if up.Rate, err = linkemu.ParseRate(*upRate); err != nil {
 			return err
 		}
 	}
 	for _, p := range []*linkemu.Params{&up, &down} {
 		if *queue != "" {
-			if p.Queue, err = parseBytes(*queue); err != nil {
+			if p.Queue, err = units.ParseSize(*queue); err != nil {
 				return fmt.Errorf("-queue: %v", err)
 			}
 		} else if p.Rate > 0 {
@@ -87,49 +86,4 @@ func run(args []string) error {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
 	return nil
-}
-
-// parseRate reads a bandwidth: N with a unit of bit/s (kbit, mbit, gbit)
-// or of bytes/s (B, KB, MB, GB, KiB, MiB, GiB).
-func parseRate(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	l := strings.ToLower(s)
-	for _, u := range []struct {
-		suffix string
-		mult   float64
-	}{{"gbit", 1e9 / 8}, {"mbit", 1e6 / 8}, {"kbit", 1e3 / 8}, {"bit", 1.0 / 8}} {
-		if num, ok := strings.CutSuffix(l, u.suffix); ok {
-			f, err := strconv.ParseFloat(num, 64)
-			if err != nil || f <= 0 {
-				return 0, fmt.Errorf("rate %q: want e.g. 100mbit", s)
-			}
-			return int64(f * u.mult), nil
-		}
-	}
-	n, err := parseBytes(s)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("rate %q: want e.g. 100mbit or 12MB (bytes/s)", s)
-	}
-	return n, nil
-}
-
-func parseBytes(s string) (int64, error) {
-	l := strings.ToLower(s)
-	mult := 1.0
-	for _, u := range []struct {
-		suffix string
-		mult   float64
-	}{{"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}, {"b", 1}} {
-		if num, ok := strings.CutSuffix(l, u.suffix); ok {
-			l, mult = num, u.mult
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(l, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("%q: want a size such as 256KiB", s)
-	}
-	return int64(f * mult), nil
 }
