@@ -11,6 +11,8 @@
 // (saved with the page's preferences, prefs.js) and opens it again from the
 // status line.
 
+import { PROCESS_TITLE_PREFIX } from './process-status.js';
+
 /** DAEMON_FIGURES_URI and DAEMON_FIGURES_TITLE name the channel of `ahpd --daemon-telemetry`. */
 export const DAEMON_FIGURES_URI = 'ahp-telemetry:/ahpd';
 export const DAEMON_FIGURES_TITLE = "ahpd's own figures";
@@ -24,7 +26,7 @@ export function panelRank(c) {
   if (!c || c.type !== 'telemetry') return null;
   if (c.state === 'exited' || c.state === 'closed') return null;
   const title = c.title ?? '';
-  if (title.startsWith('processes of ')) return null;
+  if (title.startsWith(PROCESS_TITLE_PREFIX)) return null;
   if (c.channel === DAEMON_FIGURES_URI || title === DAEMON_FIGURES_TITLE) return 0;
   if (title === 'system' || title.startsWith('system of ')) return 1;
   return 2;

@@ -18,8 +18,10 @@ export const RSS = 'process_resident_memory_bytes';
 /** Points of the sparkline. */
 export const SPARK_POINTS = 60;
 
+/** PROCESS_TITLE_PREFIX starts the title of every terminal's process channel. */
+export const PROCESS_TITLE_PREFIX = 'processes of ';
 /** processTitle is the title the daemon gives the process channel of a terminal. */
-export const processTitle = (terminalUri) => `processes of ${terminalUri}`;
+export const processTitle = (terminalUri) => PROCESS_TITLE_PREFIX + terminalUri;
 
 /** findProcessChannel returns the telemetry channel of the terminal's processes, if listed. */
 export function findProcessChannel(channels, terminalUri) {
