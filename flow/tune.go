@@ -130,6 +130,12 @@ func NewWindowTuner(cfg TunerConfig, initial int64) *WindowTuner {
 // Window returns the window the tuner last decided.
 func (t *WindowTuner) Window() int64 { return t.window }
 
+// Clamp lowers the window to n (not below Floor) when its owner could not
+// grant all of what OnRelease asked for (a memory budget).
+func (t *WindowTuner) Clamp(n int64) {
+	t.window = max(min(t.window, n), t.cfg.Floor)
+}
+
 // RTT returns the smoothed round trip and the smallest one still valid
 // (zeros before the first sample).
 func (t *WindowTuner) RTT() (smoothed, smallest time.Duration) { return t.rtt, t.minRTT }

@@ -86,25 +86,26 @@ func (c *conn) tune(s *subscription, n int64) {
 	if !changed {
 		return
 	}
-	// What a window grown beyond the configured one lets the client make
-	// the host hold (accepted, not yet written to the target) counts in
+	// The receiver accepts up to the largest window it announced, so what
+	// a window beyond that lets the client make the host hold (accepted,
+	// not yet written to the target) is charged once, at its largest, in
 	// the connection's budget, so in its token's (maxBufferedBytesPerToken)
-	// and the daemon's: growth takes only what is left.
-	extra := max(w-s.receive.WindowBytes, 0)
-	if d := extra - s.tunedExtra; d > 0 {
-		if left := c.queued.Left(); left < d {
-			extra = s.tunedExtra + left
-			w = s.receive.WindowBytes + extra
-			if w <= s.stream.Receiver().Limits().WindowBytes {
+	// and the daemon's: growth takes only what is left, and untune gives
+	// it back.
+	recv := s.stream.Receiver()
+	if grow := w - recv.MaxWindowBytes(); grow > 0 {
+		if left := c.queued.Left(); left < grow {
+			w -= grow - left
+			grow = left
+			s.tuner.Clamp(w)
+			if w <= recv.Limits().WindowBytes {
 				return // no room to grow
 			}
 		}
-		c.queued.Take(extra - s.tunedExtra)
-	} else if d < 0 {
-		c.queued.Give(-d)
+		c.queued.Take(grow)
+		s.tunedExtra += grow
 	}
-	s.tunedExtra = extra
-	s.stream.Receiver().SetWindowBytes(w) // before the client can use it
+	recv.SetWindowBytes(w) // before the client can use it
 	c.sender.QueueWindow(s.stream)
 	c.stats.windowChanges.Add(1)
 }

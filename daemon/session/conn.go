@@ -98,7 +98,7 @@ type subscription struct {
 	// (a TCP channel's tcp/input) from what the host measures
 	// (PROTOCOL.md §6, "Changing a window"); nil: fixed.
 	tuner      *flow.WindowTuner
-	tunedExtra int64 // the tuned window beyond receive's, taken from conn.queued
+	tunedExtra int64 // the largest tuned window beyond the first one, taken from conn.queued
 }
 
 // pending reports whether s waits for its Subscriber to be Ready.
