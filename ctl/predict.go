@@ -106,11 +106,10 @@ type predCell struct {
 }
 
 type predictor struct {
-	mode    predictMode
-	scr     *pty.Screen
-	srtt    time.Duration // smoothed round trip
-	sampled bool
-	on      bool // auto: srtt went above predictHigh and not yet below predictLow
+	mode predictMode
+	scr  *pty.Screen
+	srtt time.Duration // smoothed round trip, 0: none measured yet
+	on   bool          // auto: srtt went above predictHigh and not yet below predictLow
 
 	pending []prediction
 	epoch   int // the epoch of new predictions
@@ -120,7 +119,6 @@ type predictor struct {
 	hold    bool
 	wrote   bool // host output arrived since hold was set
 	drawn   bool // the terminal shows predictions, or the cursor where they leave it
-	fits    bool // the host's screen has this terminal's size
 	locRows int  // this terminal's size (0: unknown)
 	locCols int
 	buf     []byte
@@ -132,7 +130,7 @@ func newPredictor(mode predictMode) *predictor {
 
 // setRTT takes the smoothed round trip (attacher.probe's).
 func (p *predictor) setRTT(srtt time.Duration) {
-	p.srtt, p.sampled = srtt, true
+	p.srtt = srtt
 	switch {
 	case srtt > predictHigh:
 		p.on = true
@@ -157,7 +155,7 @@ func (p *predictor) busy() bool { return len(p.pending) > 0 }
 
 // timeout is how long a prediction waits for its confirmation.
 func (p *predictor) timeout() time.Duration {
-	if !p.sampled {
+	if p.srtt == 0 {
 		return predictNoRTT
 	}
 	return 2*p.srtt + predictMargin
@@ -180,12 +178,12 @@ func (p *predictor) deadline() (time.Time, bool) {
 // setLocalSize records this terminal's size.
 func (p *predictor) setLocalSize(rows, cols int) {
 	p.locRows, p.locCols = rows, cols
-	p.checkFit()
 }
 
-func (p *predictor) checkFit() {
+// fits reports whether the host's screen has this terminal's size.
+func (p *predictor) fits() bool {
 	rows, cols := p.scr.Size()
-	p.fits = p.locRows > 0 && rows == p.locRows && cols == p.locCols
+	return p.locRows > 0 && rows == p.locRows && cols == p.locCols
 }
 
 // reset starts over for a snapshot of rows×cols (terminal/reset): the
@@ -194,14 +192,12 @@ func (p *predictor) reset(rows, cols int) {
 	p.pending, p.drawn = p.pending[:0], false
 	p.newEpoch()
 	p.scr.Reset(rows, cols)
-	p.checkFit()
 }
 
 // resize applies terminal/resize: predictions are taken back and dropped.
 func (p *predictor) resize(rows, cols int, w io.Writer) error {
 	err := p.flush(w)
 	p.scr.Resize(rows, cols)
-	p.checkFit()
 	return err
 }
 
@@ -340,7 +336,7 @@ func (p *predictor) predict(data []byte, now time.Time) {
 // usable reports whether a key may be predicted now; when not, prediction
 // holds until the pending ones are resolved.
 func (p *predictor) usable() bool {
-	if !p.active() || p.scr.Alt() || !p.scr.Plain() || !p.fits || len(p.pending) >= maxPredictions {
+	if !p.active() || p.scr.Alt() || !p.scr.Plain() || !p.fits() || len(p.pending) >= maxPredictions {
 		p.newEpoch()
 		return false
 	}
