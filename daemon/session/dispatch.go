@@ -577,13 +577,13 @@ func (c *conn) clientWindow(req *request) error {
 		c.stats.droppedNotifications.Add(1)
 		return nil
 	}
-	max := c.limits.ClientReceiveMaximums.WindowBytes
+	ceiling := c.limits.ClientReceiveMaximums.WindowBytes
 	frame := s.stream.Window().Limits().MaximumFrameBytes
 	switch {
 	case e != nil || p.WindowBytes == nil:
 		c.resetSub(s, flow.CodeProtocolError, "channel/window needs an integer windowBytes")
-	case *p.WindowBytes < frame || *p.WindowBytes > max:
-		c.resetSub(s, flow.CodeProtocolError, fmt.Sprintf("channel/window: windowBytes %d outside [%d, %d] (maximumFrameBytes, maximums.windowBytes)", *p.WindowBytes, frame, max))
+	case *p.WindowBytes < frame || *p.WindowBytes > ceiling:
+		c.resetSub(s, flow.CodeProtocolError, fmt.Sprintf("channel/window: windowBytes %d must be between maximumFrameBytes %d and maximums.windowBytes %d", *p.WindowBytes, frame, ceiling))
 	default:
 		c.sender.SetWindow(s.stream, *p.WindowBytes)
 	}
