@@ -64,6 +64,17 @@ func typeLine(t *testing.T, sub flow.Subscriber, w *viewer, want string) {
 	t.Fatalf("stty size did not print %q within 10s; the output was %q", want, got.String())
 }
 
+// controlViewer attaches a control viewer to term, waits for its
+// snapshot and has it tell its size, rows x cols (its first
+// terminal/resize).
+func controlViewer(t *testing.T, term *pty.Terminal, rows, cols int) (flow.Subscriber, *viewer) {
+	t.Helper()
+	sub, w := attachAs(t, term, flow.RoleControl)
+	untilReady(t, w)
+	resize(t, sub, rows, cols)
+	return sub, w
+}
+
 func sizeTerm(t *testing.T) *pty.Terminal {
 	return start(t, pty.Config{Command: sh("PS1='$ ' exec sh"), Rows: 24, Cols: 80})
 }
@@ -73,13 +84,9 @@ func sizeTerm(t *testing.T) *pty.Terminal {
 // telling its size changes nothing, and neither does the first typing.
 func TestSizeSecondViewerDoesNotResize(t *testing.T) {
 	term := sizeTerm(t)
-	a, wa := attachAs(t, term, flow.RoleControl)
-	untilReady(t, wa)
-	resize(t, a, 40, 120)
+	a, wa := controlViewer(t, term, 40, 120)
 	wantSize(t, term, 40, 120, "after the first viewer told its size")
-	b, wb := attachAs(t, term, flow.RoleControl)
-	untilReady(t, wb)
-	resize(t, b, 28, 87)
+	controlViewer(t, term, 28, 87)
 	wantSize(t, term, 40, 120, "after a second, smaller viewer connected")
 	typeLine(t, a, wa, "40 120")
 	wantSize(t, term, 40, 120, "after the deciding viewer typed")
@@ -89,12 +96,8 @@ func TestSizeSecondViewerDoesNotResize(t *testing.T) {
 // (a request after its first), decides the size.
 func TestSizeActiveViewerDecides(t *testing.T) {
 	term := sizeTerm(t)
-	a, wa := attachAs(t, term, flow.RoleControl)
-	untilReady(t, wa)
-	resize(t, a, 40, 120)
-	b, wb := attachAs(t, term, flow.RoleControl)
-	untilReady(t, wb)
-	resize(t, b, 28, 87)
+	a, wa := controlViewer(t, term, 40, 120)
+	b, wb := controlViewer(t, term, 28, 87)
 	wantSize(t, term, 40, 120, "after b connected")
 	typeLine(t, b, wb, "28 87") // the resize comes before b's keys reach the program
 	wantSize(t, term, 28, 87, "after b typed")
@@ -111,15 +114,9 @@ func TestSizeActiveViewerDecides(t *testing.T) {
 // left, the size stays.
 func TestSizeRestoredWhenDeciderLeaves(t *testing.T) {
 	term := sizeTerm(t)
-	a, wa := attachAs(t, term, flow.RoleControl)
-	untilReady(t, wa)
-	resize(t, a, 40, 120)
-	b, wb := attachAs(t, term, flow.RoleControl)
-	untilReady(t, wb)
-	resize(t, b, 28, 87)
-	c, wc := attachAs(t, term, flow.RoleControl)
-	untilReady(t, wc)
-	resize(t, c, 33, 100) // c never types: it takes no part
+	a, wa := controlViewer(t, term, 40, 120)
+	b, wb := controlViewer(t, term, 28, 87)
+	c, _ := controlViewer(t, term, 33, 100) // c never types: it takes no part
 	typeLine(t, b, wb, "28 87")
 	b.Close()
 	wantSize(t, term, 40, 120, "after b, which decided, left")
@@ -145,9 +142,7 @@ func TestSizeViewOnlyIgnored(t *testing.T) {
 		t.Fatalf("a view-only viewer's terminal/resize = %v, want -32003 forbidden", err)
 	}
 	wantSize(t, term, 24, 80, "after a view-only viewer asked")
-	a, wa := attachAs(t, term, flow.RoleControl)
-	untilReady(t, wa)
-	resize(t, a, 40, 120) // the view-only viewer does not count as deciding
+	controlViewer(t, term, 40, 120) // the view-only viewer does not count as deciding
 	wantSize(t, term, 40, 120, "after a control viewer told its size")
 	v.Close()
 	wantSize(t, term, 40, 120, "after the view-only viewer left")
