@@ -1,6 +1,8 @@
 // common.mjs — what the browser tests share: where the binaries and
 // artifacts are, Chromium's flags, and bounded waits. Not a test file.
 import { spawn } from 'node:child_process';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -58,6 +60,20 @@ export function run(bin, args, env, ms = STEP_MS) {
       else rej(new Error(`${bin} ${args.join(' ')}: exit ${code ?? signal}\n${err}`));
     });
   });
+}
+
+/**
+ * scratch clears this run's artifacts (a stale screenshot never passes for
+ * a new one) and makes a temporary directory tmp (named prefix…) with an
+ * empty home in it; the test removes tmp when done.
+ */
+export async function scratch(prefix, artifacts) {
+  await mkdir(ARTIFACTS_DIR, { recursive: true });
+  for (const f of artifacts) await rm(join(ARTIFACTS_DIR, f), { force: true });
+  const tmp = await mkdtemp(join(tmpdir(), prefix));
+  const home = join(tmp, 'home');
+  await mkdir(home, { recursive: true });
+  return { tmp, home };
 }
 
 /**

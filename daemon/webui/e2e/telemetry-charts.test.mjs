@@ -42,10 +42,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, run, startDaemon, STEP_MS, waitFor } from './common.mjs';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, run, scratch, startDaemon, STEP_MS, waitFor } from './common.mjs';
 
 const CHANNEL_ID = 'charts-of-a-long-push-channel-name-0042';
 const CHANNEL = `ahp-telemetry:/${CHANNEL_ID}`;
@@ -88,13 +87,9 @@ test('browser: telemetry charts read right at 320, 768 and 1280 px', {
   timeout: 90_000,
 }, async (t) => {
   const { chromium } = await import('playwright-core');
-  await mkdir(ARTIFACTS_DIR, { recursive: true });
-  for (const f of ARTIFACTS) await rm(join(ARTIFACTS_DIR, f), { force: true }); // no stale shot passes for this run's
-  const tmp = await mkdtemp(join(tmpdir(), 'ahpd-e2e-charts-'));
-  const home = join(tmp, 'home');
+  const { tmp, home } = await scratch('ahpd-e2e-charts-', ARTIFACTS);
   const stateDir = join(tmp, 'state');
   const controlSock = join(tmp, 'control.sock');
-  await mkdir(home, { recursive: true });
   const daemonOut = [];
   const log = [];
   const note = (s) => log.push(`${new Date().toISOString()} ${s}`);
@@ -370,11 +365,7 @@ test('browser: ahpd --daemon-telemetry shows its charts beside the terminal with
   timeout: 90_000,
 }, async (t) => {
   const { chromium } = await import('playwright-core');
-  await mkdir(ARTIFACTS_DIR, { recursive: true });
-  for (const f of PANEL_ARTIFACTS) await rm(join(ARTIFACTS_DIR, f), { force: true });
-  const tmp = await mkdtemp(join(tmpdir(), 'ahpd-e2e-panel-'));
-  const home = join(tmp, 'home');
-  await mkdir(home, { recursive: true });
+  const { tmp, home } = await scratch('ahpd-e2e-panel-', PANEL_ARTIFACTS);
   const daemonOut = [];
   const log = [];
   const note = (s) => log.push(`${new Date().toISOString()} ${s}`);

@@ -27,11 +27,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, run, startDaemon, STEP_MS, waitFor } from './common.mjs';
+import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, run, scratch, startDaemon, STEP_MS, waitFor } from './common.mjs';
 
 const SOAK_S = Number(process.env.TELEMETRY_SOAK_SECONDS || 20);
 const HEAP_BOUND = Number(process.env.TELEMETRY_HEAP_BOUND_MIB || 4) * 1024 * 1024;
@@ -63,13 +62,9 @@ test('browser: telemetry charts, gaps for dropped ranges, flat heap; process spa
   timeout: 60_000 + Math.max(0, SOAK_S - 20) * 1000,
 }, async (t) => {
   const { chromium } = await import('playwright-core');
-  await mkdir(ARTIFACTS_DIR, { recursive: true });
-  for (const f of ARTIFACTS) await rm(join(ARTIFACTS_DIR, f), { force: true });
-  const tmp = await mkdtemp(join(tmpdir(), 'ahpd-e2e-tel-'));
-  const home = join(tmp, 'home');
+  const { tmp, home } = await scratch('ahpd-e2e-tel-', ARTIFACTS);
   const stateDir = join(tmp, 'state');
   const controlSock = join(tmp, 'control.sock');
-  await mkdir(home, { recursive: true });
 
   const t0 = Date.now();
   const log = [];
