@@ -261,6 +261,20 @@ func TestScrapeConfigValidate(t *testing.T) {
 		{telemetry.ScrapeConfig{URL: "http://localhost:9100/x", BearerTokenFile: "/token"}, ""},
 		{telemetry.ScrapeConfig{URL: "http://[::1]:9100/x", BearerTokenFile: "/token"}, ""},
 		{telemetry.ScrapeConfig{URL: "https://[::1]:9100/metrics", Labels: []string{"a=", "b!=c", "c=~d.*", "d!~e"}}, ""},
+		// The bounds: a URL of 2048 bytes, 32 quantiles, expressions and
+		// label matchers each, an expression or matcher of 1024 bytes.
+		{telemetry.ScrapeConfig{URL: "http://h/" + strings.Repeat("x", 2048-9)}, ""},
+		{telemetry.ScrapeConfig{URL: "http://h/" + strings.Repeat("x", 2049-9)}, "url"},
+		{telemetry.ScrapeConfig{URL: "http://h/x", Quantiles: slices.Repeat([]float64{0.5}, 32)}, ""},
+		{telemetry.ScrapeConfig{URL: "http://h/x", Quantiles: slices.Repeat([]float64{0.5}, 33)}, "quantiles"},
+		{telemetry.ScrapeConfig{URL: "http://h/x", Match: slices.Repeat([]string{"a"}, 32)}, ""},
+		{telemetry.ScrapeConfig{URL: "http://h/x", Match: slices.Repeat([]string{"a"}, 33)}, "match"},
+		{telemetry.ScrapeConfig{URL: "http://h/x", Labels: slices.Repeat([]string{"a=b"}, 32)}, ""},
+		{telemetry.ScrapeConfig{URL: "http://h/x", Labels: slices.Repeat([]string{"a=b"}, 33)}, "label"},
+		{telemetry.ScrapeConfig{URL: "http://h/x", Match: []string{strings.Repeat("a", 1024)}}, ""},
+		{telemetry.ScrapeConfig{URL: "http://h/x", Match: []string{strings.Repeat("a", 1025)}}, "match[0]"},
+		{telemetry.ScrapeConfig{URL: "http://h/x", Labels: []string{"a=" + strings.Repeat("b", 1022)}}, ""},
+		{telemetry.ScrapeConfig{URL: "http://h/x", Labels: []string{"a=" + strings.Repeat("b", 1023)}}, "label[0]"},
 	} {
 		err := c.cfg.Validate()
 		var field string
