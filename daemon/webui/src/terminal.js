@@ -299,7 +299,7 @@ export function createView(container, hooks = {}, options = {}) {
     const box = layer.parentElement.getBoundingClientRect();
     const w = box.width / term.cols;
     const h = box.height / term.rows;
-    const theme = term.options.theme ?? {};
+    const theme = term.options.theme ?? THEMES.dark;
     const font = `${term.options.fontSize}px ${term.options.fontFamily}`;
     const nodes = [];
     for (const c of o.cells) {
@@ -309,14 +309,14 @@ export function createView(container, hooks = {}, options = {}) {
       span.textContent = c.ch;
       span.style.cssText = `position:absolute;left:${c.col * w}px;top:${y * h}px;width:${w}px;height:${h}px;` +
         `line-height:${h}px;font:${font};white-space:pre;overflow:hidden;text-decoration:underline;` +
-        `color:${theme.foreground ?? '#d7dae0'};background:${theme.background ?? '#0f1115'}`;
+        `color:${theme.foreground};background:${theme.background}`;
       nodes.push(span);
     }
     if (o.cursor !== null) {
       const cur = document.createElement('span');
       cur.className = 'ahp-predict-cursor';
       cur.style.cssText = `position:absolute;left:${o.cursor * w}px;top:${y * h}px;width:${w}px;height:${h}px;` +
-        `box-sizing:border-box;border:1px solid ${theme.cursor ?? '#d7dae0'}`;
+        `box-sizing:border-box;border:1px solid ${theme.cursor}`;
       nodes.push(cur);
     }
     layer.replaceChildren(...nodes);
