@@ -543,6 +543,25 @@ func TestScrapeBearerToken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bearer token file: open "+file) {
 		t.Errorf("a missing token file: %v", err)
 	}
+	// The file is read up to its bound, 4 KiB.
+	for _, tc := range []struct {
+		size int
+		want string
+	}{
+		{4096, "HTTP status 401"},
+		{4097, "bearer token file " + file + ": more than 4096 bytes"},
+	} {
+		if err := os.WriteFile(file, []byte(strings.Repeat("t", tc.size)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err = firstErr(t, telemetry.ScrapeConfig{URL: srv.URL, BearerTokenFile: file})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "ttt") {
+			t.Errorf("a token file of %d bytes: %v, want %q without the token", tc.size, err, tc.want)
+		}
+	}
+	mu.Lock()
+	seen = seen[:0]
+	mu.Unlock()
 	if err := os.WriteFile(file, []byte("s3cret-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
