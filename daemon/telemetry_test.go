@@ -443,6 +443,19 @@ func TestTelemetryNames(t *testing.T) {
 			t.Errorf("CreateTelemetry(%v): %s titled %q, want %s titled %q…", tt.req, ch.GetUri(), ch.GetTitle(), tt.uri, tt.title)
 		}
 	}
+	// The numbering stops at 100 tries: push-2 to push-100 are taken,
+	// then the next is refused, saying to give an id.
+	push := &ahpv1.CreateTelemetryRequest{Kind: "push"}
+	for i := 2; i <= 100; i++ {
+		res, err := tc.CreateTelemetry(ctxT(t), push)
+		if want := fmt.Sprintf("ahp-telemetry:/push-%d", i); err != nil || res.GetChannel().GetUri() != want {
+			t.Fatalf("CreateTelemetry(%v) = %s, %v; want %s", push, res.GetChannel().GetUri(), err, want)
+		}
+	}
+	_, err := tc.CreateTelemetry(ctxT(t), push)
+	if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), "push to push-100 are all taken (give an id)") {
+		t.Errorf("CreateTelemetry(%v) with push to push-100 taken = %v, want AlreadyExists saying to give an id", push, err)
+	}
 }
 
 // TestScrapeOwnMetrics: a scrape channel of the daemon's own /metrics
