@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -317,7 +318,7 @@ func (s *Scrape) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	var firstErr error
 	for _, ap := range addrs {
 		if err := s.allow.CheckAddr(host, ap); err != nil {
-			firstErr = cmpErr(firstErr, err)
+			firstErr = cmp.Or(firstErr, err) // the first refusal
 			continue
 		}
 		c, err := d.DialContext(ctx, "tcp", ap.String())
@@ -333,13 +334,6 @@ func (s *Scrape) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		firstErr = fmt.Errorf("%s: no address", host)
 	}
 	return nil, firstErr
-}
-
-func cmpErr(old, err error) error {
-	if old != nil {
-		return old
-	}
-	return err
 }
 
 // ErrScrapeTooLarge is wrapped by the error of a response body over the
