@@ -325,7 +325,11 @@ export class Predictor {
     // old enough to have been echoed are candidates.
     const keys = this._keys;
     const fits = (i) => keys[i].born <= soonest && keys[i].col === host.col && this._consistent(keys[i].seq);
-    const late = keys.some((k) => k.deadline <= now) || [...this.cells.values()].some((e) => e.vs[0].deadline <= now);
+    let late = keys.some((k) => k.deadline <= now);
+    for (const e of this.cells.values()) {
+      if (late) break;
+      late = e.vs[0].deadline <= now;
+    }
     let hit = -1;
     if (late) {
       for (let i = keys.length - 1; i >= 0 && hit < 0; i--) if (fits(i)) hit = i;
