@@ -156,7 +156,8 @@ func setupTelemetryCreate(fs *flag.FlagSet) action {
 	}
 }
 
-// scrapeTimeoutMax is the daemon's longest default scrape timeout.
+// scrapeTimeoutMax is the daemon's longest default scrape timeout,
+// telemetry.DefaultScrapeTimeout (ctl does not import telemetry: deptest).
 const scrapeTimeoutMax = 10 * time.Second
 
 // telemetryUsage turns the daemon's INVALID_ARGUMENT into bad usage (exit
