@@ -58,13 +58,15 @@ func run(args []string) error {
 		return fmt.Errorf("-target %q: only loopback targets", *target)
 	}
 	down := linkemu.Params{Delay: *rtt / 2, Jitter: *jitter, Seed: *seed}
-	if down.Rate, err = linkemu.ParseRate(*rate); err != nil {
-		return err
+	if *rate != "" { // empty: unlimited
+		if down.Rate, err = linkemu.ParseRate(*rate); err != nil {
+			return fmt.Errorf("-rate %v", err)
+		}
 	}
 	up := down
 	if *upRate != "" {
 		if up.Rate, err = linkemu.ParseRate(*upRate); err != nil {
-			return err
+			return fmt.Errorf("-up-rate %v", err)
 		}
 	}
 	for _, p := range []*linkemu.Params{&up, &down} {
