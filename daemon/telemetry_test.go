@@ -2,7 +2,9 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -353,6 +355,37 @@ func TestFastProducerRaisesProcs(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("Busy called %d times, want 2 (the messages of 100 and 1,000 samples)", n)
+	}
+}
+
+// TestPublishSamplesBound: one PublishTelemetry message holds at most
+// 10,000 samples; one more refuses it, InvalidArgument naming samples.
+func TestPublishSamplesBound(t *testing.T) {
+	h := startWith(t, false, nil, nil)
+	tc := ahpv1.NewTelemetryServiceClient(h.control().cc)
+	res, err := tc.CreateTelemetry(ctxT(t), &ahpv1.CreateTelemetryRequest{Kind: "push", Id: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{10_000, 10_001} {
+		stream, err := tc.PublishTelemetry(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &ahpv1.PublishTelemetryRequest{Channel: res.GetChannel().GetUri()}
+		for i := range n {
+			req.Samples = append(req.Samples, &ahpv1.Sample{Name: "x", Value: float64(i)})
+		}
+		if err := stream.Send(req); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+		r, err := stream.CloseAndRecv()
+		switch {
+		case n == 10_000 && (err != nil || r.GetSamples() != int64(n)):
+			t.Errorf("a message of %d samples: %v, %v; want all published", n, r, err)
+		case n > 10_000 && (status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "10001 samples in one message, more than 10000")):
+			t.Errorf("a message of %d samples: %v, want InvalidArgument naming the bound", n, err)
+		}
 	}
 }
 
