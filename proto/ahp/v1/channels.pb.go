@@ -59,7 +59,9 @@ type Channel struct {
 	Exit *ChannelExit `protobuf:"bytes,14,opt,name=exit,proto3" json:"exit,omitempty"`
 	// cwd is the directory a terminal's program started in; empty for
 	// other types.
-	Cwd           string `protobuf:"bytes,15,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Cwd string `protobuf:"bytes,15,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	// recording is a terminal's recording; unset for other types.
+	Recording     *RecordingState `protobuf:"bytes,16,opt,name=recording,proto3" json:"recording,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -199,6 +201,69 @@ func (x *Channel) GetCwd() string {
 	return ""
 }
 
+func (x *Channel) GetRecording() *RecordingState {
+	if x != nil {
+		return x.Recording
+	}
+	return nil
+}
+
+// RecordingState is whether and how a terminal is being recorded.
+type RecordingState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// mode is "off", "output" or "output+input".
+	Mode string `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	// id is the recording being written (RecordingService); empty when
+	// mode is "off".
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordingState) Reset() {
+	*x = RecordingState{}
+	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordingState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordingState) ProtoMessage() {}
+
+func (x *RecordingState) ProtoReflect() protoreflect.Message {
+	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordingState.ProtoReflect.Descriptor instead.
+func (*RecordingState) Descriptor() ([]byte, []int) {
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RecordingState) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *RecordingState) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 // ChannelExit is how a channel's process ended.
 type ChannelExit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -212,7 +277,7 @@ type ChannelExit struct {
 
 func (x *ChannelExit) Reset() {
 	*x = ChannelExit{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	mi := &file_ahp_v1_channels_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -224,7 +289,7 @@ func (x *ChannelExit) String() string {
 func (*ChannelExit) ProtoMessage() {}
 
 func (x *ChannelExit) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[1]
+	mi := &file_ahp_v1_channels_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -237,7 +302,7 @@ func (x *ChannelExit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelExit.ProtoReflect.Descriptor instead.
 func (*ChannelExit) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{1}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ChannelExit) GetCode() int32 {
@@ -278,7 +343,7 @@ type TelemetryChannel struct {
 
 func (x *TelemetryChannel) Reset() {
 	*x = TelemetryChannel{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[2]
+	mi := &file_ahp_v1_channels_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +355,7 @@ func (x *TelemetryChannel) String() string {
 func (*TelemetryChannel) ProtoMessage() {}
 
 func (x *TelemetryChannel) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[2]
+	mi := &file_ahp_v1_channels_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +368,7 @@ func (x *TelemetryChannel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TelemetryChannel.ProtoReflect.Descriptor instead.
 func (*TelemetryChannel) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{2}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TelemetryChannel) GetSource() string {
@@ -376,7 +441,7 @@ type TCPChannel struct {
 
 func (x *TCPChannel) Reset() {
 	*x = TCPChannel{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[3]
+	mi := &file_ahp_v1_channels_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +453,7 @@ func (x *TCPChannel) String() string {
 func (*TCPChannel) ProtoMessage() {}
 
 func (x *TCPChannel) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[3]
+	mi := &file_ahp_v1_channels_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +466,7 @@ func (x *TCPChannel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCPChannel.ProtoReflect.Descriptor instead.
 func (*TCPChannel) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{3}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TCPChannel) GetTarget() string {
@@ -465,7 +530,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[4]
+	mi := &file_ahp_v1_channels_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +542,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[4]
+	mi := &file_ahp_v1_channels_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +555,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{4}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListChannelsRequest) GetType() string {
@@ -511,7 +576,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[5]
+	mi := &file_ahp_v1_channels_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +588,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[5]
+	mi := &file_ahp_v1_channels_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +601,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{5}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*Channel {
@@ -557,7 +622,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[6]
+	mi := &file_ahp_v1_channels_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +634,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[6]
+	mi := &file_ahp_v1_channels_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +647,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{6}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetChannelRequest) GetChannel() string {
@@ -603,7 +668,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[7]
+	mi := &file_ahp_v1_channels_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +680,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[7]
+	mi := &file_ahp_v1_channels_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +693,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{7}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetChannelResponse) GetChannel() *Channel {
@@ -657,7 +722,7 @@ type CloseChannelRequest struct {
 
 func (x *CloseChannelRequest) Reset() {
 	*x = CloseChannelRequest{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[8]
+	mi := &file_ahp_v1_channels_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +734,7 @@ func (x *CloseChannelRequest) String() string {
 func (*CloseChannelRequest) ProtoMessage() {}
 
 func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[8]
+	mi := &file_ahp_v1_channels_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +747,7 @@ func (x *CloseChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelRequest.ProtoReflect.Descriptor instead.
 func (*CloseChannelRequest) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{8}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CloseChannelRequest) GetChannel() string {
@@ -717,7 +782,7 @@ type CloseChannelResponse struct {
 
 func (x *CloseChannelResponse) Reset() {
 	*x = CloseChannelResponse{}
-	mi := &file_ahp_v1_channels_proto_msgTypes[9]
+	mi := &file_ahp_v1_channels_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +794,7 @@ func (x *CloseChannelResponse) String() string {
 func (*CloseChannelResponse) ProtoMessage() {}
 
 func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ahp_v1_channels_proto_msgTypes[9]
+	mi := &file_ahp_v1_channels_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +807,7 @@ func (x *CloseChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseChannelResponse.ProtoReflect.Descriptor instead.
 func (*CloseChannelResponse) Descriptor() ([]byte, []int) {
-	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{9}
+	return file_ahp_v1_channels_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CloseChannelResponse) GetExitedBeforeHangup() bool {
@@ -756,7 +821,7 @@ var File_ahp_v1_channels_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_channels_proto_rawDesc = "" +
 	"\n" +
-	"\x15ahp/v1/channels.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaf\x03\n" +
+	"\x15ahp/v1/channels.proto\x12\x06ahp.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x03\n" +
 	"\aChannel\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
@@ -774,7 +839,11 @@ const file_ahp_v1_channels_proto_rawDesc = "" +
 	"createTime\x12\x18\n" +
 	"\acommand\x18\r \x03(\tR\acommand\x12'\n" +
 	"\x04exit\x18\x0e \x01(\v2\x13.ahp.v1.ChannelExitR\x04exit\x12\x10\n" +
-	"\x03cwd\x18\x0f \x01(\tR\x03cwd\"9\n" +
+	"\x03cwd\x18\x0f \x01(\tR\x03cwd\x124\n" +
+	"\trecording\x18\x10 \x01(\v2\x16.ahp.v1.RecordingStateR\trecording\"4\n" +
+	"\x0eRecordingState\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"9\n" +
 	"\vChannelExit\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\"\xa0\x01\n" +
@@ -826,40 +895,42 @@ func file_ahp_v1_channels_proto_rawDescGZIP() []byte {
 	return file_ahp_v1_channels_proto_rawDescData
 }
 
-var file_ahp_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_ahp_v1_channels_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_ahp_v1_channels_proto_goTypes = []any{
 	(*Channel)(nil),               // 0: ahp.v1.Channel
-	(*ChannelExit)(nil),           // 1: ahp.v1.ChannelExit
-	(*TelemetryChannel)(nil),      // 2: ahp.v1.TelemetryChannel
-	(*TCPChannel)(nil),            // 3: ahp.v1.TCPChannel
-	(*ListChannelsRequest)(nil),   // 4: ahp.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),  // 5: ahp.v1.ListChannelsResponse
-	(*GetChannelRequest)(nil),     // 6: ahp.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),    // 7: ahp.v1.GetChannelResponse
-	(*CloseChannelRequest)(nil),   // 8: ahp.v1.CloseChannelRequest
-	(*CloseChannelResponse)(nil),  // 9: ahp.v1.CloseChannelResponse
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(*RecordingState)(nil),        // 1: ahp.v1.RecordingState
+	(*ChannelExit)(nil),           // 2: ahp.v1.ChannelExit
+	(*TelemetryChannel)(nil),      // 3: ahp.v1.TelemetryChannel
+	(*TCPChannel)(nil),            // 4: ahp.v1.TCPChannel
+	(*ListChannelsRequest)(nil),   // 5: ahp.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),  // 6: ahp.v1.ListChannelsResponse
+	(*GetChannelRequest)(nil),     // 7: ahp.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),    // 8: ahp.v1.GetChannelResponse
+	(*CloseChannelRequest)(nil),   // 9: ahp.v1.CloseChannelRequest
+	(*CloseChannelResponse)(nil),  // 10: ahp.v1.CloseChannelResponse
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
 }
 var file_ahp_v1_channels_proto_depIdxs = []int32{
-	3,  // 0: ahp.v1.Channel.tcp:type_name -> ahp.v1.TCPChannel
-	2,  // 1: ahp.v1.Channel.telemetry:type_name -> ahp.v1.TelemetryChannel
-	10, // 2: ahp.v1.Channel.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 3: ahp.v1.Channel.exit:type_name -> ahp.v1.ChannelExit
-	0,  // 4: ahp.v1.ListChannelsResponse.channels:type_name -> ahp.v1.Channel
-	0,  // 5: ahp.v1.GetChannelResponse.channel:type_name -> ahp.v1.Channel
-	11, // 6: ahp.v1.CloseChannelRequest.grace:type_name -> google.protobuf.Duration
-	4,  // 7: ahp.v1.ChannelService.ListChannels:input_type -> ahp.v1.ListChannelsRequest
-	6,  // 8: ahp.v1.ChannelService.GetChannel:input_type -> ahp.v1.GetChannelRequest
-	8,  // 9: ahp.v1.ChannelService.CloseChannel:input_type -> ahp.v1.CloseChannelRequest
-	5,  // 10: ahp.v1.ChannelService.ListChannels:output_type -> ahp.v1.ListChannelsResponse
-	7,  // 11: ahp.v1.ChannelService.GetChannel:output_type -> ahp.v1.GetChannelResponse
-	9,  // 12: ahp.v1.ChannelService.CloseChannel:output_type -> ahp.v1.CloseChannelResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	4,  // 0: ahp.v1.Channel.tcp:type_name -> ahp.v1.TCPChannel
+	3,  // 1: ahp.v1.Channel.telemetry:type_name -> ahp.v1.TelemetryChannel
+	11, // 2: ahp.v1.Channel.create_time:type_name -> google.protobuf.Timestamp
+	2,  // 3: ahp.v1.Channel.exit:type_name -> ahp.v1.ChannelExit
+	1,  // 4: ahp.v1.Channel.recording:type_name -> ahp.v1.RecordingState
+	0,  // 5: ahp.v1.ListChannelsResponse.channels:type_name -> ahp.v1.Channel
+	0,  // 6: ahp.v1.GetChannelResponse.channel:type_name -> ahp.v1.Channel
+	12, // 7: ahp.v1.CloseChannelRequest.grace:type_name -> google.protobuf.Duration
+	5,  // 8: ahp.v1.ChannelService.ListChannels:input_type -> ahp.v1.ListChannelsRequest
+	7,  // 9: ahp.v1.ChannelService.GetChannel:input_type -> ahp.v1.GetChannelRequest
+	9,  // 10: ahp.v1.ChannelService.CloseChannel:input_type -> ahp.v1.CloseChannelRequest
+	6,  // 11: ahp.v1.ChannelService.ListChannels:output_type -> ahp.v1.ListChannelsResponse
+	8,  // 12: ahp.v1.ChannelService.GetChannel:output_type -> ahp.v1.GetChannelResponse
+	10, // 13: ahp.v1.ChannelService.CloseChannel:output_type -> ahp.v1.CloseChannelResponse
+	11, // [11:14] is the sub-list for method output_type
+	8,  // [8:11] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_channels_proto_init() }
@@ -873,7 +944,7 @@ func file_ahp_v1_channels_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ahp_v1_channels_proto_rawDesc), len(file_ahp_v1_channels_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

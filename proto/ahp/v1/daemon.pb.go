@@ -968,7 +968,10 @@ type Event struct {
 	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
 	// kind is one of channel.created, channel.exited, channel.closed,
 	// viewer.joined, viewer.left, viewer.stalled, viewer.kicked,
-	// limits.changed. New kinds may be added; clients ignore unknown ones.
+	// viewer.input (a viewer's first keystroke into a recorded terminal),
+	// limits.changed, recording.started, recording.stopped,
+	// recording.dropped. New kinds may be added; clients ignore unknown
+	// ones.
 	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	// channel is the channel URI the event is about, if any.
 	Channel string `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`

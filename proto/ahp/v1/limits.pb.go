@@ -168,8 +168,24 @@ type Limits struct {
 	// channel; samples of further series are dropped and counted. Applies to
 	// channels created after the change. Default 10000.
 	TelemetryMaxSeries int64 `protobuf:"varint,19,opt,name=telemetry_max_series,json=telemetryMaxSeries,proto3" json:"telemetry_max_series,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// recording_max_bytes caps one recording's .cast file: at the cap the
+	// file ends with a marker and recording goes on in a new file
+	// (docs/recording.md). At least 64 KiB. Default 64 MiB.
+	RecordingMaxBytes int64 `protobuf:"varint,20,opt,name=recording_max_bytes,json=recordingMaxBytes,proto3" json:"recording_max_bytes,omitempty"`
+	// recordings_max_total_bytes caps the recordings directory (.cast and
+	// index files together): the oldest recordings are deleted first; one
+	// being written is deleted only if it alone exceeds the cap. At least
+	// 1 MiB. Default 1 GiB.
+	RecordingsMaxTotalBytes int64 `protobuf:"varint,21,opt,name=recordings_max_total_bytes,json=recordingsMaxTotalBytes,proto3" json:"recordings_max_total_bytes,omitempty"`
+	// recording_keyframe_bytes is the output between two keyframes (screen
+	// snapshots in a recording's index, for seeking). At least 64 KiB.
+	// Default 1 MiB.
+	RecordingKeyframeBytes int64 `protobuf:"varint,22,opt,name=recording_keyframe_bytes,json=recordingKeyframeBytes,proto3" json:"recording_keyframe_bytes,omitempty"`
+	// recording_keyframe_interval is the time between two keyframes when
+	// output came since the last one. At least 1 s. Default 60 s.
+	RecordingKeyframeInterval *durationpb.Duration `protobuf:"bytes,23,opt,name=recording_keyframe_interval,json=recordingKeyframeInterval,proto3" json:"recording_keyframe_interval,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -333,6 +349,34 @@ func (x *Limits) GetTelemetryMaxSeries() int64 {
 		return x.TelemetryMaxSeries
 	}
 	return 0
+}
+
+func (x *Limits) GetRecordingMaxBytes() int64 {
+	if x != nil {
+		return x.RecordingMaxBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetRecordingsMaxTotalBytes() int64 {
+	if x != nil {
+		return x.RecordingsMaxTotalBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetRecordingKeyframeBytes() int64 {
+	if x != nil {
+		return x.RecordingKeyframeBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetRecordingKeyframeInterval() *durationpb.Duration {
+	if x != nil {
+		return x.RecordingKeyframeInterval
+	}
+	return nil
 }
 
 // GetLimitsRequest selects whose limits to report.
@@ -594,7 +638,8 @@ const file_ahp_v1_limits_proto_rawDesc = "" +
 	"\rReceiveLimits\x12!\n" +
 	"\fwindow_bytes\x18\x01 \x01(\x03R\vwindowBytes\x12.\n" +
 	"\x13maximum_frame_bytes\x18\x02 \x01(\x03R\x11maximumFrameBytes\x122\n" +
-	"\x15maximum_message_bytes\x18\x03 \x01(\x03R\x13maximumMessageBytes\"\xc8\b\n" +
+	"\x15maximum_message_bytes\x18\x03 \x01(\x03R\x13maximumMessageBytes\"\xca\n" +
+	"\n" +
 	"\x06Limits\x12,\n" +
 	"\x12max_buffered_bytes\x18\x01 \x01(\x03R\x10maxBufferedBytes\x12C\n" +
 	"\x10max_output_stall\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0emaxOutputStall\x12+\n" +
@@ -616,7 +661,11 @@ const file_ahp_v1_limits_proto_rawDesc = "" +
 	"\x10max_tcp_channels\x18\x10 \x01(\x03R\x0emaxTcpChannels\x12:\n" +
 	"\x1amax_tcp_channels_per_token\x18\x11 \x01(\x03R\x16maxTcpChannelsPerToken\x123\n" +
 	"\x16tcp_max_retained_bytes\x18\x12 \x01(\x03R\x13tcpMaxRetainedBytes\x120\n" +
-	"\x14telemetry_max_series\x18\x13 \x01(\x03R\x12telemetryMaxSeries\",\n" +
+	"\x14telemetry_max_series\x18\x13 \x01(\x03R\x12telemetryMaxSeries\x12.\n" +
+	"\x13recording_max_bytes\x18\x14 \x01(\x03R\x11recordingMaxBytes\x12;\n" +
+	"\x1arecordings_max_total_bytes\x18\x15 \x01(\x03R\x17recordingsMaxTotalBytes\x128\n" +
+	"\x18recording_keyframe_bytes\x18\x16 \x01(\x03R\x16recordingKeyframeBytes\x12Y\n" +
+	"\x1brecording_keyframe_interval\x18\x17 \x01(\v2\x19.google.protobuf.DurationR\x19recordingKeyframeInterval\",\n" +
 	"\x10GetLimitsRequest\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\"\x8d\x01\n" +
 	"\x11GetLimitsResponse\x12,\n" +
@@ -669,20 +718,21 @@ var file_ahp_v1_limits_proto_depIdxs = []int32{
 	0,  // 4: ahp.v1.Limits.client_receive_maximums:type_name -> ahp.v1.ReceiveLimits
 	0,  // 5: ahp.v1.Limits.host_receive:type_name -> ahp.v1.ReceiveLimits
 	6,  // 6: ahp.v1.Limits.tcp_retain:type_name -> google.protobuf.Duration
-	1,  // 7: ahp.v1.GetLimitsResponse.effective:type_name -> ahp.v1.Limits
-	1,  // 8: ahp.v1.GetLimitsResponse.defaults:type_name -> ahp.v1.Limits
-	1,  // 9: ahp.v1.SetLimitsRequest.limits:type_name -> ahp.v1.Limits
-	7,  // 10: ahp.v1.SetLimitsRequest.update_mask:type_name -> google.protobuf.FieldMask
-	1,  // 11: ahp.v1.SetLimitsResponse.effective:type_name -> ahp.v1.Limits
-	2,  // 12: ahp.v1.LimitsService.GetLimits:input_type -> ahp.v1.GetLimitsRequest
-	4,  // 13: ahp.v1.LimitsService.SetLimits:input_type -> ahp.v1.SetLimitsRequest
-	3,  // 14: ahp.v1.LimitsService.GetLimits:output_type -> ahp.v1.GetLimitsResponse
-	5,  // 15: ahp.v1.LimitsService.SetLimits:output_type -> ahp.v1.SetLimitsResponse
-	14, // [14:16] is the sub-list for method output_type
-	12, // [12:14] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	6,  // 7: ahp.v1.Limits.recording_keyframe_interval:type_name -> google.protobuf.Duration
+	1,  // 8: ahp.v1.GetLimitsResponse.effective:type_name -> ahp.v1.Limits
+	1,  // 9: ahp.v1.GetLimitsResponse.defaults:type_name -> ahp.v1.Limits
+	1,  // 10: ahp.v1.SetLimitsRequest.limits:type_name -> ahp.v1.Limits
+	7,  // 11: ahp.v1.SetLimitsRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 12: ahp.v1.SetLimitsResponse.effective:type_name -> ahp.v1.Limits
+	2,  // 13: ahp.v1.LimitsService.GetLimits:input_type -> ahp.v1.GetLimitsRequest
+	4,  // 14: ahp.v1.LimitsService.SetLimits:input_type -> ahp.v1.SetLimitsRequest
+	3,  // 15: ahp.v1.LimitsService.GetLimits:output_type -> ahp.v1.GetLimitsResponse
+	5,  // 16: ahp.v1.LimitsService.SetLimits:output_type -> ahp.v1.SetLimitsResponse
+	15, // [15:17] is the sub-list for method output_type
+	13, // [13:15] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_limits_proto_init() }

@@ -53,7 +53,12 @@ type CreateTerminalRequest struct {
 	// scrollback is the number of lines kept above the screen for
 	// snapshots, at most 1,000,000; 0 means the default (10,000) and -1
 	// keeps none.
-	Scrollback    int32 `protobuf:"varint,10,opt,name=scrollback,proto3" json:"scrollback,omitempty"`
+	Scrollback int32 `protobuf:"varint,10,opt,name=scrollback,proto3" json:"scrollback,omitempty"`
+	// record is how the terminal is recorded from its first byte: "off",
+	// "output" or "output+input" (input recording captures what is typed,
+	// passwords included: only when asked). Empty takes the daemon's
+	// config key record (default off).
+	Record        string `protobuf:"bytes,11,opt,name=record,proto3" json:"record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -156,6 +161,13 @@ func (x *CreateTerminalRequest) GetScrollback() int32 {
 		return x.Scrollback
 	}
 	return 0
+}
+
+func (x *CreateTerminalRequest) GetRecord() string {
+	if x != nil {
+		return x.Record
+	}
+	return ""
 }
 
 // CreateTerminalResponse describes the new channel.
@@ -305,11 +317,113 @@ func (*ResizeTerminalResponse) Descriptor() ([]byte, []int) {
 	return file_ahp_v1_terminals_proto_rawDescGZIP(), []int{3}
 }
 
+// SetTerminalRecordingRequest names a terminal and how to record it.
+type SetTerminalRecordingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// channel is the terminal's URI.
+	Channel string `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	// mode is "off" (stop), "output" or "output+input".
+	Mode          string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTerminalRecordingRequest) Reset() {
+	*x = SetTerminalRecordingRequest{}
+	mi := &file_ahp_v1_terminals_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTerminalRecordingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTerminalRecordingRequest) ProtoMessage() {}
+
+func (x *SetTerminalRecordingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ahp_v1_terminals_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTerminalRecordingRequest.ProtoReflect.Descriptor instead.
+func (*SetTerminalRecordingRequest) Descriptor() ([]byte, []int) {
+	return file_ahp_v1_terminals_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetTerminalRecordingRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *SetTerminalRecordingRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+// SetTerminalRecordingResponse describes the recording now.
+type SetTerminalRecordingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// recording is the terminal's recording; its mode is "off" after a
+	// stop.
+	Recording     *RecordingState `protobuf:"bytes,1,opt,name=recording,proto3" json:"recording,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTerminalRecordingResponse) Reset() {
+	*x = SetTerminalRecordingResponse{}
+	mi := &file_ahp_v1_terminals_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTerminalRecordingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTerminalRecordingResponse) ProtoMessage() {}
+
+func (x *SetTerminalRecordingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ahp_v1_terminals_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTerminalRecordingResponse.ProtoReflect.Descriptor instead.
+func (*SetTerminalRecordingResponse) Descriptor() ([]byte, []int) {
+	return file_ahp_v1_terminals_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SetTerminalRecordingResponse) GetRecording() *RecordingState {
+	if x != nil {
+		return x.Recording
+	}
+	return nil
+}
+
 var File_ahp_v1_terminals_proto protoreflect.FileDescriptor
 
 const file_ahp_v1_terminals_proto_rawDesc = "" +
 	"\n" +
-	"\x16ahp/v1/terminals.proto\x12\x06ahp.v1\x1a\x15ahp/v1/channels.proto\"\xf4\x01\n" +
+	"\x16ahp/v1/terminals.proto\x12\x06ahp.v1\x1a\x15ahp/v1/channels.proto\"\x8c\x02\n" +
 	"\x15CreateTerminalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x18\n" +
@@ -323,17 +437,24 @@ const file_ahp_v1_terminals_proto_rawDesc = "" +
 	"\n" +
 	"scrollback\x18\n" +
 	" \x01(\x05R\n" +
-	"scrollback\"C\n" +
+	"scrollback\x12\x16\n" +
+	"\x06record\x18\v \x01(\tR\x06record\"C\n" +
 	"\x16CreateTerminalResponse\x12)\n" +
 	"\achannel\x18\x01 \x01(\v2\x0f.ahp.v1.ChannelR\achannel\"Y\n" +
 	"\x15ResizeTerminalRequest\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\x05R\x04rows\x12\x12\n" +
 	"\x04cols\x18\x03 \x01(\x05R\x04cols\"\x18\n" +
-	"\x16ResizeTerminalResponse2\xb3\x01\n" +
+	"\x16ResizeTerminalResponse\"K\n" +
+	"\x1bSetTerminalRecordingRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\"T\n" +
+	"\x1cSetTerminalRecordingResponse\x124\n" +
+	"\trecording\x18\x01 \x01(\v2\x16.ahp.v1.RecordingStateR\trecording2\x96\x02\n" +
 	"\x0fTerminalService\x12O\n" +
 	"\x0eCreateTerminal\x12\x1d.ahp.v1.CreateTerminalRequest\x1a\x1e.ahp.v1.CreateTerminalResponse\x12O\n" +
-	"\x0eResizeTerminal\x12\x1d.ahp.v1.ResizeTerminalRequest\x1a\x1e.ahp.v1.ResizeTerminalResponseB,Z*github.com/ahp-dev/ahpd/proto/ahp/v1;ahpv1b\x06proto3"
+	"\x0eResizeTerminal\x12\x1d.ahp.v1.ResizeTerminalRequest\x1a\x1e.ahp.v1.ResizeTerminalResponse\x12a\n" +
+	"\x14SetTerminalRecording\x12#.ahp.v1.SetTerminalRecordingRequest\x1a$.ahp.v1.SetTerminalRecordingResponseB,Z*github.com/ahp-dev/ahpd/proto/ahp/v1;ahpv1b\x06proto3"
 
 var (
 	file_ahp_v1_terminals_proto_rawDescOnce sync.Once
@@ -347,25 +468,31 @@ func file_ahp_v1_terminals_proto_rawDescGZIP() []byte {
 	return file_ahp_v1_terminals_proto_rawDescData
 }
 
-var file_ahp_v1_terminals_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_ahp_v1_terminals_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_ahp_v1_terminals_proto_goTypes = []any{
-	(*CreateTerminalRequest)(nil),  // 0: ahp.v1.CreateTerminalRequest
-	(*CreateTerminalResponse)(nil), // 1: ahp.v1.CreateTerminalResponse
-	(*ResizeTerminalRequest)(nil),  // 2: ahp.v1.ResizeTerminalRequest
-	(*ResizeTerminalResponse)(nil), // 3: ahp.v1.ResizeTerminalResponse
-	(*Channel)(nil),                // 4: ahp.v1.Channel
+	(*CreateTerminalRequest)(nil),        // 0: ahp.v1.CreateTerminalRequest
+	(*CreateTerminalResponse)(nil),       // 1: ahp.v1.CreateTerminalResponse
+	(*ResizeTerminalRequest)(nil),        // 2: ahp.v1.ResizeTerminalRequest
+	(*ResizeTerminalResponse)(nil),       // 3: ahp.v1.ResizeTerminalResponse
+	(*SetTerminalRecordingRequest)(nil),  // 4: ahp.v1.SetTerminalRecordingRequest
+	(*SetTerminalRecordingResponse)(nil), // 5: ahp.v1.SetTerminalRecordingResponse
+	(*Channel)(nil),                      // 6: ahp.v1.Channel
+	(*RecordingState)(nil),               // 7: ahp.v1.RecordingState
 }
 var file_ahp_v1_terminals_proto_depIdxs = []int32{
-	4, // 0: ahp.v1.CreateTerminalResponse.channel:type_name -> ahp.v1.Channel
-	0, // 1: ahp.v1.TerminalService.CreateTerminal:input_type -> ahp.v1.CreateTerminalRequest
-	2, // 2: ahp.v1.TerminalService.ResizeTerminal:input_type -> ahp.v1.ResizeTerminalRequest
-	1, // 3: ahp.v1.TerminalService.CreateTerminal:output_type -> ahp.v1.CreateTerminalResponse
-	3, // 4: ahp.v1.TerminalService.ResizeTerminal:output_type -> ahp.v1.ResizeTerminalResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	6, // 0: ahp.v1.CreateTerminalResponse.channel:type_name -> ahp.v1.Channel
+	7, // 1: ahp.v1.SetTerminalRecordingResponse.recording:type_name -> ahp.v1.RecordingState
+	0, // 2: ahp.v1.TerminalService.CreateTerminal:input_type -> ahp.v1.CreateTerminalRequest
+	2, // 3: ahp.v1.TerminalService.ResizeTerminal:input_type -> ahp.v1.ResizeTerminalRequest
+	4, // 4: ahp.v1.TerminalService.SetTerminalRecording:input_type -> ahp.v1.SetTerminalRecordingRequest
+	1, // 5: ahp.v1.TerminalService.CreateTerminal:output_type -> ahp.v1.CreateTerminalResponse
+	3, // 6: ahp.v1.TerminalService.ResizeTerminal:output_type -> ahp.v1.ResizeTerminalResponse
+	5, // 7: ahp.v1.TerminalService.SetTerminalRecording:output_type -> ahp.v1.SetTerminalRecordingResponse
+	5, // [5:8] is the sub-list for method output_type
+	2, // [2:5] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_ahp_v1_terminals_proto_init() }
@@ -380,7 +507,7 @@ func file_ahp_v1_terminals_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ahp_v1_terminals_proto_rawDesc), len(file_ahp_v1_terminals_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

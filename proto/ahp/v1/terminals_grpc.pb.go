@@ -19,8 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TerminalService_CreateTerminal_FullMethodName = "/ahp.v1.TerminalService/CreateTerminal"
-	TerminalService_ResizeTerminal_FullMethodName = "/ahp.v1.TerminalService/ResizeTerminal"
+	TerminalService_CreateTerminal_FullMethodName       = "/ahp.v1.TerminalService/CreateTerminal"
+	TerminalService_ResizeTerminal_FullMethodName       = "/ahp.v1.TerminalService/ResizeTerminal"
+	TerminalService_SetTerminalRecording_FullMethodName = "/ahp.v1.TerminalService/SetTerminalRecording"
 )
 
 // TerminalServiceClient is the client API for TerminalService service.
@@ -36,6 +37,11 @@ type TerminalServiceClient interface {
 	// ResizeTerminal sets a terminal's size; its viewers receive
 	// terminal/resize. FAILED_PRECONDITION once the process has exited.
 	ResizeTerminal(ctx context.Context, in *ResizeTerminalRequest, opts ...grpc.CallOption) (*ResizeTerminalResponse, error)
+	// SetTerminalRecording starts or stops recording a terminal
+	// (docs/recording.md). Starting a recording that runs in another mode
+	// ends its file and starts a new one; stopping one that does not run
+	// changes nothing. FAILED_PRECONDITION once the process has exited.
+	SetTerminalRecording(ctx context.Context, in *SetTerminalRecordingRequest, opts ...grpc.CallOption) (*SetTerminalRecordingResponse, error)
 }
 
 type terminalServiceClient struct {
@@ -66,6 +72,16 @@ func (c *terminalServiceClient) ResizeTerminal(ctx context.Context, in *ResizeTe
 	return out, nil
 }
 
+func (c *terminalServiceClient) SetTerminalRecording(ctx context.Context, in *SetTerminalRecordingRequest, opts ...grpc.CallOption) (*SetTerminalRecordingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetTerminalRecordingResponse)
+	err := c.cc.Invoke(ctx, TerminalService_SetTerminalRecording_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TerminalServiceServer is the server API for TerminalService service.
 // All implementations must embed UnimplementedTerminalServiceServer
 // for forward compatibility.
@@ -79,6 +95,11 @@ type TerminalServiceServer interface {
 	// ResizeTerminal sets a terminal's size; its viewers receive
 	// terminal/resize. FAILED_PRECONDITION once the process has exited.
 	ResizeTerminal(context.Context, *ResizeTerminalRequest) (*ResizeTerminalResponse, error)
+	// SetTerminalRecording starts or stops recording a terminal
+	// (docs/recording.md). Starting a recording that runs in another mode
+	// ends its file and starts a new one; stopping one that does not run
+	// changes nothing. FAILED_PRECONDITION once the process has exited.
+	SetTerminalRecording(context.Context, *SetTerminalRecordingRequest) (*SetTerminalRecordingResponse, error)
 	mustEmbedUnimplementedTerminalServiceServer()
 }
 
@@ -94,6 +115,9 @@ func (UnimplementedTerminalServiceServer) CreateTerminal(context.Context, *Creat
 }
 func (UnimplementedTerminalServiceServer) ResizeTerminal(context.Context, *ResizeTerminalRequest) (*ResizeTerminalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResizeTerminal not implemented")
+}
+func (UnimplementedTerminalServiceServer) SetTerminalRecording(context.Context, *SetTerminalRecordingRequest) (*SetTerminalRecordingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetTerminalRecording not implemented")
 }
 func (UnimplementedTerminalServiceServer) mustEmbedUnimplementedTerminalServiceServer() {}
 func (UnimplementedTerminalServiceServer) testEmbeddedByValue()                         {}
@@ -152,6 +176,24 @@ func _TerminalService_ResizeTerminal_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TerminalService_SetTerminalRecording_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetTerminalRecordingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TerminalServiceServer).SetTerminalRecording(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TerminalService_SetTerminalRecording_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TerminalServiceServer).SetTerminalRecording(ctx, req.(*SetTerminalRecordingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TerminalService_ServiceDesc is the grpc.ServiceDesc for TerminalService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -166,6 +208,10 @@ var TerminalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResizeTerminal",
 			Handler:    _TerminalService_ResizeTerminal_Handler,
+		},
+		{
+			MethodName: "SetTerminalRecording",
+			Handler:    _TerminalService_SetTerminalRecording_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
