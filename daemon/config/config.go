@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,6 +91,22 @@ type Limits struct {
 	// channel; samples of further series are dropped and counted.
 	// Applies to channels created after the change. Default 10,000.
 	TelemetryMaxSeries int `limit:"telemetryMaxSeries"`
+	// RecordingMaxBytes caps one recording's .cast file: at the cap the
+	// file ends with a marker and recording goes on in a new file of the
+	// same terminal (docs/recording.md). Default 64 MiB, at least 64 KiB.
+	RecordingMaxBytes int64 `limit:"recordingMaxBytes"`
+	// RecordingsMaxTotalBytes caps the recordings directory: the oldest
+	// recordings (.cast and index together) are deleted first; one being
+	// written only if it alone exceeds the cap. Default 1 GiB, at least
+	// 1 MiB.
+	RecordingsMaxTotalBytes int64 `limit:"recordingsMaxTotalBytes"`
+	// RecordingKeyframeBytes and RecordingKeyframeInterval space a
+	// recording's keyframes (screen snapshots in its index, for seeking):
+	// one after this much output, or this long after the last one when
+	// output came since. Defaults 1 MiB (at least 64 KiB) and 60 s (at
+	// least 1 s).
+	RecordingKeyframeBytes    int64         `limit:"recordingKeyframeBytes"`
+	RecordingKeyframeInterval time.Duration `limit:"recordingKeyframeInterval"`
 }
 
 // DefaultLimits returns the documented defaults (internal/limits).
@@ -240,8 +257,18 @@ type Config struct {
 	// its state directory (`ahpctl tcp allow`), at start and at SIGHUP,
 	// and `ahpctl tcp deny` of one of the file's rules rewrites the key.
 	TCPAllow []tcp.Rule
-	Limits   Limits
+	// Record is how new terminals are recorded unless their creation says
+	// otherwise: "off" (default), "output" or "output+input"
+	// (docs/recording.md). Input recording captures what is typed,
+	// passwords included. Config file key record; a restart applies a
+	// change.
+	Record string
+	Limits Limits
 }
+
+// RecordModes are the values of Config.Record, ahpctl terminal create
+// --record and the control API's record and mode fields.
+var RecordModes = []string{"off", "output", "output+input"}
 
 func defaultStateDir() string {
 	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
@@ -279,6 +306,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxConnectionsPerToken == 0 {
 		c.MaxConnectionsPerToken = 64
 	}
+	if c.Record == "" {
+		c.Record = "off"
+	}
 	c.Limits = c.Limits.WithDefaults()
 	return c
 }
@@ -302,6 +332,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("shutdownTimeout: must be positive")
+	}
+	if !slices.Contains(RecordModes, c.Record) {
+		return fmt.Errorf("record: must be off, output or output+input, got %q", c.Record)
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return err

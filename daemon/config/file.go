@@ -330,6 +330,7 @@ var configKeys = func() []configKey {
 			s.InsecureListen = v
 			return err
 		}},
+		{name: "record", set: setString(func(s *Settings) *string { return &s.Record }, RecordModes...)},
 		{name: "allowedHosts", set: func(s *Settings, e configEntry) error {
 			list := e.List
 			if !e.IsList {
@@ -845,6 +846,7 @@ func RestartOnlyChanges(a, b Settings) []string {
 	add("allowedHosts", strings.Join(a.AllowedHosts, ",") != strings.Join(b.AllowedHosts, ","))
 	add("publicUrl", a.PublicURL != b.PublicURL)
 	add("insecureListen", a.InsecureListen != b.InsecureListen)
+	add("record", a.Record != b.Record)
 	// tlsCert and tlsKey are re-read at SIGHUP, but TLS cannot be turned
 	// on or off on a listener that serves: that needs a restart.
 	add("tlsCert", a.TLS() != b.TLS())

@@ -81,6 +81,10 @@ var table = func() []Spec {
 		Spec{"maxTcpChannelsPerToken", Count, 64, 1, "1"},
 		Spec{"tcpMaxRetainedBytes", Bytes, 16 * MiB, 64 * KiB, "64 KiB"},
 		Spec{"telemetryMaxSeries", Count, 10000, 1, "1"},
+		Spec{"recordingMaxBytes", Bytes, 64 * MiB, 64 * KiB, "64 KiB"},
+		Spec{"recordingsMaxTotalBytes", Bytes, 1 << 30, 1 * MiB, "1 MiB"},
+		Spec{"recordingKeyframeBytes", Bytes, 1 * MiB, 64 * KiB, "64 KiB"},
+		Spec{"recordingKeyframeInterval", Duration, int64(60 * time.Second), int64(time.Second), "1s"},
 	)
 }()
 
