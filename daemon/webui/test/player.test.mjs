@@ -1,0 +1,411 @@
+// The recordings player (player.js) over fake recordings: a seek lands on
+// the screen of that moment through the nearest keyframe, playing follows
+// a fake clock, a live recording is followed, memory stays bounded, and
+// errors are said plainly.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CastPlayer, LIVE_POLL_MS, listRecordings, MARKERS_MAX, READ_BYTES, sessionSource } from '../src/player.js';
+import { connect } from './harness.mjs';
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+// FakeTerm is a terminal whose "screen" is all the text written since its
+// last reset, so the screen at time t is known: every "o" up to t.
+class FakeTerm {
+  constructor() {
+    this.text = '';
+    this.cols = 0;
+    this.rows = 0;
+    this.resets = 0;
+  }
+  reset(cols, rows) {
+    this.text = '';
+    this.cols = cols;
+    this.rows = rows;
+    this.resets++;
+  }
+  write(s) {
+    this.text += s;
+  }
+  resize(cols, rows) {
+    this.cols = cols;
+    this.rows = rows;
+  }
+  async flush() {}
+}
+
+// fakeRecording builds a .cast from events and serves it like the daemon:
+// reads cut at the last \n within maxBytes, a keyframe every kfEvery
+// events whose screen is the FakeTerm's screen there (the output before it).
+function fakeRecording(events, { width = 80, height = 24, kfEvery = 4, audit = [], live = false } = {}) {
+  const lines = [`{"version":2,"width":${width},"height":${height},"timestamp":1765120000}`];
+  for (const [t, c, d] of events) lines.push(JSON.stringify([t, c, d]));
+  let bytes = enc.encode(lines.join('\n') + '\n');
+  const keyframes = [];
+  let off = enc.encode(lines[0] + '\n').length;
+  let screen = '';
+  let size = { cols: width, rows: height };
+  events.forEach(([t, c, d], i) => {
+    if (i % kfEvery === 0) keyframes.push({ time: t, offset: off, rows: size.rows, cols: size.cols, screen });
+    if (c === 'o') screen += d;
+    if (c === 'r') {
+      const [cc, rr] = d.split('x').map(Number);
+      size = { cols: cc, rows: rr };
+    }
+    off += enc.encode(lines[i + 1] + '\n').length;
+  });
+  const rec = {
+    reads: [],
+    keyframeCalls: [],
+    live,
+    get bytes() {
+      return bytes;
+    },
+    append(evs) {
+      const more = evs.map((e) => JSON.stringify(e)).join('\n') + '\n';
+      const b = new Uint8Array(bytes.length + enc.encode(more).length);
+      b.set(bytes);
+      b.set(enc.encode(more), bytes.length);
+      bytes = b;
+    },
+    source: {
+      async read(offset, maxBytes) {
+        rec.reads.push({ offset, maxBytes });
+        let end = Math.min(bytes.length, offset + maxBytes);
+        if (end < bytes.length) end = bytes.lastIndexOf(10, end - 1) + 1;
+        if (end <= offset && offset < bytes.length) end = bytes.indexOf(10, offset) + 1;
+        end = Math.max(end, offset);
+        return {
+          data: dec.decode(bytes.subarray(offset, end)), offset, nextOffset: end, size: bytes.length,
+          eof: end >= bytes.length, live: rec.live,
+        };
+      },
+      async index() {
+        return { keyframes: keyframes.map(({ screen: _, ...k }) => ({ ...k, bytes: 0 })), audit, dropped: 0 };
+      },
+      async keyframe(n) {
+        rec.keyframeCalls.push(n);
+        if (!keyframes[n]) throw Object.assign(new Error('no such recording'), { code: -32002 });
+        return keyframes[n];
+      },
+    },
+  };
+  return rec;
+}
+
+const outputUpTo = (events, t) => events.filter(([et, c]) => c === 'o' && et <= t).map(([, , d]) => d).join('');
+
+// ticks drives the player with a fake clock: n ticks of stepMs, letting
+// its reads settle between them.
+async function ticks(p, clock, n, stepMs) {
+  for (let i = 0; i < n; i++) {
+    clock.ms += stepMs;
+    p.tick();
+    await settle();
+  }
+}
+const settle = () => new Promise((r) => setImmediate(r));
+
+function events(n, { resizeAt = -1, markerAt = -1 } = {}) {
+  const evs = [];
+  for (let i = 0; i < n; i++) {
+    const t = i * 0.5;
+    evs.push([t, 'o', `line ${i} é✓\r\n`]);
+    if (i % 3 === 0) evs.push([t, 'i', 'x']);
+    if (i === resizeAt) evs.push([t, 'r', '100x30']);
+    if (i === markerAt) evs.push([t, 'm', 'dropped 7 bytes']);
+  }
+  return evs;
+}
+
+test('every seek shows the output up to its target, through the keyframe at or before it', async () => {
+  const evs = events(40, { resizeAt: 10, markerAt: 20 });
+  const rec = fakeRecording(evs, { kfEvery: 6 });
+  const term = new FakeTerm();
+  const p = new CastPlayer({ source: rec.source, term, now: () => 0, readBytes: 256 });
+  await p.open({ duration: 19.5 });
+  assert.equal(p.error, null);
+  assert.equal(term.text, 'line 0 é✓\r\n');
+  assert.deepEqual([term.cols, term.rows], [80, 24]);
+  for (const t of [19.5, 0, 3.2, 5, 5.25, 12.7, 4.99, 100, -3]) {
+    await p.seek(t);
+    const target = Math.max(0, Math.min(t, 19.5));
+    assert.equal(term.text, outputUpTo(evs, target), `seek ${t}`);
+    assert.equal(p.time, target);
+    assert.deepEqual([term.cols, term.rows], target >= 5 ? [100, 30] : [80, 24], `size at ${t}`);
+    // The keyframe used is the last at or before the target.
+    const want = p.keyframes.filter((k) => k.time <= target).at(-1).n;
+    assert.equal(rec.keyframeCalls.at(-1), want, `keyframe of seek ${t}`);
+  }
+  assert.deepEqual(p.markers.filter((m) => m.kind === 'marker'), [{ time: 10, label: 'dropped 7 bytes', kind: 'marker' }]);
+});
+
+test('a seek reads from its keyframe, not from the start', async () => {
+  const evs = events(2000);
+  const rec = fakeRecording(evs, { kfEvery: 100 });
+  const p = new CastPlayer({ source: rec.source, term: new FakeTerm(), now: () => 0, readBytes: 1024 });
+  await p.open({ duration: 999.5 });
+  await p.scanned;
+  rec.reads.length = 0;
+  await p.seek(900.2); // event 1800 is the keyframe's; 1800.4 → events up to 1800
+  const kf = p.keyframeAt(900.2);
+  assert.equal(kf.time, 900);
+  assert.equal(rec.reads[0].offset, kf.offset);
+  const read = rec.reads.length * 1024;
+  assert.ok(read <= 3 * 1024, `read ${rec.reads.length} chunks for a seek one event past a keyframe`);
+});
+
+test('a recording without keyframes plays from its header', async () => {
+  const evs = events(10);
+  const rec = fakeRecording(evs, { width: 90, height: 20 });
+  rec.source.index = async () => ({ keyframes: [], audit: [], dropped: 0 });
+  const term = new FakeTerm();
+  const p = new CastPlayer({ source: rec.source, term, now: () => 0 });
+  await p.open({ duration: 4.5 });
+  await p.seek(2.1);
+  assert.equal(term.text, outputUpTo(evs, 2.1));
+  assert.deepEqual([term.cols, term.rows], [90, 20]);
+  assert.equal(rec.keyframeCalls.length, 0);
+});
+
+test('playing follows the clock at the speed set, pauses, and ends at the duration', async () => {
+  const evs = events(20); // 0 .. 9.5 s
+  const rec = fakeRecording(evs, { kfEvery: 5 });
+  const term = new FakeTerm();
+  const clock = { ms: 0 };
+  const p = new CastPlayer({ source: rec.source, term, now: () => clock.ms, readBytes: 300 });
+  await p.open({ duration: 10 });
+  p.play();
+  await ticks(p, clock, 4, 500); // 2 s
+  assert.equal(p.time, 2);
+  assert.equal(term.text, outputUpTo(evs, 2));
+  p.setSpeed(4);
+  await ticks(p, clock, 2, 500); // + 4 s
+  assert.equal(p.time, 6);
+  assert.equal(term.text, outputUpTo(evs, 6));
+  p.toggle();
+  await ticks(p, clock, 5, 500);
+  assert.equal(p.time, 6, 'paused');
+  assert.throws(() => p.setSpeed(3), /speed 3 is not one of 0.5, 1, 2, 4, 8/);
+  p.setSpeed(0.5);
+  p.toggle();
+  await ticks(p, clock, 2, 1000); // + 1 s
+  assert.equal(p.time, 7);
+  p.setSpeed(8);
+  await ticks(p, clock, 4, 1000);
+  assert.equal(p.playing, false);
+  assert.equal(p.ended, true);
+  assert.equal(p.time, 10);
+  assert.equal(term.text, outputUpTo(evs, 10));
+  // Play again after the end starts over.
+  p.play();
+  await settle();
+  await settle();
+  assert.equal(p.time, 0);
+  assert.equal(p.playing, true);
+});
+
+test('playing waits for a chunk that has not arrived instead of running past it', async () => {
+  const evs = events(40);
+  const rec = fakeRecording(evs, { kfEvery: 100 });
+  const clock = { ms: 0 };
+  const term = new FakeTerm();
+  const p = new CastPlayer({ source: rec.source, term, now: () => clock.ms, readBytes: 128 });
+  await p.open({ duration: 19.5 });
+  await p.scanned;
+  const read = rec.source.read;
+  let release;
+  rec.source.read = (o, m) => new Promise((r) => { release = () => r(read(o, m)); });
+  p.play();
+  for (let i = 0; i < 10; i++) {
+    clock.ms += 1000;
+    p.tick();
+    await settle();
+    assert.equal(term.text, outputUpTo(evs, p.time), `at ${p.time}`);
+  }
+  assert.ok(p.time < 3, `the playhead ran to ${p.time} without data`);
+  rec.source.read = read;
+  release();
+  await settle();
+  await settle();
+  clock.ms += 1000;
+  p.tick();
+  assert.ok(p.time > 1);
+  assert.equal(term.text, outputUpTo(evs, p.time));
+});
+
+test('a live recording is followed: its end is read again every LIVE_POLL_MS', async () => {
+  const evs = events(4); // 0 .. 1.5
+  const rec = fakeRecording(evs, { live: true });
+  const clock = { ms: 0 };
+  const term = new FakeTerm();
+  const p = new CastPlayer({ source: rec.source, term, now: () => clock.ms });
+  await p.open({ duration: 1.5, live: true });
+  await p.scanned;
+  p.play();
+  await ticks(p, clock, 4, 500);
+  assert.equal(p.playing, true, `a live recording does not end at its end: ${JSON.stringify({ ...p.state(), markers: 0 })}`);
+  assert.equal(term.text, outputUpTo(evs, 2));
+  rec.append([[2.0, 'o', 'new\r\n'], [2.1, 'o', 'more\r\n']]);
+  const before = rec.reads.length;
+  await ticks(p, clock, 1, LIVE_POLL_MS / 4);
+  assert.ok(rec.reads.length - before <= 1, 'polled more often than LIVE_POLL_MS');
+  await ticks(p, clock, 8, LIVE_POLL_MS / 2);
+  assert.ok(term.text.endsWith('new\r\nmore\r\n'), JSON.stringify(term.text));
+  assert.equal(p.state().duration, 2.1);
+  // The recording stops: the player ends with it.
+  rec.live = false;
+  await ticks(p, clock, 8, LIVE_POLL_MS / 2);
+  assert.equal(p.playing, false);
+  assert.equal(p.ended, true);
+});
+
+test('memory: a 48 MiB recording plays to its end holding at most 2 reads of events', async () => {
+  // A generated recording: fixed-width lines, never held whole by the test either.
+  const header = '{"version":2,"width":80,"height":24}\n';
+  const line = (i) => `[${(i / 1000).toFixed(3).padStart(12, ' ')}, "o", "${'x'.repeat(60)}\\r\\n"]\n`;
+  const L = line(0).length;
+  const N = Math.floor((48 << 20) / L);
+  const size = header.length + N * L;
+  const source = {
+    async read(offset, maxBytes) {
+      if (offset === 0) {
+        const n = Math.floor((maxBytes - header.length) / L);
+        return { data: header + Array.from({ length: n }, (_, i) => line(i)).join(''), nextOffset: header.length + n * L, size, eof: false, live: false };
+      }
+      const first = (offset - header.length) / L;
+      const n = Math.min(Math.floor(maxBytes / L), N - first);
+      let data = '';
+      for (let i = 0; i < n; i++) data += line(first + i);
+      return { data, nextOffset: offset + n * L, size, eof: first + n >= N, live: false };
+    },
+    async index() {
+      return { keyframes: [], audit: [], dropped: 0 };
+    },
+    async keyframe() {
+      throw new Error('no keyframes');
+    },
+  };
+  let written = 0;
+  const term = { reset() {}, resize() {}, write(s) { written += s.length; } };
+  const clock = { ms: 0 };
+  const p = new CastPlayer({ source, term, now: () => clock.ms, readBytes: READ_BYTES });
+  await p.open({ duration: (N - 1) / 1000 });
+  assert.equal(p.markersPartial, true, 'a file over MARKER_SCAN_MAX_BYTES is not scanned');
+  p.setSpeed(8);
+  p.play();
+  let n = 0;
+  while (p.playing && n++ < 10_000) {
+    clock.ms += 200;
+    p.tick();
+    await settle();
+    assert.ok(p.queuedChars <= 2 * READ_BYTES, `held ${p.queuedChars} characters of events`);
+  }
+  assert.equal(p.ended, true, JSON.stringify({ ...p.state(), markers: 0, n }));
+  assert.equal(p.error, null);
+  assert.equal(written, N * 62);
+  assert.ok(p.maxQueuedChars <= 2 * READ_BYTES, `held up to ${p.maxQueuedChars}`);
+  assert.ok(p.maxQueuedChars > READ_BYTES / 2, 'the bound test never filled the queue');
+});
+
+test('markers: "m" events and audit lines, time ordered, at most MARKERS_MAX', async () => {
+  const evs = [];
+  for (let i = 0; i < MARKERS_MAX + 50; i++) evs.push([i, 'm', `m${i}`]);
+  const audit = [
+    { type: 'audit', time: 2.5, event: 'attach', viewer: 'alice', token: 'tok1', role: 'control', remote: '127.0.0.1:5000' },
+    { type: 'audit', time: 3, event: 'input', token: 'tok1', role: 'control' },
+  ];
+  const rec = fakeRecording(evs, { audit });
+  const p = new CastPlayer({ source: rec.source, term: new FakeTerm(), now: () => 0, readBytes: 4096 });
+  await p.open({ duration: MARKERS_MAX + 49 });
+  await p.scanned;
+  assert.equal(p.markers.length, MARKERS_MAX);
+  assert.equal(p.markersTruncated, true);
+  const a = p.markers.filter((m) => m.kind === 'audit');
+  assert.deepEqual(a.map((m) => m.label), ['attach alice (control) from 127.0.0.1:5000', 'input tok1 (control)']);
+  for (let i = 1; i < p.markers.length; i++) assert.ok(p.markers[i - 1].time <= p.markers[i].time);
+});
+
+test('errors are said plainly: a bad line, a read that does not move, a refused id', async () => {
+  {
+    const rec = fakeRecording(events(30), { kfEvery: 100 });
+    const good = rec.bytes;
+    const text = dec.decode(good).replace('[10,"o","line 20 é✓\\r\\n"]', '[10,"o",42]');
+    const b = enc.encode(text);
+    rec.source.read = async (offset, maxBytes) => {
+      let end = Math.min(b.length, offset + maxBytes);
+      if (end < b.length) end = b.lastIndexOf(10, end - 1) + 1;
+      return { data: dec.decode(b.subarray(offset, end)), nextOffset: end, size: b.length, eof: end >= b.length, live: false };
+    };
+    const p = new CastPlayer({ source: rec.source, term: new FakeTerm(), now: () => 0, readBytes: 200 });
+    await p.open({ duration: 14.5 });
+    await p.scanned;
+    assert.equal(p.markersPartial, true);
+    assert.match(p.scanError, /line 29: event data is number, want a string/);
+    await p.seek(12);
+    assert.match(p.error, /event data is number, want a string/);
+    assert.equal(p.seeking, false);
+  }
+  {
+    const rec = fakeRecording(events(30));
+    const read = rec.source.read;
+    rec.source.read = async (o, m) => (o === 0 ? read(o, m) : { data: '', nextOffset: o, size: 99, eof: false });
+    const p = new CastPlayer({ source: rec.source, term: new FakeTerm(), now: () => 0, readBytes: 200 });
+    await p.open({ duration: 14.5 });
+    assert.match(p.error, /recordings\/read at \d+: nextOffset \d+ does not move forward/);
+  }
+  {
+    const rec = fakeRecording(events(3));
+    rec.source.read = async () => {
+      throw Object.assign(new Error('recording not found'), { code: -32002 });
+    };
+    const p = new CastPlayer({ source: rec.source, term: new FakeTerm(), now: () => 0 });
+    await p.open({});
+    assert.equal(p.error, 'recording not found (error -32002)');
+  }
+  {
+    const rec = fakeRecording([]);
+    rec.source.read = async () => ({ data: '{"version":2,"width":80,"height":24}', nextOffset: 36, size: 36, eof: true });
+    const p = new CastPlayer({ source: rec.source, term: new FakeTerm(), now: () => 0 });
+    await p.open({});
+    assert.match(p.error, /line 1: no header line: the recording is empty/);
+  }
+});
+
+test('a seek made while another is reading wins; the older one writes nothing', async () => {
+  const evs = events(200);
+  const rec = fakeRecording(evs, { kfEvery: 50 });
+  const term = new FakeTerm();
+  const p = new CastPlayer({ source: rec.source, term, now: () => 0, readBytes: 256 });
+  await p.open({ duration: 99.5 });
+  const a = p.seek(80);
+  const b = p.seek(30.3);
+  await Promise.all([a, b]);
+  assert.equal(term.text, outputUpTo(evs, 30.3));
+  assert.equal(p.time, 30.3);
+});
+
+test('sessionSource and listRecordings send recordings/* on the session', async () => {
+  const { session, ws } = await connect();
+  const sock = { take: () => ws.take().filter((m) => m.method?.startsWith('recordings/')), recv: (m) => ws.recv(m) };
+  const listed = listRecordings(session, 'ahp-terminal:/t1');
+  const [req] = sock.take();
+  assert.deepEqual([req.method, req.params], ['recordings/list', { channel: 'ahp-terminal:/t1' }]);
+  sock.recv({ jsonrpc: '2.0', id: req.id, result: { recordings: [{ id: 'x' }] } });
+  assert.deepEqual(await listed, [{ id: 'x' }]);
+  const src = sessionSource(session, 'x');
+  src.read(10, 4096);
+  src.index();
+  src.keyframe(2);
+  assert.deepEqual(sock.take().map((m) => [m.method, m.params]), [
+    ['recordings/read', { id: 'x', offset: 10, maxBytes: 4096 }],
+    ['recordings/index', { id: 'x' }],
+    ['recordings/keyframe', { id: 'x', n: 2 }],
+  ]);
+  const bad = listRecordings(session);
+  const [r2] = sock.take();
+  assert.deepEqual(r2.params, {});
+  sock.recv({ jsonrpc: '2.0', id: r2.id, result: {} });
+  await assert.rejects(bad, /without a recordings array/);
+});
