@@ -44,11 +44,15 @@ func rootCommand() *command {
 		}},
 		{name: "terminal", aliases: []string{"terminals", "term"}, summary: "Create and resize terminals", sub: []*command{
 			{name: "create", args: "[--] [CMD [ARG...]]", summary: "Start a terminal and print its channel URI", maxArgs: -1, rawTail: true, complete: "shell", setup: setupTerminalCreate,
-				help:     "Without CMD it runs the daemon user's login shell. Everything after the first\nargument that is not a flag is the command line. The working directory defaults\nto ahpctl's current directory (like tmux new-session).",
-				examples: []string{"ahpctl terminal create", "ahpctl terminal create --id build --rows 40 --cols 120 -- make -j8", "ahpctl terminal create --env TERM=xterm --cwd /srv -- htop"}},
+				help:     "Without CMD it runs the daemon user's login shell. Everything after the first\nargument that is not a flag is the command line. The working directory defaults\nto ahpctl's current directory (like tmux new-session).\n\n--record records the terminal's output from its first byte (docs/recording.md;\nahpctl recordings list shows it); --record=output+input records what is typed\ntoo, passwords included, so only ask for it when you mean it. Write the mode\nwith \"=\": a word after a lone --record is the command. Without --record the\ndaemon's config key record decides (default off).",
+				examples: []string{"ahpctl terminal create", "ahpctl terminal create --id build --rows 40 --cols 120 -- make -j8", "ahpctl terminal create --env TERM=xterm --cwd /srv -- htop", "ahpctl terminal create --id audit --record", "ahpctl terminal create --record=output+input -- bash"}},
 			{name: "resize", args: "URI", summary: "Resize a terminal", minArgs: 1, maxArgs: 1, complete: "channel", setup: setupTerminalResize,
 				examples: []string{"ahpctl terminal resize ahp-terminal:/build --rows 50 --cols 160"}},
+			{name: "record", args: "URI on|off", summary: "Start or stop recording a terminal", minArgs: 2, maxArgs: 2, complete: "channel", setup: setupTerminalRecord,
+				help:     terminalRecordHelp,
+				examples: []string{"ahpctl terminal record shell on", "ahpctl terminal record ahp-terminal:/build on --input", "ahpctl terminal record shell off"}},
 		}},
+		recordingsCommand(),
 		tcpCommand(),
 		telemetryCommand(),
 		{name: "token", aliases: []string{"tokens"}, summary: "Mint, list and revoke viewer tokens", sub: []*command{
@@ -98,7 +102,7 @@ func rootCommand() *command {
 				return nil
 			}
 		}},
-		{name: "__complete", hidden: true, args: "channels|viewers|tokens|limits|tcprules", minArgs: 1, maxArgs: 1, setup: setupComplete},
+		{name: "__complete", hidden: true, args: "channels|viewers|tokens|limits|tcprules|recordings", minArgs: 1, maxArgs: 1, setup: setupComplete},
 	}}
 }
 
@@ -271,6 +275,8 @@ func setupTerminalCreate(fs *flag.FlagSet) action {
 	fs.Var(&env, "env", "add `KEY=VALUE` to the environment (repeatable)")
 	clearEnv := fs.Bool("clear-env", false, "start with only the --env entries, not the daemon's environment")
 	scrollback := fs.Int("scrollback", 0, "scrollback `lines` kept for snapshots (default 10000, -1 none)")
+	var record recordFlag
+	fs.Var(&record, "record", "record the terminal: --record (output) or --record=output+input (what is typed too, passwords included); --record=off overrides the daemon's default")
 	return func(ctx context.Context, a *app, args []string) error {
 		dir := *cwd
 		if dir == "" {
@@ -280,7 +286,7 @@ func setupTerminalCreate(fs *flag.FlagSet) action {
 		}
 		req := &ahpv1.CreateTerminalRequest{
 			Id: *id, Title: *title, Rows: int32(*rows), Cols: int32(*cols), Cwd: dir,
-			Env: env, ClearEnv: *clearEnv, Scrollback: int32(*scrollback),
+			Env: env, ClearEnv: *clearEnv, Scrollback: int32(*scrollback), Record: record.mode,
 		}
 		if len(args) > 0 {
 			req.Command, req.Args = args[0], args[1:]
@@ -762,7 +768,8 @@ func setupEvents(fs *flag.FlagSet) action {
 var channelTypes = []string{"terminal", "telemetry", "tcp"}
 
 // eventKinds are the kinds WatchEvents sends (daemon.proto, Event.kind).
-var eventKinds = []string{"channel.created", "channel.exited", "channel.closed", "viewer.joined", "viewer.left", "viewer.stalled", "viewer.kicked", "limits.changed"}
+var eventKinds = []string{"channel.created", "channel.exited", "channel.closed", "viewer.joined", "viewer.left", "viewer.stalled", "viewer.kicked", "viewer.input", "limits.changed",
+	"recording.started", "recording.stopped", "recording.dropped"}
 
 func dash(s string) string {
 	if s == "" {
@@ -897,6 +904,12 @@ func setupComplete(*flag.FlagSet) action {
 		case "limits":
 			for _, k := range limitKeys {
 				fmt.Fprintln(a.stdout, k.name+"=")
+			}
+		case "recordings":
+			if res, err := c.recordings.ListRecordings(rctx, &ahpv1.ListRecordingsRequest{}); err == nil {
+				for _, r := range res.Recordings {
+					fmt.Fprintln(a.stdout, r.Id)
+				}
 			}
 		case "tcprules":
 			if res, err := c.tcp.ListTCPRules(rctx, &ahpv1.ListTCPRulesRequest{}); err == nil {

@@ -11,7 +11,7 @@ import (
 
 // Shell completion scripts, generated from the command tree. Channel URIs,
 // viewer ids, token ids and TCP rules are completed by calling the hidden
-// `ahpctl __complete channels|viewers|tokens|tcprules`, which asks the
+// `ahpctl __complete channels|viewers|tokens|tcprules|recordings`, which asks the
 // daemon.
 
 func setupCompletion(*flag.FlagSet) action {
@@ -117,7 +117,7 @@ _ahpctl() {
         --role) COMPREPLY=($(compgen -W "view control" -- "$cur")); return ;;
         --channel) dyn=channels ;;
         --control|--cwd) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --kind) COMPREPLY=($(compgen -W "channel.created channel.exited channel.closed viewer.joined viewer.left viewer.stalled viewer.kicked limits.changed" -- "$cur")); return ;;
+        --kind) COMPREPLY=($(compgen -W "channel.created channel.exited channel.closed viewer.joined viewer.left viewer.stalled viewer.kicked viewer.input limits.changed recording.started recording.stopped recording.dropped" -- "$cur")); return ;;
     esac
     case "$cmd" in
         "") COMPREPLY=($(compgen -W "%s --control --timeout --help --version" -- "$cur")); return ;;
@@ -169,6 +169,8 @@ func dynKind(k string) string {
 		return "limits"
 	case "tcprule":
 		return "tcprules"
+	case "recording":
+		return "recordings"
 	case "shell":
 		return "shell"
 	}

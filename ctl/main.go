@@ -321,6 +321,8 @@ type clients struct {
 	viewers   ahpv1.ViewerServiceClient
 	tcp       ahpv1.TCPServiceClient
 	telemetry ahpv1.TelemetryServiceClient
+	// recordings lists and reads terminal recordings.
+	recordings ahpv1.RecordingServiceClient
 }
 
 func (a *app) clients() (*clients, error) {
@@ -329,13 +331,14 @@ func (a *app) clients() (*clients, error) {
 		return nil, err
 	}
 	return &clients{
-		daemon:    ahpv1.NewDaemonServiceClient(cc),
-		channels:  ahpv1.NewChannelServiceClient(cc),
-		terminals: ahpv1.NewTerminalServiceClient(cc),
-		tokens:    ahpv1.NewTokenServiceClient(cc),
-		limits:    ahpv1.NewLimitsServiceClient(cc),
-		viewers:   ahpv1.NewViewerServiceClient(cc),
-		tcp:       ahpv1.NewTCPServiceClient(cc),
-		telemetry: ahpv1.NewTelemetryServiceClient(cc),
+		daemon:     ahpv1.NewDaemonServiceClient(cc),
+		channels:   ahpv1.NewChannelServiceClient(cc),
+		terminals:  ahpv1.NewTerminalServiceClient(cc),
+		tokens:     ahpv1.NewTokenServiceClient(cc),
+		limits:     ahpv1.NewLimitsServiceClient(cc),
+		viewers:    ahpv1.NewViewerServiceClient(cc),
+		tcp:        ahpv1.NewTCPServiceClient(cc),
+		telemetry:  ahpv1.NewTelemetryServiceClient(cc),
+		recordings: ahpv1.NewRecordingServiceClient(cc),
 	}, nil
 }

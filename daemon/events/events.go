@@ -1,5 +1,7 @@
 // Package events fans the daemon's events (channels created, exited and
-// closed, viewers joining, leaving, stalled and kicked, limits changed)
+// closed, viewers joining, leaving, stalled, kicked and typing into a
+// recorded terminal, limits changed, recordings started, stopped and
+// dropping output)
 // out to watchers such as `ahpctl events`. A Bus is safe for concurrent
 // use, and publishing never blocks on a watcher.
 //
@@ -24,7 +26,13 @@ type Event struct {
 	// Kind is channel.created, channel.exited, channel.closed,
 	// viewer.joined, viewer.left, viewer.stalled, viewer.kicked (by the
 	// operator, or because its token was revoked or expired: Detail is the
-	// close reason, e.g. "token revoked"), limits.changed.
+	// close reason, e.g. "token revoked"), viewer.input (a viewer's first
+	// keystroke into a recorded terminal, once per recording: Detail names
+	// its token id, role and remote address, never the secret),
+	// limits.changed, recording.started and recording.stopped (Detail:
+	// the recording's id and mode, or why it stopped), recording.dropped
+	// (Detail: bytes of output the recording dropped because the disk
+	// fell behind).
 	Kind    string
 	Channel string
 	Viewer  string
@@ -33,7 +41,8 @@ type Event struct {
 
 // Kinds are the event kinds, in the order Event's doc lists them.
 var Kinds = []string{"channel.created", "channel.exited", "channel.closed",
-	"viewer.joined", "viewer.left", "viewer.stalled", "viewer.kicked", "limits.changed"}
+	"viewer.joined", "viewer.left", "viewer.stalled", "viewer.kicked", "viewer.input", "limits.changed",
+	"recording.started", "recording.stopped", "recording.dropped"}
 
 // Retained is how many of the newest events a Bus keeps for watchers
 // that resume (WatchAfter).
