@@ -49,9 +49,7 @@ func (c TunerConfig) withDefaults() TunerConfig {
 //     are queuing on the path (a bottleneck buffer, a kernel buffer), and
 //     the window falls to what the path carries per smallest round trip
 //     (the highest released rate of the last eight epochs × the smallest
-//     round trip) plus QueueTarget's worth, and an eighth more for the
-//     credit not yet announced (it is announced per quarter window), never
-//     below Floor; the next shrink waits two epochs, since this one takes a
+//     round trip) plus QueueTarget's worth, never below Floor; the next shrink waits two epochs, since this one takes a
 //     round trip to act and starves the pipe meanwhile.
 //   - It never shrinks because the stream went idle: an idle window
 //     costs the receiver nothing.
@@ -92,17 +90,27 @@ type WindowTuner struct {
 	epochBytes int64
 }
 
-// PingInterval is how long a tuner's owner waits before its next
-// round-trip sample, given the time since one of its streams last released
-// bytes and the smoothed round trip (0 before the first sample): one per
-// round trip (10–200 ms apart) while a stream moved data in the last
-// second, else one a second. The daemon (WebSocket pings) and ahpctl
-// (`ping` requests) both sample so; the page's rtt.js does likewise.
+// PingInterval is how long a tuner's owner waits from one round-trip
+// sample's ping to the next ping, given the time since one of its streams
+// last released bytes and the smoothed round trip (0 before the first
+// sample): one per round trip (10–200 ms apart) while a stream moved data
+// in the last second, else one a second. The daemon (WebSocket pings) and
+// ahpctl (`ping` requests) both sample so (PingWait); the page's rtt.js
+// does likewise.
 func PingInterval(sinceActive, srtt time.Duration) time.Duration {
 	if sinceActive >= PingBusyFor {
 		return pingIdle
 	}
 	return min(max(srtt, pingBusyMin), pingBusyMax)
+}
+
+// PingWait is how long to wait after a ping that took took (sent, then
+// answered) before the next: PingInterval counted from the ping's send, so
+// that a stream sampled once per round trip gets a sample per round trip,
+// not one per two (a ping answered after a round trip, then a round trip's
+// wait). Slow start doubles a window once per sample.
+func PingWait(sinceActive, srtt, took time.Duration) time.Duration {
+	return max(PingInterval(sinceActive, srtt)-took, 0)
 }
 
 const (
@@ -234,11 +242,15 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 	next := t.window
 	// A standing queue: the window the path needs, from the highest
 	// released rate of the last epochs (a shrink starves the pipe for a
-	// round trip, and the rate measured meanwhile is not the path's).
-	// Credit is announced per quarter window (Receiver.Release), so on
-	// average an eighth of the window is released and not yet credited,
-	// and the bytes in flight are 7/8 of it. When that is not below the
-	// window (the round trip is noisy, not queued), growth is considered.
+	// round trip, and the rate measured meanwhile is not the path's),
+	// times the smallest round trip plus QueueTarget. A consumer that
+	// keeps up has its releases announced at once (Receiver.Release), so
+	// the whole window is in flight: sizing for the 7/8 of it that
+	// per-quarter credit leaves in flight held a queue of an eighth of the
+	// round trip (28 ms at 200 ms) behind every echo. A consumer that
+	// batches gets less than the path carries after a shrink, shows no
+	// queue, and grows again. When the shrink is not below the window
+	// (the round trip is noisy, not queued), growth is considered.
 	shrink := int64(0)
 	if queue > 2*t.cfg.QueueTarget {
 		t.step = 0
@@ -247,7 +259,7 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 			for _, r := range t.rates {
 				best = max(best, r)
 			}
-			if bdp := max(int64(best*(minRTT+t.cfg.QueueTarget).Seconds()*8/7), t.cfg.Floor); bdp < t.window-t.window/32 {
+			if bdp := max(int64(best*(minRTT+t.cfg.QueueTarget).Seconds()), t.cfg.Floor); bdp < t.window-t.window/32 {
 				shrink = bdp
 			}
 		}
@@ -271,13 +283,16 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 		if t.slowStart {
 			next = t.window * 2
 		} else {
-			// Additive, from QueueTarget's worth of the rate, so that a
-			// step overshoots the path by about the queue the tuner
-			// tolerates; the step doubles while the round trip shows no
+			// Additive, from half QueueTarget's worth of the rate, so
+			// that from the top of the band where it grows (a queue of
+			// QueueTarget) a step, even one taken on a sample that came
+			// before the last step acted, stays under the 2 ×
+			// QueueTarget where it shrinks (each shrink starves the pipe
+			// for a round trip); the step doubles while the round trip shows no
 			// queue (at most half the target) so that a window far below
 			// the path's needs gets there in a few round trips, and
 			// starts over once a queue shows. At most an eighth.
-			base := max(int64(rate*t.cfg.QueueTarget.Seconds()), t.window/64)
+			base := max(int64(rate*t.cfg.QueueTarget.Seconds()/2), t.window/64)
 			if t.step == 0 || growQueue > t.cfg.QueueTarget/2 {
 				t.step = base
 			} else {

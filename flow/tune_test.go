@@ -2,6 +2,7 @@ package flow
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -12,14 +13,19 @@ import (
 type pathModel struct {
 	rate float64 // bytes/s
 	rtt  time.Duration
+	// batched: the consumer's credit is announced per quarter window, so
+	// on average an eighth of the window is released and not yet
+	// credited and 7/8 of it is in flight; else (a consumer that keeps
+	// up, whose releases are announced at once) all of it.
+	batched bool
 }
 
 // step returns the bytes delivered in dt and the round trip a ping sees
-// with window w. Credit is announced per quarter window, so on average an
-// eighth of the window is released and not yet credited: 7/8 of it is in
-// flight.
+// with window w.
 func (p pathModel) step(w int64, dt time.Duration) (delivered int64, rtt time.Duration) {
-	w = w * 7 / 8
+	if p.batched {
+		w = w * 7 / 8
+	}
 	bdp := p.rate * p.rtt.Seconds()
 	queue := max(float64(w)-bdp, 0)
 	rtt = p.rtt + time.Duration(queue/p.rate*float64(time.Second))
@@ -44,9 +50,16 @@ func TestWindowTunerFitsThePath(t *testing.T) {
 		{rate: 33e6, rtt: 200 * time.Millisecond},
 		{rate: 5e6, rtt: 50 * time.Millisecond},
 		{rate: 200e6, rtt: 2 * time.Millisecond},
+		{rate: 33e6, rtt: 80 * time.Millisecond, batched: true},
+		{rate: 33e6, rtt: 200 * time.Millisecond, batched: true},
+		{rate: 5e6, rtt: 50 * time.Millisecond, batched: true},
 	} {
 		for _, initial := range []int64{floor, 32 << 20} {
-			t.Run(fmt.Sprintf("%.0fMBps_%v_from_%d", p.rate/1e6, p.rtt, initial), func(t *testing.T) {
+			name := fmt.Sprintf("%.0fMBps_%v_from_%d", p.rate/1e6, p.rtt, initial)
+			if p.batched {
+				name += "_batched"
+			}
+			t.Run(name, func(t *testing.T) {
 				tu := NewWindowTuner(TunerConfig{Floor: floor, Ceiling: ceiling}, initial)
 				now := time.Unix(1000, 0)
 				const dt = time.Millisecond
@@ -55,7 +68,8 @@ func TestWindowTunerFitsThePath(t *testing.T) {
 				tu.OnRTT(now, p.rtt)
 				var rttAcc time.Duration
 				lastPing := now
-				var delivered, tail int64
+				var tail int64
+				var queues []time.Duration // each ms of the last 10 s
 				total := 45 * time.Second
 				for el := time.Duration(0); el < total; el += dt {
 					now = now.Add(dt)
@@ -68,22 +82,38 @@ func TestWindowTunerFitsThePath(t *testing.T) {
 					if w < floor || w > ceiling {
 						t.Fatalf("window %d outside [%d, %d]", w, floor, ceiling)
 					}
-					delivered += d
 					if el >= total-2*time.Second {
 						tail += d
 					}
+					if el >= total-10*time.Second {
+						queues = append(queues, rtt-p.rtt)
+					}
 				}
-				_ = delivered
 				thr := float64(tail) / 2
-				_, rtt := p.step(tu.Window(), dt)
-				queue := rtt - p.rtt
+				slices.Sort(queues)
+				p99 := queues[len(queues)*99/100]
 				bdp := int64(p.rate * p.rtt.Seconds())
-				t.Logf("window %d (path's product %d): %.1f%% of the rate, queue %v", tu.Window(), bdp, 100*thr/p.rate, queue)
+				t.Logf("window %d (path's product %d): %.1f%% of the rate, queue p50 %v p99 %v max %v", tu.Window(), bdp, 100*thr/p.rate, queues[len(queues)/2], p99, queues[len(queues)-1])
 				if thr < 0.9*p.rate {
 					t.Errorf("the last 2 s carried %.0f B/s, under 90%% of the path's %.0f", thr, p.rate)
 				}
-				if queue > 9*time.Millisecond { // the band the tuner holds: up to 2 × QueueTarget, and a step
-					t.Errorf("a queue of %v stands behind the stream", queue)
+				// What a keystroke's echo beside the stream waits: the
+				// band the tuner holds is up to 2 × QueueTarget, and a
+				// step taken on a sample from before the last one acted.
+				// A batching consumer has 7/8 of the window in flight,
+				// so a shrink leaves the path an eighth short and the
+				// tuner probes back with steps that double while no queue
+				// shows, up to an eighth of the window: at 200 ms that
+				// overshoots by a few ms for a round trip. It is held to
+				// the echo target's 15 ms; the consumers that tune (the
+				// Go client, the host's tcp/input) announce releases at
+				// once while they keep up.
+				limit := 9 * time.Millisecond
+				if p.batched {
+					limit = 15 * time.Millisecond
+				}
+				if p99 > limit {
+					t.Errorf("a queue of %v stands behind the stream 1 %% of the time", p99)
 				}
 			})
 		}
@@ -216,10 +246,10 @@ func TestWindowTunerRules(t *testing.T) {
 			tu.OnRTT(at(i), 100*time.Millisecond) // the smoothed round trip climbs
 		}
 		tu.OnRelease(at(100), 0)
-		// 1 MB per 100 ms: 10 MB/s; × 14 ms × 8/7 = 160,000.
+		// 1 MB per 100 ms: 10 MB/s; × 14 ms = 140,000.
 		w, ch := tu.OnRelease(at(200), 1e6)
-		if !ch || w < 150_000 || w > 170_000 {
-			t.Fatalf("got %d (changed %v), want about 160000", w, ch)
+		if !ch || w < 135_000 || w > 145_000 {
+			t.Fatalf("got %d (changed %v), want about 140000", w, ch)
 		}
 		// Never below the floor.
 		tu2 := NewWindowTuner(cfg, 8<<20)
@@ -362,6 +392,22 @@ func TestPingInterval(t *testing.T) {
 	} {
 		if got := PingInterval(c.since, c.srtt); got != c.want {
 			t.Errorf("PingInterval(%v, %v) = %v, want %v", c.since, c.srtt, got, c.want)
+		}
+	}
+}
+
+// TestPingWait: the interval counts from the ping's send, so a busy stream
+// on a long path has a ping out all the time (a sample per round trip),
+// and one on a short path waits what is left of its 10 ms.
+func TestPingWait(t *testing.T) {
+	for _, c := range []struct{ since, srtt, took, want time.Duration }{
+		{0, 200 * time.Millisecond, 200 * time.Millisecond, 0},
+		{0, 200 * time.Millisecond, 350 * time.Millisecond, 0},
+		{0, 50 * time.Microsecond, 50 * time.Microsecond, 10*time.Millisecond - 50*time.Microsecond},
+		{time.Hour, 80 * time.Millisecond, 80 * time.Millisecond, time.Second - 80*time.Millisecond},
+	} {
+		if got := PingWait(c.since, c.srtt, c.took); got != c.want {
+			t.Errorf("PingWait(%v, %v, %v) = %v, want %v", c.since, c.srtt, c.took, got, c.want)
 		}
 	}
 }

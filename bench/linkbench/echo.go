@@ -196,7 +196,23 @@ func (c *config) echo(ctx context.Context, d *benchproc.Daemon, daemonAddr, rawA
 		time.Sleep(10 * time.Millisecond)
 	}
 	b0, t0 := bulk.Load(), time.Now()
-	res.busy, err = typeKeys(ctx, c.keys, c.keyGap, send, recv)
+	// With -v, each echo's arrival is traced with the bulk stream's
+	// window and bytes at that moment: where the slow ones fall.
+	var trace []string
+	busyRecv := recv
+	if c.verbose {
+		busyRecv = func(ctx context.Context) ([]byte, error) {
+			b, err := recv(ctx)
+			trace = append(trace, fmt.Sprintf("%7.3fs window=%d bulk=%.1fMB", time.Since(t0).Seconds(), st.ReceiveLimits().WindowBytes, float64(bulk.Load())/1e6))
+			return b, err
+		}
+	}
+	res.busy, err = typeKeys(ctx, c.keys, c.keyGap, send, busyRecv)
+	for i, line := range trace {
+		if i < len(res.busy) {
+			fmt.Fprintf(os.Stderr, "echo %3d %s %6.1fms\n", i, line, float64(res.busy[i].Microseconds())/1e3)
+		}
+	}
 	res.bulkMBps = float64(bulk.Load()-b0) / time.Since(t0).Seconds() / 1e6
 	if err != nil {
 		return nil, fmt.Errorf("terminal, beside bulk: %w", err)

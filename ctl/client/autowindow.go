@@ -103,10 +103,13 @@ func (c *Conn) pingLoop() {
 		p.mu.Lock()
 		n := len(p.watches)
 		p.mu.Unlock()
+		var took time.Duration
 		if n > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+			sent := time.Now()
 			rtt, err := c.Ping(ctx)
 			cancel()
+			took = time.Since(sent)
 			if err != nil {
 				if c.Err() != nil {
 					return
@@ -129,7 +132,7 @@ func (c *Conn) pingLoop() {
 				}
 			}
 		}
-		t.Reset(flow.PingInterval(time.Duration(time.Now().UnixNano()-p.active.Load()), time.Duration(p.srtt.Load())))
+		t.Reset(flow.PingWait(time.Duration(time.Now().UnixNano()-p.active.Load()), time.Duration(p.srtt.Load()), took))
 	}
 }
 

@@ -126,6 +126,7 @@ func (c *conn) rttLoop(ctx context.Context) {
 	defer t.Stop()
 	var srtt time.Duration
 	for {
+		var took time.Duration
 		if c.tunedCount.Load() > 0 {
 			pctx, cancel := context.WithTimeout(ctx, 3*c.srv.host.Limits().HeartbeatInterval)
 			start := time.Now()
@@ -135,6 +136,7 @@ func (c *conn) rttLoop(ctx context.Context) {
 				return // the connection is ending: the heartbeat says why
 			}
 			d := time.Since(start)
+			took = d
 			if srtt == 0 {
 				srtt = d
 			} else {
@@ -145,7 +147,7 @@ func (c *conn) rttLoop(ctx context.Context) {
 			default: // the run loop has one to take already
 			}
 		}
-		t.Reset(flow.PingInterval(time.Duration(time.Now().UnixNano()-c.rttBusy.Load()), srtt))
+		t.Reset(flow.PingWait(time.Duration(time.Now().UnixNano()-c.rttBusy.Load()), srtt, took))
 		select {
 		case <-ctx.Done():
 			return
