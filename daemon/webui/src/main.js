@@ -10,6 +10,7 @@
 // so style.css comes after them.
 import { createView as createTerminalView, kind as terminalKind } from './terminal.js';
 import { createView as createTelemetryView, kind as telemetryKind, TELEMETRY_RECEIVE } from './telemetry.js';
+import { createRecordingsView } from './recordings.js';
 import { createProcessStatus, findProcessChannel } from './process-status.js';
 import { PANEL_CHART_HEIGHT, PANEL_Y_SPACE, panelChannel, panelPlacement, panelShown } from './chart-panel.js';
 import './style.css';
@@ -53,6 +54,8 @@ const el = {
   closeChannel: $('close-channel'),
   sidebarToggle: $('sidebar-toggle'),
   newTerminal: $('new-terminal'),
+  recordings: $('recordings'),
+  recordingsToggle: $('recordings-toggle'),
 };
 
 // ui is the page state; render() draws it and window.ahpTest exposes it.
@@ -154,6 +157,26 @@ const view = createTerminalView(el.terminal, {
 // connects are sent once it is attached.
 view.attaching();
 view.focus();
+
+// The recordings of the attached terminal (recordings.js), over the stage:
+// its list, and a player in its own xterm.js terminal.
+const recordingsView = createRecordingsView(el.recordings, {
+  fontSize: prefs.fontSize,
+  theme: prefs.theme,
+  onClose() {
+    render();
+    focusView();
+  },
+});
+el.recordingsToggle.replaceChildren('◉', long(' recordings'));
+el.recordingsToggle.addEventListener('click', () => {
+  if (recordingsView.shown) recordingsView.hide();
+  else if (currentSession && ui.channel) {
+    ui.sidebarOpen = false;
+    recordingsView.open(currentSession, ui.channel);
+  }
+  render();
+});
 
 function showExitNotice() {
   const { code, signal } = ui.exit;
@@ -481,6 +504,7 @@ const consumerFor = (view) => ({
 
 function attach(channel) {
   ui.sidebarOpen = false;
+  if (recordingsView.shown && channel !== ui.channel) recordingsView.hide();
   if (attachment && attachment.channel === channel) {
     if (attachment.subscription) {
       focusView();
@@ -698,6 +722,8 @@ function render() {
   // Closing needs role control over the channel (this link's role).
   el.closeChannel.hidden = !(ui.role === 'control' && currentSession && ui.channel && ui.connection === 'connected');
   el.viewOnly.hidden = ui.role !== 'view';
+  el.recordingsToggle.hidden = !(ui.view === terminalKind && currentSession && ui.channel && ui.connection === 'connected');
+  el.recordingsToggle.setAttribute('aria-pressed', String(recordingsView.shown));
   el.size.textContent = ui.rows && ui.view === terminalKind ? sizeText(ui.rows, ui.cols) : '';
   // The round trip: the ping meter's smoothed figure (what sizes the
   // windows and decides predictive echo), else the channels/list poll's.
@@ -885,6 +911,7 @@ el.theme.addEventListener('click', () => {
   prefs.set({ theme: prefs.theme === 'dark' ? 'light' : 'dark' });
   document.documentElement.dataset.theme = prefs.theme;
   view.setTheme(prefs.theme);
+  recordingsView.setTheme(prefs.theme);
   // The charts take the theme's colours when drawn: a slow channel's
   // would keep the old grid until its next sample.
   telemetryView?.recolour();
@@ -966,6 +993,8 @@ window.ahpTest = {
   get telemetry() {
     return telemetryView;
   },
+  /** the recordings view: state(), screenText() and flush() of its player, open(session, channel). */
+  recordings: recordingsView,
   /** the charts panel's telemetry view (state(), layout()) while it is shown. */
   get panel() {
     return panelView;
