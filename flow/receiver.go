@@ -80,6 +80,11 @@ func (r *Receiver) Released() Position { return r.released }
 // Announced returns the last consumedBytes handed out by Credit.
 func (r *Receiver) Announced() int64 { return r.announced }
 
+// Held returns the bytes received and not yet credited to the peer:
+// buffered, or released and not yet announced. They take up the window
+// without being in flight (WindowTuner.NoteHeld).
+func (r *Receiver) Held() int64 { return r.received - r.announced }
+
 // Frame accepts one decoded frame whose whole text is frameBytes UTF-16
 // bytes. When the frame completes a message, Frame returns its text and
 // end position; the text aliases the receiver's buffer and is valid until

@@ -49,7 +49,8 @@ func (c TunerConfig) withDefaults() TunerConfig {
 //     are queuing on the path (a bottleneck buffer, a kernel buffer), and
 //     the window falls to what the path carries per smallest round trip
 //     (the highest released rate of the last eight epochs × the smallest
-//     round trip) plus QueueTarget's worth, never below Floor; the next shrink waits two epochs, since this one takes a
+//     round trip) plus QueueTarget's worth, plus what the receiver holds
+//     and has not credited (NoteHeld), never below Floor; the next shrink waits two epochs, since this one takes a
 //     round trip to act and starves the pipe meanwhile.
 //   - It never shrinks because the stream went idle: an idle window
 //     costs the receiver nothing.
@@ -88,6 +89,21 @@ type WindowTuner struct {
 	restoreTo  int64 // the window to go back to after the drain; 0: none under way
 	epochStart time.Time
 	epochBytes int64
+	// What the receiver held (NoteHeld): the epoch's sum and count, and
+	// the mean of the last epoch that had samples.
+	heldSum, heldN int64
+	held           int64
+}
+
+// NoteHeld records that the receiver holds n bytes of the window that are
+// not in flight (flow.Receiver.Held: buffered, or released and not yet
+// announced). A shrink sizes the window as the path's product plus what
+// the receiver holds on average: a consumer that keeps up has its
+// releases announced at once and holds about nothing, one whose credit
+// goes per quarter window holds an eighth of it.
+func (t *WindowTuner) NoteHeld(n int64) {
+	t.heldSum += max(n, 0)
+	t.heldN++
 }
 
 // PingInterval is how long a tuner's owner waits from one round-trip
@@ -205,6 +221,10 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 	}
 	released := t.epochBytes
 	t.epochStart, t.epochBytes = now, 0
+	if t.heldN > 0 {
+		t.held = t.heldSum / t.heldN
+		t.heldSum, t.heldN = 0, 0
+	}
 	if elapsed > 4*max(t.rtt, minEpoch) {
 		// The stream paused in between: this epoch says nothing about
 		// the path.
@@ -243,14 +263,13 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 	// A standing queue: the window the path needs, from the highest
 	// released rate of the last epochs (a shrink starves the pipe for a
 	// round trip, and the rate measured meanwhile is not the path's),
-	// times the smallest round trip plus QueueTarget. A consumer that
-	// keeps up has its releases announced at once (Receiver.Release), so
-	// the whole window is in flight: sizing for the 7/8 of it that
-	// per-quarter credit leaves in flight held a queue of an eighth of the
-	// round trip (28 ms at 200 ms) behind every echo. A consumer that
-	// batches gets less than the path carries after a shrink, shows no
-	// queue, and grows again. When the shrink is not below the window
-	// (the round trip is noisy, not queued), growth is considered.
+	// times the smallest round trip plus QueueTarget, plus what the
+	// receiver holds on average (NoteHeld), which is not in flight. A
+	// fixed 8/7 for per-quarter credit held a queue of an eighth of the
+	// round trip (28 ms at 200 ms) behind every echo of a consumer that
+	// keeps up, whose releases are announced at once. When the shrink is
+	// not below the window (the round trip is noisy, not queued), growth
+	// is considered.
 	shrink := int64(0)
 	if queue > 2*t.cfg.QueueTarget {
 		t.step = 0
@@ -259,7 +278,7 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 			for _, r := range t.rates {
 				best = max(best, r)
 			}
-			if bdp := max(int64(best*(minRTT+t.cfg.QueueTarget).Seconds()), t.cfg.Floor); bdp < t.window-t.window/32 {
+			if bdp := max(int64(best*(minRTT+t.cfg.QueueTarget).Seconds())+t.held, t.cfg.Floor); bdp < t.window-t.window/32 {
 				shrink = bdp
 			}
 		}

@@ -78,6 +78,11 @@ func TestWindowTunerFitsThePath(t *testing.T) {
 						tu.OnRTT(now, rtt)
 						lastPing, rttAcc = now, rtt
 					}
+					if p.batched {
+						tu.NoteHeld(tu.Window() / 8)
+					} else {
+						tu.NoteHeld(0)
+					}
 					w, _ := tu.OnRelease(now, d)
 					if w < floor || w > ceiling {
 						t.Fatalf("window %d outside [%d, %d]", w, floor, ceiling)
@@ -100,19 +105,7 @@ func TestWindowTunerFitsThePath(t *testing.T) {
 				// What a keystroke's echo beside the stream waits: the
 				// band the tuner holds is up to 2 × QueueTarget, and a
 				// step taken on a sample from before the last one acted.
-				// A batching consumer has 7/8 of the window in flight,
-				// so a shrink leaves the path an eighth short and the
-				// tuner probes back with steps that double while no queue
-				// shows, up to an eighth of the window: at 200 ms that
-				// overshoots by a few ms for a round trip. It is held to
-				// the echo target's 15 ms; the consumers that tune (the
-				// Go client, the host's tcp/input) announce releases at
-				// once while they keep up.
-				limit := 9 * time.Millisecond
-				if p.batched {
-					limit = 15 * time.Millisecond
-				}
-				if p99 > limit {
+				if p99 > 9*time.Millisecond {
 					t.Errorf("a queue of %v stands behind the stream 1 %% of the time", p99)
 				}
 			})

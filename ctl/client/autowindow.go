@@ -243,6 +243,7 @@ func (s *Sub) tuneLocked(n int64) []byte {
 func (c *Conn) tune(t *flow.WindowTuner, r *flow.Receiver, n int64) (window int64, changed bool) {
 	now := time.Now()
 	c.pinger.busy(now)
+	t.NoteHeld(r.Held())
 	if window, changed = t.OnRelease(now, n); changed {
 		r.SetWindowBytes(window)
 	}

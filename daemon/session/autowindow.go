@@ -82,6 +82,8 @@ func (c *conn) tune(s *subscription, n int64) {
 		default:
 		}
 	}
+	recv := s.stream.Receiver()
+	s.tuner.NoteHeld(recv.Held())
 	w, changed := s.tuner.OnRelease(now, n)
 	if !changed {
 		return
@@ -92,7 +94,6 @@ func (c *conn) tune(s *subscription, n int64) {
 	// the connection's budget, so in its token's (maxBufferedBytesPerToken)
 	// and the daemon's: growth takes only what is left, and untune gives
 	// it back.
-	recv := s.stream.Receiver()
 	if grow := w - recv.MaxWindowBytes(); grow > 0 {
 		if left := c.queued.Left(); left < grow {
 			w -= grow - left
