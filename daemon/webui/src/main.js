@@ -173,7 +173,8 @@ el.recordingsToggle.addEventListener('click', () => {
   if (recordingsView.shown) recordingsView.hide();
   else if (currentSession && ui.channel) {
     ui.sidebarOpen = false;
-    recordingsView.open(currentSession, ui.channel);
+    // The session of the moment: after a reconnect, the new one.
+    recordingsView.open(() => client.session, ui.channel);
   }
   render();
 });

@@ -44,18 +44,30 @@ export const SPEEDS = [0.5, 1, 2, 4, 8];
 /** SEEK_STEP is what an arrow key moves the playhead (seconds). */
 export const SEEK_STEP = 5;
 
-/** sessionSource reads recording id over a session.js Session's JSON-RPC. */
+// sessionOf returns the session to ask now: session is a Session, or a
+// function returning the current one (after a reconnect, the new one).
+function sessionOf(session) {
+  const s = typeof session === 'function' ? session() : session;
+  if (!s) throw new Error('not connected');
+  return s;
+}
+
+/**
+ * sessionSource reads recording id over a session.js Session's JSON-RPC
+ * (session: a Session, or a function returning the current one).
+ */
 export function sessionSource(session, id) {
+  const ask = async (method, params) => sessionOf(session).request(method, params);
   return {
-    read: (offset, maxBytes) => session.request('recordings/read', { id, offset, maxBytes }),
-    index: () => session.request('recordings/index', { id }),
-    keyframe: (n) => session.request('recordings/keyframe', { id, n }),
+    read: (offset, maxBytes) => ask('recordings/read', { id, offset, maxBytes }),
+    index: () => ask('recordings/index', { id }),
+    keyframe: (n) => ask('recordings/keyframe', { id, n }),
   };
 }
 
 /** listRecordings returns recordings/list's array (of channel, or all). */
 export async function listRecordings(session, channel) {
-  const r = await session.request('recordings/list', channel ? { channel } : {});
+  const r = await sessionOf(session).request('recordings/list', channel ? { channel } : {});
   if (!Array.isArray(r?.recordings)) throw new Error('recordings/list answered without a recordings array');
   return r.recordings;
 }

@@ -335,7 +335,7 @@ export function createRecordingsView(host, options = {}) {
   }
 
   return {
-    /** open shows the recordings of channel (on session) over the stage. */
+    /** open shows the recordings of channel (on session: a Session, or a function returning the current one) over the stage. */
     open(s, ch) {
       session = s;
       channel = ch;

@@ -394,7 +394,8 @@ test('sessionSource and listRecordings send recordings/* on the session', async 
   assert.deepEqual([req.method, req.params], ['recordings/list', { channel: 'ahp-terminal:/t1' }]);
   sock.recv({ jsonrpc: '2.0', id: req.id, result: { recordings: [{ id: 'x' }] } });
   assert.deepEqual(await listed, [{ id: 'x' }]);
-  const src = sessionSource(session, 'x');
+  // A function: the session of the moment (the page's, after a reconnect).
+  const src = sessionSource(() => session, 'x');
   src.read(10, 4096);
   src.index();
   src.keyframe(2);
@@ -408,4 +409,5 @@ test('sessionSource and listRecordings send recordings/* on the session', async 
   assert.deepEqual(r2.params, {});
   sock.recv({ jsonrpc: '2.0', id: r2.id, result: {} });
   await assert.rejects(bad, /without a recordings array/);
+  await assert.rejects(sessionSource(() => null, 'x').read(0, 10), /not connected/);
 });
