@@ -141,6 +141,35 @@ test('every seek shows the output up to its target, through the keyframe at or b
   assert.deepEqual(p.markers.filter((m) => m.kind === 'marker'), [{ time: 10, label: 'dropped 7 bytes', kind: 'marker' }]);
 });
 
+test('random seeks over random recordings all land on the output up to their target', async () => {
+  let x = 7;
+  const rnd = (n) => {
+    x = (x * 1103515245 + 12345) % 2147483648;
+    return x % n;
+  };
+  for (let r = 0; r < 20; r++) {
+    const evs = [];
+    let t = 0;
+    for (let i = 0; i < 50 + rnd(200); i++) {
+      t += rnd(4) === 0 ? 0 : rnd(1000) / 1000; // equal times too
+      const code = ['o', 'o', 'o', 'i', 'm', 'r'][rnd(6)];
+      evs.push([t, code, code === 'r' ? `${20 + rnd(100)}x${5 + rnd(40)}` : `${code}${i}·${'z'.repeat(rnd(30))}\n`]);
+    }
+    const rec = fakeRecording(evs, { kfEvery: 1 + rnd(30) });
+    const term = new FakeTerm();
+    const p = new CastPlayer({ source: rec.source, term, now: () => 0, readBytes: 64 + rnd(2000) });
+    await p.open({ duration: t });
+    for (let k = 0; k < 20; k++) {
+      const target = rnd(Math.ceil(t * 1000) + 1) / 1000;
+      await p.seek(target);
+      assert.equal(p.error, null);
+      assert.equal(term.text, outputUpTo(evs, target), `recording ${r}, seek ${target}`);
+      const last = evs.filter(([et, c]) => c === 'r' && et <= target).at(-1);
+      assert.deepEqual([term.cols, term.rows], last ? last[2].split('x').map(Number) : [80, 24], `size at ${target}`);
+    }
+  }
+});
+
 test('a seek reads from its keyframe, not from the start', async () => {
   const evs = events(2000);
   const rec = fakeRecording(evs, { kfEvery: 100 });
