@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/ahp-dev/ahpd/pty/record"
 )
 
 // MaxSize is the largest accepted number of rows or columns.
@@ -84,6 +86,16 @@ type Config struct {
 	// applies to the next one. Nil, or a result ≤ 0: no cap. The daemon's
 	// default is DefaultMaxViewers.
 	MaxViewers func() int
+	// Record is what the terminal records from its start (or its
+	// adoption) into Recordings: record.Output, record.OutputInput, or
+	// record.Off (the default: nothing; StartRecording starts later).
+	Record record.Mode
+	// Recordings is the store recordings go to; required when Record is
+	// not Off.
+	Recordings *record.Store
+	// Channel is the channel id recordings are named after
+	// (CHANNEL-START). Default "terminal".
+	Channel string
 }
 
 // withDefaults returns a copy of c with defaults applied.
@@ -127,6 +139,9 @@ func (c Config) withDefaults() Config {
 	if c.KillTimeout == 0 {
 		c.KillTimeout = 3 * time.Second
 	}
+	if c.Channel == "" {
+		c.Channel = "terminal"
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -153,6 +168,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("pty: Config.ReplyQueue = %d, want at least 1024", c.ReplyQueue)
 	case c.KillTimeout < 0:
 		return fmt.Errorf("pty: Config.KillTimeout = %v, want positive", c.KillTimeout)
+	case c.Record != record.Off && c.Record != record.Output && c.Record != record.OutputInput:
+		return fmt.Errorf("pty: Config.Record = %v, want off, output or output+input", c.Record)
+	case c.Record != record.Off && c.Recordings == nil:
+		return errors.New("pty: Config.Record is on but Config.Recordings is nil")
 	case c.Command[0] == "":
 		return errors.New("pty: Config.Command[0] is empty")
 	}

@@ -191,6 +191,19 @@ func MessageText(t testing.TB, m flow.Message) string { return messageText(t, m)
 // exits (main_test.go's TestMain; TestSteadyOutputWakesLazily).
 const SteadyWriterEnv = "AHP_PTY_TEST_STEADY_WRITER"
 
+// StreamWriterEnv makes the test binary a program that, after a line of
+// input, writes a varied terminal stream ("SEED:PIECES": text, CJK, emoji,
+// combining marks, SGR, cursor moves, erases, scroll regions, the
+// alternate screen, titles, invalid bytes), cut into writes at random
+// bytes, UTF-8 sequences included, and exits (main_test.go; the
+// recording tests).
+const StreamWriterEnv = "AHP_PTY_TEST_STREAM_WRITER"
+
+// FloodWriterEnv makes the test binary a program that, after a line of
+// input, writes N bytes of numbered lines as fast as the PTY takes them
+// and exits.
+const FloodWriterEnv = "AHP_PTY_TEST_FLOOD_WRITER"
+
 // MessageBuffers returns the bytes of message buffer the viewers hold
 // (the capacity of each one's buffer). Call it from the goroutine that
 // pulls them: the buffer is that goroutine's.

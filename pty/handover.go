@@ -86,6 +86,7 @@ func (t *Terminal) freeze() (Frozen, error) {
 	close(t.done)
 	t.wg.Wait()
 	t.emuTimer.Stop()
+	t.StopRecording("upgrade in place")
 	if t.cfg.Pacer != nil {
 		t.cfg.Pacer.forget(t)
 	}
@@ -219,6 +220,7 @@ func Adopt(cfg Config, master *os.File, pid int, state []byte) (*Terminal, error
 	if len(hs.pending) > 0 {
 		signal(t.inWake)
 	}
+	t.recordFromStart()
 	t.log.Debug("terminal adopted", "pid", pid, "rows", cfg.Rows, "cols", cfg.Cols, "pending_input", len(hs.pending))
 	return t, nil
 }

@@ -3,6 +3,8 @@ package pty_test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -16,6 +18,14 @@ import (
 func TestMain(m *testing.M) {
 	if n, err := strconv.Atoi(os.Getenv(pty.SteadyWriterEnv)); err == nil {
 		steadyWriter(n)
+		return
+	}
+	if v := os.Getenv(pty.StreamWriterEnv); v != "" {
+		streamWriter(v)
+		return
+	}
+	if n, err := strconv.Atoi(os.Getenv(pty.FloodWriterEnv)); err == nil {
+		floodWriter(n)
 		return
 	}
 	goleak.VerifyTestMain(m)
@@ -32,6 +42,94 @@ func steadyWriter(n int) {
 			os.Exit(1)
 		}
 		time.Sleep(300 * time.Microsecond)
+	}
+	os.Exit(0)
+}
+
+// streamWriter is the program pty.StreamWriterEnv asks for.
+func streamWriter(spec string) {
+	var seed, pieces int
+	if _, err := fmt.Sscanf(spec, "%d:%d", &seed, &pieces); err != nil {
+		os.Exit(2)
+	}
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		os.Exit(1)
+	}
+	r := rand.New(rand.NewPCG(uint64(seed), 42))
+	words := []string{"plain", "é", "日本語", "🙂", "e\u0301", "a\tb", "x", "👍🏽", "ｗｉｄｅ", "Ω≈ç√∫"}
+	var buf []byte
+	write := func(b []byte) {
+		if _, err := os.Stdout.Write(b); err != nil {
+			os.Exit(1)
+		}
+	}
+	for i := range pieces {
+		switch r.IntN(16) {
+		case 0:
+			buf = fmt.Appendf(buf, "\x1b[%dm", []int{0, 1, 4, 7, 31, 32, 33, 34, 41, 42, 44, 22, 24, 27}[r.IntN(14)])
+		case 1:
+			buf = fmt.Appendf(buf, "\x1b[38;5;%dm", r.IntN(256))
+		case 2:
+			buf = fmt.Appendf(buf, "\x1b[%d;%dH", 1+r.IntN(24), 1+r.IntN(80))
+		case 3:
+			buf = append(buf, []string{"\x1b[K", "\x1b[1K", "\x1b[J", "\x1b[2K"}[r.IntN(4)]...)
+		case 4:
+			buf = fmt.Appendf(buf, "\x1b[%d;%dr", 1+r.IntN(5), 10+r.IntN(14))
+		case 5:
+			buf = append(buf, "\x1b[r"...)
+		case 6:
+			if r.IntN(4) == 0 {
+				buf = append(buf, []string{"\x1b[?1049h", "\x1b[?1049l"}[r.IntN(2)]...)
+			}
+		case 7:
+			buf = fmt.Appendf(buf, "\x1b]2;title %d\x07", i)
+		case 8:
+			if r.IntN(4) == 0 {
+				buf = append(buf, 0xff)
+			}
+		default:
+			buf = fmt.Appendf(buf, "line %d", i)
+			for range r.IntN(8) {
+				buf = append(buf, ' ')
+				buf = append(buf, words[r.IntN(len(words))]...)
+			}
+			buf = append(buf, "\r\n"...)
+		}
+		if len(buf) > 64 && r.IntN(3) == 0 {
+			// Cut anywhere, inside a UTF-8 sequence or an escape too.
+			k := 1 + r.IntN(len(buf)-1)
+			write(buf[:k])
+			if r.IntN(8) == 0 {
+				time.Sleep(time.Millisecond) // the reader reads the halves apart
+			}
+			write(buf[k:])
+			buf = buf[:0]
+		}
+	}
+	write(buf)
+	write([]byte("\x1b[0m\x1b[r\x1b[?1049l\r\nEND\r\n"))
+	os.Exit(0)
+}
+
+// floodWriter is the program pty.FloodWriterEnv asks for.
+func floodWriter(n int) {
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		os.Exit(1)
+	}
+	w := bufio.NewWriterSize(os.Stdout, 64<<10)
+	var line []byte
+	for i := 0; n > 0; i++ {
+		line = fmt.Appendf(line[:0], "%08d flood flood flood flood flood flood flood flood flood\n", i)
+		if len(line) > n {
+			line = line[:n]
+		}
+		n -= len(line)
+		if _, err := w.Write(line); err != nil {
+			os.Exit(1)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		os.Exit(1)
 	}
 	os.Exit(0)
 }

@@ -20,12 +20,22 @@ func (e *emulator) snapshot() string { return string(e.appendSnapshot(nil)) }
 // appendSnapshot writes the snapshot into b's memory (b's length is
 // ignored), or into a new buffer when b has too little room, and returns
 // it.
-func (e *emulator) appendSnapshot(b []byte) []byte {
+func (e *emulator) appendSnapshot(b []byte) []byte { return e.appendSnapshotOf(b, true) }
+
+// appendScreen is appendSnapshot without the scrollback: a recording's
+// keyframe.
+func (e *emulator) appendScreen(b []byte) []byte { return e.appendSnapshotOf(b, false) }
+
+func (e *emulator) appendSnapshotOf(b []byte, scrollback bool) []byte {
 	w := snapWriter{e: e}
+	sbLen := e.sb.len()
+	if !scrollback {
+		sbLen = 0
+	}
 	// About its length (plain lines exactly), so that a full
 	// scrollback's megabyte is not copied as it grows.
 	size := 256 + e.rows*(e.cols+16)
-	for i := 0; i < e.sb.len(); i++ {
+	for i := 0; i < sbLen; i++ {
 		if l := e.sb.at(i); l.isPlain {
 			size += len(l.plain) + 2
 		} else {
@@ -37,7 +47,7 @@ func (e *emulator) appendSnapshot(b []byte) []byte {
 	}
 	// Scrollback and the normal screen, written top to bottom: the lines
 	// beyond the screen height scroll into the viewer's scrollback.
-	n := e.sb.len()
+	n := sbLen
 	normal := &e.scr[0]
 	// Blank rows at the bottom of the screen need not be written: the
 	// viewer's screen is blank after the reset.

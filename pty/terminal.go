@@ -1,6 +1,7 @@
 package pty
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/afterfunc"
 	"github.com/ahp-dev/ahpd/internal/rawio"
+	"github.com/ahp-dev/ahpd/pty/record"
 )
 
 // readSize is the PTY read buffer; one item of the stream log holds at most
@@ -41,6 +43,7 @@ const (
 type item struct {
 	seq   uint64
 	start int64 // stream position (output bytes before this item)
+	at    int64 // monoNow when it was appended (a recording's event time)
 	text  string
 	ascii bool // text is ASCII: its messages are written escaped twice (Message.Escaped)
 	qs    []query
@@ -209,6 +212,12 @@ type Terminal struct {
 	// snaps are the snapshots viewers may be sending, oldest first, at
 	// most maxSnapshots (see startSnapshot).
 	snaps []*snapshot
+	// rec is the recording (nil: none), fed by the emulator goroutine
+	// before it applies each item (record.go); recIn is rec while it
+	// records input, for Input without emuMu.
+	rec     *record.Recorder
+	recMode record.Mode
+	recIn   atomic.Pointer[record.Recorder]
 }
 
 type input struct {
@@ -267,6 +276,7 @@ func Start(cfg Config) (*Terminal, error) {
 	t := newTerminal(cfg)
 	t.dir, t.cmd, t.master, t.rc, t.pid = dir, cmd, master, rc, cmd.Process.Pid
 	t.run()
+	t.recordFromStart()
 	t.log.Debug("terminal started", "pid", t.pid, "command", cfg.Command[0], "rows", cfg.Rows, "cols", cfg.Cols)
 	return t, nil
 }
@@ -371,6 +381,7 @@ func (t *Terminal) Close() error {
 		if t.cfg.Pacer != nil {
 			t.cfg.Pacer.forget(t)
 		}
+		t.StopRecording("terminal closed")
 		t.mu.Lock()
 		for _, in := range t.inQ {
 			if in.done != nil {
@@ -521,6 +532,21 @@ func setSize(f *os.File, rows, cols int) error {
 // data must not be modified until done is called. It returns ErrInputFull
 // when the queue would exceed Config.InputQueue bytes.
 func (t *Terminal) Input(data []byte, done func()) error {
+	if t.recIn.Load() == nil {
+		return t.input(data, done)
+	}
+	// data may be reused once done is called, which may be before input
+	// returns.
+	rec := bytes.Clone(data)
+	err := t.input(data, done)
+	if err == nil {
+		t.recordInput(rec)
+	}
+	return err
+}
+
+// input is Input without the recording.
+func (t *Terminal) input(data []byte, done func()) error {
 	select {
 	case <-t.closing:
 		return ErrClosed
@@ -980,6 +1006,7 @@ func (t *Terminal) appendOutput(n int, text string, ascii bool, qs []query, wake
 func (t *Terminal) appendLocked(it *item, wake []func()) []func() {
 	it.seq = t.endSeq
 	it.start = t.endPos
+	it.at = monoNow()
 	t.endSeq++
 	t.endPos += int64(len(it.text))
 	if it.text != "" {
@@ -1065,6 +1092,7 @@ func (t *Terminal) waiter() {
 	}
 	t.mu.Unlock()
 	close(t.exitDone)
+	signal(t.emuWake) // a recording ends once the emulator has applied all (recordExit)
 	t.wakeAll(wake)
 	if st.Signal != "" {
 		t.log.Debug("terminal exited", "pid", t.pid, "signal", st.Signal)
@@ -1151,6 +1179,7 @@ func (t *Terminal) emulate() {
 		}
 		t.mu.Unlock()
 		if len(batch) == 0 {
+			t.recordExit()
 			select {
 			case <-t.emuWake:
 				continue
@@ -1195,6 +1224,9 @@ func (t *Terminal) emulate() {
 // applyLocked applies one item to the emulator (t.emuMu held).
 func (t *Terminal) applyLocked(it *item, replies [][]byte) [][]byte {
 	e := t.emu
+	if t.rec != nil {
+		t.recordLocked(it)
+	}
 	if it.resize {
 		e.resize(it.rows, it.cols)
 	} else {

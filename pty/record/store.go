@@ -1,0 +1,547 @@
+package record
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// File name suffixes of a recording.
+const (
+	CastSuffix  = ".cast"
+	IndexSuffix = ".index.jsonl"
+)
+
+// startLayout is the START part of a recording id (UTC).
+const startLayout = "20060102T150405Z"
+
+// idPattern is a recording id: CHANNEL-START, "-N" added on a collision.
+var idPattern = regexp.MustCompile(`^([A-Za-z0-9._-]+)-([0-9]{8}T[0-9]{6}Z)(?:-([0-9]+))?$`)
+
+// Info describes a recording (one .cast and its index).
+type Info struct {
+	ID      string
+	Channel string // the channel id as the file name holds it (see SafeChannel)
+	Started time.Time
+	// Ended is when the recording was closed (zero while Live).
+	Ended time.Time
+	Live  bool
+	// Bytes is the size of the .cast; IndexBytes of the .index.jsonl.
+	Bytes, IndexBytes int64
+	// Duration is the time of the last event, in seconds.
+	Duration   float64
+	Rows, Cols int
+	Title      string
+	// Input says whether input was recorded ("i" events).
+	Input bool
+}
+
+// StoreStats are counters of a Store.
+type StoreStats struct {
+	Bytes        int64 // bytes of recordings on disk
+	Files        int   // recordings on disk (a .cast and its index count once)
+	Live         int   // recordings being written
+	DroppedBytes int64 // output bytes dropped (writer behind, or the disk cap), since OpenStore
+	Evictions    int64 // recordings evicted for the total cap, since OpenStore
+}
+
+// file is a recording the Store knows of (Store.mu).
+type file struct {
+	Info
+	sortKey string // Started, then the id: the eviction order
+}
+
+func (f *file) size() int64 { return f.Bytes + f.IndexBytes }
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithFileWrapper has the Store write every recording file through
+// wrap(file): fault injection (a slow or failing disk) for tests, or
+// throttling.
+func WithFileWrapper(wrap func(w io.Writer) io.Writer) Option {
+	return func(s *Store) { s.wrap = wrap }
+}
+
+// Store is a directory of recordings with its caps. It is safe for
+// concurrent use.
+type Store struct {
+	dir  string
+	log  *slog.Logger
+	wrap func(io.Writer) io.Writer
+	lim  atomic.Pointer[Limits]
+	wg   sync.WaitGroup // the Recorders' writers
+
+	dropped atomic.Int64
+
+	// mu guards the files, their sizes and the live recorders.
+	mu        sync.Mutex
+	files     map[string]*file
+	total     int64
+	evictions int64
+	recs      map[*Recorder]struct{}
+	closed    bool
+}
+
+// OpenStore opens (creating it, mode 0700) the directory dir of
+// recordings with limits l, and evicts the oldest recordings if the
+// directory holds more than l.MaxTotalBytes.
+func OpenStore(dir string, l Limits, log *slog.Logger, opts ...Option) (*Store, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	l = l.WithDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	s := &Store{dir: dir, log: log, files: map[string]*file{}, recs: map[*Recorder]struct{}{}}
+	for _, o := range opts {
+		o(s)
+	}
+	s.lim.Store(&l)
+	if err := s.scan(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.evictLocked(0, nil)
+	s.mu.Unlock()
+	return s, nil
+}
+
+// Dir returns the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Limits returns the limits in force.
+func (s *Store) Limits() Limits { return *s.lim.Load() }
+
+// SetLimits changes the limits; recordings being written take them at
+// their next event. A lower total cap evicts at once.
+func (s *Store) SetLimits(l Limits) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	l = l.WithDefaults()
+	s.lim.Store(&l)
+	s.mu.Lock()
+	s.evictLocked(0, nil)
+	s.mu.Unlock()
+	return nil
+}
+
+// scan reads what the directory holds.
+func (s *Store) scan() error {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		var id string
+		switch {
+		case strings.HasSuffix(name, CastSuffix):
+			id = strings.TrimSuffix(name, CastSuffix)
+		case strings.HasSuffix(name, IndexSuffix):
+			id = strings.TrimSuffix(name, IndexSuffix)
+		default:
+			continue
+		}
+		if !e.Type().IsRegular() || s.files[id] != nil {
+			continue
+		}
+		f, ok := s.load(id)
+		if ok {
+			s.files[id] = f
+			s.total += f.size()
+		}
+	}
+	return nil
+}
+
+// load reads a recording's Info from its files (scan).
+func (s *Store) load(id string) (*file, bool) {
+	m := idPattern.FindStringSubmatch(id)
+	if m == nil {
+		return nil, false
+	}
+	f := &file{Info: Info{ID: id, Channel: m[1]}}
+	f.Started, _ = time.Parse(startLayout, m[2])
+	base := filepath.Join(s.dir, id)
+	if fi, err := os.Stat(base + CastSuffix); err == nil {
+		f.Bytes = fi.Size()
+		f.Ended = fi.ModTime()
+		if h, last, err := readSummary(base + CastSuffix); err == nil {
+			f.Rows, f.Cols, f.Title, f.Duration = h.Height, h.Width, h.Title, last
+			if h.Timestamp > 0 {
+				f.Started = time.Unix(h.Timestamp, 0).UTC()
+			}
+		}
+	}
+	if fi, err := os.Stat(base + IndexSuffix); err == nil {
+		f.IndexBytes = fi.Size()
+		if ix, err := os.Open(base + IndexSuffix); err == nil {
+			_ = scanIndex(ix, func(_ int64, l IndexLine) bool {
+				if l.Type == "audit" && l.Audit.Event == "record-on" {
+					f.Input = l.Audit.Detail == OutputInput.String()
+					return false
+				}
+				return l.Type != "audit" || l.Audit.Event != "record-off"
+			})
+			_ = ix.Close()
+		}
+	}
+	f.sortKey = sortKey(f.Started, id)
+	return f, true
+}
+
+// sortKey orders recordings by start, then by the "-N" of ids that
+// started in the same second.
+func sortKey(t time.Time, id string) string {
+	n := 1
+	if m := idPattern.FindStringSubmatch(id); m != nil && m[3] != "" {
+		n, _ = strconv.Atoi(m[3])
+	}
+	return fmt.Sprintf("%s %06d %s", t.UTC().Format(startLayout), n, id)
+}
+
+// readSummary reads a .cast's header and the time of its last event (from
+// its last 128 KiB).
+func readSummary(path string) (Header, float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Header{}, 0, err
+	}
+	defer f.Close()
+	r, err := NewReader(f)
+	if err != nil {
+		return Header{}, 0, err
+	}
+	h := r.Header()
+	fi, err := f.Stat()
+	if err != nil {
+		return h, 0, err
+	}
+	const tail = 128 << 10
+	var last float64
+	if fi.Size() > tail+r.Offset() {
+		// Read only the tail: skip to its first whole line.
+		buf := make([]byte, tail)
+		n, _ := f.ReadAt(buf, fi.Size()-tail)
+		buf = buf[:n]
+		if i := strings.IndexByte(string(buf), '\n'); i >= 0 {
+			buf = buf[i+1:]
+		}
+		for _, line := range strings.Split(string(buf), "\n") {
+			if e, err := ParseEvent([]byte(line)); err == nil {
+				last = e.Time
+			}
+		}
+		return h, last, nil
+	}
+	for e, err := range r.Events() {
+		if err != nil {
+			break
+		}
+		last = e.Time
+	}
+	return h, last, nil
+}
+
+// SafeChannel returns the channel id as recording ids hold it: every
+// character outside [A-Za-z0-9._-] replaced by '_' (at most 100 bytes).
+func SafeChannel(channel string) string {
+	b := []byte(channel)
+	for i, c := range b {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 100 {
+		b = b[:100]
+	}
+	if len(b) == 0 {
+		return "_"
+	}
+	return string(b)
+}
+
+// allocLocked registers a new live recording of channel started at
+// start (s.mu held); create makes its files.
+func (s *Store) allocLocked(channel string, start time.Time, rows, cols int, title string, input bool) (*file, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	base := SafeChannel(channel) + "-" + start.UTC().Format(startLayout)
+	for n := 1; n < 1000; n++ {
+		id := base
+		if n > 1 {
+			id = fmt.Sprintf("%s-%d", base, n)
+		}
+		if s.files[id] != nil {
+			continue
+		}
+		f := &file{Info: Info{ID: id, Channel: SafeChannel(channel), Started: start.UTC().Truncate(time.Second), Live: true,
+			Rows: rows, Cols: cols, Title: title, Input: input}}
+		f.sortKey = sortKey(f.Started, id)
+		s.files[id] = f
+		return f, nil
+	}
+	return nil, fmt.Errorf("record: too many recordings named %s", base)
+}
+
+// create creates f's files, mode 0600 (the .cast must not exist).
+func (s *Store) create(f *file) (cast, index *os.File, err error) {
+	path := filepath.Join(s.dir, f.ID)
+	cast, err = os.OpenFile(path+CastSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("record: %w", err)
+	}
+	index, err = os.OpenFile(path+IndexSuffix, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		_ = cast.Close()
+		_ = os.Remove(path + CastSuffix)
+		return nil, nil, fmt.Errorf("record: %w", err)
+	}
+	return cast, index, nil
+}
+
+// forget unregisters a recording whose files could not be created.
+func (s *Store) forget(f *file) {
+	s.mu.Lock()
+	if s.files[f.ID] == f {
+		delete(s.files, f.ID)
+		s.total -= f.size()
+	}
+	s.mu.Unlock()
+}
+
+// reserve accounts n more bytes of f (cast or index), evicting the
+// oldest recordings that are not live until the total fits. It reports
+// false (nothing accounted) when it cannot fit: the bytes are dropped.
+// force accounts them anyway (a header, a file's first keyframe).
+func (s *Store) reserve(f *file, index bool, n int64, force bool, dur float64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.evictLocked(n, f) && !force {
+		return false
+	}
+	if index {
+		f.IndexBytes += n
+	} else {
+		f.Bytes += n
+	}
+	f.Duration = max(f.Duration, dur)
+	s.total += n
+	return true
+}
+
+// unreserve takes back bytes accounted but not written.
+func (s *Store) unreserve(f *file, index bool, n int64) {
+	s.mu.Lock()
+	if index {
+		f.IndexBytes -= n
+	} else {
+		f.Bytes -= n
+	}
+	s.total -= n
+	s.mu.Unlock()
+}
+
+// evictLocked removes the oldest recordings that are not live (nor keep)
+// until n more bytes fit under MaxTotalBytes, and reports whether they
+// do. A live recording is evicted only if it alone exceeds the total.
+func (s *Store) evictLocked(n int64, keep *file) bool {
+	max := s.lim.Load().MaxTotalBytes
+	if s.total+n <= max {
+		return true
+	}
+	var old []*file
+	for _, f := range s.files {
+		if f != keep && (!f.Live || f.size() > max) {
+			old = append(old, f)
+		}
+	}
+	slices.SortFunc(old, func(a, b *file) int { return cmp.Compare(a.sortKey, b.sortKey) })
+	for _, f := range old {
+		if s.total+n <= max {
+			break
+		}
+		base := filepath.Join(s.dir, f.ID)
+		err1 := os.Remove(base + CastSuffix)
+		err2 := os.Remove(base + IndexSuffix)
+		if err1 != nil && !errors.Is(err1, fs.ErrNotExist) || err2 != nil && !errors.Is(err2, fs.ErrNotExist) {
+			s.log.Warn("recording: evicting failed", "recording", f.ID, "err", cmp.Or(err1, err2))
+			continue
+		}
+		delete(s.files, f.ID)
+		s.total -= f.size()
+		s.evictions++
+		s.log.Info("recording evicted", "recording", f.ID, "bytes", f.size(), "reason", "recordingsMaxTotalBytes")
+	}
+	return s.total+n <= max
+}
+
+// closeFile marks f as no longer written.
+func (s *Store) closeFile(f *file, now time.Time) {
+	s.mu.Lock()
+	f.Live, f.Ended = false, now
+	s.mu.Unlock()
+}
+
+// List returns the recordings of channel (as given to Start; "" for
+// all), newest first.
+func (s *Store) List(channel string) []Info {
+	safe := ""
+	if channel != "" {
+		safe = SafeChannel(channel)
+	}
+	s.mu.Lock()
+	var out []Info
+	var keys []string
+	for _, f := range s.files {
+		if safe != "" && f.Channel != safe || f.Bytes == 0 && f.Rows == 0 {
+			continue
+		}
+		out = append(out, f.Info)
+		keys = append(keys, f.sortKey)
+	}
+	s.mu.Unlock()
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(keys[b], keys[a]) })
+	sorted := make([]Info, len(out))
+	for i, k := range idx {
+		sorted[i] = out[k]
+	}
+	return sorted
+}
+
+// Info returns a recording's Info.
+func (s *Store) Info(id string) (Info, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.files[id]
+	if f == nil {
+		return Info{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	return f.Info, nil
+}
+
+// Open opens a recording's .cast for reading. A live recording grows
+// while it is read; its last line may be incomplete.
+func (s *Store) Open(id string) (io.ReadSeekCloser, Info, error) {
+	info, err := s.Info(id)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	f, err := os.Open(filepath.Join(s.dir, id+CastSuffix))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, Info{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("record: %w", err)
+	}
+	return f, info, nil
+}
+
+// Index returns a recording's index, keyframes without their screens.
+func (s *Store) Index(id string) (*Index, error) {
+	if _, err := s.Info(id); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(s.dir, id+IndexSuffix))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	defer f.Close()
+	return ReadIndex(f, false)
+}
+
+// Keyframe returns keyframe n (0 the first) of a recording, with its
+// screen.
+func (s *Store) Keyframe(id string, n int) (Keyframe, error) {
+	if _, err := s.Info(id); err != nil {
+		return Keyframe{}, err
+	}
+	f, err := os.Open(filepath.Join(s.dir, id+IndexSuffix))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Keyframe{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return Keyframe{}, fmt.Errorf("record: %w", err)
+	}
+	defer f.Close()
+	var k Keyframe
+	i, found := 0, false
+	err = scanIndex(f, func(_ int64, l IndexLine) bool {
+		if l.Type != "keyframe" {
+			return true
+		}
+		if i == n {
+			k, found = l.Keyframe, true
+			return false
+		}
+		i++
+		return true
+	})
+	if err != nil {
+		return Keyframe{}, err
+	}
+	if !found || n < 0 {
+		return Keyframe{}, fmt.Errorf("%w: %q has no keyframe %d", ErrNotFound, id, n)
+	}
+	k.Bytes = len(k.Screen)
+	return k, nil
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() StoreStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := StoreStats{Bytes: s.total, Files: len(s.files), DroppedBytes: s.dropped.Load(), Evictions: s.evictions}
+	for _, f := range s.files {
+		if f.Live {
+			st.Live++
+		}
+	}
+	return st
+}
+
+// Close stops every recording being written (reason "store closed") and
+// returns once their writers have ended. Start fails afterwards.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	recs := make([]*Recorder, 0, len(s.recs))
+	for r := range s.recs {
+		recs = append(recs, r)
+	}
+	s.mu.Unlock()
+	for _, r := range recs {
+		r.stop("store closed")
+	}
+	s.wg.Wait()
+	return nil
+}
