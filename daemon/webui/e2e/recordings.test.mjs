@@ -31,7 +31,7 @@ import { AHPCTL_BIN, AHPD_BIN, ARTIFACTS_DIR, CHROMIUM_ARGS, CHROMIUM_BIN, CI, r
 const ARTIFACTS = ['recordings-fixture-1280.png', 'recordings-fixture-390.png', 'recordings-list.png',
   'recordings-player-1280.png', 'recordings-player-390.png', 'recordings-view-role.png',
   'recordings-failure.png', 'recordings-daemon.log'];
-const CHANNEL = 'ahp-terminal:/shell';
+const CHANNEL = 'ahp-terminal:/rec'; // the recorded terminal of the daemon test
 
 const missing = !existsSync(CHROMIUM_BIN) ? `no browser at ${CHROMIUM_BIN} (apt-get install chromium)`
   : !existsSync(AHPD_BIN) ? `no daemon at ${AHPD_BIN} (make build)`
@@ -239,13 +239,26 @@ test('browser: a recorded terminal, sought past a keyframe, shows that moment ce
   timeout: 60_000,
 }, async (t) => {
   // A keyframe after each second with output (the smallest interval), so
-  // commands 1.5 s apart each fall past one.
-  const ctx = await setup(t, 'ahpd-e2e-rec-', 'record = "output"\nrecordingKeyframeInterval = "1s"\n',
+  // commands 1.5 s apart each fall past one. The terminal recorded is made
+  // with ahpctl terminal create --record; the page opens it with the admin
+  // token.
+  const ctx = await setup(t, 'ahpd-e2e-rec-', 'recordingKeyframeInterval = "1s"\n',
     ['recordings-list.png', 'recordings-player-1280.png', 'recordings-player-390.png', 'recordings-view-role.png',
       'recordings-failure.png', 'recordings-daemon.log']);
   const context = await ctx.browser.newContext({ viewport: { width: 1280, height: 720 }, deviceScaleFactor: 1 });
   const page = ctx.page = await context.newPage();
-  await page.goto(ctx.url.replace('/#', '/?renderer=dom#'));
+  const base = new URL(ctx.url).origin;
+  const admin = (await readFile(join(ctx.stateDir, 'admin.token'), 'utf8')).trim();
+  const created = await ctx.ctl('terminal', 'create', '--id', 'rec', '--record', '--', '/bin/sh').catch((e) => e);
+  if (created instanceof Error && /record/.test(created.message)) {
+    if (CI) throw created;
+    t.skip(`ahpctl cannot record yet: ${created.message.split('\n')[0]}`);
+    ctx.passed = true;
+    return;
+  }
+  if (created instanceof Error) throw created;
+  assert.equal(created.trim(), CHANNEL);
+  await page.goto(`${base}/?renderer=dom#token=${encodeURIComponent(admin)}&channel=${CHANNEL}`);
   await waitAttached(page);
   const has = await page.evaluate(() => window.ahpTest.client.session.request('recordings/list', {})
     .then(() => true, (e) => (e.code === -32601 ? false : Promise.reject(e))));
@@ -268,7 +281,7 @@ test('browser: a recorded terminal, sought past a keyframe, shows that moment ce
   await page.getByTestId('recordings-toggle').click();
   await waitFor(page, 'the recording listed', () => window.ahpTest.recordings.state().list.length >= 1);
   const list = (await playerState(page)).list;
-  assert.equal(list.length, 1);
+  assert.equal(list.length, 1, JSON.stringify(list));
   assert.equal(list[0].channel, CHANNEL);
   assert.equal(list[0].live, true);
   assert.equal(await page.getByTestId('recording-item').first().getAttribute('data-live'), 'true');
@@ -292,7 +305,7 @@ test('browser: a recorded terminal, sought past a keyframe, shows that moment ce
       const r = await session.request('recordings/read', { id, offset: off, maxBytes: 65536 });
       text += r.data;
       off = r.nextOffset;
-      if (r.eof) break;
+      if (r.eof || r.nextOffset >= r.size) break;
     }
     const lines = text.split('\n').filter(Boolean);
     const header = JSON.parse(lines[0]);
@@ -364,7 +377,7 @@ test('browser: a recorded terminal, sought past a keyframe, shows that moment ce
 
   // A view-role link for this terminal sees its recordings only: another
   // terminal's recording is not found (as an id that does not exist).
-  const other = (await ctx.ctl('terminal', 'create', '--id', 'other', '--record')).trim();
+  const other = (await ctx.ctl('terminal', 'create', '--id', 'other', '--record', '--', '/bin/sh')).trim();
   await until('the other recording', async () => (await ctx.ctl('recordings', 'list')).includes('other'), 5000);
   const all = await page.evaluate(() => window.ahpTest.client.session.request('recordings/list', {}));
   const otherRec = all.recordings.find((r) => r.channel === other);
@@ -387,7 +400,7 @@ test('browser: a recorded terminal, sought past a keyframe, shows that moment ce
   }, otherRec.id);
   assert.equal(seen.role, 'view');
   assert.deepEqual(seen.channels, [CHANNEL]);
-  assert.ok(seen.read, 'the other terminal\'s recording was readable with a view token for /shell');
+  assert.ok(seen.read, 'the other terminal\'s recording was readable with a view token for /rec');
   assert.deepEqual(seen.read, seen.unknown, 'a forbidden id answers as an unknown one');
   assert.deepEqual(seen.index?.code, seen.unknown.code);
   // And its page's view lists and plays it.

@@ -23,7 +23,9 @@
 // Time: tick() advances the playhead from now() (the page calls it every
 // animation frame while playing); the player starts no timer of its own.
 // A live recording (live: true) at its end is polled with recordings/read
-// at most every LIVE_POLL_MS, from tick().
+// at most every LIVE_POLL_MS, from tick(). Its end is where a read says eof
+// or reaches the size written so far (the daemon answers a read at the end
+// of a live file with no data, eof false).
 //
 // Not safe for concurrent use; one page, one player.
 
@@ -351,11 +353,11 @@ export class CastPlayer {
       const offset = this._readOffset;
       const r = await this.source.read(offset, this.readBytes);
       if (gen !== this._gen || this.closed) return;
-      checkRead(r, offset);
+      const atEnd = checkRead(r, offset);
       this.reads++;
       const evs = this._reader.push(r.data);
       this._readOffset = r.nextOffset;
-      this._eof = !!r.eof;
+      this._eof = atEnd;
       if (this._eof) this._lastEofRead = this.now();
       this.live = !!r.live;
       if (Number.isFinite(r.size)) this.size = r.size;
@@ -427,11 +429,11 @@ export class CastPlayer {
       for (;;) {
         if (this.closed) return;
         const r = await this.source.read(offset, this.readBytes);
-        checkRead(r, offset);
+        const atEnd = checkRead(r, offset);
         for (const ev of reader.push(r.data)) this._saw(ev);
         offset = r.nextOffset;
         this._changed();
-        if (r.eof) return;
+        if (atEnd) return;
       }
     } catch (e) {
       // Playing may still work (a bad line late in the file is met there
@@ -481,12 +483,17 @@ export class CastPlayer {
 }
 
 // checkRead refuses a recordings/read result that would stall or corrupt
-// the reading: no data string, or an offset that does not move forward.
+// the reading: no data string, or an offset that does not move forward
+// before the end. It returns whether the read reached the end of what is
+// written: eof, or (a live recording, which grows) the size so far or
+// nothing new (a line being written is not sent until it is whole).
 function checkRead(r, offset) {
   if (typeof r?.data !== 'string' || !Number.isInteger(r?.nextOffset)) {
     throw new Error(`recordings/read at ${offset}: the answer has no data or nextOffset`);
   }
-  if (r.nextOffset < offset || (r.nextOffset === offset && !r.eof)) {
+  const atEnd = !!r.eof || (!!r.live && ((Number.isFinite(r.size) && r.nextOffset >= r.size) || r.nextOffset === offset));
+  if (r.nextOffset < offset || (r.nextOffset === offset && !atEnd)) {
     throw new Error(`recordings/read at ${offset}: nextOffset ${r.nextOffset} does not move forward`);
   }
+  return atEnd;
 }

@@ -78,7 +78,8 @@ function fakeRecording(events, { width = 80, height = 24, kfEvery = 4, audit = [
         end = Math.max(end, offset);
         return {
           data: dec.decode(bytes.subarray(offset, end)), offset, nextOffset: end, size: bytes.length,
-          eof: end >= bytes.length, live: rec.live,
+          // As the daemon: a live file is never at eof, its end is its size.
+          eof: end >= bytes.length && !rec.live, live: rec.live,
         };
       },
       async index() {
