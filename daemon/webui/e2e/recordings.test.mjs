@@ -8,8 +8,9 @@
 //     a seek past a keyframe shows the lines printed by then, space and
 //     the arrows, speed, markers, a bad line's error; screenshots at 1280
 //     and 390 px wide, where nothing runs past the window.
-//   - "daemon": bin/ahpd records its terminal (config record = "output",
-//     a keyframe every second of output); commands typed in the page; the
+//   - "daemon": bin/ahpd records a terminal made with `ahpctl terminal
+//     create --record` (config: a keyframe every second of output), opened
+//     with the admin token; commands typed in the page; the
 //     recordings view lists the live recording and its player, sought to a
 //     point past a keyframe, shows the screen cell for cell as a fresh
 //     terminal fed the whole recording from its start up to that point, with
