@@ -246,17 +246,7 @@ func (r *Recorder) index(line []byte, must bool) bool {
 // Unless must, it is skipped when the queue has no room for it.
 func (r *Recorder) keyframe(d time.Duration, must bool) {
 	rows, cols, screen := r.snap()
-	if !utf8.ValidString(screen) {
-		screen = validUTF8([]byte(screen))
-	}
-	pre := append([]byte(`{"type":"keyframe","time":`), appendTime(nil, d)...)
-	pre = append(pre, `,"offset":`...)
-	b := append([]byte(`,"rows":`), strconv.Itoa(rows)...)
-	b = append(b, `,"cols":`...)
-	b = strconv.AppendInt(b, int64(cols), 10)
-	b = append(b, `,"screen":"`...)
-	b = flow.AppendEscaped(b, screen)
-	b = append(b, "\"}\n"...)
+	pre, b := keyframeParts(d, rows, cols, screen)
 	n := int64(len(pre) + len(b) + 20)
 	lim := r.s.lim.Load()
 	if !must {
@@ -271,6 +261,28 @@ func (r *Recorder) keyframe(d time.Duration, must bool) {
 	r.kfWant, r.kfBytes, r.kfAt, r.kfOut = false, 0, d, false
 	r.size += n
 	r.push(op{kind: opKeyframe, pre: pre, b: b, t: d, force: must})
+}
+
+// keyframeParts returns a keyframe's index line up to its offset, and
+// after it.
+func keyframeParts(d time.Duration, rows, cols int, screen string) (pre, post []byte) {
+	if !utf8.ValidString(screen) {
+		screen = validUTF8([]byte(screen))
+	}
+	pre = append([]byte(`{"type":"keyframe","time":`), appendTime(nil, d)...)
+	pre = append(pre, `,"offset":`...)
+	b := append([]byte(`,"rows":`), strconv.Itoa(rows)...)
+	b = append(b, `,"cols":`...)
+	b = strconv.AppendInt(b, int64(cols), 10)
+	b = append(b, `,"screen":"`...)
+	b = flow.AppendEscaped(b, screen)
+	return pre, append(b, "\"}\n"...)
+}
+
+// keyframeLine is a keyframe's whole index line.
+func keyframeLine(d time.Duration, offset int64, rows, cols int, screen string) []byte {
+	pre, post := keyframeParts(d, rows, cols, screen)
+	return append(strconv.AppendInt(pre, offset, 10), post...)
 }
 
 // rotate closes the current file with a marker and continues in a new
@@ -344,11 +356,12 @@ func (r *Recorder) dropEmpty() {
 	}
 }
 
-// before does what is due before an event at d: the marker of dropped
-// output, and a keyframe (r.mu held).
-func (r *Recorder) before(d time.Duration) {
+// before does what is due before an event at d of about need bytes: the
+// marker of dropped output (once the event fits too), and a keyframe
+// (r.mu held).
+func (r *Recorder) before(d time.Duration, need int64) {
 	lim := r.s.lim.Load()
-	if r.dropped > 0 && r.room(128, lim, false) {
+	if r.dropped > 0 && r.room(128+need, lim, false) {
 		n := r.dropped
 		r.dropped = 0
 		r.line(d, 'm', "dropped "+strconv.FormatInt(n, 10)+" bytes", true)
@@ -368,7 +381,7 @@ func (r *Recorder) event(at time.Time, typ byte, text string) {
 		return
 	}
 	d := r.clock(at)
-	r.before(d)
+	r.before(d, int64(min(len(text), pieceBytes)+32))
 	for len(text) > 0 {
 		n := runeCut(text, min(len(text), pieceBytes))
 		for {
@@ -553,6 +566,9 @@ func (r *Recorder) writer(cf, xf *os.File) {
 			}
 			r.mu.Unlock()
 			*o = op{}
+			if r.s.opDone != nil {
+				r.s.opDone()
+			}
 			if end {
 				return
 			}

@@ -81,8 +81,11 @@ type Store struct {
 	dir  string
 	log  *slog.Logger
 	wrap func(io.Writer) io.Writer
-	lim  atomic.Pointer[Limits]
-	wg   sync.WaitGroup // the Recorders' writers
+	// opDone, if set (tests), is called by a writer after each op it
+	// has written and accounted.
+	opDone func()
+	lim    atomic.Pointer[Limits]
+	wg     sync.WaitGroup // the Recorders' writers
 
 	dropped atomic.Int64
 
