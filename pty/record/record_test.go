@@ -356,4 +356,3 @@ func TestSlowDiskDrops(t *testing.T) {
 		t.Fatalf("no keyframe after the drop marker (last at %d, marker at %d)", last.Offset, marker.Offset)
 	}
 }
-
