@@ -60,7 +60,7 @@ func (c TunerConfig) withDefaults() TunerConfig {
 //     stream's own bytes.
 //
 // Each decision takes one round trip of samples, so the window changes
-// at most once per round trip (and at most once per 2 ms), and by a 32nd
+// at most once per round trip (and at most once per 2 ms), and by a 64th
 // at least. A WindowTuner
 // does no I/O and reads no clock: the caller passes the time. It is not
 // safe for concurrent use.
@@ -73,7 +73,8 @@ type WindowTuner struct {
 	prevMin   time.Duration // the minimum of the previous lifetime, kept while the current one fills
 	rtt       time.Duration // smoothed round trip (EWMA 1/4); 0: no sample yet
 	last      time.Duration // the newest sample
-	fresh     bool          // a sample arrived since the window last grew
+	fresh     bool          // a sample sent after the last growth had begun to act arrived
+	grewAt    time.Time     // when the window last grew
 	step      int64         // the last additive step (0: none yet); doubles while no queue shows
 	rates     [8]float64    // the released rate (bytes/s) of the last epochs, newest at rateAt
 	rateAt    int
@@ -174,7 +175,17 @@ func (t *WindowTuner) OnRTT(now time.Time, rtt time.Duration) {
 	} else {
 		t.rtt += (rtt - t.rtt) / 4
 	}
-	t.last, t.fresh = rtt, true
+	t.last = rtt
+	// In slow start, a sample speaks for the last doubling only if its
+	// ping went out once the doubled window had reached the sender (half
+	// a round trip): one sent before says nothing of the queue the
+	// doubling adds, and doubling on it again overshoots the path by up
+	// to four times its product, not two. After slow start a step is
+	// small, and waiting so long would halve how fast the window follows
+	// a path whose rate rose.
+	if !t.slowStart || now.Add(-rtt).Sub(t.grewAt) >= t.rtt/2 {
+		t.fresh = true
+	}
 	// A windowed minimum over two lifetimes: the current one's minimum
 	// and the previous one's, so that an old minimum expires without
 	// leaving the tuner with none.
@@ -206,7 +217,7 @@ func (t *WindowTuner) smallest() time.Duration {
 
 // OnRelease records that the consumer released n more bytes at now. It
 // returns the new window and true when the tuner changed it by at least a
-// 32nd (smaller changes are not worth a channel/window).
+// 64th (smaller changes are not worth a channel/window).
 func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed bool) {
 	if t.epochStart.IsZero() {
 		t.epochStart = now
@@ -278,7 +289,7 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 			for _, r := range t.rates {
 				best = max(best, r)
 			}
-			if bdp := max(int64(best*(minRTT+t.cfg.QueueTarget).Seconds())+t.held, t.cfg.Floor); bdp < t.window-t.window/32 {
+			if bdp := max(int64(best*(minRTT+t.cfg.QueueTarget).Seconds())+t.held, t.cfg.Floor); bdp < t.window-t.window/64 {
 				shrink = bdp
 			}
 		}
@@ -296,9 +307,15 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 		// the round trip is noisier than that (a busy CPU, compression
 		// in bursts), a delivery rate that rose with the last step: a
 		// full path's rate does not.
-		t.fresh = false
 		before := t.window
-		defer func() { t.growRate, t.growFrac = rate, float64(t.window-before)/float64(before) }()
+		defer func() {
+			// Only a growth that took place is one to wait on and to
+			// judge the next by (one under a 64th is not announced).
+			if t.window > before {
+				t.fresh, t.grewAt = false, now
+				t.growRate, t.growFrac = rate, float64(t.window-before)/float64(before)
+			}
+		}()
 		if t.slowStart {
 			next = t.window * 2
 		} else {
@@ -310,7 +327,8 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 			// for a round trip); the step doubles while the round trip shows no
 			// queue (at most half the target) so that a window far below
 			// the path's needs gets there in a few round trips, and
-			// starts over once a queue shows. At most an eighth.
+			// starts over once a queue shows. At least a 64th (less is
+			// not announced), at most an eighth.
 			base := max(int64(rate*t.cfg.QueueTarget.Seconds()/2), t.window/64)
 			if t.step == 0 || growQueue > t.cfg.QueueTarget/2 {
 				t.step = base
@@ -322,7 +340,9 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 		}
 	case growQueue > t.cfg.QueueTarget:
 		t.step = 0
-		if growQueue > 2*t.cfg.QueueTarget {
+		if queue > 2*t.cfg.QueueTarget {
+			// Both the smoothed round trip and the newest show a queue:
+			// slow start is over (one noisy sample does not end it).
 			t.slowStart = false
 		}
 	default:
@@ -331,9 +351,10 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 		}
 	}
 	next = min(max(next, t.cfg.Floor), t.cfg.Ceiling)
-	// A change under a 32nd is not worth a channel/window (one per
+	// A change under a 64th (3 ms of a 200 ms round trip) is not worth a
+	// channel/window, and the queue target needs no finer steps (one per
 	// round trip at most: growth waits for a fresh sample).
-	if d := next - t.window; d == 0 || (d > 0 && d < t.window/32 && next != t.cfg.Ceiling) || (d < 0 && -d < t.window/32 && next != t.cfg.Floor) {
+	if d := next - t.window; d == 0 || (d > 0 && d < t.window/64 && next != t.cfg.Ceiling) || (d < 0 && -d < t.window/64 && next != t.cfg.Floor) {
 		return t.window, false
 	}
 	t.window = next

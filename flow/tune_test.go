@@ -404,3 +404,67 @@ func TestPingWait(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowTunerSlowStartOvershoot: with the feedback a real path gives
+// (a window reaches the sender half a round trip after it is announced,
+// and a ping reports the queue of the moment it was sent), slow start
+// overshoots the path's product once, by at most one doubling, and the
+// queue it leaves drains within a few round trips: a ramp's cost to a
+// keystroke beside it is bounded, though not within the 15 ms of the
+// steady state (docs/benchmarks.md, "Real links").
+func TestWindowTunerSlowStartOvershoot(t *testing.T) {
+	for _, rtt := range []time.Duration{20 * time.Millisecond, 80 * time.Millisecond, 200 * time.Millisecond} {
+		p := pathModel{rate: 25e6, rtt: rtt}
+		bdp := p.rate * rtt.Seconds()
+		tu := NewWindowTuner(TunerConfig{Floor: 128 << 10, Ceiling: 64 << 20}, 512<<10)
+		start := time.Unix(1000, 0)
+		now := start
+		tu.OnRTT(now, rtt)
+		const dt = time.Millisecond
+		// windows[i] is the window announced at ms i; queues[i] the queue
+		// at ms i.
+		var windows []int64
+		var queues []time.Duration
+		type ping struct {
+			sent time.Time
+			rtt  time.Duration
+		}
+		var inflight []ping
+		nextPing := now
+		var peak int64
+		var over15 time.Duration
+		for el := time.Duration(0); el < 10*time.Second; el += dt {
+			now = now.Add(dt)
+			windows = append(windows, tu.Window())
+			// The sender uses the window announced half a round trip ago.
+			w := windows[max(0, len(windows)-1-int(rtt/2/dt))]
+			d, r := p.step(w, dt)
+			queues = append(queues, r-rtt)
+			if r-rtt > 15*time.Millisecond {
+				over15 += dt
+			}
+			peak = max(peak, tu.Window())
+			if !now.Before(nextPing) {
+				inflight = append(inflight, ping{sent: now, rtt: r})
+				nextPing = now.Add(1 << 62)
+			}
+			for len(inflight) > 0 && !now.Before(inflight[0].sent.Add(inflight[0].rtt)) {
+				pg := inflight[0]
+				inflight = inflight[1:]
+				tu.OnRTT(now, pg.rtt)
+				srtt, _ := tu.RTT()
+				// One ping out at a time, the next PingWait after.
+				nextPing = now.Add(PingWait(0, srtt, pg.rtt))
+			}
+			tu.OnRelease(now, d)
+		}
+		slices.Sort(queues)
+		t.Logf("%v: peak window %.2f × the path's product, %v of queue over 15 ms, p99 queue %v", rtt, float64(peak)/bdp, over15, queues[len(queues)*99/100])
+		if float64(peak) > 2.5*bdp {
+			t.Errorf("%v: slow start reached %.2f × the path's product", rtt, float64(peak)/bdp)
+		}
+		if over15 > 4*rtt+200*time.Millisecond {
+			t.Errorf("%v: a queue over 15 ms for %v", rtt, over15)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -86,14 +87,19 @@ func typeKeys(ctx context.Context, n int, gap time.Duration, send func(context.C
 // echoResult is the keystroke echo at one round trip.
 type echoResult struct {
 	raw, idle, busy []time.Duration
-	bulkMBps        float64 // the bulk download's rate during busy
-	bulkWindow      int64   // the receive window the bulk stream asked for
+	// steady are the busy keys typed once the bulk stream's start is past
+	// (settleTime after it opened): its slow start and the queue an
+	// overshoot leaves behind, which a round trip's feedback cannot
+	// prevent (docs/benchmarks.md, "Real links").
+	steady     []time.Duration
+	bulkMBps   float64 // the bulk download's rate during busy
+	bulkWindow int64   // the receive window the bulk stream asked for
 }
 
 // echo measures keystroke echo: a raw TCP echo through the raw link, then
 // a terminal viewed by the Go client through the daemon's link, idle and
 // beside a bulk download on the same connection.
-func (c *config) echo(ctx context.Context, d *benchproc.Daemon, daemonAddr, rawAddr, target string) (*echoResult, error) {
+func (c *config) echo(ctx context.Context, d *benchproc.Daemon, daemonAddr, rawAddr, target string, rtt time.Duration) (*echoResult, error) {
 	res := &echoResult{}
 	// Raw: the floor.
 	rc, err := net.DialTimeout("tcp", rawAddr, 10*time.Second)
@@ -170,6 +176,7 @@ func (c *config) echo(ctx context.Context, d *benchproc.Daemon, daemonAddr, rawA
 	if err != nil {
 		return nil, fmt.Errorf("bulk stream: %w", err)
 	}
+	opened := time.Now()
 	res.bulkWindow = st.ReceiveLimits().WindowBytes
 	defer st.Abort()
 	if _, err := st.Write(header(opStream, 0)); err != nil {
@@ -208,6 +215,9 @@ func (c *config) echo(ctx context.Context, d *benchproc.Daemon, daemonAddr, rawA
 		}
 	}
 	res.busy, err = typeKeys(ctx, c.keys, c.keyGap, send, busyRecv)
+	if k := int(math.Ceil(float64(opened.Add(settleTime(rtt)).Sub(t0)) / float64(c.keyGap))); k < len(res.busy) {
+		res.steady = res.busy[max(k, 0):]
+	}
 	for i, line := range trace {
 		if i < len(res.busy) {
 			fmt.Fprintf(os.Stderr, "echo %3d %s %6.1fms\n", i, line, float64(res.busy[i].Microseconds())/1e3)
@@ -230,6 +240,11 @@ func (c *config) echo(ctx context.Context, d *benchproc.Daemon, daemonAddr, rawA
 	}
 	return res, nil
 }
+
+// settleTime is how long after a bulk stream opens the echo beside it is
+// counted as steady: 3 s and ten round trips (TCP's slow start to
+// 100 Mbit/s takes about eight).
+func settleTime(rtt time.Duration) time.Duration { return 3*time.Second + 10*rtt }
 
 // catResult is a cat shown by ahpctl attach at one round trip.
 type catResult struct {

@@ -90,7 +90,7 @@ func main() {
 	flag.StringVar(&c.rateText, "rate", "100mbit", "the link's bandwidth each way (e.g. 100mbit, 12.5MB)")
 	size := flag.String("size", "32MiB", "bytes per throughput transfer")
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds of the throughput table per round trip (the tools alternate within each)")
-	flag.IntVar(&c.keys, "keys", 100, "keystrokes per echo measurement (0: no echo table)")
+	flag.IntVar(&c.keys, "keys", 200, "keystrokes per echo measurement (0: no echo table)")
 	flag.DurationVar(&c.keyGap, "key-gap", 50*time.Millisecond, "time between two keystrokes (a typist's pace; echoes are not waited for)")
 	catSize := flag.String("cat-size", "64MiB", "bytes of the cat shown by ahpctl attach (0: no attach table)")
 	flag.DurationVar(&c.cut, "cut", 15*time.Second, "the longest one transfer may take; a slower one is cut and its rate is that of the bytes moved")
@@ -656,7 +656,7 @@ func (c *config) runRTT(dir, target, catFile string, rtt time.Duration) (*rttRes
 	}
 
 	if c.keys > 0 {
-		e, err := c.echo(ctx, d, daemonLink.Addr(), rawLink.Addr(), target)
+		e, err := c.echo(ctx, d, daemonLink.Addr(), rawLink.Addr(), target, rtt)
 		if err != nil {
 			return nil, fmt.Errorf("echo: %w", err)
 		}
