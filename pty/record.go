@@ -170,10 +170,18 @@ func (t *Terminal) recordExit() {
 	if rec == nil {
 		return
 	}
-	st, _ := t.Exit()
-	reason := "process exited with code " + strconv.Itoa(st.Code)
-	if st.Signal != "" {
-		reason = "process killed by " + st.Signal
+	rec.Stop(t.endReason(""))
+}
+
+// endReason is why a recording ends: the process's exit once it has
+// exited, else def.
+func (t *Terminal) endReason(def string) string {
+	st, ok := t.Exit()
+	switch {
+	case !ok:
+		return def
+	case st.Signal != "":
+		return "process killed by " + st.Signal
 	}
-	rec.Stop(reason)
+	return "process exited with code " + strconv.Itoa(st.Code)
 }

@@ -381,7 +381,7 @@ func (t *Terminal) Close() error {
 		if t.cfg.Pacer != nil {
 			t.cfg.Pacer.forget(t)
 		}
-		t.StopRecording("terminal closed")
+		t.StopRecording(t.endReason("terminal closed"))
 		t.mu.Lock()
 		for _, in := range t.inQ {
 			if in.done != nil {

@@ -96,6 +96,14 @@ type Store struct {
 	evictions int64
 	recs      map[*Recorder]struct{}
 	closed    bool
+	// lastName is, per channel, the newest id allocated: an id freed by
+	// an eviction is not given again, so ids keep their order.
+	lastName map[string]lastName
+}
+
+type lastName struct {
+	base string
+	n    int
 }
 
 // OpenStore opens (creating it, mode 0700) the directory dir of
@@ -115,7 +123,7 @@ func OpenStore(dir string, l Limits, log *slog.Logger, opts ...Option) (*Store, 
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	s := &Store{dir: dir, log: log, files: map[string]*file{}, recs: map[*Recorder]struct{}{}}
+	s := &Store{dir: dir, log: log, files: map[string]*file{}, recs: map[*Recorder]struct{}{}, lastName: map[string]lastName{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -291,8 +299,13 @@ func (s *Store) allocLocked(channel string, start time.Time, rows, cols int, tit
 	if s.closed {
 		return nil, ErrClosed
 	}
-	base := SafeChannel(channel) + "-" + start.UTC().Format(startLayout)
-	for n := 1; n < 1000; n++ {
+	safe := SafeChannel(channel)
+	base := safe + "-" + start.UTC().Format(startLayout)
+	n0 := 1
+	if last := s.lastName[safe]; last.base == base {
+		n0 = last.n + 1
+	}
+	for n := n0; n < 1_000_000; n++ {
 		id := base
 		if n > 1 {
 			id = fmt.Sprintf("%s-%d", base, n)
@@ -304,6 +317,7 @@ func (s *Store) allocLocked(channel string, start time.Time, rows, cols int, tit
 			Rows: rows, Cols: cols, Title: title, Input: input}}
 		f.sortKey = sortKey(f.Started, id)
 		s.files[id] = f
+		s.lastName[safe] = lastName{base, n}
 		return f, nil
 	}
 	return nil, fmt.Errorf("record: too many recordings named %s", base)
