@@ -73,7 +73,8 @@ async function noOverflow(page, what) {
     const w = window.innerWidth;
     const bad = [];
     for (const sel of ['[data-testid=recordings]', '.rec-bar', '.rec-controls', '[data-testid=player-play]',
-      '[data-testid=player-time]', '[data-testid=player-timeline]', '[data-testid=player-speed]', '[data-testid=recordings-close]']) {
+      '[data-testid=player-time]', '[data-testid=player-timeline]', '[data-testid=player-speed]', '[data-testid=recordings-close]',
+      '[data-testid=status] > *', '[data-testid=recordings-toggle]']) {
       for (const e of document.querySelectorAll(sel)) {
         const b = e.getBoundingClientRect();
         if (b.width && (b.left < -0.5 || b.right > w + 0.5)) bad.push(`${sel} ${b.left}..${b.right} of ${w}`);
@@ -210,7 +211,21 @@ test('browser: recordings view over a fixture: seek, keys, speed, markers, layou
   const fit = await playerState(page);
   assert.ok(fit.fontSize < 13, `the player's font fits 100 columns into 390 px (${fit.fontSize})`);
   await page.screenshot({ path: join(ARTIFACTS_DIR, 'recordings-fixture-390.png') });
+  await page.setViewportSize({ width: 320, height: 640 });
+  await page.waitForTimeout(200);
+  await noOverflow(page, '320 px');
   await page.setViewportSize({ width: 1280, height: 720 });
+
+  // Space on the focused play button toggles once, not twice (click + key).
+  await page.getByTestId('player-speed').selectOption('0.5');
+  await page.getByTestId('player-play').click();
+  await waitFor(page, 'playing again', () => window.ahpTest.recordings.state().player.playing);
+  await page.keyboard.press(' ');
+  await page.waitForTimeout(100);
+  assert.equal((await playerState(page)).player.playing, false, 'space on the play button paused');
+  await page.keyboard.press(' ');
+  await page.waitForTimeout(100);
+  assert.equal((await playerState(page)).player.playing, true, 'space on the play button played');
 
   // A bad line says so, plainly.
   await page.getByTestId('player-back').click();
