@@ -284,6 +284,7 @@ export class Subscription {
       this._idleTimer = setTimeout(() => this._idle(), AUTO_WINDOW_IDLE_MS);
     }
     this._lastRelease = this.session._now();
+    this._tuner.noteHeld(this._rx.held);
     const w = this._tuner.onRelease(this._lastRelease, bytes);
     if (w === null) return;
     this._rx.setWindow(w);

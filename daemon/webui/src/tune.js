@@ -6,17 +6,19 @@
 //   - the window grows while the stream uses it (at least half of it
 //     released in the last round trip) and the round trip stays within
 //     queueTargetMs (4 ms) of the smallest: doubling per round trip until the
-//     first time the queue bound is hit, then by steps from queueTargetMs
-//     of the rate, doubling while no queue shows (at most an eighth), each
-//     only after a new round-trip sample;
+//     first time the queue bound is hit, then by steps from half
+//     queueTargetMs of the rate, doubling while no queue shows (at most an eighth), each
+//     only after a new round-trip sample (in slow start, one whose ping
+//     went out after the last doubling reached the sender);
 //   - when the round trip exceeds the smallest by 2 × queueTargetMs, bytes
 //     are queuing on the path, and the window falls to what the path
-//     carried per smallest round trip plus queueTargetMs of it, and an
-//     eighth more for credit not yet announced, never below the floor;
+//     carried per smallest round trip plus queueTargetMs of it, plus what
+//     the receiver holds and has not credited (noteHeld), never below the
+//     floor;
 //   - an idle stream keeps its window; every minRttLifetimeMs the window is
 //     halved for one round trip so that a standing queue drains and the
 //     smallest round trip is measured again (BBR's ProbeRTT);
-//   - a change smaller than a 32nd is not announced.
+//   - a change smaller than a 64th is not announced.
 //
 // A page that cannot keep up (xterm.js parsing a flood) sees its own round
 // trip grow, since its pings wait behind the same main thread, so its
@@ -39,7 +41,11 @@ export class WindowTuner {
     this.window = Math.min(Math.max(initial, this.floor), this.ceiling);
     this.rtt = 0; // smoothed; 0: no sample yet
     this.last = 0; // the newest sample
-    this._fresh = false; // a sample arrived since the window last grew
+    this._fresh = false; // a sample arrived since the window last grew (in slow start: one sent after it acted)
+    this._grewAt = -Infinity; // when the window last grew (ms)
+    this._heldSum = 0; // what the receiver held (noteHeld): this epoch's sum and count,
+    this._heldN = 0;
+    this._held = 0; // and the mean of the last epoch that had samples
     this._step = 0; // the last additive step; doubles while no queue shows
     this._rates = new Array(8).fill(0); // released bytes/ms of the last epochs
     this._rateAt = 0;
@@ -61,7 +67,11 @@ export class WindowTuner {
     rtt = Math.max(rtt, 0.001);
     this.rtt = this.rtt === 0 ? rtt : this.rtt + (rtt - this.rtt) / 4;
     this.last = rtt;
-    this._fresh = true;
+    // In slow start a sample speaks for the last doubling only if its ping
+    // went out once the doubled window had reached the sender (half a
+    // round trip): doubling on an older one overshoots the path by up to
+    // four times its product, not two.
+    if (!this._slowStart || now - rtt - this._grewAt >= this.rtt / 2) this._fresh = true;
     if (this._minAt === null || now - this._minAt > this.minRttLifetimeMs) {
       this._drainDue = this._minAt !== null && this.window > this.floor;
       this._prevMin = this.minRtt;
@@ -70,6 +80,12 @@ export class WindowTuner {
     } else if (rtt < this.minRtt) {
       this.minRtt = rtt;
     }
+  }
+
+  /** noteHeld records that the receiver holds n bytes of the window that are not in flight (Receiver.held). */
+  noteHeld(n) {
+    this._heldSum += Math.max(n, 0);
+    this._heldN++;
   }
 
   /** _rateRose: the released rate rose by half the last growth step since it (or it never grew). */
@@ -96,6 +112,11 @@ export class WindowTuner {
     const released = this._epochBytes;
     this._epochStart = now;
     this._epochBytes = 0;
+    if (this._heldN > 0) {
+      this._held = this._heldSum / this._heldN;
+      this._heldSum = 0;
+      this._heldN = 0;
+    }
     if (elapsed > 4 * epoch) return null; // a pause says nothing about the path
     if (this._restoreTo > 0) {
       const next = Math.max(this._restoreTo, this.floor);
@@ -121,10 +142,10 @@ export class WindowTuner {
     const perRtt = released * this.rtt / elapsed;
     const rate = released / elapsed; // bytes per ms
     let next = this.window;
+    let grew = false;
     // A standing queue: the window the path needs, from the highest
     // released rate of the last epochs (a shrink starves the pipe for a
-    // round trip). An eighth of the window is released and not yet
-    // credited on average (credit goes per quarter window): 7/8 of it is
+    // round trip), plus what the receiver holds on average, which is not
     // in flight. When that is not below the window (the round trip is
     // noisy, not queued), growth is considered.
     let shrink = 0;
@@ -132,8 +153,8 @@ export class WindowTuner {
       this._step = 0;
       if (this._settle === 0) {
         const best = Math.max(...this._rates);
-        const bdp = Math.max(Math.floor(best * (minRtt + this.queueTargetMs) * 8 / 7), this.floor);
-        if (bdp < this.window - this.window / 32) shrink = bdp;
+        const bdp = Math.max(Math.floor(best * (minRtt + this.queueTargetMs) + this._held), this.floor);
+        if (bdp < this.window - Math.floor(this.window / 64)) shrink = bdp;
       }
     }
     if (shrink > 0) {
@@ -147,32 +168,40 @@ export class WindowTuner {
       // Each growth waits for a round trip measured after the last one, and
       // needs a round trip within the target or, through a noisier round
       // trip, a delivery rate that rose with the last step.
-      this._fresh = false;
       if (this._slowStart) {
         next = this.window * 2;
       } else {
-        // Additive from queueTargetMs of the rate, doubling while no queue
-        // shows (at most half the target), at most an eighth.
-        const base = Math.max(Math.floor(rate * this.queueTargetMs), Math.floor(this.window / 64));
+        // Additive from half queueTargetMs of the rate, doubling while no
+        // queue shows (at most half the target), at most an eighth.
+        const base = Math.max(Math.floor(rate * this.queueTargetMs / 2), Math.floor(this.window / 64));
         this._step = this._step === 0 || growQueue > this.queueTargetMs / 2 ? base : this._step * 2;
         this._step = Math.min(Math.max(this._step, base), Math.floor(this.window / 8));
         next = this.window + this._step;
       }
       next = Math.min(next, this.ceiling);
-      this._growRate = rate;
-      this._growFrac = (next - this.window) / this.window;
+      grew = true;
     } else if (growQueue > this.queueTargetMs) {
       this._step = 0;
-      if (growQueue > 2 * this.queueTargetMs) this._slowStart = false;
+      // Both the smoothed and the newest round trip show a queue: one
+      // noisy sample does not end slow start.
+      if (queue > 2 * this.queueTargetMs) this._slowStart = false;
     } else if (growQueue > this.queueTargetMs / 2) {
       this._step = 0;
     }
     next = Math.min(Math.max(next, this.floor), this.ceiling);
     const d = next - this.window;
-    // A change under a 32nd is not worth a channel/window.
-    if (d === 0 || (d > 0 && d < this.window / 32 && next !== this.ceiling) ||
-        (d < 0 && -d < this.window / 32 && next !== this.floor)) {
+    // A change under a 64th is not worth a channel/window.
+    const least = Math.floor(this.window / 64); // as the step's least, or a step is refused
+    if (d === 0 || (d > 0 && d < least && next !== this.ceiling) ||
+        (d < 0 && -d < least && next !== this.floor)) {
       return null;
+    }
+    if (grew && d > 0) {
+      // Only a growth that took place is one to wait on and judge the next by.
+      this._fresh = false;
+      this._grewAt = now;
+      this._growRate = rate;
+      this._growFrac = d / this.window;
     }
     return this._set(next);
   }

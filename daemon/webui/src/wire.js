@@ -188,6 +188,15 @@ export class Receiver {
   }
 
   /**
+   * held is what takes up the window without being in flight: bytes
+   * received and not yet credited (buffered, or released and not yet
+   * announced). The window tuner adds its mean to a shrink (noteHeld).
+   */
+  get held() {
+    return this._receivedBytes - this._creditSent;
+  }
+
+  /**
    * setWindow changes the window this receiver grants (announce it with
    * channel/window): credit is batched per quarter of the new window, and
    * messages are accepted up to the largest window ever set. limits is
