@@ -8,6 +8,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/pty"
+	"github.com/ahp-dev/ahpd/pty/record"
 	"github.com/ahp-dev/ahpd/tcp"
 	"github.com/ahp-dev/ahpd/telemetry"
 )
@@ -55,9 +56,16 @@ func tcpConfig(svc *service.Service, host string, port uint16, budget *flow.Budg
 
 // newPTYTerminal is the default TerminalFactory (with the server's pacer):
 // a real PTY with the host's VT emulator (package pty), whose viewers
-// maxViewers (maxViewersPerTerminal, read at each attach) bounds.
-func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer, maxViewers func() int) (flow.Channel, error) {
-	t, err := pty.Start(ptyConfig(spec, backlog, log, pacer, maxViewers))
+// maxViewers (maxViewersPerTerminal, read at each attach) bounds, and
+// which records into recordings when its spec says so.
+func newPTYTerminal(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer *pty.Pacer, maxViewers func() int, recordings *record.Store) (flow.Channel, error) {
+	cfg := ptyConfig(spec, backlog, log, pacer, maxViewers)
+	// Recorded from its first byte (docs/recording.md): the service has
+	// checked the mode and that there is a store.
+	if m, err := record.ParseMode(spec.Record); err == nil && m != record.Off && recordings != nil {
+		cfg.Record, cfg.Recordings = m, recordings
+	}
+	t, err := pty.Start(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +90,7 @@ func ptyConfig(spec service.TerminalSpec, backlog int64, log *slog.Logger, pacer
 		Logger:     log,
 		Pacer:      pacer,
 		MaxViewers: maxViewers,
+		Channel:    spec.ID,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,8 +19,12 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/pty"
+	"github.com/ahp-dev/ahpd/pty/record"
 	"github.com/ahp-dev/ahpd/tcp"
 )
+
+// RecordingsDir is the state directory's subdirectory of recordings.
+const RecordingsDir = "recordings"
 
 // Version is the daemon's version, set at link time.
 var Version = "dev"
@@ -64,6 +69,13 @@ type Server struct {
 	memory *memoryReturner // gives free memory back after channels and connections end
 	tokens *auth.Tokens
 	log    *slog.Logger
+	// recordings is the store terminals record into (nil when its
+	// directory could not be opened and recording is off by default);
+	// Serve closes it after the channels.
+	recordings *record.Store
+	// recorded holds the recording modes of the terminals at an upgrade
+	// in place (Serve, for HandOverChannels), by URI.
+	recorded map[string]string
 	// adopt carries on a terminal handed over at an upgrade in place with
 	// the settings newPTYTerminal gives a new one (AdoptChannels).
 	adopt func(ht handedTerminal, master *os.File, state []byte) (*pty.Terminal, error)
@@ -101,6 +113,23 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		started = time.Now()
 	}
 	s := &Server{memory: newMemoryReturner(), tokens: tokens, log: log}
+	// Recordings live in the state directory (docs/recording.md); opening
+	// the store evicts the oldest beyond recordingsMaxTotalBytes.
+	// A daemon whose state directory does not exist (its tokens given by
+	// the program that embeds it) creates none for recordings unless
+	// record is on.
+	recDir := filepath.Join(cfg.StateDir, RecordingsDir)
+	if _, serr := os.Stat(cfg.StateDir); serr == nil || cfg.Record != "off" {
+		store, err := record.OpenStore(recDir, service.RecordLimits(cfg.Limits), log.With("recordings", recDir))
+		switch {
+		case err != nil && cfg.Record != "off":
+			return nil, fmt.Errorf("recordings (record = %q): %w", cfg.Record, err)
+		case err != nil:
+			log.Warn("recordings directory unusable: terminals cannot be recorded", "dir", recDir, "err", err)
+		default:
+			s.recordings = store
+		}
+	}
 	// The daemon's terminals share its CPU: typing into one takes
 	// precedence over a flood in another (pty.Pacer).
 	var pacer *pty.Pacer
@@ -111,12 +140,17 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	nt := opts.NewTerminal
 	if nt == nil {
 		nt = func(spec service.TerminalSpec, backlog int64, log *slog.Logger) (flow.Channel, error) {
-			return newPTYTerminal(spec, backlog, log, pacer, maxViewers)
+			return newPTYTerminal(spec, backlog, log, pacer, maxViewers, s.recordings)
 		}
 	}
 	s.adopt = func(ht handedTerminal, master *os.File, state []byte) (*pty.Terminal, error) {
-		spec := service.TerminalSpec{Command: ht.Command, Env: ht.Env, Dir: ht.Dir, Scrollback: ht.Scrollback}
-		return pty.Adopt(ptyConfig(spec, s.Service.Limits().TerminalViewerBacklog, log, pacer, maxViewers), master, ht.Pid, state)
+		spec := service.TerminalSpec{ID: ht.ID, Command: ht.Command, Env: ht.Env, Dir: ht.Dir, Scrollback: ht.Scrollback}
+		cfg := ptyConfig(spec, s.Service.Limits().TerminalViewerBacklog, log, pacer, maxViewers)
+		// Recorded before the upgrade: a new file from the adoption on.
+		if m, err := record.ParseMode(ht.Record); err == nil && m != record.Off && s.recordings != nil {
+			cfg.Record, cfg.Recordings = m, s.recordings
+		}
+		return pty.Adopt(cfg, master, ht.Pid, state)
 	}
 	// Every connection's memory counts in the daemon's total; a TCP
 	// channel the control plane created counts its journal there too.
@@ -148,6 +182,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		Config: cfg, Version: Version, Log: log, Tokens: tokens, NewTerminal: nt, Creators: creators, Checkers: checkers,
 		ChannelClosed: s.memory.soon, Busy: opts.Busy, TCPAllow: tcp.NewAllowList(cfg.TCPAllow), ConfigFile: opts.ConfigFile,
 		TCPStateFile: filepath.Join(cfg.StateDir, service.TCPStateFileName),
+		Recordings:   s.recordings,
 	})
 	s.sess = session.New(session.Options{
 		Config: cfg, Version: Version, Started: started, Log: log, Tokens: tokens, Registry: s.Registry(), Events: s.Events(),
@@ -182,8 +217,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	err := s.sess.Serve(ctx, ln)
 	if s.sess.IsUpgrading() {
 		s.Service.CloseForUpgrade()
+		// The terminals' recordings end here ("store closed"); the next
+		// binary starts new files for those that were recorded.
+		s.recorded = map[string]string{}
+		for _, ch := range s.Registry().List() {
+			if d, err := s.GetChannel(context.Background(), ch.URI); err == nil && d.Recording != nil {
+				s.recorded[ch.URI] = d.Recording.Mode.String()
+			}
+		}
 	} else {
 		s.Service.Close()
+	}
+	// After the channels: a terminal's recording ends with its hang-up.
+	if s.recordings != nil {
+		_ = s.recordings.Close()
 	}
 	s.memory.stop()
 	// A reconnect token's last connection end may be held back (written

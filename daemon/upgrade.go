@@ -78,8 +78,12 @@ type handedTerminal struct {
 	Rows       int       `json:"rows,omitempty"`
 	Cols       int       `json:"cols,omitempty"`
 	Scrollback int       `json:"scrollback,omitempty"`
-	Pid        int       `json:"pid"`
-	FD         int       `json:"fd"` // the PTY master's descriptor number
+	// Record is how the terminal was recorded ("" or off: not): its
+	// recording ended at the hand-over, and the next binary starts a new
+	// file (docs/recording.md).
+	Record string `json:"record,omitempty"`
+	Pid    int    `json:"pid"`
+	FD     int    `json:"fd"` // the PTY master's descriptor number
 	// Overrides are the terminal's own limits (ahpctl limits set
 	// --channel), by name.
 	Overrides map[string]int64 `json:"overrides,omitempty"`
@@ -188,6 +192,7 @@ func (s *Server) HandOverChannels(w *handover.Writer) ([]*os.File, error) {
 		ht := handedTerminal{
 			ID: ch.ID, Title: ch.Label, Created: ch.Created, Command: spec.Command, Env: spec.Env, Dir: spec.Dir,
 			Rows: spec.Rows, Cols: spec.Cols, Scrollback: spec.Scrollback, Pid: fr.Pid, FD: int(fr.Master.Fd()),
+			Record: s.recorded[ch.URI],
 		}
 		if names := s.ChannelOverrides(context.Background(), ch.URI); len(names) > 0 {
 			ht.Overrides = limitValues(s.LimitsFor(ch.URI), names)
@@ -352,7 +357,7 @@ func (s *Server) adoptTerminal(ht handedTerminal, state []byte) error {
 		_ = syscall.Kill(-ht.Pid, syscall.SIGHUP)
 		return err
 	}
-	spec := service.TerminalSpec{ID: ht.ID, Title: ht.Title, Command: ht.Command, Env: ht.Env, Dir: ht.Dir, Rows: ht.Rows, Cols: ht.Cols, Scrollback: ht.Scrollback}
+	spec := service.TerminalSpec{ID: ht.ID, Title: ht.Title, Command: ht.Command, Env: ht.Env, Dir: ht.Dir, Rows: ht.Rows, Cols: ht.Cols, Scrollback: ht.Scrollback, Record: ht.Record}
 	ch, err := s.AdoptTerminal(spec, t, ht.Created)
 	if err != nil || len(ht.Overrides) == 0 {
 		return err

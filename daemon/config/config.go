@@ -164,6 +164,9 @@ func (l Limits) Validate() error {
 	if l.HostReceive.MaximumFrameBytes*3/2 > l.MaxInboundMessageBytes {
 		return bad("hostReceive.maximumFrameBytes", "must fit in maxInboundMessageBytes (UTF-8 can be 1.5× the UTF-16 size)")
 	}
+	if l.RecordingsMaxTotalBytes < l.RecordingMaxBytes {
+		return bad("recordingsMaxTotalBytes", "must be at least recordingMaxBytes")
+	}
 	if l.MaxBufferedBytes < l.MaxInboundMessageBytes+1024 {
 		return bad("maxBufferedBytes", "must hold at least one inbound message (maxInboundMessageBytes + 1 KiB)")
 	}

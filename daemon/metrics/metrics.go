@@ -1,7 +1,7 @@
 // Package metrics is ahpd's Prometheus endpoint (/metrics): the counters
 // of the service's Stats per connection and per channel, gauges of
 // channels, connections and tokens, per-terminal figures, the daemon's TCP
-// totals (service.TCPStats), per-telemetry-channel samples, drops and
+// totals (service.TCPStats), the recordings store's figures, per-telemetry-channel samples, drops and
 // history, and the Go runtime's and the process's figures under the names
 // Prometheus' Go client gives them. A scrape reads everything afresh; the
 // handler is safe for concurrent use and bounds scrapes in flight.
@@ -23,6 +23,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/service"
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/pty"
+	"github.com/ahp-dev/ahpd/pty/record"
 	"github.com/ahp-dev/ahpd/telemetry"
 )
 
@@ -33,6 +34,9 @@ type Source interface {
 	Registry() *registry.Registry
 	Tokens() *auth.Tokens
 	TCPStats(ctx context.Context) service.TCPStats
+	// RecordingStats are the recordings store's figures (zero without
+	// one).
+	RecordingStats() record.StoreStats
 }
 
 // Options configure Handler.
@@ -131,6 +135,12 @@ var (
 	descTelSeries  = newDesc(gauge, "ahpd_telemetry_series", "Series the telemetry channel counts toward telemetryMaxSeries.", "channel")
 	descTelRefused = newDesc(counter, "ahpd_telemetry_refused_samples_total", "Samples of new series the telemetry channel refused: it had telemetryMaxSeries series.", "channel")
 
+	descRecBytes     = newDesc(gauge, "ahpd_recordings_bytes", "Bytes of terminal recordings on disk (.cast and index files), at most recordingsMaxTotalBytes.")
+	descRecFiles     = newDesc(gauge, "ahpd_recordings_files", "Terminal recordings on disk (a .cast and its index count once).")
+	descRecLive      = newDesc(gauge, "ahpd_recordings_live", "Terminal recordings being written.")
+	descRecDropped   = newDesc(counter, "ahpd_recording_dropped_bytes_total", "Output bytes recordings dropped since the daemon started: the disk fell behind (the writer's queue was full) or the directory's cap could not be met.")
+	descRecEvictions = newDesc(counter, "ahpd_recordings_evictions_total", "Recordings deleted since the daemon started to keep the directory under recordingsMaxTotalBytes (oldest first).")
+
 	descMemReturns = newDesc(counter, "ahpd_memory_returns_total", "Times the daemon handed its free memory back to the system (a forced collection, 1 s after a channel or connection ended).")
 )
 
@@ -180,6 +190,12 @@ func (m *collector) collect(ctx context.Context, e *exposition) {
 	for k, v := range states {
 		n(descChannels, v, k[0], k[1])
 	}
+	rs := m.s.RecordingStats()
+	n(descRecBytes, rs.Bytes)
+	n(descRecFiles, int64(rs.Files))
+	n(descRecLive, int64(rs.Live))
+	n(descRecDropped, rs.DroppedBytes)
+	n(descRecEvictions, rs.Evictions)
 	tcp := m.s.TCPStats(ctx)
 	n(descTCPChannels, tcp.Channels)
 	n(descTCPBytes, tcp.BytesIn, "in")

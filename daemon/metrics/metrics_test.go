@@ -18,6 +18,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/daemon/service"
+	"github.com/ahp-dev/ahpd/pty/record"
 )
 
 // fakeSource is a Source with fixed figures; Stats waits on block when it
@@ -42,6 +43,9 @@ func (f *fakeSource) Registry() *registry.Registry { return f.reg }
 func (f *fakeSource) Tokens() *auth.Tokens         { return f.tokens }
 func (f *fakeSource) TCPStats(ctx context.Context) service.TCPStats {
 	return service.TCPStats{Channels: 2, BytesIn: 10, BytesOut: 20}
+}
+func (f *fakeSource) RecordingStats() record.StoreStats {
+	return record.StoreStats{Bytes: 5 << 20, Files: 3, Live: 1, DroppedBytes: 4096, Evictions: 2}
 }
 func newFake() *fakeSource {
 	return &fakeSource{reg: registry.New(), tokens: auth.NewTokens("ahp_admin")}
@@ -115,6 +119,11 @@ func TestExposition(t *testing.T) {
 		{"ahpd_connection_bytes_out_total", map[string]string{"viewer": odd}, dto.MetricType_COUNTER, 1 << 40},
 		{"ahpd_tcp_bytes_total", map[string]string{"direction": "out"}, dto.MetricType_COUNTER, 20},
 		{"ahpd_tcp_channels", nil, dto.MetricType_GAUGE, 2},
+		{"ahpd_recordings_bytes", nil, dto.MetricType_GAUGE, 5 << 20},
+		{"ahpd_recordings_files", nil, dto.MetricType_GAUGE, 3},
+		{"ahpd_recordings_live", nil, dto.MetricType_GAUGE, 1},
+		{"ahpd_recording_dropped_bytes_total", nil, dto.MetricType_COUNTER, 4096},
+		{"ahpd_recordings_evictions_total", nil, dto.MetricType_COUNTER, 2},
 		{"go_sched_gomaxprocs_threads", nil, dto.MetricType_GAUGE, float64(runtime.GOMAXPROCS(0))},
 		{"go_info", map[string]string{"version": runtime.Version()}, dto.MetricType_GAUGE, 1},
 	}

@@ -185,6 +185,22 @@ func (r *Registry) Add(scheme, id string, ch *Channel) error {
 	return nil
 }
 
+// NextID returns a free numbered id under scheme, as Add with an empty id
+// would pick, for a channel that must know its id before it is added (a
+// terminal names its recordings after it). Add may still find it taken
+// by a channel added meanwhile under that id explicitly.
+func (r *Registry) NextID(scheme string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		r.nextID++
+		id := fmt.Sprint(r.nextID)
+		if r.byURI[scheme+id] == nil {
+			return id
+		}
+	}
+}
+
 // Get returns the channel with uri.
 func (r *Registry) Get(uri string) (*Channel, bool) {
 	r.mu.Lock()

@@ -19,6 +19,7 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/session"
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/internal/limits"
+	"github.com/ahp-dev/ahpd/pty/record"
 	"github.com/ahp-dev/ahpd/tcp"
 )
 
@@ -31,6 +32,10 @@ type TerminalSpec struct {
 	Dir        string
 	Rows, Cols int
 	Scrollback int
+	// Record is how the terminal is recorded from its start
+	// (docs/recording.md): off, output or output+input; "" the config's
+	// record key. A restart records as the terminal did.
+	Record string
 }
 
 // TerminalFactory starts a terminal channel; the daemon's default is a
@@ -94,6 +99,11 @@ type Options struct {
 	// and puts its rules in force after Config.TCPAllow's. "": they are
 	// kept in memory only.
 	TCPStateFile string
+	// Recordings is the store terminals record into (the state
+	// directory's recordings/); nil: recording is refused. The service
+	// sets its limits when the limits change; the daemon opens and
+	// closes it.
+	Recordings *record.Store
 }
 
 // Service is the daemon's state and the logic of its control plane:
@@ -114,6 +124,7 @@ type Service struct {
 	channelClosed func()
 	busy          func()
 	viewers       Viewers // set once by SetViewers, before serving
+	recordings    *record.Store
 
 	mu        sync.Mutex // guards closing and chLimits
 	closing   bool       // set at shutdown; no channel is added after it
@@ -161,7 +172,7 @@ func New(o Options) *Service {
 		cfg: o.Config, version: o.Version, log: o.Log, tokens: o.Tokens, registry: registry.New(),
 		newTerminal: o.NewTerminal, creators: o.Creators, checkers: o.Checkers, now: time.Now, channelClosed: o.ChannelClosed, busy: o.Busy,
 		tcpAllow: o.TCPAllow, tcpFile: o.ConfigFile, tcpConfigRules: slices.Clone(o.Config.TCPAllow), tcpStateFile: o.TCPStateFile,
-		tcpByToken: map[string]int{}, slots: map[string]func(){},
+		tcpByToken: map[string]int{}, slots: map[string]func(){}, recordings: o.Recordings,
 	}
 	s.loadTCPStateAtStart()
 	l := o.Config.Limits
@@ -214,6 +225,11 @@ func (s *Service) SetLimits(l config.Limits) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
+	if s.recordings != nil {
+		if err := s.recordings.SetLimits(RecordLimits(l)); err != nil {
+			return err
+		}
+	}
 	old := s.limits.Swap(&l)
 	names := config.ChangedLimits(*old, l)
 	if len(names) == 0 {
@@ -241,10 +257,22 @@ func (s *Service) CreateTerminal(spec TerminalSpec) (*registry.Channel, error) {
 		if _, ok := s.registry.Get(registry.SchemeTerminal + spec.ID); ok {
 			return nil, fmt.Errorf("%w: %s", registry.ErrChannelExists, registry.SchemeTerminal+spec.ID)
 		}
+	} else {
+		// The terminal knows its id from the start: its recordings are
+		// named after it.
+		spec.ID = s.registry.NextID(registry.SchemeTerminal)
 	}
 	if s.isClosing() {
 		return nil, ErrShuttingDown
 	}
+	mode, err := parseRecordMode("record", spec.Record, s.defaultRecordMode())
+	if err != nil {
+		return nil, err
+	}
+	if mode != record.Off && s.recordings == nil {
+		return nil, fmt.Errorf("%w: this daemon has no recordings directory", ErrUnsupported)
+	}
+	spec.Record = mode.String()
 	// A slot is taken before the process starts and given back by
 	// CloseChannel (or here on failure).
 	if max := s.Limits().MaxTerminals; s.terminals.Add(1) > int64(max) {
@@ -284,6 +312,21 @@ func (s *Service) addTerminal(spec TerminalSpec, t flow.Channel, created time.Ti
 		s.terminals.Add(-1)
 		_ = t.Close()
 		return nil, err
+	}
+	if mode, _ := record.ParseMode(spec.Record); mode != record.Off {
+		r, ok := t.(terminalRecorder)
+		if !ok {
+			s.log.Warn("recording not started", "channel", ch.URI, "err", "this terminal cannot record")
+		} else if _, cur := r.Recording(); cur == record.Off {
+			// A terminal that could not start recorded (pty.Config.Record)
+			// starts now; a failure is logged, the terminal serves on.
+			if _, err := s.startRecording(ch.URI, r, mode); err != nil {
+				s.log.Warn("recording not started", "channel", ch.URI, "err", err)
+			}
+		} else {
+			id, m := r.Recording()
+			s.events.Publish(events.Event{Kind: "recording.started", Channel: ch.URI, Detail: id + " (" + m.String() + ")"})
+		}
 	}
 	attrs := []any{"channel", ch.URI, "type", ch.Type}
 	if p, ok := t.(terminalPider); ok {

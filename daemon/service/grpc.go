@@ -118,6 +118,7 @@ func (s *Service) StartControl(ctx context.Context, opts ControlOptions) (*Contr
 			ahpv1.TerminalService_ServiceDesc.ServiceName, ahpv1.TokenService_ServiceDesc.ServiceName,
 			ahpv1.LimitsService_ServiceDesc.ServiceName, ahpv1.ViewerService_ServiceDesc.ServiceName,
 			ahpv1.TCPService_ServiceDesc.ServiceName, ahpv1.TelemetryService_ServiceDesc.ServiceName,
+			ahpv1.RecordingService_ServiceDesc.ServiceName,
 		},
 	})
 	started := opts.Started
@@ -186,6 +187,7 @@ type grpcServer struct {
 	ahpv1.UnimplementedViewerServiceServer
 	ahpv1.UnimplementedTCPServiceServer
 	ahpv1.UnimplementedTelemetryServiceServer
+	ahpv1.UnimplementedRecordingServiceServer
 
 	s        *Service
 	opts     ControlOptions
@@ -204,6 +206,7 @@ func (g *grpcServer) register(r grpc.ServiceRegistrar) {
 	ahpv1.RegisterViewerServiceServer(r, g)
 	ahpv1.RegisterTCPServiceServer(r, g)
 	ahpv1.RegisterTelemetryServiceServer(r, g)
+	ahpv1.RegisterRecordingServiceServer(r, g)
 }
 
 // reply converts a service result: (nil, status) on error, else (v, nil).
@@ -284,7 +287,7 @@ func (g *grpcServer) CreateTerminal(ctx context.Context, req *ahpv1.CreateTermin
 	ch, err := g.s.StartTerminal(ctx, TerminalRequest{
 		ID: req.GetId(), Title: req.GetTitle(), Command: req.GetCommand(), Args: req.GetArgs(),
 		Env: req.GetEnv(), ClearEnv: req.GetClearEnv(), Cwd: req.GetCwd(),
-		Rows: int(req.GetRows()), Cols: int(req.GetCols()), Scrollback: int(req.GetScrollback()),
+		Rows: int(req.GetRows()), Cols: int(req.GetCols()), Scrollback: int(req.GetScrollback()), Record: req.GetRecord(),
 	})
 	if err != nil {
 		return nil, grpcError(err)
@@ -294,6 +297,57 @@ func (g *grpcServer) CreateTerminal(ctx context.Context, req *ahpv1.CreateTermin
 
 func (g *grpcServer) ResizeTerminal(ctx context.Context, req *ahpv1.ResizeTerminalRequest) (*ahpv1.ResizeTerminalResponse, error) {
 	return reply(&ahpv1.ResizeTerminalResponse{}, g.s.ResizeTerminal(ctx, req.GetChannel(), int(req.GetRows()), int(req.GetCols())))
+}
+
+func (g *grpcServer) SetTerminalRecording(ctx context.Context, req *ahpv1.SetTerminalRecordingRequest) (*ahpv1.SetTerminalRecordingResponse, error) {
+	st, err := g.s.SetTerminalRecording(ctx, req.GetChannel(), req.GetMode())
+	return reply(&ahpv1.SetTerminalRecordingResponse{Recording: toRecordingState(&st)}, err)
+}
+
+// --- RecordingService
+
+func (g *grpcServer) ListRecordings(ctx context.Context, req *ahpv1.ListRecordingsRequest) (*ahpv1.ListRecordingsResponse, error) {
+	list, err := g.s.ListRecordings(ctx, req.GetChannel())
+	return reply(&ahpv1.ListRecordingsResponse{Recordings: mapSlice(list, toRecording)}, err)
+}
+
+// readChunk is the most a ReadRecordingResponse carries.
+const readChunk = 256 << 10
+
+func (g *grpcServer) ReadRecording(req *ahpv1.ReadRecordingRequest, stream grpc.ServerStreamingServer[ahpv1.ReadRecordingResponse]) error {
+	f, _, err := g.s.OpenRecording(stream.Context(), req.GetId())
+	if err != nil {
+		return grpcError(err)
+	}
+	defer f.Close()
+	size, err := session.RecordingEnd(f)
+	if err != nil {
+		return grpcError(err)
+	}
+	off := req.GetOffset()
+	if off < 0 || off > size {
+		return grpcError(argErr("offset", "must be between 0 and the size, %d", size))
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return grpcError(err)
+	}
+	buf := make([]byte, readChunk)
+	for off < size {
+		n, err := io.ReadFull(f, buf[:min(int64(len(buf)), size-off)])
+		if n > 0 {
+			if serr := stream.Send(&ahpv1.ReadRecordingResponse{Data: buf[:n], Offset: off, Size: size}); serr != nil {
+				return serr
+			}
+			off += int64(n)
+		}
+		if err != nil {
+			return grpcError(fmt.Errorf("read recording %s: %w", req.GetId(), err))
+		}
+		if g.stopping.Err() != nil {
+			return grpcError(ErrShuttingDown)
+		}
+	}
+	return nil
 }
 
 // --- TokenService
@@ -502,7 +556,7 @@ func grpcError(err error) error {
 	case errors.Is(err, registry.ErrBadChannelID):
 		code = codes.InvalidArgument
 	case errors.Is(err, registry.ErrChannelNotFound), errors.Is(err, session.ErrViewerNotFound), errors.Is(err, ErrTokenNotFound),
-		errors.Is(err, ErrTCPRuleNotFound):
+		errors.Is(err, ErrTCPRuleNotFound), errors.Is(err, ErrRecordingNotFound):
 		code = codes.NotFound
 	case errors.Is(err, registry.ErrChannelExists):
 		code = codes.AlreadyExists
@@ -593,6 +647,24 @@ func toChannel(d ChannelDetail) *ahpv1.Channel {
 	}
 	if t := d.Telemetry; t != nil {
 		p.Telemetry = &ahpv1.TelemetryChannel{Source: t.Source, Policy: t.Policy, Seq: int64(t.Seq), Samples: t.Samples, Viewers: int32(t.Viewers), Status: t.Status}
+	}
+	p.Recording = toRecordingState(d.Recording)
+	return p
+}
+
+func toRecordingState(r *RecordingState) *ahpv1.RecordingState {
+	if r == nil {
+		return nil
+	}
+	return &ahpv1.RecordingState{Mode: r.Mode.String(), Id: r.ID}
+}
+
+func toRecording(r RecordingInfo) *ahpv1.Recording {
+	p := &ahpv1.Recording{Id: r.ID, Channel: r.URI, StartTime: timestamppb.New(r.Started), Live: r.Live, Bytes: r.Bytes,
+		Duration: durationpb.New(time.Duration(r.Duration * float64(time.Second))), Rows: int32(r.Rows), Cols: int32(r.Cols),
+		Title: r.Title, Input: r.Input, Path: r.Path}
+	if !r.Live && !r.Ended.IsZero() {
+		p.EndTime = timestamppb.New(r.Ended)
 	}
 	return p
 }

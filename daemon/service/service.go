@@ -22,6 +22,7 @@ import (
 
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
+	"github.com/ahp-dev/ahpd/pty/record"
 	"github.com/ahp-dev/ahpd/tcp"
 )
 
@@ -82,6 +83,8 @@ type ChannelDetail struct {
 	TCP        *tcp.Info // a TCP channel's figures; nil for other kinds
 	// Telemetry is a telemetry channel's figures; nil for other kinds.
 	Telemetry *TelemetryInfo
+	// Recording is a terminal's recording; nil for other kinds.
+	Recording *RecordingState
 }
 
 // TelemetryInfo is what the control plane shows of a telemetry channel.
@@ -109,7 +112,7 @@ type (
 func running(c flow.Channel) bool { return c.State() == flow.StateRunning }
 
 func channelDetail(c *registry.Channel) ChannelDetail {
-	d := ChannelDetail{ChannelInfo: c.Info(), ID: c.ID, Created: c.Created}
+	d := ChannelDetail{ChannelInfo: c.Info(), ID: c.ID, Created: c.Created, Recording: recordingOf(c)}
 	if t, ok := c.Impl().(terminalCmder); ok {
 		d.Command = t.Command()
 	}
@@ -255,6 +258,7 @@ type TerminalRequest struct {
 	Cwd        string   // absolute; empty: the daemon's
 	Rows, Cols int      // 0: 24×80
 	Scrollback int      // lines; 0 default, -1 none
+	Record     string   // off, output, output+input; "": the config's record
 }
 
 // Validate checks r, naming the first invalid field.
@@ -313,6 +317,9 @@ func (r TerminalRequest) Validate() error {
 	if r.Scrollback < -1 || r.Scrollback > maxScrollback {
 		return argErr("scrollback", "must be between -1 and %d, got %d", maxScrollback, r.Scrollback)
 	}
+	if _, err := parseRecordMode("record", r.Record, record.Off); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -343,7 +350,7 @@ func (s *Service) StartTerminal(ctx context.Context, r TerminalRequest) (*regist
 	if s.isClosing() {
 		return nil, ErrShuttingDown
 	}
-	spec := TerminalSpec{ID: r.ID, Title: r.Title, Dir: r.Cwd, Rows: r.Rows, Cols: r.Cols, Scrollback: r.Scrollback}
+	spec := TerminalSpec{ID: r.ID, Title: r.Title, Dir: r.Cwd, Rows: r.Rows, Cols: r.Cols, Scrollback: r.Scrollback, Record: r.Record}
 	if r.Command != "" {
 		spec.Command = append([]string{r.Command}, r.Args...)
 	}

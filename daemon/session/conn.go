@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,12 @@ type subscription struct {
 	// (PROTOCOL.md §6, "Changing a window"); nil: fixed.
 	tuner      *flow.WindowTuner
 	tunedExtra int64 // the largest tuned window beyond the first one, taken from conn.queued
+
+	// Audit of a recorded terminal (recordings.go): the bytes of input
+	// this viewer sent, and the recording its first keystroke was
+	// recorded in ("" none yet).
+	inputBytes   int64
+	inputAudited string
 }
 
 // pending reports whether s waits for its Subscriber to be Ready.
@@ -1034,6 +1041,9 @@ func (c *conn) deliver(s *subscription, msg []byte, pos flow.Position) error {
 		c.resetSub(s, flow.CodeProtocolError, "logical message is not a JSON-RPC 2.0 notification")
 		return nil
 	}
+	if s.ch.Type == "terminal" {
+		c.auditInput(s, len(params))
+	}
 	if err := s.sub.Deliver(method, params, func() { c.released(s, pos) }); err != nil {
 		var r *flow.Reset
 		if errors.As(err, &r) {
@@ -1073,6 +1083,9 @@ func (c *conn) endSub(s *subscription) {
 		return
 	}
 	s.ended = true
+	if s.stream != nil {
+		c.audit(s, "detach", strconv.FormatInt(s.inputBytes, 10)+" bytes of input")
+	}
 	c.untune(s)
 	if s.stream != nil {
 		c.partial -= int64(s.stream.Receiver().Buffered())

@@ -44,6 +44,14 @@ func (c *conn) dispatch(req *request) error {
 		return c.clientReset(req)
 	case "channel/window":
 		return c.clientWindow(req)
+	case "recordings/list":
+		return c.recordingsList(req)
+	case "recordings/read":
+		return c.recordingsRead(req)
+	case "recordings/index":
+		return c.recordingsIndex(req)
+	case "recordings/keyframe":
+		return c.recordingsKeyframe(req)
 	case "ping":
 		// The round trip a keystroke's echo sees (PROTOCOL.md §6,
 		// "Measuring the round trip"): answered on the control lane.
@@ -441,6 +449,7 @@ func (c *conn) start(s *subscription) error {
 	}
 	c.subs[s.id] = s
 	c.sender.Wake(st)
+	c.audit(s, "attach", "")
 	c.log.Info("subscribed", "conn", c.id, "sub", s.id, "channel", s.ch.URI, "initial", res.Initial)
 	return nil
 }

@@ -110,6 +110,21 @@ func (h testHost) CreateShell(string, string) (*registry.Channel, error) {
 func (h testHost) RestartTerminal(string) (*registry.Channel, error) {
 	return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "no terminals here"}
 }
+func (h testHost) RecordingsList(string) []RecordingInfo { return nil }
+func (h testHost) RecordingsInfo(string) (RecordingInfo, error) {
+	return RecordingInfo{}, ErrRecordingNotFound
+}
+func (h testHost) RecordingsOpen(string) (io.ReadSeekCloser, RecordingInfo, error) {
+	return nil, RecordingInfo{}, ErrRecordingNotFound
+}
+func (h testHost) RecordingsIndex(string) (RecordingIndex, error) {
+	return RecordingIndex{}, ErrRecordingNotFound
+}
+func (h testHost) RecordingsKeyframe(string, int) (RecordingKeyframe, error) {
+	return RecordingKeyframe{}, ErrRecordingNotFound
+}
+func (h testHost) RecordAudit(string, Audit) string { return "" }
+func (h testHost) RecordingOf(string) string        { return "" }
 func (h testHost) CloseChannel(uri string) error {
 	if _, ok := h.reg.Remove(uri); !ok {
 		return registry.ErrChannelNotFound

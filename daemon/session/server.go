@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -57,6 +58,23 @@ type Host interface {
 	// *flow.Error with the code to answer.
 	CreateShell(id, title string) (*registry.Channel, error)
 	RestartTerminal(uri string) (*registry.Channel, error)
+
+	// Terminal recordings (docs/recording.md), for the recordings/*
+	// methods: the recordings of a terminal URI ("" all), newest first;
+	// one's Info; its .cast opened for reading; its index; keyframe n
+	// with its screen. An unknown id is ErrRecordingNotFound.
+	RecordingsList(channel string) []RecordingInfo
+	RecordingsInfo(id string) (RecordingInfo, error)
+	RecordingsOpen(id string) (io.ReadSeekCloser, RecordingInfo, error)
+	RecordingsIndex(id string) (RecordingIndex, error)
+	RecordingsKeyframe(id string, n int) (RecordingKeyframe, error)
+	// RecordAudit adds a to the recording of the terminal channel and
+	// returns the recording's id; "" when it does not record (a is
+	// dropped). It must not block.
+	RecordAudit(channel string, a Audit) string
+	// RecordingOf returns the id of the recording the terminal channel
+	// writes now, "" when it does not record. It must not block.
+	RecordingOf(channel string) string
 }
 
 // Owner is who a subscribe creates a channel for: the token it

@@ -1,0 +1,315 @@
+package service
+
+// Terminal recordings (docs/recording.md): starting and stopping them, and
+// listing and reading the files of the daemon's record.Store. The
+// recording itself is the terminal's (pty.Terminal feeds its
+// record.Recorder); the service only asks.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/daemon/events"
+	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/daemon/session"
+	"github.com/ahp-dev/ahpd/pty/record"
+)
+
+// ErrRecordingNotFound: no recording has the id (or it was evicted).
+var ErrRecordingNotFound = record.ErrNotFound
+
+// terminalRecorder is what a terminal that records offers
+// (pty.Terminal).
+type terminalRecorder interface {
+	StartRecording(s *record.Store, m record.Mode) (string, error)
+	StopRecording(reason string)
+	Recording() (id string, m record.Mode)
+}
+
+// RecordingState is a terminal's recording: its mode and the id of the
+// file being written ("" when Mode is Off).
+type RecordingState struct {
+	Mode record.Mode
+	ID   string
+}
+
+// RecordingInfo describes a recording for the control plane.
+type RecordingInfo struct {
+	record.Info
+	URI  string // the terminal's channel URI
+	Path string // the .cast file's absolute path
+}
+
+// RecordLimits are the record.Limits of config limits l.
+func RecordLimits(l config.Limits) record.Limits {
+	return record.Limits{MaxBytes: l.RecordingMaxBytes, MaxTotalBytes: l.RecordingsMaxTotalBytes,
+		KeyframeBytes: l.RecordingKeyframeBytes, KeyframeInterval: l.RecordingKeyframeInterval}
+}
+
+// Recordings returns the daemon's recordings store (nil if it has none).
+func (s *Service) Recordings() *record.Store { return s.recordings }
+
+// RecordingStats are the recordings store's figures, for /metrics (zero
+// without a store).
+func (s *Service) RecordingStats() record.StoreStats {
+	if s.recordings == nil {
+		return record.StoreStats{}
+	}
+	return s.recordings.Stats()
+}
+
+// parseRecordMode reads a mode of the control API ("" is def).
+func parseRecordMode(field, v string, def record.Mode) (record.Mode, error) {
+	if v == "" {
+		return def, nil
+	}
+	m, err := record.ParseMode(v)
+	if err != nil {
+		return record.Off, argErr(field, "want off, output or output+input, got %q", session.Truncate(v, 64))
+	}
+	return m, nil
+}
+
+// defaultRecordMode is the config's record key as a Mode.
+func (s *Service) defaultRecordMode() record.Mode {
+	m, _ := record.ParseMode(s.cfg.Record) // validated at start
+	return m
+}
+
+// recordingOf returns a terminal's recording state.
+func recordingOf(c *registry.Channel) *RecordingState {
+	r, ok := c.Impl().(terminalRecorder)
+	if !ok || c.Type != "terminal" {
+		return nil
+	}
+	id, m := r.Recording()
+	return &RecordingState{Mode: m, ID: id}
+}
+
+// SetTerminalRecording starts (mode Output or OutputInput) or stops (Off)
+// recording the terminal with uri. Starting in another mode than the one
+// running ends that file and starts a new one.
+func (s *Service) SetTerminalRecording(ctx context.Context, uri, mode string) (RecordingState, error) {
+	m, err := parseRecordMode("mode", mode, record.Off)
+	if err != nil {
+		return RecordingState{}, err
+	}
+	if mode == "" {
+		return RecordingState{}, argErr("mode", "required: off, output or output+input")
+	}
+	ch, ok := s.registry.Get(uri)
+	if !ok {
+		return RecordingState{}, fmt.Errorf("%w: %s", registry.ErrChannelNotFound, uri)
+	}
+	r, ok := ch.Impl().(terminalRecorder)
+	if !ok || ch.Type != "terminal" {
+		return RecordingState{}, fmt.Errorf("%w: %s is not a terminal that records", ErrUnsupported, uri)
+	}
+	if m == record.Off {
+		if id, cur := r.Recording(); cur != record.Off {
+			r.StopRecording("stopped by the operator")
+			s.recordingStopped(uri, id, "stopped by the operator")
+		}
+		return RecordingState{Mode: record.Off}, nil
+	}
+	if !running(ch.Impl()) {
+		return RecordingState{}, fmt.Errorf("%w: %s", ErrNotRunning, uri)
+	}
+	return s.startRecording(uri, r, m)
+}
+
+// startRecording starts recording terminal uri in mode m (see
+// SetTerminalRecording).
+func (s *Service) startRecording(uri string, r terminalRecorder, m record.Mode) (RecordingState, error) {
+	if s.recordings == nil {
+		return RecordingState{}, fmt.Errorf("%w: this daemon has no recordings directory", ErrUnsupported)
+	}
+	if id, cur := r.Recording(); cur == m {
+		return RecordingState{Mode: m, ID: id}, nil
+	} else if cur != record.Off {
+		r.StopRecording("mode changed to " + m.String())
+		s.recordingStopped(uri, id, "mode changed to "+m.String())
+	}
+	id, err := r.StartRecording(s.recordings, m)
+	if err != nil {
+		if errors.Is(err, record.ErrClosed) {
+			return RecordingState{}, ErrShuttingDown
+		}
+		return RecordingState{}, fmt.Errorf("record %s: %w", uri, err)
+	}
+	s.log.Info("recording started", "channel", uri, "recording", id, "mode", m.String())
+	s.events.Publish(events.Event{Kind: "recording.started", Channel: uri, Detail: id + " (" + m.String() + ")"})
+	return RecordingState{Mode: m, ID: id}, nil
+}
+
+func (s *Service) recordingStopped(uri, id, reason string) {
+	s.log.Info("recording stopped", "channel", uri, "recording", id, "reason", reason)
+	s.events.Publish(events.Event{Kind: "recording.stopped", Channel: uri, Detail: id + ": " + reason})
+}
+
+// recordingURI is the channel URI of a recording's terminal: a file holds
+// the channel id, and terminal ids are file-name safe.
+func recordingURI(i record.Info) string { return registry.SchemeTerminal + i.Channel }
+
+// ListRecordings returns the recordings, newest first; with channel (a
+// terminal URI) only that terminal's.
+func (s *Service) ListRecordings(ctx context.Context, channel string) ([]RecordingInfo, error) {
+	if s.recordings == nil {
+		return []RecordingInfo{}, nil
+	}
+	id := ""
+	if channel != "" {
+		if !strings.HasPrefix(channel, registry.SchemeTerminal) {
+			return nil, argErr("channel", "want a terminal URI (%sID), got %q", registry.SchemeTerminal, session.Truncate(channel, 64))
+		}
+		id = strings.TrimPrefix(channel, registry.SchemeTerminal)
+		if err := registry.ValidID(id); err != nil {
+			return nil, argErr("channel", "%v", err)
+		}
+	}
+	list := s.recordings.List(id)
+	out := make([]RecordingInfo, 0, len(list))
+	for _, i := range list {
+		out = append(out, RecordingInfo{Info: i, URI: recordingURI(i), Path: filepath.Join(s.recordings.Dir(), i.ID+record.CastSuffix)})
+	}
+	return out, nil
+}
+
+// OpenRecording opens a recording's .cast for reading and returns its size
+// now (a live recording grows: a read stops there, at a line's end).
+func (s *Service) OpenRecording(ctx context.Context, id string) (io.ReadSeekCloser, RecordingInfo, error) {
+	if s.recordings == nil {
+		return nil, RecordingInfo{}, fmt.Errorf("%w: %q", ErrRecordingNotFound, session.Truncate(id, 128))
+	}
+	f, info, err := s.recordings.Open(id)
+	if err != nil {
+		return nil, RecordingInfo{}, err
+	}
+	return f, RecordingInfo{Info: info, URI: recordingURI(info), Path: filepath.Join(s.recordings.Dir(), info.ID+record.CastSuffix)}, nil
+}
+
+// terminalAuditor is a terminal whose recording takes audit events
+// (pty.Terminal).
+type terminalAuditor interface {
+	RecordAudit(a record.Audit)
+}
+
+func toSessionRecording(i record.Info) session.RecordingInfo {
+	return session.RecordingInfo{ID: i.ID, Channel: recordingURI(i), Started: i.Started, Ended: i.Ended, Live: i.Live, Bytes: i.Bytes,
+		Duration: i.Duration, Rows: i.Rows, Cols: i.Cols, Title: i.Title, Input: i.Input}
+}
+
+// notFound maps the store's not-found to the session's.
+func notFound(err error) error {
+	if errors.Is(err, record.ErrNotFound) {
+		return fmt.Errorf("%w: %w", session.ErrRecordingNotFound, err)
+	}
+	return err
+}
+
+// RecordingsList is ListRecordings for the session (session.Host): the
+// recordings of a terminal URI ("" all), newest first.
+func (s *Service) RecordingsList(channel string) []session.RecordingInfo {
+	list, err := s.ListRecordings(context.Background(), channel)
+	if err != nil {
+		return nil
+	}
+	out := make([]session.RecordingInfo, 0, len(list))
+	for _, i := range list {
+		out = append(out, toSessionRecording(i.Info))
+	}
+	return out
+}
+
+// RecordingsInfo describes one recording (session.Host).
+func (s *Service) RecordingsInfo(id string) (session.RecordingInfo, error) {
+	if s.recordings == nil {
+		return session.RecordingInfo{}, session.ErrRecordingNotFound
+	}
+	i, err := s.recordings.Info(id)
+	if err != nil {
+		return session.RecordingInfo{}, notFound(err)
+	}
+	return toSessionRecording(i), nil
+}
+
+// RecordingsOpen opens a recording's .cast (session.Host).
+func (s *Service) RecordingsOpen(id string) (io.ReadSeekCloser, session.RecordingInfo, error) {
+	f, i, err := s.OpenRecording(context.Background(), id)
+	if err != nil {
+		return nil, session.RecordingInfo{}, notFound(err)
+	}
+	return f, toSessionRecording(i.Info), nil
+}
+
+// RecordingsIndex returns a recording's index without screens
+// (session.Host).
+func (s *Service) RecordingsIndex(id string) (session.RecordingIndex, error) {
+	if s.recordings == nil {
+		return session.RecordingIndex{}, session.ErrRecordingNotFound
+	}
+	idx, err := s.recordings.Index(id)
+	if err != nil {
+		return session.RecordingIndex{}, notFound(err)
+	}
+	out := session.RecordingIndex{Keyframes: make([]session.RecordingKeyframe, 0, len(idx.Keyframes)), Audit: make([]session.Audit, 0, len(idx.Audit)), Dropped: idx.Dropped}
+	for _, k := range idx.Keyframes {
+		out.Keyframes = append(out.Keyframes, session.RecordingKeyframe{Time: k.Time, Offset: k.Offset, Rows: k.Rows, Cols: k.Cols, Bytes: k.Bytes})
+	}
+	for _, a := range idx.Audit {
+		out.Audit = append(out.Audit, session.Audit(a))
+	}
+	return out, nil
+}
+
+// RecordingsKeyframe returns keyframe n of a recording with its screen
+// (session.Host).
+func (s *Service) RecordingsKeyframe(id string, n int) (session.RecordingKeyframe, error) {
+	if s.recordings == nil {
+		return session.RecordingKeyframe{}, session.ErrRecordingNotFound
+	}
+	k, err := s.recordings.Keyframe(id, n)
+	if err != nil {
+		return session.RecordingKeyframe{}, notFound(err)
+	}
+	return session.RecordingKeyframe{Time: k.Time, Offset: k.Offset, Rows: k.Rows, Cols: k.Cols, Screen: k.Screen, Bytes: len(k.Screen)}, nil
+}
+
+// RecordAudit adds a to the recording of the terminal channel and returns
+// its id; "" when the terminal does not record (session.Host).
+func (s *Service) RecordAudit(channel string, a session.Audit) string {
+	ch, ok := s.registry.Get(channel)
+	if !ok || ch.Type != "terminal" {
+		return ""
+	}
+	r, ok := ch.Impl().(terminalRecorder)
+	if !ok {
+		return ""
+	}
+	id, m := r.Recording()
+	if m == record.Off {
+		return ""
+	}
+	if t, ok := ch.Impl().(terminalAuditor); ok {
+		t.RecordAudit(record.Audit(a))
+	}
+	return id
+}
+
+// RecordingOf returns the id of the recording the terminal channel writes
+// now, "" when it does not record (session.Host).
+func (s *Service) RecordingOf(channel string) string {
+	ch, ok := s.registry.Get(channel)
+	if !ok || ch.Type != "terminal" {
+		return ""
+	}
+	if st := recordingOf(ch); st != nil && st.Mode != record.Off {
+		return st.ID
+	}
+	return ""
+}

@@ -1,0 +1,472 @@
+package session
+
+// recordings/list, recordings/read, recordings/index and
+// recordings/keyframe (docs/protocol.md, "Recordings"): the page's player
+// reads the terminal recordings of the daemon's record.Store over the
+// viewer WebSocket. Any role may ask; a credential sees the recordings of
+// the channels it reaches only, and an id it does not reach is answered
+// as one that does not exist, so that ids cannot be probed.
+//
+// They run on the connection's run loop, like channels/create: each
+// reads at most one bounded piece of a file (a read's bytes, an index, a
+// keyframe's line).
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ahp-dev/ahpd/daemon/auth"
+	"github.com/ahp-dev/ahpd/daemon/events"
+	"github.com/ahp-dev/ahpd/daemon/registry"
+	"github.com/ahp-dev/ahpd/flow"
+)
+
+// ErrRecordingNotFound: no recording has the id, or it was evicted.
+var ErrRecordingNotFound = errors.New("recording not found")
+
+// RecordingInfo describes a recording (the Host's, from its
+// record.Store).
+type RecordingInfo struct {
+	ID       string
+	Channel  string // the terminal's URI
+	Started  time.Time
+	Ended    time.Time // zero while Live
+	Live     bool
+	Bytes    int64 // of the .cast
+	Duration float64
+	Rows     int
+	Cols     int
+	Title    string
+	Input    bool
+}
+
+// RecordingKeyframe is a keyframe of a recording's index: Screen is left
+// out by RecordingsIndex, which gives its size in Bytes.
+type RecordingKeyframe struct {
+	Time   float64 `json:"time"`
+	Offset int64   `json:"offset"`
+	Rows   int     `json:"rows"`
+	Cols   int     `json:"cols"`
+	Screen string  `json:"screen,omitempty"`
+	Bytes  int     `json:"bytes"`
+}
+
+// Audit is an audit event of a recording (docs/recording.md): Time is set
+// by the recording.
+type Audit struct {
+	Time   float64 `json:"time"`
+	Event  string  `json:"event"`
+	Viewer string  `json:"viewer,omitempty"`
+	Token  string  `json:"token,omitempty"`
+	Role   string  `json:"role,omitempty"`
+	Remote string  `json:"remote,omitempty"`
+	Detail string  `json:"detail,omitempty"`
+}
+
+// RecordingIndex is a recording's index without the keyframes' screens.
+type RecordingIndex struct {
+	Keyframes []RecordingKeyframe `json:"keyframes"`
+	Audit     []Audit             `json:"audit"`
+	Dropped   int64               `json:"dropped"`
+}
+
+// Bounds of recordings/read (docs/protocol.md, "Recordings").
+const (
+	defaultReadBytes = 256 << 10
+	maxReadBytes     = 1 << 20
+)
+
+// maxReadLine bounds how far recordingEnd looks back for a line's end
+// (the recorder writes event lines of at most 64 KiB).
+const maxReadLine = 4 << 20
+
+// recordingInfo is a recording as recordings/list answers it.
+type recordingInfo struct {
+	ID       string  `json:"id"`
+	Channel  string  `json:"channel"`
+	Started  string  `json:"started"`
+	Ended    *string `json:"ended"`
+	Live     bool    `json:"live"`
+	Bytes    int64   `json:"bytes"`
+	Duration float64 `json:"duration"`
+	Rows     int     `json:"rows"`
+	Cols     int     `json:"cols"`
+	Title    string  `json:"title"`
+	Input    bool    `json:"input"`
+}
+
+func toRecordingInfo(i RecordingInfo) recordingInfo {
+	r := recordingInfo{ID: i.ID, Channel: i.Channel, Started: i.Started.UTC().Format(time.RFC3339), Live: i.Live, Bytes: i.Bytes,
+		Duration: i.Duration, Rows: i.Rows, Cols: i.Cols, Title: i.Title, Input: i.Input}
+	if !i.Live && !i.Ended.IsZero() {
+		e := i.Ended.UTC().Format(time.RFC3339)
+		r.Ended = &e
+	}
+	return r
+}
+
+// recordingNotFound answers an id that does not exist, was evicted, or
+// that the credential does not reach: the same error for all three.
+func recordingNotFound(id string) *RPCError {
+	return rpcErr(flow.ErrCodeChannelNotFound, "recording not found: "+quoteClient(id))
+}
+
+// recording returns the Info of the recording id if the credential
+// reaches its channel.
+func (c *conn) recording(id string) (RecordingInfo, *RPCError) {
+	if id == "" || len(id) > c.limits.MaxIDLength {
+		return RecordingInfo{}, recordingNotFound(id)
+	}
+	info, err := c.srv.host.RecordingsInfo(id)
+	if err != nil || !c.grant.Allows(info.Channel) {
+		return RecordingInfo{}, recordingNotFound(id)
+	}
+	return info, nil
+}
+
+// messageLimit is the largest response a recordings method sends: the
+// client's default message size (clientReceiveDefaults.maximumMessageBytes,
+// in UTF-16 bytes as every AHP size), and at most half the connection's
+// control lane, which holds responses (in UTF-8 bytes).
+func (c *conn) messageLimit() (utf16, utf8 int64) {
+	lane := min(4<<20, c.limits.MaxBufferedBytes/4)
+	return c.limits.ClientReceiveDefaults.MaximumMessageBytes, lane / 2
+}
+
+// fits reports whether a response of b bytes is under the message limit.
+func (c *conn) fits(b []byte) bool { return c.ratio(b) >= 1 }
+
+// ratio returns the message limit over the size of b, in the measure
+// where it is smallest (< 1: b does not fit).
+func (c *conn) ratio(b []byte) float64 {
+	l16, l8 := c.messageLimit()
+	return min(float64(l8)/float64(len(b)), float64(l16)/float64(flow.UTF16Len(string(b))))
+}
+
+// respondBounded answers req with result if it fits in the message limit,
+// else with -32004 naming what was too large.
+func (c *conn) respondBounded(req *request, result any, what string) error {
+	b := encodeResponse(req.ID, result, nil)
+	if !c.fits(b) {
+		l16, _ := c.messageLimit()
+		return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: %s is larger than the message limit (%d UTF-16 bytes, clientReceiveDefaults.maximumMessageBytes)", what, l16)))
+	}
+	if req.isNotification() {
+		return nil
+	}
+	return c.queue(b)
+}
+
+func (c *conn) recordingsList(req *request) error {
+	var p struct {
+		Channel string `json:"channel"`
+	}
+	if len(req.Params) > 0 {
+		if e := decodeParams(req, &p); e != nil {
+			return c.respondOr(req, e)
+		}
+	}
+	if e := c.tooLong(subRef{Channel: p.Channel}); e != nil {
+		return c.respondOr(req, e)
+	}
+	if p.Channel != "" && !c.grant.Allows(p.Channel) {
+		return c.respondOr(req, rpcErr(flow.ErrCodeForbidden, "forbidden: the credential does not reach this channel"))
+	}
+	out := []recordingInfo{}
+	if p.Channel == "" || strings.HasPrefix(p.Channel, registry.SchemeTerminal) {
+		for _, i := range c.srv.host.RecordingsList(p.Channel) {
+			if c.grant.Allows(i.Channel) {
+				out = append(out, toRecordingInfo(i))
+			}
+		}
+	}
+	return c.respondBounded(req, map[string]any{"recordings": out}, "the list")
+}
+
+// readResult is recordings/read's answer. Data is whole lines of the
+// .cast file from Offset to NextOffset.
+type readResult struct {
+	Data       string `json:"data"`
+	Offset     int64  `json:"offset"`
+	NextOffset int64  `json:"nextOffset"`
+	Size       int64  `json:"size"`
+	EOF        bool   `json:"eof"`
+	Live       bool   `json:"live"`
+}
+
+func (c *conn) recordingsRead(req *request) error {
+	var p struct {
+		ID       string `json:"id"`
+		Offset   *int64 `json:"offset"`
+		MaxBytes *int64 `json:"maxBytes"`
+	}
+	if e := decodeParams(req, &p); e != nil {
+		return c.respondOr(req, e)
+	}
+	info, e := c.recording(p.ID)
+	if e != nil {
+		return c.respondOr(req, e)
+	}
+	want := int64(defaultReadBytes)
+	if p.MaxBytes != nil {
+		if *p.MaxBytes < 1 || *p.MaxBytes > maxReadBytes {
+			return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, fmt.Sprintf("maxBytes: must be between 1 and %d, got %d", maxReadBytes, *p.MaxBytes)))
+		}
+		want = *p.MaxBytes
+	}
+	off := int64(0)
+	if p.Offset != nil {
+		off = *p.Offset
+	}
+	f, info, err := c.srv.host.RecordingsOpen(info.ID)
+	if err != nil {
+		return c.respondOr(req, recordingNotFound(p.ID))
+	}
+	defer f.Close()
+	size, err := RecordingEnd(f)
+	if err != nil {
+		c.log.Warn("recording unreadable", "conn", c.id, "recording", info.ID, "err", err)
+		return c.respondOr(req, rpcErr(flow.ErrCodeInternal, "recording unreadable"))
+	}
+	if off < 0 || off > size {
+		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, fmt.Sprintf("offset: must be between 0 and the size, %d, got %d", size, off)))
+	}
+	data, err := c.readLines(f, off, size, want)
+	if err != nil {
+		var ee *RPCError
+		if errors.As(err, &ee) {
+			return c.respondOr(req, ee)
+		}
+		c.log.Warn("recording unreadable", "conn", c.id, "recording", info.ID, "err", err)
+		return c.respondOr(req, rpcErr(flow.ErrCodeInternal, "recording unreadable"))
+	}
+	res := readResult{Data: string(data), Offset: off, NextOffset: off + int64(len(data)), Size: size, Live: info.Live}
+	res.EOF = res.NextOffset == size && !info.Live
+	// Whole lines that fit: shorten at an earlier line's end until the
+	// response fits in the message limit (escaping may grow it). Each
+	// try cuts in proportion to the excess, so a few tries do.
+	for {
+		b := encodeReadResponse(req.ID, res)
+		if c.fits(b) {
+			if req.isNotification() {
+				return nil
+			}
+			return c.queue(b)
+		}
+		keep := int(float64(len(data)) * c.ratio(b) * 0.95)
+		cut := bytes.LastIndexByte(data[:max(0, min(keep, len(data)-1))], '\n')
+		if cut < 0 {
+			l16, _ := c.messageLimit()
+			return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: the line at offset %d is larger than the message limit (%d UTF-16 bytes)", off, l16)))
+		}
+		data = data[:cut+1]
+		res.Data, res.NextOffset, res.EOF = string(data), off+int64(len(data)), false
+	}
+}
+
+// readLines reads whole lines of f from off, up to want bytes and never
+// past end: it cuts at the last "\n" within want bytes, or, when the first
+// line is longer than want, reads that line whole if it fits in the
+// message limit.
+func (c *conn) readLines(f io.ReadSeeker, off, end, want int64) ([]byte, error) {
+	if off == end {
+		return []byte{}, nil
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	n := min(want, end-off)
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return nil, err
+	}
+	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+		return buf[:i+1], nil
+	}
+	// One line longer than want: read on to its end, as far as the
+	// message limit could carry.
+	_, l8 := c.messageLimit()
+	limit := min(l8, end-off)
+	for int64(len(buf)) < limit {
+		more := make([]byte, min(64<<10, limit-int64(len(buf))))
+		k, err := io.ReadFull(f, more)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, err
+		}
+		if i := bytes.IndexByte(more[:k], '\n'); i >= 0 {
+			return append(buf, more[:i+1]...), nil
+		}
+		buf = append(buf, more[:k]...)
+		if k == 0 {
+			break
+		}
+	}
+	l16, _ := c.messageLimit()
+	return nil, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: the line at offset %d is larger than the message limit (%d UTF-16 bytes)", off, l16))
+}
+
+// encodeReadResponse writes recordings/read's response with the data
+// string escaped as AHP strings are (flow.AppendJSONString: no HTML
+// escapes, which json.Marshal would add to every "<").
+func encodeReadResponse(id []byte, r readResult) []byte {
+	if len(id) == 0 {
+		id = []byte("null")
+	}
+	b := make([]byte, 0, len(r.Data)+len(r.Data)/8+256)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":{"data":`...)
+	b = flow.AppendJSONString(b, r.Data)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, r.Offset, 10)
+	b = append(b, `,"nextOffset":`...)
+	b = strconv.AppendInt(b, r.NextOffset, 10)
+	b = append(b, `,"size":`...)
+	b = strconv.AppendInt(b, r.Size, 10)
+	b = append(b, `,"eof":`...)
+	b = strconv.AppendBool(b, r.EOF)
+	b = append(b, `,"live":`...)
+	b = strconv.AppendBool(b, r.Live)
+	return append(b, "}}"...)
+}
+
+// RecordingEnd returns where a read of a .cast stops: after its last
+// complete line (a recording being written may end in the middle of one;
+// one that ended ends with a line's end, so this is its size).
+func RecordingEnd(f io.ReadSeeker) (int64, error) {
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 4096)
+	for end := size; end > 0; {
+		start := max(0, end-int64(len(buf)))
+		if _, err := f.Seek(start, io.SeekStart); err != nil {
+			return 0, err
+		}
+		n, err := io.ReadFull(f, buf[:end-start])
+		if err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return start + int64(i) + 1, nil
+		}
+		if size-start > maxReadLine {
+			return 0, fmt.Errorf("no line end in the last %d bytes", size-start)
+		}
+		end = start
+	}
+	return 0, nil
+}
+
+func (c *conn) recordingsIndex(req *request) error {
+	var p struct {
+		ID string `json:"id"`
+	}
+	if e := decodeParams(req, &p); e != nil {
+		return c.respondOr(req, e)
+	}
+	info, e := c.recording(p.ID)
+	if e != nil {
+		return c.respondOr(req, e)
+	}
+	idx, err := c.srv.host.RecordingsIndex(info.ID)
+	if err != nil {
+		if errors.Is(err, ErrRecordingNotFound) {
+			return c.respondOr(req, recordingNotFound(p.ID))
+		}
+		c.log.Warn("recording index unreadable", "conn", c.id, "recording", info.ID, "err", err)
+		return c.respondOr(req, rpcErr(flow.ErrCodeInternal, "recording index unreadable"))
+	}
+	if idx.Keyframes == nil {
+		idx.Keyframes = []RecordingKeyframe{}
+	}
+	if idx.Audit == nil {
+		idx.Audit = []Audit{}
+	}
+	for i := range idx.Keyframes {
+		idx.Keyframes[i].Screen = ""
+	}
+	return c.respondBounded(req, idx, "the index")
+}
+
+func (c *conn) recordingsKeyframe(req *request) error {
+	var p struct {
+		ID string `json:"id"`
+		N  *int   `json:"n"`
+	}
+	if e := decodeParams(req, &p); e != nil {
+		return c.respondOr(req, e)
+	}
+	info, e := c.recording(p.ID)
+	if e != nil {
+		return c.respondOr(req, e)
+	}
+	if p.N == nil || *p.N < 0 {
+		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, "n: required, the keyframe's number from 0 (recordings/index lists them)"))
+	}
+	k, err := c.srv.host.RecordingsKeyframe(info.ID, *p.N)
+	if err != nil {
+		if errors.Is(err, ErrRecordingNotFound) {
+			return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, fmt.Sprintf("n: %s has no keyframe %d (recordings/index lists them)", quoteClient(p.ID), *p.N)))
+		}
+		c.log.Warn("recording index unreadable", "conn", c.id, "recording", info.ID, "err", err)
+		return c.respondOr(req, rpcErr(flow.ErrCodeInternal, "recording index unreadable"))
+	}
+	if !utf8.ValidString(k.Screen) {
+		return c.respondOr(req, rpcErr(flow.ErrCodeInternal, "recording index unreadable"))
+	}
+	return c.respondBounded(req, struct {
+		Time   float64 `json:"time"`
+		Offset int64   `json:"offset"`
+		Rows   int     `json:"rows"`
+		Cols   int     `json:"cols"`
+		Screen string  `json:"screen"`
+	}{k.Time, k.Offset, k.Rows, k.Cols, k.Screen}, fmt.Sprintf("keyframe %d", *p.N))
+}
+
+// auditRole is the role an audit event names: admin for the admin token.
+func (c *conn) auditRole() string {
+	if c.grant.Admin {
+		return "admin"
+	}
+	return c.grant.Role.String()
+}
+
+// audit adds event to the recording of s's terminal, if it records
+// (docs/recording.md, "Audit"): who, with which token (its id, never the
+// secret), role and address.
+func (c *conn) audit(s *subscription, event, detail string) string {
+	if s.ch.Type != "terminal" {
+		return ""
+	}
+	return c.srv.host.RecordAudit(s.ch.URI, Audit{Event: event, Viewer: c.id, Token: c.grant.ID, Role: c.auditRole(), Remote: c.remote, Detail: detail})
+}
+
+// auditInput counts n bytes of input from s's viewer and, at its first
+// keystroke into each recording of the terminal, records an "input"
+// audit event and publishes viewer.input.
+func (c *conn) auditInput(s *subscription, n int) {
+	s.inputBytes += int64(n)
+	if c.grant.Role != auth.RoleControl {
+		return // refused by the terminal: not input
+	}
+	id := c.srv.host.RecordingOf(s.ch.URI)
+	if id == "" || id == s.inputAudited {
+		return
+	}
+	s.inputAudited = id
+	c.audit(s, "input", "")
+	token := c.grant.ID
+	if token == "" {
+		token = "admin"
+	}
+	c.srv.events.Publish(events.Event{Kind: "viewer.input", Channel: s.ch.URI, Viewer: c.id,
+		Detail: fmt.Sprintf("token %s, role %s, from %s, recording %s", token, c.auditRole(), c.remote, id)})
+}
