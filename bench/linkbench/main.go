@@ -77,6 +77,7 @@ type config struct {
 	cut                  time.Duration
 	compress             bool
 	verbose              bool
+	daemonLog            string
 }
 
 func main() {
@@ -96,6 +97,7 @@ func main() {
 	flag.DurationVar(&c.cut, "cut", 15*time.Second, "the longest one transfer may take; a slower one is cut and its rate is that of the bytes moved")
 	flag.BoolVar(&c.compress, "compress", false, "also measure `ahpctl forward --compress` (permessage-deflate; the target's bytes are random)")
 	lock := flag.String("lock", "/tmp/ahp-bench.lock", "hold flock on this file while measuring (empty: none)")
+	flag.StringVar(&c.daemonLog, "daemon-log", "warn", "ahpd's --log-level (debug: its tuner's window changes, with -v to see them)")
 	flag.BoolVar(&c.verbose, "v", false, "pass the children's output (ahpd, forward, chisel) on to stderr")
 	flag.Parse()
 	if *builtFrom != "" {
@@ -580,7 +582,7 @@ func (c *config) runRTT(dir, target, catFile string, rtt time.Duration) (*rttRes
 	if err != nil {
 		return nil, err
 	}
-	d, err := benchproc.StartDaemon(c.ahpd, ddir, []string{"--no-default-terminal", "--log-level", "warn"}, nil)
+	d, err := benchproc.StartDaemon(c.ahpd, ddir, []string{"--no-default-terminal", "--log-level", c.daemonLog}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
@@ -109,6 +110,10 @@ func (c *conn) tune(s *subscription, n int64) {
 	recv.SetWindowBytes(w) // before the client can use it
 	c.sender.QueueWindow(s.stream)
 	c.stats.windowChanges.Add(1)
+	if c.log.Enabled(context.Background(), slog.LevelDebug) {
+		srtt, smallest := s.tuner.RTT()
+		c.log.Debug("tcp/input window tuned", "conn", c.id, "sub", s.id, "channel", s.ch.URI, "windowBytes", w, "srtt", srtt, "minRTT", smallest, "held", recv.Held())
+	}
 }
 
 // onRTT hands a round trip to every tuned subscription.
