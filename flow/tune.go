@@ -206,6 +206,12 @@ func (t *WindowTuner) rateRose(rate float64) bool {
 	return t.growFrac > 0 && rate >= t.growRate*(1+t.growFrac/2)
 }
 
+// rateFollowed reports whether the released rate rose with the last growth
+// by at least 3/4 of it: the window, not the path, limits the stream.
+func (t *WindowTuner) rateFollowed(rate float64) bool {
+	return t.growRate > 0 && t.growFrac > 0 && rate >= t.growRate*(1+t.growFrac*3/4)
+}
+
 // smallest is the smallest round trip of the current and the previous
 // lifetime.
 func (t *WindowTuner) smallest() time.Duration {
@@ -324,13 +330,16 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 			// QueueTarget) a step, even one taken on a sample that came
 			// before the last step acted, stays under the 2 ×
 			// QueueTarget where it shrinks (each shrink starves the pipe
-			// for a round trip); the step doubles while the round trip shows no
-			// queue (at most half the target) so that a window far below
-			// the path's needs gets there in a few round trips, and
-			// starts over once a queue shows. At least a 64th (less is
-			// not announced), at most an eighth.
+			// for a round trip). The step doubles while the round trip
+			// shows no queue (at most half the target), or while the
+			// delivery rate rose with the last step as much as the
+			// window did (the window, not the path, limits the stream:
+			// round trips noisier than the target do not show that),
+			// so that a window far below the path's needs gets there in
+			// a few round trips; it starts over otherwise. At least a
+			// 64th (less is not announced), at most an eighth.
 			base := max(int64(rate*t.cfg.QueueTarget.Seconds()/2), t.window/64)
-			if t.step == 0 || growQueue > t.cfg.QueueTarget/2 {
+			if t.step == 0 || (growQueue > t.cfg.QueueTarget/2 && !t.rateFollowed(rate)) {
 				t.step = base
 			} else {
 				t.step *= 2

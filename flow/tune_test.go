@@ -468,3 +468,48 @@ func TestWindowTunerSlowStartOvershoot(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowTunerClimbsAfterAnEarlySlowStartExit: a slow start that ended
+// far below the path's product (a burst of noise looked like a queue)
+// climbs back within a few seconds through round trips a few ms noisier
+// than half the target, which alone would keep its steps small: the
+// delivery rate rising with each step says the window limits the stream.
+func TestWindowTunerClimbsAfterAnEarlySlowStartExit(t *testing.T) {
+	for _, rtt := range []time.Duration{20 * time.Millisecond, 80 * time.Millisecond, 200 * time.Millisecond} {
+		p := pathModel{rate: 33e6, rtt: rtt}
+		bdp := int64(p.rate * rtt.Seconds())
+		tu := NewWindowTuner(TunerConfig{Floor: 128 << 10, Ceiling: 64 << 20}, bdp/3)
+		now := time.Unix(1000, 0)
+		tu.OnRTT(now, rtt)
+		seed := uint64(7)
+		noise := func() time.Duration { // 2.5–4 ms: over half the target, under it
+			seed ^= seed << 13
+			seed ^= seed >> 7
+			seed ^= seed << 17
+			return 2500*time.Microsecond + time.Duration(seed%uint64(1500*time.Microsecond))
+		}
+		lastPing := now
+		reached := time.Duration(-1)
+		for el := time.Duration(0); el < 20*time.Second; el += time.Millisecond {
+			now = now.Add(time.Millisecond)
+			d, r := p.step(tu.Window(), time.Millisecond)
+			if now.Sub(lastPing) >= rtt {
+				extra := noise()
+				if el < 3*rtt {
+					extra = 20 * time.Millisecond // the burst that ends slow start
+				}
+				tu.OnRTT(now, r+extra)
+				lastPing = now
+			}
+			tu.NoteHeld(0)
+			tu.OnRelease(now, d)
+			if reached < 0 && el > 3*rtt && float64(tu.Window()) >= 0.9*float64(bdp) {
+				reached = el
+			}
+		}
+		t.Logf("%v: 90%% of the path's product after %v (%.0f round trips), window %d of %d", rtt, reached, float64(reached)/float64(rtt), tu.Window(), bdp)
+		if reached < 0 || reached > 12*rtt+100*time.Millisecond {
+			t.Errorf("%v: the window reached 90%% of the path's product after %v", rtt, reached)
+		}
+	}
+}
