@@ -94,6 +94,11 @@ export class WindowTuner {
     return this._growFrac > 0 && rate >= this._growRate * (1 + this._growFrac / 2);
   }
 
+  /** _rateFollowed: the released rate rose with the last growth by 3/4 of it at least. */
+  _rateFollowed(rate) {
+    return this._growRate > 0 && this._growFrac > 0 && rate >= this._growRate * (1 + this._growFrac * 3 / 4);
+  }
+
   _smallest() {
     return this._prevMin > 0 && this._prevMin < this.minRtt ? this._prevMin : this.minRtt;
   }
@@ -174,7 +179,10 @@ export class WindowTuner {
         // Additive from half queueTargetMs of the rate, doubling while no
         // queue shows (at most half the target), at most an eighth.
         const base = Math.max(Math.floor(rate * this.queueTargetMs / 2), Math.floor(this.window / 64));
-        this._step = this._step === 0 || growQueue > this.queueTargetMs / 2 ? base : this._step * 2;
+        // It doubles while no queue shows, or while the delivery rate rose
+        // with the last step as much as the window did (the window, not
+        // the path, limits the stream), else starts over.
+        this._step = this._step === 0 || (growQueue > this.queueTargetMs / 2 && !this._rateFollowed(rate)) ? base : this._step * 2;
         this._step = Math.min(Math.max(this._step, base), Math.floor(this.window / 8));
         next = this.window + this._step;
       }
