@@ -313,6 +313,12 @@ func (s *Service) addTerminal(spec TerminalSpec, t flow.Channel, created time.Ti
 		_ = t.Close()
 		return nil, err
 	}
+	attrs := []any{"channel", ch.URI, "type", ch.Type}
+	if p, ok := t.(terminalPider); ok {
+		attrs = append(attrs, "pid", p.Pid())
+	}
+	s.log.Info(msg, attrs...)
+	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	if mode, _ := record.ParseMode(spec.Record); mode != record.Off {
 		r, ok := t.(terminalRecorder)
 		if !ok {
@@ -328,12 +334,6 @@ func (s *Service) addTerminal(spec TerminalSpec, t flow.Channel, created time.Ti
 			s.events.Publish(events.Event{Kind: "recording.started", Channel: ch.URI, Detail: id + " (" + m.String() + ")"})
 		}
 	}
-	attrs := []any{"channel", ch.URI, "type", ch.Type}
-	if p, ok := t.(terminalPider); ok {
-		attrs = append(attrs, "pid", p.Pid())
-	}
-	s.log.Info(msg, attrs...)
-	s.events.Publish(events.Event{Kind: "channel.created", Channel: ch.URI, Detail: ch.Type})
 	s.mu.Lock()
 	closing := s.closing
 	n, notify := t.(exitNotifier)

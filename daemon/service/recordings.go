@@ -21,7 +21,7 @@ import (
 )
 
 // ErrRecordingNotFound: no recording has the id (or it was evicted).
-var ErrRecordingNotFound = record.ErrNotFound
+var ErrRecordingNotFound = session.ErrRecordingNotFound
 
 // terminalRecorder is what a terminal that records offers
 // (pty.Terminal).
@@ -187,6 +187,9 @@ func (s *Service) OpenRecording(ctx context.Context, id string) (io.ReadSeekClos
 		return nil, RecordingInfo{}, fmt.Errorf("%w: %q", ErrRecordingNotFound, session.Truncate(id, 128))
 	}
 	f, info, err := s.recordings.Open(id)
+	if errors.Is(err, record.ErrNotFound) {
+		return nil, RecordingInfo{}, fmt.Errorf("%w: %q (ahpctl recordings list shows them)", ErrRecordingNotFound, session.Truncate(id, 128))
+	}
 	if err != nil {
 		return nil, RecordingInfo{}, err
 	}
@@ -206,7 +209,7 @@ func toSessionRecording(i record.Info) session.RecordingInfo {
 
 // notFound maps the store's not-found to the session's.
 func notFound(err error) error {
-	if errors.Is(err, record.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) && !errors.Is(err, session.ErrRecordingNotFound) {
 		return fmt.Errorf("%w: %w", session.ErrRecordingNotFound, err)
 	}
 	return err

@@ -102,8 +102,8 @@ type subscription struct {
 	tunedExtra int64 // the largest tuned window beyond the first one, taken from conn.queued
 
 	// Audit of a recorded terminal (recordings.go): the bytes of input
-	// this viewer sent, and the recording its first keystroke was
-	// recorded in ("" none yet).
+	// this viewer sent while it recorded, and the recording its first
+	// keystroke was recorded in ("" none yet).
 	inputBytes   int64
 	inputAudited string
 }
@@ -1041,8 +1041,8 @@ func (c *conn) deliver(s *subscription, msg []byte, pos flow.Position) error {
 		c.resetSub(s, flow.CodeProtocolError, "logical message is not a JSON-RPC 2.0 notification")
 		return nil
 	}
-	if s.ch.Type == "terminal" {
-		c.auditInput(s, len(params))
+	if s.ch.Type == "terminal" && method == "terminal/input" {
+		c.auditInput(s, params)
 	}
 	if err := s.sub.Deliver(method, params, func() { c.released(s, pos) }); err != nil {
 		var r *flow.Reset

@@ -13,6 +13,7 @@ package session
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -449,16 +450,25 @@ func (c *conn) audit(s *subscription, event, detail string) string {
 	return c.srv.host.RecordAudit(s.ch.URI, Audit{Event: event, Viewer: c.id, Token: c.grant.ID, Role: c.auditRole(), Remote: c.remote, Detail: detail})
 }
 
-// auditInput counts n bytes of input from s's viewer and, at its first
-// keystroke into each recording of the terminal, records an "input"
-// audit event and publishes viewer.input.
-func (c *conn) auditInput(s *subscription, n int) {
-	s.inputBytes += int64(n)
+// auditInput counts the bytes of input in params (terminal/input's) from
+// s's viewer while the terminal records and, at the viewer's first
+// keystroke into each recording, records an "input" audit event and
+// publishes viewer.input.
+func (c *conn) auditInput(s *subscription, params []byte) {
 	if c.grant.Role != auth.RoleControl {
 		return // refused by the terminal: not input
 	}
 	id := c.srv.host.RecordingOf(s.ch.URI)
-	if id == "" || id == s.inputAudited {
+	if id == "" {
+		return
+	}
+	var p struct {
+		Data string `json:"data"`
+	}
+	if json.Unmarshal(params, &p) == nil {
+		s.inputBytes += int64(len(p.Data))
+	}
+	if id == s.inputAudited {
 		return
 	}
 	s.inputAudited = id
