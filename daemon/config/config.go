@@ -91,9 +91,10 @@ type Limits struct {
 	// channel; samples of further series are dropped and counted.
 	// Applies to channels created after the change. Default 10,000.
 	TelemetryMaxSeries int `limit:"telemetryMaxSeries"`
-	// RecordingMaxBytes caps one recording's .cast file: at the cap the
-	// file ends with a marker and recording goes on in a new file of the
-	// same terminal (docs/recording.md). Default 64 MiB, at least 64 KiB.
+	// RecordingMaxBytes caps one recording's files (.cast and index
+	// together): at the cap the file ends with a marker and recording
+	// goes on in a new file of the same terminal (docs/recording.md).
+	// Default 64 MiB, at least 64 KiB.
 	RecordingMaxBytes int64 `limit:"recordingMaxBytes"`
 	// RecordingsMaxTotalBytes caps the recordings directory: the oldest
 	// recordings (.cast and index together) are deleted first; one being

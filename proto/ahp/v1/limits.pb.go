@@ -168,9 +168,10 @@ type Limits struct {
 	// channel; samples of further series are dropped and counted. Applies to
 	// channels created after the change. Default 10000.
 	TelemetryMaxSeries int64 `protobuf:"varint,19,opt,name=telemetry_max_series,json=telemetryMaxSeries,proto3" json:"telemetry_max_series,omitempty"`
-	// recording_max_bytes caps one recording's .cast file: at the cap the
-	// file ends with a marker and recording goes on in a new file
-	// (docs/recording.md). At least 64 KiB. Default 64 MiB.
+	// recording_max_bytes caps one recording's files (its .cast and index
+	// together): at the cap the file ends with a marker and recording goes
+	// on in a new file that starts with a keyframe (docs/recording.md). At
+	// least 64 KiB. Default 64 MiB.
 	RecordingMaxBytes int64 `protobuf:"varint,20,opt,name=recording_max_bytes,json=recordingMaxBytes,proto3" json:"recording_max_bytes,omitempty"`
 	// recordings_max_total_bytes caps the recordings directory (.cast and
 	// index files together): the oldest recordings are deleted first; one
