@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/auth"
@@ -214,6 +215,14 @@ func (s *Server) Handler() http.Handler { return s.sess.Handler() }
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, s.BeginShutdown)
 	defer stop()
+	var drops sync.WaitGroup
+	if s.recordings != nil {
+		dctx, cancel := context.WithCancel(ctx)
+		defer func() { cancel(); drops.Wait() }()
+		drops.Go(func() {
+			watchDrops(dctx, dropCheck, func() int64 { return s.recordings.Stats().DroppedBytes }, s.Events())
+		})
+	}
 	err := s.sess.Serve(ctx, ln)
 	if s.sess.IsUpgrading() {
 		s.Service.CloseForUpgrade()

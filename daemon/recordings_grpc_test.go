@@ -1,0 +1,157 @@
+package daemon_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/ahp-dev/ahpd/daemon/config"
+	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+)
+
+// readAll streams a recording from offset over ReadRecording.
+func readAll(t *testing.T, rc ahpv1.RecordingServiceClient, id string, off int64) ([]byte, error) {
+	t.Helper()
+	stream, err := rc.ReadRecording(ctxT(t), &ahpv1.ReadRecordingRequest{Id: id, Offset: off})
+	if err != nil {
+		return nil, err
+	}
+	var b []byte
+	for {
+		res, err := stream.Recv()
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if res.Offset != off+int64(len(b)) || len(res.Data) > 256<<10 {
+			t.Fatalf("chunk at %d of %d bytes, want at %d and at most 256 KiB", res.Offset, len(res.Data), off+int64(len(b)))
+		}
+		b = append(b, res.Data...)
+	}
+}
+
+// waitCast polls the recording's file until it holds want (the recorder
+// writes from its own goroutine).
+func waitCast(t *testing.T, path, want string) []byte {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if bytes.Contains(b, []byte(want)) {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never held %q: %q", path, want, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRecordingControlPlane: over the gRPC socket, with real PTYs: the
+// config's record makes a terminal recorded from its start; a running
+// terminal is switched on, to another mode (a new file) and off;
+// ReadRecording returns the file's bytes exactly, of a live recording up
+// to its last complete line; bad modes and ids get the right codes.
+func TestRecordingControlPlane(t *testing.T) {
+	h := start(t, true, func(c *config.Config) { c.Record = "output" })
+	cp := h.control()
+	rc := ahpv1.NewRecordingServiceClient(cp.cc)
+	ctx := ctxT(t)
+
+	res, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "def", Command: "/bin/sh", Args: []string{"-c", "echo from-the-start; exec cat"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Channel.Recording; r.GetMode() != "output" || !strings.HasPrefix(r.GetId(), "def-") {
+		t.Fatalf("a terminal under record = output: recording %v", r)
+	}
+	list, err := rc.ListRecordings(ctx, &ahpv1.ListRecordingsRequest{Channel: "ahp-terminal:/def"})
+	if err != nil || len(list.Recordings) != 1 || !list.Recordings[0].Live || list.Recordings[0].Channel != "ahp-terminal:/def" {
+		t.Fatalf("ListRecordings = %v, %v", list, err)
+	}
+	path := list.Recordings[0].Path
+	waitCast(t, path, "from-the-start")
+	// Live: the read stops after the last complete line, and is the
+	// file's bytes up to there.
+	got, err := readAll(t, rc, res.Channel.Recording.Id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, _ := os.ReadFile(path)
+	if len(got) == 0 || !bytes.HasPrefix(file, got) || got[len(got)-1] != '\n' {
+		t.Fatalf("live read of %d bytes: not the file's first complete lines (%d bytes)", len(got), len(file))
+	}
+	part, err := readAll(t, rc, res.Channel.Recording.Id, 10)
+	if err != nil || !bytes.Equal(part, got[10:]) {
+		t.Fatalf("read from 10: %d bytes, %v", len(part), err)
+	}
+
+	// off, a terminal created with record off, then on, then on with input.
+	off, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "off", Command: "cat", Record: "off"})
+	if err != nil || off.Channel.Recording.GetMode() != "off" {
+		t.Fatalf("record off: %v, %v", off, err)
+	}
+	on, err := cp.terminals.SetTerminalRecording(ctx, &ahpv1.SetTerminalRecordingRequest{Channel: "ahp-terminal:/off", Mode: "output"})
+	if err != nil || on.Recording.Mode != "output" || !strings.HasPrefix(on.Recording.Id, "off-") {
+		t.Fatalf("record on: %v, %v", on, err)
+	}
+	again, err := cp.terminals.SetTerminalRecording(ctx, &ahpv1.SetTerminalRecordingRequest{Channel: "ahp-terminal:/off", Mode: "output"})
+	if err != nil || again.Recording.Id != on.Recording.Id {
+		t.Fatalf("record on twice: %v, %v; want the same file %s", again, err, on.Recording.Id)
+	}
+	in, err := cp.terminals.SetTerminalRecording(ctx, &ahpv1.SetTerminalRecordingRequest{Channel: "ahp-terminal:/off", Mode: "output+input"})
+	if err != nil || in.Recording.Mode != "output+input" || in.Recording.Id == on.Recording.Id {
+		t.Fatalf("record with input: %v, %v; want a new file", in, err)
+	}
+	ch, err := cp.channels.GetChannel(ctx, &ahpv1.GetChannelRequest{Channel: "ahp-terminal:/off"})
+	if err != nil || ch.Channel.Recording.GetId() != in.Recording.Id {
+		t.Fatalf("GetChannel: recording %v, %v", ch.GetChannel().GetRecording(), err)
+	}
+	if _, err := cp.terminals.SetTerminalRecording(ctx, &ahpv1.SetTerminalRecordingRequest{Channel: "ahp-terminal:/off", Mode: "off"}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := rc.ListRecordings(ctx, &ahpv1.ListRecordingsRequest{Channel: "ahp-terminal:/off"})
+	if len(l.GetRecordings()) != 2 || l.Recordings[0].Id != in.Recording.Id || l.Recordings[0].Live || !l.Recordings[0].Input || l.Recordings[0].EndTime == nil {
+		t.Fatalf("after off: %v, want two ended files, the input one first", l)
+	}
+	// An ended recording reads whole, byte for byte.
+	got, err = readAll(t, rc, in.Recording.Id, 0)
+	file, _ = os.ReadFile(l.Recordings[0].Path)
+	if err != nil || !bytes.Equal(got, file) || !bytes.HasSuffix(file, []byte("\n")) {
+		t.Fatalf("read of an ended recording: %d bytes, the file %d, %v", len(got), len(file), err)
+	}
+
+	for _, tc := range []struct {
+		err  error
+		code codes.Code
+		msg  string
+	}{
+		{func() error {
+			_, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Command: "cat", Record: "everything"})
+			return err
+		}(), codes.InvalidArgument, "record: want off, output or output+input"},
+		{func() error {
+			_, err := cp.terminals.SetTerminalRecording(ctx, &ahpv1.SetTerminalRecordingRequest{Channel: "ahp-terminal:/off"})
+			return err
+		}(), codes.InvalidArgument, "mode"},
+		{func() error {
+			_, err := cp.terminals.SetTerminalRecording(ctx, &ahpv1.SetTerminalRecordingRequest{Channel: "ahp-terminal:/nope", Mode: "output"})
+			return err
+		}(), codes.NotFound, "nope"},
+		{func() error { _, err := readAll(t, rc, "off-20991231T000000Z", 0); return err }(), codes.NotFound, "recording not found"},
+		{func() error { _, err := readAll(t, rc, in.Recording.Id, int64(len(file))+1); return err }(), codes.InvalidArgument, "offset"},
+		{func() error {
+			_, err := rc.ListRecordings(ctx, &ahpv1.ListRecordingsRequest{Channel: "ahp-tcp:/1"})
+			return err
+		}(), codes.InvalidArgument, "terminal URI"},
+	} {
+		wantCode(t, tc.err, tc.code, tc.msg)
+	}
+}
