@@ -71,6 +71,16 @@ type channelView struct {
 	TCP *tcpChannelView `json:"tcp,omitempty"`
 	// Telemetry is set for telemetry channels.
 	Telemetry *telemetryChannelView `json:"telemetry,omitempty"`
+	// Recording is a terminal's recording (unset for other types and from
+	// an older daemon).
+	Recording *recordingStateView `json:"recording,omitempty"`
+}
+
+// recordingStateView is ahpv1.RecordingState: off, or the mode and the
+// file being written.
+type recordingStateView struct {
+	Mode string `json:"mode"`
+	ID   string `json:"id,omitempty"`
 }
 
 // channelExitView is ahpv1.ChannelExit: the code, or the signal.
@@ -121,6 +131,9 @@ func toChannelView(c *ahpv1.Channel) channelView {
 	}
 	if t := c.Tcp; t != nil {
 		v.TCP = &tcpChannelView{Target: t.Target, Remote: t.Remote, BytesIn: t.BytesIn, BytesOut: t.BytesOut, Resumes: t.Resumes, Consumer: t.Consumer, Phase: t.Phase}
+	}
+	if r := c.Recording; r != nil {
+		v.Recording = &recordingStateView{Mode: r.Mode, ID: r.Id}
 	}
 	if t := c.Telemetry; t != nil {
 		v.Telemetry = &telemetryChannelView{Source: t.Source, Policy: t.Policy, Seq: t.Seq, Samples: t.Samples, Status: t.Status}
@@ -208,6 +221,13 @@ func (a *app) printChannelDetail(v channelDetailView) error {
 	}
 	if v.Created != nil {
 		row("created", v.Created.Local().Format(time.DateTime)+" ("+v.age()+" ago)")
+	}
+	if r := v.Recording; r != nil {
+		if r.Mode == "off" {
+			row("recording", "off")
+		} else {
+			row("recording", r.Mode+" to "+r.ID+" (ahpctl recordings cat "+r.ID+")")
+		}
 	}
 	if v.Exit != nil {
 		if v.Exit.Signal != "" {
