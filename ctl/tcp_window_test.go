@@ -94,6 +94,56 @@ func TestE2ETCPWindowFromRoundTrip(t *testing.T) {
 	t.Logf("windows: %d bytes at a %v round trip, %d at %v", fw, fastConn.RTT(), sw, slowConn.RTT())
 }
 
+// TestE2ETCPWindowOpensSmallBesideATerminal: a TCPStream on a connection
+// that also carries a terminal opens at AutoWindowMin, whatever the round
+// trip, and slow-starts from there (flow.WindowTuner), so that its first
+// round trip's bytes do not queue ahead of the terminal's echo; one on a
+// connection of TCP streams only opens at the round trip's guess
+// (TestE2ETCPWindowFromRoundTrip).
+func TestE2ETCPWindowOpensSmallBesideATerminal(t *testing.T) {
+	d, tok, host, p := echoDaemon(t)
+	d.mustCtl("terminal", "create", "--id", "beside", "--", "/bin/sh", "-c", "sleep 60")
+	const delay = 30 * time.Millisecond
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return c, err
+		}
+		return &slowConn{Conn: c, delay: delay}, nil
+	}}}
+	conn, res, err := client.Dial(ctxT(t), "ws://"+d.addr+"/v1/ws", client.Options{Token: tok, HTTPClient: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if !conn.WindowUpdates() {
+		t.Fatal("the daemon does not take channel/window")
+	}
+	sub, err := conn.Subscribe(ctxT(t), "ahp-terminal:/beside", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe(ctxT(t)) }()
+	st, err := client.OpenTCP(ctxT(t), client.TCPOptions{Dial: func(context.Context) (*client.Conn, error) { return conn, nil }, Host: host, Port: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Abort()
+	fc := res.Capabilities.FlowControl
+	if got, guess := st.ReceiveLimits().WindowBytes, client.AutoReceive(fc.ClientDefaults, fc.Maximums, conn.RTT()).WindowBytes; got != client.AutoWindowMin || guess <= got {
+		t.Fatalf("beside a terminal at a %v round trip the stream opened with %d, want AutoWindowMin %d (the guess: %d)", conn.RTT(), got, client.AutoWindowMin, guess)
+	}
+	msg := make([]byte, 100<<10)
+	_, _ = rand.Read(msg)
+	if _, err := st.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	back := make([]byte, len(msg))
+	if _, err := io.ReadFull(st, back); err != nil || !bytes.Equal(back, msg) {
+		t.Fatalf("echo: %v (equal %v)", err, bytes.Equal(back, msg))
+	}
+}
+
 // TestE2ETCPStreamGracefulEnd: once both halves are closed, the client
 // releases tcp/closed and the host ends the channel, so Close returns at
 // once instead of waiting out its CloseTimeout (it used to: the credit

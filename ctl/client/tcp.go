@@ -180,6 +180,21 @@ const (
 	AutoWindowRate = 384 << 20
 )
 
+// carriesOtherThanTCP reports whether c has (or is subscribing) a
+// subscription that is not a TCP stream's: a terminal's or telemetry's.
+func (c *Conn) carriesOtherThanTCP() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range []map[string]subscription{c.subs, c.psubs} {
+		for _, s := range m {
+			if _, ok := s.(*Sub); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // AutoReceive returns the receive limits a TCP stream asks for over a
 // connection whose round trip is rtt, given the host's defaults and
 // maximums from initialize: the default frame and message sizes and a
@@ -889,13 +904,18 @@ func (s *TCPStream) attempt(ctx context.Context, resume bool) (*tcpBinding, erro
 		limits := s.opts.Receive
 		if limits == (flow.ReceiveLimits{}) {
 			fc := conn.init.Capabilities.FlowControl
-			if conn.WindowUpdates() {
-				// The stream tunes its window (flow.WindowTuner): it
-				// opens at AutoWindowMin and grows while used, as fast
-				// as TCP's own slow start under it, rather than putting
-				// a round trip's guess of bytes in flight at once. An
-				// opening of 16 MiB at 200 ms queued 1.7 s of the link
-				// ahead of every keystroke's echo for the first second.
+			if conn.WindowUpdates() && conn.carriesOtherThanTCP() {
+				// The stream tunes its window (flow.WindowTuner) and
+				// shares its connection with a terminal or telemetry
+				// (whose frames would wait behind its bytes on the
+				// path): it opens at AutoWindowMin and slow-starts,
+				// rather than putting a round trip's guess in flight at
+				// once, which at 200 ms queued a second of the link
+				// ahead of every keystroke's echo. A connection of TCP
+				// streams only (ahpctl forward's) opens at the guess:
+				// slow start from 512 KiB cost a 32 MiB download at
+				// 200 ms a quarter of its rate (docs/benchmarks.md,
+				// "Real links").
 				limits = WithWindow(fc.ClientDefaults, fc.Maximums, AutoWindowMin)
 			} else {
 				limits = AutoReceive(fc.ClientDefaults, fc.Maximums, conn.RTT())
