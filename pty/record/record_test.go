@@ -161,7 +161,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	r.OutputBytes(t0.Add(2*time.Millisecond), []byte("\xa5 world\x1b[1m\xff"))
 	r.RecordInput(t0.Add(3*time.Millisecond), []byte("ls\r"))
 	r.Resize(t0.Add(4*time.Millisecond), 30, 100)
-	r.Output(t0.Add(time.Millisecond), "late") // before the previous event: its time is clamped
+	r.Output(t0.Add(time.Millisecond), "late\xff\xe6") // before the previous event: its time is clamped
 	r.Audit(Audit{Event: "attach", Viewer: "v1", Token: "tok", Role: "control", Remote: "127.0.0.1:5"})
 	r.Stop("test over")
 	r.Stop("again") // no-op
@@ -200,7 +200,7 @@ func TestStoreRoundTrip(t *testing.T) {
 		prev = e.Time
 		got = append(got, e.Type+":"+e.Data)
 	}
-	want := []string{"o:hello ", "o:日 world\x1b[1m\uFFFD", "i:ls\r", "r:100x30", "o:late", "m:recording stopped: test over"}
+	want := []string{"o:hello ", "o:日 world\x1b[1m\uFFFD", "i:ls\r", "r:100x30", "o:late\uFFFD\uFFFD", "m:recording stopped: test over"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("events\n%q\nwant\n%q", got, want)
 	}
@@ -300,6 +300,7 @@ func TestSlowDiskDrops(t *testing.T) {
 		t.Fatalf("dropped %d bytes of %d with a stalled disk", dropped, n*len(chunk))
 	}
 	unblock()
+	r.Flush()
 	for { // the writer catches up
 		r.mu.Lock()
 		q := r.qBytes

@@ -59,7 +59,7 @@ type Recorder struct {
 	mu      sync.Mutex
 	q       []op
 	qBytes  int64
-	free    [][]byte // written chunks for reuse (at most freeChunks)
+	free    [][]byte // written chunks for reuse (while idle, at most freeChunks)
 	stopped bool
 	cur     *file         // the file being recorded into
 	start   time.Time     // its time zero
@@ -100,10 +100,10 @@ type op struct {
 
 func (o *op) bytes() int64 { return int64(len(o.b) + len(o.pre)) }
 
-// Queue chunks: event lines are appended to a chunk of chunkBytes (plus
-// one line) until it is full; the writer writes a chunk at a time.
+// Queue chunks: event lines are appended to a chunk of chunkBytes while
+// they fit; the writer writes a chunk at a time.
 const (
-	chunkBytes = 64 << 10
+	chunkBytes = 128 << 10
 	freeChunks = 4
 	// rotateRoom is kept free in a file for the lines that close it.
 	rotateRoom = 512
@@ -304,19 +304,26 @@ func (r *Recorder) rotate(d time.Duration) bool {
 
 func seconds(d time.Duration) float64 { return float64(d.Microseconds()) / 1e6 }
 
-// line queues one event line of text (valid UTF-8, short enough) and
-// reports whether it was queued (r.mu held).
-func (r *Recorder) line(d time.Duration, typ byte, text string, must bool) bool {
+// Results of line.
+const (
+	lineQueued  = iota
+	lineDropped // no room in the queue
+	lineLong    // the line would be longer than MaxEventLine: cut text
+)
+
+// line queues one event line of text (valid UTF-8) (r.mu held).
+func (r *Recorder) line(d time.Duration, typ byte, text string, must bool) int {
 	lim := r.s.lim.Load()
 	var c *op
-	if k := len(r.q) - 1; k >= 0 && r.q[k].kind == opCast && len(r.q[k].b) < chunkBytes && !r.q[k].force {
+	need := len(text) + len(text)/8 + 64 // the line, unless it escapes much
+	if k := len(r.q) - 1; k >= 0 && r.q[k].kind == opCast && cap(r.q[k].b)-len(r.q[k].b) >= need && !r.q[k].force {
 		c = &r.q[k]
 	} else {
 		var b []byte
-		if n := len(r.free); n > 0 {
+		if n := len(r.free); n > 0 && cap(r.free[n-1]) >= need {
 			b, r.free = r.free[n-1], r.free[:n-1]
 		} else {
-			b = make([]byte, 0, chunkBytes+4<<10)
+			b = make([]byte, 0, max(chunkBytes, need))
 		}
 		r.q = append(r.q, op{kind: opCast, b: b})
 		c = &r.q[len(r.q)-1]
@@ -324,16 +331,21 @@ func (r *Recorder) line(d time.Duration, typ byte, text string, must bool) bool 
 	mark := len(c.b)
 	c.b = appendEvent(c.b, d, typ, text)
 	n := int64(len(c.b) - mark)
+	if n > MaxEventLine && len(text) > utf8.UTFMax {
+		c.b = c.b[:mark]
+		r.dropEmpty()
+		return lineLong
+	}
 	if !r.room(n, lim, must) {
 		c.b = c.b[:mark]
 		r.dropEmpty()
-		return false
+		return lineDropped
 	}
 	if !must && r.events > 0 && r.size+n+rotateRoom > lim.MaxBytes {
 		c.b = c.b[:mark]
 		r.dropEmpty()
 		if !r.rotate(d) {
-			return false
+			return lineDropped
 		}
 		return r.line(d, typ, text, must)
 	}
@@ -341,16 +353,24 @@ func (r *Recorder) line(d time.Duration, typ byte, text string, must bool) bool 
 	r.qBytes += n
 	r.size += n
 	r.events++
-	signal(r.wake)
-	return true
+	if len(c.b) >= chunkBytes/2 || must {
+		// Half a chunk or more: worth a write. Less waits for more, or
+		// for Flush (a write per line would cost a wake-up and a system
+		// call per line).
+		signal(r.wake)
+	}
+	return lineQueued
 }
+
+// Flush hands the event lines queued so far to the writer. Lines are
+// handed over by half a chunk (64 KiB); call Flush when the output
+// pauses, so that what came last is written too.
+func (r *Recorder) Flush() { signal(r.wake) }
 
 // dropEmpty removes an empty chunk at the end of the queue (r.mu held).
 func (r *Recorder) dropEmpty() {
 	if k := len(r.q) - 1; k >= 0 && r.q[k].kind == opCast && len(r.q[k].b) == 0 {
-		if len(r.free) < freeChunks {
-			r.free = append(r.free, r.q[k].b)
-		}
+		r.free = append(r.free, r.q[k].b)
 		r.q[k] = op{}
 		r.q = r.q[:k]
 	}
@@ -384,14 +404,12 @@ func (r *Recorder) event(at time.Time, typ byte, text string) {
 	r.before(d, int64(min(len(text), pieceBytes)+32))
 	for len(text) > 0 {
 		n := runeCut(text, min(len(text), pieceBytes))
-		for {
-			// A piece whose line would be too long (escapes) is halved.
-			if n <= 4 || escapedLen(text[:n])+40 <= MaxEventLine {
-				break
-			}
-			n = runeCut(text, n/2)
+		ok := r.line(d, typ, text[:n], false)
+		for ok == lineLong {
+			n = runeCut(text, n/2) // escapes made the line too long
+			ok = r.line(d, typ, text[:n], false)
 		}
-		if !r.line(d, typ, text[:n], false) && typ == 'o' {
+		if ok == lineDropped && typ == 'o' {
 			r.dropped += int64(n)
 			r.kfWant = true
 			r.s.dropped.Add(int64(n))
@@ -404,21 +422,12 @@ func (r *Recorder) event(at time.Time, typ byte, text string) {
 	}
 }
 
-// escapedLen is an upper bound of the escaped size of s: only when s
-// holds many control characters does it need computing.
-func escapedLen(s string) int {
-	if len(s)*6 <= MaxEventLine {
-		return len(s)
-	}
-	return len(flow.AppendEscaped(nil, s))
-}
-
 // Output records output text at time at. Invalid UTF-8 becomes U+FFFD
 // (use OutputBytes for raw bytes that may cut a sequence).
 func (r *Recorder) Output(at time.Time, text string) {
-	if !utf8.ValidString(text) {
-		text = validUTF8([]byte(text))
-	}
+	// Escaping turns each invalid byte into U+FFFD (flow.AppendEscaped),
+	// and text is cut only before a byte that starts a sequence: no pass
+	// to check it first.
 	r.event(at, 'o', text)
 }
 
@@ -555,13 +564,19 @@ func (r *Recorder) writer(cf, xf *os.File) {
 		<-r.wake
 		r.mu.Lock()
 		batch, r.q = r.q, batch[:0]
+		if len(batch) == 0 {
+			// Idle: keep a few chunks for the next output, not a queue's
+			// worth (they are reused while output floods).
+			clear(r.free[min(len(r.free), freeChunks):])
+			r.free = r.free[:min(len(r.free), freeChunks)]
+		}
 		r.mu.Unlock()
 		for i := range batch {
 			o := &batch[i]
 			end := w.do(o)
 			r.mu.Lock()
 			r.qBytes -= o.bytes()
-			if o.kind == opCast && cap(o.b) >= chunkBytes && len(r.free) < freeChunks {
+			if o.kind == opCast && cap(o.b) >= chunkBytes && int64(len(r.free)) < r.s.lim.Load().QueueBytes/chunkBytes {
 				r.free = append(r.free, o.b[:0])
 			}
 			r.mu.Unlock()

@@ -1,0 +1,73 @@
+package record
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ahp-dev/ahpd/bench/termbench"
+)
+
+// BenchmarkRecorderOutput records 64 KiB pieces of numbered lines (as a
+// flood reaches the recorder) into a file, and reports the CPU of this
+// process per MB of output: the formatting, the queue, the writer and
+// the file system's share of the write.
+func BenchmarkRecorderOutput(b *testing.B) { benchOutput(b) }
+
+// BenchmarkRecorderOutputDiscard is BenchmarkRecorderOutput with the
+// files' writes discarded: the recorder's own share.
+func BenchmarkRecorderOutputDiscard(b *testing.B) {
+	benchOutput(b, WithFileWrapper(func(io.Writer) io.Writer { return io.Discard }))
+}
+
+func benchOutput(b *testing.B, opts ...Option) {
+	var sb strings.Builder
+	for i := 0; sb.Len() < 64<<10; i++ {
+		fmt.Fprintf(&sb, "%08d flood flood flood flood flood flood flood flood flood\r\n", i)
+	}
+	piece := sb.String()[:64<<10]
+	s, err := OpenStore(filepath.Join(b.TempDir(), "rec"), Limits{MaxTotalBytes: 4 << 30}, nil, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	wrote := make(chan struct{}, 1)
+	s.opDone = func() {
+		select {
+		case wrote <- struct{}{}:
+		default:
+		}
+	}
+	var snaps int
+	r, err := s.Start(Params{Channel: "b", Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(piece)))
+	cpu := termbench.CPUTime()
+	n := 0
+	lim := s.Limits()
+	for b.Loop() {
+		for { // as fast as the writer goes, dropping nothing
+			r.mu.Lock()
+			q := r.qBytes
+			r.mu.Unlock()
+			if q+2*int64(len(piece)) <= lim.QueueBytes {
+				break
+			}
+			r.Flush()
+			<-wrote
+		}
+		r.Output(time.Now(), piece)
+		n++
+	}
+	r.Stop("done")
+	cpu = termbench.CPUTime() - cpu
+	b.ReportMetric(cpu.Seconds()*1e3/(float64(n*len(piece))/1e6), "cpu-ms/MB")
+	if d := s.Stats().DroppedBytes; d > 0 {
+		b.ReportMetric(float64(d)/float64(n*len(piece)), "dropped-frac")
+	}
+}
