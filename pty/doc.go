@@ -181,6 +181,34 @@
 // a terminal over 20 times while it prints 50,000 numbered lines and
 // finds every line once, in order.
 //
+// # Recording
+//
+// A terminal records (issue 42; package record) when Config.Record asks
+// it to from the start (or from Adopt), or after StartRecording. The
+// emulator goroutine hands each item of the stream log to the
+// record.Recorder just before it applies it, with emuMu held (record.go):
+// the output recorded is the log's text, exactly what viewers receive
+// (queries removed, valid UTF-8), in stream order, stamped with the time
+// the reader appended it; a resize item becomes an "r" event. A keyframe
+// the Recorder takes (every recordingKeyframeBytes or
+// recordingKeyframeInterval, at the start of each file, after a drop) is
+// the emulator's screen without the scrollback (appendScreen: the
+// snapshot viewers get, less the scrollback) at exactly that point of the
+// stream, so a keyframe followed by the events after its offset is the
+// screen of any later moment, cell for cell (TestRecordingSeek). The
+// Recorder only formats into its bounded queue and returns; its own
+// goroutine writes, so neither the emulator nor the reader behind it ever
+// waits for the disk (TestRecordingSlowDiskNeverStalls). When the
+// emulator has nothing to apply it has the Recorder write what it has
+// (Flush). Input is recorded ("i" events) only in record.OutputInput,
+// once Input has accepted it, and with emuMu held, like RecordAudit, so
+// that a keyframe they trigger is exact too. A recording ends with a
+// marker: when the process has exited and its output is applied ("process
+// exited with code N"), at Close, at Freeze ("upgrade in place": the
+// adopter starts a new one if its Config.Record says so), or at
+// StopRecording. Recording costs the terminal the escaping of its output
+// and a write per 64 KiB (BenchmarkRecordFlood).
+//
 // # Why not github.com/charmbracelet/x/vt v0.1.0
 //
 // It was evaluated once (benchmarks of the same inputs through both, kept

@@ -21,7 +21,8 @@ import (
 // events take emuMu too, so that a keyframe they trigger is exact.
 
 // StartRecording starts recording the terminal into s with mode m
-// (record.Output or record.OutputInput) and returns the recording's id.
+// (record.Output or record.OutputInput) and returns the recording's id
+// (Config.Channel names it; the header's title is the command line).
 // If the terminal records already with mode m, it returns that
 // recording's id; with another mode, that recording is stopped first.
 // record.Off stops the recording.
@@ -34,7 +35,7 @@ func (t *Terminal) StartRecording(s *record.Store, m record.Mode) (string, error
 		return "", fmt.Errorf("pty: StartRecording: no store")
 	}
 	t.emuMu.Lock()
-	if t.rec != nil && t.recMode == m {
+	if t.rec != nil && t.recMode == m && t.rec.Live() {
 		id := t.rec.ID()
 		t.emuMu.Unlock()
 		return id, nil
@@ -55,7 +56,7 @@ func (t *Terminal) StartRecording(s *record.Store, m record.Mode) (string, error
 	if exited {
 		return "", ErrExited
 	}
-	if t.rec != nil { // a concurrent StartRecording won
+	if t.rec != nil && t.rec.Live() { // a concurrent StartRecording won
 		if t.recMode == m {
 			return t.rec.ID(), nil
 		}
@@ -101,7 +102,7 @@ func (t *Terminal) StopRecording(reason string) {
 func (t *Terminal) Recording() (string, record.Mode) {
 	t.emuMu.Lock()
 	defer t.emuMu.Unlock()
-	if t.rec == nil {
+	if t.rec == nil || !t.rec.Live() { // the store's Close stops it
 		return "", record.Off
 	}
 	return t.rec.ID(), t.recMode

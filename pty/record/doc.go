@@ -54,7 +54,8 @@
 //
 // A Recorder's event methods format their line into a queue of at most
 // QueueBytes and return: a goroutine per Recorder writes the queue to
-// disk. Output that does not fit is dropped: the next event that fits is
+// disk, a write per 64 KiB of event lines or more (Flush hands over less:
+// call it when the output pauses), markers and index lines at once. Output that does not fit is dropped: the next event that fits is
 // preceded by a marker "dropped N bytes", an index line "dropped", and a
 // keyframe (so a player is right again from there); StoreStats counts the
 // bytes. Markers and audit lines may take the queue up to one
@@ -63,7 +64,9 @@
 //
 // # Concurrency
 //
-// Store and Recorder methods are safe for concurrent use. A Recorder
+// Store and Recorder methods are safe for concurrent use. A Store keeps
+// what it knows of its files in memory (it reads the directory at
+// OpenStore); ids freed by an eviction are not given again while it runs. A Recorder
 // calls Params.Snapshot from within its event methods, with its own lock
 // held; the caller makes the screen still while it calls them (package
 // pty calls them with its emulator locked, before it applies the event).

@@ -357,3 +357,52 @@ func TestSlowDiskDrops(t *testing.T) {
 		t.Fatalf("no keyframe after the drop marker (last at %d, marker at %d)", last.Offset, marker.Offset)
 	}
 }
+
+// TestTotalCapWithLiveRecordings: when only recordings being written
+// are left to fill the directory, further lines are dropped (and
+// accounted, and marked once there is room again) rather than written
+// past the total cap; Close stops them all.
+func TestTotalCapWithLiveRecordings(t *testing.T) {
+	lim := Limits{MaxBytes: 64 << 10, MaxTotalBytes: 128 << 10}
+	s := testStore(t, lim)
+	var snaps int
+	var rs []*Recorder
+	for i := range 3 {
+		r, err := s.Start(Params{Channel: "c" + strconv.Itoa(i), Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	line := strings.Repeat("z", 1000) + "\r\n"
+	for range 60 {
+		for _, r := range rs {
+			r.Output(time.Now(), line)
+			r.Flush()
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Live() {
+			t.Fatalf("%s still live after Close", r.ID())
+		}
+		r.Output(time.Now(), "after close") // nothing, no panic
+	}
+	st := s.Stats()
+	var total int64
+	ents, _ := os.ReadDir(s.Dir())
+	for _, e := range ents {
+		fi, _ := e.Info()
+		total += fi.Size()
+	}
+	// Headers and first keyframes are written whatever the cap: at most
+	// one event line past it.
+	if total != st.Bytes || total > lim.MaxTotalBytes+MaxEventLine {
+		t.Fatalf("%d bytes on disk (store says %d), cap %d", total, st.Bytes, lim.MaxTotalBytes)
+	}
+	if st.DroppedBytes == 0 || st.Live != 0 {
+		t.Fatalf("stats %+v: want drops, nothing live", st)
+	}
+}

@@ -168,6 +168,14 @@ func (r *Recorder) ID() string {
 	return r.cur.ID
 }
 
+// Live reports whether the recording goes on (Stop, or the Store's
+// Close, ends it).
+func (r *Recorder) Live() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.stopped
+}
+
 // Input reports whether input is recorded.
 func (r *Recorder) Input() bool { return r.input }
 
