@@ -49,20 +49,32 @@ func steadyWriter(n int) {
 // streamWriter is the program pty.StreamWriterEnv asks for.
 func streamWriter(spec string) {
 	var seed, pieces int
-	if _, err := fmt.Sscanf(spec, "%d:%d", &seed, &pieces); err != nil {
+	var valid string
+	if n, _ := fmt.Sscanf(spec, "%d:%d:%s", &seed, &pieces, &valid); n < 2 {
 		os.Exit(2)
 	}
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		os.Exit(1)
 	}
+	for i, w := range streamWrites(seed, pieces, valid == "valid") {
+		if _, err := os.Stdout.Write(w); err != nil {
+			os.Exit(1)
+		}
+		if i%16 == 15 {
+			time.Sleep(time.Millisecond) // the reader reads the writes apart
+		}
+	}
+	os.Exit(0)
+}
+
+// streamWrites returns the writes of streamWriter: a varied terminal
+// stream cut at random bytes (inside UTF-8 sequences and escapes too);
+// with valid, it holds no invalid UTF-8.
+func streamWrites(seed, pieces int, valid bool) [][]byte {
 	r := rand.New(rand.NewPCG(uint64(seed), 42))
 	words := []string{"plain", "é", "日本語", "🙂", "e\u0301", "a\tb", "x", "👍🏽", "ｗｉｄｅ", "Ω≈ç√∫"}
 	var buf []byte
-	write := func(b []byte) {
-		if _, err := os.Stdout.Write(b); err != nil {
-			os.Exit(1)
-		}
-	}
+	var out [][]byte
 	for i := range pieces {
 		switch r.IntN(16) {
 		case 0:
@@ -84,7 +96,7 @@ func streamWriter(spec string) {
 		case 7:
 			buf = fmt.Appendf(buf, "\x1b]2;title %d\x07", i)
 		case 8:
-			if r.IntN(4) == 0 {
+			if r.IntN(4) == 0 && !valid {
 				buf = append(buf, 0xff)
 			}
 		default:
@@ -98,17 +110,12 @@ func streamWriter(spec string) {
 		if len(buf) > 64 && r.IntN(3) == 0 {
 			// Cut anywhere, inside a UTF-8 sequence or an escape too.
 			k := 1 + r.IntN(len(buf)-1)
-			write(buf[:k])
-			if r.IntN(8) == 0 {
-				time.Sleep(time.Millisecond) // the reader reads the halves apart
-			}
-			write(buf[k:])
+			out = append(out, bytes.Clone(buf[:k]), bytes.Clone(buf[k:]))
 			buf = buf[:0]
 		}
 	}
-	write(buf)
-	write([]byte("\x1b[0m\x1b[r\x1b[?1049l\r\nEND\r\n"))
-	os.Exit(0)
+	out = append(out, buf, []byte("\x1b[0m\x1b[r\x1b[?1049l\r\nEND\r\n"))
+	return out
 }
 
 // floodWriter is the program pty.FloodWriterEnv asks for.

@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	cpty "github.com/creack/pty"
 
 	"github.com/ahp-dev/ahpd/flow"
 	"github.com/ahp-dev/ahpd/pty"
@@ -627,5 +631,58 @@ func TestRecordingControl(t *testing.T) {
 	term.Close()
 	if _, err := term.StartRecording(store, record.Output); !errors.Is(err, pty.ErrClosed) {
 		t.Fatalf("StartRecording on a closed terminal = %v", err)
+	}
+}
+
+// TestRecordingPlaysInAsciinema: `asciinema cat` (Debian's asciinema)
+// of a recording prints exactly the bytes the program wrote (as the PTY
+// hands them over: ONLCR), UTF-8 sequences cut between writes included,
+// after the echo of the line typed.
+func TestRecordingPlaysInAsciinema(t *testing.T) {
+	bin, err := exec.LookPath("asciinema")
+	if err != nil {
+		t.Skip("no asciinema (apt-get install asciinema)")
+	}
+	store := openStore(t, record.Limits{})
+	term := start(t, pty.Config{
+		Command:    []string{os.Args[0]},
+		Env:        append(os.Environ(), pty.StreamWriterEnv+"=11:1500:valid"),
+		Record:     record.Output,
+		Recordings: store,
+	})
+	id, _ := term.Recording()
+	if err := term.Input([]byte("go\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	<-term.Exited()
+	term.Close()
+	var want bytes.Buffer
+	want.WriteString("go\r\n") // the echo
+	for _, w := range streamWrites(11, 1500, true) {
+		want.Write(bytes.ReplaceAll(w, []byte("\n"), []byte("\r\n")))
+	}
+	// asciinema cat puts its terminal (/dev/tty) in raw mode: give it one.
+	ptmx, tty, err := cpty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	go io.Copy(io.Discard, ptmx)
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "cat", filepath.Join(store.Dir(), id+record.CastSuffix))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, &out, tty
+	cmd.Env = append(os.Environ(), "PYTHONIOENCODING=utf-8", "LC_ALL=C.UTF-8")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("asciinema cat: %v", err)
+	}
+	if got := out.Bytes(); !bytes.Equal(got, want.Bytes()) {
+		i := 0
+		for i < min(len(got), want.Len()) && got[i] == want.Bytes()[i] {
+			i++
+		}
+		t.Fatalf("asciinema cat printed %d bytes, the program wrote %d; first difference at %d: %.60q vs %.60q",
+			len(got), want.Len(), i, got[i:], want.Bytes()[i:])
 	}
 }
