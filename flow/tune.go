@@ -86,10 +86,13 @@ type WindowTuner struct {
 	// halved for one round trip so that a standing queue empties and the
 	// pings of the new lifetime see the path's own round trip, not one
 	// the stream's own bytes inflate.
-	drainDue   bool
-	restoreTo  int64 // the window to go back to after the drain; 0: none under way
-	epochStart time.Time
-	epochBytes int64
+	drainDue        bool
+	restoreTo       int64 // the window to go back to after the drain; 0: none under way
+	restoring       int64 // the drain is over: the window goes back to this by released bytes; 0: not
+	restoreGrow     int64 // released bytes not yet added back
+	restoredInEpoch bool  // the restore ended in the epoch under way
+	epochStart      time.Time
+	epochBytes      int64
 	// What the receiver held (NoteHeld): the epoch's sum and count, and
 	// the mean of the last epoch that had samples.
 	heldSum, heldN int64
@@ -229,6 +232,30 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 		t.epochStart = now
 	}
 	t.epochBytes += n
+	if t.restoring > 0 {
+		// After a drain, the window goes back to what it was by what is
+		// released, announced a 64th at a time: the sender's bytes then
+		// arrive at the bottleneck at twice the rate the half-empty path
+		// delivers, which fills it without a queue. Restored at once, half
+		// a window reached the bottleneck in a burst and stood there
+		// for half a round trip ahead of every echo, every 10 s.
+		t.restoreGrow += n
+		if t.restoreGrow >= t.window/64 || t.window+t.restoreGrow >= t.restoring {
+			next := min(t.window+t.restoreGrow, t.restoring)
+			t.restoreGrow = 0
+			if next >= t.restoring {
+				// Back where it was. The epoch under way saw the rate
+				// rise with the restored window, which says nothing of
+				// room on the path (rateRose, rateFollowed): it does not
+				// count for growth.
+				t.restoring, t.step, t.restoredInEpoch = 0, 0, true
+			}
+			if next > t.window {
+				t.window = next
+				return next, true
+			}
+		}
+	}
 	if t.rtt == 0 {
 		return t.window, false
 	}
@@ -248,14 +275,10 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 		return t.window, false
 	}
 	if t.restoreTo > 0 {
-		// The drain's round trip is over.
-		next := max(t.restoreTo, t.cfg.Floor)
-		t.restoreTo = 0
-		if next == t.window {
-			return t.window, false
-		}
-		t.window = next
-		return next, true
+		// The drain's round trip is over: the window goes back to what
+		// it was as bytes are released (restoring, above), not at once.
+		t.restoring, t.restoreTo, t.restoreGrow = max(t.restoreTo, t.cfg.Floor), 0, 0
+		return t.window, false
 	}
 	if t.drainDue {
 		t.drainDue = false
@@ -264,6 +287,8 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 			return half, true
 		}
 	}
+	restored := t.restoredInEpoch
+	t.restoredInEpoch = false
 	t.rateAt = (t.rateAt + 1) % len(t.rates)
 	t.rates[t.rateAt] = float64(released) / elapsed.Seconds()
 	if t.settle > 0 {
@@ -302,10 +327,13 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 	}
 	switch {
 	case shrink > 0:
-		t.slowStart = false
+		t.slowStart, t.restoring = false, 0
 		next, t.settle = shrink, 2
 	case queue > 2*t.cfg.QueueTarget && t.settle > 0:
 		// The last shrink has not acted yet.
+	case t.restoring > 0 || restored:
+		// Coming back from a drain (above): no growth on top, nor on
+		// the epoch in which it came back.
 	case perRTT >= t.window/2 && t.fresh && (growQueue <= t.cfg.QueueTarget || t.rateRose(rate)):
 		// Each growth waits for a round trip measured after the last
 		// one: on a short path several epochs pass between pings. It

@@ -274,6 +274,35 @@ func TestWindowTunerRules(t *testing.T) {
 			t.Fatalf("got %d (changed %v), want the ceiling", w, ch)
 		}
 	})
+	t.Run("after a drain the window comes back by what is released, not at once", func(t *testing.T) {
+		tu := NewWindowTuner(TunerConfig{Floor: 64 << 10, Ceiling: 8 << 20, MinRTTLifetime: time.Second}, 4<<20)
+		tu.OnRTT(at(0), 10*time.Millisecond)
+		tu.OnRelease(at(1090), 0)
+		tu.OnRTT(at(1100), 10*time.Millisecond) // a new lifetime: a drain is due
+		if w, ch := tu.OnRelease(at(1100), 1<<20); !ch || w != 2<<20 {
+			t.Fatalf("drain: got %d (changed %v), want 2 MiB", w, ch)
+		}
+		if w, ch := tu.OnRelease(at(1111), 1<<20); ch {
+			t.Fatalf("the drain's round trip is over: the window went to %d at once", w)
+		}
+		w, released := tu.Window(), int64(0)
+		for i := 0; tu.Window() < 4<<20; i++ {
+			if i > 1000 {
+				t.Fatalf("not restored after 1000 releases: %d", tu.Window())
+			}
+			released += 16 << 10
+			next, ch := tu.OnRelease(at(1111), 16<<10)
+			if ch && next-w > released {
+				t.Fatalf("the window went %d → %d on %d bytes released", w, next, released)
+			}
+			if ch {
+				w, released = next, 0
+			}
+		}
+		if tu.Window() != 4<<20 {
+			t.Fatalf("restored to %d, want 4 MiB", tu.Window())
+		}
+	})
 	t.Run("the smallest round trip expires", func(t *testing.T) {
 		tu := NewWindowTuner(TunerConfig{Floor: 64 << 10, Ceiling: 8 << 20, MinRTTLifetime: time.Second}, 64<<10)
 		tu.OnRTT(at(0), time.Millisecond)

@@ -17,7 +17,8 @@
 //     floor;
 //   - an idle stream keeps its window; every minRttLifetimeMs the window is
 //     halved for one round trip so that a standing queue drains and the
-//     smallest round trip is measured again (BBR's ProbeRTT);
+//     smallest round trip is measured again (BBR's ProbeRTT), then comes
+//     back by what is released, not at once;
 //   - a change smaller than a 64th is not announced.
 //
 // A page that cannot keep up (xterm.js parsing a flood) sees its own round
@@ -58,6 +59,9 @@ export class WindowTuner {
     this._slowStart = true;
     this._drainDue = false;
     this._restoreTo = 0;
+    this._restoring = 0; // after a drain: the window goes back to this by released bytes
+    this._restoreGrow = 0;
+    this._restoredInEpoch = false;
     this._epochStart = null;
     this._epochBytes = 0;
   }
@@ -110,6 +114,21 @@ export class WindowTuner {
   onRelease(now, n) {
     if (this._epochStart === null) this._epochStart = now;
     this._epochBytes += n;
+    if (this._restoring > 0) {
+      // After a drain, back by what is released, a 64th at a time: the
+      // path, half empty, fills without a burst queueing at its bottleneck.
+      this._restoreGrow += n;
+      if (this._restoreGrow >= Math.floor(this.window / 64) || this.window + this._restoreGrow >= this._restoring) {
+        const next = Math.min(this.window + this._restoreGrow, this._restoring);
+        this._restoreGrow = 0;
+        if (next >= this._restoring) {
+          this._restoring = 0;
+          this._step = 0;
+          this._restoredInEpoch = true; // this epoch's rate rise says nothing of room
+        }
+        if (next > this.window) return this._set(next);
+      }
+    }
     if (this.rtt === 0) return null;
     const elapsed = now - this._epochStart;
     const epoch = Math.max(this.rtt, MIN_EPOCH_MS);
@@ -124,9 +143,12 @@ export class WindowTuner {
     }
     if (elapsed > 4 * epoch) return null; // a pause says nothing about the path
     if (this._restoreTo > 0) {
-      const next = Math.max(this._restoreTo, this.floor);
+      // The drain's round trip is over: the window goes back as bytes are
+      // released (above), not at once.
+      this._restoring = Math.max(this._restoreTo, this.floor);
       this._restoreTo = 0;
-      return this._set(next);
+      this._restoreGrow = 0;
+      return null;
     }
     if (this._drainDue) {
       this._drainDue = false;
@@ -136,6 +158,8 @@ export class WindowTuner {
         return this._set(half);
       }
     }
+    const restored = this._restoredInEpoch;
+    this._restoredInEpoch = false;
     this._rateAt = (this._rateAt + 1) % this._rates.length;
     this._rates[this._rateAt] = released / elapsed;
     if (this._settle > 0) this._settle--;
@@ -164,10 +188,13 @@ export class WindowTuner {
     }
     if (shrink > 0) {
       this._slowStart = false;
+      this._restoring = 0;
       next = shrink;
       this._settle = 2;
     } else if (queue > 2 * this.queueTargetMs && this._settle > 0) {
       // The last shrink has not acted yet.
+    } else if (this._restoring > 0 || restored) {
+      // Coming back from a drain: no growth on top, nor on the epoch it came back in.
     } else if (perRtt >= this.window / 2 && this._fresh &&
                (growQueue <= this.queueTargetMs || this._rateRose(rate))) {
       // Each growth waits for a round trip measured after the last one, and

@@ -81,6 +81,28 @@ test('tune.js slow start overshoots the path once, by one doubling at most, with
   }
 });
 
+test('tune.js: after a drain the window comes back by what is released, not at once', () => {
+  const tu = new WindowTuner({ floor: 64 * 1024, ceiling: 8 << 20, minRttLifetimeMs: 1000 }, 4 << 20);
+  tu.onRtt(0, 10);
+  tu.onRelease(1090, 0);
+  tu.onRtt(1100, 10); // a new lifetime: a drain is due
+  assert.equal(tu.onRelease(1100, 1 << 20), 2 << 20, 'the drain halves');
+  assert.equal(tu.onRelease(1111, 1 << 20), null, 'the drain is over, and the window does not jump back');
+  let w = tu.window;
+  let released = 0;
+  for (let i = 0; tu.window < 4 << 20; i++) {
+    assert.ok(i < 1000, `not restored: ${tu.window}`);
+    released += 16 * 1024;
+    const next = tu.onRelease(1111, 16 * 1024);
+    if (next !== null) {
+      assert.ok(next - w <= released, `${w} → ${next} on ${released} released`);
+      w = next;
+      released = 0;
+    }
+  }
+  assert.equal(tu.window, 4 << 20);
+});
+
 test('tune.js grows through round trips noisier than its queue target', () => {
   const path = { rate: 33e3, rtt: 200 };
   for (const initial of [256 * 1024, 32 << 20]) {
