@@ -16,7 +16,8 @@
 //     terminal fed the whole recording from its start up to that point, with
 //     the shell's output by then and not after; a view-role link for that
 //     terminal lists only its recordings, and another terminal's recording
-//     answers not-found. Skipped when the daemon has no recordings/list
+//     answers not-found; "● live" follows the recording as another tab
+//     types. Skipped when the daemon has no recordings/list
 //     (unless CI=true).
 //
 // Environment: as browser.test.mjs (AHPD_BIN, AHPCTL_BIN, CHROMIUM_BIN,
@@ -388,6 +389,17 @@ test('browser: a recorded terminal, sought past a keyframe, shows that moment ce
   await waitFor(page, 'the seek to the end', () => !window.ahpTest.recordings.state().player.seeking);
   await page.evaluate(() => window.ahpTest.recordings.flush());
   assert.match(await page.evaluate(() => window.ahpTest.recordings.screenText()), /^fourth$/m);
+  // ● live follows the recording: a command typed in another tab shows
+  // up in the player (read again at the end every second).
+  await page.getByTestId('player-live').click();
+  await waitFor(page, 'following', () => window.ahpTest.recordings.state().player.playing);
+  const page2 = await context.newPage();
+  await page2.goto(`${base}/?renderer=dom#token=${encodeURIComponent(admin)}&channel=${CHANNEL}`);
+  await waitAttached(page2);
+  await typeLine(page2, 'echo live-$((3*3))', 'live-9');
+  await waitFor(page, 'the live output in the player', () => /^live-9 *$/m.test(window.ahpTest.recordings.screenText()), undefined, 8000);
+  await page2.close();
+  await page.keyboard.press(' ');
   await page.setViewportSize({ width: 390, height: 740 });
   await page.waitForTimeout(200);
   await noOverflow(page, '390 px');
