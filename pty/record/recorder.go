@@ -186,7 +186,12 @@ func (r *Recorder) Done() <-chan struct{} { return r.done }
 // held). The first file's writer has it open already; a later one's
 // writer opens it (opOpen).
 func (r *Recorder) open(start time.Time, f *file) {
-	h := Header{Width: r.cols, Height: r.rows, Timestamp: start.Unix(), Title: r.title}
+	rows, cols, screen := r.snap()
+	r.rows, r.cols = rows, cols
+	r.s.mu.Lock()
+	f.Rows, f.Cols = rows, cols
+	r.s.mu.Unlock()
+	h := Header{Width: cols, Height: rows, Timestamp: start.Unix(), Title: r.title}
 	if r.term != "" {
 		h.Env = map[string]string{"TERM": r.term}
 	}
@@ -202,7 +207,7 @@ func (r *Recorder) open(start time.Time, f *file) {
 		mode = OutputInput
 	}
 	r.index(appendAudit(nil, Audit{Event: "record-on", Detail: mode.String()}), true)
-	r.keyframe(0, true)
+	r.keyframeOf(0, true, rows, cols, screen)
 }
 
 // push appends o to the queue (r.mu held).
@@ -254,6 +259,11 @@ func (r *Recorder) index(line []byte, must bool) bool {
 // Unless must, it is skipped when the queue has no room for it.
 func (r *Recorder) keyframe(d time.Duration, must bool) {
 	rows, cols, screen := r.snap()
+	r.keyframeOf(d, must, rows, cols, screen)
+}
+
+// keyframeOf is keyframe of a screen taken.
+func (r *Recorder) keyframeOf(d time.Duration, must bool, rows, cols int, screen string) {
 	pre, b := keyframeParts(d, rows, cols, screen)
 	n := int64(len(pre) + len(b) + 20)
 	lim := r.s.lim.Load()
@@ -462,10 +472,10 @@ func (r *Recorder) RecordInput(at time.Time, p []byte) {
 
 // Resize records a size change (an "r" event "COLSxROWS").
 func (r *Recorder) Resize(at time.Time, rows, cols int) {
+	r.event(at, 'r', strconv.Itoa(cols)+"x"+strconv.Itoa(rows))
 	r.mu.Lock()
 	r.rows, r.cols = rows, cols
 	r.mu.Unlock()
-	r.event(at, 'r', strconv.Itoa(cols)+"x"+strconv.Itoa(rows))
 }
 
 // Marker records a marker (an "m" event).
