@@ -10,9 +10,10 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/events"
 )
 
-// TestWatchDrops: one recording.dropped per interval in which drops grew,
-// with their sum; none while nothing is dropped.
-func TestWatchDrops(t *testing.T) {
+// TestWatchRecordings: one recording.dropped per interval in which drops
+// grew, with their sum, none while nothing is dropped; sync once an
+// interval.
+func TestWatchRecordings(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var bus events.Bus
 		next, stop := bus.Watch()
@@ -20,7 +21,11 @@ func TestWatchDrops(t *testing.T) {
 		var dropped atomic.Int64
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); watchDrops(ctx, time.Second, dropped.Load, &bus) }()
+		var syncs atomic.Int64
+		go func() {
+			defer close(done)
+			watchRecordings(ctx, time.Second, dropped.Load, func() { syncs.Add(1) }, &bus)
+		}()
 		synctest.Wait()
 		dropped.Add(100)
 		dropped.Add(20)
@@ -32,6 +37,9 @@ func TestWatchDrops(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		<-done
+		if n := syncs.Load(); n != 5 {
+			t.Errorf("sync called %d times in 5 s, want once a second", n)
+		}
 		evs, lost, ok := next(nil)
 		if !ok || lost != 0 || len(evs) != 2 {
 			t.Fatalf("events %+v (lost %d), want two recording.dropped", evs, lost)

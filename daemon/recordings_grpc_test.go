@@ -61,6 +61,8 @@ func waitCast(t *testing.T, path, want string) []byte {
 // to its last complete line; bad modes and ids get the right codes.
 func TestRecordingControlPlane(t *testing.T) {
 	h := start(t, true, func(c *config.Config) { c.Record = "output" })
+	next, stopWatch := h.srv.Events().Watch()
+	defer stopWatch()
 	cp := h.control()
 	rc := ahpv1.NewRecordingServiceClient(cp.cc)
 	ctx := ctxT(t)
@@ -126,6 +128,42 @@ func TestRecordingControlPlane(t *testing.T) {
 	file, _ = os.ReadFile(l.Recordings[0].Path)
 	if err != nil || !bytes.Equal(got, file) || !bytes.HasSuffix(file, []byte("\n")) {
 		t.Fatalf("read of an ended recording: %d bytes, the file %d, %v", len(got), len(file), err)
+	}
+
+	// A recording that ends with its process is announced too.
+	if _, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "bye", Command: "/bin/sh", Args: []string{"-c", "echo bye"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got2 []string
+	want := []string{
+		"recording.started def", "recording.started off", "recording.stopped off: recording mode changed to output+input",
+		"recording.started off", "recording.stopped off: stopped by the operator", "recording.started bye", "recording.stopped bye: process exited with code 0",
+	}
+	done := make(chan struct{})
+	timer := time.AfterFunc(10*time.Second, func() { close(done) })
+	defer timer.Stop()
+	for len(got2) < len(want) {
+		evs, _, ok := next(done)
+		if !ok {
+			t.Fatalf("recording events %q, want %q", got2, want)
+		}
+		for _, e := range evs {
+			if strings.HasPrefix(e.Kind, "recording.") {
+				id, reason, _ := strings.Cut(e.Detail, ": ")
+				ch := strings.TrimPrefix(e.Channel, "ahp-terminal:/")
+				if !strings.HasPrefix(id, ch+"-") {
+					t.Errorf("event %+v: detail does not start with the recording's id", e)
+				}
+				if e.Kind == "recording.started" {
+					got2 = append(got2, e.Kind+" "+ch)
+				} else {
+					got2 = append(got2, e.Kind+" "+ch+": "+reason)
+				}
+			}
+		}
+	}
+	if strings.Join(got2, "\n") != strings.Join(want, "\n") {
+		t.Errorf("recording events:\n%s\nwant:\n%s", strings.Join(got2, "\n"), strings.Join(want, "\n"))
 	}
 
 	for _, tc := range []struct {

@@ -220,7 +220,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		dctx, cancel := context.WithCancel(ctx)
 		defer func() { cancel(); drops.Wait() }()
 		drops.Go(func() {
-			watchDrops(dctx, dropCheck, func() int64 { return s.recordings.Stats().DroppedBytes }, s.Events())
+			watchRecordings(dctx, recordingCheck, func() int64 { return s.recordings.Stats().DroppedBytes }, s.SyncRecordings, s.Events())
 		})
 	}
 	err := s.sess.Serve(ctx, ln)

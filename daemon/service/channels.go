@@ -126,12 +126,17 @@ type Service struct {
 	viewers       Viewers // set once by SetViewers, before serving
 	recordings    *record.Store
 
-	mu        sync.Mutex // guards closing and chLimits
-	closing   bool       // set at shutdown; no channel is added after it
-	events    events.Bus
-	chLimits  map[string]channelLimits // per-channel overrides; guarded by mu
-	bg        sync.WaitGroup           // per-channel watchers (exit events); waited by Close
-	terminals atomic.Int64             // terminal channels in the registry or being created (maxTerminals)
+	mu       sync.Mutex // guards closing and chLimits
+	closing  bool       // set at shutdown; no channel is added after it
+	events   events.Bus
+	chLimits map[string]channelLimits // per-channel overrides; guarded by mu
+	bg       sync.WaitGroup           // per-channel watchers (exit events); waited by Close
+	// recSeen is the recording each terminal was last announced with
+	// (recording.started), by URI; recMu guards it and orders the
+	// announcements (recordings.go).
+	recMu     sync.Mutex
+	recSeen   map[string]string
+	terminals atomic.Int64 // terminal channels in the registry or being created (maxTerminals)
 	// TCP channels in the registry or being created: in all
 	// (maxTcpChannels) and by the token that created them
 	// (maxTcpChannelsPerToken; "" the admin and control plane); slots
@@ -331,7 +336,7 @@ func (s *Service) addTerminal(spec TerminalSpec, t flow.Channel, created time.Ti
 			}
 		} else {
 			id, m := r.Recording()
-			s.events.Publish(events.Event{Kind: "recording.started", Channel: ch.URI, Detail: id + " (" + m.String() + ")"})
+			s.announceStart(ch.URI, id, m)
 		}
 	}
 	s.mu.Lock()
@@ -365,6 +370,11 @@ func (s *Service) addTerminal(spec TerminalSpec, t flow.Channel, created time.Ti
 				s.log.Info("channel exited", attrs...)
 			}
 			s.events.Publish(events.Event{Kind: "channel.exited", Channel: ch.URI, Detail: detail})
+			if r, ok := t.(terminalRecorder); ok {
+				if _, m := r.Recording(); m == record.Off {
+					s.announceStop(ch.URI, "") // ended with the process (else SyncRecordings sees it end)
+				}
+			}
 		}()
 	}
 	return ch, nil
@@ -536,6 +546,9 @@ func (s *Service) CloseChannel(uri string) error {
 		release()
 	}
 	_ = ch.Impl().Close()
+	if ch.Type == "terminal" {
+		s.announceStop(uri, "") // the file says why: terminal closed, process exited
+	}
 	if isTCP {
 		// What the close itself moved (a flush to the target).
 		after := ti.Info()

@@ -6,6 +6,7 @@ package service
 // record.Recorder); the service only asks.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -111,9 +112,9 @@ func (s *Service) SetTerminalRecording(ctx context.Context, uri, mode string) (R
 		return RecordingState{}, fmt.Errorf("%w: %s is not a terminal that records", ErrUnsupported, uri)
 	}
 	if m == record.Off {
-		if id, cur := r.Recording(); cur != record.Off {
+		if _, cur := r.Recording(); cur != record.Off {
 			r.StopRecording("stopped by the operator")
-			s.recordingStopped(uri, id, "stopped by the operator")
+			s.announceStop(uri, "stopped by the operator")
 		}
 		return RecordingState{Mode: record.Off}, nil
 	}
@@ -131,10 +132,9 @@ func (s *Service) startRecording(uri string, r terminalRecorder, m record.Mode) 
 	}
 	if id, cur := r.Recording(); cur == m {
 		return RecordingState{Mode: m, ID: id}, nil
-	} else if cur != record.Off {
-		r.StopRecording("mode changed to " + m.String())
-		s.recordingStopped(uri, id, "mode changed to "+m.String())
 	}
+	// A recording in another mode ends ("recording mode changed to
+	// ..."): announceStart tells watchers it stopped.
 	id, err := r.StartRecording(s.recordings, m)
 	if err != nil {
 		if errors.Is(err, record.ErrClosed) {
@@ -142,14 +142,115 @@ func (s *Service) startRecording(uri string, r terminalRecorder, m record.Mode) 
 		}
 		return RecordingState{}, fmt.Errorf("record %s: %w", uri, err)
 	}
-	s.log.Info("recording started", "channel", uri, "recording", id, "mode", m.String())
-	s.events.Publish(events.Event{Kind: "recording.started", Channel: uri, Detail: id + " (" + m.String() + ")"})
+	s.announceStart(uri, id, m)
 	return RecordingState{Mode: m, ID: id}, nil
 }
 
-func (s *Service) recordingStopped(uri, id, reason string) {
+// announceStart publishes recording.started for terminal uri's recording
+// id, once (and recording.stopped for the one it replaced, if watchers
+// were told of it).
+func (s *Service) announceStart(uri, id string, m record.Mode) {
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	old := s.recSeen[uri]
+	if old == id {
+		return
+	}
+	if old != "" {
+		s.publishStop(uri, old, "")
+	}
+	if s.recSeen == nil {
+		s.recSeen = map[string]string{}
+	}
+	s.recSeen[uri] = id
+	s.log.Info("recording started", "channel", uri, "recording", id, "mode", m.String())
+	s.events.Publish(events.Event{Kind: "recording.started", Channel: uri, Detail: id + " (" + m.String() + ")"})
+}
+
+// announceStop publishes recording.stopped for terminal uri's recording,
+// once, with reason ("": the one its file ends with).
+func (s *Service) announceStop(uri, reason string) {
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	if old := s.recSeen[uri]; old != "" {
+		delete(s.recSeen, uri)
+		s.publishStop(uri, old, reason)
+	}
+}
+
+// publishStop publishes recording.stopped (recMu held).
+func (s *Service) publishStop(uri, id, reason string) {
+	if reason == "" {
+		reason = s.endReason(id)
+	}
 	s.log.Info("recording stopped", "channel", uri, "recording", id, "reason", reason)
 	s.events.Publish(events.Event{Kind: "recording.stopped", Channel: uri, Detail: id + ": " + reason})
+}
+
+// endReason reads why recording id ended from its last event, a marker
+// "recording stopped: REASON" or "continued in ID".
+func (s *Service) endReason(id string) string {
+	const unknown = "ended"
+	if s.recordings == nil {
+		return unknown
+	}
+	f, _, err := s.recordings.Open(id)
+	if err != nil {
+		return unknown
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return unknown
+	}
+	start := max(0, size-4096)
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return unknown
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return unknown
+	}
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	ev, err := record.ParseEvent(b[bytes.LastIndexByte(b, '\n')+1:])
+	if err != nil || ev.Type != "m" {
+		return unknown
+	}
+	if r, ok := strings.CutPrefix(ev.Data, "recording stopped: "); ok {
+		return r
+	}
+	return ev.Data
+}
+
+// SyncRecordings publishes recording.started and recording.stopped for
+// what the terminals' recordings did on their own since the last call: a
+// file continued at recordingMaxBytes, a recording that ended with its
+// process or its terminal. The daemon calls it once a second.
+func (s *Service) SyncRecordings() {
+	live := map[string]bool{}
+	for _, ch := range s.registry.List() {
+		r, ok := ch.Impl().(terminalRecorder)
+		if !ok || ch.Type != "terminal" {
+			continue
+		}
+		live[ch.URI] = true
+		if id, m := r.Recording(); m != record.Off {
+			s.announceStart(ch.URI, id, m)
+		} else {
+			s.announceStop(ch.URI, "")
+		}
+	}
+	s.recMu.Lock()
+	var gone []string
+	for uri := range s.recSeen {
+		if !live[uri] {
+			gone = append(gone, uri)
+		}
+	}
+	s.recMu.Unlock()
+	for _, uri := range gone {
+		s.announceStop(uri, "")
+	}
 }
 
 // recordingURI is the channel URI of a recording's terminal: a file holds
