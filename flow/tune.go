@@ -158,6 +158,14 @@ func NewWindowTuner(cfg TunerConfig, initial int64) *WindowTuner {
 // Window returns the window the tuner last decided.
 func (t *WindowTuner) Window() int64 { return t.window }
 
+// Raise sets the window to n, within the config's bounds, when that is
+// more than it is (an opening guess once the round trip is known); it
+// returns the window.
+func (t *WindowTuner) Raise(n int64) int64 {
+	t.window = max(t.window, min(n, t.cfg.Ceiling))
+	return t.window
+}
+
 // Clamp lowers the window to n (not below Floor) when its owner could not
 // grant all of what OnRelease asked for (a memory budget).
 func (t *WindowTuner) Clamp(n int64) {

@@ -89,6 +89,12 @@ func (c *conn) tune(s *subscription, n int64) {
 	if !changed {
 		return
 	}
+	c.applyWindow(s, w)
+}
+
+// applyWindow makes w the host's receive window for s and announces it.
+func (c *conn) applyWindow(s *subscription, w int64) {
+	recv := s.stream.Receiver()
 	// The receiver accepts up to the largest window it announced, so what
 	// a window beyond that lets the client make the host hold (accepted,
 	// not yet written to the target) is charged once, at its largest, in
@@ -116,11 +122,48 @@ func (c *conn) tune(s *subscription, n int64) {
 	}
 }
 
-// onRTT hands a round trip to every tuned subscription.
+// onRTT hands a round trip to every tuned subscription. On a
+// subscription's first, when the connection carries TCP streams only, its
+// window opens at the round trip's guess (hostOpening) as an ahpctl
+// forward stream's receive window does at subscribe (ctl/client's
+// AutoReceive): from hostReceive's 256 KiB, slow start took a second and a
+// half of a 200 ms upload. Beside a terminal or telemetry it slow-starts,
+// so that the client's bytes do not queue ahead of their frames.
 func (c *conn) onRTT(now time.Time, d time.Duration) {
+	onlyTCP := -1 // not looked at yet
 	for s := range c.tuned {
+		first := false
+		if srtt, _ := s.tuner.RTT(); srtt == 0 {
+			first = true
+		}
 		s.tuner.OnRTT(now, d)
+		if !first {
+			continue
+		}
+		if onlyTCP < 0 {
+			onlyTCP = 1
+			for _, o := range c.subs {
+				if o.ch.Type != "tcp" {
+					onlyTCP = 0
+					break
+				}
+			}
+		}
+		if w := hostOpening(d); onlyTCP == 1 && w > s.tuner.Window() {
+			if w = s.tuner.Raise(w); w > s.stream.Receiver().Limits().WindowBytes {
+				c.applyWindow(s, w)
+			}
+		}
 	}
+}
+
+// hostOpening is the window a tuned tcp/input opens at on a connection of
+// TCP streams only, given the round trip: what ctl/client.AutoReceive asks
+// for a download (AutoWindowRate, 384 MiB of window per second of round
+// trip, 144 MiB/s of data), at least its AutoWindowMin (512 KiB); the
+// tuner's ceiling bounds it.
+func hostOpening(rtt time.Duration) int64 {
+	return max(int64(rtt.Seconds()*(384<<20)), 512<<10)
 }
 
 // rttLoop pings the client while a subscription is tuned and hands the

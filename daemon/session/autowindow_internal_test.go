@@ -1,10 +1,12 @@
 package session
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/config"
+	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
 )
 
@@ -18,7 +20,7 @@ func TestTunedWindowTakesTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &conn{srv: newTestServer(config.Config{}, nil), sender: sender, check: time.NewTimer(time.Hour),
-		rttWake: make(chan struct{}, 1)}
+		rttWake: make(chan struct{}, 1), log: slog.New(slog.DiscardHandler)}
 	defer c.check.Stop()
 	const budget = 300 << 10
 	c.queued = flow.NewBudget(budget)
@@ -66,5 +68,54 @@ func TestTunedWindowTakesTheBudget(t *testing.T) {
 	c.untune(s)
 	if c.queued.Used() != 0 {
 		t.Fatalf("budget used %d after the subscription ended", c.queued.Used())
+	}
+}
+
+// TestTunedWindowOpensOnAConnectionOfTCPOnly: on a connection of TCP
+// streams only, the host's tcp/input window opens at the round trip's
+// guess with its first sample (a forward's upload does not slow-start
+// from 256 KiB); beside a terminal it stays put and slow-starts.
+func TestTunedWindowOpensOnAConnectionOfTCPOnly(t *testing.T) {
+	for _, beside := range []string{"", "terminal", "telemetry"} {
+		sender, err := flow.NewSender(flow.SenderConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &conn{srv: newTestServer(config.Config{}, nil), sender: sender, check: time.NewTimer(time.Hour),
+			rttWake: make(chan struct{}, 1), log: slog.New(slog.DiscardHandler)}
+		c.queued = flow.NewBudget(64 << 20)
+		lim := flow.ReceiveLimits{WindowBytes: 256 << 10, MaximumFrameBytes: 64 << 10, MaximumMessageBytes: 64 << 10}
+		st, err := sender.Open(flow.StreamConfig{Channel: "ahp-tcp:/x", SubscriptionID: "s1", Source: &outLenSource{}, Send: lim, Receive: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &subscription{id: "s1", stream: st, receive: lim, ch: &registry.Channel{URI: "ahp-tcp:/x", Type: "tcp"},
+			tuner: flow.NewWindowTuner(flow.TunerConfig{Floor: 128 << 10, Ceiling: 16 << 20}, lim.WindowBytes)}
+		c.subs = map[string]*subscription{"s1": s}
+		if beside != "" {
+			c.subs["s2"] = &subscription{id: "s2", ch: &registry.Channel{URI: "ahp-" + beside + ":/y", Type: beside}}
+		}
+		c.tuned = map[*subscription]struct{}{s: {}}
+		c.tunedCount.Store(1)
+		const rtt = 30 * time.Millisecond
+		c.onRTT(time.Now(), rtt)
+		got := st.Receiver().Limits().WindowBytes
+		want := int64(rtt.Seconds() * (384 << 20))
+		switch {
+		case beside == "" && got != want:
+			t.Errorf("TCP only: the window is %d after the first %v round trip, want %d", got, rtt, want)
+		case beside != "" && got != lim.WindowBytes:
+			t.Errorf("beside a %s: the window is %d after the first round trip, want it kept at %d", beside, got, lim.WindowBytes)
+		}
+		if s.tuner.Window() != got {
+			t.Errorf("the tuner holds %d, the receiver %d", s.tuner.Window(), got)
+		}
+		// The second round trip opens nothing more.
+		c.onRTT(time.Now(), 2*rtt)
+		if again := st.Receiver().Limits().WindowBytes; again != got {
+			t.Errorf("the second round trip changed the window %d → %d", got, again)
+		}
+		c.check.Stop()
+		c.untune(s)
 	}
 }
