@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/ahp-dev/ahpd/daemon/config"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
@@ -192,4 +193,75 @@ func TestRecordingControlPlane(t *testing.T) {
 	} {
 		wantCode(t, tc.err, tc.code, tc.msg)
 	}
+}
+
+// TestRecordingsRetention: the directory's cap holds at start (a daemon
+// started with a lower recordingsMaxTotalBytes evicts the oldest) and
+// when the limit is lowered at run time (ahpctl limits set).
+func TestRecordingsRetention(t *testing.T) {
+	dir := t.TempDir()
+	h1, stop, err := startServer(dir, false, nil, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1.t = t
+	var ids []string
+	size := map[string]int64{}
+	for i := range 4 {
+		// Oldest first (ids order by start time, then -2, -3).
+		info := fakeRecording(t, h1, "r"+itoa(i), 12000, "s")
+		ids = append(ids, info.ID)
+		size[info.ID] = info.Bytes + info.IndexBytes
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// held checks that h keeps the newest recordings that fit in max,
+	// and evicted the others, oldest first.
+	held := func(h *harness, max int64, when string) {
+		t.Helper()
+		var got []string
+		for _, i := range h.srv.Recordings().List("") {
+			got = append(got, i.ID)
+		}
+		var want []string
+		var sum int64
+		for k := len(ids) - 1; k >= 0 && sum+size[ids[k]] <= max; k-- {
+			want = append(want, ids[k])
+			sum += size[ids[k]]
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") || len(want) == 0 || len(want) == len(ids) {
+			t.Fatalf("%s (cap %d, sizes %v): %v, want %v", when, max, size, got, want)
+		}
+		if st := h.srv.Recordings().Stats(); st.Bytes > max {
+			t.Fatalf("%s: %d bytes on disk, over the cap %d", when, st.Bytes, max)
+		}
+	}
+	const first = 2 << 20
+	h2, stop2, err := startServer(dir, false, func(c *config.Config) {
+		c.Limits = config.DefaultLimits()
+		c.Limits.RecordingsMaxTotalBytes = first
+		c.Limits.RecordingMaxBytes = 64 << 10
+	}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.t = t
+	t.Cleanup(func() {
+		if err := stop2(); err != nil {
+			t.Error(err)
+		}
+	})
+	held(h2, first, "at start")
+	cp := h2.control()
+	l := h2.srv.Limits()
+	l.RecordingsMaxTotalBytes = size[ids[3]] + size[ids[2]] - 1
+	if err := h2.srv.SetLimits(l); err != nil {
+		t.Fatal(err)
+	}
+	held(h2, l.RecordingsMaxTotalBytes, "after lowering the cap")
+	// A cap below recordingMaxBytes is refused, naming the field.
+	_, err = cp.limits.SetLimits(ctxT(t), &ahpv1.SetLimitsRequest{Limits: &ahpv1.Limits{RecordingsMaxTotalBytes: 1 << 20, RecordingMaxBytes: 2 << 20},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"recordings_max_total_bytes", "recording_max_bytes"}}})
+	wantCode(t, err, codes.InvalidArgument, "recordingsMaxTotalBytes")
 }
