@@ -64,7 +64,9 @@ test('predictive echo at 200 ms round trip: keys at once, nothing wrong once set
     if (emu && emu.exitCode === null) emu.kill('SIGKILL');
     await writeFile(join(ARTIFACTS_DIR, 'predict-daemon.log'), daemonOut.join('')).catch(() => {});
     await writeFile(join(ARTIFACTS_DIR, 'predict-e2e.log'), log.join('\n') + '\n').catch(() => {});
-    await rm(tmp, { recursive: true, force: true });
+    // The shell writes its history when the killed daemon hangs it up, maybe
+    // while this runs: rm retries on ENOTEMPTY.
+    await rm(tmp, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
   });
 
   // ---- the link emulator and the daemon behind it ----

@@ -60,7 +60,9 @@ async function setup(t, prefix, config, artifacts) {
     await ctx.browser?.close().catch(() => {});
     if (daemon.exitCode === null) daemon.kill('SIGKILL');
     await writeFile(join(ARTIFACTS_DIR, 'recordings-daemon.log'), out.join('')).catch(() => {});
-    await rm(tmp, { recursive: true, force: true });
+    // The shell writes its history when the killed daemon hangs it up, maybe
+    // while this runs: rm retries on ENOTEMPTY.
+    await rm(tmp, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
   });
   ctx.url = await link;
   ctx.ctl = (...args) => run(AHPCTL_BIN, args, { AHP_CONTROL: controlSock });
