@@ -341,7 +341,13 @@ func (d *dir) room() int {
 	// The bottleneck's backlog is what it has not serialised by now; wait
 	// until n more bytes fit in its queue.
 	for {
-		backlog := int64(float64(d.params.Rate) * time.Until(d.lastLeave).Seconds())
+		// An idle bottleneck (lastLeave past, or never set) has none:
+		// the rate times the zero time's distance overflowed int64 at
+		// gigabit rates and left the queue never free.
+		backlog := int64(0)
+		if until := time.Until(d.lastLeave); until > 0 {
+			backlog = int64(float64(d.params.Rate) * until.Seconds())
+		}
 		free := d.params.Queue - backlog
 		if free >= n {
 			return int(n)

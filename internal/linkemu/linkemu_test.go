@@ -104,6 +104,9 @@ func TestBytesBothWays(t *testing.T) {
 		{"jitter", linkemu.Params{Delay: 2 * time.Millisecond, Jitter: 2 * time.Millisecond, Queue: 64 << 10, Seed: 7}},
 		{"rate", linkemu.Params{Delay: time.Millisecond, Jitter: time.Millisecond, Rate: 64 << 20, Queue: 32 << 10}},
 		{"tiny-queue", linkemu.Params{Queue: 100}},
+		// 10 Gbit/s: the backlog of an idle bottleneck (rate × the zero
+		// time's distance) overflowed int64 and the link moved nothing.
+		{"10gbit", linkemu.Params{Rate: 1.25e9, Queue: 64 << 10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := make(chan [32]byte, 1)
