@@ -187,6 +187,27 @@ test('browser: recordings view over a fixture: seek, keys, speed, markers, layou
   assert.deepEqual([s.termCols, s.termRows], [100, 30], 'the resize at 10 s applies');
   assert.match(await page.getByTestId('player-time').textContent(), /^0:1[23] \/ 0:19$/);
 
+  // A drag over the timeline: one seek at a time, then the latest asked,
+  // ending on the screen of where the thumb was let go.
+  const before = await page.evaluate(() => window.fixture.requests.filter((m) => m === 'recordings/keyframe').length);
+  await page.mouse.move(box.x + 7 + (box.width - 14) * (13.3 / 19.5), box.y + box.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(box.x + 7 + (box.width - 14) * (2.2 / 19.5), box.y + box.height / 2, { steps: 40 });
+  await page.mouse.move(box.x + 7 + (box.width - 14) * (13.3 / 19.5), box.y + box.height / 2, { steps: 40 });
+  await page.mouse.up();
+  await waitFor(page, 'the drag\'s last seek', () => {
+    const p = window.ahpTest.recordings.state().player;
+    return !p.seeking && p.time > 12.5 && p.time < 14;
+  });
+  await page.waitForTimeout(100);
+  const during = await page.evaluate(() => window.fixture.requests.filter((m) => m === 'recordings/keyframe').length) - before;
+  // At most one read per keyframe stretch crossed, each way (the last
+  // keyframe's screen is kept), whatever the number of moves.
+  assert.ok(during <= 2 * 6, `${during} keyframe reads for 80 moves over 6 keyframes`);
+  t.diagnostic(`a drag of 80 moves: ${during} keyframe reads`);
+  s = await playerState(page);
+  assert.equal(await shown(), await expected(s.player.time));
+
   // Keys: ← seeks back 5 s (before the resize: the keyframe's size), space plays.
   await page.keyboard.press('ArrowLeft');
   await waitFor(page, 'the seek back', () => !window.ahpTest.recordings.state().player.seeking);

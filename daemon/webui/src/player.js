@@ -138,6 +138,8 @@ export class CastPlayer {
     this._lastEofRead = -Infinity;
     this.reads = 0;
     this.keyframeReads = 0;
+    this._kf = null; // {n, screen}: the last keyframe read
+    this.lastKeyframe = null; // the keyframe the last seek started from (-1: the header)
   }
 
   /** open reads the header and the index, shows time 0 and starts the marker pass. */
@@ -216,13 +218,18 @@ export class CastPlayer {
     try {
       const k = this.keyframeAt(target);
       let screen = '';
-      if (k.n >= 0) {
+      if (k.n >= 0 && this._kf?.n === k.n) screen = this._kf.screen;
+      else if (k.n >= 0) {
         const kf = await this.source.keyframe(k.n);
         this.keyframeReads++;
         if (gen !== this._gen) return;
         if (typeof kf?.screen !== 'string') throw new Error(`recordings/keyframe ${k.n} has no screen`);
         screen = kf.screen;
+        // The last one is kept: seeks within its stretch (a drag, the
+        // arrows) need no round trip for it.
+        this._kf = { n: k.n, screen };
       }
+      this.lastKeyframe = k.n;
       this.term.reset(k.cols, k.rows);
       this.rows = k.rows;
       this.cols = k.cols;

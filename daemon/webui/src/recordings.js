@@ -285,7 +285,22 @@ export function createRecordingsView(host, options = {}) {
   let dragging = false;
   range.addEventListener('pointerdown', () => { dragging = true; });
   range.addEventListener('pointerup', () => { dragging = false; });
-  range.addEventListener('input', () => player?.seek(Number(range.value)));
+  // A drag asks for many times: one seek at a time, then the latest asked.
+  let seekBusy = false;
+  let seekNext = null;
+  async function seekTo(t) {
+    if (seekBusy) {
+      seekNext = t;
+      return;
+    }
+    seekBusy = true;
+    try {
+      for (let next = t; next != null; next = seekNext, seekNext = null) await player?.seek(next);
+    } finally {
+      seekBusy = false;
+    }
+  }
+  range.addEventListener('input', () => seekTo(Number(range.value)));
   follow.addEventListener('click', async () => {
     if (!player) return;
     await player.seek(player.state().duration);

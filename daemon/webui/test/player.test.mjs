@@ -137,7 +137,7 @@ test('every seek shows the output up to its target, through the keyframe at or b
     assert.deepEqual([term.cols, term.rows], target >= 5 ? [100, 30] : [80, 24], `size at ${t}`);
     // The keyframe used is the last at or before the target.
     const want = p.keyframes.filter((k) => k.time <= target).at(-1).n;
-    assert.equal(rec.keyframeCalls.at(-1), want, `keyframe of seek ${t}`);
+    assert.equal(p.lastKeyframe, want, `keyframe of seek ${t}`);
   }
   assert.deepEqual(p.markers.filter((m) => m.kind === 'marker'), [{ time: 10, label: 'dropped 7 bytes', kind: 'marker' }]);
 });
@@ -184,6 +184,28 @@ test('a seek reads from its keyframe, not from the start', async () => {
   assert.equal(rec.reads[0].offset, kf.offset);
   const read = rec.reads.length * 1024;
   assert.ok(read <= 3 * 1024, `read ${rec.reads.length} chunks for a seek one event past a keyframe`);
+});
+
+test('seeks within one keyframe\'s stretch read its screen once', async () => {
+  const evs = events(40);
+  const rec = fakeRecording(evs, { kfEvery: 10 });
+  const term = new FakeTerm();
+  const p = new CastPlayer({ source: rec.source, term, now: () => 0 });
+  await p.open({ duration: 19.5 });
+  const [k1, k2] = [p.keyframes[1], p.keyframes[2]]; // the header's is p.keyframes[0]
+  assert.ok(k1.time < k2.time);
+  rec.keyframeCalls.length = 0;
+  const within = [0, 0.25, 0.5, 0.75, 0.1].map((f) => k1.time + f * (k2.time - k1.time - 0.01));
+  for (const t of within) {
+    await p.seek(t);
+    assert.equal(p.lastKeyframe, k1.n);
+    assert.equal(term.text, outputUpTo(evs, t));
+  }
+  assert.deepEqual(rec.keyframeCalls, [k1.n]);
+  await p.seek(k2.time);
+  await p.seek(within[1]);
+  assert.deepEqual(rec.keyframeCalls, [k1.n, k2.n, k1.n]);
+  assert.equal(term.text, outputUpTo(evs, within[1]));
 });
 
 test('a recording without keyframes plays from its header', async () => {
