@@ -198,16 +198,15 @@
 // screen of any later moment, cell for cell (TestRecordingSeek). The
 // Recorder only formats into its bounded queue and returns; its own
 // goroutine writes, so neither the emulator nor the reader behind it ever
-// waits for the disk (TestRecordingSlowDiskNeverStalls). When the
-// emulator has nothing to apply it has the Recorder write what it has
-// (Flush). Input is recorded ("i" events) only in record.OutputInput,
+// waits for the disk (TestRecordingSlowDiskNeverStalls). Input is recorded ("i" events) only in record.OutputInput,
 // once Input has accepted it, and with emuMu held, like RecordAudit, so
 // that a keyframe they trigger is exact too. A recording ends with a
 // marker: when the process has exited and its output is applied ("process
 // exited with code N"), at Close, at Freeze ("upgrade in place": the
 // adopter starts a new one if its Config.Record says so), or at
 // StopRecording. Recording costs the terminal the escaping of its output
-// and a write per 64 KiB (BenchmarkRecordFlood).
+// and a write per 96 KiB or more (BenchmarkRecordFlood,
+// docs/recording-bench.md).
 //
 // # Why not github.com/charmbracelet/x/vt v0.1.0
 //

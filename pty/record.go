@@ -75,7 +75,6 @@ func (t *Terminal) StartRecording(s *record.Store, m record.Mode) (string, error
 		return "", fmt.Errorf("pty: StartRecording: %w", err)
 	}
 	t.rec, t.recMode = rec, m
-	t.recOut.Store(rec)
 	if m == record.OutputInput {
 		t.recIn.Store(rec)
 	}
@@ -89,7 +88,6 @@ func (t *Terminal) StopRecording(reason string) {
 	rec := t.rec
 	t.rec, t.recMode = nil, record.Off
 	t.recIn.Store(nil)
-	t.recOut.Store(nil)
 	t.emuMu.Unlock()
 	if rec != nil {
 		rec.Stop(reason)
@@ -169,7 +167,6 @@ func (t *Terminal) recordExit() {
 	rec := t.rec
 	t.rec, t.recMode = nil, record.Off
 	t.recIn.Store(nil)
-	t.recOut.Store(nil)
 	t.emuMu.Unlock()
 	if rec == nil {
 		return

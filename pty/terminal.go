@@ -218,7 +218,6 @@ type Terminal struct {
 	rec     *record.Recorder
 	recMode record.Mode
 	recIn   atomic.Pointer[record.Recorder]
-	recOut  atomic.Pointer[record.Recorder] // rec, for the emulator's Flush without emuMu
 }
 
 type input struct {
@@ -1180,9 +1179,6 @@ func (t *Terminal) emulate() {
 		}
 		t.mu.Unlock()
 		if len(batch) == 0 {
-			if rec := t.recOut.Load(); rec != nil {
-				rec.Flush() // the output pauses: the recording writes what it has
-			}
 			t.recordExit()
 			select {
 			case <-t.emuWake:

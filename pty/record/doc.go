@@ -54,8 +54,8 @@
 //
 // A Recorder's event methods format their line into a queue of at most
 // QueueBytes and return: a goroutine per Recorder writes the queue to
-// disk, a write per 64 KiB of event lines or more (Flush hands over less:
-// call it when the output pauses), markers and index lines at once. Output that does not fit is dropped: the next event that fits is
+// disk: event lines once 96 KiB of them are queued, or 20 ms after the
+// first of them (Flush: now), markers and index lines at once. Output that does not fit is dropped: the next event that fits is
 // preceded by a marker "dropped N bytes", an index line "dropped", and a
 // keyframe (so a player is right again from there); StoreStats counts the
 // bytes. Markers and audit lines may take the queue up to one

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -426,4 +427,50 @@ func TestTotalCapWithLiveRecordings(t *testing.T) {
 	if st.Live != 0 {
 		t.Fatalf("stats %+v: want nothing live", st)
 	}
+}
+
+// TestLazyWrite: an event line short of a chunk is written flushDelay
+// after it, not before (unless Flush), and one wake-up writes what came
+// meanwhile.
+func TestLazyWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := OpenStore(filepath.Join(t.TempDir(), "rec"), Limits{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var snaps int
+		r, err := s.Start(Params{Channel: "c", Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(s.Dir(), r.ID()+CastSuffix)
+		has := func(s string) bool {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Contains(string(b), s)
+		}
+		synctest.Wait() // the header and the first keyframe are written
+		r.Output(time.Now(), "one")
+		time.Sleep(flushDelay / 2)
+		r.Output(time.Now(), "two")
+		synctest.Wait()
+		if has("one") || has("two") {
+			t.Fatal("written before flushDelay")
+		}
+		time.Sleep(flushDelay / 2)
+		synctest.Wait()
+		if !has("one") || !has("two") {
+			t.Fatal("not written flushDelay after the first line")
+		}
+		r.Output(time.Now(), "three")
+		r.Flush()
+		synctest.Wait()
+		if !has("three") {
+			t.Fatal("not written at Flush")
+		}
+		r.Stop("done")
+	})
 }

@@ -52,7 +52,10 @@ type Recorder struct {
 	chn   string
 	title string
 	term  string
-	wake  chan struct{} // event methods → writer (cap 1)
+	wake  chan struct{} // event methods, lazy → writer (cap 1)
+	// lazy wakes the writer flushDelay after a line it was not woken for
+	// (armed, r.mu): output that stops short of a chunk is written then.
+	lazy *time.Timer
 	done  chan struct{} // closed by the writer when it ends
 
 	// mu guards the queue and the recording's state below.
@@ -72,6 +75,7 @@ type Recorder struct {
 	kfAt    time.Duration // time of the latest keyframe
 	kfOut   bool          // output since the latest keyframe
 	kfWant  bool          // a keyframe is due (output was dropped)
+	armed   bool          // lazy is pending
 	dropped int64         // output bytes dropped and not yet marked
 	outUTF8 utf8Carry     // OutputBytes
 	inUTF8  utf8Carry     // Input
@@ -126,10 +130,13 @@ func (s *Store) Start(p Params) (*Recorder, error) {
 	r := &Recorder{s: s, log: s.log, snap: p.Snapshot, input: p.Mode == OutputInput, chn: p.Channel,
 		title: p.Title, term: p.Term, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		rows: p.Rows, cols: p.Cols}
+	r.lazy = time.AfterFunc(time.Hour, func() { signal(r.wake) })
+	r.lazy.Stop()
 	s.mu.Lock()
 	f, err := s.allocLocked(p.Channel, p.Time, p.Rows, p.Cols, p.Title, r.input)
 	s.mu.Unlock()
 	if err != nil {
+		r.lazy.Stop()
 		return nil, err
 	}
 	cf, xf, err := s.create(f)
@@ -371,18 +378,25 @@ func (r *Recorder) line(d time.Duration, typ byte, text string, must bool) int {
 	r.qBytes += n
 	r.size += n
 	r.events++
-	if len(c.b) >= chunkBytes/2 || must {
-		// Half a chunk or more: worth a write. Less waits for more, or
-		// for Flush (a write per line would cost a wake-up and a system
-		// call per line).
+	switch {
+	case len(c.b) >= chunkBytes*3/4 || must:
+		// Most of a chunk: worth a write. Less waits for more, or for
+		// flushDelay: a write per line would cost the writer a wake-up
+		// and a system call per line.
 		signal(r.wake)
+	case !r.armed:
+		r.armed = true
+		r.lazy.Reset(flushDelay)
 	}
 	return lineQueued
 }
 
-// Flush hands the event lines queued so far to the writer. Lines are
-// handed over by half a chunk (64 KiB); call Flush when the output
-// pauses, so that what came last is written too.
+// flushDelay is the longest an event line waits in the queue for more
+// before it is written.
+const flushDelay = 20 * time.Millisecond
+
+// Flush hands the event lines queued so far to the writer now, rather
+// than when a chunk is full or flushDelay has passed.
 func (r *Recorder) Flush() { signal(r.wake) }
 
 // dropEmpty removes an empty chunk at the end of the queue (r.mu held).
@@ -572,6 +586,7 @@ func appendDropped(b []byte, d time.Duration, n int64) []byte {
 func (r *Recorder) writer(cf, xf *os.File) {
 	defer r.s.wg.Done()
 	defer close(r.done)
+	defer r.lazy.Stop()
 	w := fileWriter{r: r}
 	r.mu.Lock()
 	w.f = r.cur
@@ -582,6 +597,10 @@ func (r *Recorder) writer(cf, xf *os.File) {
 		<-r.wake
 		r.mu.Lock()
 		batch, r.q = r.q, batch[:0]
+		if r.armed {
+			r.armed = false
+			r.lazy.Stop() // what it would wake the writer for is in batch
+		}
 		if len(batch) == 0 {
 			// Idle: keep a few chunks for the next output, not a queue's
 			// worth (they are reused while output floods).
