@@ -56,7 +56,7 @@ type Recorder struct {
 	// lazy wakes the writer flushDelay after a line it was not woken for
 	// (armed, r.mu): output that stops short of a chunk is written then.
 	lazy *time.Timer
-	done  chan struct{} // closed by the writer when it ends
+	done chan struct{} // closed by the writer when it ends
 
 	// mu guards the queue and the recording's state below.
 	mu      sync.Mutex
