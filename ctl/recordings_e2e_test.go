@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 
@@ -252,5 +253,69 @@ func TestE2ERecordings(t *testing.T) {
 		if code != tc.code || !strings.Contains(errOut, tc.msg) {
 			t.Errorf("ahpctl %v: exit %d, %q; want %d with %q", tc.args, code, errOut, tc.code, tc.msg)
 		}
+	}
+}
+
+// TestE2ERecordingAcrossUpgrade: a recorded terminal handed over at an
+// upgrade in place is recorded on by the new binary, in a new file that
+// continues the terminal's recording; the old file ends with its marker.
+func TestE2ERecordingAcrossUpgrade(t *testing.T) {
+	d := startDaemon(t)
+	d.mustCtl("terminal", "create", "--id", "up", "--record", "--", "/bin/sh", "-c", "echo before-upgrade; read x; echo after-$x; read y")
+	type rec struct {
+		ID    string `json:"id"`
+		Live  bool   `json:"live"`
+		Path  string `json:"path"`
+		Input bool   `json:"input"`
+	}
+	list := func() []rec {
+		var recs []rec
+		if err := json.Unmarshal([]byte(d.mustCtl("recordings", "list", "up", "-o", "json")), &recs); err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	waitOutput := func(id, want string) {
+		t.Helper()
+		for range 500 {
+			if strings.Contains(d.mustCtl("recordings", "cat", id), want) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("recording %s never held %q", id, want)
+	}
+	first := list()
+	if len(first) != 1 || !first[0].Live {
+		t.Fatalf("before the upgrade: %+v", first)
+	}
+	waitOutput(first[0].ID, "before-upgrade")
+	d.upgrade(1)
+	recs := list()
+	if len(recs) != 2 || !recs[0].Live || recs[1].ID != first[0].ID || recs[1].Live {
+		t.Fatalf("after the upgrade: %+v, want a new live file and the old one ended", recs)
+	}
+	old, err := os.ReadFile(recs[1].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(old, []byte(`"recording stopped: `)) {
+		t.Fatalf("the old file does not end with its marker: %q", old[max(0, len(old)-200):])
+	}
+	c := adminDial(t, d)
+	defer c.Close()
+	sub, err := c.Subscribe(ctxT(t), "ahp-terminal:/up", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Send(ctxT(t), string(client.AppendNotification(nil, "terminal/input", map[string]string{"data": "zz\r"}))); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(recs[0].ID, "after-zz")
+	var ch struct {
+		Recording struct{ Mode, ID string } `json:"recording"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCtl("channels", "get", "up", "-o", "json")), &ch); err != nil || ch.Recording.Mode != "output" || ch.Recording.ID != recs[0].ID {
+		t.Fatalf("channels get: recording %+v, %v; want output to %s", ch.Recording, err, recs[0].ID)
 	}
 }
