@@ -108,7 +108,7 @@ func (o *op) bytes() int64 { return int64(len(o.b) + len(o.pre)) }
 // they fit; the writer writes a chunk at a time.
 const (
 	chunkBytes = 128 << 10
-	freeChunks = 4
+	freeChunks = 1
 	// rotateRoom is kept free in a file for the lines that close it.
 	rotateRoom = 512
 	// slack is how far lines that must not be lost (markers, audit)
