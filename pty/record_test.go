@@ -672,7 +672,8 @@ func TestRecordingPlaysInAsciinema(t *testing.T) {
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "cat", filepath.Join(store.Dir(), id+record.CastSuffix))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, &out, tty
-	cmd.Env = append(os.Environ(), "PYTHONIOENCODING=utf-8", "LC_ALL=C.UTF-8")
+	home := t.TempDir() // asciinema keeps its config (an install id) there
+	cmd.Env = append(os.Environ(), "PYTHONIOENCODING=utf-8", "LC_ALL=C.UTF-8", "HOME="+home, "ASCIINEMA_CONFIG_HOME="+home)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("asciinema cat: %v", err)
