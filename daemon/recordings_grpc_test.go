@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
+	"github.com/ahp-dev/ahpd/daemon/auth"
 	"github.com/ahp-dev/ahpd/daemon/config"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
 )
@@ -264,4 +265,42 @@ func TestRecordingsRetention(t *testing.T) {
 	_, err = cp.limits.SetLimits(ctxT(t), &ahpv1.SetLimitsRequest{Limits: &ahpv1.Limits{RecordingsMaxTotalBytes: 1 << 20, RecordingMaxBytes: 2 << 20},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"recordings_max_total_bytes", "recording_max_bytes"}}})
 	wantCode(t, err, codes.InvalidArgument, "recordingsMaxTotalBytes")
+}
+
+// TestRecordingNamesViewersAlreadyAttached: a recording started on a
+// terminal that viewers watch names them in its audit from its start,
+// with their token ids and roles.
+func TestRecordingNamesViewersAlreadyAttached(t *testing.T) {
+	h := start(t, true, nil)
+	cp := h.control()
+	ctx := ctxT(t)
+	if _, err := cp.terminals.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: "w", Command: "cat"}); err != nil {
+		t.Fatal(err)
+	}
+	view, _ := h.srv.Tokens().Mint(auth.Grant{Channels: []string{"ahp-terminal:/w"}, Role: auth.RoleView})
+	c := h.dial(view)
+	if _, err := c.Subscribe(ctx, "ahp-terminal:/w", nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cp.terminals.SetTerminalRecording(ctx, &ahpv1.SetTerminalRecordingRequest{Channel: "ahp-terminal:/w", Mode: "output"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.terminals.SetTerminalRecording(ctx, &ahpv1.SetTerminalRecordingRequest{Channel: "ahp-terminal:/w", Mode: "off"}); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := h.srv.Recordings().Index(res.Recording.Id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := h.srv.Tokens().List()
+	var attached []string
+	for _, a := range idx.Audit {
+		if a.Event == "attach" {
+			attached = append(attached, a.Token+" "+a.Role+" "+a.Detail)
+		}
+	}
+	if len(tokens) != 1 || len(attached) != 1 || attached[0] != tokens[0].ID+" view attached before this file began" {
+		t.Fatalf("attach events %q, want the view token's (%v)", attached, tokens)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ahp-dev/ahpd/daemon/config"
 	"github.com/ahp-dev/ahpd/daemon/events"
@@ -121,7 +122,13 @@ func (s *Service) SetTerminalRecording(ctx context.Context, uri, mode string) (R
 	if !running(ch.Impl()) {
 		return RecordingState{}, fmt.Errorf("%w: %s", ErrNotRunning, uri)
 	}
-	return s.startRecording(uri, r, m)
+	before, _ := r.Recording()
+	st, err := s.startRecording(uri, r, m)
+	if err == nil && st.ID != before {
+		// Not from a viewer's run loop (auditAttached asks them all).
+		s.auditAttached(uri)
+	}
+	return st, err
 }
 
 // startRecording starts recording terminal uri in mode m (see
@@ -146,15 +153,45 @@ func (s *Service) startRecording(uri string, r terminalRecorder, m record.Mode) 
 	return RecordingState{Mode: m, ID: id}, nil
 }
 
+// auditAttached records an "attach" audit event in terminal uri's
+// recording for each viewer attached to it already: a recording started
+// on a running terminal, or continued in a new file, names who was
+// watching from its start. It asks every connection's run loop, so it is
+// never called from one.
+func (s *Service) auditAttached(uri string) {
+	ch, ok := s.registry.Get(uri)
+	if !ok || s.viewers == nil {
+		return
+	}
+	t, ok := ch.Impl().(terminalAuditor)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, v := range s.viewers.ListViewers(ctx) {
+		for _, sub := range v.Subscriptions {
+			if sub.Channel != uri {
+				continue
+			}
+			role := v.Role
+			if v.Token == "" {
+				role = "admin"
+			}
+			t.RecordAudit(record.Audit{Event: "attach", Viewer: v.ID, Token: v.Token, Role: role, Remote: v.Remote, Detail: "attached before this file began"})
+		}
+	}
+}
+
 // announceStart publishes recording.started for terminal uri's recording
 // id, once (and recording.stopped for the one it replaced, if watchers
-// were told of it).
-func (s *Service) announceStart(uri, id string, m record.Mode) {
+// were told of it). It reports whether it did, id being new.
+func (s *Service) announceStart(uri, id string, m record.Mode) bool {
 	s.recMu.Lock()
 	defer s.recMu.Unlock()
 	old := s.recSeen[uri]
 	if old == id {
-		return
+		return false
 	}
 	if old != "" {
 		s.publishStop(uri, old, "")
@@ -165,6 +202,7 @@ func (s *Service) announceStart(uri, id string, m record.Mode) {
 	s.recSeen[uri] = id
 	s.log.Info("recording started", "channel", uri, "recording", id, "mode", m.String())
 	s.events.Publish(events.Event{Kind: "recording.started", Channel: uri, Detail: id + " (" + m.String() + ")"})
+	return true
 }
 
 // announceStop publishes recording.stopped for terminal uri's recording,
@@ -235,7 +273,9 @@ func (s *Service) SyncRecordings() {
 		}
 		live[ch.URI] = true
 		if id, m := r.Recording(); m != record.Off {
-			s.announceStart(ch.URI, id, m)
+			if s.announceStart(ch.URI, id, m) {
+				s.auditAttached(ch.URI) // a file continued at recordingMaxBytes
+			}
 		} else {
 			s.announceStop(ch.URI, "")
 		}
