@@ -133,6 +133,9 @@ bench:
 # The daemon as deployed: bin/ahpd in its own process, measured from this
 # one against the raw PTY in the same run (throughput, CPU per MB, echo).
 # BENCHFLAGS passes flags on, e.g. BENCHFLAGS='-runs 0 -gap 10ms'.
+# Recording's cost (issue 42, docs/recording-bench.md): BENCHFLAGS='-runs 0
+# -samples 0 -fanout 0 -memory=false -recordruns 15' runs the one-viewer cat
+# without and with record = "output", alternating, and prints the CPU ratio.
 bench-process:
 	$(BUILD) -o bin/ ./cmd/ahpd
 	$(GO) run ./bench/ahpbench -ahpd bin/ahpd $(BENCHFLAGS)

@@ -32,6 +32,9 @@
 // of the stream).
 // -gap D spaces the timed keystrokes D apart (default: back to back).
 // -memory=false leaves the memory table out.
+// -recordruns N adds N pairs of the one-viewer cat, without and with a
+// recording (record = "output", issue 42), alternating, and prints the
+// daemon's CPU per MB of both and their ratio (record.go).
 //
 // The last table sets the figures issue 17 names against its targets, all
 // from this run: ahpd's CPU per MB over the raw reader's, each further
@@ -75,6 +78,7 @@ func main() {
 	flag.DurationVar(&keyGap, "gap", 0, "pause between timed keystrokes (0: back to back; 10ms: a fast typist, every wake-up from idle)")
 	flag.StringVar(&daemonLog, "log", "warn", "the daemon's --log-level (its log goes to stderr)")
 	flag.BoolVar(&floodEcho, "flood", true, "time keystrokes with a neighbour flooding too (false: idle echo only, e.g. to profile it)")
+	flag.IntVar(&recordRuns, "recordruns", 0, "recording runs (issue 42): pairs of the throughput cat to one viewer, without and with record = \"output\", alternating, and the ratio of the daemon's CPU per MB (0: none; they run with -runs 0 too)")
 	flag.BoolVar(&memoryRuns, "memory", true, "measure the daemon's heap and RSS after a 256 MiB cat to 1 and to -fanout viewers")
 	relayMode := flag.Bool("relay", false, "serve the minimal relay (ahpbench starts it itself)")
 	tcpRelayMode := flag.Bool(tcpRelayFlag, false, "serve the Go TCP relay to one connection (ahpbench starts it itself)")
@@ -163,6 +167,9 @@ func checkFanout(n int) error {
 	return nil
 }
 
+// recordRuns is how many recording pairs to run (-recordruns).
+var recordRuns int
+
 // memoryRuns: print the memory-after-load table (-memory).
 var memoryRuns bool
 
@@ -221,6 +228,11 @@ func run(bin string, runs, samples, procs, fanout int) error {
 			if err := fanoutTable(d, file, fanout); err != nil {
 				return err
 			}
+		}
+	}
+	if recordRuns > 0 {
+		if err := recordTable(d, file, recordRuns); err != nil {
+			return err
 		}
 	}
 	if fanout > 0 && pace > 0 {
@@ -544,8 +556,10 @@ func (d *daemon) syscalls() (int64, error) {
 	return n, nil
 }
 
-func (d *daemon) terminal(ctx context.Context, id string, script string) (string, error) {
-	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: id, Command: "/bin/sh", Args: []string{"-c", script}})
+// terminal creates a terminal running script in sh, recorded in mode
+// record ("": the daemon's default, which ahpbench leaves off).
+func (d *daemon) terminal(ctx context.Context, id, script, record string) (string, error) {
+	r, err := d.terms.CreateTerminal(ctx, &ahpv1.CreateTerminalRequest{Id: id, Command: "/bin/sh", Args: []string{"-c", script}, Record: record})
 	if err != nil {
 		return "", err
 	}
@@ -562,21 +576,28 @@ func (d *daemon) dial(ctx context.Context) (*client.Conn, error) {
 // releasing every message at once. bytes and snapshots are summed over
 // the viewers; elapsed is until the last has the end.
 func (d *daemon) throughput(id, path string, viewers int) (r result, err error) {
-	var lim *flow.ReceiveLimits
-	if benchLimits.WindowBytes > 0 {
-		lim = &benchLimits
-	}
-	r, _, err = d.catTo(id, "cat "+path, viewers, lim, nil)
+	r, _, err = d.catTo(id, "cat "+path, viewers, catOptions{lim: viewerLimits()})
 	return r, err
 }
 
+// catOptions are catTo's optional settings.
+type catOptions struct {
+	lim    *flow.ReceiveLimits // the viewers' receive limits (nil: the host's defaults)
+	during func()              // called every 100 ms during the run (nil: nothing)
+	record string              // the terminal's recording mode ("": the daemon's default, off)
+	// settle is a pause after the last viewer has the end and before the
+	// daemon's CPU is read, so that work left after it (a recording's
+	// last write) is counted.
+	settle time.Duration
+}
+
 // catTo runs cmd in a new terminal, as throughput does, and returns the
-// terminal's URI too. The viewers ask for lim (nil: the host's defaults).
-// During the run it calls during (when not nil) every 100 ms.
-func (d *daemon) catTo(id, cmd string, viewers int, lim *flow.ReceiveLimits, during func()) (r result, uri string, err error) {
+// terminal's URI too.
+func (d *daemon) catTo(id, cmd string, viewers int, o catOptions) (r result, uri string, err error) {
+	lim, during := o.lim, o.during
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	uri, err = d.terminal(ctx, id, "read x; "+cmd+"; echo; echo BENCH-END; read y")
+	uri, err = d.terminal(ctx, id, "read x; "+cmd+"; echo; echo BENCH-END; read y", o.record)
 	if err != nil {
 		return r, uri, err
 	}
@@ -644,6 +665,7 @@ func (d *daemon) catTo(id, cmd string, viewers int, lim *flow.ReceiveLimits, dur
 		return r, uri, err
 	}
 	r.elapsed = time.Since(start)
+	time.Sleep(o.settle)
 	r.viewerCPU = termbench.CPUTime() - self0
 	sys1, err := d.syscalls()
 	if err != nil {
@@ -672,11 +694,11 @@ type result struct {
 func (d *daemon) echo(n int, gap time.Duration) (idle timed, flood []time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	echoURI, err := d.terminal(ctx, "echo", termbench.EchoCommand)
+	echoURI, err := d.terminal(ctx, "echo", termbench.EchoCommand, "")
 	if err != nil {
 		return idle, nil, err
 	}
-	floodURI, err := d.terminal(ctx, "flood", "read x; exec yes")
+	floodURI, err := d.terminal(ctx, "flood", "read x; exec yes", "")
 	if err != nil {
 		return idle, nil, err
 	}

@@ -67,7 +67,7 @@ func memoryTable(d *daemon, file string, fanout int) error {
 			}
 			peakHeap, peakRSS = max(peakHeap, h), max(peakRSS, r)
 		}
-		_, uri, err := d.catTo(fmt.Sprintf("mem%d", i), cmd, viewers, r.lim, sample)
+		_, uri, err := d.catTo(fmt.Sprintf("mem%d", i), cmd, viewers, catOptions{lim: r.lim, during: sample})
 		if err != nil {
 			return fmt.Errorf("memory run with %d viewers: %w", viewers, err)
 		}

@@ -75,11 +75,11 @@ func pacedTable(d *daemon, file string, viewers int, rate float64, runs int) err
 		if err != nil {
 			return err
 		}
-		one, _, err := d.catTo(fmt.Sprintf("paced1-%d", i), cmd, 1, nil, nil)
+		one, _, err := d.catTo(fmt.Sprintf("paced1-%d", i), cmd, 1, catOptions{})
 		if err != nil {
 			return fmt.Errorf("paced run %d, one viewer: %w", i, err)
 		}
-		many, _, err := d.catTo(fmt.Sprintf("pacedN-%d", i), cmd, viewers, nil, nil)
+		many, _, err := d.catTo(fmt.Sprintf("pacedN-%d", i), cmd, viewers, catOptions{})
 		if err != nil {
 			return fmt.Errorf("paced run %d, %d viewers: %w", i, viewers, err)
 		}
