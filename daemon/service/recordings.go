@@ -194,7 +194,13 @@ func (s *Service) announceStart(uri, id string, m record.Mode) bool {
 		return false
 	}
 	if old != "" {
-		s.publishStop(uri, old, "")
+		reason := s.endReason(old)
+		if reason == unknownEnd {
+			// Not written yet: a file continued at recordingMaxBytes
+			// ends with this marker.
+			reason = "continued in " + id
+		}
+		s.publishStop(uri, old, reason)
 	}
 	if s.recSeen == nil {
 		s.recSeen = map[string]string{}
@@ -206,14 +212,22 @@ func (s *Service) announceStart(uri, id string, m record.Mode) bool {
 }
 
 // announceStop publishes recording.stopped for terminal uri's recording,
-// once, with reason ("": the one its file ends with).
+// once, with reason ("": the one its file ends with, once its writer has
+// written it: until then SyncRecordings tries again each second).
 func (s *Service) announceStop(uri, reason string) {
 	s.recMu.Lock()
 	defer s.recMu.Unlock()
-	if old := s.recSeen[uri]; old != "" {
-		delete(s.recSeen, uri)
-		s.publishStop(uri, old, reason)
+	old := s.recSeen[uri]
+	if old == "" {
+		return
 	}
+	if reason == "" && s.recordings != nil {
+		if i, err := s.recordings.Info(old); err == nil && i.Live {
+			return // stopping: its last marker is not written yet
+		}
+	}
+	delete(s.recSeen, uri)
+	s.publishStop(uri, old, reason)
 }
 
 // publishStop publishes recording.stopped (recMu held).
@@ -225,10 +239,13 @@ func (s *Service) publishStop(uri, id, reason string) {
 	s.events.Publish(events.Event{Kind: "recording.stopped", Channel: uri, Detail: id + ": " + reason})
 }
 
+// unknownEnd is endReason's answer when the file does not say.
+const unknownEnd = "ended"
+
 // endReason reads why recording id ended from its last event, a marker
 // "recording stopped: REASON" or "continued in ID".
 func (s *Service) endReason(id string) string {
-	const unknown = "ended"
+	const unknown = unknownEnd
 	if s.recordings == nil {
 		return unknown
 	}
