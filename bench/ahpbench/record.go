@@ -32,8 +32,8 @@ func recordTable(d *daemon, file string, runs int) error {
 	lim := benchLimits
 	lim.WindowBytes = 2 * fileSize
 	fmt.Printf("recording (issue 42): cat of a %.0f MB file to one viewer (window %d), without and with record = \"output\", alternating; load average %s\n\n", mb, lim.WindowBytes, loadAvg())
-	fmt.Println("| run | first | off: ahpd CPU | recorded: ahpd CPU | CPU ratio | off | recorded | snapshots off, recorded | recorded .cast | dropped by the recording |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| run | first | off: ahpd CPU | recorded: ahpd CPU | CPU ratio | off | recorded | of it in user space, off, recorded | ahpd syscalls/MB, off, recorded | snapshots off, recorded | recorded .cast | dropped by the recording |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	recs := ahpv1.NewRecordingServiceClient(d.Conn)
 	var offs, ons, ratios []float64
 	snapshots := 0
@@ -85,8 +85,9 @@ func recordTable(d *daemon, file string, runs int) error {
 		snapshots += off.snapshots + on.snapshots
 		offMs, onMs := float64(off.cpu.Milliseconds())/mb, float64(on.cpu.Milliseconds())/mb
 		offs, ons, ratios = append(offs, offMs), append(ons, onMs), append(ratios, onMs/offMs)
-		fmt.Printf("| %d | %s | %.2f ms/MB | %.2f ms/MB | %.3f | %.1f MB/s | %.1f MB/s | %d, %d | %.1f MB | %.1f MB |\n",
+		fmt.Printf("| %d | %s | %.2f ms/MB | %.2f ms/MB | %.3f | %.1f MB/s | %.1f MB/s | %.2f, %.2f ms/MB | %.0f, %.0f | %d, %d | %.1f MB | %.1f MB |\n",
 			i, first, offMs, onMs, onMs/offMs, mbps(min(off.bytes, fileSize), off.elapsed), mbps(min(on.bytes, fileSize), on.elapsed),
+			float64(off.userCPU.Milliseconds())/mb, float64(on.userCPU.Milliseconds())/mb, float64(off.syscalls)/mb, float64(on.syscalls)/mb,
 			off.snapshots, on.snapshots, float64(cast)/1e6, float64(dropped)/1e6)
 	}
 	if snapshots > 0 {
