@@ -208,6 +208,26 @@ func (c *config) echo(ctx context.Context, d *benchproc.Daemon, daemonAddr, rawA
 	var trace []string
 	busyRecv := recv
 	if c.verbose {
+		// The bulk stream's window over time, every change seen at a
+		// 5 ms poll.
+		stopPoll := make(chan struct{})
+		polled := make(chan struct{})
+		go func() {
+			defer close(polled)
+			last := int64(-1)
+			for {
+				select {
+				case <-stopPoll:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				if w := st.ReceiveLimits().WindowBytes; w != last {
+					fmt.Fprintf(os.Stderr, "window %7.3fs %d\n", time.Since(t0).Seconds(), w)
+					last = w
+				}
+			}
+		}()
+		defer func() { close(stopPoll); <-polled }()
 		busyRecv = func(ctx context.Context) ([]byte, error) {
 			b, err := recv(ctx)
 			trace = append(trace, fmt.Sprintf("%7.3fs window=%d bulk=%.1fMB", time.Since(t0).Seconds(), st.ReceiveLimits().WindowBytes, float64(bulk.Load())/1e6))
