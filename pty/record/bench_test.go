@@ -71,3 +71,17 @@ func benchOutput(b *testing.B, opts ...Option) {
 		b.ReportMetric(float64(d)/float64(n*len(piece)), "dropped-frac")
 	}
 }
+
+// BenchmarkAppendEvent formats 64 KiB of ahpbench's text file (111-byte
+// lines ending in "\r\n" after the tty's newline translation) as one
+// output event line: the escaping a recorded flood costs the emulator's
+// goroutine.
+func BenchmarkAppendEvent(b *testing.B) {
+	line := strings.Repeat("the quick brown fox jumps over the lazy dog 0123456789 ", 2) + "\r\n"
+	text := strings.Repeat(line, (32<<10)/len(line)+1)[:32<<10]
+	buf := make([]byte, 0, 2*len(text)+64)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		buf = appendEvent(buf[:0], 1234567*time.Microsecond, 'o', text)
+	}
+}
