@@ -88,6 +88,7 @@ type WindowTuner struct {
 	// the stream's own bytes inflate.
 	drainDue        bool
 	restoreTo       int64 // the window to go back to after the drain; 0: none under way
+	drainLeft       int   // epochs of the drain still to go
 	restoring       int64 // the drain is over: the window goes back to this by released bytes; 0: not
 	restoreGrow     int64 // released bytes not yet added back
 	restoredInEpoch bool  // the restore ended in the epoch under way
@@ -283,15 +284,24 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 		return t.window, false
 	}
 	if t.restoreTo > 0 {
-		// The drain's round trip is over: the window goes back to what
-		// it was as bytes are released (restoring, above), not at once.
+		// The drain lasts two epochs: the halved window reaches the
+		// sender half a round trip after it is announced, and the gap it
+		// makes in the stream reaches the receiver half a round trip
+		// later, so for the first epoch bytes are still released at the
+		// full rate, and a restore clocked by them would send at twice
+		// the path's rate (a queue of 95 ms at 200 ms, make bench-link
+		// -v). Then the window goes back to what it was as bytes are
+		// released (restoring, above), not at once.
+		if t.drainLeft--; t.drainLeft > 0 {
+			return t.window, false
+		}
 		t.restoring, t.restoreTo, t.restoreGrow = max(t.restoreTo, t.cfg.Floor), 0, 0
 		return t.window, false
 	}
 	if t.drainDue {
 		t.drainDue = false
 		if half := max(t.window/2, t.cfg.Floor); half < t.window {
-			t.restoreTo, t.window = t.window, half
+			t.restoreTo, t.window, t.drainLeft = t.window, half, 2
 			return half, true
 		}
 	}

@@ -59,6 +59,7 @@ export class WindowTuner {
     this._slowStart = true;
     this._drainDue = false;
     this._restoreTo = 0;
+    this._drainLeft = 0; // epochs of the drain still to go
     this._restoring = 0; // after a drain: the window goes back to this by released bytes
     this._restoreGrow = 0;
     this._restoredInEpoch = false;
@@ -143,8 +144,11 @@ export class WindowTuner {
     }
     if (elapsed > 4 * epoch) return null; // a pause says nothing about the path
     if (this._restoreTo > 0) {
-      // The drain's round trip is over: the window goes back as bytes are
-      // released (above), not at once.
+      // The drain lasts two epochs (its gap reaches the receiver a round
+      // trip after it is announced; a restore clocked by the releases of
+      // the first would send at twice the path's rate); then the window
+      // goes back as bytes are released (above), not at once.
+      if (--this._drainLeft > 0) return null;
       this._restoring = Math.max(this._restoreTo, this.floor);
       this._restoreTo = 0;
       this._restoreGrow = 0;
@@ -155,6 +159,7 @@ export class WindowTuner {
       const half = Math.max(Math.floor(this.window / 2), this.floor);
       if (half < this.window) {
         this._restoreTo = this.window;
+        this._drainLeft = 2;
         return this._set(half);
       }
     }
