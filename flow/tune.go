@@ -87,11 +87,13 @@ type WindowTuner struct {
 	// pings of the new lifetime see the path's own round trip, not one
 	// the stream's own bytes inflate.
 	drainDue        bool
-	restoreTo       int64 // the window to go back to after the drain; 0: none under way
-	drainLeft       int   // epochs of the drain still to go
-	restoring       int64 // the drain is over: the window goes back to this by released bytes; 0: not
-	restoreGrow     int64 // released bytes not yet added back
-	restoredInEpoch bool  // the restore ended in the epoch under way
+	restoreTo       int64     // the window to go back to after the drain; 0: none under way
+	drainLeft       int       // epochs of the drain still to go
+	restoreFrom     int64     // the window the restore started from
+	restoreStart    time.Time // when it started (the first release after the drain)
+	restoring       int64     // the drain is over: the window goes back to this by released bytes; 0: not
+	restoreGrow     int64     // released bytes not yet added back
+	restoredInEpoch bool      // the restore ended in the epoch under way
 	epochStart      time.Time
 	epochBytes      int64
 	// What the receiver held (NoteHeld): the epoch's sum and count, and
@@ -242,16 +244,24 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 	}
 	t.epochBytes += n
 	if t.restoring > 0 {
-		// After a drain, the window goes back to what it was by what is
-		// released, announced a 64th at a time: the sender's bytes then
-		// arrive at the bottleneck at twice the rate the half-empty path
-		// delivers, which fills it without a queue. Restored at once, half
-		// a window reached the bottleneck in a burst and stood there
-		// for half a round trip ahead of every echo, every 10 s.
+		// After a drain, the window goes back to what it was over two
+		// round trips, in steps of a 64th, and never faster than bytes
+		// are released. Restored at once, half a window of credit
+		// reached the sender together and stood at the bottleneck as a
+		// burst, half a round trip ahead of every echo, every 10 s; and
+		// clocked by releases alone it followed the drained stream's
+		// bursts (a halved window's bytes come a half window at the
+		// full rate, then a gap), which arrive at the path's full rate,
+		// so it sent at twice that rate (a queue of 95 ms at 200 ms).
 		t.restoreGrow += n
-		if t.restoreGrow >= t.window/64 || t.window+t.restoreGrow >= t.restoring {
-			next := min(t.window+t.restoreGrow, t.restoring)
-			t.restoreGrow = 0
+		if t.restoreStart.IsZero() {
+			t.restoreStart = now
+		}
+		span := 2 * max(t.rtt, minEpoch)
+		due := t.restoreFrom + int64(float64(t.restoring-t.restoreFrom)*min(1, float64(now.Sub(t.restoreStart))/float64(span)))
+		next := min(due, t.window+t.restoreGrow, t.restoring)
+		if next-t.window >= t.window/64 || next >= t.restoring {
+			t.restoreGrow -= next - t.window
 			if next >= t.restoring {
 				// Back where it was. The epoch under way saw the rate
 				// rise with the restored window, which says nothing of
@@ -296,6 +306,7 @@ func (t *WindowTuner) OnRelease(now time.Time, n int64) (window int64, changed b
 			return t.window, false
 		}
 		t.restoring, t.restoreTo, t.restoreGrow = max(t.restoreTo, t.cfg.Floor), 0, 0
+		t.restoreFrom, t.restoreStart = t.window, time.Time{}
 		return t.window, false
 	}
 	if t.drainDue {

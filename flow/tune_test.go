@@ -290,19 +290,27 @@ func TestWindowTunerRules(t *testing.T) {
 		if w, ch := tu.OnRelease(at(1122), 1<<20); ch {
 			t.Fatalf("the drain is over: the window went to %d at once", w)
 		}
+		// Releases of 16 KiB every 100 µs (160 MB/s, far more than the
+		// window's 2 MiB per 10 ms round trip): the window comes back
+		// over two round trips, never by more than what was released.
 		w, released := tu.Window(), int64(0)
+		var done time.Duration
 		for i := 0; tu.Window() < 4<<20; i++ {
-			if i > 1000 {
-				t.Fatalf("not restored after 1000 releases: %d", tu.Window())
+			if i > 10000 {
+				t.Fatalf("not restored after 10000 releases: %d", tu.Window())
 			}
 			released += 16 << 10
-			next, ch := tu.OnRelease(at(1122), 16<<10)
+			el := time.Duration(i) * 100 * time.Microsecond
+			next, ch := tu.OnRelease(at(1122).Add(el), 16<<10)
 			if ch && next-w > released {
 				t.Fatalf("the window went %d → %d on %d bytes released", w, next, released)
 			}
 			if ch {
-				w, released = next, 0
+				w, released, done = next, 0, el
 			}
+		}
+		if done < 18*time.Millisecond || done > 25*time.Millisecond {
+			t.Fatalf("restored in %v, want about two round trips (20 ms)", done)
 		}
 		if tu.Window() != 4<<20 {
 			t.Fatalf("restored to %d, want 4 MiB", tu.Window())

@@ -60,6 +60,8 @@ export class WindowTuner {
     this._drainDue = false;
     this._restoreTo = 0;
     this._drainLeft = 0; // epochs of the drain still to go
+    this._restoreFrom = 0; // the window the restore started from
+    this._restoreStart = null; // when (ms)
     this._restoring = 0; // after a drain: the window goes back to this by released bytes
     this._restoreGrow = 0;
     this._restoredInEpoch = false;
@@ -116,12 +118,17 @@ export class WindowTuner {
     if (this._epochStart === null) this._epochStart = now;
     this._epochBytes += n;
     if (this._restoring > 0) {
-      // After a drain, back by what is released, a 64th at a time: the
-      // path, half empty, fills without a burst queueing at its bottleneck.
+      // After a drain, back over two round trips, a 64th at a time and never
+      // faster than bytes are released: the drained stream comes in bursts
+      // at the path's full rate, and a restore clocked by them alone sent at
+      // twice that rate.
       this._restoreGrow += n;
-      if (this._restoreGrow >= Math.floor(this.window / 64) || this.window + this._restoreGrow >= this._restoring) {
-        const next = Math.min(this.window + this._restoreGrow, this._restoring);
-        this._restoreGrow = 0;
+      if (this._restoreStart === null) this._restoreStart = now;
+      const span = 2 * Math.max(this.rtt, MIN_EPOCH_MS);
+      const due = this._restoreFrom + Math.floor((this._restoring - this._restoreFrom) * Math.min(1, (now - this._restoreStart) / span));
+      const next = Math.min(due, this.window + this._restoreGrow, this._restoring);
+      if (next - this.window >= Math.floor(this.window / 64) || next >= this._restoring) {
+        this._restoreGrow -= next - this.window;
         if (next >= this._restoring) {
           this._restoring = 0;
           this._step = 0;
@@ -150,6 +157,8 @@ export class WindowTuner {
       // goes back as bytes are released (above), not at once.
       if (--this._drainLeft > 0) return null;
       this._restoring = Math.max(this._restoreTo, this.floor);
+      this._restoreFrom = this.window;
+      this._restoreStart = null;
       this._restoreTo = 0;
       this._restoreGrow = 0;
       return null;

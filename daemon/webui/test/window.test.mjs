@@ -89,18 +89,23 @@ test('tune.js: after a drain the window comes back by what is released, not at o
   assert.equal(tu.onRelease(1100, 1 << 20), 2 << 20, 'the drain halves');
   assert.equal(tu.onRelease(1111, 1 << 20), null, 'one epoch into the drain');
   assert.equal(tu.onRelease(1122, 1 << 20), null, 'the drain is over, and the window does not jump back');
+  // 16 KiB every 0.1 ms: back over two round trips (20 ms), never by more
+  // than was released.
   let w = tu.window;
   let released = 0;
+  let done = 0;
   for (let i = 0; tu.window < 4 << 20; i++) {
-    assert.ok(i < 1000, `not restored: ${tu.window}`);
+    assert.ok(i < 10000, `not restored: ${tu.window}`);
     released += 16 * 1024;
-    const next = tu.onRelease(1122, 16 * 1024);
+    const next = tu.onRelease(1122 + i * 0.1, 16 * 1024);
     if (next !== null) {
       assert.ok(next - w <= released, `${w} → ${next} on ${released} released`);
       w = next;
       released = 0;
+      done = i * 0.1;
     }
   }
+  assert.ok(done >= 18 && done <= 25, `restored in ${done} ms, want about 20`);
   assert.equal(tu.window, 4 << 20);
 });
 
