@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ahp-dev/ahpd/pty/record"
 )
 
 const castHead = `{"version":2,"width":80,"height":24,"timestamp":1765119845,"env":{"TERM":"xterm-256color"}}` + "\n"
@@ -23,13 +25,13 @@ var castCases = []struct {
 	{"no final newline", castHead + `[0.1, "o", "a"]`, "a", ""},
 	{"blank lines", castHead + "\n" + `[0.1, "o", "a"]` + "\n\n", "a", ""},
 	{"header only", castHead, "", ""},
-	{"empty", "", "", "empty file"},
+	{"empty", "", "", "an empty file"},
 	{"version 1", `{"version":1,"width":80,"height":24}` + "\n", "", "version 1"},
-	{"not json", "hello\n", "", "not an asciicast v2 header"},
-	{"bad event", castHead + `{"o":1}` + "\n", "", "line 2: want [time, code, data]"},
-	{"negative time", castHead + `[-1, "o", "a"]` + "\n", "", "line 2: time"},
-	{"code not a string", castHead + `[1, 2, "a"]` + "\n", "", "line 2: code"},
-	{"data not a string", castHead + `[1, "o", 3]` + "\n", "", "line 2: data"},
+	{"not json", "hello\n", "", "line 1: record: bad format: header is not a JSON object"},
+	{"bad event", castHead + `{"o":1}` + "\n", "", "line 2 (offset 92): record: bad format: event is not a JSON array"},
+	{"negative time", castHead + `[-1, "o", "a"]` + "\n", "", "line 2 (offset 92): record: bad format: event time -1"},
+	{"code not a string", castHead + `[1, 2, "a"]` + "\n", "", "line 2 (offset 92): record: bad format: event type 2"},
+	{"data not a string", castHead + `[1, "o", 3]` + "\n", "", "line 2 (offset 92): record: bad format: event data"},
 	{"two events then garbage", castHead + `[1, "o", "a"]` + "\n" + `[2, "o"]` + "\n", "a", "line 3"},
 }
 
@@ -49,16 +51,16 @@ func TestCastCat(t *testing.T) {
 	}
 }
 
-// TestCastLineBound: a line past maxCastLine is refused, not buffered.
+// TestCastLineBound: a line past record.MaxReadLine is refused, not buffered.
 func TestCastLineBound(t *testing.T) {
-	long := castHead + `[1, "o", "` + strings.Repeat("a", maxCastLine) + `"]` + "\n"
+	long := castHead + `[1, "o", "` + strings.Repeat("a", record.MaxReadLine) + `"]` + "\n"
 	err := replay{}.run(context.Background(), strings.NewReader(long), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "longer than") {
-		t.Fatalf("cat of a %d-byte line = %v, want longer than %d bytes", len(long), err, maxCastLine)
+		t.Fatalf("cat of a %d-byte line = %v, want longer than %d bytes", len(long), err, record.MaxReadLine)
 	}
-	ok := castHead + `[1, "o", "` + strings.Repeat("a", maxCastLine-20) + `"]` + "\n"
+	ok := castHead + `[1, "o", "` + strings.Repeat("a", record.MaxReadLine-20) + `"]` + "\n"
 	var out bytes.Buffer
-	if err := (replay{}).run(context.Background(), strings.NewReader(ok), &out); err != nil || out.Len() != maxCastLine-20 {
+	if err := (replay{}).run(context.Background(), strings.NewReader(ok), &out); err != nil || out.Len() != record.MaxReadLine-20 {
 		t.Fatalf("cat of a line under the bound = %d bytes, %v", out.Len(), err)
 	}
 }

@@ -11,12 +11,13 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/ahp-dev/ahpd/internal/atomicfile"
 	"github.com/ahp-dev/ahpd/internal/units"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
+	"github.com/ahp-dev/ahpd/pty/record"
 )
 
 // recordModes are the values of terminal create --record=MODE and the
@@ -287,10 +288,11 @@ type replay struct {
 }
 
 func (p replay) run(ctx context.Context, r io.Reader, w io.Writer) error {
-	cr := newCastReader(r)
-	if _, err := cr.header(); err != nil {
+	cr, err := record.NewReader(r)
+	if err != nil {
 		return err
 	}
+	cr.Complete = true // a file, or a recording's whole lines: a last line without "\n" is an event
 	timed := p.speed > 0 || p.idle > 0
 	speed := p.speed
 	if speed == 0 {
@@ -298,7 +300,7 @@ func (p replay) run(ctx context.Context, r io.Reader, w io.Writer) error {
 	}
 	var last float64
 	for {
-		ev, err := cr.next()
+		ev, err := cr.Next()
 		if err == io.EOF {
 			return nil
 		}
@@ -363,32 +365,9 @@ func setupRecordingsExport(fs *flag.FlagSet) action {
 			_, err := io.Copy(a.stdout, r)
 			return err
 		}
-		return writeFileAtomic(*out, r)
+		if err := atomicfile.WriteFrom(*out, r); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		return nil
 	}
-}
-
-// writeFileAtomic writes r to path with mode 0600: into a temporary file
-// beside it, renamed over path once complete, so that a failed export
-// leaves no partial file.
-func writeFileAtomic(path string, r io.Reader) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = io.Copy(f, r)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("export: %w", err)
-	}
-	return nil
 }

@@ -1,9 +1,11 @@
 // Package atomicfile replaces a file whole: a reader sees the old file or
 // the new one, never a part. The state files of the daemon (tokens.json,
-// tcp-allow.json) are written with it.
+// tcp-allow.json) are written with it, and ahpctl's recordings export.
 package atomicfile
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -15,13 +17,19 @@ import (
 // reported). On error the temporary file is removed and path is as it
 // was.
 func Write(path string, data []byte) error {
+	return WriteFrom(path, bytes.NewReader(data))
+}
+
+// WriteFrom is Write of what r holds up to its end (ahpctl recordings
+// export streams a recording so).
+func WriteFrom(path string, r io.Reader) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
+	_, err = io.Copy(f, r)
 	if err == nil {
 		err = f.Sync()
 	}

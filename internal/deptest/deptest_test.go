@@ -44,7 +44,7 @@ var rules = []rule{
 	{"telemetry", notOurs("daemon", "ctl", "cmd", "bench", "tcp", "pty"), "channel packages use flow/, never the daemon or each other"},
 	{"tcp", notOurs("daemon", "ctl", "cmd", "bench", "pty", "telemetry"), "channel packages use flow/, never the daemon or each other"},
 	{"daemon", notOurs("ctl", "cmd", "bench"), "the daemon never imports the CLI or the benchmarks"},
-	{"ctl", either(only("pty"), notOurs("daemon", "cmd", "bench", "pty", "tcp", "telemetry")), "the CLI talks to the daemon only through proto/ and the wire protocol (it uses pty's headless emulator, pty.Screen, for attach's predictive echo)"},
+	{"ctl", either(either(only("pty"), only("pty/record")), notOurs("daemon", "cmd", "bench", "pty", "tcp", "telemetry")), "the CLI talks to the daemon only through proto/ and the wire protocol (it uses pty's headless emulator, pty.Screen, for attach's predictive echo, and pty/record's asciicast reader for recordings cat)"},
 	{"cmd", notOurs("bench"), "the binaries we ship do not link the benchmarks"},
 	{"daemon/session", forbid("daemon", "daemon/service/...", "pty/...", "tcp/...", "telemetry/..."), "the session serves every channel kind through flow's contract, and knows neither the service nor the wiring"},
 	{"daemon/service", forbid("daemon", "daemon/metrics/..."), "the service does not know the wiring"},

@@ -89,24 +89,31 @@ func ParseEvent(line []byte) (Event, error) {
 
 // Reader reads an asciicast v2 file line by line.
 type Reader struct {
-	br  *bufio.Reader
-	off int64
-	hdr Header
+	// Complete says the file is finished: a last line without a newline
+	// is then an event (as asciinema reads it), not the partial line of
+	// a file being written (io.ErrUnexpectedEOF). ahpctl recordings cat
+	// sets it for files given by name.
+	Complete bool
+
+	br   *bufio.Reader
+	off  int64
+	line int // lines read
+	hdr  Header
 }
 
 // NewReader reads the header from r and returns a Reader of the events
 // that follow.
 func NewReader(r io.Reader) (*Reader, error) {
 	cr := &Reader{br: bufio.NewReaderSize(r, 64<<10)}
-	line, err := cr.line()
+	line, err := cr.next()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			err = fmt.Errorf("%w: no header", ErrFormat)
+			err = fmt.Errorf("%w: an empty file, no header", ErrFormat)
 		}
 		return nil, err
 	}
 	if cr.hdr, err = ParseHeader(line); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("line 1: %w", err)
 	}
 	return cr, nil
 }
@@ -117,14 +124,19 @@ func (r *Reader) Header() Header { return r.hdr }
 // Offset returns the byte offset of the next line.
 func (r *Reader) Offset() int64 { return r.off }
 
-// line returns the next whole line (with its newline). A last line
-// without a newline (a file being written) is io.ErrUnexpectedEOF.
-func (r *Reader) line() ([]byte, error) {
+// Line returns how many lines the Reader has read, the header's
+// included: the number of the line the last event came from.
+func (r *Reader) Line() int { return r.line }
+
+// next returns the next whole line (with its newline). A last line
+// without a newline is io.ErrUnexpectedEOF (a file being written) unless
+// the file is Complete.
+func (r *Reader) next() ([]byte, error) {
 	var buf []byte
 	for {
 		chunk, err := r.br.ReadSlice('\n')
 		if len(buf)+len(chunk) > MaxReadLine {
-			return nil, fmt.Errorf("%w: line at offset %d longer than %d bytes", ErrFormat, r.off, MaxReadLine)
+			return nil, fmt.Errorf("%w: line %d (offset %d) longer than %d bytes", ErrFormat, r.line+1, r.off, MaxReadLine)
 		}
 		switch {
 		case err == nil:
@@ -134,12 +146,19 @@ func (r *Reader) line() ([]byte, error) {
 				buf = append(buf, chunk...)
 			}
 			r.off += int64(len(buf))
+			r.line++
 			return buf, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			buf = append(buf, chunk...)
 		case errors.Is(err, io.EOF):
 			if len(buf)+len(chunk) == 0 {
 				return nil, io.EOF
+			}
+			if r.Complete {
+				buf = append(buf, chunk...)
+				r.off += int64(len(buf))
+				r.line++
+				return buf, nil
 			}
 			return nil, io.ErrUnexpectedEOF
 		default:
@@ -153,7 +172,7 @@ func (r *Reader) line() ([]byte, error) {
 func (r *Reader) Next() (Event, error) {
 	for {
 		off := r.off
-		line, err := r.line()
+		line, err := r.next()
 		if err != nil {
 			return Event{}, err
 		}
@@ -162,7 +181,7 @@ func (r *Reader) Next() (Event, error) {
 		}
 		e, err := ParseEvent(line)
 		if err != nil {
-			return Event{}, fmt.Errorf("offset %d: %w", off, err)
+			return Event{}, fmt.Errorf("line %d (offset %d): %w", r.line, off, err)
 		}
 		e.Offset = off
 		return e, nil

@@ -141,7 +141,7 @@ func scanIndex(r io.Reader, f func(off int64, l IndexLine) bool) error {
 	cr := &Reader{br: bufio.NewReaderSize(r, 64<<10)}
 	for {
 		off := cr.off
-		line, err := cr.line()
+		line, err := cr.next()
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil
 		}
