@@ -61,6 +61,10 @@ type StoreStats struct {
 type file struct {
 	Info
 	sortKey string // Started, then the id: the eviction order
+	// gone is set when the file was evicted while live (a total cap
+	// lowered below it): its writer writes nothing more to it, and its
+	// Recorder continues in a new file at its next line.
+	gone atomic.Bool
 }
 
 func (f *file) size() int64 { return f.Bytes + f.IndexBytes }
@@ -275,8 +279,15 @@ func readSummary(path string) (Header, float64, error) {
 	return h, last, nil
 }
 
+// maxChannel is the longest channel id a recording id holds whole: a
+// channel id's longest (registry.ValidID). Cutting a shorter one would
+// file two terminals' recordings under one name, and a token scoped to
+// one would read the other's.
+const maxChannel = 128
+
 // SafeChannel returns the channel id as recording ids hold it: every
-// character outside [A-Za-z0-9._-] replaced by '_' (at most 100 bytes).
+// character outside [A-Za-z0-9._-] replaced by '_' (at most maxChannel
+// bytes). A valid channel id is returned unchanged.
 func SafeChannel(channel string) string {
 	b := []byte(channel)
 	for i, c := range b {
@@ -284,8 +295,8 @@ func SafeChannel(channel string) string {
 			b[i] = '_'
 		}
 	}
-	if len(b) > 100 {
-		b = b[:100]
+	if len(b) > maxChannel {
+		b = b[:maxChannel]
 	}
 	if len(b) == 0 {
 		return "_"
@@ -356,6 +367,9 @@ func (s *Store) forget(f *file) {
 func (s *Store) reserve(f *file, index bool, n int64, force bool, dur float64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if f.gone.Load() {
+		return false // evicted: neither on disk nor in the total
+	}
 	if !s.evictLocked(n, f) && !force {
 		return false
 	}
@@ -377,7 +391,9 @@ func (s *Store) unreserve(f *file, index bool, n int64) {
 	} else {
 		f.Bytes -= n
 	}
-	s.total -= n
+	if !f.gone.Load() { // an eviction took its bytes out of the total
+		s.total -= n
+	}
 	s.mu.Unlock()
 }
 
@@ -410,6 +426,7 @@ func (s *Store) evictLocked(n int64, keep *file) bool {
 		delete(s.files, f.ID)
 		s.total -= f.size()
 		s.evictions++
+		f.gone.Store(true)
 		s.log.Info("recording evicted", "recording", f.ID, "bytes", f.size(), "reason", "recordingsMaxTotalBytes")
 	}
 	return s.total+n <= max
