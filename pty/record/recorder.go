@@ -69,6 +69,7 @@ type Recorder struct {
 	last    time.Duration // its latest event time
 	size    int64         // its bytes once the queue is written (.cast and index)
 	events  int           // its event lines
+	opened  int64         // size once its opening lines were queued
 	rows    int
 	cols    int
 	kfBytes int64         // output since the latest keyframe
@@ -215,6 +216,7 @@ func (r *Recorder) open(start time.Time, f *file) {
 	}
 	r.index(appendAudit(nil, Audit{Event: "record-on", Detail: mode.String()}), true)
 	r.keyframeOf(0, true, rows, cols, screen)
+	r.opened = r.size
 }
 
 // push appends o to the queue (r.mu held).
@@ -366,7 +368,7 @@ func (r *Recorder) line(d time.Duration, typ byte, text string, must bool) int {
 		r.dropEmpty()
 		return lineDropped
 	}
-	if !must && r.events > 0 && r.size+n+rotateRoom > lim.MaxBytes {
+	if !must && r.events > 0 && (r.size+n+rotateRoom > lim.MaxBytes || r.cur.gone.Load()) {
 		c.b = c.b[:mark]
 		r.dropEmpty()
 		if !r.rotate(d) {
@@ -509,7 +511,16 @@ func (r *Recorder) Audit(a Audit) {
 	}
 	d := r.clock(time.Now())
 	a.Time = seconds(d)
-	if !r.index(appendAudit(nil, a), true) {
+	line := appendAudit(nil, a)
+	// An audit line continues the file at MaxBytes as output does:
+	// viewers that attach and detach on an idle terminal must not take
+	// one file past its cap (and then the directory's, evicting the
+	// other recordings and dropping what follows).
+	if r.size > r.opened && (r.size+int64(len(line))+rotateRoom > r.s.lim.Load().MaxBytes || r.cur.gone.Load()) && r.rotate(d) {
+		a.Time = seconds(r.last)
+		line = appendAudit(nil, a)
+	}
+	if !r.index(line, true) {
 		r.log.Warn("recording dropped an audit event: the writer is behind", "recording", r.cur.ID, "event", a.Event)
 	}
 }

@@ -1,0 +1,140 @@
+package record
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAuditKeepsTheFileCap: viewers that attach and detach without end on
+// a terminal that prints nothing add audit lines only; the file still
+// continues in a new one at MaxBytes, no file is larger, and every audit
+// event is in one of them.
+func TestAuditKeepsTheFileCap(t *testing.T) {
+	lim := Limits{MaxBytes: 64 << 10, MaxTotalBytes: 64 << 20}
+	s := testStore(t, lim)
+	var snaps int
+	r, err := s.Start(Params{Channel: "idle", Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Output(time.Now(), "$ ")
+	const n = 2000 // about 300 KB of audit lines: five files' worth
+	for i := range n {
+		r.Audit(Audit{Event: "attach", Viewer: "c" + strconv.Itoa(i), Token: "tok-1", Role: "view", Remote: "127.0.0.1:40000"})
+	}
+	r.Stop("test over")
+
+	ents, err := os.ReadDir(s.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := map[string]int64{}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := strings.TrimSuffix(strings.TrimSuffix(e.Name(), CastSuffix), IndexSuffix)
+		size[id] += fi.Size()
+	}
+	if len(size) < 4 {
+		t.Errorf("%d recordings for %d audit events of 64 KiB files: want the file continued at the cap", len(size), n)
+	}
+	seen := map[string]bool{}
+	for id, sz := range size {
+		if sz > lim.MaxBytes {
+			t.Errorf("%s: %d bytes, cap %d", id, sz, lim.MaxBytes)
+		}
+		f, err := os.Open(filepath.Join(s.Dir(), id+IndexSuffix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix, err := ReadIndex(f, false)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range ix.Audit {
+			if a.Event == "attach" {
+				seen[a.Viewer] = true
+			}
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d of %d audit events in the files", len(seen), n)
+	}
+}
+
+// TestLiveFileEvictedByALowerCap: a total cap lowered below a recording
+// being written evicts it; its bytes leave the total, nothing more is
+// written to the deleted file, and what the terminal prints next goes
+// into a new file, which the other recordings can still be written
+// beside.
+func TestLiveFileEvictedByALowerCap(t *testing.T) {
+	s := testStore(t, Limits{MaxBytes: 1 << 20, MaxTotalBytes: 2 << 20})
+	wrote := make(chan struct{}, 1)
+	s.opDone = func() {
+		select {
+		case wrote <- struct{}{}:
+		default:
+		}
+	}
+	var snaps int
+	r, err := s.Start(Params{Channel: "big", Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := r.ID()
+	line := strings.Repeat("z", 1000) + "\r\n"
+	for range 600 {
+		r.Output(time.Now(), line)
+	}
+	r.Flush()
+	for { // written
+		r.mu.Lock()
+		q := r.qBytes
+		r.mu.Unlock()
+		if q == 0 {
+			break
+		}
+		<-wrote
+	}
+	if err := s.SetLimits(Limits{MaxBytes: 256 << 10, MaxTotalBytes: 256 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Info(first); err == nil {
+		t.Fatalf("%s of 600 KB still listed under a 256 KiB total cap", first)
+	}
+	r.Output(time.Now(), "after the eviction\r\n")
+	other, err := s.Start(Params{Channel: "other", Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Output(time.Now(), "beside it\r\n")
+	r.Stop("test over")
+	other.Stop("test over")
+
+	var onDisk int64
+	ents, _ := os.ReadDir(s.Dir())
+	for _, e := range ents {
+		fi, _ := e.Info()
+		onDisk += fi.Size()
+	}
+	if st := s.Stats(); st.Bytes != onDisk {
+		t.Errorf("Stats().Bytes = %d, the directory holds %d", st.Bytes, onDisk)
+	}
+	if r.ID() == first {
+		t.Fatalf("still recording into the evicted %s", first)
+	}
+	for id, want := range map[string]string{r.ID(): "after the eviction", other.ID(): "beside it"} {
+		b, err := os.ReadFile(filepath.Join(s.Dir(), id+CastSuffix))
+		if err != nil || !bytes.Contains(b, []byte(want)) {
+			t.Errorf("%s: %v, %q; want %q in it", id, err, b, want)
+		}
+	}
+}
