@@ -76,6 +76,7 @@ type Recorder struct {
 	kfAt    time.Duration // time of the latest keyframe
 	kfOut   bool          // output since the latest keyframe
 	kfWant  bool          // a keyframe is due (output was dropped)
+	kfNeed  int64         // queue bytes the latest keyframe took or would have taken
 	armed   bool          // lazy is pending
 	dropped int64         // output bytes dropped and not yet marked
 	outUTF8 utf8Carry     // OutputBytes
@@ -267,6 +268,13 @@ func (r *Recorder) index(line []byte, must bool) bool {
 // keyframe queues a keyframe of the screen now at time d (r.mu held).
 // Unless must, it is skipped when the queue has no room for it.
 func (r *Recorder) keyframe(d time.Duration, must bool) {
+	if !must && !r.room(r.kfNeed, r.s.lim.Load(), false) {
+		// The last keyframe would not fit: a snapshot now would most
+		// likely be thrown away, and one of a large screen costs more
+		// than the output it follows (a 1000×1000 screen of colours is
+		// megabytes), at every event until the queue has room.
+		return
+	}
 	rows, cols, screen := r.snap()
 	r.keyframeOf(d, must, rows, cols, screen)
 }
@@ -275,6 +283,7 @@ func (r *Recorder) keyframe(d time.Duration, must bool) {
 func (r *Recorder) keyframeOf(d time.Duration, must bool, rows, cols int, screen string) {
 	pre, b := keyframeParts(d, rows, cols, screen)
 	n := int64(len(pre) + len(b) + 20)
+	r.kfNeed = n
 	lim := r.s.lim.Load()
 	if !must {
 		if !r.room(n, lim, false) {

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -136,5 +137,47 @@ func TestLiveFileEvictedByALowerCap(t *testing.T) {
 		if err != nil || !bytes.Contains(b, []byte(want)) {
 			t.Errorf("%s: %v, %q; want %q in it", id, err, b, want)
 		}
+	}
+}
+
+// gated is a disk that writes nothing until release is closed.
+type gated struct {
+	w       io.Writer
+	release chan struct{}
+}
+
+func (g gated) Write(p []byte) (int, error) {
+	<-g.release
+	return g.w.Write(p)
+}
+
+// TestFullQueueSkipsKeyframeSnapshots: while the writer is behind and the
+// last keyframe would not fit in its queue, output events do not take a
+// snapshot each (of a large screen one costs more than the output it
+// follows: a 1000×1000 screen of colours made the daemon spend 40 times
+// the CPU of the same output unrecorded).
+func TestFullQueueSkipsKeyframeSnapshots(t *testing.T) {
+	release := make(chan struct{})
+	s := testStore(t, Limits{KeyframeBytes: 4 << 10, QueueBytes: 128 << 10},
+		WithFileWrapper(func(w io.Writer) io.Writer { return gated{w, release} }))
+	snaps := 0
+	screen := strings.Repeat("\x1b[38;5;1mx", 10000) // about 150 KB escaped: more than the queue
+	r, err := s.Start(Params{Channel: "wide", Rows: 24, Cols: 80, Mode: Output,
+		Snapshot: func() (int, int, string) { snaps++; return 24, 80, screen }})
+	if err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	for range 1000 { // 200 KB of output behind a blocked disk: dropped, a keyframe due
+		r.Output(time.Now(), strings.Repeat("y", 200))
+	}
+	got := snaps
+	close(release)
+	r.Stop("test over")
+	if got > 10 {
+		t.Errorf("%d snapshots for 1000 output events while the queue was full, want a few", got)
+	}
+	if st := s.Stats(); st.DroppedBytes == 0 {
+		t.Errorf("stats %+v: want the output dropped behind the blocked disk", st)
 	}
 }
