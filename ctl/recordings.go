@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/ahp-dev/ahpd/internal/atomicfile"
 	"github.com/ahp-dev/ahpd/internal/units"
 	ahpv1 "github.com/ahp-dev/ahpd/proto/ahp/v1"
@@ -148,6 +150,12 @@ func recordingChannel(s string) string {
 	return s
 }
 
+// maxListBytes bounds the ListRecordings answer ahpctl takes: about 175
+// bytes a recording, so some 380,000 recordings, where gRPC's default of
+// 4 MiB stopped at about 24,000 (a directory of 1 GiB holds more small
+// ones).
+const maxListBytes = 64 << 20
+
 func setupRecordingsList(fs *flag.FlagSet) action {
 	o := outputFlag(fs)
 	return func(ctx context.Context, a *app, args []string) error {
@@ -163,7 +171,7 @@ func setupRecordingsList(fs *flag.FlagSet) action {
 			return err
 		}
 		defer cancel()
-		res, err := c.recordings.ListRecordings(rctx, req)
+		res, err := c.recordings.ListRecordings(rctx, req, grpc.MaxCallRecvMsgSize(maxListBytes))
 		if err != nil {
 			return err
 		}
