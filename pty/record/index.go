@@ -118,7 +118,7 @@ const maxSize = 1000
 // written) ends the index; a bad line is an error naming its offset.
 func ReadIndex(r io.Reader, screens bool) (*Index, error) {
 	ix := &Index{Keyframes: []Keyframe{}, Audit: []Audit{}}
-	err := scanIndex(r, func(off int64, l IndexLine) bool {
+	_, err := scanIndex(r, func(off int64, l IndexLine) bool {
 		switch l.Type {
 		case "keyframe":
 			k := l.Keyframe
@@ -136,27 +136,29 @@ func ReadIndex(r io.Reader, screens bool) (*Index, error) {
 	return ix, err
 }
 
-// scanIndex calls f for each line of an index until it returns false.
-func scanIndex(r io.Reader, f func(off int64, l IndexLine) bool) error {
+// scanIndex calls f for each line of an index until it returns false. It
+// returns the offset after the last whole line it read (a last line
+// without a newline, being written, is left for later).
+func scanIndex(r io.Reader, f func(off int64, l IndexLine) bool) (int64, error) {
 	cr := &Reader{br: bufio.NewReaderSize(r, 64<<10)}
 	for {
 		off := cr.off
 		line, err := cr.next()
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil
+			return off, nil
 		}
 		if err != nil {
-			return err
+			return off, err
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		l, err := ParseIndexLine(line)
 		if err != nil {
-			return fmt.Errorf("index offset %d: %w", off, err)
+			return off, fmt.Errorf("index offset %d: %w", off, err)
 		}
 		if !f(off, l) {
-			return nil
+			return cr.off, nil
 		}
 	}
 }

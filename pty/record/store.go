@@ -103,6 +103,15 @@ type Store struct {
 	// lastName is, per channel, the newest id allocated: an id freed by
 	// an eviction is not given again, so ids keep their order.
 	lastName map[string]lastName
+
+	// idxMu serializes the reading of indexes (Index, Keyframe) and
+	// guards idxCache, the summaries of the latest ones read: many
+	// viewers asking for the index of one large recording cost one
+	// parse, and what is parsed at once is one index (indexes.go).
+	idxMu    sync.Mutex
+	idxCache []*indexSummary
+	// idxParsed counts the index bytes parsed (tests).
+	idxParsed atomic.Int64
 }
 
 type lastName struct {
@@ -212,7 +221,7 @@ func (s *Store) load(id string) (*file, bool) {
 	if fi, err := os.Stat(base + IndexSuffix); err == nil {
 		f.IndexBytes = fi.Size()
 		if ix, err := os.Open(base + IndexSuffix); err == nil {
-			_ = scanIndex(ix, func(_ int64, l IndexLine) bool {
+			_, _ = scanIndex(ix, func(_ int64, l IndexLine) bool {
 				if l.Type == "audit" && l.Audit.Event == "record-on" {
 					f.Input = l.Audit.Detail == OutputInput.String()
 					return false
@@ -499,25 +508,22 @@ func (s *Store) Open(id string) (io.ReadSeekCloser, Info, error) {
 
 // Index returns a recording's index, keyframes without their screens.
 func (s *Store) Index(id string) (*Index, error) {
-	if _, err := s.Info(id); err != nil {
+	sum, err := s.summary(id)
+	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(s.dir, id+IndexSuffix))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("record: %w", err)
-	}
-	defer f.Close()
-	return ReadIndex(f, false)
+	return &Index{Keyframes: slices.Clone(sum.ix.Keyframes), Audit: slices.Clone(sum.ix.Audit), Dropped: sum.ix.Dropped}, nil
 }
 
 // Keyframe returns keyframe n (0 the first) of a recording, with its
-// screen.
+// screen: it reads that one line of the index (the summary knows where).
 func (s *Store) Keyframe(id string, n int) (Keyframe, error) {
-	if _, err := s.Info(id); err != nil {
+	sum, err := s.summary(id)
+	if err != nil {
 		return Keyframe{}, err
+	}
+	if n < 0 || n >= len(sum.kfAt) {
+		return Keyframe{}, fmt.Errorf("%w: %q has no keyframe %d", ErrNotFound, id, n)
 	}
 	f, err := os.Open(filepath.Join(s.dir, id+IndexSuffix))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -527,24 +533,19 @@ func (s *Store) Keyframe(id string, n int) (Keyframe, error) {
 		return Keyframe{}, fmt.Errorf("record: %w", err)
 	}
 	defer f.Close()
+	if _, err := f.Seek(sum.kfAt[n], io.SeekStart); err != nil {
+		return Keyframe{}, fmt.Errorf("record: %w", err)
+	}
 	var k Keyframe
-	i, found := 0, false
-	err = scanIndex(f, func(_ int64, l IndexLine) bool {
-		if l.Type != "keyframe" {
-			return true
-		}
-		if i == n {
-			k, found = l.Keyframe, true
-			return false
-		}
-		i++
-		return true
-	})
-	if err != nil {
+	found := false
+	if _, err := scanIndex(f, func(_ int64, l IndexLine) bool {
+		k, found = l.Keyframe, l.Type == "keyframe"
+		return false
+	}); err != nil {
 		return Keyframe{}, err
 	}
-	if !found || n < 0 {
-		return Keyframe{}, fmt.Errorf("%w: %q has no keyframe %d", ErrNotFound, id, n)
+	if !found {
+		return Keyframe{}, fmt.Errorf("%w: %q: keyframe %d is not where its index put it", ErrFormat, id, n)
 	}
 	k.Bytes = len(k.Screen)
 	return k, nil

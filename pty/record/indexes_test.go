@@ -1,0 +1,135 @@
+package record
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// writeRecording writes a recording's .cast (a header and one event) and
+// its index lines into dir, as id.
+func writeRecording(t *testing.T, dir, id string, index string) {
+	t.Helper()
+	cast := `{"version":2,"width":80,"height":24,"timestamp":1765119845}` + "\n" + `[0.1, "o", "hi"]` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, id+CastSuffix), []byte(cast), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, id+IndexSuffix), []byte(index), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// indexLines returns n keyframe lines (screens of screen bytes, told
+// apart by their first byte) and an audit line after each, from time t0.
+func indexLines(n, screen int, t0 float64) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"type":"keyframe","time":%g,"offset":%d,"rows":24,"cols":80,"screen":"%c%s"}`+"\n", t0+float64(i), 100+i, 'a'+rune(i%26), strings.Repeat("x", screen))
+		fmt.Fprintf(&b, `{"type":"audit","time":%g,"event":"attach","viewer":"v%d","token":"t","role":"view","remote":"127.0.0.1:1"}`+"\n", t0+float64(i)+0.5, i)
+	}
+	return b.String()
+}
+
+// TestIndexSummaries: Index and Keyframe answer what the whole file says
+// (ReadIndex), also as a live index grows, a partial last line included
+// once it is whole; what was appended is all that is parsed again; and
+// many viewers asking at once for one large index cost one parse.
+func TestIndexSummaries(t *testing.T) {
+	dir := t.TempDir()
+	const id = "term-20261207T000000Z"
+	first := indexLines(5, 1000, 0)
+	writeRecording(t, dir, id, first)
+	s, err := OpenStore(dir, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check := func(when string) {
+		t.Helper()
+		f, err := os.Open(filepath.Join(dir, id+IndexSuffix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		want, err := ReadIndex(f, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Index(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Keyframes) != len(want.Keyframes) || !reflect.DeepEqual(got.Audit, want.Audit) || got.Dropped != want.Dropped {
+			t.Fatalf("%s: Index has %d keyframes, %d audit lines; the file %d, %d", when, len(got.Keyframes), len(got.Audit), len(want.Keyframes), len(want.Audit))
+		}
+		for n, wk := range want.Keyframes {
+			if g := got.Keyframes[n]; g.Screen != "" || g.Offset != wk.Offset || g.Bytes != len(wk.Screen) {
+				t.Fatalf("%s: Index's keyframe %d = %+v", when, n, g)
+			}
+			k, err := s.Keyframe(id, n)
+			if err != nil || k.Screen != wk.Screen || k.Offset != wk.Offset {
+				t.Fatalf("%s: Keyframe(%d) = offset %d, screen %.8q…, %v; want offset %d, %.8q…", when, n, k.Offset, k.Screen, err, wk.Offset, wk.Screen)
+			}
+		}
+		if _, err := s.Keyframe(id, len(want.Keyframes)); err == nil {
+			t.Fatalf("%s: Keyframe past the last answered", when)
+		}
+	}
+	check("at first")
+	if p := s.idxParsed.Load(); p != int64(len(first)) {
+		t.Fatalf("parsed %d bytes, want the file's %d", p, len(first))
+	}
+	check("again")
+	if p := s.idxParsed.Load(); p != int64(len(first)) {
+		t.Fatalf("parsed %d bytes after asking again, want still %d", p, len(first))
+	}
+
+	// A live index grows, its last line half written.
+	more := indexLines(3, 500, 10)
+	half := `{"type":"dropped","time":20,"by`
+	f, err := os.OpenFile(filepath.Join(dir, id+IndexSuffix), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(more + half); err != nil {
+		t.Fatal(err)
+	}
+	check("grown")
+	if p := s.idxParsed.Load(); p != int64(len(first)+len(more)) {
+		t.Fatalf("parsed %d bytes in all, want %d: only what was appended, up to the last whole line", p, len(first)+len(more))
+	}
+	if _, err := f.WriteString(`tes":7}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	check("the last line whole")
+	if ix, _ := s.Index(id); ix.Dropped != 7 {
+		t.Fatalf("dropped %d, want 7", ix.Dropped)
+	}
+
+	// Many viewers at once, a large index: one parse.
+	const big = "big-20261207T000000Z"
+	writeRecording(t, dir, big, indexLines(200, 64<<10, 0))
+	s2, err := OpenStore(dir, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			if ix, err := s2.Index(big); err != nil || len(ix.Keyframes) != 200 {
+				t.Errorf("Index: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	fi, _ := os.Stat(filepath.Join(dir, big+IndexSuffix))
+	if p := s2.idxParsed.Load(); p != fi.Size() {
+		t.Fatalf("16 viewers at once parsed %d bytes, want the file's %d once", p, fi.Size())
+	}
+}
