@@ -75,6 +75,7 @@ func (t *Terminal) StartRecording(s *record.Store, m record.Mode) (string, error
 		return "", fmt.Errorf("pty: StartRecording: %w", err)
 	}
 	t.rec, t.recMode = rec, m
+	t.lastRec, t.lastRecMode = rec, m
 	if m == record.OutputInput {
 		t.recIn.Store(rec)
 	}
@@ -104,6 +105,19 @@ func (t *Terminal) Recording() (string, record.Mode) {
 		return "", record.Off
 	}
 	return t.rec.ID(), t.recMode
+}
+
+// LastRecording returns the terminal's latest recording, live or ended
+// (id "" when it never recorded): a terminal that started recorded and
+// whose process exited at once has ended its recording before anyone
+// asked for Recording.
+func (t *Terminal) LastRecording() (id string, m record.Mode, live bool) {
+	t.emuMu.Lock()
+	defer t.emuMu.Unlock()
+	if t.lastRec == nil {
+		return "", record.Off, false
+	}
+	return t.lastRec.ID(), t.lastRecMode, t.lastRec.Live()
 }
 
 // RecordAudit adds an audit event to the recording's index; it does

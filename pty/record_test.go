@@ -687,3 +687,38 @@ func TestRecordingPlaysInAsciinema(t *testing.T) {
 			len(got), want.Len(), i, got[i:], want.Bytes()[i:])
 	}
 }
+
+// TestLastRecordingAfterExit: a terminal that starts recorded and whose
+// process exits at once has ended its recording (Recording says none),
+// and LastRecording still names it, ended, so the daemon can announce a
+// recording that was over before it asked.
+func TestLastRecordingAfterExit(t *testing.T) {
+	store := openStore(t, record.Limits{})
+	term := start(t, pty.Config{Command: []string{"/bin/sh", "-c", "echo bye"}, Record: record.Output, Recordings: store, Channel: "bye"})
+	select {
+	case <-term.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the process did not exit")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		id, m, live := term.LastRecording()
+		if !strings.HasPrefix(id, "bye-") || m != record.Output {
+			t.Fatalf("LastRecording() = %q, %v, %v; want bye-…, output", id, m, live)
+		}
+		if !live {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the recording is still live 30 s after the process exited")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if id, m := term.Recording(); id != "" || m != record.Off {
+		t.Fatalf("Recording() = %q, %v after the recording ended, want none", id, m)
+	}
+	never := start(t, pty.Config{Command: []string{"/bin/sh", "-c", "true"}})
+	if id, _, _ := never.LastRecording(); id != "" {
+		t.Fatalf("an unrecorded terminal's LastRecording = %q", id)
+	}
+}

@@ -215,9 +215,11 @@ type Terminal struct {
 	// rec is the recording (nil: none), fed by the emulator goroutine
 	// before it applies each item (record.go); recIn is rec while it
 	// records input, for Input without emuMu.
-	rec     *record.Recorder
-	recMode record.Mode
-	recIn   atomic.Pointer[record.Recorder]
+	rec         *record.Recorder
+	recMode     record.Mode
+	lastRec     *record.Recorder // the latest recording, kept once it ended (LastRecording)
+	lastRecMode record.Mode
+	recIn       atomic.Pointer[record.Recorder]
 }
 
 type input struct {

@@ -305,6 +305,17 @@ func (s *Service) AdoptTerminal(spec TerminalSpec, t flow.Channel, created time.
 	return s.addTerminal(spec, t, created, "channel adopted")
 }
 
+// lastRecording is t's latest recording, live or ended (pty.Terminal's
+// LastRecording), or none for a terminal that cannot say.
+func lastRecording(t flow.Channel) (id string, m record.Mode, live bool) {
+	if l, ok := t.(interface {
+		LastRecording() (string, record.Mode, bool)
+	}); ok {
+		return l.LastRecording()
+	}
+	return "", record.Off, false
+}
+
 // addTerminal registers a started terminal t (a slot of maxTerminals
 // taken; given back on failure), logs msg and watches for its exit.
 func (s *Service) addTerminal(spec TerminalSpec, t flow.Channel, created time.Time, msg string) (*registry.Channel, error) {
@@ -328,6 +339,11 @@ func (s *Service) addTerminal(spec TerminalSpec, t flow.Channel, created time.Ti
 		r, ok := t.(terminalRecorder)
 		if !ok {
 			s.log.Warn("recording not started", "channel", ch.URI, "err", "this terminal cannot record")
+		} else if id, m, live := lastRecording(t); id != "" && !live {
+			// It started recorded and its process exited already, which
+			// ended the recording: announce it, and SyncRecordings
+			// announces its end with the reason its last marker gives.
+			s.announceStart(ch.URI, id, m)
 		} else if _, cur := r.Recording(); cur == record.Off {
 			// A terminal that could not start recorded (pty.Config.Record)
 			// starts now; a failure is logged, the terminal serves on.
