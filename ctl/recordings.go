@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -200,8 +201,9 @@ func setupRecordingsList(fs *flag.FlagSet) action {
 				state = "live"
 			}
 			dur := time.Duration(v.Duration * float64(time.Second)).Round(time.Second)
-			row := []string{v.ID, v.Channel, v.Started.Local().Format("2006-01-02 15:04:05"), dur.String(), units.FormatSize(v.Bytes), records, state}
+			row := []string{v.ID, v.Channel, v.Started.Local().Format("2006-01-02 15:04:05"), dur.String(), units.FormatSizeShort(v.Bytes), records, state}
 			if *o == "wide" {
+				row[4] = strconv.FormatInt(v.Bytes, 10) // exact in the wide table
 				row = append(row, fmt.Sprintf("%dx%d", v.Cols, v.Rows), v.Path)
 			}
 			fmt.Fprintln(tw, strings.Join(row, "\t"))

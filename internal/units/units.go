@@ -50,6 +50,27 @@ func ParseSize(s string) (int64, error) {
 	return v * mult, nil
 }
 
+// FormatSizeShort writes v for a person reading a table: in bytes below
+// 1 KiB, else in the largest of KiB, MiB and GiB that is at least 1, with
+// one decimal below 10 ("512", "1.5KiB", "12MiB", "3.2GiB"). It rounds;
+// FormatSize is exact.
+func FormatSizeShort(v int64) string {
+	if v < 1<<10 && v > -(1<<10) {
+		return strconv.FormatInt(v, 10)
+	}
+	f, suffix := float64(v)/(1<<10), "KiB"
+	for _, u := range []string{"MiB", "GiB"} {
+		if f < 1<<10 && f > -(1<<10) {
+			break
+		}
+		f, suffix = f/(1<<10), u
+	}
+	if f < 10 && f > -10 {
+		return strconv.FormatFloat(f, 'f', 1, 64) + suffix
+	}
+	return strconv.FormatFloat(f, 'f', 0, 64) + suffix
+}
+
 // FormatSize writes v the way ParseSize reads it: with the largest of
 // GiB, MiB and KiB that divides it exactly ("64KiB", "8MiB"), else in
 // bytes ("1536" is 1.5 KiB: "1536", not a rounded "1KiB"). 0 is "0".

@@ -61,3 +61,19 @@ func FuzzParseSize(f *testing.F) {
 		}
 	})
 }
+
+// TestFormatSizeShort: bytes below 1 KiB, then the largest unit of at
+// least 1, one decimal below 10, rounded.
+func TestFormatSizeShort(t *testing.T) {
+	for _, c := range []struct {
+		v    int64
+		want string
+	}{
+		{0, "0"}, {512, "512"}, {1023, "1023"}, {1024, "1.0KiB"}, {1536, "1.5KiB"},
+		{12115438, "12MiB"}, {10 << 20, "10MiB"}, {(3 << 30) + (1 << 29), "3.5GiB"}, {2048 << 30, "2048GiB"},
+	} {
+		if got := FormatSizeShort(c.v); got != c.want {
+			t.Errorf("FormatSizeShort(%d) = %q, want %q", c.v, got, c.want)
+		}
+	}
+}

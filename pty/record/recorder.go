@@ -161,7 +161,9 @@ func (s *Store) Start(p Params) (*Recorder, error) {
 	r.open(p.Time, f)
 	r.mu.Unlock()
 	go r.writer(cf, xf)
-	r.log.Info("recording started", "recording", f.ID, "mode", p.Mode.String())
+	// The daemon logs the start at info, with the channel (service); the
+	// store says it at debug, for a pty used without the daemon.
+	r.log.Debug("recording started", "recording", f.ID, "mode", p.Mode.String())
 	return r, nil
 }
 
