@@ -161,6 +161,25 @@ func NewWindowTuner(cfg TunerConfig, initial int64) *WindowTuner {
 // Window returns the window the tuner last decided.
 func (t *WindowTuner) Window() int64 { return t.window }
 
+// OpeningRate is the window a bulk stream opens with per second of round
+// trip when nothing else shares its connection (OpeningWindow): a window
+// counts UTF-16 bytes of base64 in JSON, 8 per 3 bytes of data, so this
+// is about 144 MiB/s of data (a gigabit LAN's 117 MB/s at a millisecond).
+const OpeningRate = 384 << 20
+
+// OpeningMin is the least OpeningWindow gives: what a bulk stream has in
+// flight on loopback (docs/benchmarks.md, "TCP channels").
+const OpeningMin = 512 << 10
+
+// OpeningWindow is the window a bulk stream's receiver opens with over a
+// round trip of rtt, before its tuner has measured anything: rtt ×
+// OpeningRate, at least OpeningMin (its owner caps it). ahpctl's
+// downloads (ctl/client.AutoReceive) and the host's tcp/input on a
+// connection of TCP streams only both open so.
+func OpeningWindow(rtt time.Duration) int64 {
+	return max(int64(rtt.Seconds()*OpeningRate), OpeningMin)
+}
+
 // Raise sets the window to n, within the config's bounds, when that is
 // more than it is (an opening guess once the round trip is known); it
 // returns the window.

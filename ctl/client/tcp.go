@@ -163,7 +163,7 @@ const (
 	// at 256 KiB, and an echo beside it keeps a p99 of 2.9–3.9 ms
 	// (1.9–3.3 ms at 256 KiB; 5.4–6.5 ms at 1 MiB), on 2026-12-05.
 	// docs/benchmarks.md, "TCP channels" and "What did not work, and why".
-	AutoWindowMin = 512 << 10
+	AutoWindowMin = flow.OpeningMin
 	// AutoWindowFloor is the least the stream's tuner lowers it to when
 	// bytes queue on the path (flow.WindowTuner): 128 KiB, 48 KiB of data,
 	// 4 ms of a 100 Mbit/s link, so that a keystroke's echo beside the
@@ -173,11 +173,10 @@ const (
 	// AutoWindowMax is its ceiling: the memory one stream may make the
 	// daemon hold in flight for it.
 	AutoWindowMax = 16 << 20
-	// AutoWindowRate is the window per second of round trip. A window
-	// counts UTF-16 bytes of base64 in JSON: 8 per 3 bytes of data, so
-	// this lets a stream move about 144 MiB/s of data for round trips up
-	// to the ceiling's 42 ms (a gigabit LAN's 117 MB/s at a millisecond).
-	AutoWindowRate = 384 << 20
+	// AutoWindowRate is the window per second of round trip
+	// (flow.OpeningRate): about 144 MiB/s of data for round trips up to
+	// the ceiling's 42 ms.
+	AutoWindowRate = flow.OpeningRate
 )
 
 // carriesOtherThanTCP reports whether c has (or is subscribing) a
@@ -204,8 +203,7 @@ func (c *Conn) carriesOtherThanTCP() bool {
 // data per round trip: under 8 MB/s at 50 ms). It returns zero limits
 // (the host's defaults) when the host stated no defaults.
 func AutoReceive(defaults, maximums flow.ReceiveLimits, rtt time.Duration) flow.ReceiveLimits {
-	w := int64(rtt.Seconds() * AutoWindowRate)
-	w = min(max(w, AutoWindowMin), AutoWindowMax)
+	w := min(flow.OpeningWindow(rtt), AutoWindowMax)
 	return WithWindow(defaults, maximums, (w+64<<10-1)&^(64<<10-1))
 }
 

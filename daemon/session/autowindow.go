@@ -124,7 +124,7 @@ func (c *conn) applyWindow(s *subscription, w int64) {
 
 // onRTT hands a round trip to every tuned subscription. On a
 // subscription's first, when the connection carries TCP streams only, its
-// window opens at the round trip's guess (hostOpening) as an ahpctl
+// window opens at the round trip's guess (flow.OpeningWindow) as an ahpctl
 // forward stream's receive window does at subscribe (ctl/client's
 // AutoReceive): from hostReceive's 256 KiB, slow start took a second and a
 // half of a 200 ms upload. Beside a terminal or telemetry it slow-starts,
@@ -149,21 +149,12 @@ func (c *conn) onRTT(now time.Time, d time.Duration) {
 				}
 			}
 		}
-		if w := hostOpening(d); onlyTCP == 1 && w > s.tuner.Window() {
+		if w := flow.OpeningWindow(d); onlyTCP == 1 && w > s.tuner.Window() {
 			if w = s.tuner.Raise(w); w > s.stream.Receiver().Limits().WindowBytes {
 				c.applyWindow(s, w)
 			}
 		}
 	}
-}
-
-// hostOpening is the window a tuned tcp/input opens at on a connection of
-// TCP streams only, given the round trip: what ctl/client.AutoReceive asks
-// for a download (AutoWindowRate, 384 MiB of window per second of round
-// trip, 144 MiB/s of data), at least its AutoWindowMin (512 KiB); the
-// tuner's ceiling bounds it.
-func hostOpening(rtt time.Duration) int64 {
-	return max(int64(rtt.Seconds()*(384<<20)), 512<<10)
 }
 
 // rttLoop pings the client while a subscription is tuned and hands the
