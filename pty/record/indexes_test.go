@@ -133,3 +133,45 @@ func TestIndexSummaries(t *testing.T) {
 		t.Fatalf("16 viewers at once parsed %d bytes, want the file's %d once", p, fi.Size())
 	}
 }
+
+// TestIndexCacheBound: the store keeps the summaries of at most
+// indexCacheEntries indexes, and none of an index with more than
+// indexCacheLines keyframe and audit lines (it is summarized anew, still
+// right).
+func TestIndexCacheBound(t *testing.T) {
+	dir := t.TempDir()
+	for i := range indexCacheEntries + 4 {
+		writeRecording(t, dir, fmt.Sprintf("r%02d-20261207T000000Z", i), indexLines(2, 10, 0))
+	}
+	const huge = "huge-20261207T000000Z"
+	writeRecording(t, dir, huge, indexLines(indexCacheLines/2+1, 1, 0)) // one more line than the bound
+	s, err := OpenStore(dir, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range indexCacheEntries + 4 {
+		if _, err := s.Index(fmt.Sprintf("r%02d-20261207T000000Z", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(s.idxCache); n != indexCacheEntries {
+		t.Fatalf("%d summaries kept, want the bound %d", n, indexCacheEntries)
+	}
+	before := s.idxParsed.Load()
+	for range 2 {
+		ix, err := s.Index(huge)
+		if err != nil || len(ix.Keyframes)+len(ix.Audit) != indexCacheLines+2 {
+			t.Fatalf("Index of the huge one: %v", err)
+		}
+	}
+	fi, _ := os.Stat(filepath.Join(dir, huge+IndexSuffix))
+	if p := s.idxParsed.Load() - before; p != 2*fi.Size() {
+		t.Fatalf("two reads of an index past the bound parsed %d bytes, want twice its %d (not kept)", p, fi.Size())
+	}
+	for _, c := range s.idxCache {
+		if c.id == huge {
+			t.Fatal("an index past indexCacheLines was kept")
+		}
+	}
+}
