@@ -23,10 +23,6 @@ import (
 	"github.com/ahp-dev/ahpd/pty/record"
 )
 
-// recordModes are the values of terminal create --record=MODE and the
-// daemon's config key record.
-var recordModes = []string{"output", "output+input"}
-
 // recordFlag is --record[=MODE]: alone it records output; --record=output+input
 // records what is typed too.
 type recordFlag struct{ mode string }

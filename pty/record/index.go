@@ -162,14 +162,3 @@ func scanIndex(r io.Reader, f func(off int64, l IndexLine) bool) (int64, error) 
 		}
 	}
 }
-
-// appendIndexLine appends l's JSON line.
-func appendIndexLine(b []byte, typ string, v any) []byte {
-	j, _ := json.Marshal(v) // structs of strings and numbers
-	b = append(b, `{"type":`...)
-	b = append(b, '"')
-	b = append(b, typ...)
-	b = append(b, '"', ',')
-	b = append(b, j[1:]...)
-	return append(b, '\n')
-}
