@@ -418,7 +418,14 @@ func (s *Service) RecordingsIndex(id string) (session.RecordingIndex, error) {
 	if err != nil {
 		return session.RecordingIndex{}, notFound(err)
 	}
-	return *idx, nil // the store gives each caller its own copy
+	out := session.RecordingIndex{Keyframes: make([]session.RecordingKeyframe, 0, len(idx.Keyframes)), Audit: make([]session.Audit, 0, len(idx.Audit)), Dropped: idx.Dropped}
+	for _, k := range idx.Keyframes {
+		out.Keyframes = append(out.Keyframes, session.RecordingKeyframe{Time: k.Time, Offset: k.Offset, Rows: k.Rows, Cols: k.Cols, Bytes: k.Bytes})
+	}
+	for _, a := range idx.Audit {
+		out.Audit = append(out.Audit, session.Audit(a))
+	}
+	return out, nil
 }
 
 // RecordingsKeyframe returns keyframe n of a recording with its screen
@@ -431,7 +438,7 @@ func (s *Service) RecordingsKeyframe(id string, n int) (session.RecordingKeyfram
 	if err != nil {
 		return session.RecordingKeyframe{}, notFound(err)
 	}
-	return k, nil
+	return session.RecordingKeyframe{Time: k.Time, Offset: k.Offset, Rows: k.Rows, Cols: k.Cols, Screen: k.Screen, Bytes: len(k.Screen)}, nil
 }
 
 // RecordAudit adds a to the recording of the terminal channel and returns
@@ -450,7 +457,7 @@ func (s *Service) RecordAudit(channel string, a session.Audit) string {
 		return ""
 	}
 	if t, ok := ch.Impl().(terminalAuditor); ok {
-		t.RecordAudit(a)
+		t.RecordAudit(record.Audit(a))
 	}
 	return id
 }

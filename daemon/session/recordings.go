@@ -26,7 +26,6 @@ import (
 	"github.com/ahp-dev/ahpd/daemon/events"
 	"github.com/ahp-dev/ahpd/daemon/registry"
 	"github.com/ahp-dev/ahpd/flow"
-	"github.com/ahp-dev/ahpd/pty/record"
 )
 
 // ErrRecordingNotFound: no recording has the id, or it was evicted.
@@ -48,15 +47,35 @@ type RecordingInfo struct {
 	Input    bool
 }
 
-// The index's types are pty/record's, whose JSON is the answer's
-// (docs/protocol.md, "Recordings"): RecordingKeyframe (Screen left out by
-// RecordingsIndex, which gives its size in Bytes), Audit (Time is set by
-// the recording) and RecordingIndex.
-type (
-	RecordingKeyframe = record.Keyframe
-	Audit             = record.Audit
-	RecordingIndex    = record.Index
-)
+// RecordingKeyframe is a keyframe of a recording's index: Screen is left
+// out by RecordingsIndex, which gives its size in Bytes.
+type RecordingKeyframe struct {
+	Time   float64 `json:"time"`
+	Offset int64   `json:"offset"`
+	Rows   int     `json:"rows"`
+	Cols   int     `json:"cols"`
+	Screen string  `json:"screen,omitempty"`
+	Bytes  int     `json:"bytes"`
+}
+
+// Audit is an audit event of a recording (docs/recording.md): Time is set
+// by the recording.
+type Audit struct {
+	Time   float64 `json:"time"`
+	Event  string  `json:"event"`
+	Viewer string  `json:"viewer,omitempty"`
+	Token  string  `json:"token,omitempty"`
+	Role   string  `json:"role,omitempty"`
+	Remote string  `json:"remote,omitempty"`
+	Detail string  `json:"detail,omitempty"`
+}
+
+// RecordingIndex is a recording's index without the keyframes' screens.
+type RecordingIndex struct {
+	Keyframes []RecordingKeyframe `json:"keyframes"`
+	Audit     []Audit             `json:"audit"`
+	Dropped   int64               `json:"dropped"`
+}
 
 // Bounds of recordings/read (docs/protocol.md, "Recordings").
 const (
