@@ -32,7 +32,12 @@ var idPattern = regexp.MustCompile(`^([A-Za-z0-9._-]+)-([0-9]{8}T[0-9]{6}Z)(?:-(
 
 // Info describes a recording (one .cast and its index).
 type Info struct {
-	ID      string
+	ID string
+	// Key orders recordings by start, then by the "-N" of ids that started
+	// in the same second: List is in descending Key order, eviction in
+	// ascending. A list's page can continue after a Key, whether or not
+	// its recording still exists.
+	Key     string
 	Channel string // the channel id as the file name holds it (see SafeChannel)
 	Started time.Time
 	// Ended is when the recording was closed (zero while Live).
@@ -60,7 +65,6 @@ type StoreStats struct {
 // file is a recording the Store knows of (Store.mu).
 type file struct {
 	Info
-	sortKey string // Started, then the id: the eviction order
 	// gone is set when the file was evicted while live (a total cap
 	// lowered below it): its writer writes nothing more to it, and its
 	// Recorder continues in a new file at its next line.
@@ -231,7 +235,7 @@ func (s *Store) load(id string) (*file, bool) {
 			_ = ix.Close()
 		}
 	}
-	f.sortKey = sortKey(f.Started, id)
+	f.Key = sortKey(f.Started, id)
 	return f, true
 }
 
@@ -335,7 +339,7 @@ func (s *Store) allocLocked(channel string, start time.Time, rows, cols int, tit
 		}
 		f := &file{Info: Info{ID: id, Channel: SafeChannel(channel), Started: start.UTC().Truncate(time.Second), Live: true,
 			Rows: rows, Cols: cols, Title: title, Input: input}}
-		f.sortKey = sortKey(f.Started, id)
+		f.Key = sortKey(f.Started, id)
 		s.files[id] = f
 		s.lastName[safe] = lastName{base, n}
 		return f, nil
@@ -420,7 +424,7 @@ func (s *Store) evictLocked(n int64, keep *file) bool {
 			old = append(old, f)
 		}
 	}
-	slices.SortFunc(old, func(a, b *file) int { return cmp.Compare(a.sortKey, b.sortKey) })
+	slices.SortFunc(old, func(a, b *file) int { return cmp.Compare(a.Key, b.Key) })
 	for _, f := range old {
 		if s.total+n <= max {
 			break
@@ -457,25 +461,15 @@ func (s *Store) List(channel string) []Info {
 	}
 	s.mu.Lock()
 	var out []Info
-	var keys []string
 	for _, f := range s.files {
 		if safe != "" && f.Channel != safe || f.Bytes == 0 && f.Rows == 0 {
 			continue
 		}
 		out = append(out, f.Info)
-		keys = append(keys, f.sortKey)
 	}
 	s.mu.Unlock()
-	idx := make([]int, len(out))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(keys[b], keys[a]) })
-	sorted := make([]Info, len(out))
-	for i, k := range idx {
-		sorted[i] = out[k]
-	}
-	return sorted
+	slices.SortFunc(out, func(a, b Info) int { return cmp.Compare(b.Key, a.Key) })
+	return out
 }
 
 // Info returns a recording's Info.
