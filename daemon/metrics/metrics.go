@@ -139,6 +139,7 @@ var (
 	descRecFiles     = newDesc(gauge, "ahpd_recordings_files", "Terminal recordings on disk (a .cast and its index count once).")
 	descRecLive      = newDesc(gauge, "ahpd_recordings_live", "Terminal recordings being written.")
 	descRecDropped   = newDesc(counter, "ahpd_recording_dropped_bytes_total", "Output bytes recordings dropped since the daemon started: the disk fell behind (the writer's queue was full) or the directory's cap could not be met.")
+	descRecAudit     = newDesc(counter, "ahpd_recording_audit_dropped_total", "Audit events (attach, input, detach, record-on/off) recordings could not write since the daemon started: live recordings alone filled recordingsMaxTotalBytes, or the writer's queue was full. Each recording's index counts its own; the event stream still carried them.")
 	descRecEvictions = newDesc(counter, "ahpd_recordings_evictions_total", "Recordings deleted since the daemon started to keep the directory under recordingsMaxTotalBytes (oldest first).")
 
 	descMemReturns = newDesc(counter, "ahpd_memory_returns_total", "Times the daemon handed its free memory back to the system (a forced collection, 1 s after a channel or connection ended).")
@@ -196,6 +197,7 @@ func (m *collector) collect(ctx context.Context, e *exposition) {
 	n(descRecLive, int64(rs.Live))
 	n(descRecDropped, rs.DroppedBytes)
 	n(descRecEvictions, rs.Evictions)
+	n(descRecAudit, rs.AuditDropped)
 	tcp := m.s.TCPStats(ctx)
 	n(descTCPChannels, tcp.Channels)
 	n(descTCPBytes, tcp.BytesIn, "in")

@@ -45,7 +45,7 @@ func (f *fakeSource) TCPStats(ctx context.Context) service.TCPStats {
 	return service.TCPStats{Channels: 2, BytesIn: 10, BytesOut: 20}
 }
 func (f *fakeSource) RecordingStats() record.StoreStats {
-	return record.StoreStats{Bytes: 5 << 20, Files: 3, Live: 1, DroppedBytes: 4096, Evictions: 2}
+	return record.StoreStats{Bytes: 5 << 20, Files: 3, Live: 1, DroppedBytes: 4096, Evictions: 2, AuditDropped: 3}
 }
 func newFake() *fakeSource {
 	return &fakeSource{reg: registry.New(), tokens: auth.NewTokens("ahp_admin")}
@@ -124,6 +124,7 @@ func TestExposition(t *testing.T) {
 		{"ahpd_recordings_live", nil, dto.MetricType_GAUGE, 1},
 		{"ahpd_recording_dropped_bytes_total", nil, dto.MetricType_COUNTER, 4096},
 		{"ahpd_recordings_evictions_total", nil, dto.MetricType_COUNTER, 2},
+		{"ahpd_recording_audit_dropped_total", nil, dto.MetricType_COUNTER, 3},
 		{"go_sched_gomaxprocs_threads", nil, dto.MetricType_GAUGE, float64(runtime.GOMAXPROCS(0))},
 		{"go_info", map[string]string{"version": runtime.Version()}, dto.MetricType_GAUGE, 1},
 	}

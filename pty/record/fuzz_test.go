@@ -116,7 +116,7 @@ func FuzzIndex(f *testing.F) {
 				a.Time = float64(d.Microseconds()) / 1e6
 				again = appendAudit(nil, a)
 			case "dropped":
-				again = appendDropped(nil, d, l.Dropped)
+				again = appendDropped(nil, d, l.Dropped, l.DroppedAudit)
 			}
 			l2, err := ParseIndexLine(again)
 			if err != nil {

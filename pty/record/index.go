@@ -44,6 +44,9 @@ type Index struct {
 	Keyframes []Keyframe `json:"keyframes"`
 	Audit     []Audit    `json:"audit"`
 	Dropped   int64      `json:"dropped"`
+	// DroppedAudit counts the audit events the recording could not
+	// write (the total cap could not be met, or its queue was full).
+	DroppedAudit int64 `json:"droppedAudit"`
 }
 
 // IndexLine is one line of an .index.jsonl: Type "keyframe", "audit" or
@@ -54,6 +57,8 @@ type IndexLine struct {
 	Keyframe Keyframe // Type "keyframe"
 	Audit    Audit    // Type "audit"
 	Dropped  int64    // Type "dropped": bytes dropped
+	// DroppedAudit, of Type "dropped": audit events dropped.
+	DroppedAudit int64
 }
 
 // indexWire is an index line as JSON (the union of the three types).
@@ -71,6 +76,7 @@ type indexWire struct {
 	Remote string   `json:"remote"`
 	Detail string   `json:"detail"`
 	Bytes  int64    `json:"bytes"`
+	Audit  int64    `json:"audit"`
 }
 
 // ParseIndexLine parses one line of an .index.jsonl.
@@ -100,10 +106,10 @@ func ParseIndexLine(line []byte) (IndexLine, error) {
 		}
 		l.Audit = Audit{Time: *w.Time, Event: w.Event, Viewer: w.Viewer, Token: w.Token, Role: w.Role, Remote: w.Remote, Detail: w.Detail}
 	case "dropped":
-		if w.Bytes < 0 {
-			return l, fmt.Errorf("%w: dropped %d bytes", ErrFormat, w.Bytes)
+		if w.Bytes < 0 || w.Audit < 0 {
+			return l, fmt.Errorf("%w: dropped %d bytes, %d audit events", ErrFormat, w.Bytes, w.Audit)
 		}
-		l.Dropped = w.Bytes
+		l.Dropped, l.DroppedAudit = w.Bytes, w.Audit
 	default:
 		return l, fmt.Errorf("%w: index line type %q", ErrFormat, w.Type)
 	}
@@ -130,6 +136,7 @@ func ReadIndex(r io.Reader, screens bool) (*Index, error) {
 			ix.Audit = append(ix.Audit, l.Audit)
 		case "dropped":
 			ix.Dropped += l.Dropped
+			ix.DroppedAudit += l.DroppedAudit
 		}
 		return true
 	})

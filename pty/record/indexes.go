@@ -71,7 +71,7 @@ func (s *Store) summary(id string) (*indexSummary, error) {
 		// Appended to since: copies, so that an Index handed out keeps
 		// what it had.
 		sum = &indexSummary{id: id, size: sum.size, ix: Index{
-			Keyframes: append([]Keyframe(nil), sum.ix.Keyframes...), Audit: append([]Audit(nil), sum.ix.Audit...), Dropped: sum.ix.Dropped,
+			Keyframes: append([]Keyframe(nil), sum.ix.Keyframes...), Audit: append([]Audit(nil), sum.ix.Audit...), Dropped: sum.ix.Dropped, DroppedAudit: sum.ix.DroppedAudit,
 		}, kfAt: append([]int64(nil), sum.kfAt...)}
 	}
 	if _, err := f.Seek(sum.size, io.SeekStart); err != nil {
@@ -89,6 +89,7 @@ func (s *Store) summary(id string) (*indexSummary, error) {
 			sum.ix.Audit = append(sum.ix.Audit, l.Audit)
 		case "dropped":
 			sum.ix.Dropped += l.Dropped
+			sum.ix.DroppedAudit += l.DroppedAudit
 		}
 		return true
 	})

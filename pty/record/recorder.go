@@ -79,8 +79,11 @@ type Recorder struct {
 	kfNeed  int64         // queue bytes the latest keyframe took or would have taken
 	armed   bool          // lazy is pending
 	dropped int64         // output bytes dropped and not yet marked
-	outUTF8 utf8Carry     // OutputBytes
-	inUTF8  utf8Carry     // Input
+	// lostAudit counts audit events the queue had no room for, not yet
+	// handed to the writer (op.lost) to be marked in the index.
+	lostAudit int64
+	outUTF8   utf8Carry // OutputBytes
+	inUTF8    utf8Carry // Input
 }
 
 // opKind is what an op asks the writer to do.
@@ -102,6 +105,8 @@ type op struct {
 	t     time.Duration // the latest event time in it
 	f     *file         // opOpen
 	force bool          // not subject to the total cap (a header, a file's first keyframe)
+	audit bool          // opIndex: b is an audit event
+	lost  int64         // audit events dropped before this op for want of room in the queue
 }
 
 func (o *op) bytes() int64 { return int64(len(o.b) + len(o.pre)) }
@@ -217,7 +222,7 @@ func (r *Recorder) open(start time.Time, f *file) {
 	if r.input {
 		mode = OutputInput
 	}
-	r.index(appendAudit(nil, Audit{Event: "record-on", Detail: mode.String()}), true)
+	r.index(appendAudit(nil, Audit{Event: "record-on", Detail: mode.String()}), true, true)
 	r.keyframeOf(0, true, rows, cols, screen)
 	r.opened = r.size
 }
@@ -257,13 +262,19 @@ func (r *Recorder) room(n int64, lim *Limits, must bool) bool {
 	return r.qBytes+n <= bound
 }
 
-// index queues an index line (r.mu held).
-func (r *Recorder) index(line []byte, must bool) bool {
+// index queues an index line (r.mu held); audit says it is an audit
+// event, which is counted if it is dropped.
+func (r *Recorder) index(line []byte, must, audit bool) bool {
 	if !r.room(int64(len(line)), r.s.lim.Load(), must) {
+		if audit {
+			r.lostAudit++
+			r.s.auditDropped.Add(1)
+		}
 		return false
 	}
 	r.size += int64(len(line))
-	r.push(op{kind: opIndex, b: line, t: r.last})
+	r.push(op{kind: opIndex, b: line, t: r.last, audit: audit, lost: r.lostAudit})
+	r.lostAudit = 0
 	return true
 }
 
@@ -335,7 +346,7 @@ func (r *Recorder) rotate(d time.Duration) bool {
 		return false
 	}
 	r.line(d, 'm', "continued in "+f.ID, true)
-	r.index(appendAudit(nil, Audit{Time: seconds(d), Event: "record-off", Detail: "continued in " + f.ID}), true)
+	r.index(appendAudit(nil, Audit{Time: seconds(d), Event: "record-off", Detail: "continued in " + f.ID}), true, true)
 	r.open(start, f)
 	return true
 }
@@ -430,7 +441,7 @@ func (r *Recorder) before(d time.Duration, need int64) {
 		n := r.dropped
 		r.dropped = 0
 		r.line(d, 'm', "dropped "+strconv.FormatInt(n, 10)+" bytes", true)
-		r.index(appendDropped(nil, d, n), true)
+		r.index(appendDropped(nil, d, n, 0), true, false)
 		r.log.Warn("recording dropped output: the writer is behind", "recording", r.cur.ID, "bytes", n)
 	}
 	if r.kfWant || r.kfBytes >= lim.KeyframeBytes || r.kfOut && d-r.kfAt >= lim.KeyframeInterval {
@@ -531,7 +542,7 @@ func (r *Recorder) Audit(a Audit) {
 		a.Time = seconds(r.last)
 		line = appendAudit(nil, a)
 	}
-	if !r.index(line, true) {
+	if !r.index(line, true, true) {
 		r.log.Warn("recording dropped an audit event: the writer is behind", "recording", r.cur.ID, "event", a.Event)
 	}
 }
@@ -554,14 +565,14 @@ func (r *Recorder) stop(reason string) {
 	d := r.clock(time.Now())
 	if r.dropped > 0 {
 		r.line(d, 'm', "dropped "+strconv.FormatInt(r.dropped, 10)+" bytes", true)
-		r.index(appendDropped(nil, d, r.dropped), true)
+		r.index(appendDropped(nil, d, r.dropped, 0), true, false)
 		r.dropped = 0
 	}
 	if !utf8.ValidString(reason) {
 		reason = validUTF8([]byte(reason))
 	}
 	r.line(d, 'm', "recording stopped: "+reason, true)
-	r.index(appendAudit(nil, Audit{Time: seconds(d), Event: "record-off", Detail: reason}), true)
+	r.index(appendAudit(nil, Audit{Time: seconds(d), Event: "record-off", Detail: reason}), true, true)
 	r.push(op{kind: opEnd})
 	r.stopped = true
 	id := r.cur.ID
@@ -595,12 +606,17 @@ func appendAudit(b []byte, a Audit) []byte {
 	return append(b, "}\n"...)
 }
 
-// appendDropped appends a "dropped" index line.
-func appendDropped(b []byte, d time.Duration, n int64) []byte {
+// appendDropped appends a "dropped" index line: n bytes of output and
+// audit events ("audit" only when some were).
+func appendDropped(b []byte, d time.Duration, n, audit int64) []byte {
 	b = append(b, `{"type":"dropped","time":`...)
 	b = appendTime(b, d)
 	b = append(b, `,"bytes":`...)
 	b = strconv.AppendInt(b, n, 10)
+	if audit > 0 {
+		b = append(b, `,"audit":`...)
+		b = strconv.AppendInt(b, audit, 10)
+	}
 	return append(b, "}\n"...)
 }
 
@@ -660,6 +676,9 @@ type fileWriter struct {
 	broken   bool  // a write failed: drop until the next file
 	dropped  int64 // bytes dropped for the total cap, not yet marked
 	droppedT time.Duration
+	// lostAudit counts audit events dropped (for the total cap, or by
+	// the Recorder for want of room in the queue), not yet marked.
+	lostAudit int64
 }
 
 func (w *fileWriter) set(cf, xf *os.File) {
@@ -704,7 +723,12 @@ func (w *fileWriter) do(o *op) bool {
 			w.r.s.dropped.Add(int64(len(o.b)))
 		}
 	case opIndex:
-		w.write(true, o.b, o.t, o.force)
+		w.lostAudit += o.lost
+		w.mark(o.t)
+		if !w.write(true, o.b, o.t, o.force) && o.audit {
+			w.lostAudit++
+			w.r.s.auditDropped.Add(1)
+		}
 	case opKeyframe:
 		line := append(strconv.AppendInt(o.pre, w.off, 10), o.b...)
 		w.write(true, line, o.t, o.force)
@@ -712,18 +736,24 @@ func (w *fileWriter) do(o *op) bool {
 	return false
 }
 
-// mark writes the marker of bytes the total cap dropped, if any.
+// mark writes the marker of bytes the total cap dropped, if any, and
+// the index line of audit events dropped, if any.
 func (w *fileWriter) mark(t time.Duration) {
-	if w.dropped == 0 || w.broken {
+	if w.broken {
 		return
 	}
-	n := w.dropped
-	line := appendEvent(nil, w.droppedT, 'm', "dropped "+strconv.FormatInt(n, 10)+" bytes")
-	if !w.write(false, line, w.droppedT, false) {
-		return
+	if w.dropped > 0 {
+		n := w.dropped
+		line := appendEvent(nil, w.droppedT, 'm', "dropped "+strconv.FormatInt(n, 10)+" bytes")
+		if !w.write(false, line, w.droppedT, false) {
+			return
+		}
+		w.dropped = 0
+		w.write(true, appendDropped(nil, w.droppedT, n, 0), w.droppedT, true)
 	}
-	w.dropped = 0
-	w.write(true, appendDropped(nil, w.droppedT, n), w.droppedT, true)
+	if w.lostAudit > 0 && w.write(true, appendDropped(nil, t, 0, w.lostAudit), t, false) {
+		w.lostAudit = 0
+	}
 }
 
 // write writes b to the .cast or the index if the total cap allows.

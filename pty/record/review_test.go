@@ -181,3 +181,89 @@ func TestFullQueueSkipsKeyframeSnapshots(t *testing.T) {
 		t.Errorf("stats %+v: want the output dropped behind the blocked disk", st)
 	}
 }
+
+// TestAuditDropsCounted: audit events that cannot be written, because
+// live recordings alone fill the total cap, are counted in the store's
+// stats and, once there is room again, in the recording's index.
+func TestAuditDropsCounted(t *testing.T) {
+	// Files may be as large as the directory: none rotates (a rotated
+	// file is no longer live and could be evicted to make room).
+	lim := Limits{MaxBytes: 128 << 10, MaxTotalBytes: 128 << 10}
+	s := testStore(t, lim)
+	wrote := make(chan struct{}, 1)
+	s.opDone = func() {
+		select {
+		case wrote <- struct{}{}:
+		default:
+		}
+	}
+	drain := func(r *Recorder) {
+		for {
+			r.mu.Lock()
+			q := r.qBytes
+			r.mu.Unlock()
+			if q == 0 {
+				return
+			}
+			<-wrote
+		}
+	}
+	var snaps int
+	var rs []*Recorder
+	for i := range 3 {
+		r, err := s.Start(Params{Channel: "c" + strconv.Itoa(i), Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	// 132 KB of long lines, then short ones: the cap is full to the last
+	// few bytes, less than an audit line.
+	for _, line := range []struct {
+		text string
+		n    int
+	}{{strings.Repeat("z", 1000) + "\r\n", 44}, {"zz\r\n", 300}} {
+		for range line.n {
+			for _, r := range rs {
+				r.Output(time.Now(), line.text)
+				r.Flush()
+				drain(r) // a write per line: a line that does not fit is dropped alone
+			}
+		}
+	}
+	if st := s.Stats(); st.DroppedBytes == 0 || st.AuditDropped != 0 {
+		t.Fatalf("stats %+v: want output dropped and no audit event yet", st)
+	}
+	const n = 10
+	for i := range n {
+		rs[0].Audit(Audit{Event: "attach", Viewer: "v" + strconv.Itoa(i), Token: "tok", Role: "view", Remote: "127.0.0.1:1"})
+	}
+	drain(rs[0])
+	if st := s.Stats(); st.AuditDropped != n {
+		t.Fatalf("stats %+v: want %d audit events dropped", st, n)
+	}
+	// Room again: the next line the writer handles marks the drops.
+	if err := s.SetLimits(Limits{MaxBytes: 64 << 20, MaxTotalBytes: 64 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	id := rs[0].ID()
+	rs[0].Audit(Audit{Event: "detach", Viewer: "v0", Token: "tok", Role: "view", Remote: "127.0.0.1:1"})
+	rs[0].Stop("test")
+	ix, err := s.Index(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.DroppedAudit != n {
+		t.Fatalf("index: %d audit events dropped, want %d", ix.DroppedAudit, n)
+	}
+	var events []string
+	for _, a := range ix.Audit {
+		events = append(events, a.Event)
+	}
+	if got := strings.Join(events, " "); got != "record-on detach record-off" {
+		t.Fatalf("audit events %q, want record-on detach record-off", got)
+	}
+	if st := s.Stats(); st.AuditDropped != n {
+		t.Fatalf("stats %+v: want %d audit events dropped", st, n)
+	}
+}

@@ -60,6 +60,10 @@ type StoreStats struct {
 	Live         int   // recordings being written
 	DroppedBytes int64 // output bytes dropped (writer behind, or the disk cap), since OpenStore
 	Evictions    int64 // recordings evicted for the total cap, since OpenStore
+	// AuditDropped counts audit events not written (the total cap could
+	// not be met, or the writer's queue was full), since OpenStore. Each
+	// recording's index says how many of its own were dropped.
+	AuditDropped int64
 }
 
 // file is a recording the Store knows of (Store.mu).
@@ -96,6 +100,8 @@ type Store struct {
 	wg     sync.WaitGroup // the Recorders' writers
 
 	dropped atomic.Int64
+	// auditDropped counts audit events not written (StoreStats).
+	auditDropped atomic.Int64
 
 	// mu guards the files, their sizes and the live recorders.
 	mu        sync.Mutex
@@ -506,7 +512,7 @@ func (s *Store) Index(id string) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Index{Keyframes: slices.Clone(sum.ix.Keyframes), Audit: slices.Clone(sum.ix.Audit), Dropped: sum.ix.Dropped}, nil
+	return &Index{Keyframes: slices.Clone(sum.ix.Keyframes), Audit: slices.Clone(sum.ix.Audit), Dropped: sum.ix.Dropped, DroppedAudit: sum.ix.DroppedAudit}, nil
 }
 
 // Keyframe returns keyframe n (0 the first) of a recording, with its
@@ -549,7 +555,7 @@ func (s *Store) Keyframe(id string, n int) (Keyframe, error) {
 func (s *Store) Stats() StoreStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := StoreStats{Bytes: s.total, Files: len(s.files), DroppedBytes: s.dropped.Load(), Evictions: s.evictions}
+	st := StoreStats{Bytes: s.total, Files: len(s.files), DroppedBytes: s.dropped.Load(), Evictions: s.evictions, AuditDropped: s.auditDropped.Load()}
 	for _, f := range s.files {
 		if f.Live {
 			st.Live++
