@@ -50,8 +50,8 @@ file name without .cast: CHANNEL-START, e.g. shell-20261207T150405Z.`
 func recordingsCommand() *command {
 	return &command{name: "recordings", aliases: []string{"recording", "rec"}, summary: "List, print and export terminal recordings", sub: []*command{
 		{name: "list", aliases: []string{"ls"}, args: "[CHANNEL]", summary: "List the recordings, newest first", maxArgs: 1, complete: "channel", setup: setupRecordingsList,
-			help:     recordingsHelp + "\n\nCHANNEL (a URI or a terminal's id) keeps only that terminal's recordings; it\nmay have been closed since.",
-			examples: []string{"ahpctl recordings list", "ahpctl recordings list shell", "ahpctl recordings list -o json"}},
+			help:     recordingsHelp + "\n\nCHANNEL (a URI or a terminal's id) keeps only that terminal's recordings; it\nmay have been closed since. The daemon answers in pages of 1000; ahpctl asks\nfor them all, or for the newest N with --limit N.",
+			examples: []string{"ahpctl recordings list", "ahpctl recordings list shell", "ahpctl recordings list --limit 20", "ahpctl recordings list -o json"}},
 		{name: "cat", args: "ID|FILE", summary: "Print a recording's output", minArgs: 1, maxArgs: 1, complete: "recording", setup: setupRecordingsCat,
 			help: recordingsHelp + "\n" + `
 Without flags it prints every output event at once, as asciinema cat does: the
@@ -147,33 +147,82 @@ func recordingChannel(s string) string {
 	return s
 }
 
-// maxListBytes bounds the ListRecordings answer ahpctl takes: about 175
-// bytes a recording, so some 380,000 recordings, where gRPC's default of
-// 4 MiB stopped at about 24,000 (a directory of 1 GiB holds more small
-// ones).
+// maxListBytes bounds a ListRecordings answer ahpctl takes. A daemon
+// answers pages of at most about 2 MiB; a daemon from before pages
+// answers all at once, about 175 bytes a recording, so some 380,000
+// recordings.
 const maxListBytes = 64 << 20
+
+// maxListPages bounds the pages ahpctl asks for: 65,536 pages of 1000.
+const maxListPages = 1 << 16
+
+// listPage asks for one page of ListRecordings.
+type listPage func(ctx context.Context, req *ahpv1.ListRecordingsRequest) (*ahpv1.ListRecordingsResponse, error)
+
+// listRecordings follows the pages of ListRecordings from the first,
+// asking with req's channel, and returns their recordings, newest first:
+// all of them, or the first limit (> 0). A daemon that gives a page token
+// it gave before, or more than maxListPages pages, is an error, not a
+// loop.
+func listRecordings(ctx context.Context, list listPage, req *ahpv1.ListRecordingsRequest, limit int) ([]*ahpv1.Recording, error) {
+	var out []*ahpv1.Recording
+	seen := map[string]bool{}
+	for pages := 0; ; pages++ {
+		if pages == maxListPages {
+			return nil, fmt.Errorf("recordings list: more than %d pages; stopped", maxListPages)
+		}
+		req.PageSize = 0 // the daemon's default, 1000
+		if limit > 0 {
+			req.PageSize = int32(min(limit-len(out), 1000))
+		}
+		res, err := list(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res.GetRecordings()...)
+		if limit > 0 && len(out) >= limit {
+			return out[:limit], nil
+		}
+		next := res.GetNextPageToken()
+		if next == "" {
+			return out, nil
+		}
+		if seen[next] {
+			return nil, fmt.Errorf("recordings list: the daemon gave page token %.64q twice; stopped", next)
+		}
+		seen[next] = true
+		req.PageToken = next
+	}
+}
 
 func setupRecordingsList(fs *flag.FlagSet) action {
 	o := outputFlag(fs)
+	limit := fs.Int("limit", 0, "list the newest `N` recordings only (default 0: all)")
 	return func(ctx context.Context, a *app, args []string) error {
 		if err := checkOutput(*o); err != nil {
 			return err
+		}
+		if *limit < 0 {
+			return usagef("recordings list: --limit must not be negative, got %d", *limit)
 		}
 		req := &ahpv1.ListRecordingsRequest{}
 		if len(args) == 1 {
 			req.Channel = recordingChannel(args[0])
 		}
-		c, rctx, cancel, err := a.connect(ctx)
+		c, err := a.clients()
 		if err != nil {
 			return err
 		}
-		defer cancel()
-		res, err := c.recordings.ListRecordings(rctx, req, grpc.MaxCallRecvMsgSize(maxListBytes))
+		recs, err := listRecordings(ctx, func(ctx context.Context, req *ahpv1.ListRecordingsRequest) (*ahpv1.ListRecordingsResponse, error) {
+			rctx, cancel := a.rpc(ctx) // --timeout for each page
+			defer cancel()
+			return c.recordings.ListRecordings(rctx, req, grpc.MaxCallRecvMsgSize(maxListBytes))
+		}, req, *limit)
 		if err != nil {
 			return err
 		}
-		views := make([]recordingView, 0, len(res.GetRecordings()))
-		for _, r := range res.GetRecordings() {
+		views := make([]recordingView, 0, len(recs))
+		for _, r := range recs {
 			views = append(views, toRecordingView(r))
 		}
 		if structured(*o) {

@@ -307,8 +307,8 @@ func (g *grpcServer) SetTerminalRecording(ctx context.Context, req *ahpv1.SetTer
 // --- RecordingService
 
 func (g *grpcServer) ListRecordings(ctx context.Context, req *ahpv1.ListRecordingsRequest) (*ahpv1.ListRecordingsResponse, error) {
-	list, err := g.s.ListRecordings(ctx, req.GetChannel())
-	return reply(&ahpv1.ListRecordingsResponse{Recordings: mapSlice(list, toRecording)}, err)
+	list, next, err := g.s.ListRecordings(ctx, req.GetChannel(), req.GetPageSize(), req.GetPageToken())
+	return reply(&ahpv1.ListRecordingsResponse{Recordings: mapSlice(list, toRecording), NextPageToken: next}, err)
 }
 
 // readChunk is the most a ReadRecordingResponse carries.

@@ -314,9 +314,67 @@ func (s *Service) SyncRecordings() {
 // the channel id, and terminal ids are file-name safe.
 func recordingURI(i record.Info) string { return registry.SchemeTerminal + i.Channel }
 
-// ListRecordings returns the recordings, newest first; with channel (a
+// Pages of ListRecordings (proto/ahp/v1/recordings.proto): page_size 0
+// is DefaultListPage, more than session.MaxListLimit is that; a page
+// stops before its recordings pass maxListPageBytes (estimated by
+// listEntryBytes), so that it fits in gRPC's default message limit of
+// 4 MiB.
+const (
+	DefaultListPage  = session.DefaultListLimit
+	maxListPageBytes = 2 << 20
+)
+
+// listEntryBytes is at least the size of r in a ListRecordingsResponse:
+// its strings and, for the rest (timestamps, numbers, field tags), 96
+// bytes.
+func listEntryBytes(r RecordingInfo) int {
+	return len(r.ID) + len(r.URI) + len(r.Path) + len(r.Title) + 96
+}
+
+// ListRecordings returns a page of the recordings, newest first, and the
+// token of the next page ("" after the last): with channel (a terminal
+// URI) only that terminal's; at most size (0: DefaultListPage) and at
+// most maxListPageBytes of them; after token, the Key of the last
+// recording of the previous page ("": from the newest).
+func (s *Service) ListRecordings(ctx context.Context, channel string, size int32, token string) ([]RecordingInfo, string, error) {
+	switch {
+	case size < 0:
+		return nil, "", argErr("page_size", "must not be negative, got %d", size)
+	case size == 0:
+		size = DefaultListPage
+	case size > session.MaxListLimit:
+		size = session.MaxListLimit
+	}
+	if token != "" && !session.ValidRecordingCursor(token) {
+		return nil, "", argErr("page_token", "not a token of ListRecordings (give the previous page's next_page_token, or leave it empty for the first page)")
+	}
+	all, err := s.recordingsOf(channel)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]RecordingInfo, 0, min(int(size), 64))
+	total, more := 0, false
+	for _, i := range all {
+		if token != "" && i.Key >= token {
+			continue
+		}
+		n := listEntryBytes(i)
+		if len(out) == int(size) || len(out) > 0 && total+n > maxListPageBytes {
+			more = true
+			break
+		}
+		out = append(out, i)
+		total += n
+	}
+	if !more {
+		return out, "", nil
+	}
+	return out, out[len(out)-1].Key, nil
+}
+
+// recordingsOf returns the recordings, newest first; with channel (a
 // terminal URI) only that terminal's.
-func (s *Service) ListRecordings(ctx context.Context, channel string) ([]RecordingInfo, error) {
+func (s *Service) recordingsOf(channel string) ([]RecordingInfo, error) {
 	if s.recordings == nil {
 		return []RecordingInfo{}, nil
 	}
@@ -361,7 +419,7 @@ type terminalAuditor interface {
 }
 
 func toSessionRecording(i record.Info) session.RecordingInfo {
-	return session.RecordingInfo{ID: i.ID, Channel: recordingURI(i), Started: i.Started, Ended: i.Ended, Live: i.Live, Bytes: i.Bytes,
+	return session.RecordingInfo{ID: i.ID, Key: i.Key, Channel: recordingURI(i), Started: i.Started, Ended: i.Ended, Live: i.Live, Bytes: i.Bytes,
 		Duration: i.Duration, Rows: i.Rows, Cols: i.Cols, Title: i.Title, Input: i.Input}
 }
 
@@ -373,10 +431,11 @@ func notFound(err error) error {
 	return err
 }
 
-// RecordingsList is ListRecordings for the session (session.Host): the
-// recordings of a terminal URI ("" all), newest first.
+// RecordingsList is for the session (session.Host): the recordings of a
+// terminal URI ("" all), newest first, which the session filters and
+// pages.
 func (s *Service) RecordingsList(channel string) []session.RecordingInfo {
-	list, err := s.ListRecordings(context.Background(), channel)
+	list, err := s.recordingsOf(channel)
 	if err != nil {
 		return nil
 	}

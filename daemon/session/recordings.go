@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +35,10 @@ var ErrRecordingNotFound = errors.New("recording not found")
 // RecordingInfo describes a recording (the Host's, from its
 // record.Store).
 type RecordingInfo struct {
-	ID       string
+	ID string
+	// Key orders recordings: RecordingsList is in descending Key order.
+	// recordings/list's cursor is a Key (ValidRecordingCursor).
+	Key      string
 	Channel  string // the terminal's URI
 	Started  time.Time
 	Ended    time.Time // zero while Live
@@ -164,9 +168,42 @@ func (c *conn) respondBounded(req *request, result any, what string) error {
 	return c.queue(b)
 }
 
+// Bounds of recordings/list (docs/protocol.md, "Recordings").
+const (
+	// DefaultListLimit is the page size when limit is left out, and
+	// MaxListLimit the largest allowed.
+	DefaultListLimit = 1000
+	MaxListLimit     = 1000
+	// MaxRecordingCursor bounds a cursor's length: a Key is 24 bytes
+	// more than its recording's id, and an id is part of a file name (at
+	// most 255 bytes).
+	MaxRecordingCursor = 512
+)
+
+// cursorPattern is a recording's Key (pty/record's sortKey): the start
+// (UTC, 20060102T150405Z), the "-N" of ids that started in the same
+// second (at least 6 digits), and the id.
+var cursorPattern = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z [0-9]{6,} [A-Za-z0-9._-]+$`)
+
+// ValidRecordingCursor reports whether s is a well-formed cursor of a
+// recordings list (recordings/list's after, ListRecordings' page_token):
+// the Key of a recording, which need not exist any more.
+func ValidRecordingCursor(s string) bool {
+	return len(s) <= MaxRecordingCursor && cursorPattern.MatchString(s)
+}
+
+// listResult is recordings/list's answer: Next is the cursor of the next
+// page, nil after the last.
+type listResult struct {
+	Recordings []recordingInfo `json:"recordings"`
+	Next       *string         `json:"next"`
+}
+
 func (c *conn) recordingsList(req *request) error {
 	var p struct {
-		Channel string `json:"channel"`
+		Channel string  `json:"channel"`
+		Limit   *int    `json:"limit"`
+		After   *string `json:"after"`
 	}
 	if len(req.Params) > 0 {
 		if e := decodeParams(req, &p); e != nil {
@@ -179,15 +216,63 @@ func (c *conn) recordingsList(req *request) error {
 	if p.Channel != "" && !c.grant.Allows(p.Channel) {
 		return c.respondOr(req, rpcErr(flow.ErrCodeForbidden, "forbidden: the credential does not reach this channel"))
 	}
-	out := []recordingInfo{}
+	limit := DefaultListLimit
+	if p.Limit != nil {
+		if *p.Limit < 1 || *p.Limit > MaxListLimit {
+			return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, fmt.Sprintf("limit: must be between 1 and %d, got %d", MaxListLimit, *p.Limit)))
+		}
+		limit = *p.Limit
+	}
+	if p.After != nil && !ValidRecordingCursor(*p.After) {
+		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, "after: not a cursor of recordings/list (give the next of the previous page, or leave it out for the first)"))
+	}
+	// The page: the newest recordings the credential reaches that are
+	// older than the cursor, and one more to tell whether there is a
+	// next page. A cursor is a Key, so it holds its place whether or not
+	// its recording was evicted since.
+	page := make([]RecordingInfo, 0, min(limit+1, 64))
 	if p.Channel == "" || strings.HasPrefix(p.Channel, registry.SchemeTerminal) {
 		for _, i := range c.srv.host.RecordingsList(p.Channel) {
-			if c.grant.Allows(i.Channel) {
-				out = append(out, toRecordingInfo(i))
+			if p.After != nil && i.Key >= *p.After || !c.grant.Allows(i.Channel) {
+				continue
+			}
+			page = append(page, i)
+			if len(page) > limit {
+				break
 			}
 		}
 	}
-	return c.respondBounded(req, map[string]any{"recordings": out}, "the list")
+	more := len(page) > limit
+	page = page[:min(len(page), limit)]
+	// Shorten a page that does not fit in the message limit: each try
+	// cuts in proportion to the excess; only one recording that does not
+	// fit alone is refused.
+	for {
+		res := listResult{Recordings: make([]recordingInfo, len(page))}
+		for k, i := range page {
+			res.Recordings[k] = toRecordingInfo(i)
+		}
+		if more && len(page) > 0 {
+			next := page[len(page)-1].Key
+			res.Next = &next
+		}
+		b := encodeResponse(req.ID, res, nil)
+		if c.fits(b) {
+			if req.isNotification() {
+				return nil
+			}
+			return c.queue(b)
+		}
+		if len(page) <= 1 {
+			l16, _ := c.messageLimit()
+			what := "the list"
+			if len(page) == 1 {
+				what = "recording " + quoteClient(page[0].ID)
+			}
+			return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: %s is larger than the message limit (%d UTF-16 bytes, clientReceiveDefaults.maximumMessageBytes)", what, l16)))
+		}
+		page, more = page[:max(1, min(len(page)-1, int(float64(len(page))*c.ratio(b)*0.95)))], true
+	}
 }
 
 // readResult is recordings/read's answer. Data is whole lines of the
@@ -397,10 +482,26 @@ func (c *conn) recordingsIndex(req *request) error {
 	return c.respondBounded(req, idx, "the index")
 }
 
+// keyframeResult is recordings/keyframe's answer: Screen is the
+// keyframe's screen text from UTF-8 byte From; Next is where the rest
+// starts, nil when Screen ends the screen. Bytes is the whole screen's
+// size.
+type keyframeResult struct {
+	Time   float64
+	Offset int64
+	Rows   int
+	Cols   int
+	Screen string
+	From   int
+	Next   int // < 0: none
+	Bytes  int
+}
+
 func (c *conn) recordingsKeyframe(req *request) error {
 	var p struct {
-		ID string `json:"id"`
-		N  *int   `json:"n"`
+		ID   string `json:"id"`
+		N    *int   `json:"n"`
+		From *int64 `json:"from"`
 	}
 	if e := decodeParams(req, &p); e != nil {
 		return c.respondOr(req, e)
@@ -423,13 +524,89 @@ func (c *conn) recordingsKeyframe(req *request) error {
 	if !utf8.ValidString(k.Screen) {
 		return c.respondOr(req, rpcErr(flow.ErrCodeInternal, "recording index unreadable"))
 	}
-	return c.respondBounded(req, struct {
-		Time   float64 `json:"time"`
-		Offset int64   `json:"offset"`
-		Rows   int     `json:"rows"`
-		Cols   int     `json:"cols"`
-		Screen string  `json:"screen"`
-	}{k.Time, k.Offset, k.Rows, k.Cols, k.Screen}, fmt.Sprintf("keyframe %d", *p.N))
+	from := 0
+	if p.From != nil {
+		if *p.From < 0 || *p.From > int64(len(k.Screen)) || !screenBoundary(k.Screen, int(*p.From)) {
+			return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, fmt.Sprintf("from: must be a character's first byte in the screen's %d bytes (0, or the next of the previous piece), got %d", len(k.Screen), *p.From)))
+		}
+		from = int(*p.From)
+	}
+	// The piece: as much of the screen from from as fits in the message
+	// limit, cut at a character's boundary. Each try cuts in proportion
+	// to the excess (escaping grows a screen's control characters six
+	// times), so a few tries do.
+	_, l8 := c.messageLimit()
+	end := screenCut(k.Screen, from, int(min(int64(len(k.Screen)-from), l8)))
+	for {
+		res := keyframeResult{Time: k.Time, Offset: k.Offset, Rows: k.Rows, Cols: k.Cols, Screen: k.Screen[from:end], From: from, Next: -1, Bytes: len(k.Screen)}
+		if end < len(k.Screen) {
+			res.Next = end
+		}
+		b := encodeKeyframeResponse(req.ID, res)
+		if c.fits(b) && (end > from || from == len(k.Screen)) {
+			if req.isNotification() {
+				return nil
+			}
+			return c.queue(b)
+		}
+		n := end - from
+		cut := screenCut(k.Screen, from, min(n-1, int(float64(n)*c.ratio(b)*0.95)))
+		if cut <= from {
+			l16, _ := c.messageLimit()
+			return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: no piece of keyframe %d from byte %d fits in the message limit (%d UTF-16 bytes)", *p.N, from, l16)))
+		}
+		end = cut
+	}
+}
+
+// screenBoundary reports whether i is where a character of s starts, or
+// s's end.
+func screenBoundary(s string, i int) bool {
+	return i >= 0 && i <= len(s) && (i == len(s) || utf8.RuneStart(s[i]))
+}
+
+// screenCut returns the end of the longest piece of s from from (a
+// character's start) of at most n bytes that ends at a character's
+// boundary: from itself when n is shorter than the first character.
+func screenCut(s string, from, n int) int {
+	end := min(len(s), from+max(0, n))
+	for end > from && !screenBoundary(s, end) {
+		end--
+	}
+	return end
+}
+
+// encodeKeyframeResponse writes recordings/keyframe's response with the
+// screen escaped as AHP strings are (flow.AppendJSONString: no HTML
+// escapes).
+func encodeKeyframeResponse(id []byte, r keyframeResult) []byte {
+	if len(id) == 0 {
+		id = []byte("null")
+	}
+	b := make([]byte, 0, len(r.Screen)+len(r.Screen)/4+256)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":{"time":`...)
+	b = strconv.AppendFloat(b, r.Time, 'g', -1, 64)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, r.Offset, 10)
+	b = append(b, `,"rows":`...)
+	b = strconv.AppendInt(b, int64(r.Rows), 10)
+	b = append(b, `,"cols":`...)
+	b = strconv.AppendInt(b, int64(r.Cols), 10)
+	b = append(b, `,"screen":`...)
+	b = flow.AppendJSONString(b, r.Screen)
+	b = append(b, `,"from":`...)
+	b = strconv.AppendInt(b, int64(r.From), 10)
+	b = append(b, `,"next":`...)
+	if r.Next < 0 {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, int64(r.Next), 10)
+	}
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendInt(b, int64(r.Bytes), 10)
+	return append(b, "}}"...)
 }
 
 // auditRole is the role an audit event names: admin for the admin token.

@@ -169,12 +169,18 @@ func (x *Recording) GetPath() string {
 	return ""
 }
 
-// ListRecordingsRequest filters the list.
+// ListRecordingsRequest filters the list and names the page.
 type ListRecordingsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// channel keeps only the recordings of this terminal URI; empty keeps
 	// all.
-	Channel       string `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Channel string `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	// page_size is the most recordings to return: 0 is 1000, more than
+	// 1000 is 1000, negative is INVALID_ARGUMENT.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is the next_page_token of the previous page; empty asks
+	// for the first. One that is not a token is INVALID_ARGUMENT.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,11 +222,28 @@ func (x *ListRecordingsRequest) GetChannel() string {
 	return ""
 }
 
-// ListRecordingsResponse is the list of recordings.
+func (x *ListRecordingsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRecordingsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListRecordingsResponse is a page of recordings.
 type ListRecordingsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// recordings, newest first.
-	Recordings    []*Recording `protobuf:"bytes,1,rep,name=recordings,proto3" json:"recordings,omitempty"`
+	Recordings []*Recording `protobuf:"bytes,1,rep,name=recordings,proto3" json:"recordings,omitempty"`
+	// next_page_token asks for the next page (the older recordings);
+	// empty when this page holds the oldest.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -260,6 +283,13 @@ func (x *ListRecordingsResponse) GetRecordings() []*Recording {
 		return x.Recordings
 	}
 	return nil
+}
+
+func (x *ListRecordingsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // ReadRecordingRequest names the recording to read.
@@ -400,13 +430,17 @@ const file_ahp_v1_recordings_proto_rawDesc = "" +
 	"\x05title\x18\n" +
 	" \x01(\tR\x05title\x12\x14\n" +
 	"\x05input\x18\v \x01(\bR\x05input\x12\x12\n" +
-	"\x04path\x18\f \x01(\tR\x04path\"1\n" +
+	"\x04path\x18\f \x01(\tR\x04path\"m\n" +
 	"\x15ListRecordingsRequest\x12\x18\n" +
-	"\achannel\x18\x01 \x01(\tR\achannel\"K\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"s\n" +
 	"\x16ListRecordingsResponse\x121\n" +
 	"\n" +
 	"recordings\x18\x01 \x03(\v2\x11.ahp.v1.RecordingR\n" +
-	"recordings\">\n" +
+	"recordings\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\">\n" +
 	"\x14ReadRecordingRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\"W\n" +

@@ -32,7 +32,10 @@ const (
 // Recording itself is started by CreateTerminal's record or
 // SetTerminalRecording.
 type RecordingServiceClient interface {
-	// ListRecordings returns the recordings, newest first.
+	// ListRecordings returns a page of the recordings, newest first: at
+	// most page_size of them, fewer when they would pass 2 MiB. A page
+	// continues after the last recording of the previous one, whether or
+	// not that recording was evicted since.
 	ListRecordings(ctx context.Context, in *ListRecordingsRequest, opts ...grpc.CallOption) (*ListRecordingsResponse, error)
 	// ReadRecording streams a recording's .cast file byte for byte from
 	// offset, in chunks of at most 256 KiB. A recording being written is
@@ -87,7 +90,10 @@ type RecordingService_ReadRecordingClient = grpc.ServerStreamingClient[ReadRecor
 // Recording itself is started by CreateTerminal's record or
 // SetTerminalRecording.
 type RecordingServiceServer interface {
-	// ListRecordings returns the recordings, newest first.
+	// ListRecordings returns a page of the recordings, newest first: at
+	// most page_size of them, fewer when they would pass 2 MiB. A page
+	// continues after the last recording of the previous one, whether or
+	// not that recording was evicted since.
 	ListRecordings(context.Context, *ListRecordingsRequest) (*ListRecordingsResponse, error)
 	// ReadRecording streams a recording's .cast file byte for byte from
 	// offset, in chunks of at most 256 KiB. A recording being written is
