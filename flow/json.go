@@ -20,6 +20,10 @@ const hexDigits = "0123456789abcdef"
 // is written as itself, 2 for the short escapes, 6 for \u00XX.
 var escapeLen [utf8.RuneSelf]uint8
 
+// shortEscape[c] is the letter of c's two-byte escape ('\\' and it), or
+// 0 for a byte without one (escapeBlocks reads it).
+var shortEscape = [256]byte{'"': '"', '\\': '\\', '\n': 'n', '\r': 'r', '\t': 't', '\b': 'b', '\f': 'f'}
+
 func init() {
 	for c := 0; c < utf8.RuneSelf; c++ {
 		switch {
@@ -49,13 +53,29 @@ func AppendEscaped(dst []byte, s string) []byte {
 }
 
 // AppendEscapedLen is AppendEscaped that also returns EscapedLen(s), in
-// the same pass.
+// the same pass. On amd64 it copies and escapes runs of ASCII 16 bytes
+// at a time (escapeBlocks), so it may write into dst's capacity beyond
+// the length it returns; it never grows dst more than append would.
 func AppendEscapedLen(dst []byte, s string) ([]byte, int64) {
 	var n int64
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
+			// A run of ASCII: whole blocks copied and escaped in one pass
+			// (amd64), in dst's room only, so that dst grows as append
+			// would make it.
+			if haveEscapeBlocks && len(s)-i >= 16 && cap(dst)-len(dst)-(i-start) >= 34 {
+				dst = append(dst, s[start:i]...)
+				w, r := escapeBlocks(dst[len(dst):cap(dst)], s[i:])
+				dst = dst[:len(dst)+w]
+				n += 2 * int64(w) // ASCII: two UTF-16 bytes per byte written
+				i += r
+				start = i
+				if r > 0 {
+					continue
+				}
+			}
 			if safeByte[c] {
 				j := plainPrefix(s, i+1, len(s))
 				n += int64(j-i) * 2

@@ -7,3 +7,14 @@ package flow
 //
 //go:noescape
 func plainBlocks(p *byte, n int) int
+
+// escapeBlocks (scan_amd64.s) escapes whole 16-byte blocks of src into
+// dst's room (its length) and returns the bytes written and read; see
+// AppendEscapedLen.
+//
+//go:noescape
+func escapeBlocks(dst []byte, src string) (w, r int)
+
+// haveEscapeBlocks says escapeBlocks does the work (it does nothing on
+// other architectures).
+const haveEscapeBlocks = true

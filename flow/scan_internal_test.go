@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var endSink int
@@ -152,5 +153,87 @@ func FuzzPlainPrefix(f *testing.F) {
 		if got, want := plainPrefix(s, i, limit), plainPrefixRef(s, i, limit); got != want {
 			t.Fatalf("plainPrefix(%q, %d, %d) = %d, want %d", s, i, limit, got, want)
 		}
+	})
+}
+
+// escapeRef is AppendEscapedLen byte by byte: the body of s's JSON string
+// and its UTF-16 size.
+func escapeRef(s string) (string, int64) {
+	var b []byte
+	var n int64
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if safeByte[c] {
+				b = append(b, c)
+			} else {
+				b = appendEscapedASCII(b, c)
+			}
+			n += int64(escapeLen[c]) * 2
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		n += utf16Width(r)
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, "\uFFFD"...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return string(b), n
+}
+
+// checkEscaped compares AppendEscapedLen of s with escapeRef, into dst
+// buffers whose room is from none to ample, so that escapeBlocks (amd64)
+// starts, stops and resumes at every place: the bytes before dst's length
+// are kept, and the result is the reference.
+func checkEscaped(t *testing.T, s string) {
+	t.Helper()
+	want, wantN := escapeRef(s)
+	for _, room := range []int{0, 1, 17, 33, 34, 35, len(s), len(s) + 34, 2*len(s) + 40} {
+		dst := make([]byte, 3, 3+room)
+		copy(dst, "pre")
+		got, n := AppendEscapedLen(dst, s)
+		if string(got) != "pre"+want || n != wantN {
+			t.Fatalf("AppendEscapedLen(%q) with room %d = %q, %d; want %q, %d", s, room, got, n, "pre"+want, wantN)
+		}
+	}
+}
+
+// TestAppendEscapedBlocks: AppendEscapedLen (whole blocks with
+// escapeBlocks on amd64, then the rest) escapes as the byte-by-byte
+// reference does, for every byte value at every position of texts up to
+// 70 bytes long, alone and next to a "\r\n", a non-ASCII character and an
+// invalid byte.
+func TestAppendEscapedBlocks(t *testing.T) {
+	buf := []byte(strings.Repeat("a", 70))
+	for n := 0; n <= len(buf); n++ {
+		for p := 0; p < n; p++ {
+			for c := 0; c < 256; c++ {
+				buf[p] = byte(c)
+				checkEscaped(t, string(buf[:n]))
+				buf[p] = 'a'
+			}
+		}
+	}
+	for _, extra := range []string{"\r\n", "é", "\xff", "\x01", `"\`} {
+		for n := 0; n <= 70; n++ {
+			for p := 0; p <= n; p++ {
+				s := strings.Repeat("b", p) + extra + strings.Repeat("c", n-p)
+				checkEscaped(t, s)
+			}
+		}
+	}
+}
+
+// FuzzAppendEscaped: AppendEscapedLen is the byte-by-byte reference for
+// any text, into any room.
+func FuzzAppendEscaped(f *testing.F) {
+	f.Add("the quick brown fox jumps over the lazy dog 0123456789\r\n\"quoted\" \\ tab\there é 中文 \xff\x00\x1f")
+	f.Add(strings.Repeat("0123456789abcdef", 5) + "\r\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		checkEscaped(t, s)
 	})
 }

@@ -20,3 +20,10 @@ func plainBlocks(p *byte, n int) int {
 	}
 	return len(w)
 }
+
+// escapeBlocks is scan_amd64.s's escapeBlocks, which has no portable
+// version: it escapes nothing (haveEscapeBlocks is false), and
+// AppendEscapedLen does the work.
+func escapeBlocks(dst []byte, src string) (w, r int) { return 0, 0 }
+
+const haveEscapeBlocks = false
