@@ -139,14 +139,27 @@ test('browser: recordings view over a fixture: seek, keys, speed, markers, layou
       async request(method, p) {
         window.fixture.requests.push(method);
         await new Promise((r) => setTimeout(r, 5));
-        if (method === 'recordings/list') return { recordings: [rec('fixture', good, 19.5), rec('broken', bad, 19.5)] };
+        // Two pages of one: the second after the "older recordings" click.
+        if (method === 'recordings/list') {
+          return p.after === undefined ? { recordings: [rec('fixture', good, 19.5)], next: 'cursor 1' }
+            : p.after === 'cursor 1' ? { recordings: [rec('broken', bad, 19.5)], next: null } : { error: `bad cursor ${p.after}` };
+        }
         const b = files[p.id];
         if (!b) throw Object.assign(new Error('recording not found'), { code: -32002 });
         if (method === 'recordings/index') {
           return { keyframes: p.id === 'fixture' ? keyframes.map(({ screen: _, ...k }) => k) : [],
             audit: [{ type: 'audit', time: 3, event: 'attach', viewer: 'alice', role: 'control', token: 'tok1', remote: '127.0.0.1:1' }], dropped: 0 };
         }
-        if (method === 'recordings/keyframe') return keyframes[p.n];
+        if (method === 'recordings/keyframe') {
+          // In pieces of 64 bytes, as the daemon answers a screen larger
+          // than a message (a request counted once per keyframe).
+          const from = p.from ?? 0;
+          if (from) window.fixture.requests.pop();
+          const k = keyframes[p.n];
+          const b = enc.encode(k.screen);
+          const end = Math.min(b.length, from + 64);
+          return { ...k, screen: dec.decode(b.subarray(from, end)), from, next: end < b.length ? end : null, bytes: b.length };
+        }
         if (method === 'recordings/read') {
           let end = Math.min(b.length, p.offset + Math.min(p.maxBytes, 300));
           if (end < b.length) end = b.lastIndexOf(10, end - 1) + 1;
@@ -157,8 +170,13 @@ test('browser: recordings view over a fixture: seek, keys, speed, markers, layou
     };
     window.ahpTest.recordings.open(window.fakeSession, 'ahp-terminal:/shell');
   });
+  await waitFor(page, 'the first page', () => window.ahpTest.recordings.state().list.length === 1);
+  assert.equal((await playerState(page)).more, true);
+  await page.getByTestId('recordings-more').click();
   await waitFor(page, 'the list', () => window.ahpTest.recordings.state().list.length === 2);
   assert.equal(await page.getByTestId('recording-item').count(), 2);
+  assert.equal(await page.getByTestId('recordings-more').count(), 0, 'no older recordings after the last page');
+  assert.equal((await playerState(page)).message, '');
   await page.getByTestId('recording-item').first().click();
   await waitFor(page, 'the player at 0', () => {
     const p = window.ahpTest.recordings.state().player;
@@ -253,7 +271,9 @@ test('browser: recordings view over a fixture: seek, keys, speed, markers, layou
 
   // A bad line says so, plainly.
   await page.getByTestId('player-back').click();
-  await waitFor(page, 'the list again', () => window.ahpTest.recordings.state().list.length === 2);
+  await waitFor(page, 'the list again', () => window.ahpTest.recordings.state().list.length === 1);
+  await page.getByTestId('recordings-more').click();
+  await waitFor(page, 'its older page again', () => window.ahpTest.recordings.state().list.length === 2);
   await page.getByTestId('recording-item').nth(1).click();
   await waitFor(page, 'the player', () => window.ahpTest.recordings.state().player?.seeking === false);
   await page.evaluate(() => window.ahpTest.recordings.player.seek(19));

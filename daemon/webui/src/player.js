@@ -4,7 +4,8 @@
 // source (recordings/* on the page's session); the tests give it fakes.
 //
 // Seeking (issue 42): the nearest keyframe at or before the target
-// (recordings/index lists them, recordings/keyframe has the screen) resets
+// (recordings/index lists them, recordings/keyframe has the screen, in
+// pieces when it is larger than a message) resets
 // the terminal to the keyframe's size and writes its screen; then the "o"
 // events (and "r" resizes) from the keyframe's offset up to the target are
 // written. So a seek reads at most the bytes between two keyframes, whatever
@@ -45,6 +46,10 @@ export const LIVE_POLL_MS = 1000;
 export const SPEEDS = [0.5, 1, 2, 4, 8];
 /** SEEK_STEP is what an arrow key moves the playhead (seconds). */
 export const SEEK_STEP = 5;
+/** KEYFRAME_PIECES_MAX bounds the recordings/keyframe pieces of one keyframe. */
+export const KEYFRAME_PIECES_MAX = 4096;
+/** LIST_LIMIT is the recordings/list page the page asks for. */
+export const LIST_LIMIT = 200;
 
 // sessionOf returns the session to ask now: session is a Session, or a
 // function returning the current one (after a reconnect, the new one).
@@ -63,15 +68,24 @@ export function sessionSource(session, id) {
   return {
     read: (offset, maxBytes) => ask('recordings/read', { id, offset, maxBytes }),
     index: () => ask('recordings/index', { id }),
-    keyframe: (n) => ask('recordings/keyframe', { id, n }),
+    keyframe: (n, from = 0) => ask('recordings/keyframe', from ? { id, n, from } : { id, n }),
   };
 }
 
-/** listRecordings returns recordings/list's array (of channel, or all). */
-export async function listRecordings(session, channel) {
-  const r = await sessionOf(session).request('recordings/list', channel ? { channel } : {});
+/**
+ * listRecordings returns a page of recordings/list (of channel, or all),
+ * newest first: {recordings, next}, next the cursor of the older ones
+ * (after), null after the last.
+ */
+export async function listRecordings(session, channel, { after = null, limit = LIST_LIMIT } = {}) {
+  const params = { limit };
+  if (channel) params.channel = channel;
+  if (after != null) params.after = after;
+  const r = await sessionOf(session).request('recordings/list', params);
   if (!Array.isArray(r?.recordings)) throw new Error('recordings/list answered without a recordings array');
-  return r.recordings;
+  const next = r.next ?? null;
+  if (next !== null && (typeof next !== 'string' || next === after)) throw new Error('recordings/list answered a next that is not a new cursor');
+  return { recordings: r.recordings, next };
 }
 
 /** errorText says what went wrong in words (a JSON-RPC error with its code). */
@@ -90,7 +104,7 @@ export function auditLabel(a) {
 
 /**
  * CastPlayer plays one recording into term.
- * source: {read(offset, maxBytes), index(), keyframe(n)}: promises of the
+ * source: {read(offset, maxBytes), index(), keyframe(n, from)}: promises of the
  * recordings/read, /index and /keyframe results (sessionSource).
  * term: {reset(cols, rows), write(text), resize(cols, rows), flush?()}:
  * applied in call order; flush resolves once what was written is applied.
@@ -190,6 +204,28 @@ export class CastPlayer {
     this.dropped = Number.isFinite(idx?.dropped) ? idx.dropped : 0;
   }
 
+  /**
+   * _keyframe reads keyframe n's screen whole (null when seek gen was
+   * overtaken): the daemon answers a screen larger than a message in
+   * pieces, each with next, the UTF-8 byte where the rest starts (null
+   * after the last). A next that is not where its piece ends is an error,
+   * so the pieces always move forward; at most KEYFRAME_PIECES_MAX.
+   */
+  async _keyframe(n, gen) {
+    const parts = [];
+    for (let from = 0; ; ) {
+      if (parts.length === KEYFRAME_PIECES_MAX) throw new Error(`recordings/keyframe ${n}: more than ${KEYFRAME_PIECES_MAX} pieces`);
+      const kf = await this.source.keyframe(n, from);
+      if (gen !== this._gen) return null;
+      if (typeof kf?.screen !== 'string') throw new Error(`recordings/keyframe ${n} has no screen`);
+      parts.push(kf.screen);
+      if (kf.next == null) return parts.join('');
+      const end = from + utf8Length(kf.screen);
+      if (kf.next !== end || end <= from) throw new Error(`recordings/keyframe ${n} from ${from}: next ${kf.next} is not where the piece ends, ${end}`);
+      from = end;
+    }
+  }
+
   /** keyframeAt returns the keyframe a seek to t starts from: the last at or before t. */
   keyframeAt(t) {
     const k = this.keyframes;
@@ -220,11 +256,9 @@ export class CastPlayer {
       let screen = '';
       if (k.n >= 0 && this._kf?.n === k.n) screen = this._kf.screen;
       else if (k.n >= 0) {
-        const kf = await this.source.keyframe(k.n);
+        screen = await this._keyframe(k.n, gen);
         this.keyframeReads++;
         if (gen !== this._gen) return;
-        if (typeof kf?.screen !== 'string') throw new Error(`recordings/keyframe ${k.n} has no screen`);
-        screen = kf.screen;
         // The last one is kept: seeks within its stretch (a drag, the
         // arrows) need no round trip for it.
         this._kf = { n: k.n, screen };

@@ -6,6 +6,11 @@
 // recording) and the keys (space plays or pauses, ←/→ seek 5 s, Shift 30 s,
 // Home/End).
 //
+// The list shows the newest LIST_LIMIT recordings (a page of
+// recordings/list); "older recordings" at its end asks for the next page
+// and adds it, so a terminal with thousands of recordings costs one page
+// until more are asked for.
+//
 // The view lies over the stage; the live terminal under it keeps its
 // subscription. Only one player at a time; closing the view ends it.
 
@@ -123,6 +128,8 @@ export function createRecordingsView(host, options = {}) {
   let session = null;
   let channel = null;
   let recordings = [];
+  let nextPage = null; // recordings/list's cursor of the older ones
+  let loadingMore = false;
   let player = null;
   let current = null; // the recording played
   let raf = 0;
@@ -168,24 +175,58 @@ export function createRecordingsView(host, options = {}) {
       b.addEventListener('click', () => openPlayer(r));
       return el('li', { testid: 'recording-item', className: 'rec-item', 'data-id': r.id, 'data-live': String(!!r.live) }, b);
     }));
+    if (nextPage !== null) {
+      const more = el('button', { type: 'button', className: 'rec-button', testid: 'recordings-more', title: 'List the next older recordings' },
+        loadingMore ? 'loading…' : 'older recordings');
+      more.disabled = loadingMore;
+      more.addEventListener('click', () => loadMore());
+      list.append(el('li', { className: 'rec-item' }, more));
+    }
   }
 
   async function loadList() {
     const gen = ++listGen;
     showMessage('loading…');
     list.replaceChildren();
+    nextPage = null;
+    loadingMore = false;
     try {
-      const rs = await listRecordings(session, channel);
+      const page = await listRecordings(session, channel);
       if (gen !== listGen) return;
-      recordings = rs;
+      recordings = page.recordings;
+      nextPage = page.next;
       renderList();
-      showMessage(rs.length ? '' : `No recordings of ${channel}. Start one with ahpctl terminal record ${channel} on.`);
+      showMessage(recordings.length ? '' : `No recordings of ${channel}. Start one with ahpctl terminal record ${channel} on.`);
     } catch (err) {
       if (gen !== listGen) return;
       recordings = [];
+      nextPage = null;
       showMessage(err?.code === ErrorCode.METHOD_NOT_FOUND
         ? `This ahpd does not serve recordings (${errorText(err)}).`
         : `Cannot list the recordings of ${channel}: ${errorText(err)}.`, true);
+    }
+  }
+
+  // loadMore adds the next page of older recordings to the list.
+  async function loadMore() {
+    if (nextPage === null || loadingMore) return;
+    const gen = listGen;
+    loadingMore = true;
+    renderList();
+    try {
+      const page = await listRecordings(session, channel, { after: nextPage });
+      if (gen !== listGen) return;
+      recordings = recordings.concat(page.recordings);
+      nextPage = page.next;
+      showMessage('');
+    } catch (err) {
+      if (gen !== listGen) return;
+      showMessage(`Cannot list the older recordings of ${channel}: ${errorText(err)}.`, true);
+    } finally {
+      if (gen === listGen) {
+        loadingMore = false;
+        renderList();
+      }
     }
   }
 
@@ -384,6 +425,7 @@ export function createRecordingsView(host, options = {}) {
         shown: !host.hidden,
         channel,
         list: recordings.map((r) => ({ ...r })),
+        more: nextPage !== null,
         message: message.hidden ? '' : message.textContent,
         recording: current?.id ?? null,
         player: player ? player.state() : null,

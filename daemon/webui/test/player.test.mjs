@@ -4,7 +4,7 @@
 // errors are said plainly.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CastPlayer, LIVE_POLL_MS, listRecordings, MARKERS_MAX, READ_BYTES, sessionSource } from '../src/player.js';
+import { CastPlayer, KEYFRAME_PIECES_MAX, LIST_LIMIT, LIVE_POLL_MS, listRecordings, MARKERS_MAX, READ_BYTES, sessionSource } from '../src/player.js';
 import { connect } from './harness.mjs';
 
 const enc = new TextEncoder();
@@ -443,23 +443,108 @@ test('sessionSource and listRecordings send recordings/* on the session', async 
   const sock = { take: () => ws.take().filter((m) => m.method?.startsWith('recordings/')), recv: (m) => ws.recv(m) };
   const listed = listRecordings(session, 'ahp-terminal:/t1');
   const [req] = sock.take();
-  assert.deepEqual([req.method, req.params], ['recordings/list', { channel: 'ahp-terminal:/t1' }]);
-  sock.recv({ jsonrpc: '2.0', id: req.id, result: { recordings: [{ id: 'x' }] } });
-  assert.deepEqual(await listed, [{ id: 'x' }]);
+  assert.deepEqual([req.method, req.params], ['recordings/list', { channel: 'ahp-terminal:/t1', limit: LIST_LIMIT }]);
+  sock.recv({ jsonrpc: '2.0', id: req.id, result: { recordings: [{ id: 'x' }], next: 'k1' } });
+  assert.deepEqual(await listed, { recordings: [{ id: 'x' }], next: 'k1' });
+  // The next page: after the cursor; an answer without next is the last.
+  const older = listRecordings(session, 'ahp-terminal:/t1', { after: 'k1', limit: 5 });
+  const [req2] = sock.take();
+  assert.deepEqual(req2.params, { channel: 'ahp-terminal:/t1', limit: 5, after: 'k1' });
+  sock.recv({ jsonrpc: '2.0', id: req2.id, result: { recordings: [{ id: 'y' }] } });
+  assert.deepEqual(await older, { recordings: [{ id: 'y' }], next: null });
+  // A next that is not a new cursor would loop: an error.
+  for (const next of ['k1', 7]) {
+    const again = listRecordings(session, 'ahp-terminal:/t1', { after: 'k1' });
+    const [r] = sock.take();
+    sock.recv({ jsonrpc: '2.0', id: r.id, result: { recordings: [], next } });
+    await assert.rejects(again, /not a new cursor/);
+  }
   // A function: the session of the moment (the page's, after a reconnect).
   const src = sessionSource(() => session, 'x');
   src.read(10, 4096);
   src.index();
   src.keyframe(2);
+  src.keyframe(2, 77);
   assert.deepEqual(sock.take().map((m) => [m.method, m.params]), [
     ['recordings/read', { id: 'x', offset: 10, maxBytes: 4096 }],
     ['recordings/index', { id: 'x' }],
     ['recordings/keyframe', { id: 'x', n: 2 }],
+    ['recordings/keyframe', { id: 'x', n: 2, from: 77 }],
   ]);
   const bad = listRecordings(session);
   const [r2] = sock.take();
-  assert.deepEqual(r2.params, {});
+  assert.deepEqual(r2.params, { limit: LIST_LIMIT });
   sock.recv({ jsonrpc: '2.0', id: r2.id, result: {} });
   await assert.rejects(bad, /without a recordings array/);
   await assert.rejects(sessionSource(() => null, 'x').read(0, 10), /not connected/);
+});
+
+// piecewise serves rec's keyframes as the daemon does a screen larger than
+// a message: pieces of at most size UTF-8 bytes, cut at a character, each
+// with from and next (null after the last).
+function piecewise(rec, size) {
+  const calls = [];
+  const whole = rec.source.keyframe;
+  rec.source.keyframe = async (n, from = 0) => {
+    calls.push([n, from]);
+    const kf = await whole(n);
+    const b = enc.encode(kf.screen);
+    let end = Math.min(b.length, from + size);
+    while (end > from && end < b.length && (b[end] & 0xc0) === 0x80) end--;
+    return { ...kf, screen: dec.decode(b.subarray(from, end)), from, next: end < b.length ? end : null, bytes: b.length };
+  };
+  return calls;
+}
+
+test('a keyframe larger than a message is read in pieces, whole before it is shown', async () => {
+  const evs = [];
+  for (let i = 0; i < 40; i++) evs.push([i * 0.5, 'o', `\x1b[3${i % 8}mlíne ${i} 漢🙂\r\n`]);
+  const rec = fakeRecording(evs, { kfEvery: 20 });
+  const calls = piecewise(rec, 7);
+  const term = new FakeTerm();
+  const p = new CastPlayer({ source: rec.source, term });
+  await p.open();
+  await p.seek(15);
+  assert.equal(p.error, null);
+  assert.equal(p.lastKeyframe, 1);
+  assert.equal(term.text, outputUpTo(evs, 15));
+  const screen = outputUpTo(evs, evs[19][0]); // keyframe 1's: the output before event 20
+  const pieces = calls.filter(([n]) => n === 1);
+  assert.ok(pieces.length > enc.encode(screen).length / 7, `${pieces.length} pieces of a ${enc.encode(screen).length}-byte screen`);
+  // "\x1b[30ml" is 6 bytes and "í" 2: the first piece stops before it.
+  assert.deepEqual(pieces.map(([, from]) => from).slice(0, 2), [0, 6]);
+  assert.ok(pieces.every(([, from], i) => i === 0 || from > pieces[i - 1][1] && from - pieces[i - 1][1] <= 7));
+  assert.equal(p.keyframeReads, 2); // keyframe 0 at open, 1 at the seek: one read each, however many pieces
+});
+
+test('keyframe pieces that do not move forward are an error, not a loop', async () => {
+  const evs = [];
+  for (let i = 0; i < 20; i++) evs.push([i * 0.5, 'o', `line ${i}\r\n`]);
+  for (const [name, next] of [['repeats', (from) => from], ['skips', (from) => from + 100], ['goes back', () => 0]]) {
+    const rec = fakeRecording(evs, { kfEvery: 10 });
+    let calls = 0;
+    rec.source.keyframe = async (n, from = 0) => {
+      calls++;
+      return { time: 4.5, offset: 0, rows: 24, cols: 80, screen: from ? 'b' : 'a', from, next: next(from) };
+    };
+    const p = new CastPlayer({ source: rec.source, term: new FakeTerm() });
+    await p.open();
+    calls = 0;
+    await p.seek(7);
+    assert.match(p.error ?? '', /is not where the piece ends/, name);
+    assert.ok(calls <= 3, `${name}: ${calls} calls`);
+  }
+  // A daemon whose pieces never end: stopped at KEYFRAME_PIECES_MAX.
+  const rec = fakeRecording(evs, { kfEvery: 10 });
+  let calls = 0;
+  rec.source.keyframe = async (n, from = 0) => {
+    calls++;
+    return { time: 4.5, offset: 0, rows: 24, cols: 80, screen: 'x', from, next: from + 1 };
+  };
+  const p = new CastPlayer({ source: rec.source, term: new FakeTerm() });
+  await p.open();
+  calls = 0;
+  await p.seek(7);
+  assert.match(p.error ?? '', /more than \d+ pieces/);
+  assert.equal(calls, KEYFRAME_PIECES_MAX);
 });
