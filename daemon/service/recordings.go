@@ -358,12 +358,13 @@ func (s *Service) ListRecordings(ctx context.Context, channel string, size int32
 		if token != "" && i.Key >= token {
 			continue
 		}
-		n := listEntryBytes(i)
+		r := s.controlRecording(i)
+		n := listEntryBytes(r)
 		if len(out) == int(size) || len(out) > 0 && total+n > maxListPageBytes {
 			more = true
 			break
 		}
-		out = append(out, i)
+		out = append(out, r)
 		total += n
 	}
 	if !more {
@@ -372,11 +373,11 @@ func (s *Service) ListRecordings(ctx context.Context, channel string, size int32
 	return out, out[len(out)-1].Key, nil
 }
 
-// recordingsOf returns the recordings, newest first; with channel (a
-// terminal URI) only that terminal's.
-func (s *Service) recordingsOf(channel string) ([]RecordingInfo, error) {
+// recordingsOf returns the store's recordings, newest first; with
+// channel (a terminal URI) only that terminal's.
+func (s *Service) recordingsOf(channel string) ([]record.Info, error) {
 	if s.recordings == nil {
-		return []RecordingInfo{}, nil
+		return nil, nil
 	}
 	id := ""
 	if channel != "" {
@@ -388,12 +389,12 @@ func (s *Service) recordingsOf(channel string) ([]RecordingInfo, error) {
 			return nil, argErr("channel", "%v", err)
 		}
 	}
-	list := s.recordings.List(id)
-	out := make([]RecordingInfo, 0, len(list))
-	for _, i := range list {
-		out = append(out, RecordingInfo{Info: i, URI: recordingURI(i), Path: filepath.Join(s.recordings.Dir(), i.ID+record.CastSuffix)})
-	}
-	return out, nil
+	return s.recordings.List(id), nil
+}
+
+// controlRecording is the control plane's view of i.
+func (s *Service) controlRecording(i record.Info) RecordingInfo {
+	return RecordingInfo{Info: i, URI: recordingURI(i), Path: filepath.Join(s.recordings.Dir(), i.ID+record.CastSuffix)}
 }
 
 // OpenRecording opens a recording's .cast for reading and returns its size
@@ -409,7 +410,7 @@ func (s *Service) OpenRecording(ctx context.Context, id string) (io.ReadSeekClos
 	if err != nil {
 		return nil, RecordingInfo{}, err
 	}
-	return f, RecordingInfo{Info: info, URI: recordingURI(info), Path: filepath.Join(s.recordings.Dir(), info.ID+record.CastSuffix)}, nil
+	return f, s.controlRecording(info), nil
 }
 
 // terminalAuditor is a terminal whose recording takes audit events
@@ -441,7 +442,7 @@ func (s *Service) RecordingsList(channel string) []session.RecordingInfo {
 	}
 	out := make([]session.RecordingInfo, 0, len(list))
 	for _, i := range list {
-		out = append(out, toSessionRecording(i.Info))
+		out = append(out, toSessionRecording(i))
 	}
 	return out
 }
