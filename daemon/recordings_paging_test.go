@@ -280,7 +280,9 @@ func TestRecordingsListOfThousands(t *testing.T) {
 // the message limit (coloured text with multi-byte characters, escaped
 // to more) is read in pieces, each within the limit and cut at a
 // character, whose concatenation is the stored screen byte for byte; a
-// from outside the screen or inside a character is -32602.
+// from outside the screen or inside a character is -32602. Under the
+// same limit, a recordings/list page stops before a recording whose entry
+// alone does not fit, and the page of that one is -32004.
 func TestRecordingsKeyframeInPieces(t *testing.T) {
 	const limit = 64 << 10
 	h := start(t, false, func(c *config.Config) {
@@ -361,6 +363,35 @@ func TestRecordingsKeyframeInPieces(t *testing.T) {
 	if msg := call(200, fmt.Sprintf(`{"id":%q,"n":0,"from":%d}`, a.ID, len(screen))); !strings.Contains(msg, `"screen":"","from":`+itoa(len(screen))+`,"next":null`) {
 		t.Fatalf("piece from the end = %.300s", msg)
 	}
+	// recordings/list under the same limit: a recording whose entry alone
+	// is larger (a title of 40,000 characters, 80,000 UTF-16 bytes) is
+	// -32004, named; the page before it ends above it.
+	st := h.srv.Recordings()
+	r, err := st.Start(record.Params{Channel: "titled", Time: time.Now().Add(-time.Hour), Rows: 24, Cols: 80, Title: strings.Repeat("t", 40000), Mode: record.Output,
+		Snapshot: func() (int, int, string) { return 24, 80, "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	titled := r.ID()
+	r.Stop("test done")
+	list := func(id int, params string) string {
+		req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"recordings/list","params":%s}`, id, params)
+		if err := ws.Write(ctx, websocket.MessageText, []byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		return readJSON(t, ws)
+	}
+	var first struct {
+		Result recPage `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(list(300, `{"limit":1000}`)), &first); err != nil || len(first.Result.Recordings) != 1 ||
+		first.Result.Recordings[0].ID != a.ID || first.Result.Next == nil {
+		t.Fatalf("first page = %+v, %v; want %s alone and a next", first.Result, err, a.ID)
+	}
+	if msg := list(301, `{"after":`+jsonString(*first.Result.Next)+`}`); !strings.Contains(msg, `"code":-32004`) || !strings.Contains(msg, titled) {
+		t.Fatalf("page of a recording larger than the limit = %.300s, want -32004 naming %s", msg, titled)
+	}
+
 	mid := strings.Index(screen, "é") + 1
 	for _, from := range []int{-1, len(screen) + 1, mid} {
 		if msg := call(201, fmt.Sprintf(`{"id":%q,"n":0,"from":%d}`, a.ID, from)); !strings.Contains(msg, `"code":-32602`) || !strings.Contains(msg, "from:") {
