@@ -475,3 +475,46 @@ func TestListRecordingsPages(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordingsIndexDroppedAudit: recordings/index sums what the
+// recording's index says it dropped: output bytes, and audit events it
+// could not write (pty/record marks them once it has room again).
+func TestRecordingsIndexDroppedAudit(t *testing.T) {
+	const id = "t1-20260101T000000Z"
+	h := start(t, false, func(c *config.Config) {
+		dir := filepath.Join(c.StateDir, daemon.RecordingsDir)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		cast := `{"version":2,"width":80,"height":24,"timestamp":1767225600}` + "\n" + `[0.5,"o","hi\r\n"]` + "\n"
+		index := `{"type":"keyframe","time":0.000000,"offset":62,"rows":24,"cols":80,"screen":"\u001b[Hhi"}` + "\n" +
+			`{"type":"audit","time":0.100000,"event":"attach","viewer":"c1","token":"tok-1","role":"view","remote":"127.0.0.1:9"}` + "\n" +
+			`{"type":"dropped","time":0.200000,"bytes":0,"audit":3}` + "\n" +
+			`{"type":"dropped","time":0.300000,"bytes":5}` + "\n" +
+			`{"type":"dropped","time":0.400000,"bytes":0,"audit":4}` + "\n"
+		for name, text := range map[string]string{id + record.CastSuffix: cast, id + record.IndexSuffix: index} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	ws := h.rawInit(adminToken)
+	ctx := ctxT(t)
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":1,"method":"recordings/index","params":{"id":"`+id+`"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	msg := readJSON(t, ws)
+	var res struct {
+		Result *struct {
+			Audit        []struct{ Event string } `json:"audit"`
+			Dropped      int64                    `json:"dropped"`
+			DroppedAudit int64                    `json:"droppedAudit"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(msg), &res); err != nil || res.Result == nil {
+		t.Fatalf("recordings/index: %v: %.300s", err, msg)
+	}
+	if r := res.Result; len(r.Audit) != 1 || r.Dropped != 5 || r.DroppedAudit != 7 {
+		t.Fatalf("recordings/index = %s; want one audit event, 5 bytes and 7 audit events dropped", msg)
+	}
+}

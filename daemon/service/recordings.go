@@ -348,19 +348,17 @@ func (s *Service) ListRecordings(ctx context.Context, channel string, size int32
 	if token != "" && !session.ValidRecordingCursor(token) {
 		return nil, "", argErr("page_token", "not a token of ListRecordings (give the previous page's next_page_token, or leave it empty for the first page)")
 	}
-	all, err := s.recordingsOf(channel)
-	if err != nil {
+	id, err := recordingsChannel(channel)
+	if err != nil || s.recordings == nil {
 		return nil, "", err
 	}
-	out := make([]RecordingInfo, 0, min(int(size), 64))
-	total, more := 0, false
-	for _, i := range all {
-		if token != "" && i.Key >= token {
-			continue
-		}
+	page, more := s.recordings.Page(id, token, int(size), nil)
+	out := make([]RecordingInfo, 0, len(page))
+	total := 0
+	for _, i := range page {
 		r := s.controlRecording(i)
 		n := listEntryBytes(r)
-		if len(out) == int(size) || len(out) > 0 && total+n > maxListPageBytes {
+		if len(out) > 0 && total+n > maxListPageBytes {
 			more = true
 			break
 		}
@@ -373,23 +371,20 @@ func (s *Service) ListRecordings(ctx context.Context, channel string, size int32
 	return out, out[len(out)-1].Key, nil
 }
 
-// recordingsOf returns the store's recordings, newest first; with
-// channel (a terminal URI) only that terminal's.
-func (s *Service) recordingsOf(channel string) ([]record.Info, error) {
-	if s.recordings == nil {
-		return nil, nil
+// recordingsChannel checks a channel filter of the recordings (a
+// terminal URI, or "" for all) and returns the terminal's id.
+func recordingsChannel(channel string) (string, error) {
+	if channel == "" {
+		return "", nil
 	}
-	id := ""
-	if channel != "" {
-		if !strings.HasPrefix(channel, registry.SchemeTerminal) {
-			return nil, argErr("channel", "want a terminal URI (%sID), got %q", registry.SchemeTerminal, session.Truncate(channel, 64))
-		}
-		id = strings.TrimPrefix(channel, registry.SchemeTerminal)
-		if err := registry.ValidID(id); err != nil {
-			return nil, argErr("channel", "%v", err)
-		}
+	if !strings.HasPrefix(channel, registry.SchemeTerminal) {
+		return "", argErr("channel", "want a terminal URI (%sID), got %q", registry.SchemeTerminal, session.Truncate(channel, 64))
 	}
-	return s.recordings.List(id), nil
+	id := strings.TrimPrefix(channel, registry.SchemeTerminal)
+	if err := registry.ValidID(id); err != nil {
+		return "", argErr("channel", "%v", err)
+	}
+	return id, nil
 }
 
 // controlRecording is the control plane's view of i.
@@ -432,19 +427,20 @@ func notFound(err error) error {
 	return err
 }
 
-// RecordingsList is for the session (session.Host): the recordings of a
-// terminal URI ("" all), newest first, which the session filters and
-// pages.
-func (s *Service) RecordingsList(channel string) []session.RecordingInfo {
-	list, err := s.recordingsOf(channel)
-	if err != nil {
-		return nil
+// RecordingsPage is a page of the recordings for the session
+// (session.Host): of a terminal URI ("" all), newest first, older than
+// the cursor after, those whose URI keep allows.
+func (s *Service) RecordingsPage(channel, after string, n int, keep func(uri string) bool) ([]session.RecordingInfo, bool) {
+	id, err := recordingsChannel(channel)
+	if err != nil || s.recordings == nil {
+		return nil, false
 	}
-	out := make([]session.RecordingInfo, 0, len(list))
-	for _, i := range list {
-		out = append(out, toSessionRecording(i))
+	page, more := s.recordings.Page(id, after, n, func(i record.Info) bool { return keep(recordingURI(i)) })
+	out := make([]session.RecordingInfo, len(page))
+	for k, i := range page {
+		out[k] = toSessionRecording(i)
 	}
-	return out
+	return out, more
 }
 
 // RecordingsInfo describes one recording (session.Host).
@@ -478,7 +474,7 @@ func (s *Service) RecordingsIndex(id string) (session.RecordingIndex, error) {
 	if err != nil {
 		return session.RecordingIndex{}, notFound(err)
 	}
-	out := session.RecordingIndex{Keyframes: make([]session.RecordingKeyframe, 0, len(idx.Keyframes)), Audit: make([]session.Audit, 0, len(idx.Audit)), Dropped: idx.Dropped}
+	out := session.RecordingIndex{Keyframes: make([]session.RecordingKeyframe, 0, len(idx.Keyframes)), Audit: make([]session.Audit, 0, len(idx.Audit)), Dropped: idx.Dropped, DroppedAudit: idx.DroppedAudit}
 	for _, k := range idx.Keyframes {
 		out.Keyframes = append(out.Keyframes, session.RecordingKeyframe{Time: k.Time, Offset: k.Offset, Rows: k.Rows, Cols: k.Cols, Bytes: k.Bytes})
 	}

@@ -110,7 +110,9 @@ func (h testHost) CreateShell(string, string) (*registry.Channel, error) {
 func (h testHost) RestartTerminal(string) (*registry.Channel, error) {
 	return nil, &flow.Error{Code: flow.ErrCodeInvalidParams, Message: "no terminals here"}
 }
-func (h testHost) RecordingsList(string) []RecordingInfo { return nil }
+func (h testHost) RecordingsPage(string, string, int, func(string) bool) ([]RecordingInfo, bool) {
+	return nil, false
+}
 func (h testHost) RecordingsInfo(string) (RecordingInfo, error) {
 	return RecordingInfo{}, ErrRecordingNotFound
 }

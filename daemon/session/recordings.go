@@ -36,7 +36,7 @@ var ErrRecordingNotFound = errors.New("recording not found")
 // record.Store).
 type RecordingInfo struct {
 	ID string
-	// Key orders recordings: RecordingsList is in descending Key order.
+	// Key orders recordings: RecordingsPage is in descending Key order.
 	// recordings/list's cursor is a Key (ValidRecordingCursor).
 	Key      string
 	Channel  string // the terminal's URI
@@ -79,6 +79,9 @@ type RecordingIndex struct {
 	Keyframes []RecordingKeyframe `json:"keyframes"`
 	Audit     []Audit             `json:"audit"`
 	Dropped   int64               `json:"dropped"`
+	// DroppedAudit counts the audit events the recording could not write
+	// (docs/recording.md).
+	DroppedAudit int64 `json:"droppedAudit"`
 }
 
 // Bounds of recordings/read (docs/protocol.md, "Recordings").
@@ -227,23 +230,18 @@ func (c *conn) recordingsList(req *request) error {
 		return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, "after: not a cursor of recordings/list (give the next of the previous page, or leave it out for the first)"))
 	}
 	// The page: the newest recordings the credential reaches that are
-	// older than the cursor, and one more to tell whether there is a
-	// next page. A cursor is a Key, so it holds its place whether or not
-	// its recording was evicted since.
-	page := make([]RecordingInfo, 0, min(limit+1, 64))
+	// older than the cursor, and whether more follow. A cursor is a Key,
+	// so it holds its place whether or not its recording was evicted
+	// since. The store makes a page in one pass over its recordings.
+	var page []RecordingInfo
+	more := false
 	if p.Channel == "" || strings.HasPrefix(p.Channel, registry.SchemeTerminal) {
-		for _, i := range c.srv.host.RecordingsList(p.Channel) {
-			if p.After != nil && i.Key >= *p.After || !c.grant.Allows(i.Channel) {
-				continue
-			}
-			page = append(page, i)
-			if len(page) > limit {
-				break
-			}
+		after := ""
+		if p.After != nil {
+			after = *p.After
 		}
+		page, more = c.srv.host.RecordingsPage(p.Channel, after, limit, c.grant.Allows)
 	}
-	more := len(page) > limit
-	page = page[:min(len(page), limit)]
 	// Shorten a page that does not fit in the message limit: each try
 	// cuts in proportion to the excess; only one recording that does not
 	// fit alone is refused.

@@ -60,10 +60,13 @@ type Host interface {
 	RestartTerminal(uri string) (*registry.Channel, error)
 
 	// Terminal recordings (docs/recording.md), for the recordings/*
-	// methods: the recordings of a terminal URI ("" all), newest first;
-	// one's Info; its .cast opened for reading; its index; keyframe n
-	// with its screen. An unknown id is ErrRecordingNotFound.
-	RecordingsList(channel string) []RecordingInfo
+	// methods: a page of the recordings of a terminal URI ("" all),
+	// newest first: at most n of those older than the cursor after (a
+	// Key; "" from the newest) whose terminal's URI keep allows, and
+	// whether more follow (keep runs under the store's lock); one's Info;
+	// its .cast opened for reading; its index; keyframe n with its
+	// screen. An unknown id is ErrRecordingNotFound.
+	RecordingsPage(channel, after string, n int, keep func(uri string) bool) ([]RecordingInfo, bool)
 	RecordingsInfo(id string) (RecordingInfo, error)
 	RecordingsOpen(id string) (io.ReadSeekCloser, RecordingInfo, error)
 	RecordingsIndex(id string) (RecordingIndex, error)

@@ -85,3 +85,34 @@ func BenchmarkAppendEvent(b *testing.B) {
 		buf = appendEvent(buf[:0], 1234567*time.Microsecond, 'o', text)
 	}
 }
+
+// BenchmarkStoreList100k and BenchmarkStorePage100k: the first page of
+// recordings/list (1000) in a directory of 100,000 recordings, with List
+// (a copy and sort of them all) and with Page (one pass).
+func BenchmarkStoreList100k(b *testing.B) { benchStoreList(b, false) }
+func BenchmarkStorePage100k(b *testing.B) { benchStoreList(b, true) }
+
+func benchStoreList(b *testing.B, page bool) {
+	s, err := OpenStore(filepath.Join(b.TempDir(), "rec"), Limits{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s.mu.Lock()
+	for i := range 100_000 {
+		at := t0.Add(time.Duration(i) * time.Second)
+		id := fmt.Sprintf("c%d-%s", i%50, at.Format(startLayout))
+		s.files[id] = &file{Info: Info{ID: id, Key: sortKey(at, id), Channel: fmt.Sprintf("c%d", i%50), Started: at, Bytes: 1000, Rows: 24, Cols: 80}}
+	}
+	s.mu.Unlock()
+	for b.Loop() {
+		if page {
+			if p, more := s.Page("", "", 1000, nil); len(p) != 1000 || !more {
+				b.Fatal(len(p), more)
+			}
+		} else if l := s.List(""); len(l) != 100_000 {
+			b.Fatal(len(l))
+		}
+	}
+}

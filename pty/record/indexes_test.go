@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // writeRecording writes a recording's .cast (a header and one event) and
@@ -173,5 +175,75 @@ func TestIndexCacheBound(t *testing.T) {
 		if c.id == huge {
 			t.Fatal("an index past indexCacheLines was kept")
 		}
+	}
+}
+
+// TestStorePage: Page is List filtered and cut, for every page size,
+// cursor and filter: walking the pages from the newest lists every
+// recording the filter keeps exactly once, in List's order, and "more"
+// is true on every page but the last.
+func TestStorePage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rec")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const n = 300
+	for i := range n {
+		at := t0.Add(time.Duration(i/3) * time.Second) // three a second: ids with -N
+		id := fmt.Sprintf("c%d-%s", i%4, at.Format(startLayout))
+		if i%3 != 0 {
+			id += "-" + strconv.Itoa(i%3+1)
+		}
+		cast := fmt.Sprintf(`{"version":2,"width":80,"height":24,"timestamp":%d}`+"\n"+`[0.5,"o","hi"]`+"\n", at.Unix())
+		if err := os.WriteFile(filepath.Join(dir, id+CastSuffix), []byte(cast), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := OpenStore(dir, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := len(s.List("")); got != n {
+		t.Fatalf("List: %d recordings, want %d", got, n)
+	}
+	odd := func(i Info) bool { return i.Started.Second()%2 == 1 }
+	for _, tc := range []struct {
+		channel string
+		keep    func(Info) bool
+	}{{"", nil}, {"c1", nil}, {"", odd}, {"c2", odd}, {"nope", nil}} {
+		var want []string
+		for _, i := range s.List(tc.channel) {
+			if tc.keep == nil || tc.keep(i) {
+				want = append(want, i.ID)
+			}
+		}
+		for _, size := range []int{1, 2, 7, 100, 1000} {
+			var got []string
+			before := ""
+			for pages := 0; ; pages++ {
+				if pages > n+1 {
+					t.Fatalf("channel %q size %d: more than %d pages", tc.channel, size, n+1)
+				}
+				page, more := s.Page(tc.channel, before, size, tc.keep)
+				if len(page) > size || more && len(page) != size {
+					t.Fatalf("channel %q size %d: a page of %d, more %v", tc.channel, size, len(page), more)
+				}
+				for _, i := range page {
+					got = append(got, i.ID)
+				}
+				if !more {
+					break
+				}
+				before = page[len(page)-1].Key
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Fatalf("channel %q size %d: pages list\n%v\nwant\n%v", tc.channel, size, got, want)
+			}
+		}
+	}
+	if page, more := s.Page("", "", 0, nil); page != nil || more {
+		t.Fatalf("Page of size 0 = %v, %v", page, more)
 	}
 }

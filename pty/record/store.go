@@ -478,6 +478,73 @@ func (s *Store) List(channel string) []Info {
 	return out
 }
 
+// Page returns a page of List(channel): the n newest recordings whose
+// Key is below before ("": from the newest) and that keep reports true
+// for (nil: all), newest first, and whether more follow. It costs a pass
+// over the recordings' entries, not a sort of them all: a page of a
+// directory of 100,000 recordings is a few milliseconds. keep is called
+// with the Store's lock held and must not call the Store.
+func (s *Store) Page(channel, before string, n int, keep func(Info) bool) (page []Info, more bool) {
+	if n < 1 {
+		return nil, false
+	}
+	safe := ""
+	if channel != "" {
+		safe = SafeChannel(channel)
+	}
+	// h is a min-heap on Key of the newest n+1 found so far: the one
+	// past n tells whether more follow.
+	h := make([]*file, 0, min(n+1, 1024))
+	less := func(i, j int) bool { return h[i].Key < h[j].Key }
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(h) {
+				return
+			}
+			if c+1 < len(h) && less(c+1, c) {
+				c++
+			}
+			if !less(c, i) {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	s.mu.Lock()
+	for _, f := range s.files {
+		if safe != "" && f.Channel != safe || f.Bytes == 0 && f.Rows == 0 || before != "" && f.Key >= before {
+			continue
+		}
+		if len(h) == n+1 && f.Key <= h[0].Key {
+			continue
+		}
+		if keep != nil && !keep(f.Info) {
+			continue
+		}
+		if len(h) < n+1 {
+			h = append(h, f)
+			for i := len(h) - 1; i > 0 && less(i, (i-1)/2); i = (i - 1) / 2 {
+				h[i], h[(i-1)/2] = h[(i-1)/2], h[i]
+			}
+			continue
+		}
+		h[0] = f
+		down(0)
+	}
+	page = make([]Info, len(h))
+	for i, f := range h {
+		page[i] = f.Info
+	}
+	s.mu.Unlock()
+	slices.SortFunc(page, func(a, b Info) int { return cmp.Compare(b.Key, a.Key) })
+	if len(page) > n {
+		return page[:n], true
+	}
+	return page, false
+}
+
 // Info returns a recording's Info.
 func (s *Store) Info(id string) (Info, error) {
 	s.mu.Lock()
