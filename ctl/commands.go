@@ -679,7 +679,7 @@ const eventsResume = 10 * time.Second
 
 func setupEvents(fs *flag.FlagSet) action {
 	o := outputFlag(fs)
-	after := fs.Uint64("after", 0, "start after the event of this `SEQ` (one printed before): the events after it that the daemon still keeps come first")
+	after := fs.Uint64("after", 0, "start after the event of this `SEQ` (one printed before): the events after it that the daemon still keeps (its newest 1024) come first; without it, or 0, only the events from now on")
 	var kinds stringList
 	fs.Var(&kinds, "kind", "only events of this `kind` (repeatable): "+strings.Join(eventKinds, ", "))
 	channel := fs.String("channel", "", "only events about this channel `URI`")
