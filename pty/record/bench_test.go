@@ -3,7 +3,9 @@ package record
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,20 +17,24 @@ import (
 // flood reaches the recorder) into a file, and reports the CPU of this
 // process per MB of output: the formatting, the queue, the writer and
 // the file system's share of the write.
-func BenchmarkRecorderOutput(b *testing.B) { benchOutput(b) }
+func BenchmarkRecorderOutput(b *testing.B) { benchOutput(b, 64<<10) }
+
+// BenchmarkRecorderOutput4K is BenchmarkRecorderOutput in pieces of
+// 4 KiB, as a terminal's reads of a flood come.
+func BenchmarkRecorderOutput4K(b *testing.B) { benchOutput(b, 4<<10) }
 
 // BenchmarkRecorderOutputDiscard is BenchmarkRecorderOutput with the
 // files' writes discarded: the recorder's own share.
 func BenchmarkRecorderOutputDiscard(b *testing.B) {
-	benchOutput(b, WithFileWrapper(func(io.Writer) io.Writer { return io.Discard }))
+	benchOutput(b, 64<<10, WithFileWrapper(func(io.Writer) io.Writer { return io.Discard }))
 }
 
-func benchOutput(b *testing.B, opts ...Option) {
+func benchOutput(b *testing.B, size int, opts ...Option) {
 	var sb strings.Builder
-	for i := 0; sb.Len() < 64<<10; i++ {
+	for i := 0; sb.Len() < size; i++ {
 		fmt.Fprintf(&sb, "%08d flood flood flood flood flood flood flood flood flood\r\n", i)
 	}
-	piece := sb.String()[:64<<10]
+	piece := sb.String()[:size]
 	s, err := OpenStore(filepath.Join(b.TempDir(), "rec"), Limits{MaxTotalBytes: 4 << 30}, nil, opts...)
 	if err != nil {
 		b.Fatal(err)
@@ -114,5 +120,39 @@ func benchStoreList(b *testing.B, page bool) {
 		} else if l := s.List(""); len(l) != 100_000 {
 			b.Fatal(len(l))
 		}
+	}
+}
+
+// BenchmarkOpenStore20k opens a store on a directory of 20,000 finished
+// recordings (each a .cast of 200 event lines and its index), what a
+// daemon does when it starts.
+func BenchmarkOpenStore20k(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "rec")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	var events []byte
+	for i := range 200 {
+		events = appendEvent(events, time.Duration(i)*time.Second, 'o', "line "+strconv.Itoa(i)+" of some output\r\n")
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 20_000 {
+		at := t0.Add(time.Duration(i) * time.Second)
+		id := fmt.Sprintf("c%d-%s", i%50, at.Format(startLayout))
+		cast := append(appendHeader(nil, Header{Width: 80, Height: 24, Timestamp: at.Unix(), Title: "sh"}), events...)
+		index := appendAudit(nil, Audit{Event: "record-on", Detail: "output"})
+		if os.WriteFile(filepath.Join(dir, id+CastSuffix), cast, 0o600) != nil || os.WriteFile(filepath.Join(dir, id+IndexSuffix), index, 0o600) != nil {
+			b.Fatal("writing the recordings failed")
+		}
+	}
+	for b.Loop() {
+		s, err := OpenStore(dir, Limits{MaxTotalBytes: 64 << 30}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st := s.Stats(); st.Files != 20_000 {
+			b.Fatalf("%d recordings", st.Files)
+		}
+		s.Close()
 	}
 }

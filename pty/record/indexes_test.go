@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -245,5 +246,51 @@ func TestStorePage(t *testing.T) {
 	}
 	if page, more := s.Page("", "", 0, nil); page != nil || more {
 		t.Fatalf("Page of size 0 = %v, %v", page, more)
+	}
+}
+
+// TestReadSummary: a store opened on a directory learns each recording's
+// header and the time of its last event from the file's first line and
+// its last ones: whatever the header's length, with a last line cut
+// short (a recording being written when the daemon stopped), with a last
+// event line longer than the first window read, and with no event.
+func TestReadSummary(t *testing.T) {
+	dir := t.TempDir()
+	ev := func(tm float64, text string) string {
+		return string(appendEvent(nil, time.Duration(tm*1e6)*time.Microsecond, 'o', text))
+	}
+	var many strings.Builder
+	for i := range 2000 {
+		many.WriteString(ev(float64(i)/10, "line "+strconv.Itoa(i)+"\r\n"))
+	}
+	long := strings.Repeat("x", 60<<10)
+	for _, tc := range []struct {
+		name, title, events string
+		last                float64
+	}{
+		{"short", "sh", ev(0.5, "hi") + ev(1.25, "there"), 1.25},
+		{"many", "sh", many.String(), 199.9},
+		{"cut", "sh", ev(0.5, "hi") + ev(2.5, "there") + `[3.0, "o", "unfin`, 2.5},
+		{"long-last", "sh", ev(0.5, "hi") + ev(7.5, long), 7.5},
+		{"long-last-cut", "sh", ev(0.5, "hi") + ev(7.5, long) + `[9.0, "o", "` + long[:5000], 7.5},
+		{"long-title", strings.Repeat("t", 10<<10), ev(0.5, "hi") + ev(4.0, "x"), 4.0},
+		{"no-events", "sh", "", 0},
+		{"no-events-cut", "sh", `[1.0, "o", "x`, 0},
+	} {
+		hdr := appendHeader(nil, Header{Width: 80, Height: 24, Timestamp: 1767225600, Title: tc.title})
+		path := filepath.Join(dir, tc.name+CastSuffix)
+		if err := os.WriteFile(path, append(hdr, tc.events...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		h, last, err := readSummary(path)
+		if err != nil || h.Width != 80 || h.Height != 24 || h.Title != tc.title || last != tc.last {
+			t.Errorf("%s: header %dx%d title of %d bytes, last %v, %v; want 80x24, %d bytes, %v", tc.name, h.Width, h.Height, len(h.Title), last, err, len(tc.title), tc.last)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad"+CastSuffix), []byte("not a header\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readSummary(filepath.Join(dir, "bad"+CastSuffix)); !errors.Is(err, ErrFormat) {
+		t.Errorf("a file without a header: %v, want ErrFormat", err)
 	}
 }

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -255,47 +256,75 @@ func sortKey(t time.Time, id string) string {
 	return fmt.Sprintf("%s %06d %s", t.UTC().Format(startLayout), n, id)
 }
 
-// readSummary reads a .cast's header and the time of its last event (from
-// its last 128 KiB).
+// readSummary reads a .cast's header and the time of its last event:
+// the first line, and the last lines from the end backwards, a window of
+// 4 KiB first, doubled while it holds no event, up to 128 KiB (an event
+// line is at most MaxEventLine). A store opened on a directory of tens
+// of thousands of recordings reads a few KiB of each.
 func readSummary(path string) (Header, float64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Header{}, 0, err
 	}
 	defer f.Close()
-	r, err := NewReader(f)
+	fi, err := f.Stat()
 	if err != nil {
 		return Header{}, 0, err
 	}
-	h := r.Header()
-	fi, err := f.Stat()
-	if err != nil {
-		return h, 0, err
+	size := fi.Size()
+	buf := make([]byte, 4<<10)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return Header{}, 0, err
 	}
-	const tail = 128 << 10
-	var last float64
-	if fi.Size() > tail+r.Offset() {
-		// Read only the tail: skip to its first whole line.
-		buf := make([]byte, tail)
-		n, _ := f.ReadAt(buf, fi.Size()-tail)
-		buf = buf[:n]
-		if i := strings.IndexByte(string(buf), '\n'); i >= 0 {
-			buf = buf[i+1:]
+	var h Header
+	hdrEnd := int64(bytes.IndexByte(buf[:n], '\n'))
+	if hdrEnd < 0 {
+		// A header longer than the window (a long title or env): read
+		// it as a Reader does.
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return Header{}, 0, err
 		}
-		for _, line := range strings.Split(string(buf), "\n") {
-			if e, err := ParseEvent([]byte(line)); err == nil {
-				last = e.Time
+		r, err := NewReader(f)
+		if err != nil {
+			return Header{}, 0, err
+		}
+		h, hdrEnd = r.Header(), r.Offset()-1
+	} else if h, err = ParseHeader(buf[:hdrEnd]); err != nil {
+		return Header{}, 0, fmt.Errorf("line 1: %w", err)
+	}
+	body := hdrEnd + 1 // where the events start
+	for window := int64(4 << 10); ; window *= 2 {
+		start := max(body, size-window)
+		if int64(cap(buf)) < size-start {
+			buf = make([]byte, size-start)
+		}
+		b := buf[:size-start]
+		if _, err := f.ReadAt(b, start); err != nil && !errors.Is(err, io.EOF) {
+			return h, 0, err
+		}
+		if start > body {
+			// Skip to the first whole line of the window.
+			k := bytes.IndexByte(b, '\n')
+			if k < 0 {
+				b = nil
+			} else {
+				b = b[k+1:]
 			}
 		}
-		return h, last, nil
-	}
-	for e, err := range r.Events() {
-		if err != nil {
-			break
+		// The last line that is an event (a recording being written
+		// may end in part of one).
+		for len(b) > 0 {
+			k := bytes.LastIndexByte(b[:len(b)-1], '\n')
+			if e, err := ParseEvent(bytes.TrimSuffix(b[k+1:], []byte("\n"))); err == nil {
+				return h, e.Time, nil
+			}
+			b = b[:k+1]
 		}
-		last = e.Time
+		if start == body || window >= 128<<10 {
+			return h, 0, nil
+		}
 	}
-	return h, last, nil
 }
 
 // maxChannel is the longest channel id a recording id holds whole: a
