@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -516,5 +517,99 @@ func TestRecordingsIndexDroppedAudit(t *testing.T) {
 	}
 	if r := res.Result; len(r.Audit) != 1 || r.Dropped != 5 || r.DroppedAudit != 7 {
 		t.Fatalf("recordings/index = %s; want one audit event, 5 bytes and 7 audit events dropped", msg)
+	}
+}
+
+// TestRecordingsIndexAuditPages: an index whose audit is larger than a
+// message (30,000 events, a viewer that came and went for a week) comes
+// in pages: each within the message limit with every keyframe, the audit
+// from auditFrom on, auditNext where the next page starts; together they
+// are the whole audit once, in order. A bad auditFrom is -32602.
+func TestRecordingsIndexAuditPages(t *testing.T) {
+	const id, n = "t1-20260101T000000Z", 30_000
+	const limit = 256 << 10
+	h := start(t, false, func(c *config.Config) {
+		c.Limits = config.DefaultLimits()
+		c.Limits.ClientReceiveDefaults.MaximumFrameBytes = 16 << 10
+		c.Limits.ClientReceiveDefaults.MaximumMessageBytes = limit
+		dir := filepath.Join(c.StateDir, daemon.RecordingsDir)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		cast := `{"version":2,"width":80,"height":24,"timestamp":1767225600}` + "\n" + `[0.5,"o","hi\r\n"]` + "\n"
+		var index strings.Builder
+		for k := range 3 {
+			fmt.Fprintf(&index, `{"type":"keyframe","time":%d.000000,"offset":62,"rows":24,"cols":80,"screen":"\u001b[Hhi"}`+"\n", k)
+		}
+		for i := range n {
+			fmt.Fprintf(&index, `{"type":"audit","time":%d.%06d,"event":"attach","viewer":"c%d","token":"tok-1","role":"view","remote":"127.0.0.1:%d"}`+"\n", 3+i/1000, i%1000, i, 1000+i%50000)
+		}
+		for name, text := range map[string]string{id + record.CastSuffix: cast, id + record.IndexSuffix: index.String()} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	ws := h.rawInit(adminToken)
+	ws.SetReadLimit(16 << 20)
+	ctx := ctxT(t)
+	ask := func(reqID int, params string) string {
+		t.Helper()
+		req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"recordings/index","params":%s}`, reqID, params)
+		if err := ws.Write(ctx, websocket.MessageText, []byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		return readJSON(t, ws)
+	}
+	var viewers []string
+	from, pages := 0, 0
+	for {
+		pages++
+		if pages > 200 {
+			t.Fatalf("more than 200 pages for %d audit events", n)
+		}
+		msg := ask(pages, fmt.Sprintf(`{"id":%q,"auditFrom":%d}`, id, from))
+		if l := flow.UTF16Len(msg); l > limit {
+			t.Fatalf("page of %d UTF-16 bytes, limit %d", l, limit)
+		}
+		var res struct {
+			Result *struct {
+				Keyframes []struct{ Time float64 }  `json:"keyframes"`
+				Audit     []struct{ Viewer string } `json:"audit"`
+				AuditFrom int                       `json:"auditFrom"`
+				AuditNext *int                      `json:"auditNext"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(msg), &res); err != nil || res.Result == nil {
+			t.Fatalf("page %d: %v: %.300s", pages, err, msg)
+		}
+		r := res.Result
+		if len(r.Keyframes) != 3 || r.AuditFrom != from || len(r.Audit) == 0 {
+			t.Fatalf("page %d from %d: %d keyframes, auditFrom %d, %d audit events", pages, from, len(r.Keyframes), r.AuditFrom, len(r.Audit))
+		}
+		for _, a := range r.Audit {
+			viewers = append(viewers, a.Viewer)
+		}
+		if r.AuditNext == nil {
+			break
+		}
+		if *r.AuditNext != from+len(r.Audit) {
+			t.Fatalf("page %d: auditNext %d, want %d", pages, *r.AuditNext, from+len(r.Audit))
+		}
+		from = *r.AuditNext
+	}
+	if pages < 2 || len(viewers) != n {
+		t.Fatalf("%d pages, %d audit events; want several pages and %d", pages, len(viewers), n)
+	}
+	for i, v := range viewers {
+		if v != "c"+strconv.Itoa(i) {
+			t.Fatalf("audit event %d is %s's", i, v)
+		}
+	}
+	for k, bad := range []string{"-1", strconv.Itoa(n + 1), `"x"`} {
+		msg := ask(1000+k, fmt.Sprintf(`{"id":%q,"auditFrom":%s}`, id, bad))
+		if !strings.Contains(msg, `"code":-32602`) {
+			t.Fatalf("auditFrom %s: %s, want -32602", bad, msg)
+		}
 	}
 }

@@ -449,9 +449,27 @@ func RecordingEnd(f io.ReadSeeker) (int64, error) {
 	return 0, nil
 }
 
+// indexResult is recordings/index's answer: the keyframes, and the
+// audit events from AuditFrom (their number in the index) that fit in a
+// message; AuditNext is the number to ask from for the rest, nil when
+// Audit ends the list.
+type indexResult struct {
+	Keyframes    []RecordingKeyframe `json:"keyframes"`
+	Audit        []Audit             `json:"audit"`
+	AuditFrom    int                 `json:"auditFrom"`
+	AuditNext    *int                `json:"auditNext"`
+	Dropped      int64               `json:"dropped"`
+	DroppedAudit int64               `json:"droppedAudit"`
+}
+
+// minAuditJSON is the least an audit event takes in JSON,
+// {"time":0,"event":"x"} and a comma.
+const minAuditJSON = 23
+
 func (c *conn) recordingsIndex(req *request) error {
 	var p struct {
-		ID string `json:"id"`
+		ID        string `json:"id"`
+		AuditFrom *int   `json:"auditFrom"`
 	}
 	if e := decodeParams(req, &p); e != nil {
 		return c.respondOr(req, e)
@@ -468,16 +486,48 @@ func (c *conn) recordingsIndex(req *request) error {
 		c.log.Warn("recording index unreadable", "conn", c.id, "recording", info.ID, "err", err)
 		return c.respondOr(req, rpcErr(flow.ErrCodeInternal, "recording index unreadable"))
 	}
-	if idx.Keyframes == nil {
-		idx.Keyframes = []RecordingKeyframe{}
+	from := 0
+	if p.AuditFrom != nil {
+		from = *p.AuditFrom
+		if from < 0 || from > len(idx.Audit) {
+			return c.respondOr(req, rpcErr(flow.ErrCodeInvalidParams, fmt.Sprintf("auditFrom: must be between 0 and the number of audit events, %d, got %d", len(idx.Audit), from)))
+		}
 	}
-	if idx.Audit == nil {
-		idx.Audit = []Audit{}
+	res := indexResult{Keyframes: idx.Keyframes, AuditFrom: from, Dropped: idx.Dropped, DroppedAudit: idx.DroppedAudit}
+	if res.Keyframes == nil {
+		res.Keyframes = []RecordingKeyframe{}
 	}
-	for i := range idx.Keyframes {
-		idx.Keyframes[i].Screen = ""
+	for i := range res.Keyframes {
+		res.Keyframes[i].Screen = ""
 	}
-	return c.respondBounded(req, idx, "the index")
+	// The audit events from from that fit: each try cuts in proportion
+	// to the excess. The keyframes (one per MiB of output or minute of
+	// it) always come whole.
+	audit := idx.Audit[from:]
+	l16, l8 := c.messageLimit()
+	if most := int(min(l8, l16/2) / minAuditJSON); len(audit) > most {
+		audit = audit[:most] // no more could fit: none is encoded
+	}
+	for {
+		res.Audit, res.AuditNext = audit, nil
+		if res.Audit == nil {
+			res.Audit = []Audit{}
+		}
+		if end := from + len(audit); end < len(idx.Audit) {
+			res.AuditNext = &end
+		}
+		b := encodeResponse(req.ID, res, nil)
+		if c.fits(b) {
+			if req.isNotification() {
+				return nil
+			}
+			return c.queue(b)
+		}
+		if len(audit) == 0 {
+			return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: the index's keyframes are larger than the message limit (%d UTF-16 bytes, clientReceiveDefaults.maximumMessageBytes)", l16)))
+		}
+		audit = audit[:min(len(audit)-1, int(float64(len(audit))*c.ratio(b)*0.95))]
+	}
 }
 
 // keyframeResult is recordings/keyframe's answer: Screen is the

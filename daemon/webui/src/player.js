@@ -48,6 +48,8 @@ export const SPEEDS = [0.5, 1, 2, 4, 8];
 export const SEEK_STEP = 5;
 /** KEYFRAME_PIECES_MAX bounds the recordings/keyframe pieces of one keyframe. */
 export const KEYFRAME_PIECES_MAX = 4096;
+/** INDEX_PAGES_MAX bounds the recordings/index requests of one index (its audit in pages). */
+export const INDEX_PAGES_MAX = 4096;
 /** LIST_LIMIT is the recordings/list page the page asks for. */
 export const LIST_LIMIT = 200;
 
@@ -67,7 +69,7 @@ export function sessionSource(session, id) {
   const ask = async (method, params) => sessionOf(session).request(method, params);
   return {
     read: (offset, maxBytes) => ask('recordings/read', { id, offset, maxBytes }),
-    index: () => ask('recordings/index', { id }),
+    index: (auditFrom = 0) => ask('recordings/index', auditFrom ? { id, auditFrom } : { id }),
     keyframe: (n, from = 0) => ask('recordings/keyframe', from ? { id, n, from } : { id, n }),
   };
 }
@@ -104,7 +106,7 @@ export function auditLabel(a) {
 
 /**
  * CastPlayer plays one recording into term.
- * source: {read(offset, maxBytes), index(), keyframe(n, from)}: promises of the
+ * source: {read(offset, maxBytes), index(auditFrom), keyframe(n, from)}: promises of the
  * recordings/read, /index and /keyframe results (sessionSource).
  * term: {reset(cols, rows), write(text), resize(cols, rows), flush?()}:
  * applied in call order; flush resolves once what was written is applied.
@@ -187,6 +189,17 @@ export class CastPlayer {
     const h = this.header;
     const start = { n: -1, time: 0, offset: this.headerEnd, rows: h.height, cols: h.width };
     const idx = await this.source.index();
+    // The audit comes in pages when it is larger than a message: each
+    // auditNext must be where its page ends, so the pages move forward.
+    const audit = Array.isArray(idx?.audit) ? [...idx.audit] : [];
+    for (let next = idx?.auditNext, pages = 1; next !== null && next !== undefined; pages++) {
+      if (pages >= INDEX_PAGES_MAX) throw new Error(`recordings/index: more than ${INDEX_PAGES_MAX} pages of audit`);
+      if (!Number.isInteger(next) || next !== audit.length) throw new Error(`recordings/index: auditNext ${next} is not where the audit read so far ends (${audit.length})`);
+      const more = await this.source.index(next);
+      if (!Array.isArray(more?.audit) || !more.audit.length) throw new Error(`recordings/index: no audit from ${next}`);
+      for (const a of more.audit) audit.push(a);
+      next = more.auditNext;
+    }
     const kfs = Array.isArray(idx?.keyframes) ? idx.keyframes : [];
     const list = [];
     kfs.forEach((k, n) => {
@@ -198,7 +211,7 @@ export class CastPlayer {
     list.sort((a, b) => a.time - b.time || a.offset - b.offset);
     if (!list.length || list[0].time > 0) list.unshift(start);
     this.keyframes = list;
-    for (const a of Array.isArray(idx?.audit) ? idx.audit : []) {
+    for (const a of audit) {
       if (Number.isFinite(a?.time) && typeof a.event === 'string') this._addMarker(a.time, auditLabel(a), 'audit');
     }
     this.dropped = Number.isFinite(idx?.dropped) ? idx.dropped : 0;

@@ -379,6 +379,30 @@ test('markers: "m" events and audit lines, time ordered, at most MARKERS_MAX', a
   for (let i = 1; i < p.markers.length; i++) assert.ok(p.markers[i - 1].time <= p.markers[i].time);
 });
 
+test('an audit larger than a message comes in pages: all of it is read, each auditNext where its page ends', async () => {
+  const audit = [];
+  for (let i = 0; i < 25; i++) audit.push({ type: 'audit', time: i / 10, event: 'attach', viewer: `v${i}`, role: 'view' });
+  const rec = fakeRecording(events(10), { audit: [] });
+  const asked = [];
+  const page = (from, next) => ({ keyframes: [], audit: audit.slice(from, next ?? audit.length), auditFrom: from, auditNext: next, dropped: 0 });
+  rec.source.index = async (from = 0) => {
+    asked.push(from);
+    return page(from, from + 10 < audit.length ? from + 10 : null);
+  };
+  const p = new CastPlayer({ source: rec.source, term: new FakeTerm(), now: () => 0, readBytes: 4096 });
+  await p.open({ duration: 5 });
+  assert.deepEqual(asked, [0, 10, 20]);
+  assert.deepEqual(p.markers.filter((m) => m.kind === 'audit').map((m) => m.label.split(' ')[1]), audit.map((a) => a.viewer));
+  // A next that does not move forward, or skips, is an error, not a loop.
+  for (const bad of [0, 5, 11, 'x']) {
+    const r = fakeRecording(events(10));
+    r.source.index = async (from = 0) => (from === 0 ? page(0, 10) : page(from, bad));
+    const q = new CastPlayer({ source: r.source, term: new FakeTerm(), now: () => 0, readBytes: 4096 });
+    await q.open({ duration: 5 });
+    assert.match(String(q.error), /auditNext|no audit/, `auditNext ${bad}`);
+  }
+});
+
 test('errors are said plainly: a bad line, a read that does not move, a refused id', async () => {
   {
     const rec = fakeRecording(events(30), { kfEvery: 100 });
