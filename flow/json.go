@@ -21,7 +21,8 @@ const hexDigits = "0123456789abcdef"
 var escapeLen [utf8.RuneSelf]uint8
 
 // shortEscape[c] is the letter of c's two-byte escape ('\\' and it), or
-// 0 for a byte without one (escapeBlocks reads it).
+// 0 for a byte without one (appendEscapedASCII, and escapeBlocks in
+// scan_amd64.s).
 var shortEscape = [256]byte{'"': '"', '\\': '\\', '\n': 'n', '\r': 'r', '\t': 't', '\b': 'b', '\f': 'f'}
 
 func init() {
@@ -195,21 +196,8 @@ func appendTwiceEscapedASCII(dst []byte, c byte) []byte {
 }
 
 func appendEscapedASCII(dst []byte, c byte) []byte {
-	switch c {
-	case '"':
-		return append(dst, '\\', '"')
-	case '\\':
-		return append(dst, '\\', '\\')
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\r':
-		return append(dst, '\\', 'r')
-	case '\t':
-		return append(dst, '\\', 't')
-	case '\b':
-		return append(dst, '\\', 'b')
-	case '\f':
-		return append(dst, '\\', 'f')
+	if e := shortEscape[c]; e != 0 {
+		return append(dst, '\\', e)
 	}
 	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 }

@@ -157,20 +157,6 @@ func (c *conn) ratio(b []byte) float64 {
 	return min(float64(l8)/float64(len(b)), float64(l16)/float64(flow.UTF16Len(string(b))))
 }
 
-// respondBounded answers req with result if it fits in the message limit,
-// else with -32004 naming what was too large.
-func (c *conn) respondBounded(req *request, result any, what string) error {
-	b := encodeResponse(req.ID, result, nil)
-	if !c.fits(b) {
-		l16, _ := c.messageLimit()
-		return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: %s is larger than the message limit (%d UTF-16 bytes, clientReceiveDefaults.maximumMessageBytes)", what, l16)))
-	}
-	if req.isNotification() {
-		return nil
-	}
-	return c.queue(b)
-}
-
 // Bounds of recordings/list (docs/protocol.md, "Recordings").
 const (
 	// DefaultListLimit is the page size when limit is left out, and
