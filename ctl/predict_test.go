@@ -461,7 +461,7 @@ func FuzzPredict(f *testing.F) {
 		r.host("\x1b\\") // end a string sequence b may have left open
 		r.tick(time.Minute)
 		if len(r.p.pending) != 0 {
-			t.Fatal(fmt.Sprintf("%d pending after a minute", len(r.p.pending)))
+			t.Fatalf("%d pending after a minute", len(r.p.pending))
 		}
 		r.settled("after everything")
 	})
