@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -192,15 +191,6 @@ func (t *tmuxServer) newWindow(env []string, argv ...string) (string, int, error
 // capture returns the visible screen of pane, one string per row.
 func (t *tmuxServer) capture(pane string) ([]string, error) {
 	return t.cmd("capture-pane -p -t " + pane)
-}
-
-// size returns pane's width and height.
-func (t *tmuxServer) size(pane string) (string, error) {
-	lines, err := t.cmd("display -p -t " + pane + " '#{pane_width}x#{pane_height}'")
-	if err != nil || len(lines) != 1 {
-		return "", errors.Join(err, fmt.Errorf("tmux display: reply %q", lines))
-	}
-	return lines[0], nil
 }
 
 // typeLine types s literally into pane, then Enter.
