@@ -2,11 +2,13 @@ package record
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -265,5 +267,57 @@ func TestAuditDropsCounted(t *testing.T) {
 	}
 	if st := s.Stats(); st.AuditDropped != n {
 		t.Fatalf("stats %+v: want %d audit events dropped", st, n)
+	}
+}
+
+// TestContinuedFileHiddenUntilCreated: a recording continued at MaxBytes
+// names its next file at once, and its writer creates the file when it
+// gets there; until then List, Page and Info do not show it, so that no
+// one is handed an id whose file does not exist.
+func TestContinuedFileHiddenUntilCreated(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock()
+	s := testStore(t, Limits{MaxBytes: 64 << 10}, WithFileWrapper(func(w io.Writer) io.Writer {
+		return &blockingWriter{w: w, release: release}
+	}))
+	var snaps int
+	r, err := s.Start(Params{Channel: "c", Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := r.ID()
+	line := strings.Repeat("z", 1000) + "\r\n"
+	for i := 0; r.ID() == first; i++ {
+		if i > 200 {
+			t.Fatal("no new file after 200 KB at a cap of 64 KiB")
+		}
+		r.Output(time.Now(), line)
+	}
+	next := r.ID()
+	ids := func() []string {
+		var out []string
+		for _, i := range s.List("") {
+			out = append(out, i.ID)
+		}
+		return out
+	}
+	if got := ids(); len(got) != 1 || got[0] != first {
+		t.Fatalf("while the writer is held: List = %v, want only %s", got, first)
+	}
+	if page, _ := s.Page("", "", 10, nil); len(page) != 1 || page[0].ID != first {
+		t.Fatalf("while the writer is held: Page = %v, want only %s", page, first)
+	}
+	if _, err := s.Info(next); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Info(%s) before its file exists: %v, want ErrNotFound", next, err)
+	}
+	unblock()
+	r.Stop("done")
+	if got := ids(); len(got) != 2 || got[0] != next || got[1] != first {
+		t.Fatalf("after the writer: List = %v, want %s, %s", got, next, first)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir(), next+CastSuffix)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -70,6 +70,8 @@ type StoreStats struct {
 // file is a recording the Store knows of (Store.mu).
 type file struct {
 	Info
+	// created is set once the files exist (Store.mu).
+	created bool
 	// gone is set when the file was evicted while live (a total cap
 	// lowered below it): its writer writes nothing more to it, and its
 	// Recorder continues in a new file at its next line.
@@ -77,6 +79,11 @@ type file struct {
 }
 
 func (f *file) size() int64 { return f.Bytes + f.IndexBytes }
+
+// shown reports whether List, Page and Info show f (Store.mu held): once
+// its files exist (a file continued at MaxBytes is named before its
+// writer creates it), and not an empty file found on disk.
+func (f *file) shown() bool { return f.created && (f.Bytes > 0 || f.Rows > 0) }
 
 // Option configures a Store.
 type Option func(*Store)
@@ -216,7 +223,7 @@ func (s *Store) load(id string) (*file, bool) {
 	if m == nil {
 		return nil, false
 	}
-	f := &file{Info: Info{ID: id, Channel: m[1]}}
+	f := &file{Info: Info{ID: id, Channel: m[1]}, created: true}
 	f.Started, _ = time.Parse(startLayout, m[2])
 	base := filepath.Join(s.dir, id)
 	if fi, err := os.Stat(base + CastSuffix); err == nil {
@@ -395,6 +402,9 @@ func (s *Store) create(f *file) (cast, index *os.File, err error) {
 		_ = os.Remove(path + CastSuffix)
 		return nil, nil, fmt.Errorf("record: %w", err)
 	}
+	s.mu.Lock()
+	f.created = true
+	s.mu.Unlock()
 	return cast, index, nil
 }
 
@@ -497,7 +507,7 @@ func (s *Store) List(channel string) []Info {
 	s.mu.Lock()
 	var out []Info
 	for _, f := range s.files {
-		if safe != "" && f.Channel != safe || f.Bytes == 0 && f.Rows == 0 {
+		if safe != "" && f.Channel != safe || !f.shown() {
 			continue
 		}
 		out = append(out, f.Info)
@@ -543,7 +553,7 @@ func (s *Store) Page(channel, before string, n int, keep func(Info) bool) (page 
 	}
 	s.mu.Lock()
 	for _, f := range s.files {
-		if safe != "" && f.Channel != safe || f.Bytes == 0 && f.Rows == 0 || before != "" && f.Key >= before {
+		if safe != "" && f.Channel != safe || !f.shown() || before != "" && f.Key >= before {
 			continue
 		}
 		if len(h) == n+1 && f.Key <= h[0].Key {
@@ -579,7 +589,7 @@ func (s *Store) Info(id string) (Info, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.files[id]
-	if f == nil {
+	if f == nil || !f.created {
 		return Info{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	return f.Info, nil
