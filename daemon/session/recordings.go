@@ -157,6 +157,29 @@ func (c *conn) ratio(b []byte) float64 {
 	return min(float64(l8)/float64(len(b)), float64(l16)/float64(flow.UTF16Len(string(b))))
 }
 
+// respondFitted answers req with the largest answer that fits in the
+// message limit. encode(n) writes the answer of at most n of its parts
+// (recordings, lines' bytes, audit events, a screen's bytes: whole ones,
+// so it may hold fewer) and says how many it holds; each try cuts n in
+// proportion to the excess, as escaping makes a part's size known only
+// once it is written, so a few tries do. An answer of fewer than least
+// parts is not sent: tooLarge(parts) is, once least parts do not fit.
+func (c *conn) respondFitted(req *request, n, least int, encode func(n int) (b []byte, parts int), tooLarge func(parts int) *RPCError) error {
+	for {
+		b, got := encode(n)
+		if got >= least && c.fits(b) {
+			if req.isNotification() {
+				return nil
+			}
+			return c.queue(b)
+		}
+		if got <= least {
+			return c.respondOr(req, tooLarge(got))
+		}
+		n = max(least, min(got-1, int(float64(got)*c.ratio(b)*0.95)))
+	}
+}
+
 // Bounds of recordings/list (docs/protocol.md, "Recordings").
 const (
 	// DefaultListLimit is the page size when limit is left out, and
@@ -228,35 +251,27 @@ func (c *conn) recordingsList(req *request) error {
 		}
 		page, more = c.srv.host.RecordingsPage(p.Channel, after, limit, c.grant.Allows)
 	}
-	// Shorten a page that does not fit in the message limit: each try
-	// cuts in proportion to the excess; only one recording that does not
-	// fit alone is refused.
-	for {
-		res := listResult{Recordings: make([]recordingInfo, len(page))}
-		for k, i := range page {
+	// A page that does not fit in the message limit is shortened; only
+	// one recording that does not fit alone is refused (an empty page is
+	// an answer).
+	return c.respondFitted(req, len(page), min(1, len(page)), func(n int) ([]byte, int) {
+		res := listResult{Recordings: make([]recordingInfo, n)}
+		for k, i := range page[:n] {
 			res.Recordings[k] = toRecordingInfo(i)
 		}
-		if more && len(page) > 0 {
-			next := page[len(page)-1].Key
+		if (more || n < len(page)) && n > 0 {
+			next := page[n-1].Key
 			res.Next = &next
 		}
-		b := encodeResponse(req.ID, res, nil)
-		if c.fits(b) {
-			if req.isNotification() {
-				return nil
-			}
-			return c.queue(b)
+		return encodeResponse(req.ID, res, nil), n
+	}, func(n int) *RPCError {
+		l16, _ := c.messageLimit()
+		what := "the list"
+		if n == 1 {
+			what = "recording " + quoteClient(page[0].ID)
 		}
-		if len(page) <= 1 {
-			l16, _ := c.messageLimit()
-			what := "the list"
-			if len(page) == 1 {
-				what = "recording " + quoteClient(page[0].ID)
-			}
-			return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: %s is larger than the message limit (%d UTF-16 bytes, clientReceiveDefaults.maximumMessageBytes)", what, l16)))
-		}
-		page, more = page[:max(1, min(len(page)-1, int(float64(len(page))*c.ratio(b)*0.95)))], true
-	}
+		return rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: %s is larger than the message limit (%d UTF-16 bytes, clientReceiveDefaults.maximumMessageBytes)", what, l16))
+	})
 }
 
 // readResult is recordings/read's answer. Data is whole lines of the
@@ -316,28 +331,22 @@ func (c *conn) recordingsRead(req *request) error {
 		c.log.Warn("recording unreadable", "conn", c.id, "recording", info.ID, "err", err)
 		return c.respondOr(req, rpcErr(flow.ErrCodeInternal, "recording unreadable"))
 	}
-	res := readResult{Data: string(data), Offset: off, NextOffset: off + int64(len(data)), Size: size, Live: info.Live}
-	res.EOF = res.NextOffset == size && !info.Live
-	// Whole lines that fit: shorten at an earlier line's end until the
-	// response fits in the message limit (escaping may grow it). Each
-	// try cuts in proportion to the excess, so a few tries do.
-	for {
-		b := encodeReadResponse(req.ID, res)
-		if c.fits(b) {
-			if req.isNotification() {
-				return nil
-			}
-			return c.queue(b)
+	// Whole lines that fit: shortened at an earlier line's end when the
+	// response would pass the message limit (escaping may grow it). A
+	// read at the end for now (no data) is an answer too.
+	least := min(1, len(data))
+	return c.respondFitted(req, len(data), least, func(n int) ([]byte, int) {
+		k := len(data)
+		if n < len(data) {
+			k = bytes.LastIndexByte(data[:n], '\n') + 1
 		}
-		keep := int(float64(len(data)) * c.ratio(b) * 0.95)
-		cut := bytes.LastIndexByte(data[:max(0, min(keep, len(data)-1))], '\n')
-		if cut < 0 {
-			l16, _ := c.messageLimit()
-			return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: the line at offset %d is larger than the message limit (%d UTF-16 bytes)", off, l16)))
-		}
-		data = data[:cut+1]
-		res.Data, res.NextOffset, res.EOF = string(data), off+int64(len(data)), false
-	}
+		res := readResult{Data: string(data[:k]), Offset: off, NextOffset: off + int64(k), Size: size, Live: info.Live}
+		res.EOF = res.NextOffset == size && !info.Live
+		return encodeReadResponse(req.ID, res), k
+	}, func(int) *RPCError {
+		l16, _ := c.messageLimit()
+		return rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: the line at offset %d is larger than the message limit (%d UTF-16 bytes)", off, l16))
+	})
 }
 
 // readLines reads whole lines of f from off, up to want bytes and never
@@ -494,26 +503,18 @@ func (c *conn) recordingsIndex(req *request) error {
 	if most := int(min(l8, l16/2) / minAuditJSON); len(audit) > most {
 		audit = audit[:most] // no more could fit: none is encoded
 	}
-	for {
-		res.Audit, res.AuditNext = audit, nil
+	return c.respondFitted(req, len(audit), 0, func(n int) ([]byte, int) {
+		res.Audit, res.AuditNext = audit[:n], nil
 		if res.Audit == nil {
 			res.Audit = []Audit{}
 		}
-		if end := from + len(audit); end < len(idx.Audit) {
+		if end := from + n; end < len(idx.Audit) {
 			res.AuditNext = &end
 		}
-		b := encodeResponse(req.ID, res, nil)
-		if c.fits(b) {
-			if req.isNotification() {
-				return nil
-			}
-			return c.queue(b)
-		}
-		if len(audit) == 0 {
-			return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: the index's keyframes are larger than the message limit (%d UTF-16 bytes, clientReceiveDefaults.maximumMessageBytes)", l16)))
-		}
-		audit = audit[:min(len(audit)-1, int(float64(len(audit))*c.ratio(b)*0.95))]
-	}
+		return encodeResponse(req.ID, res, nil), n
+	}, func(int) *RPCError {
+		return rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: the index's keyframes are larger than the message limit (%d UTF-16 bytes, clientReceiveDefaults.maximumMessageBytes)", l16))
+	})
 }
 
 // keyframeResult is recordings/keyframe's answer: Screen is the
@@ -569,28 +570,18 @@ func (c *conn) recordingsKeyframe(req *request) error {
 	// limit, cut at a character's boundary. Each try cuts in proportion
 	// to the excess (escaping grows a screen's control characters six
 	// times), so a few tries do.
-	_, l8 := c.messageLimit()
-	end := screenCut(k.Screen, from, int(min(int64(len(k.Screen)-from), l8)))
-	for {
+	l16, l8 := c.messageLimit()
+	rest := len(k.Screen) - from
+	return c.respondFitted(req, int(min(int64(rest), l8)), min(1, rest), func(n int) ([]byte, int) {
+		end := screenCut(k.Screen, from, n)
 		res := keyframeResult{Time: k.Time, Offset: k.Offset, Rows: k.Rows, Cols: k.Cols, Screen: k.Screen[from:end], From: from, Next: -1, Bytes: len(k.Screen)}
 		if end < len(k.Screen) {
 			res.Next = end
 		}
-		b := encodeKeyframeResponse(req.ID, res)
-		if c.fits(b) && (end > from || from == len(k.Screen)) {
-			if req.isNotification() {
-				return nil
-			}
-			return c.queue(b)
-		}
-		n := end - from
-		cut := screenCut(k.Screen, from, min(n-1, int(float64(n)*c.ratio(b)*0.95)))
-		if cut <= from {
-			l16, _ := c.messageLimit()
-			return c.respondOr(req, rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: no piece of keyframe %d from byte %d fits in the message limit (%d UTF-16 bytes)", *p.N, from, l16)))
-		}
-		end = cut
-	}
+		return encodeKeyframeResponse(req.ID, res), end - from
+	}, func(int) *RPCError {
+		return rpcErr(flow.ErrCodeLimitExceeded, fmt.Sprintf("limit exceeded: no piece of keyframe %d from byte %d fits in the message limit (%d UTF-16 bytes)", *p.N, from, l16))
+	})
 }
 
 // screenBoundary reports whether i is where a character of s starts, or
