@@ -429,13 +429,17 @@ func notFound(err error) error {
 
 // RecordingsPage is a page of the recordings for the session
 // (session.Host): of a terminal URI ("" all), newest first, older than
-// the cursor after, those whose URI keep allows.
+// the cursor after, those whose URI keep allows (nil: all).
 func (s *Service) RecordingsPage(channel, after string, n int, keep func(uri string) bool) ([]session.RecordingInfo, bool) {
 	id, err := recordingsChannel(channel)
 	if err != nil || s.recordings == nil {
 		return nil, false
 	}
-	page, more := s.recordings.Page(id, after, n, func(i record.Info) bool { return keep(recordingURI(i)) })
+	var filter func(record.Info) bool // nil: every recording
+	if keep != nil {
+		filter = func(i record.Info) bool { return keep(recordingURI(i)) }
+	}
+	page, more := s.recordings.Page(id, after, n, filter)
 	out := make([]session.RecordingInfo, len(page))
 	for k, i := range page {
 		out[k] = toSessionRecording(i)

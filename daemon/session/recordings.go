@@ -249,7 +249,11 @@ func (c *conn) recordingsList(req *request) error {
 		if p.After != nil {
 			after = *p.After
 		}
-		page, more = c.srv.host.RecordingsPage(p.Channel, after, limit, c.grant.Allows)
+		var keep func(string) bool // a credential over all channels keeps all
+		if len(c.grant.Channels) > 0 {
+			keep = c.grant.Allows
+		}
+		page, more = c.srv.host.RecordingsPage(p.Channel, after, limit, keep)
 	}
 	// A page that does not fit in the message limit is shortened; only
 	// one recording that does not fit alone is refused (an empty page is

@@ -62,10 +62,10 @@ type Host interface {
 	// Terminal recordings (docs/recording.md), for the recordings/*
 	// methods: a page of the recordings of a terminal URI ("" all),
 	// newest first: at most n of those older than the cursor after (a
-	// Key; "" from the newest) whose terminal's URI keep allows, and
-	// whether more follow (keep runs under the store's lock); one's Info;
-	// its .cast opened for reading; its index; keyframe n with its
-	// screen. An unknown id is ErrRecordingNotFound.
+	// Key; "" from the newest) whose terminal's URI keep allows (nil:
+	// all), and whether more follow (keep runs under the store's lock);
+	// one's Info; its .cast opened for reading; its index; keyframe n
+	// with its screen. An unknown id is ErrRecordingNotFound.
 	RecordingsPage(channel, after string, n int, keep func(uri string) bool) ([]RecordingInfo, bool)
 	RecordingsInfo(id string) (RecordingInfo, error)
 	RecordingsOpen(id string) (io.ReadSeekCloser, RecordingInfo, error)
