@@ -2,41 +2,52 @@
 
 #include "textflag.h"
 
+// STOPS_SETUP fills X1 with 0x20, X2 with '"' and X3 with '\\' in every
+// byte, for STOPS (it uses DX).
+#define STOPS_SETUP \
+	MOVQ $0x2020202020202020, DX; \
+	MOVQ DX, X1; \
+	PUNPCKLQDQ X1, X1; \
+	MOVQ $0x2222222222222222, DX; \
+	MOVQ DX, X2; \
+	PUNPCKLQDQ X2, X2; \
+	MOVQ $0x5c5c5c5c5c5c5c5c, DX; \
+	MOVQ DX, X3; \
+	PUNPCKLQDQ X3, X3
+
+// STOPS sets bit i of DX for each byte i of X0 that is not written as
+// itself in a JSON string: one signed comparison with 0x20 flags both
+// the bytes below 0x20 and those from 0x80 (negative as int8), then '"'
+// and '\\' (it uses X4 to X6).
+#define STOPS \
+	MOVO X1, X4; \
+	PCMPGTB X0, X4; \
+	MOVO X0, X5; \
+	PCMPEQB X2, X5; \
+	MOVO X0, X6; \
+	PCMPEQB X3, X6; \
+	POR X5, X4; \
+	POR X6, X4; \
+	PMOVMSKB X4, DX
+
 // func plainBlocks(p *byte, n int) int
 //
 // plainBlocks looks at the whole 16-byte blocks of p[:n] with SSE2 (part
 // of every amd64 CPU) and returns the index of the first byte that is a
 // control character, '"', '\\' or from 0x80 (plainPrefix's stops), or
-// n &^ 15 when those blocks hold none. One signed comparison flags both
-// the bytes below 0x20 and those from 0x80 (negative as int8).
+// n &^ 15 when those blocks hold none.
 TEXT ·plainBlocks(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
 	ANDQ $~15, CX
 	XORQ AX, AX
-	MOVQ $0x2020202020202020, DX
-	MOVQ DX, X1
-	PUNPCKLQDQ X1, X1
-	MOVQ $0x2222222222222222, DX
-	MOVQ DX, X2
-	PUNPCKLQDQ X2, X2
-	MOVQ $0x5c5c5c5c5c5c5c5c, DX
-	MOVQ DX, X3
-	PUNPCKLQDQ X3, X3
+	STOPS_SETUP
 
 loop:
 	CMPQ AX, CX
 	JAE  done
 	MOVOU (SI)(AX*1), X0
-	MOVO  X1, X4
-	PCMPGTB X0, X4 // X4 = 0x20 > x, signed: below 0x20 or from 0x80
-	MOVO  X0, X5
-	PCMPEQB X2, X5 // '"'
-	MOVO  X0, X6
-	PCMPEQB X3, X6 // '\\'
-	POR   X5, X4
-	POR   X6, X4
-	PMOVMSKB X4, DX
+	STOPS
 	TESTL DX, DX
 	JNZ   found
 	ADDQ  $16, AX
@@ -69,15 +80,7 @@ TEXT ·escapeBlocks(SB), NOSPLIT, $0-56
 	LEAQ ·shortEscape(SB), R8
 	XORQ AX, AX // w
 	XORQ BX, BX // r
-	MOVQ $0x2020202020202020, DX
-	MOVQ DX, X1
-	PUNPCKLQDQ X1, X1
-	MOVQ $0x2222222222222222, DX
-	MOVQ DX, X2
-	PUNPCKLQDQ X2, X2
-	MOVQ $0x5c5c5c5c5c5c5c5c, DX
-	MOVQ DX, X3
-	PUNPCKLQDQ X3, X3
+	STOPS_SETUP
 
 eloop:
 	LEAQ 16(BX), CX
@@ -88,15 +91,7 @@ eloop:
 	JA   edone
 	MOVOU (SI)(BX*1), X0
 	MOVOU X0, (DI)(AX*1)
-	MOVO  X1, X4
-	PCMPGTB X0, X4 // below 0x20 or from 0x80
-	MOVO  X0, X5
-	PCMPEQB X2, X5 // '"'
-	MOVO  X0, X6
-	PCMPEQB X3, X6 // '\\'
-	POR   X5, X4
-	POR   X6, X4
-	PMOVMSKB X4, DX
+	STOPS
 	TESTL DX, DX
 	JNZ   especial
 	ADDQ  $16, AX
