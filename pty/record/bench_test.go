@@ -40,13 +40,7 @@ func benchOutput(b *testing.B, size int, opts ...Option) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	wrote := make(chan struct{}, 1)
-	s.opDone = func() {
-		select {
-		case wrote <- struct{}{}:
-		default:
-		}
-	}
+	wrote := notifyWrites(s)
 	var snaps int
 	r, err := s.Start(Params{Channel: "b", Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
 	if err != nil {
@@ -57,13 +51,7 @@ func benchOutput(b *testing.B, size int, opts ...Option) {
 	n := 0
 	lim := s.Limits()
 	for b.Loop() {
-		for { // as fast as the writer goes, dropping nothing
-			r.mu.Lock()
-			q := r.qBytes
-			r.mu.Unlock()
-			if q+2*int64(len(piece)) <= lim.QueueBytes {
-				break
-			}
+		for queued(r)+2*int64(len(piece)) > lim.QueueBytes { // as fast as the writer goes, dropping nothing
 			r.Flush()
 			<-wrote
 		}

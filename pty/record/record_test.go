@@ -136,6 +136,47 @@ func fakeScreen(n *int) func() (int, int, string) {
 	}
 }
 
+// notifyWrites returns a channel that receives (one pending at most)
+// each time a writer of s has written and accounted an op.
+func notifyWrites(s *Store) <-chan struct{} {
+	wrote := make(chan struct{}, 1)
+	s.opDone = func() {
+		select {
+		case wrote <- struct{}{}:
+		default:
+		}
+	}
+	return wrote
+}
+
+// queued returns the bytes r's queue holds.
+func queued(r *Recorder) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.qBytes
+}
+
+// waitWritten waits until r's writer has written its queue (wrote from
+// notifyWrites).
+func waitWritten(r *Recorder, wrote <-chan struct{}) {
+	for queued(r) > 0 {
+		<-wrote
+	}
+}
+
+// blockedStore is a testStore whose writers' writes wait until unblock
+// (which may be called more than once).
+func blockedStore(t *testing.T, l Limits) (s *Store, unblock func()) {
+	t.Helper()
+	release := make(chan struct{})
+	var once sync.Once
+	unblock = func() { once.Do(func() { close(release) }) }
+	s = testStore(t, l, WithFileWrapper(func(w io.Writer) io.Writer {
+		return &blockingWriter{w: w, release: release}
+	}))
+	return s, unblock
+}
+
 func testStore(t *testing.T, l Limits, opts ...Option) *Store {
 	t.Helper()
 	s, err := OpenStore(filepath.Join(t.TempDir(), "rec"), l, nil, opts...)
@@ -265,20 +306,9 @@ func (b *blockingWriter) Write(p []byte) (int, error) {
 // again, the file has the marker, the index line and a keyframe after
 // it, and the queue stayed within its bound.
 func TestSlowDiskDrops(t *testing.T) {
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
+	s, unblock := blockedStore(t, Limits{QueueBytes: 256 << 10})
 	defer unblock()
-	wrote := make(chan struct{}, 1)
-	s := testStore(t, Limits{QueueBytes: 256 << 10}, WithFileWrapper(func(w io.Writer) io.Writer {
-		return &blockingWriter{w: w, release: release}
-	}))
-	s.opDone = func() {
-		select {
-		case wrote <- struct{}{}:
-		default:
-		}
-	}
+	wrote := notifyWrites(s)
 	var snaps int
 	r, err := s.Start(Params{Channel: "c", Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
 	if err != nil {
@@ -289,9 +319,7 @@ func TestSlowDiskDrops(t *testing.T) {
 	var maxQ int64
 	for range n {
 		r.Output(time.Now(), chunk)
-		r.mu.Lock()
-		maxQ = max(maxQ, r.qBytes)
-		r.mu.Unlock()
+		maxQ = max(maxQ, queued(r))
 	}
 	if bound := int64(256<<10) + slack + 4<<10; maxQ > bound {
 		t.Fatalf("queue held %d bytes, bound %d", maxQ, bound)
@@ -302,15 +330,7 @@ func TestSlowDiskDrops(t *testing.T) {
 	}
 	unblock()
 	r.Flush()
-	for { // the writer catches up
-		r.mu.Lock()
-		q := r.qBytes
-		r.mu.Unlock()
-		if q == 0 {
-			break
-		}
-		<-wrote
-	}
+	waitWritten(r, wrote) // the writer catches up
 	r.Output(time.Now(), "after\r\n")
 	id := r.ID()
 	r.Stop("done")
@@ -366,13 +386,7 @@ func TestSlowDiskDrops(t *testing.T) {
 func TestTotalCapWithLiveRecordings(t *testing.T) {
 	lim := Limits{MaxBytes: 64 << 10, MaxTotalBytes: 128 << 10}
 	s := testStore(t, lim)
-	wrote := make(chan struct{}, 1)
-	s.opDone = func() {
-		select {
-		case wrote <- struct{}{}:
-		default:
-		}
-	}
+	wrote := notifyWrites(s)
 	var snaps int
 	var rs []*Recorder
 	for i := range 3 {
@@ -390,15 +404,7 @@ func TestTotalCapWithLiveRecordings(t *testing.T) {
 		}
 	}
 	for _, r := range rs { // written (or dropped) while all three are live
-		for {
-			r.mu.Lock()
-			q := r.qBytes
-			r.mu.Unlock()
-			if q == 0 {
-				break
-			}
-			<-wrote
-		}
+		waitWritten(r, wrote)
 	}
 	if st := s.Stats(); st.DroppedBytes == 0 || st.Live != 3 || st.Evictions != 0 {
 		t.Fatalf("stats %+v: want drops, three live, no eviction", st)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -80,13 +79,7 @@ func TestAuditKeepsTheFileCap(t *testing.T) {
 // beside.
 func TestLiveFileEvictedByALowerCap(t *testing.T) {
 	s := testStore(t, Limits{MaxBytes: 1 << 20, MaxTotalBytes: 2 << 20})
-	wrote := make(chan struct{}, 1)
-	s.opDone = func() {
-		select {
-		case wrote <- struct{}{}:
-		default:
-		}
-	}
+	wrote := notifyWrites(s)
 	var snaps int
 	r, err := s.Start(Params{Channel: "big", Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
 	if err != nil {
@@ -98,15 +91,7 @@ func TestLiveFileEvictedByALowerCap(t *testing.T) {
 		r.Output(time.Now(), line)
 	}
 	r.Flush()
-	for { // written
-		r.mu.Lock()
-		q := r.qBytes
-		r.mu.Unlock()
-		if q == 0 {
-			break
-		}
-		<-wrote
-	}
+	waitWritten(r, wrote) // written
 	if err := s.SetLimits(Limits{MaxBytes: 256 << 10, MaxTotalBytes: 256 << 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,24 +177,7 @@ func TestAuditDropsCounted(t *testing.T) {
 	// file is no longer live and could be evicted to make room).
 	lim := Limits{MaxBytes: 128 << 10, MaxTotalBytes: 128 << 10}
 	s := testStore(t, lim)
-	wrote := make(chan struct{}, 1)
-	s.opDone = func() {
-		select {
-		case wrote <- struct{}{}:
-		default:
-		}
-	}
-	drain := func(r *Recorder) {
-		for {
-			r.mu.Lock()
-			q := r.qBytes
-			r.mu.Unlock()
-			if q == 0 {
-				return
-			}
-			<-wrote
-		}
-	}
+	wrote := notifyWrites(s)
 	var snaps int
 	var rs []*Recorder
 	for i := range 3 {
@@ -229,7 +197,7 @@ func TestAuditDropsCounted(t *testing.T) {
 			for _, r := range rs {
 				r.Output(time.Now(), line.text)
 				r.Flush()
-				drain(r) // a write per line: a line that does not fit is dropped alone
+				waitWritten(r, wrote) // a write per line: a line that does not fit is dropped alone
 			}
 		}
 	}
@@ -240,7 +208,7 @@ func TestAuditDropsCounted(t *testing.T) {
 	for i := range n {
 		rs[0].Audit(Audit{Event: "attach", Viewer: "v" + strconv.Itoa(i), Token: "tok", Role: "view", Remote: "127.0.0.1:1"})
 	}
-	drain(rs[0])
+	waitWritten(rs[0], wrote)
 	if st := s.Stats(); st.AuditDropped != n {
 		t.Fatalf("stats %+v: want %d audit events dropped", st, n)
 	}
@@ -275,13 +243,8 @@ func TestAuditDropsCounted(t *testing.T) {
 // gets there; until then List, Page and Info do not show it, so that no
 // one is handed an id whose file does not exist.
 func TestContinuedFileHiddenUntilCreated(t *testing.T) {
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
+	s, unblock := blockedStore(t, Limits{MaxBytes: 64 << 10})
 	defer unblock()
-	s := testStore(t, Limits{MaxBytes: 64 << 10}, WithFileWrapper(func(w io.Writer) io.Writer {
-		return &blockingWriter{w: w, release: release}
-	}))
 	var snaps int
 	r, err := s.Start(Params{Channel: "c", Rows: 24, Cols: 80, Mode: Output, Snapshot: fakeScreen(&snaps)})
 	if err != nil {
