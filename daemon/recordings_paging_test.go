@@ -54,6 +54,24 @@ func fakeRecordingAt(t *testing.T, h *harness, id string, at time.Time, lines in
 	return info
 }
 
+// oneLineCast is a recording of one line of output.
+const oneLineCast = `{"version":2,"width":80,"height":24,"timestamp":1767225600}` + "\n" + `[0.5,"o","hi\r\n"]` + "\n"
+
+// seedRecordings writes files (name → text) into the recordings
+// directory of the daemon c configures, before it starts.
+func seedRecordings(t *testing.T, c *config.Config, files map[string]string) {
+	t.Helper()
+	dir := filepath.Join(c.StateDir, daemon.RecordingsDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func ids(l []record.Info) []string {
 	out := make([]string, len(l))
 	for i, r := range l {
@@ -212,10 +230,7 @@ func TestRecordingsListOfThousands(t *testing.T) {
 		c.Limits = config.DefaultLimits()
 		c.Limits.ClientReceiveDefaults.MaximumFrameBytes = 16 << 10
 		c.Limits.ClientReceiveDefaults.MaximumMessageBytes = limit
-		dir := filepath.Join(c.StateDir, daemon.RecordingsDir)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
+		files := map[string]string{}
 		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		for i := range n {
 			at := t0.Add(time.Duration(i/3) * time.Second) // 3 a second: ids with -N
@@ -224,10 +239,9 @@ func TestRecordingsListOfThousands(t *testing.T) {
 				id = fmt.Sprintf("t%d-%s-2", (i-1)%7, at.Format("20060102T150405Z"))
 			}
 			cast := fmt.Sprintf(`{"version":2,"width":80,"height":24,"timestamp":%d,"title":"sh"}`+"\n"+`[0.5,"o","hi\r\n"]`+"\n", at.Unix())
-			if err := os.WriteFile(filepath.Join(dir, id+record.CastSuffix), []byte(cast), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			files[id+record.CastSuffix] = cast
 		}
+		seedRecordings(t, c, files)
 	})
 	want := ids(h.srv.Recordings().List(""))
 	if len(want) != n {
@@ -409,19 +423,15 @@ func TestRecordingsKeyframeInPieces(t *testing.T) {
 func TestListRecordingsPages(t *testing.T) {
 	const n = 2500
 	h := start(t, false, func(c *config.Config) {
-		dir := filepath.Join(c.StateDir, daemon.RecordingsDir)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
+		files := map[string]string{}
 		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		for i := range n {
 			at := t0.Add(time.Duration(i/2) * time.Second)
 			id := fmt.Sprintf("t%d-%s", i%2, at.Format("20060102T150405Z"))
 			cast := fmt.Sprintf(`{"version":2,"width":80,"height":24,"timestamp":%d}`+"\n", at.Unix())
-			if err := os.WriteFile(filepath.Join(dir, id+record.CastSuffix), []byte(cast), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			files[id+record.CastSuffix] = cast
 		}
+		seedRecordings(t, c, files)
 	})
 	rc := ahpv1.NewRecordingServiceClient(h.control().cc)
 	ctx := ctxT(t)
@@ -483,21 +493,12 @@ func TestListRecordingsPages(t *testing.T) {
 func TestRecordingsIndexDroppedAudit(t *testing.T) {
 	const id = "t1-20260101T000000Z"
 	h := start(t, false, func(c *config.Config) {
-		dir := filepath.Join(c.StateDir, daemon.RecordingsDir)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		cast := `{"version":2,"width":80,"height":24,"timestamp":1767225600}` + "\n" + `[0.5,"o","hi\r\n"]` + "\n"
 		index := `{"type":"keyframe","time":0.000000,"offset":62,"rows":24,"cols":80,"screen":"\u001b[Hhi"}` + "\n" +
 			`{"type":"audit","time":0.100000,"event":"attach","viewer":"c1","token":"tok-1","role":"view","remote":"127.0.0.1:9"}` + "\n" +
 			`{"type":"dropped","time":0.200000,"bytes":0,"audit":3}` + "\n" +
 			`{"type":"dropped","time":0.300000,"bytes":5}` + "\n" +
 			`{"type":"dropped","time":0.400000,"bytes":0,"audit":4}` + "\n"
-		for name, text := range map[string]string{id + record.CastSuffix: cast, id + record.IndexSuffix: index} {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		seedRecordings(t, c, map[string]string{id + record.CastSuffix: oneLineCast, id + record.IndexSuffix: index})
 	})
 	ws := h.rawInit(adminToken)
 	ctx := ctxT(t)
@@ -532,11 +533,6 @@ func TestRecordingsIndexAuditPages(t *testing.T) {
 		c.Limits = config.DefaultLimits()
 		c.Limits.ClientReceiveDefaults.MaximumFrameBytes = 16 << 10
 		c.Limits.ClientReceiveDefaults.MaximumMessageBytes = limit
-		dir := filepath.Join(c.StateDir, daemon.RecordingsDir)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		cast := `{"version":2,"width":80,"height":24,"timestamp":1767225600}` + "\n" + `[0.5,"o","hi\r\n"]` + "\n"
 		var index strings.Builder
 		for k := range 3 {
 			fmt.Fprintf(&index, `{"type":"keyframe","time":%d.000000,"offset":62,"rows":24,"cols":80,"screen":"\u001b[Hhi"}`+"\n", k)
@@ -544,11 +540,7 @@ func TestRecordingsIndexAuditPages(t *testing.T) {
 		for i := range n {
 			fmt.Fprintf(&index, `{"type":"audit","time":%d.%06d,"event":"attach","viewer":"c%d","token":"tok-1","role":"view","remote":"127.0.0.1:%d"}`+"\n", 3+i/1000, i%1000, i, 1000+i%50000)
 		}
-		for name, text := range map[string]string{id + record.CastSuffix: cast, id + record.IndexSuffix: index.String()} {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		seedRecordings(t, c, map[string]string{id + record.CastSuffix: oneLineCast, id + record.IndexSuffix: index.String()})
 	})
 	ws := h.rawInit(adminToken)
 	ws.SetReadLimit(16 << 20)
