@@ -97,7 +97,7 @@ func benchStoreList(b *testing.B, page bool) {
 	for i := range 100_000 {
 		at := t0.Add(time.Duration(i) * time.Second)
 		id := fmt.Sprintf("c%d-%s", i%50, at.Format(startLayout))
-		s.files[id] = &file{Info: Info{ID: id, Key: sortKey(at, id), Channel: fmt.Sprintf("c%d", i%50), Started: at, Bytes: 1000, Rows: 24, Cols: 80}}
+		s.files[id] = &file{Info: Info{ID: id, Key: sortKey(at, id), Channel: fmt.Sprintf("c%d", i%50), Started: at, Bytes: 1000, Rows: 24, Cols: 80}, created: true}
 	}
 	s.mu.Unlock()
 	for b.Loop() {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -498,23 +499,10 @@ func (s *Store) closeFile(f *file, now time.Time) {
 }
 
 // List returns the recordings of channel (as given to Start; "" for
-// all), newest first.
+// all), newest first: every page of Page at once.
 func (s *Store) List(channel string) []Info {
-	safe := ""
-	if channel != "" {
-		safe = SafeChannel(channel)
-	}
-	s.mu.Lock()
-	var out []Info
-	for _, f := range s.files {
-		if safe != "" && f.Channel != safe || !f.shown() {
-			continue
-		}
-		out = append(out, f.Info)
-	}
-	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b Info) int { return cmp.Compare(b.Key, a.Key) })
-	return out
+	all, _ := s.Page(channel, "", math.MaxInt-1, nil)
+	return all
 }
 
 // Page returns a page of List(channel): the n newest recordings whose
